@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Build the C accelerator plugins of acc-host into shared libraries.
+
+Every directory ``plugins/<name>/`` holding ``.c`` files becomes
+``lib<name>.so`` (``.dylib`` on macOS), compiled together with the shared
+sources of ``plugins/common/`` against ``include/mxnet_acc.h``. The libraries
+and a copy of the header go to ``src/acc_host/_bundled/``, where the installed
+package finds them (``pip install .`` and ``pip install -e .`` run this
+script through ``setup.py``).
+
+Usage::
+
+    python build_plugins.py [--out DIR] [--sanitize] [--werror] [--force]
+
+Shipped builds are optimised (-O2) with warnings on and no ``-march=native``,
+so the libraries run on any CPU of the target architecture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+INCLUDE_DIR = ROOT / "include"
+HEADER = INCLUDE_DIR / "mxnet_acc.h"
+PLUGINS_DIR = ROOT / "plugins"
+COMMON_DIR = PLUGINS_DIR / "common"
+DEFAULT_OUT = ROOT / "src" / "acc_host" / "_bundled"
+
+SHARED_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
+
+BASE_FLAGS = ["-std=c11", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra",
+              "-fvisibility=hidden"]
+RELEASE_FLAGS = ["-O2"]
+SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
+LIBS = ["-lm"]
+
+
+class BuildError(RuntimeError):
+    """A plugin failed to compile; the message holds the compiler's output."""
+
+
+def compiler() -> str:
+    """The C compiler: $CC, else cc/gcc/clang, whichever is found first."""
+    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if candidate and shutil.which(candidate):
+            return candidate
+    raise BuildError("no C compiler found: install gcc or clang, or set CC")
+
+
+def library_name(plugin: str) -> str:
+    return f"lib{plugin}{SHARED_SUFFIX}"
+
+
+def plugin_dirs() -> list[Path]:
+    """Plugin source directories that hold C sources, in name order."""
+    return sorted(
+        path for path in PLUGINS_DIR.iterdir()
+        if path.is_dir() and path != COMMON_DIR and any(path.glob("*.c"))
+    )
+
+
+def compile_library(sources: Sequence[Path], output: Path, *, sanitize: bool = False,
+                    werror: bool = False, include_dirs: Sequence[Path] = (),
+                    extra_flags: Sequence[str] = ()) -> Path:
+    """Compiles C sources into the shared library at output.
+
+    This is also how the tests build their deliberately broken plugins.
+    """
+    flags = [*BASE_FLAGS, *(SANITIZE_FLAGS if sanitize else RELEASE_FLAGS)]
+    if werror:
+        flags.append("-Werror")
+    if not sanitize and sys.platform.startswith("linux"):
+        flags.append("-Wl,-z,defs")  # an unresolved symbol fails the build, not the dlopen
+    includes = [f"-I{path}" for path in (INCLUDE_DIR, COMMON_DIR, *include_dirs)]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    command = [compiler(), *flags, *extra_flags, *includes, *map(str, sources),
+               "-o", str(output), *LIBS]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BuildError(f"building {output.name} failed:\n{' '.join(command)}\n"
+                         f"{result.stdout}{result.stderr}")
+    return output
+
+
+def _is_fresh(output: Path, inputs: Sequence[Path]) -> bool:
+    if not output.exists():
+        return False
+    built = output.stat().st_mtime
+    return all(path.stat().st_mtime <= built for path in inputs)
+
+
+def build_plugin(source_dir: Path, out_dir: Path, *, sanitize: bool = False,
+                 werror: bool = False, force: bool = False) -> Path:
+    """Builds one plugin directory with the common sources; skips it when
+    the library is newer than every source and header it depends on."""
+    sources = sorted(source_dir.glob("*.c")) + sorted(COMMON_DIR.glob("*.c"))
+    headers = [HEADER, *source_dir.glob("*.h"), *COMMON_DIR.glob("*.h")]
+    output = out_dir / library_name(source_dir.name)
+    # The stamp records how the library was built, so that switching between
+    # a release and a sanitizer build always recompiles.
+    stamp = output.with_suffix(".stamp")
+    recipe = f"sanitize={sanitize} werror={werror}"
+    up_to_date = (_is_fresh(output, [*sources, *headers, Path(__file__)])
+                  and stamp.exists() and stamp.read_text() == recipe)
+    if up_to_date and not force:
+        return output
+    compile_library(sources, output, sanitize=sanitize, werror=werror,
+                    include_dirs=[source_dir])
+    stamp.write_text(recipe)
+    return output
+
+
+def build_all(out_dir: Path = DEFAULT_OUT, *, sanitize: bool = False, werror: bool = False,
+              force: bool = False, log=print) -> list[Path]:
+    """Builds every plugin into out_dir and copies the header beside them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HEADER, out_dir / HEADER.name)
+    built = []
+    for source_dir in plugin_dirs():
+        path = build_plugin(source_dir, out_dir, sanitize=sanitize, werror=werror, force=force)
+        log(f"built {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        built.append(path)
+    return built
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"output directory (default: {DEFAULT_OUT.relative_to(ROOT)})")
+    parser.add_argument("--sanitize", action="store_true",
+                        help="build with AddressSanitizer and UndefinedBehaviorSanitizer")
+    parser.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    args = parser.parse_args(argv)
+    try:
+        build_all(args.out, sanitize=args.sanitize, werror=args.werror, force=args.force)
+    except BuildError as error:
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+#include "tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "status.h"
+
+size_t acc_dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case kFloat32: return 4;
+    case kFloat64: return 8;
+    case kFloat16: return 2;
+    case kUint8: return 1;
+    case kInt32: return 4;
+    case kInt8: return 1;
+    case kInt64: return 8;
+    default: return 0;
+  }
+}
+
+const char *acc_dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case kFloat32: return "float32";
+    case kFloat64: return "float64";
+    case kFloat16: return "float16";
+    case kUint8: return "uint8";
+    case kInt32: return "int32";
+    case kInt8: return "int8";
+    case kInt64: return "int64";
+    default: return "invalid";
+  }
+}
+
+int acc_tensor_shape(const MXTensor *tensor, const char *what, acc_shape *shape) {
+  if (tensor == NULL) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: tensor descriptor is NULL", what);
+  }
+  if (tensor->shape_len > MX_ACC_MAX_NDIM) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: %llu dimensions, at most %d allowed",
+                    what, (unsigned long long)tensor->shape_len, MX_ACC_MAX_NDIM);
+  }
+  if (tensor->shape_len > 0 && tensor->shape == NULL) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: shape is NULL with shape_len %llu",
+                    what, (unsigned long long)tensor->shape_len);
+  }
+  shape->ndim = (int)tensor->shape_len;
+  for (int i = 0; i < shape->ndim; ++i) shape->dims[i] = tensor->shape[i];
+  return MX_ACC_OK;
+}
+
+int acc_shape_count(const acc_shape *shape, size_t element_size, const char *what,
+                    size_t *count) {
+  size_t total = 1;
+  if (element_size == 0) element_size = 1;
+  for (int i = 0; i < shape->ndim; ++i) {
+    uint64_t extent = shape->dims[i];
+    if (extent != 0 && total > SIZE_MAX / element_size / extent) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: shape is too large", what);
+    }
+    total *= (size_t)extent;
+  }
+  *count = total;
+  return MX_ACC_OK;
+}
+
+int acc_shape_bytes(const acc_shape *shape, size_t element_size, const char *what,
+                    size_t *bytes) {
+  size_t count = 0;
+  int status = acc_shape_count(shape, element_size, what, &count);
+  if (status == MX_ACC_OK) *bytes = count * (element_size == 0 ? 1 : element_size);
+  return status;
+}
+
+int acc_shape_equal(const acc_shape *a, const acc_shape *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; ++i) {
+    if (a->dims[i] != b->dims[i]) return 0;
+  }
+  return 1;
+}
+
+void acc_shape_format(const acc_shape *shape, char *buffer, size_t size) {
+  if (size == 0) return;
+  size_t used = 0;
+  buffer[0] = '\0';
+  for (int i = 0; i < shape->ndim && used < size; ++i) {
+    int n = snprintf(buffer + used, size - used, "%s%llu", i == 0 ? "(" : ", ",
+                     (unsigned long long)shape->dims[i]);
+    if (n < 0) return;
+    used += (size_t)n;
+  }
+  if (used < size) {
+    snprintf(buffer + used, size - used, "%s", shape->ndim == 0 ? "()" : ")");
+  }
+}
+
+int acc_tensor_expect_spec(const MXTensor *tensor, const char *what, int32_t dtype,
+                           const acc_shape *shape) {
+  acc_shape actual;
+  int status = acc_tensor_shape(tensor, what, &actual);
+  if (status != MX_ACC_OK) return status;
+  if (tensor->isSparse) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: sparse tensors are not supported", what);
+  }
+  if (tensor->dtype != dtype) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: dtype %s, expected %s", what,
+                    acc_dtype_name(tensor->dtype), acc_dtype_name(dtype));
+  }
+  if (!acc_shape_equal(&actual, shape)) {
+    char got[256], want[256];
+    acc_shape_format(&actual, got, sizeof got);
+    acc_shape_format(shape, want, sizeof want);
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: shape %s, expected %s", what, got, want);
+  }
+  size_t count = 0;
+  return acc_shape_count(&actual, acc_dtype_size(dtype), what, &count);
+}
+
+int acc_tensor_expect(const MXTensor *tensor, const char *what, int32_t dtype,
+                      const acc_shape *shape) {
+  int status = acc_tensor_expect_spec(tensor, what, dtype, shape);
+  if (status != MX_ACC_OK) return status;
+  size_t count = 0;
+  acc_shape_count(shape, acc_dtype_size(dtype), what, &count);
+  if (count > 0 && tensor->data == NULL) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: data is NULL", what);
+  }
+  return MX_ACC_OK;
+}

@@ -1,0 +1,50 @@
+/*
+ * Checked helpers for MXTensor descriptors and shapes received through the
+ * ABI. Every function that can fail records a message with acc_fail() and
+ * returns its status code, so callers can return it unchanged.
+ */
+#ifndef ACC_COMMON_TENSOR_H_
+#define ACC_COMMON_TENSOR_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph.h"
+#include "mxnet_acc.h"
+
+/* Bytes per element of dtype, or 0 if dtype is not a TensorDType value. */
+size_t acc_dtype_size(int32_t dtype);
+
+/* Name of dtype ("float32", ...) or "invalid". */
+const char *acc_dtype_name(int32_t dtype);
+
+/* Copies a descriptor's shape into *shape after checking shape_len and the
+ * shape pointer. what names the tensor in messages ("input 0 of infer"). */
+int acc_tensor_shape(const MXTensor *tensor, const char *what, acc_shape *shape);
+
+/* Number of elements of shape into *count; fails when the elements would
+ * take more than SIZE_MAX bytes at element_size bytes each. */
+int acc_shape_count(const acc_shape *shape, size_t element_size, const char *what,
+                    size_t *count);
+
+/* Size in bytes of shape's elements at element_size bytes each into *bytes,
+ * failing on overflow as acc_shape_count. */
+int acc_shape_bytes(const acc_shape *shape, size_t element_size, const char *what,
+                    size_t *bytes);
+
+int acc_shape_equal(const acc_shape *a, const acc_shape *b);
+
+/* Writes "(1, 3, 224, 224)" into buffer (always NUL-terminated). */
+void acc_shape_format(const acc_shape *shape, char *buffer, size_t size);
+
+/* Checks that tensor describes a dense tensor with the given dtype and
+ * shape; its data pointer is not looked at. */
+int acc_tensor_expect_spec(const MXTensor *tensor, const char *what, int32_t dtype,
+                           const acc_shape *shape);
+
+/* As acc_tensor_expect_spec, and data must be non-NULL unless the tensor is
+ * empty. */
+int acc_tensor_expect(const MXTensor *tensor, const char *what, int32_t dtype,
+                      const acc_shape *shape);
+
+#endif /* ACC_COMMON_TENSOR_H_ */

@@ -1,0 +1,47 @@
+/*
+ * Symbolic mode of cpu_ref: a graph compiled into a list of steps over
+ * preallocated buffers, kept under its model id.
+ */
+#ifndef CPU_REF_MODEL_H_
+#define CPU_REF_MODEL_H_
+
+#include <stddef.h>
+
+#include "graph.h"
+#include "mxnet_acc.h"
+#include "ops.h"
+
+typedef struct cr_step cr_step;
+typedef struct cr_model cr_model;
+
+struct cr_model {
+  char *id;
+  int dev_id;
+  acc_graph *graph;
+  size_t num_entries;
+  size_t *entry_of_node;  /* first entry of each node */
+  cr_tensor *entries;     /* one per node output; variables hold their value */
+  unsigned char *owned;   /* nonzero where entries[i].data is owned by the model */
+  size_t num_steps;
+  cr_step *steps;
+  char **head_names;      /* num_heads names of the outputs */
+  cr_model *next;
+};
+
+/* Ids of the operator nodes of json that cpu_ref can run (see
+ * supportedOps()). */
+int cr_model_supported(const char *json, int *ids, int capacity, int *count);
+
+/* Builds a model from json and the weights in data (see loadModel()). On
+ * success *model is owned by the caller; free it with cr_model_free. */
+int cr_model_create(const char *model_id, const char *json, const char *const *names,
+                    const MXTensor *data, int num_data, int dev_id, cr_model **model);
+
+void cr_model_free(cr_model *model);
+
+/* Runs model once (see infer()). num_threads bounds the kernels' threads. */
+int cr_model_infer(cr_model *model, const char *const *in_names, const char *const *out_names,
+                   const MXTensor *in_data, const MXTensor *out_data, int num_in, int num_out,
+                   int num_threads);
+
+#endif /* CPU_REF_MODEL_H_ */

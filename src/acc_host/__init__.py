@@ -1,0 +1,63 @@
+"""acc-host: bring your own accelerator to an MXNet-style inference stack.
+
+Use as ``import acc_host as mx``::
+
+    ctx = mx.load_acc("/path/libmyacc.so")   # context of device 0
+    mx.acc(1), mx.myacc(0)                   # other contexts of that library
+    mx.test_utils.list_acc(mx.acc())         # [0, ..., getNumAcc() - 1]
+    ctx.configure(num_threads=2)             # vendor-specific settings
+
+Importing the package loads the bundled plugins and every library in the
+directory named by ``MXNET_ACC_LIBRARIES`` (see :mod:`acc_host.discovery`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import errors, test_utils
+from ._abi import API_VERSION
+from .context import Context, cpu, current_context
+from .discovery import AccLibraryWarning, discover as _discover
+from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
+from .registry import acc, get_library, libraries, load_acc
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "API_VERSION",
+    "Context",
+    "AccLibraryWarning",
+    "acc",
+    "cpu",
+    "current_context",
+    "errors",
+    "get_library",
+    "libraries",
+    "load_acc",
+    "test_utils",
+    *errors.__all__,
+]
+
+
+def __getattr__(name: str) -> Callable[[int], Context]:
+    """``mx.<name>(i)`` for every loaded accelerator library."""
+    from .registry import _state
+
+    if name in _state.by_name:
+        def make_context(device_id: int = 0) -> Context:
+            return Context(name, device_id)
+
+        make_context.__name__ = name
+        make_context.__doc__ = f"Context of device device_id of accelerator {name!r}."
+        return make_context
+    raise AttributeError(f"module 'acc_host' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    from .registry import _state
+
+    return sorted({*globals(), *_state.by_name})
+
+
+_discover()

@@ -1,0 +1,136 @@
+"""The acc_host exception hierarchy.
+
+Every error acc_host raises on purpose derives from :class:`AccHostError`.
+Where a standard exception describes the same situation, the acc_host class
+also derives from it (a missing library file is a ``FileNotFoundError``, a
+bad device id a ``ValueError``), so either can be caught.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AccHostError",
+    "LibraryError",
+    "LibraryNotFoundError",
+    "NotALibraryError",
+    "MissingSymbolsError",
+    "AccVersionError",
+    "InvalidAccNameError",
+    "AccNameConflictError",
+    "NoDeviceError",
+    "PluginError",
+    "PluginUnsupportedError",
+    "PluginOutOfMemoryError",
+    "PluginContractError",
+    "InvalidArgumentError",
+    "ContextError",
+    "TensorError",
+]
+
+
+class AccHostError(Exception):
+    """Root of every error raised by acc_host."""
+
+
+# ---- loading a library -------------------------------------------------------
+
+
+class LibraryError(AccHostError):
+    """An accelerator library cannot be loaded or used. ``path`` names it."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class LibraryNotFoundError(LibraryError, FileNotFoundError):
+    """The library file does not exist."""
+
+
+class NotALibraryError(LibraryError):
+    """The file exists but the dynamic loader refused it; the message quotes
+    the loader's own explanation."""
+
+
+class MissingSymbolsError(LibraryError):
+    """Required entry points are not exported; ``missing`` lists all of them."""
+
+    def __init__(self, message: str, path: str, missing: list[str]) -> None:
+        super().__init__(message, path)
+        self.missing = missing
+
+
+class AccVersionError(LibraryError):
+    """The library and the host disagree on the ABI version."""
+
+    def __init__(self, message: str, path: str, host_version: int,
+                 plugin_version: int | None) -> None:
+        super().__init__(message, path)
+        self.host_version = host_version
+        self.plugin_version = plugin_version
+
+
+class InvalidAccNameError(LibraryError, ValueError):
+    """The accelerator name cannot become a context type."""
+
+
+class AccNameConflictError(LibraryError):
+    """Another, different library already uses the accelerator name."""
+
+
+class NoDeviceError(LibraryError):
+    """The library reports no device (getNumAcc() < 1)."""
+
+
+# ---- calls into a loaded library -------------------------------------------------
+
+
+class PluginError(AccHostError):
+    """A plugin function returned a failure code.
+
+    ``function`` is the ABI function, ``code`` the status, ``code_name`` its
+    symbolic name and ``plugin_message`` the plugin's own text (from
+    accGetLastError), or ``""`` when it gave none.
+    """
+
+    def __init__(self, accelerator: str, function: str, code: int, code_name: str,
+                 plugin_message: str, context: str = "") -> None:
+        where = f" ({context})" if context else ""
+        detail = f": {plugin_message}" if plugin_message else ""
+        super().__init__(f"{accelerator}: {function}{where} failed with {code_name}{detail}")
+        self.accelerator = accelerator
+        self.function = function
+        self.code = code
+        self.code_name = code_name
+        self.plugin_message = plugin_message
+
+
+class PluginUnsupportedError(PluginError):
+    """The plugin does not support the operator, dtype or feature asked for."""
+
+
+class PluginOutOfMemoryError(PluginError, MemoryError):
+    """The plugin ran out of host or accelerator memory."""
+
+
+class PluginContractError(AccHostError):
+    """A plugin broke the ABI contract: an answer out of range, a NULL where
+    the header promises a value. The message names the plugin."""
+
+
+# ---- arguments -------------------------------------------------------------------
+
+
+class InvalidArgumentError(AccHostError, ValueError):
+    """An argument acc_host cannot pass on: a string with a NUL character, a
+    negative count, a value of the wrong kind."""
+
+
+class ContextError(InvalidArgumentError):
+    """An unknown accelerator, a device id out of range, or a context used
+    where it cannot be."""
+
+
+class TensorError(InvalidArgumentError):
+    """An array cannot be passed to a plugin: unsupported dtype, too many
+    dimensions, or not contiguous."""

@@ -1,0 +1,260 @@
+"""Loading one accelerator library and calling its entry points.
+
+:class:`AccLibrary` is the chokepoint between Python and a plugin: it checks
+what the library exports, negotiates the ABI version, and turns every failure
+status into an exception that carries the plugin's own message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _abi
+from ._abi import ffi
+from .errors import (
+    AccVersionError,
+    ContextError,
+    InvalidAccNameError,
+    LibraryError,
+    LibraryNotFoundError,
+    MissingSymbolsError,
+    NoDeviceError,
+    NotALibraryError,
+    PluginContractError,
+    PluginError,
+    PluginOutOfMemoryError,
+    PluginUnsupportedError,
+)
+from .tensor import CStrings, TensorArray, TensorSpec
+
+__all__ = ["AccLibrary", "REQUIRED_SYMBOLS", "IMPERATIVE_SYMBOLS", "OPTIONAL_SYMBOLS",
+           "validate_acc_name"]
+
+REQUIRED_SYMBOLS = ("getAccApiVersion", "initialize", "getAccName", "getNumAcc",
+                    "supportsImperative", "supportedOps", "loadModel", "unloadModel", "infer",
+                    "configure")
+IMPERATIVE_SYMBOLS = ("mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc",
+                      "accGetExecutor")
+OPTIONAL_SYMBOLS = ("accGetLastError",)
+
+_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*\Z")
+_ERROR_CLASSES: dict[int, type[PluginError]] = {
+    _abi.ERR_UNSUPPORTED: PluginUnsupportedError,
+    _abi.ERR_OUT_OF_MEMORY: PluginOutOfMemoryError,
+}
+
+
+def validate_acc_name(name: str, path: str) -> str:
+    """Checks that name can become a context type (mx.<name>(i))."""
+    if not (isinstance(name, str) and 0 < len(name) < _abi.NAME_MAX
+            and _NAME_PATTERN.match(name)):
+        raise InvalidAccNameError(
+            f"{path}: accelerator name {name!r} is invalid: it must be 1 to {_abi.NAME_MAX - 1} "
+            "characters from [a-z0-9_], starting with a letter", path)
+    return name
+
+
+class AccLibrary:
+    """A loaded, initialized accelerator library.
+
+    Attributes: ``path`` (resolved), ``name`` (the context type), ``api_version``
+    (the plugin's), ``num_devices``, ``supports_imperative``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None) -> None:
+        self.path = os.path.realpath(os.fspath(path))
+        self._lib = self._open()
+        self._check_symbols(REQUIRED_SYMBOLS)
+        self._last_error = self._lib.accGetLastError if self._has("accGetLastError") else None
+        self.api_version = int(self._lib.getAccApiVersion())
+        self._initialize()
+        self.library_name = self._read_name()
+        self.name = validate_acc_name(acc_name if acc_name is not None else self.library_name,
+                                      self.path)
+        self.num_devices = int(self._lib.getNumAcc())
+        if self.num_devices < 1:
+            raise NoDeviceError(
+                f"{self.path}: getNumAcc() returned {self.num_devices}; the library has no "
+                "usable device", self.path)
+        self.supports_imperative = self._read_imperative()
+        if self.supports_imperative:
+            self._check_symbols(IMPERATIVE_SYMBOLS, "supportsImperative() returned 1 but ")
+        self._configure_lock = threading.Lock()
+        self._device_locks = [threading.RLock() for _ in range(self.num_devices)]
+
+    # ---- loading -------------------------------------------------------------
+
+    def _open(self) -> Any:
+        if not os.path.isfile(self.path):
+            raise LibraryNotFoundError(f"accelerator library not found: {self.path}", self.path)
+        try:
+            return ffi.dlopen(self.path)
+        except OSError as error:
+            # cffi appends a note about ctypes.util.find_library, which never
+            # applies to an explicit path; keep only the loader's own words.
+            reason = str(error).split("  Additionally, ctypes.util", 1)[0]
+            raise NotALibraryError(
+                f"{self.path} is not a loadable library: {reason}", self.path) from None
+
+    def _has(self, symbol: str) -> bool:
+        try:
+            getattr(self._lib, symbol)
+        except AttributeError:
+            return False
+        return True
+
+    def _check_symbols(self, symbols: Sequence[str], reason: str = "") -> None:
+        missing = [symbol for symbol in symbols if not self._has(symbol)]
+        if missing:
+            raise MissingSymbolsError(
+                f"{self.path}: {reason}required symbols are missing: {', '.join(missing)}",
+                self.path, missing)
+
+    def _initialize(self) -> None:
+        host, plugin = _abi.API_VERSION, self.api_version
+        status = self._lib.initialize(host)
+        if status == _abi.ERR_VERSION:
+            raise AccVersionError(
+                f"{self.path}: the library refused host ABI version {_abi.version_text(host)} "
+                f"({host}); it was built for ABI version {_abi.version_text(plugin)} "
+                f"({plugin}){self._message_suffix()}", self.path, host, plugin)
+        if status != _abi.OK:
+            self._raise("<library>", "initialize", status)
+        if plugin // 100 != _abi.API_VERSION_MAJOR:
+            raise AccVersionError(
+                f"{self.path}: the library was built for ABI version {_abi.version_text(plugin)} "
+                f"({plugin}), which host ABI version {_abi.version_text(host)} ({host}) cannot "
+                "use: the major versions differ", self.path, host, plugin)
+
+    def _read_name(self) -> str:
+        buffer = ffi.new("char[]", _abi.NAME_MAX)
+        self.check("<library>", "getAccName", self._lib.getAccName(buffer, _abi.NAME_MAX))
+        raw = ffi.buffer(buffer)[:]
+        if b"\0" not in raw:
+            raise InvalidAccNameError(
+                f"{self.path}: getAccName() wrote no NUL terminator within {_abi.NAME_MAX} bytes",
+                self.path)
+        name = raw.split(b"\0", 1)[0]
+        try:
+            return name.decode("ascii")
+        except UnicodeDecodeError:
+            raise InvalidAccNameError(
+                f"{self.path}: getAccName() returned non-ASCII bytes {name!r}", self.path) from None
+
+    def _read_imperative(self) -> bool:
+        value = int(self._lib.supportsImperative())
+        if value not in (0, 1):
+            raise LibraryError(f"{self.path}: supportsImperative() returned {value}, not 0 or 1",
+                               self.path)
+        return value == 1
+
+    # ---- errors ----------------------------------------------------------------
+
+    def last_error(self) -> str:
+        """The plugin's message for the calling thread's last failure, or ""."""
+        if self._last_error is None:
+            return ""
+        text = self._last_error()
+        return "" if text == ffi.NULL else ffi.string(text).decode("utf-8", "replace")
+
+    def _message_suffix(self) -> str:
+        message = self.last_error()
+        return f": {message}" if message else ""
+
+    def _raise(self, accelerator: str, function: str, status: int, context: str = "") -> None:
+        error_class = _ERROR_CLASSES.get(status, PluginError)
+        raise error_class(accelerator, function, status, _abi.status_name(status),
+                          self.last_error(), context)
+
+    def check(self, accelerator: str, function: str, status: int, context: str = "") -> None:
+        """Raises the PluginError matching status unless it is MX_ACC_OK."""
+        if status != _abi.OK:
+            self._raise(accelerator, function, status, context)
+
+    def _call(self, function: str, *args: Any, context: str = "") -> None:
+        self.check(self.name, function, getattr(self._lib, function)(*args), context)
+
+    @property
+    def lib(self) -> Any:
+        """The raw cffi library (for the modules that marshal their own calls)."""
+        return self._lib
+
+    def device_lock(self, dev_id: int) -> threading.RLock:
+        """The lock that serializes calls for one device, as the ABI promises."""
+        self.check_device(dev_id)
+        return self._device_locks[dev_id]
+
+    def check_device(self, dev_id: int) -> None:
+        if not (isinstance(dev_id, (int, np.integer)) and 0 <= dev_id < self.num_devices):
+            raise ContextError(
+                f"{self.name}: device {dev_id!r} does not exist (devices 0 to "
+                f"{self.num_devices - 1})")
+
+    # ---- configure ----------------------------------------------------------------
+
+    def configure(self, dev_id: int, settings: Mapping[str, Any]) -> dict[str, str]:
+        """Calls configure() with settings (values converted with str) and
+        returns the plugin's answer as a new dict."""
+        self.check_device(dev_id)
+        keys = CStrings(list(settings.keys()))
+        values = CStrings([str(value) for value in settings.values()])
+        out_keys = ffi.new("const char *const **")
+        out_vals = ffi.new("const char *const **")
+        num_out = ffi.new("int *")
+        with self._configure_lock:
+            self._call("configure", keys.pointer, values.pointer, keys.count, dev_id, out_keys,
+                       out_vals, num_out, context=", ".join(settings))
+            return self._copy_pairs(out_keys[0], out_vals[0], num_out[0])
+
+    def _copy_pairs(self, keys: Any, values: Any, count: int) -> dict[str, str]:
+        if count < 0 or (count > 0 and (keys == ffi.NULL or values == ffi.NULL)):
+            raise PluginContractError(
+                f"{self.name}: configure() returned {count} outputs with NULL arrays")
+        answer = {}
+        for index in range(count):
+            if keys[index] == ffi.NULL or values[index] == ffi.NULL:
+                raise PluginContractError(f"{self.name}: configure() output {index} is NULL")
+            answer[ffi.string(keys[index]).decode("utf-8", "replace")] = ffi.string(
+                values[index]).decode("utf-8", "replace")
+        return answer
+
+    # ---- symbolic ---------------------------------------------------------------------
+
+    def supported_ops(self, json_text: str, data: Mapping[str, TensorSpec], num_nodes: int,
+                      dev_id: int = 0) -> list[int]:
+        """Ids of the operator nodes of an annotated graph the plugin can run
+        on dev_id, validated: ascending, unique, within [0, num_nodes)."""
+        names = CStrings(list(data))
+        tensors = TensorArray(list(data.values()))
+        ids = ffi.new("int[]", max(num_nodes, 1))
+        count = ffi.new("int *", -1)
+        graph = ffi.new("char[]", json_text.encode("utf-8"))
+        with self.device_lock(dev_id):
+            self._call("supportedOps", graph, names.pointer, tensors.pointer, names.count,
+                       dev_id, ids, num_nodes, count)
+        found = count[0]
+        if not 0 <= found <= num_nodes:
+            raise PluginContractError(
+                f"{self.name}: supportedOps() reported {found} ids for a graph of {num_nodes} "
+                "nodes")
+        answer = list(ids[0:found])
+        if any(not 0 <= node < num_nodes for node in answer) or answer != sorted(set(answer)):
+            raise PluginContractError(
+                f"{self.name}: supportedOps() returned ids {answer} that are not ascending, "
+                f"unique node ids below {num_nodes}")
+        return answer
+
+    def unload_model(self, model_id: str, dev_id: int) -> None:
+        with self.device_lock(dev_id):
+            self._call("unloadModel", ffi.new("char[]", model_id.encode("utf-8")),
+                       context=model_id)
+
+    def __repr__(self) -> str:
+        return (f"AccLibrary(name={self.name!r}, path={self.path!r}, "
+                f"devices={self.num_devices}, imperative={self.supports_imperative})")

@@ -1,0 +1,135 @@
+"""The accelerator libraries loaded in this process, by name.
+
+``load_acc(path)`` loads (or finds already loaded) a library and returns its
+device-0 context; the library's name then works as ``mx.<name>(i)`` and, as
+the most recently loaded library, as ``mx.acc(i)``. One file is loaded once,
+whatever path reaches it; two different files cannot claim one name.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from dataclasses import dataclass
+
+from .context import BUILTIN_DEVICE_TYPES, Context
+from .errors import AccNameConflictError, ContextError, InvalidAccNameError, LibraryNotFoundError
+from .library import AccLibrary
+
+__all__ = ["load_acc", "acc", "get_library", "libraries", "type_id"]
+
+# Names that would shadow the built-in contexts or acc_host's own attributes.
+_RESERVED = {"acc", "context", *BUILTIN_DEVICE_TYPES}
+
+
+@dataclass
+class _State:
+    by_name: dict[str, AccLibrary]
+    by_file: dict[tuple[int, int], AccLibrary]
+    type_ids: dict[str, int]
+    default: str | None = None
+    exit_hook: bool = False
+
+
+_state = _State({}, {}, {})
+_lock = threading.RLock()
+
+
+def _file_key(path: str) -> tuple[int, int]:
+    try:
+        status = os.stat(path)
+    except OSError:
+        raise LibraryNotFoundError(f"accelerator library not found: {path}", path) from None
+    return status.st_dev, status.st_ino
+
+
+def _check_free_name(library: AccLibrary) -> None:
+    import acc_host
+
+    name = library.name
+    if name in _RESERVED or (name not in _state.by_name and hasattr(acc_host, name)):
+        raise InvalidAccNameError(
+            f"{library.path}: accelerator name {name!r} is reserved by acc_host; load it with "
+            "load_acc(path, acc_name=...) to choose another", library.path)
+    other = _state.by_name.get(name)
+    if other is not None:
+        raise AccNameConflictError(
+            f"{library.path}: accelerator name {name!r} is already used by {other.path}; load "
+            "one of them with load_acc(path, acc_name=...) to choose another name", library.path)
+
+
+def _release_all_devices() -> None:
+    for library in list(_state.by_name.values()):
+        if library.supports_imperative:
+            for dev_id in range(library.num_devices):
+                library.lib.mx_releaseAll(dev_id)
+
+
+def register(path: str | os.PathLike[str], acc_name: str | None = None) -> AccLibrary:
+    """Loads the library at path unless that file is loaded already."""
+    with _lock:
+        key = _file_key(os.fspath(path))
+        loaded = _state.by_file.get(key)
+        if loaded is not None:
+            if acc_name is not None and acc_name != loaded.name:
+                raise AccNameConflictError(
+                    f"{loaded.path} is already loaded as {loaded.name!r}; it cannot also be "
+                    f"{acc_name!r}", loaded.path)
+            return loaded
+        library = AccLibrary(path, acc_name)
+        _check_free_name(library)
+        _state.by_file[key] = library
+        _state.by_name[library.name] = library
+        _state.type_ids[library.name] = 64 + len(_state.type_ids)
+        if not _state.exit_hook:
+            atexit.register(_release_all_devices)
+            _state.exit_hook = True
+        return library
+
+
+def load_acc(path: str | os.PathLike[str], acc_name: str | None = None) -> Context:
+    """Loads an accelerator library and returns the context of its device 0.
+
+    acc_name overrides the name the library gives itself (getAccName). The
+    library becomes the default for :func:`acc`.
+    """
+    library = register(path, acc_name)
+    with _lock:
+        _state.default = library.name
+    return Context(library.name, 0)
+
+
+def get_library(name: str) -> AccLibrary:
+    """The loaded library called name."""
+    with _lock:
+        library = _state.by_name.get(name)
+    if library is None:
+        known = ", ".join(sorted(_state.by_name)) or "none"
+        raise ContextError(f"no accelerator called {name!r} is loaded (loaded: {known})")
+    return library
+
+
+def libraries() -> list[AccLibrary]:
+    """Every loaded library, in load order."""
+    with _lock:
+        return list(_state.by_name.values())
+
+
+def type_id(name: str) -> int:
+    return _state.type_ids[name]
+
+
+def acc(device_id: int = 0) -> Context:
+    """Context of device device_id of the default accelerator: the library
+    most recently returned by load_acc(), or the only one loaded."""
+    with _lock:
+        name = _state.default
+        if name is None and len(_state.by_name) == 1:
+            name = next(iter(_state.by_name))
+    if name is None:
+        known = ", ".join(sorted(_state.by_name)) or "none"
+        raise ContextError(
+            "mx.acc() needs a default accelerator: call mx.load_acc(path) first, or use "
+            f"mx.<name>(i) for one of the loaded accelerators ({known})")
+    return Context(name, device_id)

@@ -1,0 +1,619 @@
+/*
+ * Tests for plugins/cpu_ref/kernels.c and parallel.c.
+ *
+ * Small cases with expected values worked out by hand (the arithmetic is in
+ * the comments), a direct-formula convolution to compare against on random
+ * data, and checks that the thread count never changes a result. Prints
+ * "N passed, N failed" and exits non-zero if anything failed.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "parallel.h"
+
+typedef struct test_counts {
+  int passed;
+  int failed;
+} test_counts;
+
+static test_counts counts;
+
+#define COUNT_OF(array) ((int64_t)(sizeof(array) / sizeof((array)[0])))
+
+static void report(int ok, const char *name) {
+  if (ok) {
+    counts.passed++;
+  } else {
+    counts.failed++;
+    printf("FAILED: %s\n", name);
+  }
+}
+
+static int close_enough(float got, float want, float tolerance) {
+  if (isnan(want)) return isnan(got);
+  return fabsf(got - want) <= tolerance * (1.0f + fabsf(want));
+}
+
+/* Compares element by element, printing the first few mismatches. */
+static void check_close(const char *name, const float *got, const float *want,
+                        int64_t count, float tolerance) {
+  int mismatches = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!close_enough(got[i], want[i], tolerance)) {
+      if (mismatches < 5) {
+        printf("  %s[%lld]: got %.9g, want %.9g\n", name, (long long)i,
+               (double)got[i], (double)want[i]);
+      }
+      mismatches++;
+    }
+  }
+  report(mismatches == 0, name);
+}
+
+static void check_identical(const char *name, const float *a, const float *b,
+                            int64_t count) {
+  report(memcmp(a, b, (size_t)count * sizeof *a) == 0, name);
+}
+
+static const float kTolerance = 1e-6f;
+
+/* ------------------------------------------------------------------------ */
+/* Random data (a fixed LCG, so failures reproduce)                          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct rng {
+  uint64_t state;
+} rng;
+
+static float rng_uniform(rng *r) { /* in [-1, 1) */
+  r->state = r->state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (float)((double)(r->state >> 40) / (double)(1 << 23)) - 1.0f;
+}
+
+static float *random_array(rng *r, int64_t count) {
+  float *a = malloc((size_t)count * sizeof *a);
+  if (a == NULL) {
+    fprintf(stderr, "out of memory\n");
+    exit(2);
+  }
+  for (int64_t i = 0; i < count; ++i) a[i] = rng_uniform(r);
+  return a;
+}
+
+static float *zero_array(int64_t count) {
+  float *a = calloc((size_t)count, sizeof *a);
+  if (a == NULL) {
+    fprintf(stderr, "out of memory\n");
+    exit(2);
+  }
+  return a;
+}
+
+static int64_t product5(const int64_t shape[5]) {
+  return shape[0] * shape[1] * shape[2] * shape[3] * shape[4];
+}
+
+/* ------------------------------------------------------------------------ */
+/* cr_parallel_for                                                           */
+/* ------------------------------------------------------------------------ */
+
+static void mark_visits(void *context, int64_t begin, int64_t end) {
+  int *visits = context;
+  for (int64_t i = begin; i < end; ++i) visits[i]++;
+}
+
+static void test_parallel_for_covers_each_index_once(void) {
+  const int thread_counts[] = {0, 1, 2, 3, 8, 64};
+  const int64_t sizes[] = {0, 1, 2, 5, 7, 100};
+  int visits[100];
+  int ok = 1;
+  for (int t = 0; t < 6; ++t) {
+    for (int s = 0; s < 6; ++s) {
+      memset(visits, 0, sizeof visits);
+      cr_parallel_for(thread_counts[t], sizes[s], mark_visits, visits);
+      for (int64_t i = 0; i < COUNT_OF(visits); ++i) {
+        if (visits[i] != (i < sizes[s] ? 1 : 0)) ok = 0;
+      }
+    }
+  }
+  report(ok, "parallel_for covers each index exactly once");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Convolution                                                               */
+/* ------------------------------------------------------------------------ */
+
+static cr_conv_params conv_params_2d(int64_t k, int64_t stride,
+                                     int64_t dilate, int64_t pad,
+                                     int64_t groups) {
+  cr_conv_params p = {{1, k, k}, {1, stride, stride}, {1, dilate, dilate},
+                      {0, pad, pad}, groups};
+  return p;
+}
+
+static void test_conv_valid_stride1(void) {
+  /* x = 1..9 as 3x3, w = [[1,2],[3,4]], no padding: a 2x2 output.
+   * y[0][0] = 1*1 + 2*2 + 3*4 + 4*5 = 37, y[0][1] = 2 + 6 + 15 + 24 = 47,
+   * y[1][0] = 4 + 10 + 21 + 32 = 67,      y[1][1] = 5 + 12 + 24 + 36 = 77. */
+  const cr_conv_params p = conv_params_2d(2, 1, 1, 0, 1);
+  const int64_t x_shape[5] = {1, 1, 1, 3, 3};
+  const int64_t y_shape[5] = {1, 1, 1, 2, 2};
+  const float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const float w[4] = {1, 2, 3, 4};
+  const float want[4] = {37, 47, 67, 77};
+  float y[4];
+  cr_convolution(&p, x_shape, x, w, NULL, y_shape, y, 1);
+  check_close("conv 3x3 by 2x2, no padding", y, want, 4, kTolerance);
+}
+
+static void test_conv_pad_stride(void) {
+  /* Same x and w, pad 1, stride 2: padded size 5, output (5 - 2) / 2 + 1 = 2.
+   * Output row 0 reads input rows {-1, 0}, row 1 reads {1, 2}; same for
+   * columns. With bias 0.5:
+   * y[0][0] = 4*x[0][0] = 4;              y[0][1] = 3*2 + 4*3 = 18;
+   * y[1][0] = 2*4 + 4*7 = 36;             y[1][1] = 1*5 + 2*6 + 3*8 + 4*9 = 77.
+   */
+  const cr_conv_params p = conv_params_2d(2, 2, 1, 1, 1);
+  const int64_t x_shape[5] = {1, 1, 1, 3, 3};
+  const int64_t y_shape[5] = {1, 1, 1, 2, 2};
+  const float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const float w[4] = {1, 2, 3, 4};
+  const float bias[1] = {0.5f};
+  const float want[4] = {4.5f, 18.5f, 36.5f, 77.5f};
+  float y[4];
+  cr_convolution(&p, x_shape, x, w, bias, y_shape, y, 1);
+  check_close("conv pad 1 stride 2 with bias", y, want, 4, kTolerance);
+}
+
+static void test_conv_groups_dilation(void) {
+  /* C = 2 inputs (3x3), O = 4 outputs, 2 groups: outputs 0-1 see channel 0,
+   * outputs 2-3 see channel 1. Kernel 2x2, dilation 2 (span 3), pad 1,
+   * stride 2: output (5 - 3) / 2 + 1 = 2 per axis. Output row 0 reads input
+   * rows {-1, 1}, row 1 reads {1, 3}: only input row 1 is ever inside, via
+   * tap 1 for output 0 and tap 0 for output 1 (columns alike). So
+   * y[o][i][j] = bias[o] + w[o][1 - i][1 - j] * (centre of o's channel). */
+  const cr_conv_params p = conv_params_2d(2, 2, 2, 1, 2);
+  const int64_t x_shape[5] = {1, 2, 1, 3, 3};
+  const int64_t y_shape[5] = {1, 4, 1, 2, 2};
+  const float x[18] = {1,  2,  3,  4,  5,  6,  7,  8,  9, /* centre 5 */
+                       10, 20, 30, 40, 50, 60, 70, 80, 90}; /* centre 50 */
+  const float w[16] = {1,  2,  3,  4,  5,  6,  7,  8,
+                       -1, -2, -3, -4, 0.5f, 0.25f, 2, 3};
+  const float bias[4] = {100, 200, 300, 400};
+  const float want[16] = {
+      100 + 4 * 5,   100 + 3 * 5,     100 + 2 * 5,    100 + 1 * 5,
+      200 + 8 * 5,   200 + 7 * 5,     200 + 6 * 5,    200 + 5 * 5,
+      300 - 4 * 50,  300 - 3 * 50,    300 - 2 * 50,   300 - 1 * 50,
+      400 + 3 * 50,  400 + 2 * 50,    400 + 0.25f * 50, 400 + 0.5f * 50,
+  };
+  float y[16];
+  cr_convolution(&p, x_shape, x, w, bias, y_shape, y, 1);
+  check_close("conv groups 2, dilation 2, pad 1, stride 2", y, want, 16,
+              kTolerance);
+}
+
+static void test_conv_1d(void) {
+  /* 1-D view: x = [1, 2, 3, 4, 5], w = [1, 10, 100], pad 1, stride 2:
+   * output (7 - 3) / 2 + 1 = 3 windows starting at -1, 1, 3:
+   * 0 + 10*1 + 100*2 = 210; 2 + 30 + 400 = 432; 4 + 50 + 0 = 54. */
+  const cr_conv_params p = {{1, 1, 3}, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, 1};
+  const int64_t x_shape[5] = {1, 1, 1, 1, 5};
+  const int64_t y_shape[5] = {1, 1, 1, 1, 3};
+  const float x[5] = {1, 2, 3, 4, 5};
+  const float w[3] = {1, 10, 100};
+  const float want[3] = {210, 432, 54};
+  float y[3];
+  cr_convolution(&p, x_shape, x, w, NULL, y_shape, y, 1);
+  check_close("conv 1-D pad 1 stride 2", y, want, 3, kTolerance);
+}
+
+static int64_t conv_out_size(int64_t in, int64_t k, int64_t stride,
+                             int64_t dilate, int64_t pad) {
+  return (in + 2 * pad - dilate * (k - 1) - 1) / stride + 1;
+}
+
+/* The convolution formula written out directly, one output at a time. */
+static void reference_convolution(const cr_conv_params *p,
+                                  const int64_t xs[5], const float *x,
+                                  const float *w, const float *bias,
+                                  const int64_t ys[5], float *y) {
+  const int64_t cg = xs[1] / p->num_group;
+  const int64_t og = ys[1] / p->num_group;
+  for (int64_t n = 0; n < ys[0]; ++n)
+  for (int64_t o = 0; o < ys[1]; ++o)
+  for (int64_t od = 0; od < ys[2]; ++od)
+  for (int64_t oh = 0; oh < ys[3]; ++oh)
+  for (int64_t ow = 0; ow < ys[4]; ++ow) {
+    double sum = bias != NULL ? bias[o] : 0.0;
+    for (int64_t c = 0; c < cg; ++c)
+    for (int64_t kd = 0; kd < p->kernel[0]; ++kd)
+    for (int64_t kh = 0; kh < p->kernel[1]; ++kh)
+    for (int64_t kw = 0; kw < p->kernel[2]; ++kw) {
+      const int64_t id = od * p->stride[0] - p->pad[0] + kd * p->dilate[0];
+      const int64_t ih = oh * p->stride[1] - p->pad[1] + kh * p->dilate[1];
+      const int64_t iw = ow * p->stride[2] - p->pad[2] + kw * p->dilate[2];
+      if (id < 0 || id >= xs[2] || ih < 0 || ih >= xs[3] || iw < 0 ||
+          iw >= xs[4]) {
+        continue;
+      }
+      const int64_t ci = o / og * cg + c;
+      const float xv = x[(((n * xs[1] + ci) * xs[2] + id) * xs[3] + ih) *
+                         xs[4] + iw];
+      const float wv = w[(((o * cg + c) * p->kernel[0] + kd) *
+                          p->kernel[1] + kh) * p->kernel[2] + kw];
+      sum += (double)xv * wv;
+    }
+    y[(((n * ys[1] + o) * ys[2] + od) * ys[3] + oh) * ys[4] + ow] =
+        (float)sum;
+  }
+}
+
+static void test_conv_3d_random(void) {
+  /* Every feature at once, with different settings per axis, against the
+   * direct formula; then the same with 3 threads must match bit for bit. */
+  const cr_conv_params p = {{3, 2, 3}, {1, 2, 1}, {2, 1, 1}, {1, 1, 2}, 3};
+  const int64_t x_shape[5] = {2, 12, 5, 10, 11};
+  int64_t y_shape[5] = {2, 9, 0, 0, 0};
+  for (int axis = 0; axis < 3; ++axis) {
+    y_shape[2 + axis] = conv_out_size(x_shape[2 + axis], p.kernel[axis],
+                                      p.stride[axis], p.dilate[axis],
+                                      p.pad[axis]);
+  }
+  const int64_t w_count = y_shape[1] * (x_shape[1] / p.num_group) *
+                          p.kernel[0] * p.kernel[1] * p.kernel[2];
+  const int64_t y_count = product5(y_shape);
+  rng r = {42};
+  float *x = random_array(&r, product5(x_shape));
+  float *w = random_array(&r, w_count);
+  float *bias = random_array(&r, 9);
+  float *want = zero_array(y_count);
+  float *y1 = zero_array(y_count);
+  float *y3 = zero_array(y_count);
+
+  reference_convolution(&p, x_shape, x, w, bias, y_shape, want);
+  cr_convolution(&p, x_shape, x, w, bias, y_shape, y1, 1);
+  cr_convolution(&p, x_shape, x, w, bias, y_shape, y3, 3);
+  check_close("conv 3-D random vs direct formula", y1, want, y_count, 1e-5f);
+  check_identical("conv 3-D random: 1 and 3 threads identical", y1, y3,
+                  y_count);
+
+  free(x);
+  free(w);
+  free(bias);
+  free(want);
+  free(y1);
+  free(y3);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pooling                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static cr_pool_params pool_params_1d(int64_t k, int64_t stride, int64_t pad,
+                                     cr_pool_type type, int include_pad) {
+  cr_pool_params p = {{1, 1, k}, {1, 1, stride}, {0, 0, pad}, type,
+                      include_pad};
+  return p;
+}
+
+static void run_pool_1d(const char *name, cr_pool_params p, const float *x,
+                        int64_t in, const float *want, int64_t out) {
+  const int64_t x_shape[5] = {1, 1, 1, 1, in};
+  const int64_t y_shape[5] = {1, 1, 1, 1, out};
+  float y[8];
+  cr_pooling(&p, x_shape, x, y_shape, y, 1);
+  check_close(name, y, want, out, kTolerance);
+}
+
+static void test_pool_full_convention_1d(void) {
+  /* x = [1, 2, 3, 4], kernel 3, stride 2, pad 1. "full" gives
+   * 1 + ceil((4 + 2 - 3) / 2) = 3 outputs. Windows start at -1, 1, 3 and end
+   * at min(start + 3, 4 + 1) = 2, 4, 5, so the last is cut at the padded
+   * edge. Clipped to the input they are [0,2) = {1,2}, [1,4) = {2,3,4},
+   * [3,4) = {4}; unclipped extents 3, 3, 2, clipped extents 2, 3, 1. */
+  const float x[4] = {1, 2, 3, 4};
+  const float want_max[3] = {2, 4, 4};
+  const float want_sum[3] = {3, 9, 4};
+  const float want_avg_pad[3] = {3.0f / 3, 9.0f / 3, 4.0f / 2};
+  const float want_avg_nopad[3] = {3.0f / 2, 9.0f / 3, 4.0f / 1};
+  run_pool_1d("pool 1-D max", pool_params_1d(3, 2, 1, CR_POOL_MAX, 1), x, 4,
+              want_max, 3);
+  run_pool_1d("pool 1-D sum", pool_params_1d(3, 2, 1, CR_POOL_SUM, 1), x, 4,
+              want_sum, 3);
+  run_pool_1d("pool 1-D sum ignores count_include_pad",
+              pool_params_1d(3, 2, 1, CR_POOL_SUM, 0), x, 4, want_sum, 3);
+  run_pool_1d("pool 1-D avg count_include_pad=1",
+              pool_params_1d(3, 2, 1, CR_POOL_AVG, 1), x, 4, want_avg_pad, 3);
+  run_pool_1d("pool 1-D avg count_include_pad=0",
+              pool_params_1d(3, 2, 1, CR_POOL_AVG, 0), x, 4, want_avg_nopad,
+              3);
+}
+
+static void test_pool_empty_windows(void) {
+  /* x = [7, 8], kernel 1, stride 3, no pad: "full" gives
+   * 1 + ceil((2 - 1) / 3) = 2 outputs; the second window starts at 3, past
+   * the input, and reads nothing. */
+  const float x[2] = {7, 8};
+  const float want_max[2] = {7, -FLT_MAX};
+  const float want_zero[2] = {7, 0};
+  run_pool_1d("pool empty window max is -FLT_MAX",
+              pool_params_1d(1, 3, 0, CR_POOL_MAX, 1), x, 2, want_max, 2);
+  run_pool_1d("pool empty window sum is 0",
+              pool_params_1d(1, 3, 0, CR_POOL_SUM, 1), x, 2, want_zero, 2);
+  run_pool_1d("pool empty window avg is 0 (count_include_pad=0)",
+              pool_params_1d(1, 3, 0, CR_POOL_AVG, 0), x, 2, want_zero, 2);
+
+  /* x = [5], kernel 1, stride 2, pad 1: 1 + ceil((3 - 1) / 2) = 2 outputs,
+   * windows [-1, 0) and [1, 2): both lie wholly in the padding. */
+  const float one[1] = {5};
+  const float zeros[2] = {0, 0};
+  run_pool_1d("pool all-padding window avg is 0 (count_include_pad=1)",
+              pool_params_1d(1, 2, 1, CR_POOL_AVG, 1), one, 1, zeros, 2);
+}
+
+static void test_pool_2d(void) {
+  /* x = [[1, 2], [3, 4]], kernel 2, stride 1, pad 1: 3x3 output. Along each
+   * axis the windows are [-1,1) -> {0}, [0,2) -> {0,1}, [1,3) -> {1}, all
+   * with unclipped extent 2, so count_include_pad divides by 4 everywhere. */
+  const cr_pool_params avg_pad = {{1, 2, 2}, {1, 1, 1}, {0, 1, 1},
+                                  CR_POOL_AVG, 1};
+  const cr_pool_params avg_nopad = {{1, 2, 2}, {1, 1, 1}, {0, 1, 1},
+                                    CR_POOL_AVG, 0};
+  const cr_pool_params max = {{1, 2, 2}, {1, 1, 1}, {0, 1, 1}, CR_POOL_MAX,
+                              0};
+  const int64_t x_shape[5] = {1, 1, 1, 2, 2};
+  const int64_t y_shape[5] = {1, 1, 1, 3, 3};
+  const float x[4] = {1, 2, 3, 4};
+  const float want_avg_pad[9] = {0.25f, 0.75f, 0.5f, 1.0f, 2.5f,
+                                 1.5f,  0.75f, 1.75f, 1.0f};
+  const float want_avg_nopad[9] = {1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4};
+  const float want_max[9] = {1, 2, 2, 3, 4, 4, 3, 4, 4};
+  float y[9];
+  cr_pooling(&avg_pad, x_shape, x, y_shape, y, 1);
+  check_close("pool 2-D avg pad count_include_pad=1", y, want_avg_pad, 9,
+              kTolerance);
+  cr_pooling(&avg_nopad, x_shape, x, y_shape, y, 1);
+  check_close("pool 2-D avg pad count_include_pad=0", y, want_avg_nopad, 9,
+              kTolerance);
+  cr_pooling(&max, x_shape, x, y_shape, y, 1);
+  check_close("pool 2-D max pad", y, want_max, 9, kTolerance);
+}
+
+static void test_pool_3d_channels(void) {
+  /* Two planes of a 2x2x2 cube (N = 1, C = 2), one 2x2x2 window each. The
+   * second plane is negative so max must not be fooled by zero padding. */
+  const cr_pool_params max = {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, CR_POOL_MAX,
+                              1};
+  const cr_pool_params avg = {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, CR_POOL_AVG,
+                              1};
+  const int64_t x_shape[5] = {1, 2, 2, 2, 2};
+  const int64_t y_shape[5] = {1, 2, 1, 1, 1};
+  const float x[16] = {1,  2,  3,  4,  5,  6,  7,  8,
+                       -8, -7, -6, -5, -4, -3, -2, -1};
+  const float want_max[2] = {8, -1};
+  const float want_avg[2] = {4.5f, -4.5f};
+  float y[2];
+  cr_pooling(&max, x_shape, x, y_shape, y, 3);
+  check_close("pool 3-D max per channel", y, want_max, 2, kTolerance);
+  cr_pooling(&avg, x_shape, x, y_shape, y, 3);
+  check_close("pool 3-D avg per channel", y, want_avg, 2, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* FullyConnected                                                            */
+/* ------------------------------------------------------------------------ */
+
+static void test_fc_small(void) {
+  /* x = [[1, 2, 3], [4, 5, 6]], w = [[1, 0, -1], [2, 1, 0.5]]:
+   * x . w^T = [[1 - 3, 2 + 2 + 1.5], [4 - 6, 8 + 5 + 3]] = [[-2, 5.5],
+   * [-2, 16]]; bias [10, 20] is added per column. */
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  const float w[6] = {1, 0, -1, 2, 1, 0.5f};
+  const float bias[2] = {10, 20};
+  const float want_plain[4] = {-2, 5.5f, -2, 16};
+  const float want_bias[4] = {8, 25.5f, 8, 36};
+  float y[4];
+  cr_fully_connected(2, 3, 2, x, w, NULL, y, 1);
+  check_close("fc without bias", y, want_plain, 4, kTolerance);
+  cr_fully_connected(2, 3, 2, x, w, bias, y, 1);
+  check_close("fc with bias", y, want_bias, 4, kTolerance);
+  cr_fully_connected(1, 3, 2, x + 3, w, bias, y, 4);
+  check_close("fc batch 1", y, want_bias + 2, 2, kTolerance);
+}
+
+static void check_fc_threads(const char *name, int64_t batch, int64_t in_dim,
+                             int64_t out_dim) {
+  rng r = {(uint64_t)(batch * 1000 + out_dim)};
+  float *x = random_array(&r, batch * in_dim);
+  float *w = random_array(&r, out_dim * in_dim);
+  float *bias = random_array(&r, out_dim);
+  float *y1 = zero_array(batch * out_dim);
+  float *y3 = zero_array(batch * out_dim);
+  cr_fully_connected(batch, in_dim, out_dim, x, w, bias, y1, 1);
+  cr_fully_connected(batch, in_dim, out_dim, x, w, bias, y3, 3);
+  check_identical(name, y1, y3, batch * out_dim);
+
+  /* And one spot value against a double-precision dot product. */
+  double want = bias[out_dim - 1];
+  for (int64_t i = 0; i < in_dim; ++i) {
+    want += (double)x[(batch - 1) * in_dim + i] * w[(out_dim - 1) * in_dim + i];
+  }
+  const float got = y3[batch * out_dim - 1];
+  report(close_enough(got, (float)want, 1e-4f), "fc random spot value");
+
+  free(x);
+  free(w);
+  free(bias);
+  free(y1);
+  free(y3);
+}
+
+static void test_fc_threads(void) {
+  check_fc_threads("fc rows: 1 and 3 threads identical", 5, 1024, 64);
+  check_fc_threads("fc batch 1 columns: 1 and 3 threads identical", 1, 1024,
+                   256);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Activation                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void run_activation(const char *name, cr_activation_type type,
+                           const float *want) {
+  const float x[5] = {0.0f, 100.0f, -100.0f, 1000.0f, -1000.0f};
+  float y[5];
+  cr_activation(type, 5, x, y);
+  check_close(name, y, want, 5, kTolerance);
+}
+
+static void test_activation(void) {
+  /* At 0, +-100 and +-1000 (where a naive exp overflows). */
+  const float relu[5] = {0, 100, 0, 1000, 0};
+  const float sigmoid[5] = {0.5f, 1, 0, 1, 0};
+  const float tanh_[5] = {0, 1, -1, 1, -1};
+  const float softrelu[5] = {(float)log(2.0), 100, 0, 1000, 0};
+  const float softsign[5] = {0, 100.0f / 101, -100.0f / 101, 1000.0f / 1001,
+                             -1000.0f / 1001};
+  run_activation("activation relu", CR_ACT_RELU, relu);
+  run_activation("activation sigmoid", CR_ACT_SIGMOID, sigmoid);
+  run_activation("activation tanh", CR_ACT_TANH, tanh_);
+  run_activation("activation softrelu", CR_ACT_SOFTRELU, softrelu);
+  run_activation("activation softsign", CR_ACT_SOFTSIGN, softsign);
+
+  /* Moderate values, against the textbook formulas in double. */
+  const float x[3] = {-2.0f, 0.5f, 3.0f};
+  float want[3];
+  float y[3];
+  for (int i = 0; i < 3; ++i) want[i] = (float)(1.0 / (1.0 + exp(-x[i])));
+  cr_activation(CR_ACT_SIGMOID, 3, x, y);
+  check_close("activation sigmoid moderate", y, want, 3, 1e-6f);
+  for (int i = 0; i < 3; ++i) want[i] = (float)log(1.0 + exp(x[i]));
+  cr_activation(CR_ACT_SOFTRELU, 3, x, y);
+  check_close("activation softrelu moderate", y, want, 3, 1e-6f);
+
+  /* Tiny negative sigmoid keeps its precision: sigmoid(-30) = exp(-30) to
+   * about 1e-13 relative. */
+  const float neg30 = -30.0f;
+  float s;
+  cr_activation(CR_ACT_SIGMOID, 1, &neg30, &s);
+  report(fabs(s / exp(-30.0) - 1.0) < 1e-5, "activation sigmoid(-30) precise");
+
+  /* In place. */
+  float inplace[3] = {-1, 0, 2};
+  const float want_relu[3] = {0, 0, 2};
+  cr_activation(CR_ACT_RELU, 3, inplace, inplace);
+  check_close("activation relu in place", inplace, want_relu, 3, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* BatchNorm                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_batch_norm(void) {
+  /* x viewed as (outer 2, channels 2, inner 2), eps 0.25. Channel 0: mean 1,
+   * var 3.75 -> 1 / sqrt(4) = 0.5; channel 1: mean -2, var 0 ->
+   * 1 / sqrt(0.25) = 2. gamma = [2, 3], beta = [10, 20]. */
+  const double eps = 0.25;
+  const float x[8] = {1, 3, 0, -1, 5, -3, -2, 2};
+  const float gamma[2] = {2, 3};
+  const float beta[2] = {10, 20};
+  const float mean[2] = {1, -2};
+  const float var[2] = {3.75f, 0};
+  /* fix_gamma: channel 0: (x - 1) * 0.5 + 10; channel 1: (x + 2) * 2 + 20. */
+  const float want_fixed[8] = {10, 11, 24, 22, 12, 8, 20, 28};
+  /* gamma used: channel 0 scale 1, channel 1 scale 6. */
+  const float want_gamma[8] = {10, 12, 32, 26, 14, 6, 20, 44};
+  float y[8];
+  cr_batch_norm(2, 2, 2, x, gamma, beta, mean, var, eps, 1, y);
+  check_close("batch norm fix_gamma=1", y, want_fixed, 8, kTolerance);
+  cr_batch_norm(2, 2, 2, x, gamma, beta, mean, var, eps, 0, y);
+  check_close("batch norm fix_gamma=0", y, want_gamma, 8, kTolerance);
+
+  float inplace[8];
+  memcpy(inplace, x, sizeof x);
+  cr_batch_norm(2, 2, 2, inplace, gamma, beta, mean, var, eps, 0, inplace);
+  check_close("batch norm in place", inplace, want_gamma, 8, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Add                                                                       */
+/* ------------------------------------------------------------------------ */
+
+static void test_add(void) {
+  float a[3] = {1, 2, 3};
+  const float b[3] = {10, -20, 0.5f};
+  const float want[3] = {11, -18, 3.5f};
+  float y[3];
+  cr_add(3, a, b, y);
+  check_close("add", y, want, 3, kTolerance);
+  cr_add(3, a, b, a);
+  check_close("add in place", a, want, 3, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void test_softmax(void) {
+  /* Rows [1, 2, 3] and [0, 0, 0]: e^k / (e + e^2 + e^3) and 1/3 each. */
+  const float x[6] = {1, 2, 3, 0, 0, 0};
+  const double z = exp(1.0) + exp(2.0) + exp(3.0);
+  const float want[6] = {(float)(exp(1.0) / z), (float)(exp(2.0) / z),
+                         (float)(exp(3.0) / z), 1.0f / 3, 1.0f / 3,
+                         1.0f / 3};
+  float y[6];
+  cr_softmax(2, 3, 1, 1.0, x, y);
+  check_close("softmax rows", y, want, 6, kTolerance);
+  report(fabsf(y[0] + y[1] + y[2] - 1.0f) < 1e-6f, "softmax row sums to 1");
+
+  /* Temperature 2 is the softmax of [0.5, 1, 1.5]. */
+  const double z2 = exp(0.5) + exp(1.0) + exp(1.5);
+  const float want_t[3] = {(float)(exp(0.5) / z2), (float)(exp(1.0) / z2),
+                           (float)(exp(1.5) / z2)};
+  cr_softmax(1, 3, 1, 2.0, x, y);
+  check_close("softmax temperature 2", y, want_t, 3, kTolerance);
+
+  /* Values whose exp overflows float (and double) unless the max is
+   * subtracted: [1000, 1001] -> [1 / (1 + e), e / (1 + e)]. */
+  const float big[2] = {1000, 1001};
+  const float want_big[2] = {(float)(1.0 / (1.0 + exp(1.0))),
+                             (float)(exp(1.0) / (1.0 + exp(1.0)))};
+  cr_softmax(1, 2, 1, 1.0, big, y);
+  check_close("softmax large values", y, want_big, 2, kTolerance);
+
+  /* Along the middle axis of (1, 2, 3): pairs (x[i], x[3 + i]), in place.
+   * Each pair [a, b] gives [1 / (1 + e^(b - a)), 1 / (1 + e^(a - b))]. */
+  float strided[6] = {0, 1, 2, 0, 3, 2};
+  const float want_strided[6] = {0.5f, (float)(1.0 / (1.0 + exp(2.0))), 0.5f,
+                                 0.5f, (float)(1.0 / (1.0 + exp(-2.0))),
+                                 0.5f};
+  cr_softmax(1, 2, 3, 1.0, strided, strided);
+  check_close("softmax middle axis in place", strided, want_strided, 6,
+              kTolerance);
+}
+
+int main(void) {
+  test_parallel_for_covers_each_index_once();
+  test_conv_valid_stride1();
+  test_conv_pad_stride();
+  test_conv_groups_dilation();
+  test_conv_1d();
+  test_conv_3d_random();
+  test_pool_full_convention_1d();
+  test_pool_empty_windows();
+  test_pool_2d();
+  test_pool_3d_channels();
+  test_fc_small();
+  test_fc_threads();
+  test_activation();
+  test_batch_norm();
+  test_add();
+  test_softmax();
+  printf("%d passed, %d failed\n", counts.passed, counts.failed);
+  return counts.failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,215 @@
+"""cpu_ref checks what it receives through the ABI: wrong names, shapes,
+devices, pointers and states are failure codes with messages, never crashes.
+
+Most calls here go to the raw cffi functions, bypassing the host's own
+checks, to reach the plugin's."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import acc_host as mx
+from acc_host import _abi
+from acc_host._abi import ffi
+from acc_host.annotate import annotate
+from acc_host.graph_builder import GraphBuilder
+from acc_host.imperative import Executor
+from acc_host.memory import DeviceBuffer
+from acc_host.symbolic import LoadedModel
+from acc_host.tensor import CStrings, TensorArray, TensorSpec
+
+F32 = np.dtype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def library():
+    return mx.get_library("cpu_ref")
+
+
+def _relu_graph(op_version: str | None = None) -> dict:
+    builder = GraphBuilder()
+    data, weight = builder.var("data"), builder.var("w")
+    total = builder.op("elemwise_add", "add", [data, weight])
+    out = builder.op("Activation", "act", [total], act_type="relu")
+    spec = [TensorSpec((2, 3), F32)]
+    graph = annotate(builder.graph([out]), [spec] * 4, weights=["w"])
+    if op_version is not None:
+        graph["nodes"][3]["attrs"]["__op_version__"] = op_version
+    return graph
+
+
+def _status(library, function: str, *args) -> tuple[str, str]:
+    code = getattr(library.lib, function)(*args)
+    return _abi.status_name(code), library.last_error()
+
+
+def test_supported_ops_declines_unknown_operator_versions(library) -> None:
+    graph = _relu_graph(op_version="2")
+    assert library.supported_ops(json.dumps(graph), {}, 4) == [2]
+    assert library.supported_ops(json.dumps(_relu_graph()), {}, 4) == [2, 3]
+
+
+def test_supported_ops_rejects_malformed_json(library) -> None:
+    with pytest.raises(mx.PluginError, match="graph json"):
+        library.supported_ops('{"nodes": [', {}, 1)
+
+
+def test_supported_ops_capacity_is_respected(library) -> None:
+    ids, count = ffi.new("int[]", 1), ffi.new("int *")
+    graph = ffi.new("char[]", json.dumps(_relu_graph()).encode())
+    code, message = _status(library, "supportedOps", graph, ffi.NULL, ffi.NULL, 0, 0, ids, 1,
+                            count)
+    assert code == "MX_ACC_ERR_INVALID_ARG" and "ids holds 1" in message
+
+
+def test_load_model_checks_weights_and_ids(library) -> None:
+    graph = _relu_graph()
+    with pytest.raises(mx.InvalidArgumentError, match="weights missing \\['w'\\]"):
+        LoadedModel(library, graph, {})
+    with pytest.raises(mx.TensorError, match="expects \\(2, 3\\)"):
+        LoadedModel(library, graph, {"w": np.zeros((3, 2), np.float32)})
+    weight = np.ones((2, 3), np.float32)
+    with LoadedModel(library, graph, {"w": weight}, model_id="dup") as model:
+        with pytest.raises(mx.PluginError, match='model "dup" is already loaded') as error:
+            LoadedModel(library, graph, {"w": weight}, model_id="dup")
+        assert error.value.code_name == "MX_ACC_ERR_STATE"
+        assert model.infer({"data": np.full((2, 3), -5, np.float32)})["act_output"].max() == 0
+
+
+def test_load_model_rejects_unsupported_graph(library) -> None:
+    with pytest.raises(mx.PluginUnsupportedError, match="version \"2\" is not supported"):
+        LoadedModel(library, _relu_graph(op_version="2"), {"w": np.ones((2, 3), np.float32)})
+
+
+def test_infer_checks_names_and_shapes(library) -> None:
+    with LoadedModel(library, _relu_graph(), {"w": np.ones((2, 3), np.float32)}) as model:
+        model_id = ffi.new("char[]", model.model_id.encode())
+        data = np.ones((2, 3), np.float32)
+        out = np.empty((2, 3), np.float32)
+
+        def call(in_names, in_specs, out_names, out_specs):
+            inputs, outputs = TensorArray(in_specs), TensorArray(out_specs)
+            for index in range(len(in_specs)):
+                inputs.set_host_array(index, np.ones(in_specs[index].shape, F32))
+            for index in range(len(out_specs)):
+                outputs.set_host_array(index, np.empty(out_specs[index].shape, F32),
+                                       writable=True)
+            names_in, names_out = CStrings(in_names), CStrings(out_names)
+            return _status(library, "infer", model_id, names_in.pointer, names_out.pointer,
+                           inputs.pointer, outputs.pointer, len(in_names), len(out_names))
+
+        spec = TensorSpec((2, 3), F32)
+        assert call(["data"], [spec], ["act_output"], [spec]) == ("MX_ACC_OK", "")
+        assert call(["nope"], [spec], ["act_output"], [spec]) == (
+            "MX_ACC_ERR_INVALID_ARG", 'infer: input "nope" is not a graph input')
+        assert call([], [], ["act_output"], [spec]) == (
+            "MX_ACC_ERR_INVALID_ARG", 'infer: data input "data" is missing')
+        assert call(["data", "data"], [spec, spec], ["act_output"], [spec]) == (
+            "MX_ACC_ERR_INVALID_ARG", 'infer: input "data" is given twice')
+        code, message = call(["data"], [TensorSpec((3, 2), F32)], ["act_output"], [spec])
+        assert code == "MX_ACC_ERR_INVALID_ARG" and "shape (3, 2), expected (2, 3)" in message
+        code, message = call(["data"], [spec], ["add_output"], [spec])
+        assert code == "MX_ACC_ERR_INVALID_ARG" and "not an output" in message
+        code, message = call(["data"], [spec], ["act_output"], [TensorSpec((6,), F32)])
+        assert code == "MX_ACC_ERR_INVALID_ARG" and "shape (6), expected (2, 3)" in message
+        assert model.infer({"data": data}, {"act_output": out}) == {"act_output": out}
+        np.testing.assert_array_equal(out, 2 * data)
+    code, message = _status(library, "unloadModel", model_id)
+    assert code == "MX_ACC_ERR_NOT_FOUND" and "is not loaded" in message
+
+
+def test_changed_weights_reach_the_model(library) -> None:
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with LoadedModel(library, _relu_graph(), {"w": np.zeros((2, 3), np.float32)}) as model:
+        np.testing.assert_array_equal(model.infer({"data": data})["act_output"], data)
+        updated = model.infer({"data": data}, weights={"w": np.full((2, 3), 10, np.float32)})
+        np.testing.assert_array_equal(updated["act_output"], data + 10)
+        # The new weight stays in effect.
+        np.testing.assert_array_equal(model.infer({"data": data})["act_output"], data + 10)
+
+
+def test_models_can_use_device_memory(library) -> None:
+    spec = TensorSpec((2, 3), F32)
+    weight, data, out = (DeviceBuffer(library, 0, spec) for _ in range(3))
+    weight.copy_from_host(np.full((2, 3), -1, np.float32))
+    data.copy_from_host(np.full((2, 3), 4, np.float32))
+    with LoadedModel(library, _relu_graph(), {"w": weight}) as model:
+        model.infer({"data": data}, {"act_output": out})
+    np.testing.assert_array_equal(out.to_host(), np.full((2, 3), 3, np.float32))
+
+
+def test_memory_checks(library) -> None:
+    before = mx.cpu_ref(0).configure(query="memory")
+    pointer = ffi.new("void **")
+    assert _status(library, "mx_alloc", 0, 16, pointer)[0] == "MX_ACC_OK"
+    assert _status(library, "mx_alloc", 7, 16, pointer)[0] == "MX_ACC_ERR_DEVICE"
+    assert _status(library, "mx_alloc", 0, 16, ffi.NULL)[0] == "MX_ACC_ERR_INVALID_ARG"
+    allocated = pointer[0]
+    assert _status(library, "mx_free", 0, allocated) == ("MX_ACC_OK", "")
+    code, message = _status(library, "mx_free", 0, allocated)
+    assert code == "MX_ACC_ERR_NOT_FOUND" and "already freed" in message
+    assert _status(library, "mx_free", 0, ffi.NULL)[0] == "MX_ACC_OK"
+    assert mx.cpu_ref(0).configure(query="memory") == before
+
+
+def test_copies_check_sizes_and_devices(library) -> None:
+    buffer = DeviceBuffer(library, 0, TensorSpec((4,), F32))
+    with pytest.raises(mx.TensorError, match="does not match"):
+        buffer.copy_from_host(np.zeros(5, np.float32))
+    small = TensorArray([TensorSpec((8,), F32)], 0)
+    small.set_data(0, buffer.pointer, 0)  # claims 8 elements in a 4-element buffer
+    host = TensorArray([TensorSpec((8,), F32)])
+    host.set_host_array(0, np.zeros(8, np.float32))
+    code, message = _status(library, "copyToAcc", small.pointer, host.pointer)
+    assert code == "MX_ACC_ERR_INVALID_ARG" and "allocation holds 16" in message
+    code, message = _status(library, "copyFromAcc", host.pointer, host.pointer)
+    assert code == "MX_ACC_ERR_DEVICE" and "device -1 does not exist" in message
+    buffer.free()
+    buffer.free()  # idempotent
+    with pytest.raises(mx.TensorError, match="freed"):
+        buffer.to_host()
+
+
+def test_executor_errors(library) -> None:
+    spec = TensorSpec((2, 3), F32)
+    with pytest.raises(mx.PluginUnsupportedError, match="operator Frobnicate is not supported"):
+        Executor(library, "Frobnicate", [spec], [spec])
+    with pytest.raises(mx.PluginUnsupportedError, match="version \"9\""):
+        Executor(library, "Activation", [spec], [spec], {"act_type": "relu",
+                                                          "__op_version__": "9"})
+    with pytest.raises(mx.PluginUnsupportedError, match="attribute \"colour\""):
+        Executor(library, "Activation", [spec], [spec], {"act_type": "relu", "colour": "red"})
+    with pytest.raises(mx.PluginUnsupportedError, match="only float32"):
+        Executor(library, "Activation", [TensorSpec((2, 3), np.float64)],
+                 [TensorSpec((2, 3), np.float64)], {"act_type": "relu"})
+    with pytest.raises(mx.PluginError, match="output shape \\(3, 2\\), expected \\(2, 3\\)"):
+        Executor(library, "Activation", [spec], [TensorSpec((3, 2), F32)], {"act_type": "relu"})
+    with pytest.raises(mx.PluginError, match="attribute num_hidden is required"):
+        Executor(library, "FullyConnected", [spec, TensorSpec((4, 3), F32)],
+                 [TensorSpec((2, 4), F32)], {"no_bias": True})
+    with pytest.raises(mx.PluginError, match="kernel=\"\\(0, 3\\)\""):
+        Executor(library, "Convolution", [TensorSpec((1, 1, 5, 5), F32)] * 2,
+                 [TensorSpec((1, 1, 5, 5), F32)], {"kernel": "(0, 3)", "num_filter": "1",
+                                                   "no_bias": "True"})
+
+
+def test_executor_forward_needs_device_memory(library) -> None:
+    spec = TensorSpec((2, 3), F32)
+    executor = Executor(library, "Activation", [spec], [spec], {"act_type": "relu"})
+    host = TensorArray([spec])
+    host.set_host_array(0, np.ones((2, 3), np.float32))
+    handle = executor._handle
+    status = handle.forward(handle, host.pointer, 1, host.pointer, 1)
+    assert _abi.status_name(status) == "MX_ACC_ERR_INVALID_ARG"
+    assert "on device -1, executor on 0" in library.last_error()
+    assert _abi.status_name(handle.forward(handle, host.pointer, 2, host.pointer, 1)) == \
+        "MX_ACC_ERR_INVALID_ARG"
+    wrong = DeviceBuffer(library, 0, TensorSpec((3, 2), F32))
+    with pytest.raises(mx.TensorError, match="expected \\(2, 3\\)"):
+        executor.forward([wrong], [wrong])
+    executor.close()
+    with pytest.raises(mx.TensorError, match="released"):
+        executor.forward([wrong], [wrong])
