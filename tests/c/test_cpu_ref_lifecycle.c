@@ -1,0 +1,196 @@
+/*
+ * cpu_ref through its ABI entry points, linked directly (no dlopen) so that
+ * AddressSanitizer and LeakSanitizer see every allocation: many
+ * load/infer/unload, alloc/free and executor create/release cycles, plus the
+ * failure paths, must leave nothing behind and touch no invalid memory.
+ * Prints "N passed, N failed"; exits non-zero on failure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mxnet_acc.h"
+
+static int passed, failed;
+
+#define CHECK(condition)                                                  \
+  do {                                                                    \
+    if (condition) {                                                      \
+      ++passed;                                                           \
+    } else {                                                              \
+      ++failed;                                                           \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, \
+              __LINE__, #condition, accGetLastError());                   \
+    }                                                                     \
+  } while (0)
+
+#define NODE(op, name, attrs, inputs) \
+  "{\"op\":\"" op "\",\"name\":\"" name "\",\"attrs\":{" attrs "},\"inputs\":[" inputs "]}"
+#define OUT(shape) "\"__out_shapes__\":\"[" shape "]\",\"__out_dtypes__\":\"[0]\""
+#define VAR(name, shape, kind) NODE("null", name, OUT(shape) ",\"__kind__\":\"" kind "\"", "")
+
+/* data -> Convolution -> relu -> max Pooling -> Flatten -> FullyConnected -> softmax */
+static const char kGraph[] =
+    "{\"nodes\":["
+    VAR("data", "[1,2,5,5]", "data") ","
+    VAR("conv_w", "[3,2,3,3]", "weight") ","
+    VAR("conv_b", "[3]", "weight") ","
+    NODE("Convolution", "conv", OUT("[1,3,5,5]") ",\"kernel\":\"(3, 3)\",\"pad\":\"(1, 1)\","
+         "\"num_filter\":\"3\"", "[0,0,0],[1,0,0],[2,0,0]") ","
+    NODE("Activation", "relu", OUT("[1,3,5,5]") ",\"act_type\":\"relu\"", "[3,0,0]") ","
+    NODE("Pooling", "pool", OUT("[1,3,2,2]") ",\"kernel\":\"(2, 2)\",\"stride\":\"(2, 2)\"",
+         "[4,0,0]") ","
+    NODE("Flatten", "flat", OUT("[1,12]"), "[5,0,0]") ","
+    VAR("fc_w", "[4,12]", "weight") ","
+    VAR("fc_b", "[4]", "weight") ","
+    NODE("FullyConnected", "fc", OUT("[1,4]") ",\"num_hidden\":\"4\"",
+         "[6,0,0],[7,0,0],[8,0,0]") ","
+    NODE("softmax", "prob", OUT("[1,4]"), "[9,0,0]")
+    "],\"arg_nodes\":[0,1,2,7,8],\"heads\":[[10,0,0]]}";
+
+static float data[50], conv_w[54], conv_b[3], fc_w[48], fc_b[4];
+
+static MXTensor host_tensor(void *values, const uint64_t *shape, uint64_t ndim) {
+  MXTensor tensor = {values, shape, ndim, kFloat32, 0, NULL, MX_ACC_HOST_DEVICE};
+  return tensor;
+}
+
+static void fill(float *values, int count, float scale) {
+  for (int i = 0; i < count; ++i) values[i] = scale * (float)((i * 7919) % 23 - 11) / 11.0f;
+}
+
+static int load(const char *id) {
+  static const uint64_t data_shape[] = {1, 2, 5, 5}, conv_w_shape[] = {3, 2, 3, 3},
+                        conv_b_shape[] = {3}, fc_w_shape[] = {4, 12}, fc_b_shape[] = {4};
+  const char *names[] = {"conv_w", "conv_b", "fc_w", "fc_b", "data"};
+  MXTensor tensors[] = {host_tensor(conv_w, conv_w_shape, 4), host_tensor(conv_b, conv_b_shape, 1),
+                        host_tensor(fc_w, fc_w_shape, 2), host_tensor(fc_b, fc_b_shape, 1),
+                        host_tensor(NULL, data_shape, 4)};
+  return loadModel(id, kGraph, names, tensors, 5, 0);
+}
+
+static int run(const char *id, float *probabilities) {
+  static const uint64_t data_shape[] = {1, 2, 5, 5}, out_shape[] = {1, 4};
+  const char *in_names[] = {"data"}, *out_names[] = {"prob_output"};
+  MXTensor in = host_tensor(data, data_shape, 4), out = host_tensor(probabilities, out_shape, 2);
+  return infer(id, in_names, out_names, &in, &out, 1, 1);
+}
+
+static void test_symbolic_cycles(void) {
+  int ids[16], count = -1;
+  CHECK(supportedOps(kGraph, NULL, NULL, 0, 0, ids, 16, &count) == MX_ACC_OK);
+  CHECK(count == 6 && ids[0] == 3 && ids[5] == 10);
+  float first[4] = {0};
+  CHECK(load("m") == MX_ACC_OK);
+  CHECK(run("m", first) == MX_ACC_OK);
+  CHECK(fabsf(first[0] + first[1] + first[2] + first[3] - 1.0f) < 1e-5f);
+  CHECK(load("m") == MX_ACC_ERR_STATE);
+  CHECK(unloadModel("m") == MX_ACC_OK);
+  for (int cycle = 0; cycle < 300; ++cycle) {
+    float again[4];
+    int ok = load("cycle") == MX_ACC_OK && run("cycle", again) == MX_ACC_OK &&
+             memcmp(again, first, sizeof first) == 0 && unloadModel("cycle") == MX_ACC_OK;
+    if (!ok) {
+      CHECK(ok);
+      return;
+    }
+  }
+  ++passed;
+  CHECK(run("cycle", first) == MX_ACC_ERR_NOT_FOUND);
+  CHECK(unloadModel("cycle") == MX_ACC_ERR_NOT_FOUND);
+}
+
+static void test_failed_loads_leave_nothing(void) {
+  /* Truncations of the graph at many points: each must fail cleanly. */
+  char broken[sizeof kGraph];
+  const char *names[] = {"data"};
+  static const uint64_t shape[] = {1, 2, 5, 5};
+  MXTensor tensor = host_tensor(NULL, shape, 4);
+  for (size_t length = 0; length + 1 < sizeof kGraph; length += 7) {
+    memcpy(broken, kGraph, length);
+    broken[length] = '\0';
+    int status = loadModel("broken", broken, names, &tensor, 1, 0);
+    if (status == MX_ACC_OK) {
+      CHECK(status != MX_ACC_OK);
+      unloadModel("broken");
+      return;
+    }
+  }
+  ++passed;
+  CHECK(load("") == MX_ACC_ERR_INVALID_ARG);
+  CHECK(loadModel("x", kGraph, names, &tensor, 1, 5) == MX_ACC_ERR_DEVICE);
+  CHECK(loadModel("x", kGraph, names, &tensor, 1, 0) == MX_ACC_ERR_INVALID_ARG); /* no weights */
+  CHECK(strstr(accGetLastError(), "weight \"conv_w\" is missing") != NULL);
+}
+
+static void test_imperative_cycles(void) {
+  static const uint64_t shape[] = {2, 8};
+  for (int cycle = 0; cycle < 300; ++cycle) {
+    void *in = NULL, *out = NULL;
+    MXAccExecutor *executor = NULL;
+    float host_in[16], host_out[16];
+    fill(host_in, 16, 2.0f);
+    MXTensor device_in = {NULL, shape, 2, kFloat32, 0, NULL, 0}, device_out = device_in;
+    MXTensor host_a = host_tensor(host_in, shape, 2), host_b = host_tensor(host_out, shape, 2);
+    const char *keys[] = {"act_type", "__op_version__"}, *vals[] = {"relu", "1"};
+    int ok = mx_alloc(0, sizeof host_in, &in) == MX_ACC_OK &&
+             mx_alloc(0, sizeof host_out, &out) == MX_ACC_OK;
+    device_in.data = in;
+    device_out.data = out;
+    ok = ok && copyToAcc(&device_in, &host_a) == MX_ACC_OK &&
+         accGetExecutor("Activation", &device_in, &device_out, 1, 1, keys, vals, 2, 0,
+                        &executor) == MX_ACC_OK &&
+         executor->forward(executor, &device_in, 1, &device_out, 1) == MX_ACC_OK &&
+         copyFromAcc(&host_b, &device_out) == MX_ACC_OK;
+    for (int i = 0; ok && i < 16; ++i) ok = host_out[i] == (host_in[i] > 0 ? host_in[i] : 0);
+    if (executor != NULL) executor->release(executor);
+    ok = ok && mx_free(0, in) == MX_ACC_OK && mx_free(0, out) == MX_ACC_OK;
+    if (!ok) {
+      CHECK(ok);
+      return;
+    }
+  }
+  ++passed;
+  /* Allocations left behind are reclaimed by mx_releaseAll. */
+  void *left = NULL;
+  CHECK(mx_alloc(0, 1000, &left) == MX_ACC_OK && left != NULL);
+  CHECK(mx_alloc(0, 0, &left) == MX_ACC_OK && left != NULL);
+  CHECK(mx_releaseAll(0) == MX_ACC_OK);
+  CHECK(mx_free(0, left) == MX_ACC_ERR_NOT_FOUND);
+}
+
+static void test_configure(void) {
+  const char *keys[] = {"num_threads", "query", "query"}, *vals[] = {"2", "ops", "memory"};
+  const char *const *out_keys, *const *out_vals;
+  int count = 0;
+  CHECK(configure(keys, vals, 3, 0, &out_keys, &out_vals, &count) == MX_ACC_OK);
+  CHECK(count == 4 && strcmp(out_keys[0], "num_threads") == 0 && strcmp(out_vals[0], "2") == 0);
+  CHECK(strstr(out_vals[1], "Convolution:1") != NULL);
+  CHECK(strcmp(out_keys[2], "allocations") == 0 && strcmp(out_vals[2], "0") == 0);
+  const char *bad[] = {"num_threads"}, *bad_value[] = {"many"};
+  CHECK(configure(bad, bad_value, 1, 0, &out_keys, &out_vals, &count) == MX_ACC_ERR_INVALID_ARG);
+  CHECK(configure(keys, vals, 1, 3, &out_keys, &out_vals, &count) == MX_ACC_ERR_DEVICE);
+}
+
+int main(void) {
+  CHECK(getAccApiVersion() == MX_ACC_API_VERSION);
+  CHECK(getNumAcc() == 0); /* before initialize */
+  CHECK(initialize(200) == MX_ACC_ERR_VERSION);
+  CHECK(strstr(accGetLastError(), "host of ABI 2.0") != NULL);
+  CHECK(initialize(MX_ACC_API_VERSION) == MX_ACC_OK);
+  CHECK(getNumAcc() == 1 && supportsImperative() == 1);
+  char name[MX_ACC_NAME_MAX];
+  CHECK(getAccName(name, sizeof name) == MX_ACC_OK && strcmp(name, "cpu_ref") == 0);
+  CHECK(getAccName(name, 3) == MX_ACC_ERR_INVALID_ARG);
+  fill(data, 50, 1.0f);
+  fill(conv_w, 54, 0.5f);
+  fill(conv_b, 3, 0.1f);
+  fill(fc_w, 48, 0.3f);
+  fill(fc_b, 4, 0.2f);
+  test_symbolic_cycles();
+  test_failed_loads_leave_nothing();
+  test_imperative_cycles();
+  test_configure();
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
