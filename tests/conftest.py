@@ -1,8 +1,14 @@
 """Shared fixtures: the bundled plugins are built once per session, and the
-deliberately broken test plugins are built on demand."""
+deliberately broken test plugins are built on demand.
+
+With ACC_HOST_SANITIZE=1 every plugin is built with AddressSanitizer and
+UndefinedBehaviorSanitizer; run the suite that way with the sanitizer
+runtimes preloaded (.ci/run shows how).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +23,8 @@ import build_plugins  # noqa: E402
 
 # Plugins are (re)built before acc_host is first imported, so discovery at
 # import finds the current cpu_ref.
-build_plugins.build_all(log=lambda message: None)
+SANITIZE = os.environ.get("ACC_HOST_SANITIZE") == "1"
+build_plugins.build_all(sanitize=SANITIZE, log=lambda message: None)
 
 @pytest.fixture(scope="session")
 def build_fake(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
@@ -33,7 +40,7 @@ def build_fake(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
                      for name, value in macros.items()]
             built[label] = build_plugins.compile_library(
                 [TEST_PLUGINS / "fake_acc.c"], out_dir / build_plugins.library_name(label),
-                werror=True, extra_flags=flags)
+                sanitize=SANITIZE, werror=True, extra_flags=flags)
         return built[label]
 
     return build

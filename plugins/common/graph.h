@@ -7,8 +7,10 @@
  * "nodes" is an array of objects, each with string "op" and "name", an
  * "inputs" array of [node, index] or [node, index, version] entries whose
  * node precedes the current one (topological order) and whose index is below
- * that node's output count, and attributes in "attrs" (or the older "attr" /
- * "param" keys) whose values are all strings; variable ("null") nodes have
+ * that node's output count, and attributes in "attrs" and the older "attr"
+ * and "param" keys, merged (a key may appear in only one of them), whose
+ * values are all strings; "nodes", "arg_nodes" and "heads" are required
+ * arrays; variable ("null") nodes have
  * no inputs; "arg_nodes" entries name variable nodes; "heads" entries name
  * existing outputs; variable names are unique. With annotations required:
  * every node has "__out_shapes__" and "__out_dtypes__" of equal length (at
@@ -83,8 +85,9 @@ const char *acc_node_attr(const acc_node *node, const char *key);
 long acc_graph_find_variable(const acc_graph *graph, const char *name);
 
 /* Writes the name of head (node, index) by the rule of mxnet_acc.h section 8
- * ("<name>_output" or "<name>_output<k>") into buffer; returns 0, or -1 if it
- * does not fit. */
+ * into buffer: "<name>_output" when the node has at most one output and
+ * index is 0, "<name>_output<index>" otherwise. Returns 0, or -1 if the name
+ * does not fit or index is not below a known output count. */
 int acc_graph_output_name(const acc_graph *graph, acc_entry head, char *buffer,
                           size_t buffer_size);
 

@@ -94,7 +94,7 @@ class AccLibrary:
         if not os.path.isfile(self.path):
             raise LibraryNotFoundError(f"accelerator library not found: {self.path}", self.path)
         try:
-            return ffi.dlopen(self.path)
+            return ffi.dlopen(self.path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
         except OSError as error:
             # cffi appends a note about ctypes.util.find_library, which never
             # applies to an explicit path; keep only the loader's own words.
