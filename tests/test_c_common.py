@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMON = ROOT / "plugins" / "common"
-SOURCES = [COMMON / "json.c", COMMON / "attrs.c", COMMON / "graph.c"]
+SOURCES = [COMMON / "json.c", COMMON / "attrs.c", COMMON / "graph.c", COMMON / "decimal.c"]
 TEST_SOURCE = ROOT / "tests" / "c" / "test_common.c"
 INCLUDES = ["-I" + str(ROOT / "include"), "-I" + str(COMMON)]
 

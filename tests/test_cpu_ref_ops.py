@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cpu_ref_cases import CASES, Case, case_id
 
 import acc_host as mx
 from acc_host import reference
@@ -15,8 +16,6 @@ from acc_host.imperative import Executor
 from acc_host.memory import DeviceBuffer
 from acc_host.symbolic import LoadedModel
 from acc_host.tensor import TensorSpec
-
-from cpu_ref_cases import CASES, Case, case_id
 
 RTOL, ATOL = 1e-4, 1e-5
 

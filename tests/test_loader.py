@@ -108,7 +108,8 @@ def test_missing_symbols_are_all_listed(build_fake) -> None:
 
 
 def test_imperative_plugin_must_export_the_imperative_set(build_fake) -> None:
-    with pytest.raises(mx.MissingSymbolsError, match="supportsImperative\\(\\) returned 1") as error:
+    expected = "supportsImperative\\(\\) returned 1"
+    with pytest.raises(mx.MissingSymbolsError, match=expected) as error:
         AccLibrary(build_fake("claims_imperative", FAKE_IMPERATIVE=True))
     assert error.value.missing == ["mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc",
                                    "copyFromAcc", "accGetExecutor"]
@@ -250,7 +251,8 @@ def test_env_directory_discovery_survives_broken_libraries(build_fake, tmp_path:
 
 
 def test_env_directory_that_does_not_exist(tmp_path: Path) -> None:
-    result = _import_in_child(tmp_path / "missing", "import acc_host as mx; print(len(mx.libraries()))")
+    code = "import acc_host as mx; print(len(mx.libraries()))"
+    result = _import_in_child(tmp_path / "missing", code)
     assert result.returncode == 0 and result.stdout.strip() == "1"
     assert "is not a directory" in result.stderr
 

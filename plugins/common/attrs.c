@@ -3,9 +3,7 @@
  *
  * The C library's character classification and number conversion follow the
  * current locale, and attribute strings do not, so this file classifies
- * characters itself and converts numbers as json.c does: it validates the
- * text, rewrites it as "<digits>e<exponent>" (no decimal point, the only
- * locale-dependent part of strtod's input) and lets strtod round it.
+ * characters itself and converts numbers through decimal.h.
  */
 #include "attrs.h"
 
@@ -16,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "decimal.h"
 
 /* ------------------------------------------------------------------------
  * Characters
@@ -91,76 +91,28 @@ int acc_attr_int(const char *text, int64_t *out) {
  * Floating point
  * ---------------------------------------------------------------------- */
 
-/* Significant digits kept; json.c explains why 800 digits plus a sticky
- * digit give the correctly rounded result for any number of digits. The
- * conversion is repeated here so that attrs.c works without json.c. */
-enum { kMaxDigits = 800, kExponentClamp = 100000 };
-
-typedef struct decimal {
-  char digits[kMaxDigits + 2];
-  size_t count;
-  int dropped_nonzero;
-  long long exponent; /* value = digits * 10^exponent */
-} decimal;
-
-static long long saturating_add(long long a, long long b) {
-  if (b > 0 && a > LLONG_MAX - b) return LLONG_MAX;
-  if (b < 0 && a < LLONG_MIN - b) return LLONG_MIN;
-  return a + b;
-}
-
-static void decimal_add_digit(decimal *d, char digit, int in_fraction) {
-  if (d->count == 0 && digit == '0') {
-    if (in_fraction) d->exponent = saturating_add(d->exponent, -1);
-    return;
-  }
-  if (d->count < kMaxDigits) {
-    d->digits[d->count++] = digit;
-    if (in_fraction) d->exponent = saturating_add(d->exponent, -1);
-    return;
-  }
-  if (digit != '0') d->dropped_nonzero = 1;
-  if (!in_fraction) d->exponent = saturating_add(d->exponent, 1);
-}
-
-static double decimal_to_double(decimal *d) {
-  if (d->count == 0) return 0.0;
-  if (d->dropped_nonzero) {
-    d->digits[d->count++] = '1';
-    d->exponent = saturating_add(d->exponent, -1);
-  }
-  long long exponent = d->exponent;
-  if (exponent > kExponentClamp) exponent = kExponentClamp;
-  if (exponent < -kExponentClamp) exponent = -kExponentClamp;
-  char buffer[kMaxDigits + 32];
-  snprintf(buffer, sizeof buffer, "%.*se%lld", (int)d->count, d->digits, exponent);
-  return strtod(buffer, NULL);
-}
-
-static size_t read_digits(const char **s, decimal *d, int in_fraction) {
+static size_t read_digits(const char **s, acc_decimal *d, int in_fraction) {
   size_t count = 0;
-  for (; is_digit(**s); (*s)++, count++) decimal_add_digit(d, **s, in_fraction);
+  for (; is_digit(**s); (*s)++, count++) acc_decimal_add_digit(d, **s, in_fraction);
   return count;
 }
 
-static int read_exponent(const char **s, decimal *d) {
+static int read_exponent(const char **s, acc_decimal *d) {
   const char *p = *s + 1; /* past 'e' or 'E' */
   int negative = 0;
   if (*p == '+' || *p == '-') negative = *p++ == '-';
   if (!is_digit(*p)) return -1;
   long long value = 0;
-  for (; is_digit(*p); p++) {
-    int digit = *p - '0';
-    value = value > (LLONG_MAX - digit) / 10 ? LLONG_MAX : value * 10 + digit;
-  }
-  d->exponent = saturating_add(d->exponent, negative ? -value : value);
+  for (; is_digit(*p); p++) value = acc_decimal_exponent_step(value, *p);
+  acc_decimal_scale(d, negative ? -value : value);
   *s = p;
   return 0;
 }
 
 /* Python's float literal without sign: "3", "3.", ".5", "1e-05", "2.5E+3". */
 static int read_unsigned_decimal(const char **s, double *out) {
-  decimal d = {.count = 0, .dropped_nonzero = 0, .exponent = 0};
+  acc_decimal d;
+  acc_decimal_init(&d);
   size_t digits = read_digits(s, &d, 0);
   if (**s == '.') {
     (*s)++;
@@ -168,7 +120,7 @@ static int read_unsigned_decimal(const char **s, double *out) {
   }
   if (digits == 0) return -1;
   if ((**s == 'e' || **s == 'E') && read_exponent(s, &d) != 0) return -1;
-  *out = decimal_to_double(&d);
+  *out = acc_decimal_to_double(&d, 0);
   return 0;
 }
 

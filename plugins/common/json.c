@@ -13,13 +13,12 @@
  *    cannot exhaust the C stack.
  *  - Duplicate keys are found by sorting a copy of each object's members:
  *    O(n log n) even for objects with many keys.
- *  - Numbers: the grammar is checked here byte by byte, then the token is
- *    rewritten as "<digits>e<exponent>" with no decimal point and converted by
- *    strtod. strtod honours LC_NUMERIC only through the decimal point
- *    character, which the rewritten form never contains, so the result is the
- *    same in every locale, and it stays correctly rounded.
+ *  - Numbers: the grammar is checked here byte by byte and the digits are
+ *    converted by decimal.h, the same in every locale and correctly rounded.
  */
 #include "json.h"
+
+#include "decimal.h"
 
 #include <float.h>
 #include <limits.h>
@@ -224,86 +223,35 @@ static int parse_literal(parser *p, const char *word, acc_json_value *out,
  * Numbers
  * ---------------------------------------------------------------------- */
 
-/* Significant digits kept for conversion. Rounding changes direction only at
- * the midpoints between adjacent doubles, and each midpoint is a decimal of
- * at most 767 significant digits. Keeping 800 digits, plus a "sticky" 1 when
- * any dropped digit is nonzero, therefore leaves the value on the same side
- * of every midpoint: the result is rounded exactly as for the full text,
- * with a fixed-size buffer however long the number is. */
-enum { kMaxDigits = 800, kExponentClamp = 100000 };
-
-typedef struct decimal {
-  char digits[kMaxDigits + 2]; /* significant digits, plus a sticky digit */
-  size_t count;
-  int dropped_nonzero;
-  long long exponent; /* value = digits * 10^exponent */
-} decimal;
-
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
 
-static long long saturating_add(long long a, long long b) {
-  if (b > 0 && a > LLONG_MAX - b) return LLONG_MAX;
-  if (b < 0 && a < LLONG_MIN - b) return LLONG_MIN;
-  return a + b;
-}
-
-static void decimal_add_digit(decimal *d, char digit, int in_fraction) {
-  if (d->count == 0 && digit == '0') {
-    if (in_fraction) d->exponent = saturating_add(d->exponent, -1);
-    return;
-  }
-  if (d->count < kMaxDigits) {
-    d->digits[d->count++] = digit;
-    if (in_fraction) d->exponent = saturating_add(d->exponent, -1);
-    return;
-  }
-  if (digit != '0') d->dropped_nonzero = 1;
-  if (!in_fraction) d->exponent = saturating_add(d->exponent, 1);
-}
-
-/* Converts digits * 10^exponent (with sign) to the nearest double. */
-static double decimal_to_double(decimal *d, int negative) {
-  if (d->count == 0) return negative ? -0.0 : 0.0;
-  if (d->dropped_nonzero) {
-    d->digits[d->count++] = '1';
-    d->exponent = saturating_add(d->exponent, -1);
-  }
-  long long exponent = d->exponent;
-  if (exponent > kExponentClamp) exponent = kExponentClamp;
-  if (exponent < -kExponentClamp) exponent = -kExponentClamp;
-  char buffer[kMaxDigits + 32];
-  snprintf(buffer, sizeof buffer, "%s%.*se%lld", negative ? "-" : "",
-           (int)d->count, d->digits, exponent);
-  return strtod(buffer, NULL);
-}
-
 /* Reads [0-9]+ into d; returns the number of digits read. */
-static size_t read_digits(parser *p, decimal *d, int in_fraction) {
+static size_t read_digits(parser *p, acc_decimal *d, int in_fraction) {
   size_t start = p->pos;
   while (!at_end(p) && is_digit(p->text[p->pos])) {
-    decimal_add_digit(d, (char)p->text[p->pos], in_fraction);
+    acc_decimal_add_digit(d, (char)p->text[p->pos], in_fraction);
     p->pos++;
   }
   return p->pos - start;
 }
 
-static int parse_exponent(parser *p, decimal *d) {
+static int parse_exponent(parser *p, acc_decimal *d) {
   int negative = 0;
   p->pos++; /* 'e' or 'E' */
   if (peek(p) == '+' || peek(p) == '-') negative = p->text[p->pos++] == '-';
   if (!is_digit(peek(p))) return describe_unexpected(p, "exponent digits");
   long long value = 0;
   while (!at_end(p) && is_digit(p->text[p->pos])) {
-    int digit = p->text[p->pos++] - '0';
-    value = value > (LLONG_MAX - digit) / 10 ? LLONG_MAX : value * 10 + digit;
+    value = acc_decimal_exponent_step(value, (char)p->text[p->pos++]);
   }
-  d->exponent = saturating_add(d->exponent, negative ? -value : value);
+  acc_decimal_scale(d, negative ? -value : value);
   return 0;
 }
 
 static int parse_number(parser *p, acc_json_value *out) {
   size_t start = p->pos;
-  decimal d = {.count = 0, .dropped_nonzero = 0, .exponent = 0};
+  acc_decimal d;
+  acc_decimal_init(&d);
   int negative = peek(p) == '-';
   if (negative) p->pos++;
   if (!is_digit(peek(p))) return describe_unexpected(p, "a digit");
@@ -318,7 +266,7 @@ static int parse_number(parser *p, acc_json_value *out) {
     if (read_digits(p, &d, 1) == 0) return describe_unexpected(p, "a fraction digit");
   }
   if ((peek(p) == 'e' || peek(p) == 'E') && parse_exponent(p, &d) != 0) return -1;
-  double value = decimal_to_double(&d, negative);
+  double value = acc_decimal_to_double(&d, negative);
   if (value > DBL_MAX || value < -DBL_MAX) {
     return fail_at(p, start, "number out of range of a double");
   }

@@ -13,12 +13,13 @@ directory named by ``MXNET_ACC_LIBRARIES`` (see :mod:`acc_host.discovery`).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from . import errors, test_utils
 from ._abi import API_VERSION
 from .context import Context, cpu, current_context
-from .discovery import AccLibraryWarning, discover as _discover
+from .discovery import AccLibraryWarning
+from .discovery import discover as _discover
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
 from .registry import acc, get_library, libraries, load_acc
 

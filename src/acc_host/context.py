@@ -25,7 +25,8 @@ class Context:
 
     def __init__(self, device_type: str | Context, device_id: int = 0) -> None:
         if isinstance(device_type, Context):
-            device_type, device_id = device_type.device_type, device_type.device_id
+            device_id = device_type.device_id
+            device_type = device_type.device_type
         if not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0:
             raise ContextError(f"device id must be a non-negative int, got {device_id!r}")
         if device_type == "cpu":
@@ -35,8 +36,8 @@ class Context:
 
             self._library = get_library(device_type)
             self._library.check_device(device_id)
-        self.device_type = device_type
-        self.device_id = device_id
+        self.device_type: str = device_type
+        self.device_id: int = device_id
 
     @property
     def device_typeid(self) -> int:

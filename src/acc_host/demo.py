@@ -103,7 +103,8 @@ def main(repeat: int = 20) -> int:
     for index in operators:
         node = graph["nodes"][index]
         where = str(ctx) if index in supported else "cpu(0) (unsupported)"
-        print(f"  {node['name']:<10} {node['op']:<15} {str(node_values[index][0].shape):<18} {where}")
+        shape = str(node_values[index][0].shape)
+        print(f"  {node['name']:<10} {node['op']:<15} {shape:<18} {where}")
 
     print("\nresults against the numpy reference (median of "
           f"{repeat} runs, rtol {RTOL}, atol {ATOL}):")
@@ -111,7 +112,7 @@ def main(repeat: int = 20) -> int:
     model = LoadedModel(library, annotated, weights, ctx.device_id)
     compile_ms = (time.perf_counter() - start) * 1e3
     with model:
-        symbolic = model.infer({"data": image})["prob_output"]
+        symbolic = np.asarray(model.infer({"data": image})["prob_output"])
         symbolic_ms = _median_ms(lambda: model.infer({"data": image}), repeat)
     imperative = run_imperative(library, annotated, values, ctx.device_id)[0]
     imperative_ms = _median_ms(lambda: run_imperative(library, annotated, values), repeat)

@@ -64,8 +64,9 @@ def convolution(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     padded = np.pad(x, [(0, 0), (0, 0), *((p, p) for p in pad)])
     spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilate)]
     windows = sliding_window_view(padded, spans, axis=tuple(range(2, 2 + ndim)))
-    windows = windows[(slice(None), slice(None), *(slice(None, None, s) for s in stride),
-                       *(slice(None, None, d) for d in dilate))]
+    every_other = tuple(slice(None, None, s) for s in stride) + tuple(
+        slice(None, None, d) for d in dilate)
+    windows = windows[(slice(None), slice(None)) + every_other]
     out_axes, kernel_axes = "xyz"[:ndim], "XYZ"[:ndim]
     formula = f"nc{out_axes}{kernel_axes},fc{kernel_axes}->nf{out_axes}"
     channels, filters = x.shape[1] // groups, weight.shape[0] // groups
@@ -107,7 +108,7 @@ def pooling(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     result = np.empty(x.shape[:2] + tuple(len(a) for a in axes))
     for position in itertools.product(*(range(len(a)) for a in axes)):
         windows = [axes[i][p] for i, p in enumerate(position)]
-        region = x[(slice(None), slice(None), *(slice(w[2], w[3]) for w in windows))]
+        region = x[(slice(None), slice(None)) + tuple(slice(w[2], w[3]) for w in windows)]
         reduce_axes = tuple(range(2, 2 + ndim))
         if pool_type == "max":
             value = region.max(axis=reduce_axes) if region.size else np.finfo(np.float32).min
@@ -116,7 +117,7 @@ def pooling(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
             if pool_type == "avg":
                 sizes = [(w[1] - w[0]) if include_pad else (w[3] - w[2]) for w in windows]
                 value = value / np.prod(sizes)
-        result[(slice(None), slice(None), *position)] = value
+        result[(slice(None), slice(None)) + position] = value
     return _as_result(result, inputs[0])
 
 

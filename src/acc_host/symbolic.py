@@ -12,7 +12,7 @@ import itertools
 import json
 import weakref
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -21,11 +21,11 @@ from .annotate import GraphSignature, signature
 from .errors import InvalidArgumentError, TensorError
 from .library import AccLibrary
 from .memory import DeviceBuffer
-from .tensor import CStrings, TensorArray, TensorSpec
+from .tensor import CStrings, TensorArray
 
 __all__ = ["LoadedModel", "ArrayLike"]
 
-ArrayLike = Union[np.ndarray, DeviceBuffer]
+ArrayLike = np.ndarray | DeviceBuffer
 _model_ids = itertools.count()
 
 
@@ -98,7 +98,7 @@ class LoadedModel:
             raise InvalidArgumentError(
                 f"model {self.model_id}: inputs {sorted(inputs)} do not match the data inputs "
                 f"{sorted(self.signature.data)}")
-        results = dict(outputs) if outputs is not None else {
+        results: dict[str, ArrayLike] = dict(outputs) if outputs is not None else {
             name: np.empty(spec.shape, spec.dtype) for name, spec in self.signature.outputs.items()}
         if set(results) != set(self.signature.outputs):
             raise InvalidArgumentError(
