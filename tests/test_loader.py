@@ -92,6 +92,11 @@ def test_missing_file(tmp_path: Path) -> None:
     assert isinstance(error.value, FileNotFoundError) and error.value.path == str(path)
 
 
+def test_a_directory_is_not_a_library(tmp_path: Path) -> None:
+    with pytest.raises(mx.NotALibraryError, match="is not a file"):
+        mx.load_acc(tmp_path)
+
+
 def test_not_a_library_quotes_the_loader(tmp_path: Path) -> None:
     path = tmp_path / "libjunk.so"
     path.write_text("this is not an ELF file\n" * 10)
@@ -159,7 +164,7 @@ def test_invalid_override_name(build_fake) -> None:
         AccLibrary(build_fake("plain"), acc_name="Upper")
 
 
-@pytest.mark.parametrize("name", ["cpu", "acc", "load_acc", "errors"])
+@pytest.mark.parametrize("name", ["cpu", "acc", "load_acc", "errors", "demo", "reference"])
 def test_reserved_names(build_fake, name: str) -> None:
     with pytest.raises(mx.InvalidAccNameError, match="reserved"):
         mx.load_acc(build_fake(f"reserved_{name}", FAKE_NAME=f'"{name}"'))

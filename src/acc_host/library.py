@@ -91,8 +91,10 @@ class AccLibrary:
     # ---- loading -------------------------------------------------------------
 
     def _open(self) -> Any:
-        if not os.path.isfile(self.path):
+        if not os.path.exists(self.path):
             raise LibraryNotFoundError(f"accelerator library not found: {self.path}", self.path)
+        if not os.path.isfile(self.path):
+            raise NotALibraryError(f"{self.path} is not a file", self.path)
         try:
             return ffi.dlopen(self.path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
         except OSError as error:

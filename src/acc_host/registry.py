@@ -9,7 +9,9 @@ whatever path reaches it; two different files cannot claim one name.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
+import pkgutil
 import threading
 from dataclasses import dataclass
 
@@ -44,11 +46,19 @@ def _file_key(path: str) -> tuple[int, int]:
     return status.st_dev, status.st_ino
 
 
-def _check_free_name(library: AccLibrary) -> None:
+@functools.cache
+def _reserved_names() -> frozenset[str]:
+    """Context types and acc_host's own public names and submodules: an
+    accelerator called like one of them could not be reached as mx.<name>."""
     import acc_host
 
+    submodules = {module.name for module in pkgutil.iter_modules(acc_host.__path__)}
+    return frozenset({*_RESERVED, *acc_host.__all__, *submodules})
+
+
+def _check_free_name(library: AccLibrary) -> None:
     name = library.name
-    if name in _RESERVED or (name not in _state.by_name and hasattr(acc_host, name)):
+    if name in _reserved_names():
         raise InvalidAccNameError(
             f"{library.path}: accelerator name {name!r} is reserved by acc_host; load it with "
             "load_acc(path, acc_name=...) to choose another", library.path)
