@@ -191,8 +191,9 @@ typedef struct SparseTensor {
 /* The API version the plugin was compiled with: return MX_ACC_API_VERSION. */
 int getAccApiVersion(void);
 
-/* Called once by the host right after loading, before any other function
- * except getAccApiVersion(). version is the host's MX_ACC_API_VERSION.
+/* Called by the host right after loading, before any other function
+ * except getAccApiVersion(); a repeated call must be harmless and return the
+ * same status. version is the host's MX_ACC_API_VERSION.
  * Returns MX_ACC_OK, or MX_ACC_ERR_VERSION if the plugin cannot work with
  * that version (different MAJOR), or another code if the plugin cannot start
  * (no device found: prefer returning MX_ACC_OK and getNumAcc() == 0). */
@@ -301,6 +302,8 @@ int accGetExecutor(const char *op_name, const MXTensor *inputs,
  *                     or "weight" for a parameter or auxiliary state.
  *   "__op_version__"  on every operator node (see section 1).
  *   "__dev_id__"      on every operator node: the device the host assigned.
+ * The host writes every operator attribute under "attrs" (attributes that
+ * older MXNet files keep under "attr" or "param" are moved there).
  * Node ids are indices into "nodes". The outputs of a graph are its "heads";
  * head (node n, output k) is named "<name of n>_output" when n has one
  * visible output and "<name of n>_output<k>" otherwise.
@@ -319,7 +322,9 @@ int supportedOps(const char *json, const char *const *data_names,
 
 /* Compiles json (a graph made of operators supportedOps() accepted) on
  * dev_id and keeps it under model_id, a NUL-terminated name unique among the
- * library's loaded models (MX_ACC_ERR_STATE if already loaded). data holds a
+ * library's loaded models (MX_ACC_ERR_STATE if already loaded). A plugin
+ * that cannot compile the graph after all returns MX_ACC_ERR_UNSUPPORTED,
+ * and the host runs it on the CPU. data holds a
  * tensor for every variable of the graph, named by data_names: variables
  * marked "weight" carry their values, which the plugin copies or transforms
  * as it needs (compilation may depend on them); variables marked "data" may
@@ -328,7 +333,8 @@ int loadModel(const char *model_id, const char *json,
               const char *const *data_names, const MXTensor *data,
               int num_data, int dev_id);
 
-/* Frees everything held for model_id. MX_ACC_ERR_NOT_FOUND if not loaded. */
+/* Frees everything held for model_id. MX_ACC_ERR_NOT_FOUND if not loaded.
+ * The host serializes it with the other calls for the model's device. */
 int unloadModel(const char *model_id);
 
 /* Runs model_id once. in_data (named by in_names) must include every "data"
@@ -351,8 +357,9 @@ int infer(const char *model_id, const char *const *in_names,
  * returns key/value pairs: *out_keys and *out_vals (out) receive arrays of
  * *num_out NUL-terminated strings owned by the plugin until the next
  * configure() call or until the library is unloaded; the host copies them at
- * once. Unknown keys fail with MX_ACC_ERR_NOT_FOUND. Reserved keys that every
- * plugin answers:
+ * once. Unknown keys, and unknown values of the "query" key, fail with
+ * MX_ACC_ERR_NOT_FOUND; invalid values with MX_ACC_ERR_INVALID_ARG. Reserved
+ * keys that every plugin answers:
  *   "query" = "keys"     -> "keys": comma-separated keys configure accepts.
  *   "query" = "ops"      -> "ops": comma-separated operator names (with
  *                           ":<version>" each) the plugin can run.

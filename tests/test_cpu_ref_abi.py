@@ -213,3 +213,19 @@ def test_executor_forward_needs_device_memory(library) -> None:
     executor.close()
     with pytest.raises(mx.TensorError, match="released"):
         executor.forward([wrong], [wrong])
+
+
+def test_scalar_and_strided_inputs(library) -> None:
+    builder = GraphBuilder()
+    out = builder.op("Activation", "act", [builder.var("data")], act_type="relu")
+    scalar = annotate(builder.graph([out]), [[TensorSpec((), F32)]] * 2, weights=[])
+    with LoadedModel(library, scalar, {}) as model:
+        result = model.infer({"data": np.array(-3.0, np.float32)})["act_output"]
+    assert result.shape == () and result == 0
+    matrix = annotate(builder.graph([out]), [[TensorSpec((3, 2), F32)]] * 2, weights=[])
+    strided = np.arange(6, dtype=np.float32).reshape(2, 3).T - 2  # not C-contiguous
+    with LoadedModel(library, matrix, {}) as model:
+        np.testing.assert_array_equal(model.infer({"data": strided})["act_output"],
+                                      np.maximum(strided, 0))
+        with pytest.raises(mx.TensorError, match="not C-contiguous"):
+            model.infer({"data": strided}, {"act_output": np.empty((2, 3), np.float32).T})

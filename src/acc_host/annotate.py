@@ -24,7 +24,12 @@ DATA, WEIGHT = "data", "weight"
 
 
 def _attrs(node: dict[str, Any]) -> dict[str, str]:
-    return node.setdefault("attrs", {})
+    """The node's attributes, with older MXNet files' "attr" and "param"
+    merged into "attrs" as the ABI promises."""
+    attrs = node.setdefault("attrs", {})
+    for legacy in ("attr", "param"):
+        attrs.update(node.pop(legacy, None) or {})
+    return attrs
 
 
 def _format_shapes(specs: Sequence[TensorSpec]) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 from ._abi import HOST_DEVICE, ffi
 from .errors import LibraryError, TensorError
 from .library import AccLibrary
-from .tensor import TensorArray, TensorSpec
+from .tensor import TensorArray, TensorSpec, contiguous
 
 __all__ = ["DeviceBuffer"]
 
@@ -70,7 +70,7 @@ class DeviceBuffer:
     def copy_from_host(self, array: np.ndarray) -> None:
         """copyToAcc: host array -> this buffer."""
         self._check_open()
-        source = self._host_descriptor(np.ascontiguousarray(array), writable=False)
+        source = self._host_descriptor(contiguous(np.asarray(array)), writable=False)
         with self.library.device_lock(self.dev_id):
             self.library.check(self.library.name, "copyToAcc",
                                self.library.lib.copyToAcc(self._descriptor.pointer,

@@ -50,7 +50,7 @@ def _spatial(attrs: Attrs, key: str, ndim: int, fill: int) -> tuple[int, ...]:
 
 
 def _as_result(value: np.ndarray, like: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(value, dtype=like.dtype)
+    return np.array(value, dtype=like.dtype, order="C")
 
 
 def convolution(inputs: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:

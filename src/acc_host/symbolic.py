@@ -21,7 +21,7 @@ from .annotate import GraphSignature, signature
 from .errors import InvalidArgumentError, TensorError
 from .library import AccLibrary
 from .memory import DeviceBuffer
-from .tensor import CStrings, TensorArray
+from .tensor import CStrings, TensorArray, contiguous
 
 __all__ = ["LoadedModel", "ArrayLike"]
 
@@ -85,7 +85,7 @@ class LoadedModel:
         if value.shape != spec.shape or value.dtype != spec.dtype:
             raise TensorError(f"{name}: got {value.shape} {value.dtype}, the graph expects "
                               f"{spec.shape} {spec.dtype}")
-        array.set_host_array(index, np.ascontiguousarray(value), writable=writable)
+        array.set_host_array(index, value if writable else contiguous(value), writable=writable)
 
     def infer(self, inputs: Mapping[str, ArrayLike], outputs: Mapping[str, ArrayLike] | None = None,
               weights: Mapping[str, ArrayLike] | None = None) -> dict[str, ArrayLike]:

@@ -17,7 +17,8 @@ from . import _abi
 from ._abi import ffi
 from .errors import InvalidArgumentError, TensorError
 
-__all__ = ["TensorSpec", "dtype_code", "numpy_dtype", "TensorArray", "CStrings", "host_pointer"]
+__all__ = ["TensorSpec", "dtype_code", "numpy_dtype", "TensorArray", "CStrings", "contiguous",
+           "host_pointer"]
 
 _NUMPY_BY_ENUM = {
     "kFloat32": np.float32, "kFloat64": np.float64, "kFloat16": np.float16,
@@ -72,13 +73,21 @@ class TensorSpec:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
 
+def contiguous(array: np.ndarray) -> np.ndarray:
+    """array itself when C-contiguous, else a C-contiguous copy of the same
+    shape (np.ascontiguousarray alone would turn a 0-d array into 1-d)."""
+    if array.flags.c_contiguous:
+        return array
+    return np.ascontiguousarray(array).reshape(array.shape)
+
+
 def host_pointer(array: np.ndarray, *, writable: bool = False) -> Any:
     """A ``void *`` to the array's memory, which must be C-contiguous. The
     returned cdata keeps the array alive."""
     if not isinstance(array, np.ndarray):
         raise TensorError(f"expected a numpy array, got {type(array).__name__}")
     if not array.flags.c_contiguous:
-        raise TensorError("array is not C-contiguous; pass np.ascontiguousarray(array)")
+        raise TensorError("array is not C-contiguous; pass a C-ordered copy (array.copy())")
     if writable and not array.flags.writeable:
         raise TensorError("output array is read-only")
     return ffi.cast("void *", ffi.from_buffer(array, require_writable=writable))
