@@ -354,7 +354,7 @@ static int hex_value(unsigned char c) {
   return -1;
 }
 
-/* Reads "\uXXXX" at p->text[at], which must end by end; returns 0 or -1. */
+/* Reads "\uHHHH" at p->text[at], which must end by end; returns 0 or -1. */
 static int read_u_escape(const parser *p, size_t at, size_t end,
                          unsigned long *code_unit) {
   if (at > end || end - at < 6) return -1;
@@ -369,7 +369,7 @@ static int read_u_escape(const parser *p, size_t at, size_t end,
   return 0;
 }
 
-/* Decodes "\uXXXX", or a "\uD8xx\uDCxx" surrogate pair, at p->pos. */
+/* Decodes "\uHHHH", or a "\uD8xx\uDCxx" surrogate pair, at p->pos. */
 static int decode_u_escape(parser *p, size_t end, char *out, size_t *n) {
   size_t start = p->pos;
   unsigned long code_point;

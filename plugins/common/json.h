@@ -4,7 +4,7 @@
  *
  * Limits, all checked: nesting depth <= ACC_JSON_MAX_DEPTH; input length is
  * given explicitly and need not be NUL-terminated; strings are decoded to
- * UTF-8 (escapes including \uXXXX surrogate pairs) and NUL-terminated, and a
+ * UTF-8 (escapes including \uHHHH surrogate pairs) and NUL-terminated, and a
  * string containing U+0000 is rejected; duplicate object keys are rejected.
  * Numbers are parsed independently of the C locale.
  */
