@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import errors, test_utils
+from . import errors, initializer, io, model, test_utils
+from . import initializer as init
+from . import module as mod
+from . import ndarray as nd
+from . import symbol as sym
 from ._abi import API_VERSION
 from .context import Context, cpu, current_context
 from .discovery import AccLibraryWarning
@@ -33,6 +37,13 @@ __all__ = [
     "cpu",
     "current_context",
     "errors",
+    "init",
+    "initializer",
+    "io",
+    "mod",
+    "model",
+    "nd",
+    "sym",
     "get_library",
     "libraries",
     "load_acc",

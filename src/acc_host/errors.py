@@ -25,6 +25,11 @@ __all__ = [
     "InvalidArgumentError",
     "ContextError",
     "TensorError",
+    "OperatorError",
+    "UnknownOperatorError",
+    "ShapeError",
+    "GraphError",
+    "ModelFileError",
 ]
 
 
@@ -134,3 +139,29 @@ class ContextError(InvalidArgumentError):
 class TensorError(InvalidArgumentError):
     """An array cannot be passed to a plugin: unsupported dtype, too many
     dimensions, or not contiguous."""
+
+
+# ---- operators, graphs and model files ------------------------------------------
+
+
+class OperatorError(InvalidArgumentError):
+    """An operator's attributes or inputs are invalid; the message names the
+    operator (and the node, when there is one)."""
+
+
+class UnknownOperatorError(OperatorError):
+    """No operator of that name is registered."""
+
+
+class ShapeError(OperatorError):
+    """Shapes or dtypes are inconsistent, or cannot be inferred."""
+
+
+class GraphError(InvalidArgumentError):
+    """A symbol graph is malformed: a cycle, a dangling input, a missing
+    argument or parameter."""
+
+
+class ModelFileError(AccHostError, ValueError):
+    """A model or parameter file is corrupt, truncated or not in the
+    expected format; the message names the file and the offset."""

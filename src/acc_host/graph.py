@@ -1,0 +1,250 @@
+"""An indexed view of a symbol graph, and shape and dtype inference over it.
+
+:class:`Graph` fixes the topological order of a symbol's nodes (MXNet's
+depth-first post-order, which is also the order of the nodes in files MXNet
+writes), resolves each operator node against the registry once, and numbers
+every visible output ("entry") so that executors can keep arrays in flat
+lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from .errors import GraphError, ShapeError
+from .ops import registry
+from .ops.params import Attrs, parse_tuple
+from .symbol_json import Node
+from .tensor import numpy_dtype
+
+__all__ = ["Graph", "topological_order"]
+
+Shape = tuple[int, ...]
+T = TypeVar("T")
+
+
+def topological_order(heads: Sequence[tuple[Node, int]]) -> list[Node]:
+    """Nodes reachable from heads, each after its inputs, in depth-first
+    post-order visiting inputs in order (NNVM's order)."""
+    order: list[Node] = []
+    visited: set[int] = set()
+    for head, _ in heads:
+        if id(head) in visited:
+            continue
+        visited.add(id(head))
+        stack: list[tuple[Node, int]] = [(head, 0)]
+        while stack:
+            node, next_input = stack[-1]
+            if next_input < len(node.inputs):
+                stack[-1] = (node, next_input + 1)
+                producer = node.inputs[next_input][0]
+                if id(producer) not in visited:
+                    visited.add(id(producer))
+                    stack.append((producer, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+class Graph:
+    """Nodes in topological order with their operators, attributes and
+    entry numbering."""
+
+    def __init__(self, heads: Sequence[tuple[Node, int]]) -> None:
+        self.heads = list(heads)
+        self.nodes = topological_order(self.heads)
+        self.index = {id(node): k for k, node in enumerate(self.nodes)}
+        self.ops: list[registry.OpDef | None] = []
+        self.attrs: list[Attrs | None] = []
+        for node in self.nodes:
+            if node.is_variable:
+                self.ops.append(None)
+                self.attrs.append(None)
+                continue
+            op = registry.get(node.op)
+            try:
+                attrs = op.parse(node.attrs)
+            except Exception as error:
+                raise type(error)(f"node {node.name!r}: {error}") from None
+            expected = len(op.input_names(attrs))
+            if len(node.inputs) != expected:
+                raise GraphError(
+                    f"node {node.name!r} ({node.op}) has {len(node.inputs)} inputs, expected "
+                    f"{expected} ({', '.join(op.input_names(attrs))})")
+            self.ops.append(op)
+            self.attrs.append(attrs)
+        self.entry_start: list[int] = []
+        total = 0
+        for k in range(len(self.nodes)):
+            self.entry_start.append(total)
+            total += self.num_visible(k)
+        self.num_entries = total
+        for node in self.nodes:
+            for producer, output, _ in node.inputs:
+                self.check_output(producer, output, f"input of {node.name!r}")
+        for producer, output in self.heads:
+            self.check_output(producer, output, "a graph output")
+        self._check_variable_names()
+
+    def num_visible(self, k: int) -> int:
+        op, attrs = self.ops[k], self.attrs[k]
+        return 1 if op is None else len(op.output_names(attrs))
+
+    def num_total(self, k: int) -> int:
+        """All outputs of node k, hidden ones included (node_row_ptr)."""
+        node, op = self.nodes[k], self.ops[k]
+        if node.num_outputs is not None:
+            return node.num_outputs
+        return 1 if op is None else op.total_outputs(self.attrs[k])
+
+    def check_output(self, producer: Node, output: int, what: str) -> None:
+        visible = self.num_visible(self.index[id(producer)])
+        if not 0 <= output < visible:
+            raise GraphError(f"{what} uses output {output} of {producer.name!r}, which has "
+                             f"{visible}")
+
+    def _check_variable_names(self) -> None:
+        seen: dict[str, Node] = {}
+        for node in self.nodes:
+            if node.is_variable:
+                other = seen.setdefault(node.name, node)
+                if other is not node:
+                    raise GraphError(f"two different variables are named {node.name!r}")
+
+    def entry(self, node: Node, output: int) -> int:
+        return self.entry_start[self.index[id(node)]] + output
+
+    def input_entries(self, k: int) -> list[int]:
+        return [self.entry(producer, output) for producer, output, _ in self.nodes[k].inputs]
+
+    # ---- argument roles ----------------------------------------------------------
+
+    def aux_variables(self) -> set[int]:
+        """Indices of the variables used as auxiliary states of an operator."""
+        aux: set[int] = set()
+        for k, node in enumerate(self.nodes):
+            op = self.ops[k]
+            if op is None:
+                continue
+            first_aux = len(op.argument_names(self.attrs[k]))
+            for producer, _, _ in node.inputs[first_aux:]:
+                if producer.is_variable:
+                    aux.add(self.index[id(producer)])
+        return aux
+
+    def variables(self) -> tuple[list[int], list[int]]:
+        """(argument variable indices, auxiliary variable indices)."""
+        aux = self.aux_variables()
+        variables = [k for k, node in enumerate(self.nodes) if node.is_variable]
+        return [k for k in variables if k not in aux], [k for k in variables if k in aux]
+
+    # ---- inference -----------------------------------------------------------------
+
+    def infer_shapes(self, given: Mapping[str, Shape]) -> list[Shape | None]:
+        """Shape of every entry (None where it cannot be inferred) from the
+        shapes given for some variables and the variables' "__shape__"
+        hints, whose 0 extents mean unknown."""
+        hints = {k: _shape_hint(node) for k, node in enumerate(self.nodes) if node.is_variable}
+
+        def seed(k: int, node: Node) -> Shape | None:
+            if node.name in given:
+                shape = tuple(int(d) for d in given[node.name])
+                _check_hint(node, hints[k], shape)
+                return shape
+            hint = hints[k]
+            return hint if hint is not None and 0 not in hint else None
+
+        def accept(k: int, node: Node, shape: Shape) -> None:
+            _check_hint(node, hints[k], shape)
+
+        return self._infer(given, seed, accept, lambda op, attrs, values:
+                           op.infer_shape(attrs, values), "shape")
+
+    def infer_dtypes(self, given: Mapping[str, Any]) -> list[np.dtype | None]:
+        """Dtype of every entry from given variable dtypes and "__dtype__"
+        hints."""
+        def seed(k: int, node: Node) -> np.dtype | None:
+            if node.name in given:
+                return np.dtype(given[node.name])
+            hint = node.attrs.get("__dtype__")
+            return numpy_dtype(int(hint)) if hint not in (None, "-1") else None
+
+        return self._infer(given, seed, lambda k, node, dtype: None,
+                           lambda op, attrs, values: op.infer_type(attrs, values), "dtype")
+
+    def _infer(self, given: Mapping[str, Any], seed: Callable[[int, Node], T | None],
+               accept: Callable[[int, Node, T], None],
+               rule: Callable[[registry.OpDef, Attrs, list[T | None]],
+                              tuple[list[T], list[T]]], what: str) -> list[T | None]:
+        names = {node.name for node in self.nodes if node.is_variable}
+        unknown = sorted(set(given) - names)
+        if unknown:
+            raise GraphError(f"{', '.join(map(repr, unknown))} not among the graph's inputs "
+                             f"({', '.join(sorted(names))})")
+        values: list[T | None] = [None] * self.num_entries
+        for k, node in enumerate(self.nodes):
+            if node.is_variable:
+                values[self.entry_start[k]] = seed(k, node)
+        done = [op is None for op in self.ops]
+        progress = True
+        while progress:
+            progress = False
+            for k, node in enumerate(self.nodes):
+                if done[k]:
+                    continue
+                op, attrs = self.ops[k], self.attrs[k]
+                assert op is not None and attrs is not None
+                entries = self.input_entries(k)
+                try:
+                    filled, outputs = rule(op, attrs, [values[e] for e in entries])
+                except registry.ShapeUnknownError:
+                    continue
+                except ShapeError as error:
+                    raise ShapeError(f"node {node.name!r} ({node.op}): {error}") from None
+                for position, (entry, value) in enumerate(zip(entries, filled)):
+                    self._merge(values, entry, value, node, position, accept, what)
+                for output, value in enumerate(outputs[:self.num_visible(k)]):
+                    values[self.entry_start[k] + output] = value
+                done[k] = progress = True
+        return values
+
+    def _merge(self, values: list[Any], entry: int, value: Any, node: Node, position: int,
+               accept: Callable[[int, Node, Any], None], what: str) -> None:
+        current = values[entry]
+        producer, _, _ = node.inputs[position]
+        if current is None:
+            values[entry] = value
+            if producer.is_variable:
+                accept(self.index[id(producer)], producer, value)
+        elif value is not None and not _same(current, value):
+            raise ShapeError(
+                f"node {node.name!r} ({node.op}) needs {what} {value} for input {position} "
+                f"({producer.name!r}), which has {what} {current}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(a == b)
+
+
+def _shape_hint(node: Node) -> Shape | None:
+    text = node.attrs.get("__shape__")
+    if text is None:
+        return None
+    try:
+        hint = parse_tuple(text)
+    except (ValueError, SyntaxError):
+        raise GraphError(f"variable {node.name!r}: bad __shape__ {text!r}") from None
+    return tuple(int(d) for d in hint) if hint else None
+
+
+def _check_hint(node: Node, hint: Shape | None, shape: Shape) -> None:
+    """A shape agrees with a hint when every known (non-zero) extent matches."""
+    if hint is None:
+        return
+    if len(hint) != len(shape) or any(h not in (0, s) for h, s in zip(hint, shape)):
+        raise ShapeError(f"variable {node.name!r} has shape {shape}, but its __shape__ "
+                         f"attribute says {hint}")

@@ -1,0 +1,238 @@
+"""Module (``mx.mod.Module``): MXNet's high-level wrapper that binds a
+symbol for given data shapes, holds its parameters, and runs batches."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .context import Context, cpu
+from .errors import GraphError, InvalidArgumentError
+from .executor import Executor
+from .initializer import Initializer, Uniform
+from .io import DataBatch, DataDesc, NDArrayIter
+from .ndarray import NDArray, array
+from .symbol import Symbol
+
+__all__ = ["Module"]
+
+_log = logging.getLogger(__name__)
+
+
+def _descs(shapes: Sequence[Any] | None) -> list[DataDesc]:
+    result = []
+    for item in shapes or []:
+        if isinstance(item, DataDesc):
+            result.append(item)
+        else:
+            name, shape = item[0], item[1]
+            result.append(DataDesc(name, tuple(int(d) for d in shape)))
+    return result
+
+
+class Module:
+    """A symbol with its parameters, bound to one context."""
+
+    def __init__(self, symbol: Symbol, data_names: Sequence[str] = ("data",),
+                 label_names: Sequence[str] | None = ("softmax_label",),
+                 context: Context | Sequence[Context] | None = None, logger: Any = _log,
+                 fixed_param_names: Sequence[str] | None = None,
+                 state_names: Sequence[str] | None = None, **kwargs: Any) -> None:
+        if isinstance(context, (list, tuple)):
+            if len(context) != 1:
+                raise InvalidArgumentError("Module runs on one context; data parallelism over "
+                                           "several is not supported")
+            context = context[0]
+        self._symbol = symbol
+        self._context = context or cpu()
+        arguments = symbol.list_arguments()
+        self._data_names = list(data_names)
+        missing = [name for name in self._data_names if name not in arguments]
+        if missing:
+            raise GraphError(f"Module: data names {missing} are not arguments of the symbol "
+                             f"({', '.join(arguments)})")
+        self._label_names = [name for name in (label_names or []) if name in arguments]
+        inputs = set(self._data_names) | set(self._label_names)
+        self._param_names = [name for name in arguments if name not in inputs]
+        self._aux_names = symbol.list_auxiliary_states()
+        self._output_names = symbol.list_outputs()
+        self._data_shapes: list[DataDesc] = []
+        self._label_shapes: list[DataDesc] | None = None
+        self._exec: Executor | None = None
+        self.params_initialized = False
+        self._arg_params: dict[str, NDArray] | None = None
+        self._aux_params: dict[str, NDArray] | None = None
+
+    # ---- descriptions ---------------------------------------------------------------
+
+    @property
+    def symbol(self) -> Symbol:
+        return self._symbol
+
+    @property
+    def data_names(self) -> list[str]:
+        return list(self._data_names)
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self._label_names)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self._output_names)
+
+    @property
+    def data_shapes(self) -> list[DataDesc]:
+        return list(self._data_shapes)
+
+    @property
+    def label_shapes(self) -> list[DataDesc] | None:
+        return self._label_shapes
+
+    @property
+    def output_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+        executor = self._executor()
+        return [(name, output.shape) for name, output in zip(self._output_names,
+                                                             executor.outputs)]
+
+    @property
+    def binded(self) -> bool:
+        return self._exec is not None
+
+    def _executor(self) -> Executor:
+        if self._exec is None:
+            raise GraphError("Module: call bind() first")
+        return self._exec
+
+    # ---- binding and parameters -----------------------------------------------------------
+
+    def bind(self, data_shapes: Sequence[Any], label_shapes: Sequence[Any] | None = None,
+             for_training: bool = True, inputs_need_grad: bool = False,
+             force_rebind: bool = False, shared_module: Module | None = None,
+             grad_req: str = "write") -> None:
+        """Binds for these input shapes (inference only: for_training is
+        accepted and ignored, no gradients are kept)."""
+        if self._exec is not None and not force_rebind:
+            _log.warning("Module is already bound; pass force_rebind=True to bind again")
+            return
+        self._data_shapes = _descs(data_shapes)
+        self._label_shapes = _descs(label_shapes) if label_shapes else None
+        names = [desc.name for desc in self._data_shapes]
+        if sorted(names) != sorted(self._data_names):
+            raise GraphError(f"Module.bind: data_shapes name {names}, the module's data names "
+                             f"are {self._data_names}")
+        shapes = {desc.name: desc.shape for desc in self._data_shapes}
+        shapes.update({desc.name: desc.shape for desc in self._label_shapes or []
+                       if desc.name in self._label_names})
+        self._exec = Executor.simple_bind(self._symbol, self._context, shapes, {})
+        if self.params_initialized:
+            self._copy_params_in()
+
+    def init_params(self, initializer: Initializer | None = None,
+                    arg_params: Mapping[str, NDArray] | None = None,
+                    aux_params: Mapping[str, NDArray] | None = None,
+                    allow_missing: bool = False, force_init: bool = False,
+                    allow_extra: bool = False) -> None:
+        """Takes parameters from arg_params/aux_params; those missing are
+        filled by initializer when allow_missing (else an error)."""
+        if self.params_initialized and not force_init:
+            return
+        executor = self._executor()
+        initializer = initializer or Uniform(0.01)
+        given_args, given_aux = dict(arg_params or {}), dict(aux_params or {})
+        if not allow_extra:
+            extra = sorted((set(given_args) - set(self._param_names))
+                           | (set(given_aux) - set(self._aux_names)))
+            if extra:
+                raise GraphError(f"Module: parameters {extra} are not in the symbol; pass "
+                                 "allow_extra=True to ignore them")
+        for names, given, targets in ((self._param_names, given_args, executor.arg_dict),
+                                      (self._aux_names, given_aux, executor.aux_dict)):
+            for name in names:
+                target = targets[name]
+                if name in given:
+                    value = given[name]
+                    source = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
+                    if source.shape != target.shape:
+                        raise GraphError(f"Module: parameter {name!r} has shape {source.shape}, "
+                                         f"the symbol needs {target.shape}")
+                    target[:] = source
+                elif allow_missing or arg_params is None and aux_params is None:
+                    initializer(name, target)
+                else:
+                    raise GraphError(f"Module: parameter {name!r} is missing; pass "
+                                     "allow_missing=True to initialize it")
+        self.params_initialized = True
+        self._arg_params = {name: executor.arg_dict[name] for name in self._param_names}
+        self._aux_params = {name: executor.aux_dict[name] for name in self._aux_names}
+
+    def set_params(self, arg_params: Mapping[str, NDArray], aux_params: Mapping[str, NDArray],
+                   allow_missing: bool = False, force_init: bool = True,
+                   allow_extra: bool = False) -> None:
+        self.init_params(None, arg_params, aux_params or {}, allow_missing, force_init,
+                         allow_extra)
+
+    def get_params(self) -> tuple[dict[str, NDArray], dict[str, NDArray]]:
+        if not self.params_initialized:
+            raise GraphError("Module: parameters are not initialized")
+        executor = self._executor()
+        return ({name: executor.arg_dict[name].copy() for name in self._param_names},
+                {name: executor.aux_dict[name].copy() for name in self._aux_names})
+
+    def _copy_params_in(self) -> None:
+        executor = self._executor()
+        for source, targets in ((self._arg_params, executor.arg_dict),
+                                (self._aux_params, executor.aux_dict)):
+            for name, value in (source or {}).items():
+                if targets[name] is not value:
+                    targets[name][:] = value.asnumpy()
+
+    # ---- running ----------------------------------------------------------------------------
+
+    def forward(self, data_batch: DataBatch, is_train: bool | None = None) -> None:
+        """Runs one batch; rebinds first when its shapes differ from the
+        bound ones (a new batch size, say)."""
+        executor = self._executor()
+        if not self.params_initialized:
+            raise GraphError("Module: call set_params() or init_params() before forward()")
+        data = list(data_batch.data)
+        if len(data) != len(self._data_names):
+            raise GraphError(f"Module.forward: {len(data)} data arrays for data names "
+                             f"{self._data_names}")
+        shapes = {name: tuple(value.shape) for name, value in zip(self._data_names, data)}
+        if any(executor.arg_dict[name].shape != shape for name, shape in shapes.items()):
+            self._exec = executor = executor.reshape(allow_up_sizing=True, **shapes)
+            self._data_shapes = [DataDesc(name, shape) for name, shape in shapes.items()]
+        inputs = dict(zip(self._data_names, data))
+        if data_batch.label is not None:
+            inputs.update({name: value for name, value in zip(self._label_names,
+                                                                data_batch.label)})
+        executor.forward(is_train=bool(is_train), **inputs)
+
+    def get_outputs(self, merge_multi_context: bool = True) -> list[NDArray]:
+        return list(self._executor().outputs)
+
+    def predict(self, eval_data: Any, num_batch: int | None = None, merge_batches: bool = True,
+                reset: bool = True, always_output_list: bool = False) -> Any:
+        """Outputs over all batches of eval_data (an iterator, or arrays that
+        are batched by the bound batch size), padding removed."""
+        if isinstance(eval_data, (np.ndarray, NDArray)):
+            batch_size = self._data_shapes[0].shape[0] if self._data_shapes else 1
+            eval_data = NDArrayIter(eval_data, batch_size=batch_size)
+        if reset and hasattr(eval_data, "reset"):
+            eval_data.reset()
+        collected: list[list[np.ndarray]] = []
+        for count, batch in enumerate(eval_data):
+            if num_batch is not None and count == num_batch:
+                break
+            self.forward(batch, is_train=False)
+            keep = batch.data[0].shape[0] - batch.pad
+            collected.append([output.asnumpy()[:keep] for output in self.get_outputs()])
+        if not merge_batches:
+            return [[array(values) for values in batch] for batch in collected]
+        merged = [array(np.concatenate([batch[k] for batch in collected]))
+                  for k in range(len(collected[0]))] if collected else []
+        return merged[0] if len(merged) == 1 and not always_output_list else merged

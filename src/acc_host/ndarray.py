@@ -1,0 +1,488 @@
+"""NDArray: MXNet's n-dimensional array (``mx.nd``).
+
+An NDArray has a context, a shape and a dtype, and keeps its elements in a
+storage: host memory (a numpy array) for the CPU and for accelerators that
+work on host memory, or device memory from the plugin's mx_alloc() for
+accelerators with their own memory. Every mutation increments the array's
+``version``, which is how compiled subgraphs notice changed weights.
+
+``mx.nd.<Op>(...)`` runs any registered operator; operators on arrays in
+device memory read them to the host and write results back (the CPU path).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import ndarray_format
+from .context import Context, cpu, current_context
+from .errors import ContextError, InvalidArgumentError, OperatorError, TensorError
+from .ops import registry
+from .tensor import TensorSpec
+
+__all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "from_dlpack",
+           "save", "load", "waitall", "concatenate"]
+
+_DEFAULT_DTYPE = np.dtype(np.float32)
+
+
+class _Storage:
+    """Where an array's elements live. ``host`` is a numpy array when they
+    live in host memory; ``device`` a DeviceBuffer otherwise."""
+
+    __slots__ = ("host", "device", "version")
+
+    def __init__(self, host: np.ndarray | None, device: Any = None) -> None:
+        self.host = host
+        self.device = device
+        self.version = 0
+
+
+def _device_buffer(ctx: Context, spec: TensorSpec) -> Any:
+    from .memory import DeviceBuffer
+
+    return DeviceBuffer(ctx.library, ctx.device_id, spec)
+
+
+def _uses_device_memory(ctx: Context) -> bool:
+    return ctx.library is not None and ctx.library.supports_imperative
+
+
+class NDArray:
+    """An array on a context. Views made by basic indexing share storage
+    (and version) with the array they come from."""
+
+    __slots__ = ("_storage", "_view", "_ctx", "__weakref__")
+    __array_priority__ = 1000.0  # numpy defers binary operators to NDArray
+
+    def __init__(self, source: np.ndarray, ctx: Context | None = None) -> None:
+        """Wraps source (taken over, not copied) on ctx."""
+        self._ctx = ctx or cpu()
+        if _uses_device_memory(self._ctx):
+            buffer = _device_buffer(self._ctx, TensorSpec.of(source))
+            buffer.copy_from_host(source)
+            self._storage = _Storage(None, buffer)
+        else:
+            self._storage = _Storage(source)
+        self._view: tuple | None = None
+
+    @classmethod
+    def _from_view(cls, parent: NDArray, key: Any, data: np.ndarray) -> NDArray:
+        result = cls.__new__(cls)
+        result._ctx = parent._ctx
+        result._storage = parent._storage
+        result._view = (key, data)
+        return result
+
+    # ---- properties -------------------------------------------------------------------
+
+    def _read(self) -> np.ndarray:
+        """The elements as a host array: the storage itself for host memory
+        (a view for views), a fresh copy for device memory."""
+        if self._view is not None:
+            return self._view[1]
+        storage = self._storage
+        if storage.host is not None:
+            return storage.host
+        return storage.device.to_host()
+
+    def _write(self, values: np.ndarray) -> None:
+        """Replaces the elements (same shape) and bumps the version."""
+        storage = self._storage
+        if self._view is not None or storage.host is not None:
+            np.copyto(self._read(), values, casting="unsafe")
+        else:
+            storage.device.copy_from_host(np.asarray(values, dtype=self.dtype))
+        storage.version += 1
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self._view is None and self._storage.host is None:
+            return self._storage.device.spec.shape
+        return self._read().shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self._view is None and self._storage.host is None:
+            return self._storage.device.spec.dtype
+        return self._read().dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def context(self) -> Context:
+        return self._ctx
+
+    ctx = context
+
+    @property
+    def version(self) -> int:
+        """Incremented by every write to the array (or to a view of it)."""
+        return self._storage.version
+
+    @property
+    def stype(self) -> str:
+        return "default"
+
+    @property
+    def T(self) -> NDArray:
+        return invoke("transpose", [self], {})[0]
+
+    # ---- conversion ---------------------------------------------------------------------
+
+    def asnumpy(self) -> np.ndarray:
+        """A numpy copy of the elements."""
+        return np.array(self._read(), copy=True)
+
+    def asscalar(self) -> Any:
+        if self.size != 1:
+            raise TensorError(f"asscalar() needs one element, the array has shape {self.shape}")
+        return self._read().reshape(()).item()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        values = self._read()
+        return np.array(values, dtype=dtype, copy=True) if copy or dtype is not None \
+            else values
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        if self._storage.host is None and self._view is None:
+            raise ContextError(f"{self._ctx}: arrays in device memory cannot be exported "
+                               "through DLPack; copy them to mx.cpu() first")
+        return self._read().__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+    def astype(self, dtype: Any, copy: bool = True) -> NDArray:
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self
+        return NDArray(self._read().astype(dtype), self._ctx)
+
+    def copy(self) -> NDArray:
+        return NDArray(self.asnumpy(), self._ctx)
+
+    def copyto(self, other: NDArray | Context) -> NDArray:
+        """Copies into another array (same shape) or to a new array on a
+        context."""
+        if isinstance(other, Context):
+            return NDArray(self.asnumpy(), other)
+        if not isinstance(other, NDArray):
+            raise TensorError(f"copyto() takes an NDArray or a Context, got {type(other).__name__}")
+        if other.shape != self.shape:
+            raise TensorError(f"copyto(): shapes differ, {self.shape} and {other.shape}")
+        other._write(self._read())
+        return other
+
+    def as_in_context(self, context: Context) -> NDArray:
+        return self if context == self._ctx else self.copyto(context)
+
+    def wait_to_read(self) -> None:
+        """Blocks until pending writes finish (all operations are synchronous
+        for now, so it returns at once)."""
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return invoke("Reshape", [self], {"shape": tuple(shape), **kwargs})[0]
+
+    # ---- indexing -------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> NDArray:
+        key = _host_key(key)
+        source = self._read()
+        values = source[key]
+        in_host_memory = self._storage.host is not None or self._view is not None
+        if in_host_memory and isinstance(values, np.ndarray) and np.may_share_memory(values,
+                                                                                      source):
+            return NDArray._from_view(self, key, values)
+        return NDArray(np.array(values), self._ctx)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key = _host_key(key)
+        source = value._read() if isinstance(value, NDArray) else value
+        if self._storage.host is not None or self._view is not None:
+            self._read()[key] = source
+            self._storage.version += 1
+        else:
+            values = self._read()
+            values[key] = source
+            self._write(values)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d NDArray")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        return (self[k] for k in range(len(self)))
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise TensorError("the truth value of an NDArray with more than one element is "
+                              "ambiguous")
+        return bool(self.asscalar())
+
+    # ---- arithmetic -----------------------------------------------------------------------------
+
+    def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
+        if isinstance(other, NDArray):
+            return invoke(op, [self, other], {})[0]
+        if isinstance(other, numbers.Number) or (isinstance(other, np.generic)):
+            return invoke(scalar_op, [self], {"scalar": float(other)})[0]
+        if isinstance(other, np.ndarray):
+            return invoke(op, [self, NDArray(other.astype(self.dtype), self._ctx)], {})[0]
+        return NotImplemented
+
+    def _inplace(self, result: NDArray) -> NDArray:
+        if result.shape != self.shape:
+            raise TensorError(f"in-place result has shape {result.shape}, not {self.shape}")
+        self._write(result._read())
+        return self
+
+    def __add__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_add", "_plus_scalar")
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_sub", "_minus_scalar")
+
+    def __rsub__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_sub", "_rminus_scalar") if not isinstance(
+            other, NDArray) else other.__sub__(self)
+
+    def __mul__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_mul", "_mul_scalar")
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_div", "_div_scalar")
+
+    def __rtruediv__(self, other: Any) -> NDArray:
+        return invoke("_rdiv_scalar", [self], {"scalar": float(other)})[0]
+
+    def __mod__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_mod", "_mod_scalar")
+
+    def __pow__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_power", "_power_scalar")
+
+    def __rpow__(self, other: Any) -> NDArray:
+        return invoke("_rpower_scalar", [self], {"scalar": float(other)})[0]
+
+    def __neg__(self) -> NDArray:
+        return invoke("_mul_scalar", [self], {"scalar": -1.0})[0]
+
+    def __abs__(self) -> NDArray:
+        return invoke("abs", [self], {})[0]
+
+    def __iadd__(self, other: Any) -> NDArray:
+        return self._inplace(self + other)
+
+    def __isub__(self, other: Any) -> NDArray:
+        return self._inplace(self - other)
+
+    def __imul__(self, other: Any) -> NDArray:
+        return self._inplace(self * other)
+
+    def __itruediv__(self, other: Any) -> NDArray:
+        return self._inplace(self / other)
+
+    def __eq__(self, other: Any) -> NDArray:  # type: ignore[override]
+        return self._binary(other, "broadcast_equal", "_equal_scalar")
+
+    def __ne__(self, other: Any) -> NDArray:  # type: ignore[override]
+        return self._binary(other, "broadcast_not_equal", "_not_equal_scalar")
+
+    def __gt__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_greater", "_greater_scalar")
+
+    def __ge__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_greater_equal", "_greater_equal_scalar")
+
+    def __lt__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_lesser", "_lesser_scalar")
+
+    def __le__(self, other: Any) -> NDArray:
+        return self._binary(other, "broadcast_lesser_equal", "_lesser_equal_scalar")
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, and == is element-wise
+
+    def __repr__(self) -> str:
+        shape = "x".join(map(str, self.shape)) or "scalar"
+        return f"\n{self.asnumpy()}\n<NDArray {shape} @{self._ctx}>"
+
+
+def _host_key(key: Any) -> Any:
+    if isinstance(key, NDArray):
+        return key.asnumpy().astype(np.int64)
+    if isinstance(key, tuple):
+        return tuple(_host_key(part) for part in key)
+    return key
+
+
+# ---- running operators -----------------------------------------------------------------
+
+
+def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
+           out: NDArray | Sequence[NDArray] | None = None) -> list[NDArray]:
+    """Runs a registered operator on NDArrays; returns its outputs (written
+    into out when given)."""
+    op = registry.get(op_name)
+    parsed = op.parse(attrs)
+    contexts = {array.context for array in inputs}
+    if len(contexts) > 1:
+        raise ContextError(f"{op_name}: inputs are on different contexts: "
+                           f"{', '.join(sorted(map(str, contexts)))}")
+    ctx = contexts.pop() if contexts else current_context()
+    results = op.run(parsed, [array._read() for array in inputs])
+    if out is None:
+        return [NDArray(np.asarray(result), ctx) for result in results]
+    targets = [out] if isinstance(out, NDArray) else list(out)
+    if len(targets) != len(results):
+        raise OperatorError(f"{op_name}: {len(results)} outputs, {len(targets)} out arrays")
+    for target, result in zip(targets, results):
+        if target.shape != np.shape(result):
+            raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
+                              f"{np.shape(result)}")
+        target._write(np.asarray(result))
+    return targets
+
+
+def _operator_function(op_name: str) -> Callable[..., Any]:
+    op = registry.get(op_name)
+
+    def run(*args: Any, out: Any = None, name: str | None = None, ctx: Context | None = None,
+            **kwargs: Any) -> Any:
+        arrays = [value for value in args if isinstance(value, NDArray)]
+        if len(arrays) != len(args):
+            raise OperatorError(f"{op_name}: positional arguments must be NDArrays")
+        named = {key: value for key, value in kwargs.items() if isinstance(value, NDArray)}
+        attrs = {key: value for key, value in kwargs.items()
+                 if not isinstance(value, NDArray) and value is not None}
+        if "num_args" in op._params_by_name and "num_args" not in attrs:
+            attrs["num_args"] = len(arrays) + len(named)
+        parsed = op.parse(attrs)
+        input_names = op.input_names(parsed)
+        unknown = sorted(set(named) - set(input_names))
+        if unknown:
+            raise OperatorError(f"{op_name}: {', '.join(unknown)} are not inputs "
+                                f"({', '.join(input_names)})")
+        inputs = list(arrays)
+        for input_name in input_names[len(arrays):]:
+            if input_name not in named:
+                raise OperatorError(f"{op_name}: input {input_name!r} is missing")
+            inputs.append(named[input_name])
+        with ctx or (inputs[0].context if inputs else current_context()):
+            results = invoke(op_name, inputs, attrs, out)
+        return results[0] if len(results) == 1 else results
+
+    run.__name__ = op_name
+    run.__doc__ = op.doc
+    return run
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    """mx.nd.<Op>(...) for every registered operator."""
+    if registry.find(name) is not None:
+        return _operator_function(name)
+    raise AttributeError(f"module 'acc_host.ndarray' has no attribute {name!r}")
+
+
+# ---- creation --------------------------------------------------------------------------
+
+
+def _context(ctx: Context | None) -> Context:
+    return ctx if ctx is not None else current_context()
+
+
+def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
+    """An NDArray with a copy of source. dtype defaults to source's dtype for
+    numpy arrays and NDArrays, float32 otherwise (as MXNet)."""
+    if isinstance(source, NDArray):
+        values = source.asnumpy()
+    elif isinstance(source, np.ndarray):
+        values = source
+    else:
+        values = np.asarray(source, dtype=_DEFAULT_DTYPE if dtype is None else dtype)
+    values = np.array(values, dtype=dtype or values.dtype, copy=True, order="C")
+    TensorSpec.of(values)  # rejects dtypes no plugin can hold
+    return NDArray(values, _context(ctx))
+
+
+def _filled(shape: Any, value: Any, ctx: Context | None, dtype: Any) -> NDArray:
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if any(int(extent) < 0 for extent in shape):
+        raise InvalidArgumentError(f"negative extent in shape {shape}")
+    return NDArray(np.full(shape, value, dtype=dtype or _DEFAULT_DTYPE), _context(ctx))
+
+
+def empty(shape: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
+    return _filled(shape, 0, ctx, dtype)
+
+
+def zeros(shape: Any, ctx: Context | None = None, dtype: Any = None, **kwargs: Any) -> NDArray:
+    return _filled(shape, 0, ctx, dtype)
+
+
+def ones(shape: Any, ctx: Context | None = None, dtype: Any = None, **kwargs: Any) -> NDArray:
+    return _filled(shape, 1, ctx, dtype)
+
+
+def full(shape: Any, val: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
+    return _filled(shape, val, ctx, dtype)
+
+
+def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,
+           ctx: Context | None = None, dtype: Any = None) -> NDArray:
+    values = np.arange(start, stop, step, dtype=dtype or _DEFAULT_DTYPE)
+    return NDArray(np.repeat(values, repeat) if repeat > 1 else values, _context(ctx))
+
+
+def from_dlpack(source: Any) -> NDArray:
+    """An NDArray sharing memory with a DLPack-capable host array."""
+    return NDArray(np.from_dlpack(source))
+
+
+def concatenate(arrays: Sequence[NDArray], axis: int = 0) -> NDArray:
+    return invoke("Concat", list(arrays), {"dim": axis, "num_args": len(arrays)})[0]
+
+
+def waitall() -> None:
+    """Waits for all pending operations (every operation is synchronous for
+    now)."""
+
+
+# ---- files ------------------------------------------------------------------------------
+
+
+def save(fname: str | Path, data: NDArray | Sequence[NDArray] | Mapping[str, NDArray]) -> None:
+    """MXNet's binary NDArray file: a list, or a dict keyed by name."""
+    if isinstance(data, NDArray):
+        data = [data]
+    if isinstance(data, Mapping):
+        names: list[str] | None = list(data)
+        arrays = [value.asnumpy() for value in data.values()]
+    else:
+        names, arrays = None, [value.asnumpy() for value in data]
+    ndarray_format.save(fname, arrays, names)
+
+
+def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
+    """The arrays of an MXNet NDArray file: a dict when it stores names,
+    else a list."""
+    arrays, names = ndarray_format.load(fname)
+    wrapped = [NDArray(np.array(values)) for values in arrays]
+    return dict(zip(names, wrapped)) if names else wrapped
