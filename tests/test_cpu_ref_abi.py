@@ -14,8 +14,7 @@ import pytest
 import acc_host as mx
 from acc_host import _abi
 from acc_host._abi import ffi
-from acc_host.annotate import annotate
-from acc_host.graph_builder import GraphBuilder
+from acc_host.annotate import annotate_symbol
 from acc_host.imperative import Executor
 from acc_host.memory import DeviceBuffer
 from acc_host.symbolic import LoadedModel
@@ -30,12 +29,9 @@ def library():
 
 
 def _relu_graph(op_version: str | None = None) -> dict:
-    builder = GraphBuilder()
-    data, weight = builder.var("data"), builder.var("w")
-    total = builder.op("elemwise_add", "add", [data, weight])
-    out = builder.op("Activation", "act", [total], act_type="relu")
-    spec = [TensorSpec((2, 3), F32)]
-    graph = annotate(builder.graph([out]), [spec] * 4, weights=["w"])
+    total = mx.sym.elemwise_add(mx.sym.Variable("data"), mx.sym.Variable("w"), name="add")
+    out = mx.sym.Activation(total, act_type="relu", name="act")
+    graph = annotate_symbol(out, {"data": (2, 3), "w": (2, 3)}, weights=["w"])
     if op_version is not None:
         graph["nodes"][3]["attrs"]["__op_version__"] = op_version
     return graph
@@ -216,13 +212,12 @@ def test_executor_forward_needs_device_memory(library) -> None:
 
 
 def test_scalar_and_strided_inputs(library) -> None:
-    builder = GraphBuilder()
-    out = builder.op("Activation", "act", [builder.var("data")], act_type="relu")
-    scalar = annotate(builder.graph([out]), [[TensorSpec((), F32)]] * 2, weights=[])
+    out = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="act")
+    scalar = annotate_symbol(out, {"data": ()}, weights=[])
     with LoadedModel(library, scalar, {}) as model:
         result = model.infer({"data": np.array(-3.0, np.float32)})["act_output"]
     assert result.shape == () and result == 0
-    matrix = annotate(builder.graph([out]), [[TensorSpec((3, 2), F32)]] * 2, weights=[])
+    matrix = annotate_symbol(out, {"data": (3, 2)}, weights=[])
     strided = np.arange(6, dtype=np.float32).reshape(2, 3).T - 2  # not C-contiguous
     with LoadedModel(library, matrix, {}) as model:
         np.testing.assert_array_equal(model.infer({"data": strided})["act_output"],

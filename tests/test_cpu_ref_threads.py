@@ -12,19 +12,17 @@ SCRIPT = textwrap.dedent('''
     import threading
     import numpy as np
     import acc_host as mx
-    from acc_host.annotate import annotate
-    from acc_host.graph_builder import GraphBuilder
+    from acc_host.annotate import annotate_symbol
     from acc_host.memory import DeviceBuffer
     from acc_host.symbolic import LoadedModel
     from acc_host.tensor import TensorSpec
 
     library = mx.get_library("cpu_ref")
     assert mx.test_utils.list_acc(mx.cpu_ref()) == [0, 1]
-    builder = GraphBuilder()
-    total = builder.op("elemwise_add", "add", [builder.var("data"), builder.var("w")])
-    out = builder.op("Activation", "act", [total], act_type="tanh")
+    total = mx.sym.elemwise_add(mx.sym.Variable("data"), mx.sym.Variable("w"), name="add")
+    out = mx.sym.Activation(total, act_type="tanh", name="act")
     spec = TensorSpec((64, 64), np.float32)
-    graph = annotate(builder.graph([out]), [[spec]] * 4, weights=["w"])
+    graph = annotate_symbol(out, {"data": (64, 64), "w": (64, 64)}, weights=["w"])
     failures = []
 
     def work(dev_id):

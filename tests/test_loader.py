@@ -164,7 +164,7 @@ def test_invalid_override_name(build_fake) -> None:
         AccLibrary(build_fake("plain"), acc_name="Upper")
 
 
-@pytest.mark.parametrize("name", ["cpu", "acc", "load_acc", "errors", "demo", "reference"])
+@pytest.mark.parametrize("name", ["cpu", "acc", "load_acc", "errors", "demo", "nd", "sym", "ops"])
 def test_reserved_names(build_fake, name: str) -> None:
     with pytest.raises(mx.InvalidAccNameError, match="reserved"):
         mx.load_acc(build_fake(f"reserved_{name}", FAKE_NAME=f'"{name}"'))

@@ -21,8 +21,7 @@ import acc_host as mx
 import build_plugins
 from acc_host import _abi
 from acc_host._abi import ffi
-from acc_host.annotate import annotate
-from acc_host.graph_builder import GraphBuilder
+from acc_host.annotate import annotate_symbol
 from acc_host.symbolic import LoadedModel
 from acc_host.tensor import CStrings, TensorArray, TensorSpec
 
@@ -92,12 +91,10 @@ def library(ctx: mx.Context):
 def _graph(*activations: tuple[str, str], shape=(2, 3), dtype=F32) -> dict:
     """data -> Activation -> Activation ..., each (node name, act_type),
     annotated; the last node is the head."""
-    builder = GraphBuilder()
-    entry = builder.var("data")
+    entry = mx.sym.Variable("data")
     for name, act_type in activations:
-        entry = builder.op("Activation", name, [entry], act_type=act_type)
-    spec = [TensorSpec(shape, dtype)]
-    return annotate(builder.graph([entry]), [spec] * (len(activations) + 1), weights=[])
+        entry = mx.sym.Activation(entry, act_type=act_type, name=name)
+    return annotate_symbol(entry, {"data": shape}, weights=[], dtypes={"data": dtype})
 
 
 def _status(library, function: str, *args) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from .errors import InvalidArgumentError
 from .operator_versions import OP_VERSION_ATTR, op_version
 from .tensor import TensorSpec, dtype_code, numpy_dtype
 
-__all__ = ["annotate", "output_name", "GraphSignature", "signature"]
+__all__ = ["annotate", "annotate_symbol", "output_name", "GraphSignature", "signature"]
 
 DATA, WEIGHT = "data", "weight"
 
@@ -59,6 +59,25 @@ def annotate(graph: Mapping[str, Any], node_outputs: Sequence[Sequence[TensorSpe
             attrs[OP_VERSION_ATTR] = str(op_version(node["op"]))
             attrs["__dev_id__"] = str(dev_id)
     return annotated
+
+
+def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
+                    weights: Iterable[str], dtypes: Mapping[str, Any] | None = None,
+                    dev_id: int = 0) -> dict[str, Any]:
+    """The annotated JSON of a Symbol, inferring every node's output shapes
+    and dtypes from the given input shapes (and dtypes, float32 by default)."""
+    graph = symbol.graph
+    entry_shapes = graph.infer_shapes(shapes)
+    entry_dtypes = graph.infer_dtypes(dtypes or {})
+    node_outputs = []
+    for k, node in enumerate(graph.nodes):
+        entries = range(graph.entry_start[k], graph.entry_start[k] + graph.num_visible(k))
+        unknown = [entry for entry in entries if entry_shapes[entry] is None]
+        if unknown:
+            raise InvalidArgumentError(f"cannot annotate: the shape of {node.name!r} is unknown")
+        node_outputs.append([TensorSpec(entry_shapes[entry], entry_dtypes[entry] or "float32")
+                             for entry in entries])
+    return annotate(json.loads(symbol.tojson()), node_outputs, weights, dev_id)
 
 
 def output_name(node_name: str, index: int, num_outputs: int) -> str:

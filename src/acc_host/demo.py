@@ -1,11 +1,13 @@
 """The main job: load the bundled cpu_ref plugin and run a small CNN through
-both execution modes of the proposal, checked against the numpy reference.
+both execution modes of the proposal, checked against the host's CPU path
+(the numpy operator implementations of acc_host.ops).
 
 Run with ``python -m acc_host.demo`` (or ``python -m acc_host``).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -14,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from . import reference
-from .annotate import annotate
-from .context import Context
-from .graph_builder import GraphBuilder
+from . import symbol as sym
+from .annotate import annotate_symbol
+from .context import Context, cpu
 from .imperative import run_graph as run_imperative
 from .registry import get_library
+from .symbol import Symbol
 from .symbolic import LoadedModel
 from .tensor import TensorSpec
 
@@ -28,39 +30,41 @@ __all__ = ["small_cnn", "main"]
 RTOL, ATOL = 1e-4, 1e-5
 
 
-def small_cnn(seed: int = 0, batch: int = 1) -> tuple[dict[str, Any], dict[str, np.ndarray],
+def small_cnn(seed: int = 0, batch: int = 1) -> tuple[Symbol, dict[str, np.ndarray],
                                                       np.ndarray]:
-    """A residual CNN using every operator cpu_ref has: (graph, weights, input)."""
-    g = GraphBuilder()
-    data = g.var("data")
-    conv0 = g.op("Convolution", "conv0", [data, g.var("conv0_weight"), g.var("conv0_bias")],
-                 kernel=(3, 3), pad=(1, 1), num_filter=8)
-    bn0 = g.op("BatchNorm", "bn0", [conv0, g.var("bn0_gamma"), g.var("bn0_beta"),
-                                    g.var("bn0_moving_mean"), g.var("bn0_moving_var")],
-               fix_gamma=False, eps=1e-5)
-    relu0 = g.op("Activation", "relu0", [bn0], act_type="relu")
-    pool0 = g.op("Pooling", "pool0", [relu0], kernel=(3, 3), stride=(2, 2), pool_type="max",
-                 pooling_convention="full")
-    conv1 = g.op("Convolution", "conv1", [pool0, g.var("conv1_weight"), g.var("conv1_bias")],
-                 kernel=(3, 3), pad=(1, 1), num_filter=8, num_group=2)
-    tanh1 = g.op("Activation", "tanh1", [conv1], act_type="tanh")
-    add0 = g.op("elemwise_add", "add0", [pool0, tanh1])
-    pool1 = g.op("Pooling", "pool1", [add0], global_pool=True, pool_type="avg", kernel=(1, 1))
-    flat = g.op("Flatten", "flatten0", [pool1])
-    fc = g.op("FullyConnected", "fc0", [flat, g.var("fc0_weight"), g.var("fc0_bias")],
-              num_hidden=10)
-    prob = g.op("softmax", "prob", [fc])
-    graph = g.graph([prob])
+    """A residual CNN using every operator cpu_ref has: (symbol, weights,
+    input)."""
+    data = sym.Variable("data")
+    conv0 = sym.Convolution(data, kernel=(3, 3), pad=(1, 1), num_filter=8, name="conv0")
+    bn0 = sym.BatchNorm(conv0, fix_gamma=False, eps=1e-5, name="bn0")
+    relu0 = sym.Activation(bn0, act_type="relu", name="relu0")
+    pool0 = sym.Pooling(relu0, kernel=(3, 3), stride=(2, 2), pool_type="max",
+                        pooling_convention="full", name="pool0")
+    conv1 = sym.Convolution(pool0, kernel=(3, 3), pad=(1, 1), num_filter=8, num_group=2,
+                            name="conv1")
+    tanh1 = sym.Activation(conv1, act_type="tanh", name="tanh1")
+    add0 = sym.elemwise_add(pool0, tanh1, name="add0")
+    pool1 = sym.Pooling(add0, global_pool=True, pool_type="avg", kernel=(1, 1), name="pool1")
+    flat = sym.Flatten(pool1, name="flatten0")
+    fc = sym.FullyConnected(flat, num_hidden=10, name="fc0")
+    net = sym.softmax(fc, name="prob")
 
+    image_shape = (batch, 3, 32, 32)
+    arg_shapes, _, aux_shapes = net.infer_shape(data=image_shape)
     rng = np.random.default_rng(seed)
-    shapes = {"conv0_weight": (8, 3, 3, 3), "conv0_bias": (8,), "bn0_gamma": (8,),
-              "bn0_beta": (8,), "bn0_moving_mean": (8,), "conv1_weight": (8, 4, 3, 3),
-              "conv1_bias": (8,), "fc0_weight": (10, 8), "fc0_bias": (10,)}
     weights = {name: rng.standard_normal(shape).astype(np.float32)
-               for name, shape in shapes.items()}
-    weights["bn0_moving_var"] = rng.uniform(0.5, 2.0, 8).astype(np.float32)
-    image = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
-    return graph, weights, image
+               for name, shape in zip(net.list_arguments(), arg_shapes) if name != "data"}
+    weights.update({name: rng.uniform(0.5, 2.0, shape).astype(np.float32)
+                    for name, shape in zip(net.list_auxiliary_states(), aux_shapes)})
+    image = rng.standard_normal(image_shape).astype(np.float32)
+    return net, weights, image
+
+
+def _cpu_executor(net: Symbol, weights: dict[str, np.ndarray], image: np.ndarray) -> Any:
+    exe = net.simple_bind(cpu(), data=image.shape)
+    for name, value in weights.items():
+        (exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name][:] = value
+    return exe
 
 
 def _median_ms(function: Callable[[], object], repeat: int) -> float:
@@ -87,26 +91,26 @@ def main(repeat: int = 20) -> int:
           f"{library.num_devices} device(s), imperative={library.supports_imperative}, "
           f"version {ctx.configure(query='version')['version']}")
 
-    graph, weights, image = small_cnn()
+    net, weights, image = small_cnn()
     values = {"data": image, **weights}
-    node_values = reference.run_graph(graph, values)
-    expected = node_values[graph["heads"][0][0]][0]
-    annotated = annotate(graph, [[TensorSpec.of(v) for v in outputs] for outputs in node_values],
-                         weights=weights)
-    operators = [i for i, node in enumerate(graph["nodes"]) if node["op"] != "null"]
+    reference = _cpu_executor(net, weights, image)
+    expected = reference.forward(data=image)[0].asnumpy()
+    annotated = annotate_symbol(net, {"data": image.shape}, weights=weights)
+    nodes = annotated["nodes"]
+    operators = [i for i, node in enumerate(nodes) if node["op"] != "null"]
     supported = set(library.supported_ops(
-        _dumps(annotated), {"data": TensorSpec.of(image)}, len(graph["nodes"]), ctx.device_id))
+        json.dumps(annotated), {"data": TensorSpec.of(image)}, len(nodes), ctx.device_id))
 
-    print(f"\nsmall CNN: {len(graph['nodes'])} nodes, {len(operators)} operators, input "
+    print(f"\nsmall CNN: {len(nodes)} nodes, {len(operators)} operators, input "
           f"{image.shape}; supportedOps accepts {len(supported)} of {len(operators)}")
     print(f"  {'node':<10} {'operator':<15} {'output shape':<18} runs on")
     for index in operators:
-        node = graph["nodes"][index]
+        node = nodes[index]
         where = str(ctx) if index in supported else "cpu(0) (unsupported)"
-        shape = str(node_values[index][0].shape)
+        shape = str(tuple(json.loads(node["attrs"]["__out_shapes__"])[0]))
         print(f"  {node['name']:<10} {node['op']:<15} {shape:<18} {where}")
 
-    print("\nresults against the numpy reference (median of "
+    print("\nresults against the host's CPU path (median of "
           f"{repeat} runs, rtol {RTOL}, atol {ATOL}):")
     start = time.perf_counter()
     model = LoadedModel(library, annotated, weights, ctx.device_id)
@@ -116,20 +120,14 @@ def main(repeat: int = 20) -> int:
         symbolic_ms = _median_ms(lambda: model.infer({"data": image}), repeat)
     imperative = run_imperative(library, annotated, values, ctx.device_id)[0]
     imperative_ms = _median_ms(lambda: run_imperative(library, annotated, values), repeat)
-    reference_ms = _median_ms(lambda: reference.run_graph(graph, values), max(repeat // 4, 3))
+    reference_ms = _median_ms(lambda: reference.forward(data=image), repeat)
     ok = _report(f"symbolic (loadModel {compile_ms:.2f} ms, infer)", symbolic, expected,
                  symbolic_ms)
     ok &= _report("imperative (accGetExecutor per op)", imperative, expected, imperative_ms)
-    print(f"  {'numpy reference (host CPU)':<34} {reference_ms:8.3f} ms")
+    print(f"  {'host CPU path (numpy executor)':<34} {reference_ms:8.3f} ms")
     print(f"\ntop class: {int(np.argmax(expected))} (p = {float(expected.max()):.4f})")
-    print("demo passed: both modes match the reference" if ok else "demo FAILED")
+    print("demo passed: both modes match the CPU path" if ok else "demo FAILED")
     return 0 if ok else 1
-
-
-def _dumps(graph: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(graph)
 
 
 if __name__ == "__main__":
