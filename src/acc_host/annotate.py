@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .errors import InvalidArgumentError
 from .operator_versions import OP_VERSION_ATTR, op_version
 from .tensor import TensorSpec, dtype_code, numpy_dtype
@@ -75,7 +77,7 @@ def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
         unknown = [entry for entry in entries if entry_shapes[entry] is None]
         if unknown:
             raise InvalidArgumentError(f"cannot annotate: the shape of {node.name!r} is unknown")
-        node_outputs.append([TensorSpec(entry_shapes[entry], entry_dtypes[entry] or "float32")
+        node_outputs.append([TensorSpec(entry_shapes[entry], entry_dtypes[entry] or np.float32)
                              for entry in entries])
     return annotate(json.loads(symbol.tojson()), node_outputs, weights, dev_id)
 

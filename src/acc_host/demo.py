@@ -50,7 +50,7 @@ def small_cnn(seed: int = 0, batch: int = 1) -> tuple[Symbol, dict[str, np.ndarr
     net = sym.softmax(fc, name="prob")
 
     image_shape = (batch, 3, 32, 32)
-    arg_shapes, _, aux_shapes = net.infer_shape(data=image_shape)
+    arg_shapes, _, aux_shapes = net.infer_shape_partial(data=image_shape)
     rng = np.random.default_rng(seed)
     weights = {name: rng.standard_normal(shape).astype(np.float32)
                for name, shape in zip(net.list_arguments(), arg_shapes) if name != "data"}

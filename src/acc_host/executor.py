@@ -171,7 +171,7 @@ class Executor:
         return steps
 
     def _entry_bytes(self, entry: int) -> int:
-        shape, dtype = self._shapes[entry], self._dtypes[entry]
+        shape, dtype = self._shapes[entry] or (), self._dtypes[entry]
         return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype or np.float32).itemsize
 
     def memory_report(self) -> dict[str, int]:

@@ -90,16 +90,20 @@ class Graph:
             self.check_output(producer, output, "a graph output")
         self._check_variable_names()
 
-    def num_visible(self, k: int) -> int:
+    def _resolved(self, k: int) -> tuple[registry.OpDef, Attrs] | None:
         op, attrs = self.ops[k], self.attrs[k]
-        return 1 if op is None else len(op.output_names(attrs))
+        return None if op is None or attrs is None else (op, attrs)
+
+    def num_visible(self, k: int) -> int:
+        resolved = self._resolved(k)
+        return 1 if resolved is None else len(resolved[0].output_names(resolved[1]))
 
     def num_total(self, k: int) -> int:
         """All outputs of node k, hidden ones included (node_row_ptr)."""
-        node, op = self.nodes[k], self.ops[k]
+        node, resolved = self.nodes[k], self._resolved(k)
         if node.num_outputs is not None:
             return node.num_outputs
-        return 1 if op is None else op.total_outputs(self.attrs[k])
+        return 1 if resolved is None else resolved[0].total_outputs(resolved[1])
 
     def check_output(self, producer: Node, output: int, what: str) -> None:
         visible = self.num_visible(self.index[id(producer)])
@@ -127,10 +131,10 @@ class Graph:
         """Indices of the variables used as auxiliary states of an operator."""
         aux: set[int] = set()
         for k, node in enumerate(self.nodes):
-            op = self.ops[k]
-            if op is None:
+            resolved = self._resolved(k)
+            if resolved is None:
                 continue
-            first_aux = len(op.argument_names(self.attrs[k]))
+            first_aux = len(resolved[0].argument_names(resolved[1]))
             for producer, _, _ in node.inputs[first_aux:]:
                 if producer.is_variable:
                     aux.add(self.index[id(producer)])

@@ -47,7 +47,7 @@ class Module:
                                            "several is not supported")
             context = context[0]
         self._symbol = symbol
-        self._context = context or cpu()
+        self._context: Context = context if isinstance(context, Context) else cpu()
         arguments = symbol.list_arguments()
         self._data_names = list(data_names)
         missing = [name for name in self._data_names if name not in arguments]
@@ -204,7 +204,7 @@ class Module:
                              f"{self._data_names}")
         shapes = {name: tuple(value.shape) for name, value in zip(self._data_names, data)}
         if any(executor.arg_dict[name].shape != shape for name, shape in shapes.items()):
-            self._exec = executor = executor.reshape(allow_up_sizing=True, **shapes)
+            self._exec = executor = executor.reshape(False, True, **shapes)
             self._data_shapes = [DataDesc(name, shape) for name, shape in shapes.items()]
         inputs = dict(zip(self._data_names, data))
         if data_batch.label is not None:

@@ -238,7 +238,7 @@ class NDArray:
     def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
         if isinstance(other, NDArray):
             return invoke(op, [self, other], {})[0]
-        if isinstance(other, numbers.Number) or (isinstance(other, np.generic)):
+        if isinstance(other, (numbers.Real, np.number)):
             return invoke(scalar_op, [self], {"scalar": float(other)})[0]
         if isinstance(other, np.ndarray):
             return invoke(op, [self, NDArray(other.astype(self.dtype), self._ctx)], {})[0]

@@ -69,11 +69,10 @@ class Symbol:
 
     def _output_name(self, node: Node, output: int) -> str:
         graph = self.graph
-        k = graph.index[id(node)]
-        op = graph.ops[k]
-        if op is None:
+        op, attrs = graph.ops[graph.index[id(node)]], graph.attrs[graph.index[id(node)]]
+        if op is None or attrs is None:
             return node.name
-        return f"{node.name}_{op.output_names(graph.attrs[k])[output]}"
+        return f"{node.name}_{op.output_names(attrs)[output]}"
 
     def list_outputs(self) -> list[str]:
         return [self._output_name(node, output) for node, output in self._outputs]

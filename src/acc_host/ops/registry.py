@@ -35,7 +35,7 @@ __all__ = ["OpDef", "register", "get", "find", "all_ops", "Shape", "same_dtype",
 
 Shape = tuple[int, ...]
 Names = Sequence[str] | Callable[[Attrs], Sequence[str]]
-ShapeFn = Callable[[Attrs, list[Shape | None]], tuple[list[Shape], list[Shape]]]
+ShapeFn = Callable[[Attrs, list[Shape | None]], tuple[list[Shape | None], list[Shape]]]
 TypeFn = Callable[[Attrs, list[np.dtype | None]], tuple[list[np.dtype], list[np.dtype]]]
 ComputeFn = Callable[[Attrs, list[np.ndarray]], list[np.ndarray]]
 
@@ -70,7 +70,8 @@ def require_known(op: str, shapes: Sequence[Shape | None], index: int, name: str
 def same_shape(op: str) -> ShapeFn:
     """Shape inference for element-wise operators: every input has one shape,
     and so has the output."""
-    def infer(attrs: Attrs, shapes: list[Shape | None]) -> tuple[list[Shape], list[Shape]]:
+    def infer(attrs: Attrs, shapes: list[Shape | None]) -> tuple[list[Shape | None],
+                                                                list[Shape]]:
         known = [shape for shape in shapes if shape is not None]
         if not known:
             raise ShapeUnknownError(f"{op}: no input shape is known")
