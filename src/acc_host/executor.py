@@ -1,11 +1,12 @@
-"""Executors: a symbol bound to arrays, run forward on the CPU path.
+"""Executors: a symbol bound to arrays and run forward.
 
-Binding infers every shape and dtype once and builds a flat plan: for each
-operator node its registry entry, parsed attributes, input entries, and the
-entries whose last reader it is. Running the plan keeps an intermediate
-result only until its last reader has run, so memory is reused as soon as
-lifetimes allow; ``memory_report()`` gives the planned peak next to what
-keeping every intermediate would cost.
+Binding infers every shape and dtype once and builds a flat plan of steps:
+operators run by the CPU path, and, when the context is an accelerator,
+subgraph operators for what the accelerator's supportedOps() accepted (see
+acc_host.partition and acc_host.subgraph). Running the plan keeps an
+intermediate result only until its last reader has run, so memory is
+reused as soon as lifetimes allow; ``memory_report()`` gives the planned
+peak next to what keeping every intermediate would cost.
 """
 
 from __future__ import annotations
@@ -16,24 +17,33 @@ from typing import Any
 
 import numpy as np
 
+import json
+
+from .annotate import annotate_symbol
 from .context import Context
-from .errors import GraphError, ShapeError
+from .errors import GraphError, PluginContractError, ShapeError
 from .graph import Graph
 from .ndarray import NDArray, zeros
 from .ops.params import Attrs
 from .ops.registry import OpDef
+from .partition import Partition, partition_graph
+from .subgraph import SubgraphOperator, Value, to_host
+from .tensor import TensorSpec
 
 __all__ = ["Executor"]
 
 
 @dataclass(frozen=True)
 class _Step:
+    """One CPU operator, or (with ``subgraph``) one accelerator subgraph."""
+
     node: int
-    op: OpDef
-    attrs: Attrs
+    op: OpDef | None
+    attrs: Attrs | None
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     release: tuple[int, ...]  # entries read for the last time by this step
+    subgraph: SubgraphOperator | None = None
 
 
 def _by_name(names: list[str], values: Mapping[str, Any] | Sequence[Any] | None,
@@ -52,7 +62,11 @@ class Executor:
     """A bound symbol. Use :meth:`forward`, then read :attr:`outputs`."""
 
     def __init__(self, symbol: Any, ctx: Context, arg_dict: dict[str, NDArray],
-                 aux_dict: dict[str, NDArray], grad_req: str = "null") -> None:
+                 aux_dict: dict[str, NDArray], grad_req: str = "null",
+                 data_names: Sequence[str] | None = None) -> None:
+        """data_names: the arguments that change on every forward (images,
+        tokens, labels); all other arguments and every auxiliary state are
+        weights. Default: "data" if the symbol has it."""
         self._symbol = symbol
         self._ctx = ctx
         self._grad_req = grad_req
@@ -77,6 +91,9 @@ class Executor:
         self._heads = [graph.entry(node, output) for node, output in symbol._outputs]
         self._variables = {graph.entry_start[k]: graph.nodes[k].name
                            for k, node in enumerate(graph.nodes) if node.is_variable}
+        self.data_names = [name for name in (data_names if data_names is not None else ["data"])
+                           if name in arg_dict]
+        self.partition: Partition | None = self._partition() if ctx.is_accelerator else None
         self._steps = self._plan()
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
@@ -100,12 +117,12 @@ class Executor:
                     for name, shape, dtype in zip(arg_names, arg_shapes, arg_types)}
         aux_dict = {name: zeros(shape, ctx, dtype)
                     for name, shape, dtype in zip(aux_names, aux_shapes, aux_types)}
-        return cls(symbol, ctx, arg_dict, aux_dict, grad_req)
+        return cls(symbol, ctx, arg_dict, aux_dict, grad_req, data_names=list(shapes))
 
     @classmethod
     def bind(cls, symbol: Any, ctx: Context, args: Mapping[str, Any] | Sequence[Any],
              aux_states: Mapping[str, Any] | Sequence[Any] | None,
-             grad_req: str = "null") -> Executor:
+             grad_req: str = "null", data_names: Sequence[str] | None = None) -> Executor:
         arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
         arg_dict = _by_name(arg_names, args, "arguments")
         aux_dict = _by_name(aux_names, aux_states, "auxiliary states")
@@ -120,7 +137,7 @@ class Executor:
                 if not isinstance(value, NDArray):
                     raise GraphError(f"bind: {what} {name!r} must be an NDArray, got "
                                      f"{type(value).__name__}")
-        return cls(symbol, ctx, arg_dict, aux_dict, grad_req)
+        return cls(symbol, ctx, arg_dict, aux_dict, grad_req, data_names)
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **shapes: Any) -> Executor:
@@ -145,30 +162,66 @@ class Executor:
             return result
 
         return Executor(self._symbol, self._ctx, keep_or_new(self.arg_dict, arg_names, arg_shapes),
-                        keep_or_new(self.aux_dict, aux_names, aux_shapes), self._grad_req)
+                        keep_or_new(self.aux_dict, aux_names, aux_shapes), self._grad_req,
+                        self.data_names)
 
     # ---- planning -----------------------------------------------------------------------
 
+    def _partition(self) -> Partition:
+        """Asks the accelerator which nodes it runs and splits the graph."""
+        graph, library, dev_id = self._graph, self._ctx.library, self._ctx.device_id
+        weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
+        shapes = {name: array.shape for name, array in {**self.arg_dict, **self.aux_dict}.items()}
+        dtypes = {name: array.dtype for name, array in {**self.arg_dict, **self.aux_dict}.items()}
+        annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
+        data = {name: TensorSpec(self.arg_dict[name].shape, self.arg_dict[name].dtype)
+                for name in self.data_names}
+        ids = library.supported_ops(json.dumps(annotated), data, len(graph.nodes), dev_id)
+        variables = [k for k in ids if graph.nodes[k].is_variable]
+        if variables:
+            raise PluginContractError(
+                f"{library.name}: supportedOps() listed variable nodes {variables}; only "
+                "operator nodes may be listed")
+        return partition_graph(graph, library.name, lambda _: ids, [dev_id], self._shapes,
+                               self._dtypes, weights)
+
     def _plan(self) -> list[_Step]:
         graph = self._graph
+        units: list[tuple[int, tuple[int, ...], tuple[int, ...], SubgraphOperator | None]] = []
+        if self.partition is None:
+            order = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
+            units = [(k, tuple(graph.input_entries(k)), self._node_entries(k), None)
+                     for k in order]
+        else:
+            subgraphs = {spec.nodes: spec for spec in self.partition.subgraphs}
+            for seg in self.partition.segments:
+                spec = subgraphs.get(seg.nodes)
+                if spec is None:
+                    units += [(k, tuple(graph.input_entries(k)), self._node_entries(k), None)
+                              for k in seg.nodes]
+                else:
+                    operator = SubgraphOperator(self._ctx.library, spec, self._ctx.device_id)
+                    units.append((seg.nodes[0], tuple(spec.inputs.values()),
+                                  tuple(spec.outputs.values()), operator))
         last_reader: dict[int, int] = {}
-        steps_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
-        for position, k in enumerate(steps_nodes):
-            for entry in graph.input_entries(k):
+        for position, (_, inputs, _, _) in enumerate(units):
+            for entry in inputs:
                 last_reader[entry] = position
         keep = set(self._heads) | set(self._variables)
         steps = []
-        for position, k in enumerate(steps_nodes):
-            op, attrs = graph.ops[k], graph.attrs[k]
-            assert op is not None and attrs is not None
-            outputs = tuple(range(graph.entry_start[k], graph.entry_start[k]
-                                  + graph.num_visible(k)))
-            release = tuple(sorted({entry for entry in graph.input_entries(k)
+        for position, (k, inputs, outputs, operator) in enumerate(units):
+            release = tuple(sorted({entry for entry in inputs
                                     if last_reader[entry] == position and entry not in keep}
                                    | {entry for entry in outputs
                                       if entry not in last_reader and entry not in keep}))
-            steps.append(_Step(k, op, attrs, tuple(graph.input_entries(k)), outputs, release))
+            op = None if operator is not None else graph.ops[k]
+            attrs = None if operator is not None else graph.attrs[k]
+            steps.append(_Step(k, op, attrs, inputs, outputs, release, operator))
         return steps
+
+    def _node_entries(self, k: int) -> tuple[int, ...]:
+        start = self._graph.entry_start[k]
+        return tuple(range(start, start + self._graph.num_visible(k)))
 
     def _entry_bytes(self, entry: int) -> int:
         shape, dtype = self._shapes[entry] or (), self._dtypes[entry]
@@ -202,18 +255,41 @@ class Executor:
                 raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor "
                                  f"was bound with {target.shape}")
             target._write(source)
-        values: dict[int, np.ndarray] = {
+        values: dict[int, Value] = {
             entry: (self.arg_dict[name] if name in self.arg_dict else self.aux_dict[name])._read()
             for entry, name in self._variables.items()}
+        weights = {**self.arg_dict, **self.aux_dict}
         for step in self._steps:
-            results = step.op.compute(step.attrs, [values[entry] for entry in step.inputs])
-            for entry, result in zip(step.outputs, results):
-                values[entry] = result
+            if step.subgraph is not None:
+                values.update(step.subgraph.forward({entry: values[entry]
+                                                     for entry in step.inputs}, weights))
+            else:
+                assert step.op is not None and step.attrs is not None
+                results = step.op.compute(step.attrs, [to_host(values[entry])
+                                                       for entry in step.inputs])
+                values.update(zip(step.outputs, results))
             for entry in step.release:
                 del values[entry]
         for output, entry in zip(self.outputs, self._heads):
-            output._write(np.asarray(values[entry]))
+            output._write(np.asarray(to_host(values[entry])))
         return self.outputs
+
+    def close(self) -> None:
+        """Unloads the accelerator subgraphs now (they are also unloaded when
+        the executor is garbage-collected)."""
+        for step in self._steps:
+            if step.subgraph is not None:
+                step.subgraph.close()
+
+    def placement(self) -> dict[str, str]:
+        """Where each operator node runs: "cpu(0)" or "<accelerator>(<dev>)"."""
+        where = {self._graph.nodes[k].name: "cpu(0)" for k, node in
+                 enumerate(self._graph.nodes) if not node.is_variable}
+        for step in self._steps:
+            if step.subgraph is not None:
+                for k in step.subgraph.spec.nodes:
+                    where[self._graph.nodes[k].name] = str(self._ctx)
+        return where
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} @{self._ctx}>"

@@ -207,9 +207,9 @@ class Module:
             self._exec = executor = executor.reshape(False, True, **shapes)
             self._data_shapes = [DataDesc(name, shape) for name, shape in shapes.items()]
         inputs = dict(zip(self._data_names, data))
-        if data_batch.label is not None:
-            inputs.update({name: value for name, value in zip(self._label_names,
-                                                                data_batch.label)})
+        labels = getattr(data_batch, "label", None)  # the proposal's Batch has only data
+        if labels is not None:
+            inputs.update({name: value for name, value in zip(self._label_names, labels)})
         executor.forward(is_train=bool(is_train), **inputs)
 
     def get_outputs(self, merge_multi_context: bool = True) -> list[NDArray]:

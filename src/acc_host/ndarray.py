@@ -6,8 +6,11 @@ work on host memory, or device memory from the plugin's mx_alloc() for
 accelerators with their own memory. Every mutation increments the array's
 ``version``, which is how compiled subgraphs notice changed weights.
 
-``mx.nd.<Op>(...)`` runs any registered operator; operators on arrays in
-device memory read them to the host and write results back (the CPU path).
+``mx.nd.<Op>(...)`` runs any registered operator. On an accelerator context
+it runs on the accelerator where the plugin supports it (see
+:mod:`acc_host.dispatch`); otherwise the inputs are read to the host, the
+registry computes the outputs, and they are written back to the context
+(the CPU path).
 """
 
 from __future__ import annotations
@@ -78,6 +81,24 @@ class NDArray:
         result._storage = parent._storage
         result._view = (key, data)
         return result
+
+    @classmethod
+    def _adopt(cls, buffer: Any, ctx: Context) -> NDArray:
+        """An array on ctx that takes over buffer (a DeviceBuffer of ctx's
+        library and device), without copying."""
+        if buffer.library is not ctx.library or buffer.dev_id != ctx.device_id:
+            raise ContextError(f"{buffer!r} does not belong to {ctx}")
+        result = cls.__new__(cls)
+        result._ctx = ctx
+        result._storage = _Storage(None, buffer)
+        result._view = None
+        return result
+
+    @property
+    def _device_buffer(self) -> Any:
+        """The DeviceBuffer holding the whole array, or None when the array
+        lives in host memory (or is a view)."""
+        return self._storage.device if self._view is None else None
 
     # ---- properties -------------------------------------------------------------------
 
@@ -347,7 +368,11 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
         raise ContextError(f"{op_name}: inputs are on different contexts: "
                            f"{', '.join(sorted(map(str, contexts)))}")
     ctx = contexts.pop() if contexts else current_context()
-    results = op.run(parsed, [array._read() for array in inputs])
+    accelerated = _on_accelerator(op, parsed, inputs, ctx)
+    if accelerated is not None and out is None:
+        return accelerated
+    results = [array._read() for array in accelerated] if accelerated is not None \
+        else op.run(parsed, [array._read() for array in inputs])
     if out is None:
         return [NDArray(np.asarray(result), ctx) for result in results]
     targets = [out] if isinstance(out, NDArray) else list(out)
@@ -359,6 +384,17 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
                               f"{np.shape(result)}")
         target._write(np.asarray(result))
     return targets
+
+
+def _on_accelerator(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray],
+                    ctx: Context) -> list[NDArray] | None:
+    """The outputs as computed by ctx's accelerator, or None for the CPU path
+    (a CPU context, or an operator the plugin declines)."""
+    if not ctx.is_accelerator:
+        return None
+    from .dispatch import run_on_context
+
+    return run_on_context(op, attrs, list(inputs), ctx)
 
 
 def _operator_function(op_name: str) -> Callable[..., Any]:

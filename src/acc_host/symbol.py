@@ -200,12 +200,14 @@ class Symbol:
 
     def bind(self, ctx: Any, args: Mapping[str, Any] | Sequence[Any],
              args_grad: Any = None, grad_req: str = "null",
-             aux_states: Mapping[str, Any] | Sequence[Any] | None = None) -> Any:
+             aux_states: Mapping[str, Any] | Sequence[Any] | None = None,
+             data_names: Sequence[str] | None = None) -> Any:
         """An executor over the given arrays (by name, or in list_arguments /
-        list_auxiliary_states order)."""
+        list_auxiliary_states order). data_names: the arguments that are
+        data rather than weights (default: "data")."""
         from .executor import Executor
 
-        return Executor.bind(self, ctx, args, aux_states, grad_req)
+        return Executor.bind(self, ctx, args, aux_states, grad_req, data_names)
 
     # ---- arithmetic --------------------------------------------------------------------------
 

@@ -1,0 +1,329 @@
+"""Partitioning a graph into accelerator subgraphs and CPU operators.
+
+A chain of pure functions:
+
+1. **classify**: each operator node gets a class, the CPU (0) or one
+   accelerator device (1, 2, ...), from the plugin's supportedOps() answer
+   and the node's device.
+2. **segment**: the operator nodes are put in a topological order that
+   keeps nodes of one class together (Kahn's algorithm with one ready queue
+   per class: it keeps taking nodes of the current class while any is ready,
+   and when none is, switches, to the CPU first since CPU nodes unblock
+   accelerator nodes). Every maximal run of one class in that order is a
+   segment. A run of consecutive positions in a topological order is always
+   convex: a path that left it and came back would pass a node positioned
+   inside the run. So no partition can create a cycle, and the segments, in
+   order, are a topological order of the partitioned graph. Cost: O(nodes +
+   edges), deterministic (ties go to the lowest node index).
+3. **extract**: each accelerator segment becomes a subgraph: its external
+   inputs become variables, the entries used outside it (or graph outputs)
+   its heads.
+
+The "fusion segment" rule of the CNML design (a segment's input operators
+all precede its output operators in topological order) holds for every
+segment this produces, since the segment is contiguous in the order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .annotate import annotate, output_name
+from .graph import Graph
+from .tensor import TensorSpec
+
+__all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph"]
+
+CPU = 0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Operator nodes (in execution order) that run together on one class."""
+
+    device_class: int
+    nodes: tuple[int, ...]
+
+
+def segment(num_nodes: int, predecessors: Sequence[Sequence[int]],
+            classes: Sequence[int]) -> list[Segment]:
+    """Segments of a DAG given as predecessor lists (indices < num_nodes)
+    and one class per node; see the module docstring."""
+    successors: list[list[int]] = [[] for _ in range(num_nodes)]
+    missing = [0] * num_nodes
+    for node, preds in enumerate(predecessors):
+        unique = set(preds)
+        missing[node] = len(unique)
+        for pred in unique:
+            successors[pred].append(node)
+    ready: dict[int, deque[int]] = {}
+    for node in range(num_nodes):
+        if missing[node] == 0:
+            ready.setdefault(classes[node], deque()).append(node)
+    segments: list[tuple[int, list[int]]] = []
+    current: int | None = None
+    placed = 0
+    while placed < num_nodes:
+        if current is None or not ready.get(current):
+            current = _next_class(ready)
+            segments.append((current, []))
+        node = ready[current].popleft()
+        segments[-1][1].append(node)
+        placed += 1
+        for successor in successors[node]:
+            missing[successor] -= 1
+            if missing[successor] == 0:
+                ready.setdefault(classes[successor], deque()).append(successor)
+    return [Segment(device_class, tuple(nodes)) for device_class, nodes in segments]
+
+
+def _next_class(ready: Mapping[int, deque[int]]) -> int:
+    if ready.get(CPU):
+        return CPU
+    candidates = [(queue[0], device_class) for device_class, queue in ready.items() if queue]
+    if not candidates:
+        raise ValueError("the graph has a cycle")
+    return min(candidates)[1]
+
+
+# ---- subgraph extraction -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubgraphSpec:
+    """An accelerator segment as a graph of its own.
+
+    ``inputs`` maps each subgraph variable to the full graph's entry it
+    reads, ``outputs`` each subgraph output name to the entry it produces,
+    ``weights`` names the variables that are parameters."""
+
+    index: int
+    device_class: int
+    nodes: tuple[int, ...]
+    graph: dict[str, Any]
+    inputs: dict[str, int]
+    outputs: dict[str, int]
+    weights: frozenset[str]
+
+
+def extract(graph: Graph, seg: Segment, index: int, shapes: Sequence[Any],
+            dtypes: Sequence[Any], weight_names: frozenset[str], leaving: set[int],
+            dev_id: int) -> SubgraphSpec:
+    """The annotated subgraph of one segment of graph; leaving holds the
+    entries read outside their own segment or returned by the graph."""
+    members = set(seg.nodes)
+    nodes_json: list[dict[str, Any]] = []
+    position: dict[int, int] = {}  # full-graph entry -> (subgraph node id), for inputs
+    inputs: dict[str, int] = {}
+    used_names = {graph.nodes[k].name for k in seg.nodes}
+    node_outputs: list[list[TensorSpec]] = []
+
+    def spec(entry: int) -> TensorSpec:
+        return TensorSpec(shapes[entry], dtypes[entry])
+
+    def input_variable(entry: int, producer: int, output: int) -> int:
+        if entry in position:
+            return position[entry]
+        node = graph.nodes[producer]
+        if node.is_variable:
+            name, attrs = node.name, {key: value for key, value in node.attrs.items()
+                                      if not key.startswith("__")}
+        else:
+            name = _unique(f"{node.name}_output{output}", used_names)
+            attrs = {}
+        used_names.add(name)
+        position[entry] = len(nodes_json)
+        inputs[name] = entry
+        nodes_json.append({"op": "null", "name": name, "attrs": attrs, "inputs": []})
+        node_outputs.append([spec(entry)])
+        return position[entry]
+
+    node_ids: dict[int, int] = {}
+    for k in seg.nodes:
+        node = graph.nodes[k]
+        references = []
+        for producer_node, output, _ in node.inputs:
+            producer = graph.index[id(producer_node)]
+            entry = graph.entry(producer_node, output)
+            if producer in members:
+                references.append([node_ids[producer], output, 0])
+            else:
+                references.append([input_variable(entry, producer, output), 0, 0])
+        node_ids[k] = len(nodes_json)
+        nodes_json.append({"op": node.op, "name": node.name, "attrs": dict(node.attrs),
+                           "inputs": references})
+        node_outputs.append([spec(entry) for entry in _node_entries(graph, k)])
+    outputs: dict[str, int] = {}
+    head_refs = []
+    for k in seg.nodes:
+        entries = _node_entries(graph, k)
+        for output, entry in enumerate(entries):
+            if entry in leaving:
+                outputs[output_name(graph.nodes[k].name, output, len(entries))] = entry
+                head_refs.append([node_ids[k], output, 0])
+    document = {"nodes": nodes_json,
+                "arg_nodes": [i for i, node in enumerate(nodes_json) if node["op"] == "null"],
+                "heads": head_refs, "attrs": {"mxnet_version": ["int", 10901]}}
+    weights = frozenset(name for name in inputs if name in weight_names)
+    annotated = annotate(document, node_outputs, weights, dev_id)
+    return SubgraphSpec(index, seg.device_class, seg.nodes, annotated, inputs, outputs, weights)
+
+
+def _node_entries(graph: Graph, k: int) -> list[int]:
+    return list(range(graph.entry_start[k], graph.entry_start[k] + graph.num_visible(k)))
+
+
+def _leaving_entries(graph: Graph, segments: Sequence[Segment]) -> set[int]:
+    """Entries read by a node of another segment, or graph outputs."""
+    segment_of = {k: number for number, seg in enumerate(segments) for k in seg.nodes}
+    leaving = {graph.entry(node, output) for node, output in graph.heads}
+    for k, node in enumerate(graph.nodes):
+        for producer, output, _ in node.inputs:
+            if segment_of.get(graph.index[id(producer)]) != segment_of.get(k):
+                leaving.add(graph.entry(producer, output))
+    return leaving
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, suffix = name, 1
+    while candidate in taken:
+        candidate, suffix = f"{name}_{suffix}", suffix + 1
+    return candidate
+
+
+# ---- the whole partition ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Execution order of a graph: CPU nodes and accelerator subgraphs."""
+
+    graph: Graph
+    segments: tuple[Segment, ...]
+    subgraphs: tuple[SubgraphSpec, ...]
+    accelerator: str
+    devices: tuple[int, ...]  # device id of each accelerator class (class k -> devices[k - 1])
+
+    def summary(self) -> str:
+        """One line per segment: where it runs, how many operators, which."""
+        lines = []
+        subgraphs = {spec.nodes: spec for spec in self.subgraphs}
+        for number, seg in enumerate(self.segments):
+            ops = [self.graph.nodes[k].op for k in seg.nodes]
+            counts: dict[str, int] = {}
+            for op in ops:
+                counts[op] = counts.get(op, 0) + 1
+            listed = ", ".join(f"{op} x{count}" if count > 1 else op
+                               for op, count in counts.items())
+            if seg.device_class == CPU:
+                where = "cpu(0)"
+            else:
+                spec = subgraphs[seg.nodes]
+                where = (f"{self.accelerator}({self.devices[seg.device_class - 1]}) "
+                         f"subgraph {spec.index}: {len(spec.inputs)} in, "
+                         f"{len(spec.outputs)} out")
+            lines.append(f"segment {number}: {where}: {len(ops)} operators [{listed}]")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """The partitioned graph: CPU operators as they are, each accelerator
+        subgraph as one "_acc_subgraph" node carrying its graph under
+        "subgraphs" (MXNet's convention for subgraph operators)."""
+        graph = self.graph
+        node_of_entry: dict[int, tuple[int, int]] = {}
+        nodes: list[dict[str, Any]] = []
+        subgraphs = {spec.nodes: spec for spec in self.subgraphs}
+
+        def ref(producer: Any, output: int) -> list[int]:
+            return [*node_of_entry[graph.entry(producer, output)], 0]
+
+        for k, node in enumerate(graph.nodes):
+            if node.is_variable:
+                node_of_entry[graph.entry_start[k]] = (len(nodes), 0)
+                nodes.append({"op": "null", "name": node.name, "inputs": []})
+        for seg in self.segments:
+            if seg.device_class == CPU:
+                for k in seg.nodes:
+                    node = graph.nodes[k]
+                    inputs = [ref(producer, output) for producer, output, _ in node.inputs]
+                    for output, entry in enumerate(_node_entries(graph, k)):
+                        node_of_entry[entry] = (len(nodes), output)
+                    nodes.append({"op": node.op, "name": node.name, "attrs": dict(node.attrs),
+                                  "inputs": inputs})
+                continue
+            spec = subgraphs[seg.nodes]
+            inputs = []
+            for entry in spec.inputs.values():
+                inputs.append([*node_of_entry[entry], 0])
+            for output, entry in enumerate(spec.outputs.values()):
+                node_of_entry[entry] = (len(nodes), output)
+            nodes.append({"op": "_acc_subgraph", "name": f"{self.accelerator}_subgraph{spec.index}",
+                          "attrs": {"__accelerator__": self.accelerator,
+                                    "__dev_id__": str(self.devices[seg.device_class - 1])},
+                          "inputs": inputs, "subgraphs": [spec.graph]})
+        heads = [[*node_of_entry[graph.entry(node, output)], 0] for node, output in graph.heads]
+        return {"nodes": nodes,
+                "arg_nodes": [i for i, node in enumerate(nodes) if node["op"] == "null"],
+                "heads": heads, "attrs": {"mxnet_version": ["int", 10901]}}
+
+    def to_dot(self) -> str:
+        """Graphviz DOT of the operators, filled by where they run."""
+        palette = ["#dddddd", "#8ecae6", "#ffb703", "#90be6d", "#f28482", "#cdb4db"]
+        graph = self.graph
+        lines = ["digraph partition {", "  rankdir=TB;", '  node [shape=box, style=filled];']
+        for number, seg in enumerate(self.segments):
+            color = palette[seg.device_class % len(palette)]
+            where = "cpu(0)" if seg.device_class == CPU else \
+                f"{self.accelerator}({self.devices[seg.device_class - 1]})"
+            lines.append(f"  subgraph cluster_{number} {{")
+            lines.append(f'    label="{where}"; color="{color}";')
+            for k in seg.nodes:
+                node = graph.nodes[k]
+                lines.append(f'    n{k} [label="{node.name}\\n{node.op}", fillcolor="{color}"];')
+            lines.append("  }")
+        for k, node in enumerate(graph.nodes):
+            if node.is_variable:
+                continue
+            for producer, _, _ in node.inputs:
+                p = graph.index[id(producer)]
+                if not producer.is_variable:
+                    lines.append(f"  n{p} -> n{k};")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def to_json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+
+def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], Sequence[int]],
+                    devices: Sequence[int], shapes: Sequence[Any], dtypes: Sequence[Any],
+                    weight_names: frozenset[str]) -> Partition:
+    """Partitions graph for one accelerator.
+
+    supported(dev_id) returns the node indices the plugin runs on that
+    device; devices lists the device of each accelerator class in order of
+    preference (a node goes to the first device that supports it; the
+    host places every node on one device unless told otherwise)."""
+    op_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
+    local = {k: i for i, k in enumerate(op_nodes)}
+    classes = [CPU] * len(op_nodes)
+    for number, dev_id in enumerate(devices, start=1):
+        for k in supported(dev_id):
+            if k in local and classes[local[k]] == CPU:
+                classes[local[k]] = number
+    predecessors = [[local[graph.index[id(producer)]] for producer, _, _ in graph.nodes[k].inputs
+                     if not producer.is_variable] for k in op_nodes]
+    local_segments = segment(len(op_nodes), predecessors, classes)
+    segments = tuple(Segment(seg.device_class, tuple(op_nodes[i] for i in seg.nodes))
+                     for seg in local_segments)
+    leaving = _leaving_entries(graph, segments)
+    subgraphs = []
+    for seg in segments:
+        if seg.device_class != CPU:
+            subgraphs.append(extract(graph, seg, len(subgraphs), shapes, dtypes, weight_names,
+                                     leaving, devices[seg.device_class - 1]))
+    return Partition(graph, segments, tuple(subgraphs), accelerator, tuple(devices))

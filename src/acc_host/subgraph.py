@@ -1,0 +1,131 @@
+"""The subgraph operator: one accelerator subgraph inside a bound executor.
+
+It compiles its subgraph with loadModel() at its first forward (compilation
+needs the weights, as the CNML design says), then calls infer() on every
+forward, and unloadModel() when closed or collected. Its descriptor arrays
+are built once (in LoadedModel); per forward only data pointers change.
+
+Weights are checked on every forward: each one is an NDArray whose version
+counts its writes, and a weight written since the model was loaded is
+passed to infer() again, which replaces the plugin's copy.
+
+Data crossing the boundary: when the plugin manages its own memory
+(supportsImperative() is 1), inputs coming from the CPU are copied in with
+copyToAcc into staging buffers and outputs stay in device buffers until a
+CPU operator needs them (copyFromAcc); otherwise descriptors point at host
+memory and nothing is copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .library import AccLibrary
+from .memory import DeviceBuffer
+from .ndarray import NDArray
+from .partition import SubgraphSpec
+from .symbolic import LoadedModel
+from .tensor import TensorSpec
+
+__all__ = ["SubgraphOperator", "Value", "to_host"]
+
+Value = np.ndarray | DeviceBuffer
+
+
+def to_host(value: Value) -> np.ndarray:
+    """A host array for value (copyFromAcc for a device buffer)."""
+    return value.to_host() if isinstance(value, DeviceBuffer) else value
+
+
+class SubgraphOperator:
+    """Runs one SubgraphSpec on device dev_id of library."""
+
+    def __init__(self, library: AccLibrary, spec: SubgraphSpec, dev_id: int) -> None:
+        self.library = library
+        self.spec = spec
+        self.dev_id = dev_id
+        self.device_memory = library.supports_imperative
+        self._model: LoadedModel | None = None
+        self._versions: dict[str, int] = {}
+        signature_data = [name for name in spec.inputs if name not in spec.weights]
+        self._data_names = signature_data
+        self._staging: dict[str, DeviceBuffer] = {}
+        self._outputs: dict[str, DeviceBuffer] = {}
+        self.loads = 0
+        self.weight_refreshes = 0
+
+    # ---- values -------------------------------------------------------------------
+
+    def _on_device(self, value: Any) -> bool:
+        return (isinstance(value, DeviceBuffer) and value.library is self.library
+                and value.dev_id == self.dev_id)
+
+    def _stage(self, name: str, value: Value) -> Value:
+        """value as the plugin should receive it: as it is when already on
+        this device; in a staging buffer (copyToAcc) when the plugin keeps
+        its own memory; else in host memory."""
+        if self._on_device(value):
+            return value
+        host = to_host(value)
+        if not self.device_memory:
+            return host
+        buffer = self._staging.get(name)
+        if buffer is None:
+            buffer = self._staging[name] = DeviceBuffer(self.library, self.dev_id,
+                                                        TensorSpec.of(host))
+        buffer.copy_from_host(host)
+        return buffer
+
+    def _weight_value(self, array: NDArray) -> Value:
+        storage = array._storage
+        if array._view is None and storage.host is None and self._on_device(storage.device):
+            return storage.device
+        return array._read()
+
+    # ---- running ----------------------------------------------------------------------
+
+    def _load(self, weights: Mapping[str, NDArray]) -> None:
+        values = {name: self._weight_value(weights[name]) for name in self.spec.weights}
+        self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+        self._versions = {name: weights[name].version for name in self.spec.weights}
+        self.loads += 1
+        if self.device_memory:
+            self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
+                             for name, spec in self._model.signature.outputs.items()}
+
+    def _changed_weights(self, weights: Mapping[str, NDArray]) -> dict[str, Value]:
+        changed = {name: self._weight_value(weights[name]) for name in self.spec.weights
+                   if weights[name].version != self._versions[name]}
+        for name in changed:
+            self._versions[name] = weights[name].version
+        if changed:
+            self.weight_refreshes += 1
+        return changed
+
+    def forward(self, entries: Mapping[int, Value],
+                weights: Mapping[str, NDArray]) -> dict[int, Value]:
+        """Runs the subgraph on the values of its input entries; returns the
+        values of its output entries."""
+        if self._model is None:
+            self._load(weights)
+            changed: dict[str, Value] = {}
+        else:
+            changed = self._changed_weights(weights)
+        assert self._model is not None
+        inputs = {name: self._stage(name, entries[self.spec.inputs[name]])
+                  for name in self._data_names}
+        outputs = dict(self._outputs) if self.device_memory else None
+        results = self._model.infer(inputs, outputs, weights=changed or None)
+        return {self.spec.outputs[name]: value for name, value in results.items()}
+
+    def close(self) -> None:
+        if self._model is not None:
+            self._model.close()
+            self._model = None
+        for buffer in [*self._staging.values(), *self._outputs.values()]:
+            buffer.free()
+        self._staging.clear()
+        self._outputs.clear()

@@ -1,0 +1,89 @@
+"""The proposal's user example on cpu_ref: real MXNet models partitioned by
+supportedOps, the unsupported operators on the CPU, results equal to the
+CPU path and to MXNet's own outputs."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acc_host as mx
+
+MODELS = Path(__file__).resolve().parent / "models"
+NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes"]
+RTOL, ATOL = 1e-4, 1e-5
+BUNDLED = Path(mx.__file__).parent / "_bundled" / "libcpu_ref.so"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_proposal_example_on_cpu_ref(name: str) -> None:
+    folder = MODELS / name
+    image = np.load(folder / "input_0.npy")
+    expected = [np.load(path) for path in sorted(folder.glob("expected_*.npy"))]
+
+    # As the proposal writes it.
+    ctx = mx.load_acc(BUNDLED)
+    assert ctx == mx.acc() == mx.acc(0)
+    ctx_list = [mx.acc(i) for i in mx.test_utils.list_acc(mx.acc())]
+    assert ctx_list[0] == ctx
+    sym, arg_params, aux_params = mx.model.load_checkpoint(str(folder / "model"), 0)
+    mod = mx.mod.Module(symbol=sym, context=ctx, label_names=None)
+    mod.bind(data_shapes=[("data", image.shape)], label_shapes=mod._label_shapes)
+    mod.set_params(arg_params, aux_params, allow_missing=True)
+    mx_img = mx.nd.array(image, ctx=ctx)
+    Batch = namedtuple("Batch", ["data"])
+    mod.forward(Batch([mx_img]))
+
+    outputs = mod.get_outputs()
+    assert len(outputs) == len(expected)
+    for output, reference in zip(outputs, expected):
+        assert output.context == ctx
+        np.testing.assert_allclose(output.asnumpy(), reference, rtol=RTOL, atol=ATOL)
+    placement = mod._exec.placement()
+    assert "cpu_ref(0)" in placement.values()  # something really ran on the accelerator
+    partition = mod._exec.partition
+    assert partition is not None and partition.subgraphs
+
+
+def _small_net():
+    data = mx.sym.Variable("data")
+    conv = mx.sym.Convolution(data, num_filter=4, kernel=(3, 3), pad=(1, 1), name="conv")
+    act = mx.sym.Activation(conv, act_type="relu", name="relu")
+    pooled = mx.sym.sum(act, axis=(2, 3), name="pooled")  # not a cpu_ref operator
+    return mx.sym.FullyConnected(pooled, num_hidden=3, name="fc")
+
+
+def _bind(ctx, weights, shape=(2, 3, 6, 6)):
+    exe = _small_net().simple_bind(ctx, data=shape)
+    for name, value in weights.items():
+        exe.arg_dict[name][:] = value
+    return exe
+
+
+def test_changed_weights_reach_the_compiled_subgraph() -> None:
+    rng = np.random.default_rng(0)
+    shapes = _small_net().infer_shape(data=(2, 3, 6, 6))[0]
+    weights = {name: rng.standard_normal(shape).astype(np.float32)
+               for name, shape in zip(_small_net().list_arguments(), shapes) if name != "data"}
+    image = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    on_acc, on_cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
+    assert on_acc.placement() == {"conv": "cpu_ref(0)", "relu": "cpu_ref(0)",
+                                  "pooled": "cpu(0)", "fc": "cpu_ref(0)"}
+    np.testing.assert_allclose(on_acc.forward(data=image)[0].asnumpy(),
+                               on_cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
+    for exe in (on_acc, on_cpu):
+        exe.arg_dict["conv_weight"][:] = exe.arg_dict["conv_weight"].asnumpy() * -2.0
+        exe.arg_dict["fc_bias"] += 1.0
+    after_acc = on_acc.forward(data=image)[0].asnumpy()
+    np.testing.assert_allclose(after_acc, on_cpu.forward(data=image)[0].asnumpy(),
+                               rtol=RTOL, atol=ATOL)
+    operators = [step.subgraph for step in on_acc._steps if step.subgraph is not None]
+    assert [op.loads for op in operators] == [1, 1]  # refreshed, never recompiled
+    assert [op.weight_refreshes for op in operators] == [1, 1]
+    on_acc.forward(data=image)
+    assert [op.weight_refreshes for op in operators] == [1, 1]  # unchanged: nothing sent
+    on_acc.close()
+    assert all(op._model is None for op in operators)
