@@ -87,3 +87,37 @@ def test_changed_weights_reach_the_compiled_subgraph() -> None:
     assert [op.weight_refreshes for op in operators] == [1, 1]  # unchanged: nothing sent
     on_acc.close()
     assert all(op._model is None for op in operators)
+
+
+def test_two_devices_hold_models_at_once() -> None:
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import numpy as np
+        import acc_host as mx
+        prefix = {str(MODELS / 'transformer_enc' / 'model')!r}
+        image = np.load({str(MODELS / 'transformer_enc' / 'input_0.npy')!r})
+        expected = np.load({str(MODELS / 'transformer_enc' / 'expected_0.npy')!r})
+        sym, arg, aux = mx.model.load_checkpoint(prefix, 0)
+        executors = []
+        for dev_id in mx.test_utils.list_acc(mx.cpu_ref()):
+            exe = sym.simple_bind(mx.cpu_ref(dev_id), data=image.shape)
+            for name, value in {{**arg, **aux}}.items():
+                (exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name][:] = value
+            executors.append(exe)
+        for exe in executors:  # both compiled and alive before either is used again
+            exe.forward(data=image)
+        for exe in executors:
+            out = exe.forward(data=image)[0]
+            assert out.context.device_id == executors.index(exe)
+            np.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-4, atol=1e-5)
+        print(len(executors))
+    """)
+    env = dict(os.environ, CPU_REF_NUM_DEVICES="2")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2"

@@ -26,12 +26,14 @@ from .discovery import AccLibraryWarning
 from .discovery import discover as _discover
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
 from .registry import acc, get_library, libraries, load_acc
+from .subgraph import AccFallbackWarning
 
 __version__ = "0.1.0"
 
 __all__ = [
     "API_VERSION",
     "Context",
+    "AccFallbackWarning",
     "AccLibraryWarning",
     "acc",
     "cpu",

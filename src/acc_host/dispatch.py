@@ -137,7 +137,7 @@ def _input_buffer(array: NDArray, library: AccLibrary, dev_id: int,
                   staged: list[DeviceBuffer]) -> DeviceBuffer:
     """The device buffer holding array on (library, dev_id), or a new one
     with a copy of it (appended to staged, for the caller to free)."""
-    buffer = array._device_buffer
+    buffer = array._device_storage
     if buffer is not None and buffer.library is library and buffer.dev_id == dev_id:
         return buffer
     values = np.asarray(array)

@@ -21,7 +21,7 @@ import json
 
 from .annotate import annotate_symbol
 from .context import Context
-from .errors import GraphError, PluginContractError, ShapeError
+from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError
 from .graph import Graph
 from .ndarray import NDArray, zeros
 from .ops.params import Attrs
@@ -260,19 +260,41 @@ class Executor:
             for entry, name in self._variables.items()}
         weights = {**self.arg_dict, **self.aux_dict}
         for step in self._steps:
-            if step.subgraph is not None:
-                values.update(step.subgraph.forward({entry: values[entry]
-                                                     for entry in step.inputs}, weights))
+            if step.subgraph is not None and not step.subgraph.declined:
+                values.update(self._run_subgraph(step.subgraph, step.inputs, values, weights))
+            elif step.subgraph is not None:
+                self._run_on_cpu(step.subgraph.spec.nodes, values)
             else:
-                assert step.op is not None and step.attrs is not None
-                results = step.op.compute(step.attrs, [to_host(values[entry])
-                                                       for entry in step.inputs])
-                values.update(zip(step.outputs, results))
+                self._run_on_cpu((step.node,), values)
             for entry in step.release:
                 del values[entry]
         for output, entry in zip(self.outputs, self._heads):
             output._write(np.asarray(to_host(values[entry])))
         return self.outputs
+
+    def _run_on_cpu(self, nodes: Sequence[int], values: dict[int, Value]) -> None:
+        graph = self._graph
+        for k in nodes:
+            op, attrs = graph.ops[k], graph.attrs[k]
+            assert op is not None and attrs is not None
+            results = op.compute(attrs, [to_host(values[entry])
+                                         for entry in graph.input_entries(k)])
+            values.update(zip(self._node_entries(k), results))
+
+    def _run_subgraph(self, operator: SubgraphOperator, inputs: Sequence[int],
+                      values: dict[int, Value], weights: Mapping[str, NDArray]
+                      ) -> dict[int, Value]:
+        """The subgraph on the accelerator; if the plugin declines to compile
+        it after all (MX_ACC_ERR_UNSUPPORTED from loadModel), its operators
+        run on the CPU from then on, as the ABI promises."""
+        try:
+            return operator.forward({entry: values[entry] for entry in inputs}, weights)
+        except PluginUnsupportedError as error:
+            if operator.loads:
+                raise
+            operator.decline(str(error))
+            self._run_on_cpu(operator.spec.nodes, values)
+            return {}
 
     def close(self) -> None:
         """Unloads the accelerator subgraphs now (they are also unloaded when
@@ -286,7 +308,7 @@ class Executor:
         where = {self._graph.nodes[k].name: "cpu(0)" for k, node in
                  enumerate(self._graph.nodes) if not node.is_variable}
         for step in self._steps:
-            if step.subgraph is not None:
+            if step.subgraph is not None and not step.subgraph.declined:
                 for k in step.subgraph.spec.nodes:
                     where[self._graph.nodes[k].name] = str(self._ctx)
         return where

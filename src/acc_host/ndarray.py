@@ -95,7 +95,7 @@ class NDArray:
         return result
 
     @property
-    def _device_buffer(self) -> Any:
+    def _device_storage(self) -> Any:
         """The DeviceBuffer holding the whole array, or None when the array
         lives in host memory (or is a view)."""
         return self._storage.device if self._view is None else None

@@ -18,6 +18,7 @@ memory and nothing is copied.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,11 @@ from .partition import SubgraphSpec
 from .symbolic import LoadedModel
 from .tensor import TensorSpec
 
-__all__ = ["SubgraphOperator", "Value", "to_host"]
+__all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
+
+
+class AccFallbackWarning(UserWarning):
+    """Work meant for an accelerator runs on the CPU instead."""
 
 Value = np.ndarray | DeviceBuffer
 
@@ -56,6 +61,7 @@ class SubgraphOperator:
         self._outputs: dict[str, DeviceBuffer] = {}
         self.loads = 0
         self.weight_refreshes = 0
+        self.declined: str | None = None  # the plugin's reason, once it refused to compile
 
     # ---- values -------------------------------------------------------------------
 
@@ -120,6 +126,13 @@ class SubgraphOperator:
         outputs = dict(self._outputs) if self.device_memory else None
         results = self._model.infer(inputs, outputs, weights=changed or None)
         return {self.spec.outputs[name]: value for name, value in results.items()}
+
+    def decline(self, reason: str) -> None:
+        """Marks the subgraph as refused by the plugin: it runs on the CPU."""
+        warnings.warn(f"{self.library.name}: subgraph {self.spec.index} runs on the CPU: "
+                      f"{reason}", AccFallbackWarning, stacklevel=3)
+        self.declined = reason
+        self.close()
 
     def close(self) -> None:
         if self._model is not None:

@@ -9,6 +9,8 @@
  *   FAKE_OMIT_SYMBOLS     leaves out loadModel, infer and configure
  *   FAKE_IMPERATIVE       supportsImperative() returns 1 without the functions
  *   FAKE_NO_LAST_ERROR    exports no accGetLastError
+ *   FAKE_IDS a,b,...      supportedOps() answers these node ids, whatever the
+ *                         graph (to test how the host checks the answer)
  * configure() echoes its input pairs back with "echo_" prefixed to each key
  * and fails with a message when given the key "fail".
  */
@@ -67,9 +69,17 @@ MX_ACC_EXPORT int supportsImperative(void) {
 MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
                                const MXTensor *data, int num_data, int dev_id, int *ids,
                                int ids_capacity, int *num_ids) {
-  (void)json, (void)data_names, (void)data, (void)num_data, (void)dev_id, (void)ids;
-  (void)ids_capacity;
+  (void)json, (void)data_names, (void)data, (void)num_data, (void)dev_id;
+#ifdef FAKE_IDS
+  static const int answer[] = {FAKE_IDS};
+  int count = (int)(sizeof answer / sizeof answer[0]);
+  if (count > ids_capacity) return fail(MX_ACC_ERR_INVALID_ARG, "ids array too small");
+  for (int i = 0; i < count; ++i) ids[i] = answer[i];
+  *num_ids = count;
+#else
+  (void)ids, (void)ids_capacity;
   *num_ids = 0;
+#endif
   return MX_ACC_OK;
 }
 
