@@ -364,6 +364,17 @@ int infer(const char *model_id, const char *const *in_names,
  *   "query" = "ops"      -> "ops": comma-separated operator names (with
  *                           ":<version>" each) the plugin can run.
  *   "query" = "version"  -> "version": the plugin's own version string.
+ * Optional keys for compiled models (the proposal's reusable compiled
+ * binaries); a plugin that supports them lists both in "query" = "keys":
+ *   "export_model" = <model id>, "path" = <file>
+ *                        -> "exported": bytes written. Writes the compiled
+ *                           form of a loaded model (weights included) to file.
+ *   "import_model" = <model id>, "path" = <file>
+ *                        -> "imported": <model id>. Loads such a file under a
+ *                           new model id on dev_id without compiling; the
+ *                           model is then used and unloaded like any other.
+ *                           A file the plugin did not write, or a damaged
+ *                           one, is refused with MX_ACC_ERR_INVALID_ARG.
  * ------------------------------------------------------------------------- */
 int configure(const char *const *in_keys, const char *const *in_vals,
               int num_in, int dev_id, const char *const **out_keys,

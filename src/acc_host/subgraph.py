@@ -18,14 +18,18 @@ memory and nothing is copied.
 
 from __future__ import annotations
 
+import json
+import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from .errors import AccHostError
 from .library import AccLibrary
 from .memory import DeviceBuffer
+from .model_cache import ModelCache, cache_from_environment, supports_cache
 from .ndarray import NDArray
 from .partition import SubgraphSpec
 from .symbolic import LoadedModel
@@ -60,6 +64,8 @@ class SubgraphOperator:
         self._staging: dict[str, DeviceBuffer] = {}
         self._outputs: dict[str, DeviceBuffer] = {}
         self.loads = 0
+        self.load_seconds = 0.0
+        self.load_source = ""  # "compiled" or "cache"
         self.weight_refreshes = 0
         self.declined: str | None = None  # the plugin's reason, once it refused to compile
 
@@ -95,12 +101,46 @@ class SubgraphOperator:
 
     def _load(self, weights: Mapping[str, NDArray]) -> None:
         values = {name: self._weight_value(weights[name]) for name in self.spec.weights}
-        self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+        start = time.perf_counter()
+        cache = cache_from_environment()
+        if cache is not None and supports_cache(self.library):
+            self._model = self._load_through_cache(cache, values)
+        else:
+            self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+            self.load_source = "compiled"
+        self.load_seconds = time.perf_counter() - start
         self._versions = {name: weights[name].version for name in self.spec.weights}
         self.loads += 1
         if self.device_memory:
             self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
                              for name, spec in self._model.signature.outputs.items()}
+
+    def _load_through_cache(self, cache: ModelCache, values: Mapping[str, Value]) -> LoadedModel:
+        """Imports the compiled model when the cache holds a valid one;
+        otherwise compiles it and exports it for next time."""
+        graph_json = json.dumps(self.spec.graph, sort_keys=True)
+        entry = cache.entry(self.library, graph_json,
+                            {name: to_host(value) for name, value in values.items()})
+        if cache.valid(entry):
+            model_id = LoadedModel.new_id()
+            try:
+                self.library.configure(self.dev_id, {"import_model": model_id,
+                                                     "path": str(entry.model_path)})
+            except AccHostError:
+                cache.discard(entry)  # the plugin refused it: rebuild, never trust it
+            else:
+                self.load_source = "cache"
+                return LoadedModel.adopt(self.library, self.spec.graph, model_id, self.dev_id)
+        model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+        self.load_source = "compiled"
+        scratch = cache.scratch_path()
+        try:
+            self.library.configure(self.dev_id, {"export_model": model.model_id,
+                                                 "path": str(scratch)})
+            cache.store(entry, scratch)
+        except (AccHostError, OSError):
+            scratch.unlink(missing_ok=True)
+        return model
 
     def _changed_weights(self, weights: Mapping[str, NDArray]) -> dict[str, Value]:
         changed = {name: self._weight_value(weights[name]) for name in self.spec.weights

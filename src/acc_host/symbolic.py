@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -43,7 +44,7 @@ class LoadedModel:
         library.check_device(dev_id)
         self.library = library
         self.dev_id = dev_id
-        self.model_id = model_id or f"acc_host.model{next(_model_ids)}"
+        self.model_id = model_id or self.new_id()
         self.signature: GraphSignature = signature(graph)
         missing = sorted(set(self.signature.weights) - set(weights))
         extra = sorted(set(weights) - set(self.signature.weights))
@@ -60,6 +61,28 @@ class LoadedModel:
                 ffi.new("char[]", self.model_id.encode("utf-8")),
                 ffi.new("char[]", json.dumps(graph).encode("utf-8")),
                 c_names.pointer, tensors.pointer, len(names), dev_id), self.model_id)
+        self._adopt()
+
+    @staticmethod
+    def new_id() -> str:
+        """A model id no other model of this process uses."""
+        return f"acc_host.{os.getpid()}.model{next(_model_ids)}"
+
+    @classmethod
+    def adopt(cls, library: AccLibrary, graph: Mapping[str, Any], model_id: str,
+              dev_id: int = 0) -> LoadedModel:
+        """A LoadedModel for a model the plugin already holds under model_id
+        (imported from a compiled file); unloaded like any other."""
+        model = cls.__new__(cls)
+        model.library, model.dev_id, model.model_id = library, dev_id, model_id
+        model.signature = signature(graph)
+        model._adopt()
+        return model
+
+    def _adopt(self) -> None:
+        """Takes ownership of the loaded model and prepares the per-inference
+        descriptor arrays."""
+        library, dev_id = self.library, self.dev_id
         self._finalizer = weakref.finalize(self, _unload, library, self.model_id, dev_id)
         self._finalizer.atexit = False
         self._model_id_text = ffi.new("char[]", self.model_id.encode("utf-8"))
