@@ -44,3 +44,25 @@ def build_fake(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return built[label]
 
     return build
+
+
+@pytest.fixture(scope="session")
+def build_test_plugin(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """build_test_plugin(source, label, NAME=value, ...) compiles
+    tests/plugins/<source> together with the sources of plugins/common, with
+    -DNAME=value for each macro (value True for a bare -DNAME), into a
+    library named after label."""
+    out_dir = tmp_path_factory.mktemp("test_plugins")
+    built: dict[str, Path] = {}
+
+    def build(source: str, label: str, **macros: object) -> Path:
+        if label not in built:
+            flags = [f"-D{name}" if value is True else f"-D{name}={value}"
+                     for name, value in macros.items()]
+            sources = [TEST_PLUGINS / source, *sorted(build_plugins.COMMON_DIR.glob("*.c"))]
+            built[label] = build_plugins.compile_library(
+                sources, out_dir / build_plugins.library_name(label), sanitize=SANITIZE,
+                werror=True, extra_flags=flags)
+        return built[label]
+
+    return build

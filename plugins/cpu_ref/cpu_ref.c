@@ -340,21 +340,41 @@ static int emit(int *count, size_t *used, const char *key, const char *value) {
   return MX_ACC_OK;
 }
 
+/* Appends "name:version" to the list in text (size bytes, length used so
+ * far); fails cleanly, rather than truncating, when it does not fit. */
+static int append_op(char *text, size_t size, size_t *length, const char *name, int version) {
+  int n = snprintf(text + *length, size - *length, "%s%s:%d", *length ? "," : "", name, version);
+  if (n < 0 || (size_t)n >= size - *length) {
+    return acc_fail(MX_ACC_ERR_INTERNAL, "configure: the operator list outgrew its buffer");
+  }
+  *length += (size_t)n;
+  return MX_ACC_OK;
+}
+
+/* Every name accGetExecutor() and graphs may use, aliases included. */
+static int list_ops(char *text, size_t size) {
+  size_t length = 0;
+  text[0] = '\0';
+  for (size_t i = 0; i < cr_num_ops(); ++i) {
+    const cr_op *op = cr_op_at(i);
+    int status = append_op(text, size, &length, op->name, op->version);
+    for (int a = 0; status == MX_ACC_OK && a < CR_MAX_ALIASES && op->aliases[a] != NULL; ++a) {
+      status = append_op(text, size, &length, op->aliases[a], op->version);
+    }
+    if (status != MX_ACC_OK) return status;
+  }
+  return MX_ACC_OK;
+}
+
 static int answer_query(const char *what, cr_device *device, int *count, size_t *used) {
-  char text[2048];
+  /* The operator list is about 1.3 KB; the room left keeps adding
+   * operators safe for a long while, and list_ops fails cleanly beyond. */
+  char text[CR_CONFIGURE_TEXT_SIZE / 2];
   if (strcmp(what, "keys") == 0) return emit(count, used, "keys", "num_threads,query");
   if (strcmp(what, "version") == 0) return emit(count, used, "version", CR_VERSION);
   if (strcmp(what, "ops") == 0) {
-    size_t length = 0;
-    text[0] = '\0';
-    for (size_t i = 0; i < cr_num_ops() && length < sizeof text; ++i) {
-      int n = snprintf(text + length, sizeof text - length, "%s%s:%d", i ? "," : "",
-                       cr_op_at(i)->name, cr_op_at(i)->version);
-      if (n < 0) return acc_fail(MX_ACC_ERR_INTERNAL, "configure: formatting failed");
-      length += (size_t)n;
-    }
-    if (length >= sizeof text) return acc_fail(MX_ACC_ERR_INTERNAL, "configure: ops too long");
-    return emit(count, used, "ops", text);
+    int status = list_ops(text, sizeof text);
+    return status == MX_ACC_OK ? emit(count, used, "ops", text) : status;
   }
   if (strcmp(what, "memory") == 0) {
     pthread_mutex_lock(&device->lock);

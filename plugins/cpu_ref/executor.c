@@ -1,5 +1,6 @@
 #include "executor.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,8 +15,9 @@ typedef struct cr_executor {
   cr_params params;
   int dev_id;
   int num_inputs;
+  int num_outputs;
   acc_shape in_shapes[CR_MAX_INPUTS];
-  acc_shape out_shape;
+  acc_shape out_shapes[CR_MAX_OUTPUTS];
 } cr_executor;
 
 /* Checks one tensor of a forward() call and views it for the kernels. */
@@ -35,45 +37,103 @@ static int accept_tensor(const cr_executor *executor, const MXTensor *tensor,
   return status;
 }
 
+/* The bytes a tensor view covers, as addresses (pointers into different
+ * allocations may not be compared directly in C). */
+typedef struct byte_range {
+  uintptr_t begin;
+  uintptr_t end;
+} byte_range;
+
+static byte_range range_of(const cr_tensor *view) {
+  size_t bytes = 0;
+  acc_shape_bytes(&view->shape, sizeof(float), "tensor", &bytes); /* checked when accepted */
+  byte_range range = {(uintptr_t)view->data, (uintptr_t)view->data + bytes};
+  return range;
+}
+
+static int ranges_overlap(byte_range a, byte_range b) {
+  return a.begin < a.end && b.begin < b.end && a.begin < b.end && b.begin < a.end;
+}
+
+/* Kernels read their inputs while writing their outputs, and mxnet_acc.h
+ * promises that forward() writes only the outputs: so no output may share
+ * memory with an input or with another output. */
+static int check_no_overlap(const cr_executor *executor, const cr_tensor *in, int num_in,
+                            const cr_tensor *out, int num_out) {
+  for (int k = 0; k < num_out; ++k) {
+    byte_range written = range_of(&out[k]);
+    for (int i = 0; i < num_in; ++i) {
+      if (ranges_overlap(written, range_of(&in[i]))) {
+        return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward %s: output %d overlaps input %d",
+                        executor->op->name, k, i);
+      }
+    }
+    for (int j = 0; j < k; ++j) {
+      if (ranges_overlap(written, range_of(&out[j]))) {
+        return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward %s: output %d overlaps output %d",
+                        executor->op->name, k, j);
+      }
+    }
+  }
+  return MX_ACC_OK;
+}
+
 static int executor_forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
                             const MXTensor *outputs, int num_out) {
   acc_clear_error();
   if (self == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward: executor is NULL");
   cr_executor *executor = (cr_executor *)self;
-  if (num_in != executor->num_inputs || num_out != 1) {
+  if (num_in != executor->num_inputs || num_out != executor->num_outputs) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward %s: %d inputs and %d outputs, expected %d "
-                    "and 1", executor->op->name, num_in, num_out, executor->num_inputs);
+                    "and %d", executor->op->name, num_in, num_out, executor->num_inputs,
+                    executor->num_outputs);
   }
-  if (inputs == NULL || outputs == NULL) {
+  if ((num_in > 0 && inputs == NULL) || outputs == NULL) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward %s: tensor array is NULL",
                     executor->op->name);
   }
   cr_device *device = cr_device_get(executor->dev_id);
   if (device == NULL) return MX_ACC_ERR_STATE;
-  cr_tensor in_views[CR_MAX_INPUTS], out_view;
+  cr_tensor in_views[CR_MAX_INPUTS], out_views[CR_MAX_OUTPUTS];
   char what[128];
   int status = MX_ACC_OK;
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
     snprintf(what, sizeof what, "forward %s: input %d", executor->op->name, i);
     status = accept_tensor(executor, &inputs[i], &executor->in_shapes[i], what, &in_views[i]);
   }
+  for (int k = 0; k < num_out && status == MX_ACC_OK; ++k) {
+    snprintf(what, sizeof what, "forward %s: output %d", executor->op->name, k);
+    status = accept_tensor(executor, &outputs[k], &executor->out_shapes[k], what, &out_views[k]);
+  }
   if (status == MX_ACC_OK) {
-    snprintf(what, sizeof what, "forward %s: output 0", executor->op->name);
-    status = accept_tensor(executor, &outputs[0], &executor->out_shape, what, &out_view);
+    status = check_no_overlap(executor, in_views, num_in, out_views, num_out);
   }
   if (status != MX_ACC_OK) return status;
-  executor->op->run(&executor->params, in_views, num_in, &out_view,
-                    atomic_load(&device->num_threads));
+  executor->op->impl->run(&executor->params, in_views, num_in, out_views,
+                          atomic_load(&device->num_threads));
   return MX_ACC_OK;
 }
 
 static void executor_release(MXAccExecutor *self) { free(self); }
 
+/* Copies the shapes and dtypes of count descriptors. */
+static int read_specs(const char *op_name, const char *role, const MXTensor *tensors, int count,
+                      acc_shape *shapes, int32_t *dtypes) {
+  char what[128];
+  for (int i = 0; i < count; ++i) {
+    snprintf(what, sizeof what, "%s: %s %d", op_name, role, i);
+    int status = acc_tensor_shape(&tensors[i], what, &shapes[i]);
+    if (status != MX_ACC_OK) return status;
+    dtypes[i] = tensors[i].dtype;
+  }
+  return MX_ACC_OK;
+}
+
 int cr_executor_create(const char *op_name, const MXTensor *inputs, const MXTensor *outputs,
                        int num_in, int num_out, const char *const *attr_keys,
                        const char *const *attr_vals, int num_attrs, int dev_id,
                        MXAccExecutor **result) {
-  if (num_in < 0 || num_in > CR_MAX_INPUTS || num_out != 1) {
+  if (num_in < 0 || num_in > CR_MAX_INPUTS || num_out < 1 || num_out > CR_MAX_OUTPUTS) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %d inputs and %d outputs are not supported",
                     op_name, num_in, num_out);
   }
@@ -83,22 +143,15 @@ int cr_executor_create(const char *op_name, const MXTensor *inputs, const MXTens
   }
   cr_executor *executor = calloc(1, sizeof *executor);
   if (executor == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "executor");
-  int32_t in_dtypes[CR_MAX_INPUTS];
-  int status = MX_ACC_OK;
-  char what[128];
-  for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
-    snprintf(what, sizeof what, "%s: input %d", op_name, i);
-    status = acc_tensor_shape(&inputs[i], what, &executor->in_shapes[i]);
-    in_dtypes[i] = inputs[i].dtype;
-  }
+  int32_t in_dtypes[CR_MAX_INPUTS], out_dtypes[CR_MAX_OUTPUTS];
+  int status = read_specs(op_name, "input", inputs, num_in, executor->in_shapes, in_dtypes);
   if (status == MX_ACC_OK) {
-    snprintf(what, sizeof what, "%s: output 0", op_name);
-    status = acc_tensor_shape(&outputs[0], what, &executor->out_shape);
+    status = read_specs(op_name, "output", outputs, num_out, executor->out_shapes, out_dtypes);
   }
   if (status == MX_ACC_OK) {
     status = cr_resolve_op("accGetExecutor", op_name, attr_keys, attr_vals, (size_t)num_attrs,
-                           executor->in_shapes, in_dtypes, num_in, &executor->out_shape,
-                           outputs[0].dtype, &executor->op, &executor->params);
+                           executor->in_shapes, in_dtypes, num_in, executor->out_shapes,
+                           out_dtypes, num_out, &executor->op, &executor->params);
   }
   if (status != MX_ACC_OK) {
     free(executor);
@@ -106,6 +159,7 @@ int cr_executor_create(const char *op_name, const MXTensor *inputs, const MXTens
   }
   executor->dev_id = dev_id;
   executor->num_inputs = num_in;
+  executor->num_outputs = num_out;
   executor->base.forward = executor_forward;
   executor->base.release = executor_release;
   executor->base.state = executor;

@@ -5,12 +5,20 @@
  * they aim to be obviously correct first and reasonably fast second. Results
  * never depend on num_threads: each output value is computed by one thread,
  * always in the same order.
+ *
+ * Values computed in double are narrowed to float by a cast. Under IEC 60559
+ * arithmetic (C11 Annex F, which gcc and clang follow on the platforms
+ * cpu_ref builds for) that rounds to nearest and gives +-infinity beyond
+ * float's range, as numpy's astype does. Floats are never converted to
+ * integers without a range check: that conversion is undefined when the
+ * value does not fit.
  */
 #include "kernels.h"
 
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "parallel.h"
 
@@ -416,42 +424,468 @@ void cr_batch_norm(int64_t outer, int64_t channels, int64_t inner,
   }
 }
 
-void cr_add(int64_t count, const float *a, const float *b, float *y) {
-  for (int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
-}
-
 /* ------------------------------------------------------------------------ */
 /* Softmax                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* Softmax of the `length` values x[0], x[stride], ... Subtracting the
- * largest scaled value keeps exp from overflowing; taking that maximum after
- * dividing by the temperature keeps this right for negative temperatures
- * too. The sum is in double so long rows do not lose the small terms. Each
- * y[i] is written only after x[i] is last read, so y may equal x. */
+/* Softmax (or with log set, log-softmax) of the `length` values x[0],
+ * x[stride], ... Subtracting the largest scaled value keeps exp from
+ * overflowing; taking that maximum after dividing by the temperature keeps
+ * this right for negative temperatures too. The sum is in double so long
+ * rows do not lose the small terms. Each y[i] is written only after x[i] is
+ * last read, so y may equal x. */
 static void softmax_strided(int64_t length, int64_t stride,
-                            double temperature, const float *x, float *y) {
+                            double temperature, int log_output,
+                            const float *x, float *y) {
   double max_scaled = -INFINITY;
   for (int64_t i = 0; i < length; ++i) {
     max_scaled = fmax(max_scaled, x[i * stride] / temperature);
   }
   double sum = 0.0;
   for (int64_t i = 0; i < length; ++i) {
-    const double e = exp(x[i * stride] / temperature - max_scaled);
-    y[i * stride] = (float)e;
-    sum += e;
+    sum += exp(x[i * stride] / temperature - max_scaled);
   }
+  /* log_softmax = shifted - log(sum): exact for the largest entries, where
+   * log(softmax) of a rounded probability would not be. */
+  const double log_sum = log(sum);
   for (int64_t i = 0; i < length; ++i) {
-    y[i * stride] = (float)(y[i * stride] / sum);
+    const double shifted = x[i * stride] / temperature - max_scaled;
+    y[i * stride] =
+        (float)(log_output ? shifted - log_sum : exp(shifted) / sum);
   }
 }
 
 void cr_softmax(int64_t outer, int64_t length, int64_t inner,
-                double temperature, const float *x, float *y) {
+                double temperature, int log, const float *x, float *y) {
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t start = o * length * inner + i;
-      softmax_strided(length, inner, temperature, x + start, y + start);
+      softmax_strided(length, inner, temperature, log, x + start, y + start);
     }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Element-wise arithmetic                                                   */
+/* ------------------------------------------------------------------------ */
+
+static float apply_binary(cr_binary_op op, float a, float b) {
+  switch (op) {
+    case CR_BINARY_ADD:
+      return a + b;
+    case CR_BINARY_SUB:
+      return a - b;
+    case CR_BINARY_MUL:
+      return a * b;
+    case CR_BINARY_DIV:
+      return a / b;
+    case CR_BINARY_POWER:
+      return (float)pow(a, b);
+    case CR_BINARY_MAXIMUM:
+      return a > b ? a : b;
+    case CR_BINARY_MINIMUM:
+      return a < b ? a : b;
+  }
+  return a; /* unreachable for a valid cr_binary_op */
+}
+
+void cr_binary(cr_binary_op op, int64_t count, const float *a,
+               const float *b, float *y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = apply_binary(op, a[i], b[i]);
+}
+
+void cr_scalar_binary(cr_binary_op op, int reverse, int64_t count,
+                      const float *x, float scalar, float *y) {
+  for (int64_t i = 0; i < count; ++i) {
+    y[i] = reverse ? apply_binary(op, scalar, x[i])
+                   : apply_binary(op, x[i], scalar);
+  }
+}
+
+void cr_add_n(int num, int64_t count, const float *const *x, float *y) {
+  /* y may be x[0]: the first pass reads each x[0][i] before writing y[i],
+   * and later passes no longer read x[0]. */
+  if (num == 1) {
+    if (y != x[0]) memcpy(y, x[0], (size_t)count * sizeof *y);
+    return;
+  }
+  cr_binary(CR_BINARY_ADD, count, x[0], x[1], y);
+  for (int k = 2; k < num; ++k) cr_binary(CR_BINARY_ADD, count, y, x[k], y);
+}
+
+/* Walks the leading ndim axes of an index space in row-major order, keeping
+ * the element offsets of two strided operands; the kernels below run their
+ * innermost axis as a plain loop and use this for the axes around it. */
+typedef struct cr_walker {
+  int ndim;
+  int64_t dims[CR_MAX_NDIM];
+  int64_t strides[2][CR_MAX_NDIM];
+  int64_t index[CR_MAX_NDIM];
+  int64_t offset[2];
+} cr_walker;
+
+static void walker_init(cr_walker *w, int ndim, const int64_t *dims,
+                        const int64_t *strides0, const int64_t *strides1) {
+  w->ndim = ndim;
+  for (int d = 0; d < ndim; ++d) {
+    w->dims[d] = dims[d];
+    w->strides[0][d] = strides0[d];
+    w->strides[1][d] = strides1 != NULL ? strides1[d] : 0;
+    w->index[d] = 0;
+  }
+  w->offset[0] = w->offset[1] = 0;
+}
+
+/* Advances to the next position (an odometer: the last axis turns fastest).
+ * Past the last position the offsets return to 0, which callers never use:
+ * they count positions instead. */
+static void walker_next(cr_walker *w) {
+  for (int d = w->ndim - 1; d >= 0; --d) {
+    w->offset[0] += w->strides[0][d];
+    w->offset[1] += w->strides[1][d];
+    if (++w->index[d] < w->dims[d]) return;
+    w->offset[0] -= w->strides[0][d] * w->dims[d];
+    w->offset[1] -= w->strides[1][d] * w->dims[d];
+    w->index[d] = 0;
+  }
+}
+
+static int64_t count_of(int ndim, const int64_t *dims) {
+  int64_t count = 1;
+  for (int d = 0; d < ndim; ++d) count *= dims[d];
+  return count;
+}
+
+void cr_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
+                         const int64_t *a_strides, const int64_t *b_strides,
+                         const float *a, const float *b, float *y) {
+  const int last = ndim - 1;
+  const int64_t row = dims[last];
+  const int64_t rows = count_of(last, dims);
+  const int64_t a_step = a_strides[last], b_step = b_strides[last];
+  if (row == 0) return;
+  cr_walker w;
+  walker_init(&w, last, dims, a_strides, b_strides);
+  for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
+    const float *a_row = a + w.offset[0];
+    const float *b_row = b + w.offset[1];
+    float *y_row = y + r * row;
+    for (int64_t i = 0; i < row; ++i) {
+      y_row[i] = apply_binary(op, a_row[i * a_step], b_row[i * b_step]);
+    }
+  }
+}
+
+static double sigmoid_double(double x) {
+  /* exp(-x) may overflow to infinity for very negative x, which gives the
+   * correct limit 0. */
+  return 1.0 / (1.0 + exp(-x));
+}
+
+static double sign_of(double x) {
+  if (x > 0.0) return 1.0;
+  if (x < 0.0) return -1.0;
+  return x; /* 0, -0 and NaN are their own sign */
+}
+
+static double apply_unary(cr_unary_op op, double x) {
+  switch (op) {
+    case CR_UNARY_ABS:
+      return fabs(x);
+    case CR_UNARY_NEGATIVE:
+      return -x;
+    case CR_UNARY_SQUARE:
+      return x * x;
+    case CR_UNARY_RECIPROCAL:
+      return 1.0 / x;
+    case CR_UNARY_SQRT:
+      return sqrt(x);
+    case CR_UNARY_RSQRT:
+      return 1.0 / sqrt(x);
+    case CR_UNARY_CBRT:
+      return cbrt(x);
+    case CR_UNARY_EXP:
+      return exp(x);
+    case CR_UNARY_EXPM1:
+      return expm1(x);
+    case CR_UNARY_LOG:
+      return log(x);
+    case CR_UNARY_LOG1P:
+      return log1p(x);
+    case CR_UNARY_LOG2:
+      return log2(x);
+    case CR_UNARY_LOG10:
+      return log10(x);
+    case CR_UNARY_SIN:
+      return sin(x);
+    case CR_UNARY_COS:
+      return cos(x);
+    case CR_UNARY_TANH:
+      return tanh(x);
+    case CR_UNARY_SIGMOID:
+      return sigmoid_double(x);
+    case CR_UNARY_RELU:
+      return x < 0.0 ? 0.0 : x;
+    case CR_UNARY_ERF:
+      return erf(x);
+    case CR_UNARY_SIGN:
+      return sign_of(x);
+    case CR_UNARY_FLOOR:
+      return floor(x);
+    case CR_UNARY_CEIL:
+      return ceil(x);
+    case CR_UNARY_TRUNC:
+      return trunc(x);
+    case CR_UNARY_ROUND:
+      return round(x);
+    case CR_UNARY_RINT:
+      return rint(x);
+  }
+  return x; /* unreachable for a valid cr_unary_op */
+}
+
+void cr_unary(cr_unary_op op, int64_t count, const float *x, float *y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = (float)apply_unary(op, x[i]);
+}
+
+void cr_clip(int64_t count, float low, float high, const float *x, float *y) {
+  for (int64_t i = 0; i < count; ++i) {
+    y[i] = x[i] > high ? high : (x[i] < low ? low : x[i]);
+  }
+}
+
+void cr_fill(int64_t count, float value, float *y) { fill(y, count, value); }
+
+/* ------------------------------------------------------------------------ */
+/* Moving data                                                               */
+/* ------------------------------------------------------------------------ */
+
+void cr_copy_rows(int64_t rows, int64_t width, const float *x,
+                  int64_t x_stride, float *y, int64_t y_stride) {
+  if (width == 0) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    memcpy(y + r * y_stride, x + r * x_stride, (size_t)width * sizeof *y);
+  }
+}
+
+void cr_copy_strided(int ndim, const int64_t *dims, const int64_t *x_strides,
+                     const float *x, float *y) {
+  const int last = ndim - 1;
+  const int64_t row = dims[last], step = x_strides[last];
+  const int64_t rows = count_of(last, dims);
+  if (row == 0) return;
+  cr_walker w;
+  walker_init(&w, last, dims, x_strides, NULL);
+  for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
+    const float *x_row = x + w.offset[0];
+    float *y_row = y + r * row;
+    for (int64_t i = 0; i < row; ++i) y_row[i] = x_row[i * step];
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reductions                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Reduces the `count` values that walker w (over the reduced axes) visits
+ * from base. */
+static float reduce_values(cr_reduce_op op, const float *base, cr_walker *w,
+                           int64_t count) {
+  if (op == CR_REDUCE_SUM || op == CR_REDUCE_MEAN) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < count; ++i, walker_next(w)) {
+      sum += base[w->offset[0]];
+    }
+    if (op == CR_REDUCE_MEAN && count > 0) sum /= (double)count;
+    return (float)sum;
+  }
+  /* Every value is visited even after a NaN, so that the walker completes
+   * its turn and starts the next output at offset 0. */
+  float best = base[w->offset[0]];
+  int saw_nan = 0;
+  for (int64_t i = 0; i < count; ++i, walker_next(w)) {
+    const float value = base[w->offset[0]];
+    if (isnan(value)) {
+      saw_nan = 1;
+    } else if (op == CR_REDUCE_MAX ? value > best : value < best) {
+      best = value;
+    }
+  }
+  return saw_nan ? NAN : best;
+}
+
+void cr_reduce(cr_reduce_op op, int ndim, const int64_t *dims,
+               const unsigned char *reduced, const float *x, float *y) {
+  int64_t strides[CR_MAX_NDIM];
+  int64_t kept_dims[CR_MAX_NDIM], kept_strides[CR_MAX_NDIM];
+  int64_t gone_dims[CR_MAX_NDIM], gone_strides[CR_MAX_NDIM];
+  int kept = 0, gone = 0;
+  int64_t stride = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= dims[d];
+  }
+  for (int d = 0; d < ndim; ++d) {
+    if (reduced[d]) {
+      gone_dims[gone] = dims[d];
+      gone_strides[gone++] = strides[d];
+    } else {
+      kept_dims[kept] = dims[d];
+      kept_strides[kept++] = strides[d];
+    }
+  }
+  const int64_t outputs = count_of(kept, kept_dims);
+  const int64_t per_output = count_of(gone, gone_dims);
+  cr_walker outer, inner;
+  walker_init(&outer, kept, kept_dims, kept_strides, NULL);
+  walker_init(&inner, gone, gone_dims, gone_strides, NULL);
+  for (int64_t o = 0; o < outputs; ++o, walker_next(&outer)) {
+    /* A full turn of the inner walker brings it back to offset 0. */
+    y[o] = reduce_values(op, x + outer.offset[0], &inner, per_output);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matrix products                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct cr_matmul_task {
+  int64_t m, n, k;
+  int transpose_a, transpose_b;
+  const float *a;
+  const float *b;
+  float *y;
+} cr_matmul_task;
+
+/* Rows [begin, end) of all the stacked products, row r being row r % m of
+ * product r / m. */
+static void matmul_rows(void *context, int64_t begin, int64_t end) {
+  const cr_matmul_task *t = context;
+  /* Element (i, p) of A and (p, j) of B, for either storage order. */
+  const int64_t a_row_step = t->transpose_a ? 1 : t->k;
+  const int64_t a_inner_step = t->transpose_a ? t->m : 1;
+  const int64_t b_inner_step = t->transpose_b ? 1 : t->n;
+  const int64_t b_column_step = t->transpose_b ? t->k : 1;
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t pair = r / t->m, i = r % t->m;
+    const float *a = t->a + pair * t->m * t->k + i * a_row_step;
+    const float *b = t->b + pair * t->k * t->n;
+    float *y_row = t->y + r * t->n;
+    for (int64_t j = 0; j < t->n; ++j) {
+      const float *b_column = b + j * b_column_step;
+      double sum = 0.0;
+      for (int64_t p = 0; p < t->k; ++p) {
+        sum += (double)a[p * a_inner_step] * b_column[p * b_inner_step];
+      }
+      y_row[j] = (float)sum;
+    }
+  }
+}
+
+void cr_matmul(int64_t batch, int64_t m, int64_t n, int64_t k,
+               int transpose_a, int transpose_b, const float *a,
+               const float *b, float *y, int num_threads) {
+  cr_matmul_task task = {m, n, k, transpose_a, transpose_b, a, b, y};
+  const int64_t rows = batch * m;
+  if (rows == 0 || n == 0) return;
+  /* rows * n is the output's size, which exists in memory; times k it
+   * might not fit in 64 bits for absurd shapes, so saturate. */
+  const int64_t outputs = rows * n;
+  const int64_t work =
+      k > 0 && outputs > INT64_MAX / k ? INT64_MAX : outputs * k;
+  cr_parallel_for(threads_for_work(num_threads, work), rows, matmul_rows,
+                  &task);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Normalisation and activations                                             */
+/* ------------------------------------------------------------------------ */
+
+void cr_layer_norm(int64_t outer, int64_t channels, int64_t inner,
+                   const float *x, const float *gamma, const float *beta,
+                   double eps, float *y, float *mean, float *std) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *xs = x + o * channels * inner + i;
+      float *ys = y + o * channels * inner + i;
+      /* Two passes (mean, then the mean squared deviation) rather than
+       * E[x^2] - E[x]^2, which cancels badly when the mean is large. */
+      double sum = 0.0;
+      for (int64_t c = 0; c < channels; ++c) sum += xs[c * inner];
+      const double mu = channels > 0 ? sum / (double)channels : 0.0;
+      double squares = 0.0;
+      for (int64_t c = 0; c < channels; ++c) {
+        const double d = xs[c * inner] - mu;
+        squares += d * d;
+      }
+      const double sigma =
+          sqrt((channels > 0 ? squares / (double)channels : 0.0) + eps);
+      for (int64_t c = 0; c < channels; ++c) {
+        ys[c * inner] =
+            (float)((xs[c * inner] - mu) / sigma * gamma[c] + beta[c]);
+      }
+      if (mean != NULL) mean[o * inner + i] = (float)mu;
+      if (std != NULL) std[o * inner + i] = (float)sigma;
+    }
+  }
+}
+
+/* SELU's constants (Klambauer et al.), as MXNet spells them. */
+static const double kSeluScale = 1.0507009873554804934193349852946;
+static const double kSeluAlpha = 1.6732632423543772848170429916717;
+
+static double elu(double x, double alpha) {
+  return x > 0.0 ? x : alpha * expm1(x);
+}
+
+static double leaky_value(cr_leaky_type type, double slope, double x) {
+  switch (type) {
+    case CR_LEAKY_LEAKY:
+      return x > 0.0 ? x : x * slope;
+    case CR_LEAKY_ELU:
+      return elu(x, slope);
+    case CR_LEAKY_SELU:
+      return kSeluScale * elu(x, kSeluAlpha);
+    case CR_LEAKY_GELU:
+      return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+  }
+  return x; /* unreachable for a valid cr_leaky_type */
+}
+
+void cr_leaky_relu(cr_leaky_type type, double slope, int64_t count,
+                   const float *x, float *y) {
+  for (int64_t i = 0; i < count; ++i) {
+    y[i] = (float)leaky_value(type, slope, x[i]);
+  }
+}
+
+void cr_prelu(int64_t outer, int64_t channels, int64_t inner, const float *x,
+              const float *gamma, int64_t outer_step, int64_t channel_step,
+              float *y) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t base = (o * channels + c) * inner;
+      const double slope = gamma[o * outer_step + c * channel_step];
+      cr_leaky_relu(CR_LEAKY_LEAKY, slope, inner, x + base, y + base);
+    }
+  }
+}
+
+/* The weight row an index selects: truncated toward zero and clipped, the
+ * comparisons done in double before any conversion, since converting a
+ * float outside int64_t's range (or NaN) to an integer is undefined. */
+static int64_t embedding_row(float index, int64_t input_dim) {
+  const double value = trunc((double)index);
+  if (!(value > 0.0)) return 0; /* negative, zero or NaN */
+  if (value >= (double)(input_dim - 1)) return input_dim - 1;
+  return (int64_t)value;
+}
+
+void cr_embedding(int64_t count, const float *indices, int64_t input_dim,
+                  int64_t output_dim, const float *weight, float *y) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t row = embedding_row(indices[i], input_dim);
+    memcpy(y + i * output_dim, weight + row * output_dim,
+           (size_t)output_dim * sizeof *y);
   }
 }

@@ -18,6 +18,11 @@
 
 #define CR_MAX_DEVICES 16
 
+/* Bytes behind one configure() call's answers: room for the operator list
+ * (the largest answer) twice over, so that a call may ask for it along with
+ * the other queries. */
+#define CR_CONFIGURE_TEXT_SIZE 16384
+
 typedef struct cr_device {
   pthread_mutex_t lock;
   cr_memory memory;
@@ -31,7 +36,7 @@ typedef struct cr_library {
   pthread_mutex_t models_lock;
   cr_model *models; /* singly linked through cr_model.next */
   /* Storage behind configure()'s outputs, valid until the next call. */
-  char configure_text[4096];
+  char configure_text[CR_CONFIGURE_TEXT_SIZE];
   const char *configure_keys[16];
   const char *configure_vals[16];
 } cr_library;

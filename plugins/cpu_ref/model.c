@@ -21,7 +21,8 @@ struct cr_step {
   cr_params params;
   int num_inputs;
   size_t inputs[CR_MAX_INPUTS]; /* entry indices */
-  size_t output;                /* entry index */
+  int num_outputs;
+  size_t outputs; /* entry index of the first output; the others follow it */
 };
 
 enum { kErrorSize = 512, kNameSize = 1024 };
@@ -43,19 +44,17 @@ static int parse_graph(const char *json, acc_graph **graph) {
 }
 
 /* Resolves operator node index of graph against the op table, using the
- * annotated shapes and dtypes of its inputs and output. */
+ * annotated shapes and dtypes of its inputs and outputs. The annotations
+ * list visible outputs only, so a BatchNorm node has one output here, as
+ * the table expects. */
 static int resolve_node(const acc_graph *graph, size_t index, const cr_op **op,
                         cr_params *params) {
   const acc_node *node = &graph->nodes[index];
   char what[kNameSize];
   snprintf(what, sizeof what, "node %zu \"%s\"", index, node->name);
-  if (node->num_outputs != 1) {
-    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %d outputs; cpu_ref operators have one", what,
-                    node->num_outputs);
-  }
-  if (node->num_inputs > CR_MAX_INPUTS) {
-    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %zu inputs, at most %d", what, node->num_inputs,
-                    CR_MAX_INPUTS);
+  if (node->num_outputs > CR_MAX_OUTPUTS || node->num_inputs > CR_MAX_INPUTS) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %zu inputs and %d outputs; at most %d and %d",
+                    what, node->num_inputs, node->num_outputs, CR_MAX_INPUTS, CR_MAX_OUTPUTS);
   }
   acc_shape in_shapes[CR_MAX_INPUTS];
   int32_t in_dtypes[CR_MAX_INPUTS];
@@ -65,8 +64,8 @@ static int resolve_node(const acc_graph *graph, size_t index, const cr_op **op,
     in_dtypes[i] = graph->nodes[input.node].out_dtypes[input.index];
   }
   return cr_resolve_op(what, node->op, node->attr_keys, node->attr_vals, node->num_attrs,
-                       in_shapes, in_dtypes, (int)node->num_inputs, &node->out_shapes[0],
-                       node->out_dtypes[0], op, params);
+                       in_shapes, in_dtypes, (int)node->num_inputs, node->out_shapes,
+                       node->out_dtypes, node->num_outputs, op, params);
 }
 
 int cr_model_supported(const char *json, int *ids, int capacity, int *count) {
@@ -173,7 +172,8 @@ static int build_steps(cr_model *model) {
     for (size_t k = 0; k < node->num_inputs; ++k) {
       step->inputs[k] = model->entry_of_node[node->inputs[k].node] + node->inputs[k].index;
     }
-    step->output = model->entry_of_node[i];
+    step->num_outputs = node->num_outputs;
+    step->outputs = model->entry_of_node[i];
     model->num_steps += 1;
   }
   return MX_ACC_OK;
@@ -354,8 +354,8 @@ int cr_model_infer(cr_model *model, const char *const *in_names, const char *con
       const cr_step *step = &model->steps[s];
       cr_tensor inputs[CR_MAX_INPUTS];
       for (int k = 0; k < step->num_inputs; ++k) inputs[k] = model->entries[step->inputs[k]];
-      step->op->run(&step->params, inputs, step->num_inputs, &model->entries[step->output],
-                    num_threads);
+      step->op->impl->run(&step->params, inputs, step->num_inputs,
+                          &model->entries[step->outputs], num_threads);
     }
     for (int i = 0; i < num_out; ++i) {
       acc_entry head = model->graph->heads[head_of_output[i]];

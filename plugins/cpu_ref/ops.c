@@ -1,6 +1,9 @@
 /*
- * Operator semantics of cpu_ref: attributes with MXNet 1.x defaults, shape
- * inference, and dispatch to the kernels. All operators are float32.
+ * The operator table of cpu_ref, operator lookup and resolution, and the
+ * attribute and shape helpers the operator families share (op_impl.h). The
+ * families themselves are in ops_nn.c (layers), ops_math.c (arithmetic,
+ * math, reductions, products) and ops_shape.c (shapes and copies). All
+ * operators are float32.
  *
  * Unknown attributes are rejected as unsupported rather than ignored: an
  * attribute this plugin does not understand may change the result.
@@ -11,663 +14,333 @@
 #include <string.h>
 
 #include "attrs.h"
+#include "op_impl.h"
 #include "status.h"
 #include "tensor.h"
 
+_Static_assert(CR_MAX_NDIM == MX_ACC_MAX_NDIM, "kernels.h and mxnet_acc.h disagree");
+
 /* ---- attribute helpers ------------------------------------------------- */
 
+int cr_bad_attr(const char *key, const char *value, const char *expected) {
+  return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute %s=\"%s\": expected %s", key, value,
+                  expected);
+}
+
+int cr_unknown_attr(const char *key) {
+  return acc_fail(MX_ACC_ERR_UNSUPPORTED, "attribute \"%s\" is not supported", key);
+}
+
+int cr_parse_bool(const char *key, const char *value, int *out) {
+  return acc_attr_bool(value, out) == 0 ? MX_ACC_OK : cr_bad_attr(key, value, "a boolean");
+}
+
+int cr_parse_int(const char *key, const char *value, int64_t *out) {
+  return acc_attr_int(value, out) == 0 ? MX_ACC_OK : cr_bad_attr(key, value, "an integer");
+}
+
+int cr_parse_positive_int(const char *key, const char *value, int64_t *out) {
+  if (acc_attr_int(value, out) != 0 || *out <= 0) {
+    return cr_bad_attr(key, value, "a positive integer");
+  }
+  return MX_ACC_OK;
+}
+
+int cr_parse_float(const char *key, const char *value, double *out) {
+  return acc_attr_float(value, out) == 0 ? MX_ACC_OK : cr_bad_attr(key, value, "a number");
+}
+
+int cr_parse_axis(const char *key, const char *value, int *out) {
+  int64_t axis;
+  if (acc_attr_int(value, &axis) != 0 || axis < -(MX_ACC_MAX_NDIM + 1) ||
+      axis > MX_ACC_MAX_NDIM) {
+    return cr_bad_attr(key, value, "an axis");
+  }
+  *out = (int)axis;
+  return MX_ACC_OK;
+}
+
+int cr_parse_axes(const char *key, const char *value, cr_axes *axes) {
+  axes->given = 0;
+  axes->count = 0;
+  if (acc_attr_is_none(value)) return MX_ACC_OK;
+  if (acc_attr_int_tuple(value, axes->values, CR_MAX_NDIM, &axes->count) != 0) {
+    return cr_bad_attr(key, value, "None or a tuple of at most 16 axes");
+  }
+  axes->given = 1;
+  return MX_ACC_OK;
+}
+
+int cr_parse_count(const char *key, const char *value, int maximum, int *out) {
+  int64_t count;
+  int status = cr_parse_positive_int(key, value, &count);
+  if (status != MX_ACC_OK) return status;
+  if (count > maximum) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "attribute %s=\"%s\": cpu_ref supports at most %d",
+                    key, value, maximum);
+  }
+  *out = (int)count;
+  return MX_ACC_OK;
+}
+
+int cr_parse_float32_dtype(const char *key, const char *value) {
+  if (acc_attr_is_none(value) || acc_attr_equals(value, "float32")) return MX_ACC_OK;
+  return acc_fail(MX_ACC_ERR_UNSUPPORTED, "attribute %s=\"%s\": only float32", key, value);
+}
+
+int cr_require_count(const char *key, int count) {
+  return count > 0 ? MX_ACC_OK
+                   : acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute %s is required", key);
+}
+
+int cr_no_attrs_parse(const char *const *keys, const char *const *vals, size_t count,
+                      cr_params *params) {
+  (void)vals;
+  (void)params;
+  return count == 0 ? MX_ACC_OK : cr_unknown_attr(keys[0]);
+}
+
 /* Attributes that only tune MXNet's own implementations (memory, cuDNN,
- * quantization calibration) and never change the result. */
+ * quantization calibration, device placement) and never change the result:
+ * accepted, and ignored, on every operator, as the host's registry does. */
 static int is_tuning_attr(const char *key) {
-  static const char *const kTuning[] = {"workspace", "cudnn_tune", "cudnn_off",
-                                        "min_calib_range", "max_calib_range"};
+  static const char *const kTuning[] = {"workspace",       "cudnn_tune",      "cudnn_off",
+                                        "min_calib_range", "max_calib_range", "ctx_group"};
   for (size_t i = 0; i < sizeof kTuning / sizeof kTuning[0]; ++i) {
     if (strcmp(key, kTuning[i]) == 0) return 1;
   }
   return 0;
 }
 
-static int bad_attr(const char *key, const char *value, const char *expected) {
-  return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute %s=\"%s\": expected %s", key, value,
-                  expected);
-}
+/* ---- shape helpers ----------------------------------------------------- */
 
-static int unknown_attr(const char *key) {
-  return acc_fail(MX_ACC_ERR_UNSUPPORTED, "attribute \"%s\" is not supported", key);
-}
-
-static int parse_bool(const char *key, const char *value, int *out) {
-  return acc_attr_bool(value, out) == 0 ? MX_ACC_OK : bad_attr(key, value, "a boolean");
-}
-
-static int parse_positive_int(const char *key, const char *value, int64_t *out) {
-  if (acc_attr_int(value, out) != 0 || *out <= 0) {
-    return bad_attr(key, value, "a positive integer");
+int cr_resolve_axis(int64_t axis, int ndim, int *resolved) {
+  int64_t value = axis < 0 ? axis + ndim : axis;
+  if (value < 0 || value >= ndim) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "axis %lld is out of range for %d dimensions",
+                    (long long)axis, ndim);
   }
+  *resolved = (int)value;
   return MX_ACC_OK;
 }
 
-/* A spatial tuple of 1 to 3 values, each >= minimum, stored right-aligned in
- * a (D, H, W) array whose unused leading slots keep their defaults. */
-static int parse_spatial(const char *key, const char *value, int64_t minimum,
-                         int64_t out[3], int *ndim) {
-  int64_t values[3];
-  int count;
-  if (acc_attr_int_tuple(value, values, 3, &count) != 0 || count < 1) {
-    return bad_attr(key, value, "a tuple of 1 to 3 integers");
-  }
-  for (int i = 0; i < count; ++i) {
-    if (values[i] < minimum) {
-      return bad_attr(key, value, minimum > 0 ? "positive values" : "non-negative values");
-    }
-    out[3 - count + i] = values[i];
-  }
-  *ndim = count;
-  return MX_ACC_OK;
-}
-
-/* Parses a spatial tuple that must match the kernel's dimensionality (when
- * known) and tolerates MXNet's empty "()" default. */
-static int parse_spatial_like_kernel(const char *key, const char *value, int64_t minimum,
-                                     int64_t out[3], int *ndim) {
-  int64_t values[3];
-  int count;
-  if (acc_attr_int_tuple(value, values, 3, &count) == 0 && count == 0) return MX_ACC_OK;
-  return parse_spatial(key, value, minimum, out, ndim);
-}
-
-static int check_same_ndim(int kernel_ndim, int other_ndim, const char *key) {
-  if (other_ndim != 0 && kernel_ndim != 0 && other_ndim != kernel_ndim) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute %s has %d values but kernel has %d",
-                    key, other_ndim, kernel_ndim);
-  }
-  return MX_ACC_OK;
-}
-
-static int check_layout(const char *key, const char *value) {
-  if (acc_attr_is_none(value) || acc_attr_equals(value, "NCW") ||
-      acc_attr_equals(value, "NCHW") || acc_attr_equals(value, "NCDHW")) {
-    return MX_ACC_OK;
-  }
-  return acc_fail(MX_ACC_ERR_UNSUPPORTED, "attribute %s=\"%s\": only channel-first layouts",
-                  key, value);
-}
-
-/* Views an (N, C, spatial...) shape as (N, C, D, H, W). */
-static void view_5d(const acc_shape *shape, int64_t out[5]) {
-  int spatial = shape->ndim - 2;
-  out[0] = (int64_t)shape->dims[0];
-  out[1] = (int64_t)shape->dims[1];
-  for (int i = 0; i < 3; ++i) {
-    int source = 2 + i - (3 - spatial);
-    out[2 + i] = source >= 2 ? (int64_t)shape->dims[source] : 1;
-  }
-}
-
-static int64_t product(const acc_shape *shape, int begin, int end) {
-  int64_t result = 1;
-  for (int i = begin; i < end; ++i) result *= (int64_t)shape->dims[i];
-  return result;
-}
-
-static int shape_error(const char *fmt, const acc_shape *shape) {
+int cr_shape_error(const char *fmt, const acc_shape *shape) {
   char text[256];
   acc_shape_format(shape, text, sizeof text);
   return acc_fail(MX_ACC_ERR_INVALID_ARG, fmt, text);
 }
 
-/* ---- Convolution ------------------------------------------------------- */
-
-static int convolution_parse(const char *const *keys, const char *const *vals,
-                             size_t count, cr_params *params) {
-  cr_conv_params *conv = &params->u.convolution.conv;
-  int kernel_ndim = 0, stride_ndim = 0, dilate_ndim = 0, pad_ndim = 0;
-  for (int i = 0; i < 3; ++i) {
-    conv->kernel[i] = conv->stride[i] = conv->dilate[i] = 1;
-    conv->pad[i] = 0;
-  }
-  conv->num_group = 1;
-  params->u.convolution.num_filter = 0;
-  params->u.convolution.no_bias = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const char *key = keys[i], *value = vals[i];
-    int status = MX_ACC_OK;
-    if (strcmp(key, "kernel") == 0) {
-      status = parse_spatial(key, value, 1, conv->kernel, &kernel_ndim);
-    } else if (strcmp(key, "stride") == 0) {
-      status = parse_spatial_like_kernel(key, value, 1, conv->stride, &stride_ndim);
-    } else if (strcmp(key, "dilate") == 0) {
-      status = parse_spatial_like_kernel(key, value, 1, conv->dilate, &dilate_ndim);
-    } else if (strcmp(key, "pad") == 0) {
-      status = parse_spatial_like_kernel(key, value, 0, conv->pad, &pad_ndim);
-    } else if (strcmp(key, "num_filter") == 0) {
-      status = parse_positive_int(key, value, &params->u.convolution.num_filter);
-    } else if (strcmp(key, "num_group") == 0) {
-      status = parse_positive_int(key, value, &conv->num_group);
-    } else if (strcmp(key, "no_bias") == 0) {
-      status = parse_bool(key, value, &params->u.convolution.no_bias);
-    } else if (strcmp(key, "layout") == 0) {
-      status = check_layout(key, value);
-    } else if (!is_tuning_attr(key)) {
-      status = unknown_attr(key);
-    }
-    if (status != MX_ACC_OK) return status;
-  }
-  if (kernel_ndim == 0) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute kernel is required");
-  }
-  if (params->u.convolution.num_filter == 0) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute num_filter is required");
-  }
-  int status = check_same_ndim(kernel_ndim, stride_ndim, "stride");
-  if (status == MX_ACC_OK) status = check_same_ndim(kernel_ndim, dilate_ndim, "dilate");
-  if (status == MX_ACC_OK) status = check_same_ndim(kernel_ndim, pad_ndim, "pad");
-  params->u.convolution.spatial_ndim = kernel_ndim;
-  return status;
+int64_t cr_product(const acc_shape *shape, int begin, int end) {
+  int64_t result = 1;
+  for (int i = begin; i < end; ++i) result *= (int64_t)shape->dims[i];
+  return result;
 }
 
-static int convolution_num_inputs(const cr_params *params) {
-  return params->u.convolution.no_bias ? 2 : 3;
+int64_t cr_element_count(const acc_shape *shape) { return cr_product(shape, 0, shape->ndim); }
+
+uint64_t cr_max_elements(void) {
+  uint64_t limit = (uint64_t)INT64_MAX;
+  if ((uint64_t)SIZE_MAX < limit) limit = (uint64_t)SIZE_MAX;
+  return limit / sizeof(float);
 }
 
-static int convolution_infer(const cr_params *params, const acc_shape *in, int num_in,
-                             acc_shape *out) {
-  const cr_conv_params *conv = &params->u.convolution.conv;
-  int spatial = params->u.convolution.spatial_ndim;
-  int64_t filters = params->u.convolution.num_filter, groups = conv->num_group;
-  const acc_shape *data = &in[0], *weight = &in[1];
-  if (data->ndim != spatial + 2) {
-    return shape_error("data shape %s does not match the kernel's dimensions", data);
+int cr_checked_mul(uint64_t a, uint64_t b, const char *what, uint64_t *out) {
+  if (a != 0 && b > cr_max_elements() / a) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s is too large", what);
   }
-  int64_t channels = (int64_t)data->dims[1];
-  if (channels % groups != 0 || filters % groups != 0) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG,
-                    "num_group %lld does not divide channels %lld and num_filter %lld",
-                    (long long)groups, (long long)channels, (long long)filters);
-  }
-  int weight_ok = weight->ndim == spatial + 2 && (int64_t)weight->dims[0] == filters &&
-                  (int64_t)weight->dims[1] == channels / groups;
-  for (int i = 0; weight_ok && i < spatial; ++i) {
-    weight_ok = (int64_t)weight->dims[2 + i] == conv->kernel[3 - spatial + i];
-  }
-  if (!weight_ok) return shape_error("weight shape %s does not match the attributes", weight);
-  if (num_in == 3 && !(in[2].ndim == 1 && (int64_t)in[2].dims[0] == filters)) {
-    return shape_error("bias shape %s does not match num_filter", &in[2]);
-  }
-  out->ndim = data->ndim;
-  out->dims[0] = data->dims[0];
-  out->dims[1] = (uint64_t)filters;
-  for (int i = 0; i < spatial; ++i) {
-    int slot = 3 - spatial + i;
-    int64_t extent = (int64_t)data->dims[2 + i] + 2 * conv->pad[slot];
-    int64_t window = conv->dilate[slot] * (conv->kernel[slot] - 1) + 1;
-    if (extent < window) {
-      return shape_error("data shape %s is smaller than the dilated kernel", data);
+  *out = a * b;
+  return MX_ACC_OK;
+}
+
+/* Kernels compute element offsets as int64_t products of extents. Bounding
+ * the product of a shape's nonzero extents bounds every such product (an
+ * empty tensor may have other huge extents), so none can overflow. */
+static int check_extents(const acc_shape *shape, const char *what, const char *role, int index) {
+  uint64_t total = 1;
+  for (int i = 0; i < shape->ndim; ++i) {
+    if (shape->dims[i] == 0) continue;
+    if (cr_checked_mul(total, shape->dims[i], "shape", &total) != MX_ACC_OK) {
+      char text[256];
+      acc_shape_format(shape, text, sizeof text);
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: %s %d has shape %s, which is too large",
+                      what, role, index, text);
     }
-    out->dims[2 + i] = (uint64_t)((extent - window) / conv->stride[slot] + 1);
   }
   return MX_ACC_OK;
 }
 
-static void convolution_run(const cr_params *params, const cr_tensor *in, int num_in,
-                            const cr_tensor *out, int num_threads) {
-  int64_t x_shape[5], y_shape[5];
-  view_5d(&in[0].shape, x_shape);
-  view_5d(&out->shape, y_shape);
-  cr_convolution(&params->u.convolution.conv, x_shape, in[0].data, in[1].data,
-                 num_in == 3 ? in[2].data : NULL, y_shape, out->data, num_threads);
+int cr_view_dims(const acc_shape *shape, int64_t dims[CR_MAX_NDIM]) {
+  if (shape->ndim == 0) {
+    dims[0] = 1;
+    return 1;
+  }
+  for (int d = 0; d < shape->ndim; ++d) dims[d] = (int64_t)shape->dims[d];
+  return shape->ndim;
 }
 
-/* ---- Pooling ----------------------------------------------------------- */
-
-static int pooling_parse(const char *const *keys, const char *const *vals, size_t count,
-                         cr_params *params) {
-  cr_pool_params *pool = &params->u.pooling.pool;
-  int kernel_ndim = 0, stride_ndim = 0, pad_ndim = 0;
-  for (int i = 0; i < 3; ++i) {
-    pool->kernel[i] = pool->stride[i] = 1;
-    pool->pad[i] = 0;
+void cr_compact_strides(const acc_shape *shape, int64_t strides[CR_MAX_NDIM]) {
+  int64_t stride = 1;
+  for (int d = shape->ndim - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= (int64_t)shape->dims[d];
   }
-  pool->type = CR_POOL_MAX;
-  pool->count_include_pad = 1;
-  params->u.pooling.global_pool = 0;
-  params->u.pooling.full_convention = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const char *key = keys[i], *value = vals[i];
-    int status = MX_ACC_OK;
-    if (strcmp(key, "kernel") == 0) {
-      status = parse_spatial_like_kernel(key, value, 1, pool->kernel, &kernel_ndim);
-    } else if (strcmp(key, "stride") == 0) {
-      status = parse_spatial_like_kernel(key, value, 1, pool->stride, &stride_ndim);
-    } else if (strcmp(key, "pad") == 0) {
-      status = parse_spatial_like_kernel(key, value, 0, pool->pad, &pad_ndim);
-    } else if (strcmp(key, "pool_type") == 0) {
-      if (acc_attr_equals(value, "max")) pool->type = CR_POOL_MAX;
-      else if (acc_attr_equals(value, "avg")) pool->type = CR_POOL_AVG;
-      else if (acc_attr_equals(value, "sum")) pool->type = CR_POOL_SUM;
-      else status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "pool_type \"%s\" is not supported", value);
-    } else if (strcmp(key, "pooling_convention") == 0) {
-      if (acc_attr_equals(value, "full")) params->u.pooling.full_convention = 1;
-      else if (!acc_attr_equals(value, "valid")) {
-        status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "pooling_convention \"%s\" is not supported",
-                          value);
-      }
-    } else if (strcmp(key, "global_pool") == 0) {
-      status = parse_bool(key, value, &params->u.pooling.global_pool);
-    } else if (strcmp(key, "count_include_pad") == 0) {
-      if (!acc_attr_is_none(value)) status = parse_bool(key, value, &pool->count_include_pad);
-    } else if (strcmp(key, "layout") == 0) {
-      status = check_layout(key, value);
-    } else if (!is_tuning_attr(key)) {
-      status = unknown_attr(key);
-    }
-    if (status != MX_ACC_OK) return status;
-  }
-  if (!params->u.pooling.global_pool && kernel_ndim == 0) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute kernel is required without global_pool");
-  }
-  int status = check_same_ndim(kernel_ndim, stride_ndim, "stride");
-  if (status == MX_ACC_OK) status = check_same_ndim(kernel_ndim, pad_ndim, "pad");
-  params->u.pooling.spatial_ndim = kernel_ndim;
-  return status;
 }
 
-static int pooling_num_inputs(const cr_params *params) {
+int cr_one_input(const cr_params *params) {
   (void)params;
   return 1;
 }
 
-static int pooling_infer(const cr_params *params, const acc_shape *in, int num_in,
-                         acc_shape *out) {
-  (void)num_in;
-  const cr_pool_params *pool = &params->u.pooling.pool;
-  const acc_shape *data = &in[0];
-  int spatial = data->ndim - 2;
-  if (spatial < 1 || spatial > 3 ||
-      (!params->u.pooling.global_pool && spatial != params->u.pooling.spatial_ndim)) {
-    return shape_error("data shape %s does not match the kernel's dimensions", data);
-  }
-  *out = *data;
-  if (params->u.pooling.global_pool) {
-    for (int i = 0; i < spatial; ++i) out->dims[2 + i] = 1;
-    return MX_ACC_OK;
-  }
-  for (int i = 0; i < spatial; ++i) {
-    int slot = 3 - spatial + i;
-    int64_t extent = (int64_t)data->dims[2 + i] + 2 * pool->pad[slot];
-    if (extent < pool->kernel[slot]) {
-      return shape_error("data shape %s is smaller than the pooling kernel", data);
-    }
-    int64_t span = extent - pool->kernel[slot], stride = pool->stride[slot];
-    int64_t steps = params->u.pooling.full_convention ? (span + stride - 1) / stride
-                                                      : span / stride;
-    out->dims[2 + i] = (uint64_t)(steps + 1);
-  }
-  return MX_ACC_OK;
-}
-
-static void pooling_run(const cr_params *params, const cr_tensor *in, int num_in,
-                        const cr_tensor *out, int num_threads) {
-  (void)num_in;
-  int64_t x_shape[5], y_shape[5];
-  view_5d(&in[0].shape, x_shape);
-  view_5d(&out->shape, y_shape);
-  cr_pool_params pool = params->u.pooling.pool;
-  if (params->u.pooling.global_pool) {
-    for (int i = 0; i < 3; ++i) {
-      pool.kernel[i] = x_shape[2 + i];
-      pool.stride[i] = 1;
-      pool.pad[i] = 0;
-    }
-  }
-  cr_pooling(&pool, x_shape, in[0].data, y_shape, out->data, num_threads);
-}
-
-/* ---- FullyConnected ---------------------------------------------------- */
-
-static int fully_connected_parse(const char *const *keys, const char *const *vals,
-                                 size_t count, cr_params *params) {
-  params->u.fully_connected.num_hidden = 0;
-  params->u.fully_connected.no_bias = 0;
-  params->u.fully_connected.flatten = 1;
-  for (size_t i = 0; i < count; ++i) {
-    const char *key = keys[i], *value = vals[i];
-    int status = MX_ACC_OK;
-    if (strcmp(key, "num_hidden") == 0) {
-      status = parse_positive_int(key, value, &params->u.fully_connected.num_hidden);
-    } else if (strcmp(key, "no_bias") == 0) {
-      status = parse_bool(key, value, &params->u.fully_connected.no_bias);
-    } else if (strcmp(key, "flatten") == 0) {
-      status = parse_bool(key, value, &params->u.fully_connected.flatten);
-    } else if (!is_tuning_attr(key)) {
-      status = unknown_attr(key);
-    }
-    if (status != MX_ACC_OK) return status;
-  }
-  if (params->u.fully_connected.num_hidden == 0) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute num_hidden is required");
-  }
-  return MX_ACC_OK;
-}
-
-static int fully_connected_num_inputs(const cr_params *params) {
-  return params->u.fully_connected.no_bias ? 2 : 3;
-}
-
-static int fully_connected_infer(const cr_params *params, const acc_shape *in, int num_in,
-                                 acc_shape *out) {
-  const acc_shape *data = &in[0], *weight = &in[1];
-  int64_t hidden = params->u.fully_connected.num_hidden;
-  if (data->ndim < 1 || (params->u.fully_connected.flatten && data->ndim < 2)) {
-    return shape_error("data shape %s has too few dimensions", data);
-  }
-  int flatten = params->u.fully_connected.flatten;
-  int64_t in_dim = flatten ? product(data, 1, data->ndim) : (int64_t)data->dims[data->ndim - 1];
-  if (!(weight->ndim == 2 && (int64_t)weight->dims[0] == hidden &&
-        (int64_t)weight->dims[1] == in_dim)) {
-    return shape_error("weight shape %s does not match num_hidden and the data", weight);
-  }
-  if (num_in == 3 && !(in[2].ndim == 1 && (int64_t)in[2].dims[0] == hidden)) {
-    return shape_error("bias shape %s does not match num_hidden", &in[2]);
-  }
-  if (flatten) {
-    out->ndim = 2;
-    out->dims[0] = data->dims[0];
-  } else {
-    *out = *data;
-  }
-  out->dims[out->ndim - 1] = (uint64_t)hidden;
-  return MX_ACC_OK;
-}
-
-static void fully_connected_run(const cr_params *params, const cr_tensor *in, int num_in,
-                                const cr_tensor *out, int num_threads) {
-  int64_t hidden = params->u.fully_connected.num_hidden;
-  int64_t in_dim = (int64_t)in[1].shape.dims[1];
-  int64_t rows = product(&out->shape, 0, out->shape.ndim) / hidden;
-  cr_fully_connected(rows, in_dim, hidden, in[0].data, in[1].data,
-                     num_in == 3 ? in[2].data : NULL, out->data, num_threads);
-}
-
-/* ---- Activation -------------------------------------------------------- */
-
-static int activation_parse(const char *const *keys, const char *const *vals, size_t count,
-                            cr_params *params) {
-  int have_type = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const char *key = keys[i], *value = vals[i];
-    if (strcmp(key, "act_type") != 0) return unknown_attr(key);
-    static const struct { const char *name; cr_activation_type type; } kTypes[] = {
-        {"relu", CR_ACT_RELU},         {"sigmoid", CR_ACT_SIGMOID},
-        {"tanh", CR_ACT_TANH},         {"softrelu", CR_ACT_SOFTRELU},
-        {"softsign", CR_ACT_SOFTSIGN}};
-    have_type = 0;
-    for (size_t t = 0; t < sizeof kTypes / sizeof kTypes[0]; ++t) {
-      if (acc_attr_equals(value, kTypes[t].name)) {
-        params->u.activation = kTypes[t].type;
-        have_type = 1;
-      }
-    }
-    if (!have_type) {
-      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "act_type \"%s\" is not supported", value);
-    }
-  }
-  if (!have_type) return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute act_type is required");
-  return MX_ACC_OK;
-}
-
-static int one_input(const cr_params *params) {
-  (void)params;
-  return 1;
-}
-
-static int same_shape_infer(const cr_params *params, const acc_shape *in, int num_in,
-                            acc_shape *out) {
-  (void)params;
-  (void)num_in;
-  *out = in[0];
-  return MX_ACC_OK;
-}
-
-static size_t element_count(const acc_shape *shape) {
-  return (size_t)product(shape, 0, shape->ndim);
-}
-
-static void activation_run(const cr_params *params, const cr_tensor *in, int num_in,
-                           const cr_tensor *out, int num_threads) {
-  (void)num_in;
-  (void)num_threads;
-  cr_activation(params->u.activation, (int64_t)element_count(&out->shape), in[0].data,
-                out->data);
-}
-
-/* ---- BatchNorm (inference) --------------------------------------------- */
-
-static int batch_norm_parse(const char *const *keys, const char *const *vals, size_t count,
-                            cr_params *params) {
-  params->u.batch_norm.eps = 1e-3;
-  params->u.batch_norm.fix_gamma = 1;
-  params->u.batch_norm.axis = 1;
-  for (size_t i = 0; i < count; ++i) {
-    const char *key = keys[i], *value = vals[i];
-    int status = MX_ACC_OK, flag;
-    int64_t axis;
-    if (strcmp(key, "eps") == 0) {
-      if (acc_attr_float(value, &params->u.batch_norm.eps) != 0 ||
-          !(params->u.batch_norm.eps >= 0)) {
-        status = bad_attr(key, value, "a non-negative number");
-      }
-    } else if (strcmp(key, "fix_gamma") == 0) {
-      status = parse_bool(key, value, &params->u.batch_norm.fix_gamma);
-    } else if (strcmp(key, "axis") == 0) {
-      if (acc_attr_int(value, &axis) != 0 || axis < -MX_ACC_MAX_NDIM || axis >= MX_ACC_MAX_NDIM) {
-        status = bad_attr(key, value, "an axis");
-      } else {
-        params->u.batch_norm.axis = (int)axis;
-      }
-    } else if (strcmp(key, "output_mean_var") == 0) {
-      status = parse_bool(key, value, &flag);
-      if (status == MX_ACC_OK && flag) {
-        status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "output_mean_var=True is not supported");
-      }
-    } else if (strcmp(key, "use_global_stats") == 0 || strcmp(key, "momentum") == 0) {
-      /* Inference always normalises with the moving statistics. */
-    } else if (!is_tuning_attr(key)) {
-      status = unknown_attr(key);
-    }
-    if (status != MX_ACC_OK) return status;
-  }
-  return MX_ACC_OK;
-}
-
-static int batch_norm_num_inputs(const cr_params *params) {
-  (void)params;
-  return 5;
-}
-
-static int resolve_axis(int axis, int ndim, int *resolved) {
-  int value = axis < 0 ? axis + ndim : axis;
-  if (value < 0 || value >= ndim) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "axis %d is out of range for %d dimensions", axis,
-                    ndim);
-  }
-  *resolved = value;
-  return MX_ACC_OK;
-}
-
-static int batch_norm_infer(const cr_params *params, const acc_shape *in, int num_in,
-                            acc_shape *out) {
-  int axis = 0;
-  int status = resolve_axis(params->u.batch_norm.axis, in[0].ndim, &axis);
-  if (status != MX_ACC_OK) return status;
-  for (int i = 1; i < num_in; ++i) {
-    if (!(in[i].ndim == 1 && in[i].dims[0] == in[0].dims[axis])) {
-      return shape_error("parameter shape %s does not match the channel axis", &in[i]);
-    }
-  }
-  *out = in[0];
-  return MX_ACC_OK;
-}
-
-static void batch_norm_run(const cr_params *params, const cr_tensor *in, int num_in,
-                           const cr_tensor *out, int num_threads) {
-  (void)num_in;
-  (void)num_threads;
-  int axis = 0;
-  resolve_axis(params->u.batch_norm.axis, in[0].shape.ndim, &axis); /* checked at infer */
-  const acc_shape *shape = &in[0].shape;
-  cr_batch_norm(product(shape, 0, axis), (int64_t)shape->dims[axis],
-                product(shape, axis + 1, shape->ndim), in[0].data, in[1].data, in[2].data,
-                in[3].data, in[4].data, params->u.batch_norm.eps, params->u.batch_norm.fix_gamma,
-                out->data);
-}
-
-/* ---- elemwise_add ------------------------------------------------------ */
-
-static int no_attrs_parse(const char *const *keys, const char *const *vals, size_t count,
-                          cr_params *params) {
-  (void)vals;
-  (void)params;
-  return count == 0 ? MX_ACC_OK : unknown_attr(keys[0]);
-}
-
-static int two_inputs(const cr_params *params) {
+int cr_two_inputs(const cr_params *params) {
   (void)params;
   return 2;
 }
 
-static int elemwise_infer(const cr_params *params, const acc_shape *in, int num_in,
-                          acc_shape *out) {
+int cr_one_output(const cr_params *params) {
+  (void)params;
+  return 1;
+}
+
+int cr_same_shape_infer(const cr_params *params, const acc_shape *in, int num_in,
+                        acc_shape *out) {
   (void)params;
   (void)num_in;
-  if (!acc_shape_equal(&in[0], &in[1])) {
-    return shape_error("operand shapes differ; second operand is %s", &in[1]);
-  }
   *out = in[0];
   return MX_ACC_OK;
 }
 
-static void elemwise_add_run(const cr_params *params, const cr_tensor *in, int num_in,
-                             const cr_tensor *out, int num_threads) {
+void cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in, const cr_tensor *out,
+                 int num_threads) {
   (void)params;
   (void)num_in;
   (void)num_threads;
-  cr_add((int64_t)element_count(&out->shape), in[0].data, in[1].data, out->data);
-}
-
-/* ---- Flatten ----------------------------------------------------------- */
-
-static int flatten_infer(const cr_params *params, const acc_shape *in, int num_in,
-                         acc_shape *out) {
-  (void)params;
-  (void)num_in;
-  if (in[0].ndim < 1) return shape_error("cannot flatten a scalar of shape %s", &in[0]);
-  out->ndim = 2;
-  out->dims[0] = in[0].dims[0];
-  out->dims[1] = (uint64_t)product(&in[0], 1, in[0].ndim);
-  return MX_ACC_OK;
-}
-
-static void copy_run(const cr_params *params, const cr_tensor *in, int num_in,
-                     const cr_tensor *out, int num_threads) {
-  (void)params;
-  (void)num_in;
-  (void)num_threads;
-  if (out->data != in[0].data) {
-    memcpy(out->data, in[0].data, element_count(&out->shape) * sizeof(float));
-  }
-}
-
-/* ---- softmax ----------------------------------------------------------- */
-
-static int softmax_parse(const char *const *keys, const char *const *vals, size_t count,
-                         cr_params *params) {
-  params->u.softmax.axis = -1;
-  params->u.softmax.temperature = 1.0;
-  for (size_t i = 0; i < count; ++i) {
-    const char *key = keys[i], *value = vals[i];
-    int status = MX_ACC_OK, flag;
-    int64_t axis;
-    if (strcmp(key, "axis") == 0) {
-      if (acc_attr_int(value, &axis) != 0 || axis < -MX_ACC_MAX_NDIM || axis >= MX_ACC_MAX_NDIM) {
-        status = bad_attr(key, value, "an axis");
-      } else {
-        params->u.softmax.axis = (int)axis;
-      }
-    } else if (strcmp(key, "temperature") == 0) {
-      if (!acc_attr_is_none(value) &&
-          (acc_attr_float(value, &params->u.softmax.temperature) != 0 ||
-           !(params->u.softmax.temperature > 0))) {
-        status = bad_attr(key, value, "a positive number");
-      }
-    } else if (strcmp(key, "dtype") == 0) {
-      if (!acc_attr_is_none(value) && !acc_attr_equals(value, "float32")) {
-        status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "softmax dtype \"%s\" is not supported", value);
-      }
-    } else if (strcmp(key, "use_length") == 0) {
-      status = parse_bool(key, value, &flag);
-      if (status == MX_ACC_OK && flag) {
-        status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "use_length=True is not supported");
-      }
-    } else {
-      status = unknown_attr(key);
-    }
-    if (status != MX_ACC_OK) return status;
-  }
-  return MX_ACC_OK;
-}
-
-static int softmax_infer(const cr_params *params, const acc_shape *in, int num_in,
-                         acc_shape *out) {
-  (void)num_in;
-  int axis = 0;
-  int status = resolve_axis(params->u.softmax.axis, in[0].ndim, &axis);
-  if (status != MX_ACC_OK) return status;
-  *out = in[0];
-  return MX_ACC_OK;
-}
-
-static void softmax_run(const cr_params *params, const cr_tensor *in, int num_in,
-                        const cr_tensor *out, int num_threads) {
-  (void)num_in;
-  (void)num_threads;
-  int axis = 0;
-  resolve_axis(params->u.softmax.axis, in[0].shape.ndim, &axis); /* checked at infer */
-  const acc_shape *shape = &in[0].shape;
-  cr_softmax(product(shape, 0, axis), (int64_t)shape->dims[axis],
-             product(shape, axis + 1, shape->ndim), params->u.softmax.temperature,
-             in[0].data, out->data);
+  size_t count = (size_t)cr_element_count(&out->shape);
+  if (count > 0) memcpy(out->data, in[0].data, count * sizeof(float));
 }
 
 /* ---- the table --------------------------------------------------------- */
 
+/* One row per operator: name, aliases, version, variant, family. The
+ * names, attributes and semantics are those of the host's registry
+ * (acc_host.ops), which tests/test_cpu_ref_ops.py checks every row against. */
 static const cr_op kOps[] = {
-    {"Activation", 1, activation_parse, one_input, same_shape_infer, activation_run},
-    {"BatchNorm", 1, batch_norm_parse, batch_norm_num_inputs, batch_norm_infer,
-     batch_norm_run},
-    {"Convolution", 1, convolution_parse, convolution_num_inputs, convolution_infer,
-     convolution_run},
-    {"Flatten", 1, no_attrs_parse, one_input, flatten_infer, copy_run},
-    {"FullyConnected", 1, fully_connected_parse, fully_connected_num_inputs,
-     fully_connected_infer, fully_connected_run},
-    {"Pooling", 1, pooling_parse, pooling_num_inputs, pooling_infer, pooling_run},
-    {"elemwise_add", 1, no_attrs_parse, two_inputs, elemwise_infer, elemwise_add_run},
-    {"softmax", 1, softmax_parse, one_input, softmax_infer, softmax_run},
+    /* neural-network layers (ops_nn.c) */
+    {"Activation", {NULL}, 1, 0, &cr_impl_activation},
+    {"BatchNorm", {NULL}, 1, 0, &cr_impl_batch_norm},
+    {"Convolution", {NULL}, 1, 0, &cr_impl_convolution},
+    {"Dropout", {NULL}, 1, 0, &cr_impl_dropout},
+    {"Embedding", {NULL}, 1, 0, &cr_impl_embedding},
+    {"FullyConnected", {NULL}, 1, 0, &cr_impl_fully_connected},
+    {"LayerNorm", {NULL}, 1, 0, &cr_impl_layer_norm},
+    {"LeakyReLU", {NULL}, 1, 0, &cr_impl_leaky_relu},
+    {"Pooling", {NULL}, 1, 0, &cr_impl_pooling},
+    {"softmax", {NULL}, 1, 0, &cr_impl_softmax},
+    {"log_softmax", {NULL}, 1, 1, &cr_impl_softmax},
+
+    /* element-wise arithmetic (ops_math.c) */
+    {"elemwise_add", {"_add", "_plus", "_Plus"}, 1, CR_BINARY_ADD, &cr_impl_elemwise},
+    {"elemwise_sub", {"_sub", "_minus", "_Minus"}, 1, CR_BINARY_SUB, &cr_impl_elemwise},
+    {"elemwise_mul", {"_mul", "_Mul"}, 1, CR_BINARY_MUL, &cr_impl_elemwise},
+    {"elemwise_div", {"_div", "_Div"}, 1, CR_BINARY_DIV, &cr_impl_elemwise},
+    {"_power", {"_Power"}, 1, CR_BINARY_POWER, &cr_impl_elemwise},
+    {"_maximum", {"_Maximum"}, 1, CR_BINARY_MAXIMUM, &cr_impl_elemwise},
+    {"_minimum", {"_Minimum"}, 1, CR_BINARY_MINIMUM, &cr_impl_elemwise},
+    {"broadcast_add", {"broadcast_plus"}, 1, CR_BINARY_ADD, &cr_impl_broadcast},
+    {"broadcast_sub", {"broadcast_minus"}, 1, CR_BINARY_SUB, &cr_impl_broadcast},
+    {"broadcast_mul", {NULL}, 1, CR_BINARY_MUL, &cr_impl_broadcast},
+    {"broadcast_div", {NULL}, 1, CR_BINARY_DIV, &cr_impl_broadcast},
+    {"broadcast_power", {NULL}, 1, CR_BINARY_POWER, &cr_impl_broadcast},
+    {"broadcast_maximum", {NULL}, 1, CR_BINARY_MAXIMUM, &cr_impl_broadcast},
+    {"broadcast_minimum", {NULL}, 1, CR_BINARY_MINIMUM, &cr_impl_broadcast},
+    {"_plus_scalar", {"_PlusScalar"}, 1, CR_BINARY_ADD, &cr_impl_scalar},
+    {"_minus_scalar", {"_MinusScalar"}, 1, CR_BINARY_SUB, &cr_impl_scalar},
+    {"_rminus_scalar", {"_RMinusScalar"}, 1, CR_BINARY_SUB | CR_SCALAR_ON_LEFT, &cr_impl_scalar},
+    {"_mul_scalar", {"_MulScalar"}, 1, CR_BINARY_MUL, &cr_impl_scalar},
+    {"_div_scalar", {"_DivScalar"}, 1, CR_BINARY_DIV, &cr_impl_scalar},
+    {"_rdiv_scalar", {"_RDivScalar"}, 1, CR_BINARY_DIV | CR_SCALAR_ON_LEFT, &cr_impl_scalar},
+    {"_power_scalar", {"_PowerScalar"}, 1, CR_BINARY_POWER, &cr_impl_scalar},
+    {"_rpower_scalar", {"_RPowerScalar"}, 1, CR_BINARY_POWER | CR_SCALAR_ON_LEFT,
+     &cr_impl_scalar},
+    {"_maximum_scalar", {"_MaximumScalar"}, 1, CR_BINARY_MAXIMUM, &cr_impl_scalar},
+    {"_minimum_scalar", {"_MinimumScalar"}, 1, CR_BINARY_MINIMUM, &cr_impl_scalar},
+    {"add_n", {"ElementWiseSum"}, 1, 0, &cr_impl_add_n},
+    {"clip", {NULL}, 1, 0, &cr_impl_clip},
+    {"zeros_like", {NULL}, 1, 0, &cr_impl_fill_like},
+    {"ones_like", {NULL}, 1, 1, &cr_impl_fill_like},
+
+    /* element-wise math (ops_math.c) */
+    {"abs", {NULL}, 1, CR_UNARY_ABS, &cr_impl_unary},
+    {"negative", {NULL}, 1, CR_UNARY_NEGATIVE, &cr_impl_unary},
+    {"square", {NULL}, 1, CR_UNARY_SQUARE, &cr_impl_unary},
+    {"reciprocal", {NULL}, 1, CR_UNARY_RECIPROCAL, &cr_impl_unary},
+    {"sqrt", {NULL}, 1, CR_UNARY_SQRT, &cr_impl_unary},
+    {"rsqrt", {NULL}, 1, CR_UNARY_RSQRT, &cr_impl_unary},
+    {"cbrt", {NULL}, 1, CR_UNARY_CBRT, &cr_impl_unary},
+    {"exp", {NULL}, 1, CR_UNARY_EXP, &cr_impl_unary},
+    {"expm1", {NULL}, 1, CR_UNARY_EXPM1, &cr_impl_unary},
+    {"log", {NULL}, 1, CR_UNARY_LOG, &cr_impl_unary},
+    {"log1p", {NULL}, 1, CR_UNARY_LOG1P, &cr_impl_unary},
+    {"log2", {NULL}, 1, CR_UNARY_LOG2, &cr_impl_unary},
+    {"log10", {NULL}, 1, CR_UNARY_LOG10, &cr_impl_unary},
+    {"sin", {NULL}, 1, CR_UNARY_SIN, &cr_impl_unary},
+    {"cos", {NULL}, 1, CR_UNARY_COS, &cr_impl_unary},
+    {"tanh", {NULL}, 1, CR_UNARY_TANH, &cr_impl_unary},
+    {"sigmoid", {NULL}, 1, CR_UNARY_SIGMOID, &cr_impl_unary},
+    {"relu", {NULL}, 1, CR_UNARY_RELU, &cr_impl_unary},
+    {"erf", {NULL}, 1, CR_UNARY_ERF, &cr_impl_unary},
+    {"sign", {NULL}, 1, CR_UNARY_SIGN, &cr_impl_unary},
+    {"floor", {NULL}, 1, CR_UNARY_FLOOR, &cr_impl_unary},
+    {"ceil", {NULL}, 1, CR_UNARY_CEIL, &cr_impl_unary},
+    {"trunc", {NULL}, 1, CR_UNARY_TRUNC, &cr_impl_unary},
+    {"fix", {NULL}, 1, CR_UNARY_TRUNC, &cr_impl_unary},
+    {"round", {NULL}, 1, CR_UNARY_ROUND, &cr_impl_unary},
+    {"rint", {NULL}, 1, CR_UNARY_RINT, &cr_impl_unary},
+
+    /* shapes and copies (ops_shape.c) */
+    {"_copy", {"identity"}, 1, 0, &cr_impl_copy},
+    {"BlockGrad", {"stop_gradient"}, 1, 0, &cr_impl_copy},
+    {"Flatten", {"flatten"}, 1, 0, &cr_impl_flatten},
+    {"Reshape", {"reshape"}, 1, 0, &cr_impl_reshape},
+    {"expand_dims", {NULL}, 1, 0, &cr_impl_expand_dims},
+    {"squeeze", {NULL}, 1, 0, &cr_impl_squeeze},
+    {"transpose", {NULL}, 1, 0, &cr_impl_transpose},
+    {"Concat", {"concat"}, 1, 0, &cr_impl_concat},
+    {"SliceChannel", {"split"}, 1, 0, &cr_impl_split},
+    {"slice_axis", {NULL}, 1, 0, &cr_impl_slice_axis},
+
+    /* reductions and products (ops_math.c) */
+    {"sum", {"sum_axis"}, 1, CR_REDUCE_SUM, &cr_impl_reduce},
+    {"mean", {NULL}, 1, CR_REDUCE_MEAN, &cr_impl_reduce},
+    {"max", {"max_axis"}, 1, CR_REDUCE_MAX, &cr_impl_reduce},
+    {"min", {"min_axis"}, 1, CR_REDUCE_MIN, &cr_impl_reduce},
+    {"dot", {NULL}, 1, 0, &cr_impl_dot},
+    {"batch_dot", {NULL}, 1, 0, &cr_impl_batch_dot},
 };
 
 size_t cr_num_ops(void) { return sizeof kOps / sizeof kOps[0]; }
 
 const cr_op *cr_op_at(size_t index) { return index < cr_num_ops() ? &kOps[index] : NULL; }
 
+static int op_has_name(const cr_op *op, const char *name) {
+  if (strcmp(op->name, name) == 0) return 1;
+  for (int i = 0; i < CR_MAX_ALIASES && op->aliases[i] != NULL; ++i) {
+    if (strcmp(op->aliases[i], name) == 0) return 1;
+  }
+  return 0;
+}
+
 const cr_op *cr_find_op(const char *name) {
   for (size_t i = 0; i < cr_num_ops(); ++i) {
-    if (strcmp(kOps[i].name, name) == 0) return &kOps[i];
+    if (op_has_name(&kOps[i], name)) return &kOps[i];
   }
   return NULL;
 }
 
+/* ---- resolution -------------------------------------------------------- */
+
 /* Splits attributes into the operator's own and the host's "__*__"
- * annotations, and checks "__op_version__" on the way. */
+ * annotations (checking "__op_version__" on the way), and drops tuning
+ * attributes. */
 static int collect_op_attrs(const char *what, const cr_op *op, const char *const *keys,
                             const char *const *vals, size_t count, const char **own_keys,
                             const char **own_vals, size_t *own_count) {
@@ -680,6 +353,7 @@ static int collect_op_attrs(const char *what, const cr_op *op, const char *const
     int annotation = length >= 4 && strncmp(keys[i], "__", 2) == 0 &&
                      strcmp(keys[i] + length - 2, "__") == 0;
     if (!annotation) {
+      if (is_tuning_attr(keys[i])) continue;
       own_keys[*own_count] = keys[i];
       own_vals[*own_count] = vals[i];
       ++*own_count;
@@ -695,10 +369,41 @@ static int collect_op_attrs(const char *what, const cr_op *op, const char *const
   return MX_ACC_OK;
 }
 
+/* Prefixes the message of the failure just recorded with the node. */
+static int fail_in(int status, const char *what, const char *op_name) {
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", acc_last_error());
+  return acc_fail(status, "%s (%s): %s", what, op_name, detail);
+}
+
+static int check_dtypes(const char *what, const char *op_name, const char *role,
+                        const int32_t *dtypes, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (dtypes[i] != kFloat32) {
+      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s (%s): %s %d has dtype %s; only float32",
+                      what, op_name, role, i, acc_dtype_name(dtypes[i]));
+    }
+  }
+  return MX_ACC_OK;
+}
+
+static int check_all_extents(const char *what, const acc_shape *in_shapes, int num_inputs,
+                             const acc_shape *out_shapes, int num_outputs) {
+  int status = MX_ACC_OK;
+  for (int i = 0; i < num_inputs && status == MX_ACC_OK; ++i) {
+    status = check_extents(&in_shapes[i], what, "input", i);
+  }
+  for (int i = 0; i < num_outputs && status == MX_ACC_OK; ++i) {
+    status = check_extents(&out_shapes[i], what, "output", i);
+  }
+  return status;
+}
+
 int cr_resolve_op(const char *what, const char *op_name, const char *const *keys,
                   const char *const *vals, size_t num_attrs, const acc_shape *in_shapes,
-                  const int32_t *in_dtypes, int num_inputs, const acc_shape *out_shape,
-                  int32_t out_dtype, const cr_op **op, cr_params *params) {
+                  const int32_t *in_dtypes, int num_inputs, const acc_shape *out_shapes,
+                  const int32_t *out_dtypes, int num_outputs, const cr_op **op,
+                  cr_params *params) {
   const cr_op *found = cr_find_op(op_name);
   if (found == NULL) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: operator %s is not supported", what, op_name);
@@ -714,40 +419,34 @@ int cr_resolve_op(const char *what, const char *op_name, const char *const *keys
                                 &own_count);
   if (status != MX_ACC_OK) return status;
   memset(params, 0, sizeof *params);
-  status = found->parse(own_keys, own_vals, own_count, params);
-  if (status != MX_ACC_OK) {
-    char detail[512];
-    snprintf(detail, sizeof detail, "%s", acc_last_error());
-    return acc_fail(status, "%s (%s): %s", what, op_name, detail);
+  params->variant = found->variant;
+  status = found->impl->parse(own_keys, own_vals, own_count, params);
+  if (status != MX_ACC_OK) return fail_in(status, what, op_name);
+  int expected_inputs = found->impl->num_inputs(params);
+  int expected_outputs = found->impl->num_outputs(params);
+  if (num_inputs != expected_inputs || num_outputs != expected_outputs) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s (%s): %d inputs and %d outputs, expected %d "
+                    "and %d", what, op_name, num_inputs, num_outputs, expected_inputs,
+                    expected_outputs);
   }
-  int expected_inputs = found->num_inputs(params);
-  if (num_inputs != expected_inputs) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s (%s): %d inputs, expected %d", what, op_name,
-                    num_inputs, expected_inputs);
+  status = check_dtypes(what, op_name, "input", in_dtypes, num_inputs);
+  if (status == MX_ACC_OK) status = check_dtypes(what, op_name, "output", out_dtypes, num_outputs);
+  if (status == MX_ACC_OK) {
+    status = check_all_extents(what, in_shapes, num_inputs, out_shapes, num_outputs);
   }
-  for (int i = 0; i < num_inputs; ++i) {
-    if (in_dtypes[i] != kFloat32) {
-      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s (%s): input %d has dtype %s; only float32",
-                      what, op_name, i, acc_dtype_name(in_dtypes[i]));
+  if (status != MX_ACC_OK) return status;
+  acc_shape inferred[CR_MAX_OUTPUTS];
+  status = found->impl->infer_shape(params, in_shapes, num_inputs, inferred);
+  if (status != MX_ACC_OK) return fail_in(status, what, op_name);
+  for (int k = 0; k < num_outputs; ++k) {
+    if (!acc_shape_equal(&inferred[k], &out_shapes[k])) {
+      char index[16] = "", got[256], want[256];
+      if (num_outputs > 1) snprintf(index, sizeof index, " %d", k);
+      acc_shape_format(&out_shapes[k], got, sizeof got);
+      acc_shape_format(&inferred[k], want, sizeof want);
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s (%s): output%s shape %s, expected %s", what,
+                      op_name, index, got, want);
     }
-  }
-  if (out_dtype != kFloat32) {
-    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s (%s): output dtype %s; only float32", what,
-                    op_name, acc_dtype_name(out_dtype));
-  }
-  acc_shape inferred;
-  status = found->infer_shape(params, in_shapes, num_inputs, &inferred);
-  if (status != MX_ACC_OK) {
-    char detail[512];
-    snprintf(detail, sizeof detail, "%s", acc_last_error());
-    return acc_fail(status, "%s (%s): %s", what, op_name, detail);
-  }
-  if (!acc_shape_equal(&inferred, out_shape)) {
-    char got[256], want[256];
-    acc_shape_format(out_shape, got, sizeof got);
-    acc_shape_format(&inferred, want, sizeof want);
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s (%s): output shape %s, expected %s", what,
-                    op_name, got, want);
   }
   *op = found;
   return MX_ACC_OK;

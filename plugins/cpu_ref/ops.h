@@ -1,11 +1,15 @@
 /*
- * The cpu_ref operator table: for each operator MXNet's name, the version of
- * its semantics this plugin implements (see "Operator versions" in
- * mxnet_acc.h), attribute parsing with MXNet's defaults, output-shape
- * inference, and the function that runs it on host memory.
+ * The cpu_ref operator table: for each operator MXNet's name (and aliases),
+ * the version of its semantics this plugin implements (see "Operator
+ * versions" in mxnet_acc.h), attribute parsing with MXNet's defaults,
+ * output-shape inference, and the function that runs it on host memory.
  *
- * Adding an operator means adding one cr_op entry in ops.c (and its kernel
- * in kernels.c when it computes anything new).
+ * Operators that share their attributes, shapes and kernel (the unary math
+ * functions, the scalar arithmetic, the reductions, ...) share one cr_op_impl
+ * and differ only in their table entry's variant. Adding an operator means
+ * adding one cr_op entry in ops.c, plus a cr_op_impl in ops_nn.c,
+ * ops_math.c or ops_shape.c and a kernel in kernels.c when it does
+ * something new.
  */
 #ifndef CPU_REF_OPS_H_
 #define CPU_REF_OPS_H_
@@ -16,11 +20,31 @@
 #include "graph.h"
 #include "kernels.h"
 
-#define CR_MAX_INPUTS 8
-#define CR_MAX_OUTPUTS 4
+/* Most inputs and visible outputs of one operator node (Concat's num_args,
+ * SliceChannel's num_outputs); larger nodes are unsupported. */
+#define CR_MAX_INPUTS 32
+#define CR_MAX_OUTPUTS 32
+
+/* Most aliases of one operator. */
+#define CR_MAX_ALIASES 3
+
+/* Most entries of Reshape's shape or target_shape tuple: the special codes
+ * let a tuple be longer than the result has dimensions (-4 takes three
+ * entries for two dimensions). */
+#define CR_MAX_SHAPE_CODES 32
+
+/* A list of axes as given in an attribute, before it is checked against the
+ * data's dimensions. */
+typedef struct cr_axes {
+  int given; /* 0 when the attribute was absent or "None" */
+  int count;
+  int64_t values[CR_MAX_NDIM];
+} cr_axes;
 
 /* Attributes of one operator instance, parsed once at load/bind time. */
 typedef struct cr_params {
+  /* The table entry's variant (see cr_op), set before parsing. */
+  int variant;
   union {
     struct {
       cr_conv_params conv;
@@ -47,8 +71,62 @@ typedef struct cr_params {
     } batch_norm;
     struct {
       int axis;
+      double eps;
+      int output_mean_var;
+    } layer_norm;
+    struct {
+      cr_leaky_type type;
+      double slope;
+      int prelu; /* slopes come from the gamma input */
+    } leaky_relu;
+    struct {
+      int axis;
       double temperature;
     } softmax;
+    struct {
+      int64_t input_dim;
+      int64_t output_dim;
+    } embedding;
+    float scalar;
+    struct {
+      float low;
+      float high;
+    } clip;
+    int num_args; /* add_n */
+    struct {
+      int num_args;
+      int axis;
+    } concat;
+    struct {
+      int num_outputs;
+      int axis;
+      int squeeze_axis;
+    } split;
+    struct {
+      int axis;
+      int64_t begin;
+      int64_t end;
+      int has_end;
+    } slice_axis;
+    struct {
+      int64_t shape[CR_MAX_SHAPE_CODES];
+      int shape_len;
+      int reverse;
+      int64_t target_shape[CR_MAX_SHAPE_CODES];
+      int target_shape_len;
+      int keep_highest;
+    } reshape;
+    int axis;     /* expand_dims */
+    cr_axes axes; /* squeeze, transpose */
+    struct {
+      cr_axes axis;
+      int keepdims;
+      int exclude;
+    } reduce;
+    struct {
+      int transpose_a;
+      int transpose_b;
+    } dot;
   } u;
 } cr_params;
 
@@ -58,24 +136,37 @@ typedef struct cr_tensor {
   acc_shape shape;
 } cr_tensor;
 
-typedef struct cr_op {
-  const char *name;
-  int version;
-  /* Parses attributes (keys of the form "__*__" are skipped by the caller).
-   * Returns a status recorded with acc_fail(). */
+/* How a family of operators is parsed, checked and run. */
+typedef struct cr_op_impl {
+  /* Parses the operator's own attributes (the host's "__*__" annotations
+   * and MXNet's tuning attributes are removed by the caller). Returns a
+   * status recorded with acc_fail(). */
   int (*parse)(const char *const *keys, const char *const *vals, size_t count,
                cr_params *params);
   /* Number of inputs the operator takes with these attributes. */
   int (*num_inputs)(const cr_params *params);
-  /* Checks the input shapes and computes the output shapes (one output for
-   * every operator in this table). */
-  int (*infer_shape)(const cr_params *params, const acc_shape *inputs,
-                     int num_inputs, acc_shape *output);
+  /* Number of visible outputs: the ones graphs annotate and executors get.
+   * Outputs MXNet keeps hidden (BatchNorm's saved statistics, Dropout's
+   * mask) are not counted: the host never shows them to plugins. */
+  int (*num_outputs)(const cr_params *params);
+  /* Checks the input shapes (whose element counts fit in int64_t, see
+   * cr_resolve_op) and computes the num_outputs output shapes. */
+  int (*infer_shape)(const cr_params *params, const acc_shape *inputs, int num_inputs,
+                     acc_shape *outputs);
+  /* Runs on tensors of the checked shapes; outputs never overlap inputs. */
   void (*run)(const cr_params *params, const cr_tensor *inputs, int num_inputs,
-              const cr_tensor *output, int num_threads);
+              const cr_tensor *outputs, int num_threads);
+} cr_op_impl;
+
+typedef struct cr_op {
+  const char *name;
+  const char *aliases[CR_MAX_ALIASES + 1]; /* other names MXNet accepts, NULL-ended */
+  int version;
+  int variant; /* which member of impl's family: a kernel enum value */
+  const cr_op_impl *impl;
 } cr_op;
 
-/* The operator named name, or NULL. */
+/* The operator named name (or one of its aliases), or NULL. */
 const cr_op *cr_find_op(const char *name);
 
 /* All operators, for configure's "query" = "ops". */
@@ -84,14 +175,15 @@ size_t cr_num_ops(void);
 
 /* Resolves an operator node for execution: the operator must exist, its
  * "__op_version__" must be the one implemented, every dtype must be float32,
- * the attributes must parse and the output shape inferred from in_shapes must
- * equal out_shape. Fills *op and *params. Returns MX_ACC_ERR_UNSUPPORTED for
- * anything this plugin does not run and MX_ACC_ERR_INVALID_ARG for
- * inconsistent shapes or malformed attributes; what names the node in
- * messages. */
+ * the attributes must parse, the number of outputs must be the operator's
+ * and the output shapes inferred from in_shapes must equal out_shapes.
+ * Fills *op and *params. Returns MX_ACC_ERR_UNSUPPORTED for anything this
+ * plugin does not run and MX_ACC_ERR_INVALID_ARG for inconsistent shapes or
+ * malformed attributes; what names the node in messages. */
 int cr_resolve_op(const char *what, const char *op_name, const char *const *keys,
                   const char *const *vals, size_t num_attrs, const acc_shape *in_shapes,
-                  const int32_t *in_dtypes, int num_inputs, const acc_shape *out_shape,
-                  int32_t out_dtype, const cr_op **op, cr_params *params);
+                  const int32_t *in_dtypes, int num_inputs, const acc_shape *out_shapes,
+                  const int32_t *out_dtypes, int num_outputs, const cr_op **op,
+                  cr_params *params);
 
 #endif /* CPU_REF_OPS_H_ */

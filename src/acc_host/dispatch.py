@@ -94,9 +94,10 @@ class _ExecutorEntry:
 
         library, dev_id = self.executor.library, self.executor.dev_id
         staged: list[DeviceBuffer] = []
-        buffers = [_input_buffer(array, library, dev_id, staged) for array in inputs]
-        outputs = [DeviceBuffer(library, dev_id, spec) for spec in self.outputs]
+        outputs: list[DeviceBuffer] = []
         try:
+            buffers = [_input_buffer(array, library, dev_id, staged) for array in inputs]
+            outputs = [DeviceBuffer(library, dev_id, spec) for spec in self.outputs]
             self.executor.forward(buffers, outputs)
         except BaseException:
             for buffer in outputs:

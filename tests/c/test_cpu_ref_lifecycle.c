@@ -159,6 +159,84 @@ static void test_imperative_cycles(void) {
   CHECK(mx_free(0, left) == MX_ACC_ERR_NOT_FOUND);
 }
 
+/* data (2, 4) -> SliceChannel into two (2, 2) halves, both heads. */
+static const char kSplitGraph[] =
+    "{\"nodes\":["
+    VAR("data", "[2,4]", "data") ","
+    "{\"op\":\"SliceChannel\",\"name\":\"split\",\"attrs\":{\"__out_shapes__\":"
+    "\"[[2,2],[2,2]]\",\"__out_dtypes__\":\"[0,0]\",\"num_outputs\":\"2\",\"axis\":\"1\"},"
+    "\"inputs\":[[0,0,0]]}"
+    "],\"arg_nodes\":[0],\"heads\":[[1,0,0],[1,1,0]]}";
+
+static void test_multiple_outputs(void) {
+  static const uint64_t in_shape[] = {2, 4}, half[] = {2, 2};
+  float values[8], left[4], right[4];
+  fill(values, 8, 1.0f);
+  const float want_left[4] = {values[0], values[1], values[4], values[5]};
+  const float want_right[4] = {values[2], values[3], values[6], values[7]};
+
+  /* Symbolic: heads "split_output0" and "split_output1", in either order. */
+  const char *in_names[] = {"data"}, *out_names[] = {"split_output1", "split_output0"};
+  MXTensor in = host_tensor(values, in_shape, 2);
+  MXTensor outs[] = {host_tensor(right, half, 2), host_tensor(left, half, 2)};
+  for (int cycle = 0; cycle < 100; ++cycle) {
+    memset(left, 0, sizeof left);
+    memset(right, 0, sizeof right);
+    int ok = loadModel("split", kSplitGraph, in_names, &in, 1, 0) == MX_ACC_OK &&
+             infer("split", in_names, out_names, &in, outs, 1, 2) == MX_ACC_OK &&
+             memcmp(left, want_left, sizeof left) == 0 &&
+             memcmp(right, want_right, sizeof right) == 0 && unloadModel("split") == MX_ACC_OK;
+    if (!ok) {
+      CHECK(ok);
+      return;
+    }
+  }
+  ++passed;
+
+  /* Imperative: two outputs; an output may not overlap an input. */
+  void *device_in = NULL, *device_out[2] = {NULL, NULL};
+  CHECK(mx_alloc(0, sizeof values, &device_in) == MX_ACC_OK);
+  CHECK(mx_alloc(0, sizeof left, &device_out[0]) == MX_ACC_OK);
+  CHECK(mx_alloc(0, sizeof right, &device_out[1]) == MX_ACC_OK);
+  MXTensor d_in = {device_in, in_shape, 2, kFloat32, 0, NULL, 0};
+  MXTensor d_out[2] = {{device_out[0], half, 2, kFloat32, 0, NULL, 0},
+                       {device_out[1], half, 2, kFloat32, 0, NULL, 0}};
+  MXTensor h_left = host_tensor(left, half, 2), h_right = host_tensor(right, half, 2);
+  const char *keys[] = {"num_outputs", "axis"}, *vals[] = {"2", "-1"};
+  MXAccExecutor *executor = NULL;
+  CHECK(copyToAcc(&d_in, &in) == MX_ACC_OK);
+  CHECK(accGetExecutor("split", &d_in, d_out, 1, 1, keys, vals, 2, 0, &executor) ==
+        MX_ACC_ERR_INVALID_ARG); /* one output for a two-way split */
+  CHECK(accGetExecutor("split", &d_in, d_out, 1, 2, keys, vals, 2, 0, &executor) == MX_ACC_OK);
+  if (executor != NULL) {
+    memset(left, 0, sizeof left);
+    CHECK(executor->forward(executor, &d_in, 1, d_out, 2) == MX_ACC_OK);
+    CHECK(copyFromAcc(&h_left, &d_out[0]) == MX_ACC_OK &&
+          memcmp(left, want_left, sizeof left) == 0);
+    CHECK(copyFromAcc(&h_right, &d_out[1]) == MX_ACC_OK &&
+          memcmp(right, want_right, sizeof right) == 0);
+    CHECK(executor->forward(executor, &d_in, 1, d_out, 1) == MX_ACC_ERR_INVALID_ARG);
+    MXTensor aliased[2] = {d_out[0], d_out[0]};
+    CHECK(executor->forward(executor, &d_in, 1, aliased, 2) == MX_ACC_ERR_INVALID_ARG);
+    CHECK(strstr(accGetLastError(), "output 1 overlaps output 0") != NULL);
+    executor->release(executor);
+  }
+  /* An output written over its own input. */
+  static const uint64_t flat[] = {8};
+  MXTensor d_flat = {device_in, flat, 1, kFloat32, 0, NULL, 0};
+  const char *no_keys[] = {"__op_version__"}, *no_vals[] = {"1"};
+  executor = NULL;
+  CHECK(accGetExecutor("exp", &d_flat, &d_flat, 1, 1, no_keys, no_vals, 1, 0, &executor) ==
+        MX_ACC_OK);
+  if (executor != NULL) {
+    CHECK(executor->forward(executor, &d_flat, 1, &d_flat, 1) == MX_ACC_ERR_INVALID_ARG);
+    CHECK(strstr(accGetLastError(), "output 0 overlaps input 0") != NULL);
+    executor->release(executor);
+  }
+  CHECK(mx_free(0, device_in) == MX_ACC_OK && mx_free(0, device_out[0]) == MX_ACC_OK &&
+        mx_free(0, device_out[1]) == MX_ACC_OK);
+}
+
 static void test_configure(void) {
   const char *keys[] = {"num_threads", "query", "query"}, *vals[] = {"2", "ops", "memory"};
   const char *const *out_keys, *const *out_vals;
@@ -170,6 +248,12 @@ static void test_configure(void) {
   const char *bad[] = {"num_threads"}, *bad_value[] = {"many"};
   CHECK(configure(bad, bad_value, 1, 0, &out_keys, &out_vals, &count) == MX_ACC_ERR_INVALID_ARG);
   CHECK(configure(keys, vals, 1, 3, &out_keys, &out_vals, &count) == MX_ACC_ERR_DEVICE);
+  /* The whole operator list, aliases included, even asked for three times
+   * in one call. */
+  const char *three[] = {"query", "query", "query"}, *ops[] = {"ops", "ops", "ops"};
+  CHECK(configure(three, ops, 3, 0, &out_keys, &out_vals, &count) == MX_ACC_OK && count == 3);
+  CHECK(strstr(out_vals[2], "SliceChannel:1,split:1") != NULL);
+  CHECK(strstr(out_vals[2], "batch_dot:1") != NULL);
 }
 
 int main(void) {
@@ -190,6 +274,7 @@ int main(void) {
   test_symbolic_cycles();
   test_failed_loads_leave_nothing();
   test_imperative_cycles();
+  test_multiple_outputs();
   test_configure();
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -541,21 +541,6 @@ static void test_batch_norm(void) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Add                                                                       */
-/* ------------------------------------------------------------------------ */
-
-static void test_add(void) {
-  float a[3] = {1, 2, 3};
-  const float b[3] = {10, -20, 0.5f};
-  const float want[3] = {11, -18, 3.5f};
-  float y[3];
-  cr_add(3, a, b, y);
-  check_close("add", y, want, 3, kTolerance);
-  cr_add(3, a, b, a);
-  check_close("add in place", a, want, 3, kTolerance);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Softmax                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -567,7 +552,7 @@ static void test_softmax(void) {
                          (float)(exp(3.0) / z), 1.0f / 3, 1.0f / 3,
                          1.0f / 3};
   float y[6];
-  cr_softmax(2, 3, 1, 1.0, x, y);
+  cr_softmax(2, 3, 1, 1.0, 0, x, y);
   check_close("softmax rows", y, want, 6, kTolerance);
   report(fabsf(y[0] + y[1] + y[2] - 1.0f) < 1e-6f, "softmax row sums to 1");
 
@@ -575,7 +560,7 @@ static void test_softmax(void) {
   const double z2 = exp(0.5) + exp(1.0) + exp(1.5);
   const float want_t[3] = {(float)(exp(0.5) / z2), (float)(exp(1.0) / z2),
                            (float)(exp(1.5) / z2)};
-  cr_softmax(1, 3, 1, 2.0, x, y);
+  cr_softmax(1, 3, 1, 2.0, 0, x, y);
   check_close("softmax temperature 2", y, want_t, 3, kTolerance);
 
   /* Values whose exp overflows float (and double) unless the max is
@@ -583,7 +568,7 @@ static void test_softmax(void) {
   const float big[2] = {1000, 1001};
   const float want_big[2] = {(float)(1.0 / (1.0 + exp(1.0))),
                              (float)(exp(1.0) / (1.0 + exp(1.0)))};
-  cr_softmax(1, 2, 1, 1.0, big, y);
+  cr_softmax(1, 2, 1, 1.0, 0, big, y);
   check_close("softmax large values", y, want_big, 2, kTolerance);
 
   /* Along the middle axis of (1, 2, 3): pairs (x[i], x[3 + i]), in place.
@@ -592,9 +577,354 @@ static void test_softmax(void) {
   const float want_strided[6] = {0.5f, (float)(1.0 / (1.0 + exp(2.0))), 0.5f,
                                  0.5f, (float)(1.0 / (1.0 + exp(-2.0))),
                                  0.5f};
-  cr_softmax(1, 2, 3, 1.0, strided, strided);
+  cr_softmax(1, 2, 3, 1.0, 0, strided, strided);
   check_close("softmax middle axis in place", strided, want_strided, 6,
               kTolerance);
+
+  /* log_softmax of [1, 2, 3] is x - log(e + e^2 + e^3); of [1000, 1001]
+   * it stays finite: [-log(1 + e), 1 - log(1 + e)]. */
+  const float want_log[3] = {(float)(1 - log(z)), (float)(2 - log(z)),
+                             (float)(3 - log(z))};
+  cr_softmax(1, 3, 1, 1.0, 1, x, y);
+  check_close("log_softmax row", y, want_log, 3, kTolerance);
+  const float want_log_big[2] = {(float)-log(1 + exp(1.0)),
+                                 (float)(1 - log(1 + exp(1.0)))};
+  cr_softmax(1, 2, 1, 1.0, 1, big, y);
+  check_close("log_softmax large values", y, want_log_big, 2, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Element-wise arithmetic and math                                          */
+/* ------------------------------------------------------------------------ */
+
+static void test_binary(void) {
+  const float a[4] = {1, 2, 3, NAN};
+  const float b[4] = {10, -20, 0.5f, 1};
+  float y[4];
+  const float want_add[4] = {11, -18, 3.5f, NAN};
+  cr_binary(CR_BINARY_ADD, 4, a, b, y);
+  check_close("binary add", y, want_add, 4, kTolerance);
+  const float want_sub[4] = {-9, 22, 2.5f, NAN};
+  cr_binary(CR_BINARY_SUB, 4, a, b, y);
+  check_close("binary sub", y, want_sub, 4, kTolerance);
+  const float want_mul[4] = {10, -40, 1.5f, NAN};
+  cr_binary(CR_BINARY_MUL, 4, a, b, y);
+  check_close("binary mul", y, want_mul, 4, kTolerance);
+  const float want_div[4] = {0.1f, -0.1f, 6, NAN};
+  cr_binary(CR_BINARY_DIV, 4, a, b, y);
+  check_close("binary div", y, want_div, 4, kTolerance);
+  /* 1^10, 2^-20, 3^0.5 */
+  const float want_pow[4] = {1, (float)ldexp(1.0, -20), (float)sqrt(3.0), NAN};
+  cr_binary(CR_BINARY_POWER, 4, a, b, y);
+  check_close("binary power", y, want_pow, 4, kTolerance);
+  /* MXNet's a > b ? a : b: a NaN on the left yields the right operand. */
+  const float want_max[4] = {10, 2, 3, 1};
+  cr_binary(CR_BINARY_MAXIMUM, 4, a, b, y);
+  check_close("binary maximum", y, want_max, 4, kTolerance);
+  const float want_min[4] = {1, -20, 0.5f, 1};
+  cr_binary(CR_BINARY_MINIMUM, 4, a, b, y);
+  check_close("binary minimum", y, want_min, 4, kTolerance);
+
+  float inplace[3] = {1, 2, 3};
+  const float want_inplace[3] = {11, -18, 3.5f};
+  cr_binary(CR_BINARY_ADD, 3, inplace, b, inplace);
+  check_close("binary add in place", inplace, want_inplace, 3, kTolerance);
+}
+
+static void test_broadcast_binary(void) {
+  /* a (2, 1, 3) = 0..5 plus b (1, 2, 1) = [10, 20] gives (2, 2, 3):
+   * y[i, j, k] = a[i, 0, k] + b[0, j, 0]. */
+  const float a[6] = {0, 1, 2, 3, 4, 5};
+  const float b[2] = {10, 20};
+  const int64_t dims[3] = {2, 2, 3};
+  const int64_t a_strides[3] = {3, 0, 1}, b_strides[3] = {0, 1, 0};
+  const float want[12] = {10, 11, 12, 20, 21, 22, 13, 14, 15, 23, 24, 25};
+  float y[12];
+  cr_broadcast_binary(CR_BINARY_ADD, 3, dims, a_strides, b_strides, a, b, y);
+  check_close("broadcast add (2,1,3) + (1,2,1)", y, want, 12, kTolerance);
+
+  /* b - a along the last axis only: (2,) minus (3, 2) rows. */
+  const int64_t dims2[2] = {3, 2};
+  const int64_t row_strides[2] = {2, 1}, vector_strides[2] = {0, 1};
+  const float want_sub[6] = {10, 19, 8, 17, 6, 15};
+  cr_broadcast_binary(CR_BINARY_SUB, 2, dims2, vector_strides, row_strides, b, a, y);
+  check_close("broadcast sub (2,) - (3, 2)", y, want_sub, 6, kTolerance);
+}
+
+static void test_scalar_binary(void) {
+  const float x[3] = {1, -2, 4};
+  float y[3];
+  const float want_rsub[3] = {2, 5, -1};
+  cr_scalar_binary(CR_BINARY_SUB, 1, 3, x, 3, y);
+  check_close("scalar 3 - x", y, want_rsub, 3, kTolerance);
+  const float want_sub[3] = {-2, -5, 1};
+  cr_scalar_binary(CR_BINARY_SUB, 0, 3, x, 3, y);
+  check_close("scalar x - 3", y, want_sub, 3, kTolerance);
+  const float want_rdiv[3] = {2, -1, 0.5f};
+  cr_scalar_binary(CR_BINARY_DIV, 1, 3, x, 2, y);
+  check_close("scalar 2 / x", y, want_rdiv, 3, kTolerance);
+  const float want_square[3] = {1, 4, 16};
+  cr_scalar_binary(CR_BINARY_POWER, 0, 3, x, 2, y);
+  check_close("scalar x ^ 2", y, want_square, 3, kTolerance);
+}
+
+static void test_add_n(void) {
+  float a[2] = {1, 2};
+  const float b[2] = {10, 20}, c[2] = {100, 200};
+  const float *three[3] = {a, b, c}, *one[1] = {b};
+  const float want[2] = {111, 222};
+  float y[2];
+  cr_add_n(3, 2, three, y);
+  check_close("add_n of three", y, want, 2, kTolerance);
+  cr_add_n(1, 2, one, y);
+  check_close("add_n of one", y, b, 2, kTolerance);
+  cr_add_n(3, 2, three, a);
+  check_close("add_n into its first input", a, want, 2, kTolerance);
+}
+
+static void test_unary(void) {
+  const float x[6] = {-2.5f, -0.5f, 0, 0.5f, 2.5f, NAN};
+  float y[6];
+  struct {
+    cr_unary_op op;
+    const char *name;
+    float want[6];
+  } cases[] = {
+      {CR_UNARY_ABS, "abs", {2.5f, 0.5f, 0, 0.5f, 2.5f, NAN}},
+      {CR_UNARY_NEGATIVE, "negative", {2.5f, 0.5f, 0, -0.5f, -2.5f, NAN}},
+      {CR_UNARY_SQUARE, "square", {6.25f, 0.25f, 0, 0.25f, 6.25f, NAN}},
+      {CR_UNARY_RELU, "relu keeps NaN", {0, 0, 0, 0.5f, 2.5f, NAN}},
+      {CR_UNARY_SIGN, "sign", {-1, -1, 0, 1, 1, NAN}},
+      {CR_UNARY_FLOOR, "floor", {-3, -1, 0, 0, 2, NAN}},
+      {CR_UNARY_CEIL, "ceil", {-2, -0.0f, 0, 1, 3, NAN}},
+      {CR_UNARY_TRUNC, "trunc", {-2, -0.0f, 0, 0, 2, NAN}},
+      /* Halves: away from zero for round, to even for rint. */
+      {CR_UNARY_ROUND, "round", {-3, -1, 0, 1, 3, NAN}},
+      {CR_UNARY_RINT, "rint", {-2, -0.0f, 0, 0, 2, NAN}},
+      {CR_UNARY_ERF, "erf",
+       {(float)erf(-2.5), (float)erf(-0.5), 0, (float)erf(0.5), (float)erf(2.5), NAN}},
+      {CR_UNARY_EXP, "exp",
+       {(float)exp(-2.5), (float)exp(-0.5), 1, (float)exp(0.5), (float)exp(2.5), NAN}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    cr_unary(cases[c].op, 6, x, y);
+    check_close(cases[c].name, y, cases[c].want, 6, kTolerance);
+  }
+  /* Limits computed in double: no overflow on the way. */
+  const float extreme[2] = {-1000, 1000};
+  const float want_sigmoid[2] = {0, 1};
+  cr_unary(CR_UNARY_SIGMOID, 2, extreme, y);
+  check_close("sigmoid limits", y, want_sigmoid, 2, kTolerance);
+  const float positive[3] = {0.25f, 4, 1};
+  const float want_rsqrt[3] = {2, 0.5f, 1};
+  cr_unary(CR_UNARY_RSQRT, 3, positive, y);
+  check_close("rsqrt", y, want_rsqrt, 3, kTolerance);
+  const float want_log2[3] = {-2, 2, 0};
+  cr_unary(CR_UNARY_LOG2, 3, positive, y);
+  check_close("log2", y, want_log2, 3, kTolerance);
+}
+
+static void test_clip_and_fill(void) {
+  const float x[5] = {-3, 0.5f, 9, NAN, 6};
+  const float want[5] = {0, 0.5f, 6, NAN, 6};
+  float y[5];
+  cr_clip(5, 0, 6, x, y);
+  check_close("clip to [0, 6], NaN passes", y, want, 5, kTolerance);
+  /* low 2 > high 1: x > high is tested first, so values above 1 become 1
+   * and the others (below 2) become 2. */
+  const float want_crossed[5] = {2, 2, 1, NAN, 1};
+  cr_clip(5, 2, 1, x, y);
+  check_close("clip with low > high", y, want_crossed, 5, kTolerance);
+  const float ones[3] = {1, 1, 1};
+  cr_fill(3, 1.0f, y);
+  check_close("fill", y, ones, 3, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Moving data, reductions                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void test_copy_rows(void) {
+  /* Concatenating (2, 1) and (2, 2) along axis 1 into (2, 3), then slicing
+   * columns 1..2 back out. */
+  const float left[2] = {1, 4}, right[4] = {2, 3, 5, 6};
+  const float want[6] = {1, 2, 3, 4, 5, 6};
+  float y[6], back[4];
+  cr_copy_rows(2, 1, left, 1, y, 3);
+  cr_copy_rows(2, 2, right, 2, y + 1, 3);
+  check_close("copy rows: concat", y, want, 6, kTolerance);
+  cr_copy_rows(2, 2, y + 1, 3, back, 2);
+  check_close("copy rows: slice", back, right, 4, kTolerance);
+}
+
+static void test_copy_strided(void) {
+  /* Transposing (2, 3) [[0, 1, 2], [3, 4, 5]]: y's axes read x's axes
+   * (1, 0), whose strides are (1, 3). */
+  const float x[6] = {0, 1, 2, 3, 4, 5};
+  const int64_t dims[2] = {3, 2}, strides[2] = {1, 3};
+  const float want[6] = {0, 3, 1, 4, 2, 5};
+  float y[6];
+  cr_copy_strided(2, dims, strides, x, y);
+  check_close("copy strided: transpose", y, want, 6, kTolerance);
+
+  /* (2, 1, 2) to (1, 2, 2) through axes (1, 0, 2). */
+  const int64_t dims3[3] = {1, 2, 2}, strides3[3] = {2, 2, 1};
+  const float want3[4] = {0, 1, 2, 3};
+  cr_copy_strided(3, dims3, strides3, x, y);
+  check_close("copy strided: 3-D", y, want3, 4, kTolerance);
+}
+
+static void test_reduce(void) {
+  /* x (2, 3, 2) = 0..11; reducing axes 0 and 2 leaves axis 1:
+   * sum over (i, k) of x[i, j, k] = (2j) + (2j+1) + (6+2j) + (7+2j). */
+  float x[12];
+  for (int i = 0; i < 12; ++i) x[i] = (float)i;
+  const int64_t dims[3] = {2, 3, 2};
+  const unsigned char outer[3] = {1, 0, 1}, middle[3] = {0, 1, 0};
+  const unsigned char all[3] = {1, 1, 1};
+  float y[6];
+  const float want_sum[3] = {14, 22, 30};
+  cr_reduce(CR_REDUCE_SUM, 3, dims, outer, x, y);
+  check_close("reduce sum over axes 0, 2", y, want_sum, 3, kTolerance);
+  const float want_mean[3] = {3.5f, 5.5f, 7.5f};
+  cr_reduce(CR_REDUCE_MEAN, 3, dims, outer, x, y);
+  check_close("reduce mean over axes 0, 2", y, want_mean, 3, kTolerance);
+  /* Over axis 1: max of x[i, :, k] is x[i, 2, k]. */
+  const float want_max[4] = {4, 5, 10, 11};
+  cr_reduce(CR_REDUCE_MAX, 3, dims, middle, x, y);
+  check_close("reduce max over axis 1", y, want_max, 4, kTolerance);
+  const float want_min[1] = {0};
+  cr_reduce(CR_REDUCE_MIN, 3, dims, all, x, y);
+  check_close("reduce min over everything", y, want_min, 1, kTolerance);
+
+  /* A NaN makes its own output NaN and leaves the others alone. */
+  x[3] = NAN; /* x[0, 1, 1] */
+  const float want_nan[4] = {4, NAN, 10, 11};
+  cr_reduce(CR_REDUCE_MAX, 3, dims, middle, x, y);
+  check_close("reduce max with a NaN", y, want_nan, 4, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matrix products                                                           */
+/* ------------------------------------------------------------------------ */
+
+static void test_matmul(void) {
+  /* A = [[1, 2, 3], [4, 5, 6]], B = [[1, 0], [0, 1], [1, 1]]:
+   * A.B = [[4, 5], [10, 11]]. */
+  const float a[6] = {1, 2, 3, 4, 5, 6};
+  const float a_t[6] = {1, 4, 2, 5, 3, 6}; /* A stored 3 x 2 */
+  const float b[6] = {1, 0, 0, 1, 1, 1};
+  const float b_t[6] = {1, 0, 1, 0, 1, 1}; /* B stored 2 x 3 */
+  const float want[4] = {4, 5, 10, 11};
+  float y[8];
+  cr_matmul(1, 2, 2, 3, 0, 0, a, b, y, 1);
+  check_close("matmul", y, want, 4, kTolerance);
+  cr_matmul(1, 2, 2, 3, 1, 0, a_t, b, y, 1);
+  check_close("matmul transpose_a", y, want, 4, kTolerance);
+  cr_matmul(1, 2, 2, 3, 0, 1, a, b_t, y, 1);
+  check_close("matmul transpose_b", y, want, 4, kTolerance);
+  cr_matmul(1, 2, 2, 3, 1, 1, a_t, b_t, y, 1);
+  check_close("matmul both transposed", y, want, 4, kTolerance);
+
+  /* A batch of two: the second pair is (2A) . B. */
+  float a2[12], b2[12];
+  for (int i = 0; i < 6; ++i) {
+    a2[i] = a[i];
+    a2[6 + i] = 2 * a[i];
+    b2[i] = b2[6 + i] = b[i];
+  }
+  const float want2[8] = {4, 5, 10, 11, 8, 10, 20, 22};
+  cr_matmul(2, 2, 2, 3, 0, 0, a2, b2, y, 2);
+  check_close("matmul batch of two", y, want2, 8, kTolerance);
+
+  /* Larger random products: thread counts give identical results. */
+  rng r = {7};
+  const int64_t batch = 3, m = 40, n = 30, k = 600;
+  float *x = random_array(&r, batch * m * k);
+  float *w = random_array(&r, batch * k * n);
+  float *y1 = malloc((size_t)(batch * m * n) * sizeof *y1);
+  float *y4 = malloc((size_t)(batch * m * n) * sizeof *y4);
+  if (x == NULL || w == NULL || y1 == NULL || y4 == NULL) {
+    report(0, "matmul threads: allocation");
+  } else {
+    cr_matmul(batch, m, n, k, 0, 1, x, w, y1, 1);
+    cr_matmul(batch, m, n, k, 0, 1, x, w, y4, 4);
+    check_identical("matmul: 1 and 4 threads identical", y1, y4, batch * m * n);
+  }
+  free(x);
+  free(w);
+  free(y1);
+  free(y4);
+}
+
+/* ------------------------------------------------------------------------ */
+/* LayerNorm, LeakyReLU, Embedding                                           */
+/* ------------------------------------------------------------------------ */
+
+static void test_layer_norm(void) {
+  /* Rows [1, 2, 3, 4] and [2, 2, 2, 2] along the last axis, eps 0: mean 2.5,
+   * variance 1.25; the constant row has variance 0, so eps = 0.25 is used
+   * below to keep it finite. */
+  const float x[8] = {1, 2, 3, 4, 2, 2, 2, 2};
+  const float gamma[4] = {1, 1, 2, 2}, beta[4] = {0, 0, 0, 10};
+  const double eps = 0.25;
+  const double s = sqrt(1.25 + eps);
+  const float want[8] = {(float)(-1.5 / s), (float)(-0.5 / s), (float)(1.0 / s),
+                         (float)(3.0 / s + 10), 0, 0, 0, 10};
+  const float want_mean[2] = {2.5f, 2}, want_std[2] = {(float)s, 0.5f};
+  float y[8], mean[2], std_[2];
+  cr_layer_norm(2, 4, 1, x, gamma, beta, eps, y, mean, std_);
+  check_close("layer norm", y, want, 8, kTolerance);
+  check_close("layer norm mean", mean, want_mean, 2, kTolerance);
+  check_close("layer norm std", std_, want_std, 2, kTolerance);
+
+  /* Along the first axis of (4, 2): the same rows, stored as columns. */
+  const float cols[8] = {1, 2, 2, 2, 3, 2, 4, 2};
+  const float want_cols[8] = {want[0], 0, want[1], 0, want[2], 0, want[3], 10};
+  cr_layer_norm(1, 4, 2, cols, gamma, beta, eps, y, NULL, NULL);
+  check_close("layer norm along a middle axis", y, want_cols, 8, kTolerance);
+}
+
+static void test_leaky_relu(void) {
+  const float x[3] = {-1, 0, 2};
+  float y[3];
+  const float want_leaky[3] = {-0.25f, 0, 2};
+  cr_leaky_relu(CR_LEAKY_LEAKY, 0.25, 3, x, y);
+  check_close("leaky relu", y, want_leaky, 3, kTolerance);
+  const float want_elu[3] = {(float)(0.5 * expm1(-1.0)), 0, 2};
+  cr_leaky_relu(CR_LEAKY_ELU, 0.5, 3, x, y);
+  check_close("elu", y, want_elu, 3, kTolerance);
+  const double scale = 1.0507009873554805, alpha = 1.6732632423543772;
+  const float want_selu[3] = {(float)(scale * alpha * expm1(-1.0)), 0, (float)(scale * 2)};
+  cr_leaky_relu(CR_LEAKY_SELU, 0, 3, x, y);
+  check_close("selu", y, want_selu, 3, kTolerance);
+  /* gelu(x) = x * Phi(x): Phi(-1) = 0.158655..., Phi(2) = 0.977249... */
+  const float want_gelu[3] = {-0.15865525f, 0, 2 * 0.97724987f};
+  cr_leaky_relu(CR_LEAKY_GELU, 0, 3, x, y);
+  check_close("gelu", y, want_gelu, 3, kTolerance);
+
+  /* prelu over (outer 2, channels 2, inner 2) with per-channel slopes
+   * [0.5, 0.1] (outer step 0), then per-(outer, channel) slopes. */
+  const float px[8] = {-2, 2, -2, 2, -4, 4, -4, 4};
+  const float slopes[4] = {0.5f, 0.1f, 1, 0};
+  const float want_channel[8] = {-1, 2, -0.2f, 2, -2, 4, -0.4f, 4};
+  float py[8];
+  cr_prelu(2, 2, 2, px, slopes, 0, 1, py);
+  check_close("prelu per channel", py, want_channel, 8, kTolerance);
+  const float want_each[8] = {-1, 2, -0.2f, 2, -4, 4, 0, 4};
+  cr_prelu(2, 2, 2, px, slopes, 2, 1, py);
+  check_close("prelu per sample and channel", py, want_each, 8, kTolerance);
+}
+
+static void test_embedding(void) {
+  /* Rows of a 3 x 2 table; indices truncate toward zero and clip to
+   * [0, 2]; NaN and huge values must not reach an integer conversion. */
+  const float weight[6] = {0, 1, 10, 11, 20, 21};
+  const float indices[7] = {-1.5f, 0.9f, 1.99f, 2.7f, 1e30f, NAN, -INFINITY};
+  const float want[14] = {0, 1, 0, 1, 10, 11, 20, 21, 20, 21, 0, 1, 0, 1};
+  float y[14];
+  cr_embedding(7, indices, 3, 2, weight, y);
+  check_close("embedding", y, want, 14, kTolerance);
 }
 
 int main(void) {
@@ -612,8 +942,20 @@ int main(void) {
   test_fc_threads();
   test_activation();
   test_batch_norm();
-  test_add();
   test_softmax();
+  test_binary();
+  test_broadcast_binary();
+  test_scalar_binary();
+  test_add_n();
+  test_unary();
+  test_clip_and_fill();
+  test_copy_rows();
+  test_copy_strided();
+  test_reduce();
+  test_matmul();
+  test_layer_norm();
+  test_leaky_relu();
+  test_embedding();
   printf("%d passed, %d failed\n", counts.passed, counts.failed);
   return counts.failed == 0 ? 0 : 1;
 }
