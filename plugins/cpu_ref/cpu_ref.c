@@ -9,6 +9,7 @@
  * Devices: CPU_REF_NUM_DEVICES (1 .. 16, default 1) "devices" that all run
  * on the host CPU; each keeps its own allocations and thread count.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "executor.h"
 #include "library.h"
 #include "model.h"
+#include "model_file.h"
 #include "mxnet_acc.h"
 #include "ops.h"
 #include "status.h"
@@ -255,6 +257,33 @@ static cr_model **find_model(const char *id) {
   return NULL;
 }
 
+static int model_loaded(const char *id) {
+  pthread_mutex_lock(&library.models_lock);
+  int loaded = find_model(id) != NULL;
+  pthread_mutex_unlock(&library.models_lock);
+  return loaded;
+}
+
+static int already_loaded(const char *id) {
+  return acc_fail(MX_ACC_ERR_STATE, "model \"%s\" is already loaded", id);
+}
+
+/* Adds a model built by loadModel() or import_model to the library, or
+ * frees it if another thread loaded its id meanwhile. */
+static int add_model(cr_model *model) {
+  pthread_mutex_lock(&library.models_lock);
+  int exists = find_model(model->id) != NULL;
+  if (!exists) {
+    model->next = library.models;
+    library.models = model;
+  }
+  pthread_mutex_unlock(&library.models_lock);
+  if (!exists) return MX_ACC_OK;
+  int status = already_loaded(model->id);
+  cr_model_free(model);
+  return status;
+}
+
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
                             const char *const *data_names, const MXTensor *data, int num_data,
                             int dev_id) {
@@ -265,26 +294,10 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   }
   int status = check_named_tensors("loadModel", data_names, data, num_data);
   if (status != MX_ACC_OK) return status;
-  pthread_mutex_lock(&library.models_lock);
-  int exists = find_model(model_id) != NULL;
-  pthread_mutex_unlock(&library.models_lock);
-  if (exists) return acc_fail(MX_ACC_ERR_STATE, "model \"%s\" is already loaded", model_id);
-
+  if (model_loaded(model_id)) return already_loaded(model_id);
   cr_model *model;
   status = cr_model_create(model_id, json, data_names, data, num_data, dev_id, &model);
-  if (status != MX_ACC_OK) return status;
-  pthread_mutex_lock(&library.models_lock);
-  exists = find_model(model_id) != NULL; /* loaded by another thread meanwhile */
-  if (!exists) {
-    model->next = library.models;
-    library.models = model;
-  }
-  pthread_mutex_unlock(&library.models_lock);
-  if (exists) {
-    cr_model_free(model);
-    return acc_fail(MX_ACC_ERR_STATE, "model \"%s\" is already loaded", model_id);
-  }
-  return MX_ACC_OK;
+  return status == MX_ACC_OK ? add_model(model) : status;
 }
 
 MX_ACC_EXPORT int unloadModel(const char *model_id) {
@@ -370,7 +383,9 @@ static int answer_query(const char *what, cr_device *device, int *count, size_t 
   /* The operator list is about 1.3 KB; the room left keeps adding
    * operators safe for a long while, and list_ops fails cleanly beyond. */
   char text[CR_CONFIGURE_TEXT_SIZE / 2];
-  if (strcmp(what, "keys") == 0) return emit(count, used, "keys", "num_threads,query");
+  if (strcmp(what, "keys") == 0) {
+    return emit(count, used, "keys", "num_threads,query,export_model,import_model,path");
+  }
   if (strcmp(what, "version") == 0) return emit(count, used, "version", CR_VERSION);
   if (strcmp(what, "ops") == 0) {
     int status = list_ops(text, sizeof text);
@@ -402,6 +417,71 @@ static int set_threads(const char *value, cr_device *device, int *count, size_t 
   return emit(count, used, "num_threads", text);
 }
 
+/* Compiled-model files (model_file.c). Each "export_model" or
+ * "import_model" goes with the call's one "path"; one of them per call. */
+static int find_path(const char *const *keys, const char *const *vals, int num_in,
+                     const char **path) {
+  int files = 0, paths = 0;
+  *path = NULL;
+  for (int i = 0; i < num_in; ++i) {
+    if (keys[i] == NULL || vals[i] == NULL) continue; /* reported by configure() */
+    files += strcmp(keys[i], "export_model") == 0 || strcmp(keys[i], "import_model") == 0;
+    if (strcmp(keys[i], "path") == 0) {
+      paths += 1;
+      *path = vals[i];
+    }
+  }
+  if (files > 1 || paths > 1) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: at most one export_model or "
+                    "import_model, and one path, per call");
+  }
+  if (files != paths) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: export_model and import_model need "
+                    "a \"path\", and \"path\" is only used with them");
+  }
+  if (*path != NULL && (*path)[0] == '\0') {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: path is empty");
+  }
+  return MX_ACC_OK;
+}
+
+static int export_model(const char *model_id, const char *path, int dev_id, int *count,
+                        size_t *used) {
+  uint64_t bytes = 0;
+  int status;
+  /* The model must be on dev_id: the host serializes calls that name one
+   * device, so no infer() changes its weights while they are written. The
+   * lock is held while writing, so that not even a misbehaving host's
+   * unloadModel() can free the model meanwhile. */
+  pthread_mutex_lock(&library.models_lock);
+  cr_model **link = find_model(model_id);
+  if (link == NULL) {
+    status = acc_fail(MX_ACC_ERR_NOT_FOUND, "export_model: model \"%s\" is not loaded",
+                      model_id);
+  } else if ((*link)->dev_id != dev_id) {
+    status = acc_fail(MX_ACC_ERR_INVALID_ARG, "export_model: model \"%s\" is on device %d, "
+                      "not %d", model_id, (*link)->dev_id, dev_id);
+  } else {
+    status = cr_model_export(*link, path, &bytes);
+  }
+  pthread_mutex_unlock(&library.models_lock);
+  if (status != MX_ACC_OK) return status;
+  char text[24];
+  snprintf(text, sizeof text, "%" PRIu64, bytes);
+  return emit(count, used, "exported", text);
+}
+
+static int import_model(const char *model_id, const char *path, int dev_id, int *count,
+                        size_t *used) {
+  if (model_id[0] == '\0') return acc_fail(MX_ACC_ERR_INVALID_ARG, "import_model: empty id");
+  if (model_loaded(model_id)) return already_loaded(model_id);
+  /* The answer first: once the model is added, nothing may fail. */
+  int status = emit(count, used, "imported", model_id);
+  cr_model *model;
+  if (status == MX_ACC_OK) status = cr_model_import(model_id, path, dev_id, &model);
+  return status == MX_ACC_OK ? add_model(model) : status;
+}
+
 MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
                             int dev_id, const char *const **out_keys,
                             const char *const **out_vals, int *num_out) {
@@ -412,7 +492,8 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
       out_vals == NULL || num_out == NULL) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: NULL array or negative count");
   }
-  int count = 0, status = MX_ACC_OK;
+  const char *path;
+  int count = 0, status = find_path(in_keys, in_vals, num_in, &path);
   size_t used = 0;
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
     if (in_keys[i] == NULL || in_vals[i] == NULL) {
@@ -421,9 +502,13 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
       status = set_threads(in_vals[i], device, &count, &used);
     } else if (strcmp(in_keys[i], "query") == 0) {
       status = answer_query(in_vals[i], device, &count, &used);
-    } else {
-      status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key \"%s\" (num_threads, query)",
-                        in_keys[i]);
+    } else if (strcmp(in_keys[i], "export_model") == 0) {
+      status = export_model(in_vals[i], path, dev_id, &count, &used);
+    } else if (strcmp(in_keys[i], "import_model") == 0) {
+      status = import_model(in_vals[i], path, dev_id, &count, &used);
+    } else if (strcmp(in_keys[i], "path") != 0) { /* path: read by find_path() */
+      status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key \"%s\" (num_threads, "
+                        "query, export_model, import_model, path)", in_keys[i]);
     }
   }
   if (status != MX_ACC_OK) return status;

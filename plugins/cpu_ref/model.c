@@ -107,6 +107,7 @@ void cr_model_free(cr_model *model) {
   free(model->entries);
   free(model->entry_of_node);
   acc_graph_free(model->graph);
+  free(model->json);
   free(model->id);
   free(model);
 }
@@ -254,6 +255,10 @@ int cr_model_create(const char *model_id, const char *json, const char *const *n
   model->id = copy_string(model_id);
   int status = model->id ? MX_ACC_OK : acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model id");
   if (status == MX_ACC_OK) status = parse_graph(json, &model->graph);
+  if (status == MX_ACC_OK) {
+    model->json = copy_string(json); /* what export_model writes */
+    if (model->json == NULL) status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model json");
+  }
   if (status == MX_ACC_OK) status = allocate_entries(model);
   if (status == MX_ACC_OK) status = build_steps(model);
   if (status == MX_ACC_OK) status = name_heads(model);

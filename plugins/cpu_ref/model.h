@@ -17,6 +17,7 @@ typedef struct cr_model cr_model;
 struct cr_model {
   char *id;
   int dev_id;
+  char *json;             /* the graph JSON as loadModel received it (for export) */
   acc_graph *graph;
   size_t num_entries;
   size_t *entry_of_node;  /* first entry of each node */
@@ -32,8 +33,9 @@ struct cr_model {
  * supportedOps()). */
 int cr_model_supported(const char *json, int *ids, int capacity, int *count);
 
-/* Builds a model from json and the weights in data (see loadModel()). On
- * success *model is owned by the caller; free it with cr_model_free. */
+/* Builds a model from json and the weights in data (see loadModel()); keeps a
+ * copy of json. On success *model is owned by the caller; free it with
+ * cr_model_free. */
 int cr_model_create(const char *model_id, const char *json, const char *const *names,
                     const MXTensor *data, int num_data, int dev_id, cr_model **model);
 

@@ -209,7 +209,9 @@ class AccLibrary:
         out_keys = ffi.new("const char *const **")
         out_vals = ffi.new("const char *const **")
         num_out = ffi.new("int *")
-        with self._configure_lock:
+        # configure() calls are serialized among themselves, and with every
+        # other call for the device (an export must not race an infer).
+        with self._configure_lock, self.device_lock(dev_id):
             self._call("configure", keys.pointer, values.pointer, keys.count, dev_id, out_keys,
                        out_vals, num_out, context=", ".join(settings))
             return self._copy_pairs(out_keys[0], out_vals[0], num_out[0])

@@ -1,0 +1,256 @@
+"""The compiled-model cache (MXNET_ACC_CACHE_DIR, acc_host.model_cache) with
+cpu_ref's export_model/import_model (plugins/cpu_ref/model_file.c): a second
+process imports what the first compiled; damaged entries, and entries the
+plugin refuses, are rebuilt; the key follows the weights; nothing is written
+without the variable. Also configure() export/import directly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acc_host as mx
+from acc_host.annotate import annotate_symbol
+from acc_host.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
+from acc_host.symbolic import LoadedModel
+
+MODELS = Path(__file__).resolve().parent / "models"
+
+# Runs a model on cpu_ref(0) through simple_bind and reports how its
+# accelerator subgraphs were loaded. argv: model folder, output .npy file,
+# and "perturb" to change one weight value.
+_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import acc_host as mx
+    from acc_host import symbolic
+
+    loadmodel_calls = 0
+    compile_model = symbolic.LoadedModel.__init__
+
+    def counting_init(self, *args, **kwargs):  # LoadedModel() is what calls loadModel()
+        global loadmodel_calls
+        loadmodel_calls += 1
+        compile_model(self, *args, **kwargs)
+
+    symbolic.LoadedModel.__init__ = counting_init
+    folder, output, perturb = sys.argv[1], sys.argv[2], sys.argv[3:] == ["perturb"]
+    image = np.load(f"{folder}/input_0.npy")
+    sym, arg_params, aux_params = mx.model.load_checkpoint(f"{folder}/model", 0)
+    exe = sym.simple_bind(mx.cpu_ref(0), data=image.shape)
+    for name, value in {**arg_params, **aux_params}.items():
+        (exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name][:] = value
+    if perturb:
+        name = sorted(arg_params)[0]
+        exe.arg_dict[name][:] = arg_params[name].asnumpy() + np.float32(1e-3)
+    result = exe.forward(is_train=False, data=image)[0].asnumpy()
+    np.save(output, result)
+    operators = [step.subgraph for step in exe._steps if step.subgraph]
+    print(json.dumps({"sources": [op.load_source for op in operators],
+                      "load_seconds": sum(op.load_seconds for op in operators),
+                      "loadmodel_calls": loadmodel_calls}))
+""")
+
+
+def _run(name: str, output: Path, cache: Path | None, *extra: str) -> dict:
+    env = dict(os.environ)
+    env.pop(ENV_VAR, None)
+    if cache is not None:
+        env[ENV_VAR] = str(cache)
+    result = subprocess.run([sys.executable, "-c", _SCRIPT, str(MODELS / name), str(output),
+                             *extra], capture_output=True, text=True, env=env, timeout=600,
+                            cwd=output.parent)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _entries(cache: Path) -> dict[str, Path]:
+    """The cache's entries: key -> .model file; no scratch file is left."""
+    assert not [path.name for path in cache.iterdir() if path.name.startswith(".")]
+    models = {path.stem: path for path in cache.glob("*.model")}
+    assert {path.stem for path in cache.glob("*.json")} == set(models)
+    return models
+
+
+def test_second_process_imports_what_the_first_compiled(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = _run("mobilenetv2_1_0", tmp_path / "first.npy", cache)
+    assert first["sources"] == ["compiled"] and first["loadmodel_calls"] == 1
+    (entry,) = _entries(cache).values()
+    second = _run("mobilenetv2_1_0", tmp_path / "second.npy", cache)
+    assert second["sources"] == ["cache"] and second["loadmodel_calls"] == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "first.npy"),
+                                  np.load(tmp_path / "second.npy"))
+    np.testing.assert_allclose(np.load(tmp_path / "second.npy"),
+                               np.load(MODELS / "mobilenetv2_1_0" / "expected_0.npy"),
+                               rtol=1e-4, atol=1e-5)
+    assert list(_entries(cache).values()) == [entry]
+    print(f"\nmobilenetv2_1_0 ({entry.stat().st_size} byte model file): load_seconds "
+          f"compiled {first['load_seconds']:.4f}, imported {second['load_seconds']:.4f}")
+
+
+# ---- in one process: squeezenet1_1 ------------------------------------------------------
+
+SQUEEZENET = MODELS / "squeezenet1_1"
+PERTURBED = "squeezenet0_conv0_bias"
+
+
+@pytest.fixture(scope="module")
+def squeezenet():
+    image = np.load(SQUEEZENET / "input_0.npy")
+    sym, arg_params, aux_params = mx.model.load_checkpoint(str(SQUEEZENET / "model"), 0)
+    return sym, {**arg_params, **aux_params}, image
+
+
+def _forward(squeezenet, perturb: bool = False) -> tuple[str, np.ndarray]:
+    """Runs squeezenet on cpu_ref(0); its subgraph's load_source and output."""
+    sym, params, image = squeezenet
+    exe = sym.simple_bind(mx.cpu_ref(0), data=image.shape)
+    for name, value in params.items():
+        (exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name][:] = value
+    if perturb:
+        exe.arg_dict[PERTURBED][:] = params[PERTURBED].asnumpy() + np.float32(1e-3)
+    output = exe.forward(is_train=False, data=image)[0].asnumpy()
+    (operator,) = [step.subgraph for step in exe._steps if step.subgraph]
+    exe.close()
+    return operator.load_source, output
+
+
+@pytest.fixture()
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(ENV_VAR, str(cache))
+    return cache
+
+
+def test_cpu_ref_offers_the_cache() -> None:
+    keys = mx.cpu_ref(0).configure(query="keys")["keys"].split(",")
+    assert {"export_model", "import_model", "path"} <= set(keys)
+    assert supports_cache(mx.get_library("cpu_ref"))
+
+
+def test_damaged_entry_is_rebuilt(squeezenet, cache_dir: Path) -> None:
+    source, expected = _forward(squeezenet)
+    assert source == "compiled"
+    (model_file,) = _entries(cache_dir).values()
+    original = model_file.read_bytes()
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 0x40
+    model_file.write_bytes(bytes(damaged))
+    source, output = _forward(squeezenet)  # the host's SHA-256 finds the damage
+    assert source == "compiled"
+    np.testing.assert_array_equal(output, expected)
+    assert _entries(cache_dir) == {model_file.stem: model_file}
+    assert model_file.read_bytes() == original  # rewritten, valid again
+    assert _forward(squeezenet)[0] == "cache"
+
+
+def test_entry_the_plugin_refuses_is_rebuilt(squeezenet, cache_dir: Path) -> None:
+    source, expected = _forward(squeezenet)
+    (model_file,) = _entries(cache_dir).values()
+    original = model_file.read_bytes()
+    meta_file = model_file.with_suffix(".json")
+    # Garbage behind metadata that matches it: only the plugin can tell.
+    garbage = b"\x89CRM\r\n\x1a\n" + bytes(range(256)) * 40
+    model_file.write_bytes(garbage)
+    meta = json.loads(meta_file.read_text())
+    meta.update(model_size=len(garbage), model_sha256=hashlib.sha256(garbage).hexdigest())
+    meta_file.write_text(json.dumps(meta, sort_keys=True, indent=1))
+    key_meta = {k: v for k, v in meta.items() if k not in ("model_size", "model_sha256")}
+    entry = CacheEntry(model_file.stem, model_file, meta_file, key_meta)
+    assert ModelCache(cache_dir).valid(entry)  # the host's checks pass
+    with pytest.raises(mx.PluginError, match="not a valid cpu_ref model file") as error:
+        mx.cpu_ref(0).configure(import_model=LoadedModel.new_id(), path=model_file)
+    assert error.value.code_name == "MX_ACC_ERR_INVALID_ARG"
+
+    source, output = _forward(squeezenet)
+    assert source == "compiled"
+    np.testing.assert_array_equal(output, expected)
+    assert model_file.read_bytes() == original
+    assert ModelCache(cache_dir).valid(entry)
+    assert _forward(squeezenet)[0] == "cache"
+
+
+def test_another_weight_value_is_another_entry(squeezenet, cache_dir: Path) -> None:
+    source, expected = _forward(squeezenet)
+    assert source == "compiled"
+    (key,) = _entries(cache_dir)
+    source, changed = _forward(squeezenet, perturb=True)
+    assert source == "compiled"
+    assert not np.array_equal(changed, expected)
+    entries = _entries(cache_dir)
+    assert len(entries) == 2 and key in entries
+    # Both are used from now on, each with its own weights.
+    source, output = _forward(squeezenet, perturb=True)
+    assert source == "cache"
+    np.testing.assert_array_equal(output, changed)
+    source, output = _forward(squeezenet)
+    assert source == "cache"
+    np.testing.assert_array_equal(output, expected)
+
+
+def test_nothing_is_written_without_the_variable(squeezenet, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    library = mx.get_library("cpu_ref")
+    calls: list[dict] = []
+    configure = library.configure
+
+    def recording_configure(dev_id, settings):
+        calls.append(dict(settings))
+        return configure(dev_id, settings)
+
+    monkeypatch.setattr(library, "configure", recording_configure)
+    source, _ = _forward(squeezenet)
+    assert source == "compiled"
+    assert not [call for call in calls if {"export_model", "import_model"} & set(call)]
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- configure() directly -------------------------------------------------------------
+
+
+def test_configure_export_then_import(squeezenet, tmp_path: Path) -> None:
+    sym, params, image = squeezenet
+    library = mx.get_library("cpu_ref")
+    graph = annotate_symbol(sym, {"data": image.shape}, weights=list(params))
+    weights = {name: value.asnumpy() for name, value in params.items()}
+    ctx = mx.cpu_ref(0)
+    path = tmp_path / "squeezenet.model"
+    with LoadedModel(library, graph, weights) as compiled:
+        answer = ctx.configure(export_model=compiled.model_id, path=path)
+        assert answer == {"exported": str(path.stat().st_size)}
+        model_id = LoadedModel.new_id()
+        assert ctx.configure(import_model=model_id, path=path) == {"imported": model_id}
+        with LoadedModel.adopt(library, graph, model_id) as imported:
+            first = compiled.infer({"data": image})
+            second = imported.infer({"data": image})
+            assert list(first) == list(second)
+            for name in first:
+                np.testing.assert_array_equal(first[name], second[name])
+        with pytest.raises(mx.PluginError, match="already loaded") as error:
+            ctx.configure(import_model=compiled.model_id, path=path)
+        assert error.value.code_name == "MX_ACC_ERR_STATE"
+
+    truncated = tmp_path / "truncated.model"
+    truncated.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(mx.PluginError, match="offset 20: the header gives a file size") as error:
+        ctx.configure(import_model="truncated", path=truncated)
+    assert error.value.code_name == "MX_ACC_ERR_INVALID_ARG"
+    assert error.value.function == "configure"
+    assert "truncated.model" in error.value.plugin_message
+    with pytest.raises(mx.PluginError, match="is not loaded") as error:
+        ctx.configure(export_model="nosuch", path=tmp_path / "nosuch.model")
+    assert error.value.code_name == "MX_ACC_ERR_NOT_FOUND"
+    with pytest.raises(mx.PluginError, match="No such file or directory") as error:
+        ctx.configure(import_model="missing", path=tmp_path / "missing.model")
+    assert error.value.code_name == "MX_ACC_ERR_INTERNAL"
