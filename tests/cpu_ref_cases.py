@@ -1,12 +1,30 @@
-"""Operator cases for cpu_ref: (operator, attributes, input shapes)."""
+"""Operator cases for cpu_ref: (operator, attributes, input shapes, input
+dtypes).
+
+The float32 cases come first, written out; float16 variants of them (one
+per operator at least) and integer variants of the operators that take
+integers follow, generated from them. Every operator cpu_ref lists has a
+float32 and a float16 case (tests/test_cpu_ref_ops.py checks)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-Case = tuple[str, dict[str, Any], list[tuple[int, ...]]]
 
-CASES: list[Case] = [
+class Case(NamedTuple):
+    op: str
+    attrs: dict[str, Any]
+    shapes: list[tuple[int, ...]]
+    # One dtype for every input, or one per input.
+    dtypes: str | tuple[str, ...] = "float32"
+
+    def input_dtypes(self) -> list[str]:
+        if isinstance(self.dtypes, str):
+            return [self.dtypes] * len(self.shapes)
+        return list(self.dtypes)
+
+
+_FLOAT32: list[tuple[Any, ...]] = [
     ("Convolution", {"kernel": (3, 3), "num_filter": 4}, [(2, 3, 7, 6), (4, 3, 3, 3), (4,)]),
     ("Convolution", {"kernel": (3, 2), "num_filter": 5, "stride": (2, 1), "pad": (1, 2),
                      "dilate": (2, 1)}, [(1, 3, 9, 8), (5, 3, 3, 2), (5,)]),
@@ -189,6 +207,236 @@ CASES: list[Case] = [
     ("batch_dot", {"transpose_a": True}, [(2, 4, 3), (2, 4, 5)]),
     ("batch_dot", {"transpose_a": True, "transpose_b": True}, [(3, 4, 2), (3, 5, 4)]),
     ("batch_dot", {}, [(2, 2, 3, 4), (2, 2, 4, 2)]),
+    # ---- operators added to cover the whole registry ----
+    ("Deconvolution", {"kernel": (3, 3), "num_filter": 4}, [(1, 3, 4, 5), (3, 4, 3, 3)]),
+    ("Deconvolution", {"kernel": (3, 3), "num_filter": 4, "stride": (2, 2), "pad": (1, 1),
+                       "adj": (1, 0), "no_bias": False}, [(2, 3, 4, 4), (3, 4, 3, 3), (4,)]),
+    ("Deconvolution", {"kernel": (2, 3), "num_filter": 6, "num_group": 2, "stride": (2, 1),
+                       "dilate": (2, 1)}, [(1, 4, 3, 4), (4, 3, 2, 3)]),
+    ("Deconvolution", {"kernel": (4, 4), "num_filter": 2, "stride": (2, 2),
+                       "target_shape": (9, 8)}, [(1, 2, 4, 4), (2, 2, 4, 4)]),
+    ("Deconvolution", {"kernel": (3,), "num_filter": 2, "stride": (2,), "pad": (1,),
+                       "no_bias": False}, [(2, 3, 5), (3, 2, 3), (2,)]),
+    ("Deconvolution", {"kernel": (2, 2, 2), "num_filter": 2, "stride": (2, 1, 1)},
+     [(1, 2, 2, 3, 3), (2, 2, 2, 2, 2)]),
+    ("InstanceNorm", {}, [(2, 3, 4, 5), (3,), (3,)]),
+    ("InstanceNorm", {"eps": 1e-5}, [(2, 4, 6), (4,), (4,)]),
+    ("UpSampling", {"scale": 2, "sample_type": "nearest", "num_args": 1}, [(1, 2, 3, 4)]),
+    ("UpSampling", {"scale": 2, "sample_type": "nearest", "num_args": 2},
+     [(1, 2, 2, 3), (1, 3, 4, 6)]),
+    ("UpSampling", {"scale": 3, "sample_type": "nearest", "num_args": 2,
+                    "multi_input_mode": "sum"}, [(2, 2, 2, 2), (2, 2, 3, 3)]),
+    ("Pad", {"mode": "constant", "pad_width": (0, 0, 0, 0, 1, 2, 2, 1), "constant_value": 1.5},
+     [(1, 2, 3, 4)]),
+    ("Pad", {"mode": "edge", "pad_width": (0, 0, 0, 0, 2, 2, 1, 3)}, [(2, 1, 3, 3)]),
+    ("pad", {"mode": "reflect", "pad_width": (0, 0, 0, 0, 1, 2, 2, 1)}, [(1, 2, 3, 4)]),
+    ("Pad", {"pad_width": (0, 0, 0, 0, 1, 0, 0, 1, 1, 1)}, [(1, 1, 2, 2, 3)]),
+    ("SoftmaxOutput", {}, [(3, 5), (3,)]),
+    ("SoftmaxOutput", {"multi_output": True}, [(2, 3, 4), (2, 4)]),
+    ("SoftmaxOutput", {"preserve_shape": True, "grad_scale": 2.0, "normalization": "batch"},
+     [(2, 3, 4), (2, 3)]),
+    ("Softmax", {}, [(2, 3, 4), (2, 3, 4)]),
+    ("SoftmaxActivation", {}, [(3, 5)]),
+    ("SoftmaxActivation", {}, [(2, 3, 4)]),
+    ("SoftmaxActivation", {"mode": "channel"}, [(2, 3, 4)]),
+    ("Activation", {"act_type": "log_sigmoid"}, [(5, 7)]),
+    ("Activation", {"act_type": "mish"}, [(5, 7)]),
+    ("BatchNorm", {"output_mean_var": True, "fix_gamma": False},
+     [(2, 3, 4), (3,), (3,), (3,), (3,)]),
+    ("Pooling", {"kernel": (2, 2), "pool_type": "lp", "p_value": 2}, [(1, 2, 5, 5)]),
+    ("Pooling", {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "pool_type": "lp",
+                 "p_value": 3}, [(1, 2, 6, 5)]),
+    ("Pooling", {"kernel": (2,), "pool_type": "lp", "p_value": 1}, [(2, 2, 5)]),
+    ("Pooling", {"kernel": (3,), "stride": (2,), "pooling_convention": "same"}, [(2, 3, 7)]),
+    ("Pooling", {"kernel": (2,), "stride": (3,), "pooling_convention": "same",
+                 "pool_type": "avg"}, [(1, 2, 8)]),
+    ("softmax", {"dtype": "float16"}, [(3, 6)]),
+    ("log_softmax", {"axis": 0, "dtype": "float32"}, [(4, 3)]),
+    # comparisons, logical operations, mod and hypot (inputs of few values,
+    # so that ties and zeros occur; see _inputs in test_cpu_ref_ops.py)
+    *[(op, {}, [(3, 4), (3, 4)]) for op in (
+        "_equal", "_not_equal", "_greater", "_greater_equal", "_lesser", "_lesser_equal",
+        "_logical_and", "_logical_or", "_logical_xor", "_mod", "_hypot", "_Equal", "_Mod")],
+    *[(op, {}, [(2, 3, 4), (3, 1)]) for op in (
+        "broadcast_equal", "broadcast_not_equal", "broadcast_greater",
+        "broadcast_greater_equal", "broadcast_lesser", "broadcast_lesser_equal",
+        "broadcast_logical_and", "broadcast_logical_or", "broadcast_logical_xor",
+        "broadcast_mod", "broadcast_hypot")],
+    *[(op, {"scalar": 1.0}, [(3, 4)]) for op in (
+        "_equal_scalar", "_not_equal_scalar", "_greater_scalar", "_greater_equal_scalar",
+        "_lesser_scalar", "_lesser_equal_scalar", "_logical_and_scalar", "_logical_or_scalar",
+        "_logical_xor_scalar", "_EqualScalar")],
+    ("_logical_and_scalar", {"scalar": 0}, [(3, 4)]),
+    ("_mod_scalar", {"scalar": 2.5}, [(3, 4)]),
+    ("_mod_scalar", {"scalar": -1.5, "is_int": False}, [(3, 4)]),
+    ("_rmod_scalar", {"scalar": 3}, [(3, 4)]),
+    ("_hypot_scalar", {"scalar": 4}, [(3, 4)]),
+    # more element-wise math
+    *[(op, {}, [(3, 5)]) for op in (
+        "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh",
+        "degrees", "radians", "rcbrt", "logical_not")],
+    # more reductions (nansum and nanprod get NaNs among their inputs)
+    ("prod", {"axis": 1}, [(3, 4)]),
+    ("prod", {}, [(2, 3)]),
+    ("nansum", {}, [(3, 4)]),
+    ("nansum", {"axis": 0, "keepdims": True}, [(3, 4)]),
+    ("nanprod", {"axis": (0, 2)}, [(2, 3, 2)]),
+    # Cast (integer and other float targets)
+    *[("Cast", {"dtype": dtype}, [(3, 4)]) for dtype in (
+        "float16", "float64", "uint8", "int8", "int32", "int64", "float32")],
+    ("cast", {"dtype": "int32"}, [(5,)]),
+    # indexing and searching
+    ("take", {}, [(5, 3), (2, 4)]),
+    ("take", {"axis": 1, "mode": "wrap"}, [(2, 4, 3), (5,)]),
+    ("take", {"axis": -1, "mode": "raise"}, [(3, 6), (2, 2)]),
+    ("where", {}, [(3, 4), (3, 4), (3, 4)]),
+    ("where", {}, [(3,), (3, 4), (3, 4)]),
+    ("argmax", {"axis": 1}, [(3, 4)]),
+    ("argmax", {"axis": 0, "keepdims": True}, [(3, 4, 2)]),
+    ("argmin", {}, [(3, 4)]),
+    ("argmin", {"axis": -1}, [(5,)]),
+    ("argmin", {"keepdims": True}, [(2, 3)]),
+    ("topk", {}, [(3, 5)]),
+    ("topk", {"k": 3, "ret_typ": "value"}, [(3, 5)]),
+    ("topk", {"k": 2, "ret_typ": "both", "axis": 0}, [(4, 3)]),
+    ("topk", {"k": 2, "ret_typ": "mask"}, [(3, 5)]),
+    ("topk", {"k": 0, "is_ascend": True, "ret_typ": "both"}, [(2, 6)]),
+    ("topk", {"axis": "None", "k": 4, "dtype": "int32"}, [(3, 4)]),
+    ("topk", {"k": 2, "axis": 1, "dtype": "float16", "ret_typ": "both"}, [(2, 5, 2)]),
+    ("topk", {"k": 2, "dtype": "uint8"}, [(2, 7)]),
+    ("topk", {"k": 1, "dtype": "int64", "is_ascend": True}, [(4, 3)]),
+    ("topk", {"k": 2, "dtype": "float64"}, [(3, 4)]),
+    # slicing, joining and replicating
+    ("slice", {"begin": (0, 1), "end": (2, 3)}, [(3, 4)]),
+    ("slice", {"begin": (None, -1), "end": (None, 0), "step": (1, -1)}, [(3, 4)]),
+    ("slice", {"begin": (1,), "end": (None,)}, [(4, 3)]),
+    ("slice", {"begin": (0, None, 1), "end": (2, None, -1), "step": (2, -1, None)},
+     [(3, 4, 5)]),
+    ("crop", {"begin": (1, 1), "end": (3, 4)}, [(4, 5)]),
+    ("slice_like", {}, [(4, 5), (2, 3)]),
+    ("slice_like", {"axes": (1,)}, [(4, 5), (9, 2)]),
+    ("slice_like", {"axes": (0, -1)}, [(3, 4, 5), (2, 9, 3)]),
+    ("stack", {"axis": 1, "num_args": 3}, [(2, 3), (2, 3), (2, 3)]),
+    ("stack", {"num_args": 2}, [(4,), (4,)]),
+    ("stack", {"axis": -1, "num_args": 2}, [(2, 3), (2, 3)]),
+    ("tile", {"reps": (2, 3)}, [(2, 3)]),
+    ("tile", {"reps": (2, 1, 2)}, [(3, 2)]),
+    ("tile", {"reps": (2,)}, [(2, 3)]),
+    ("repeat", {"repeats": 2}, [(2, 3)]),
+    ("repeat", {"repeats": 3, "axis": 1}, [(2, 3)]),
+    ("repeat", {"repeats": 2, "axis": -3}, [(2, 1, 2)]),
+    ("broadcast_to", {"shape": (2, 3, 4)}, [(2, 1, 4)]),
+    ("broadcast_to", {"shape": (0, 3)}, [(4, 1)]),
+    ("broadcast_axis", {"axis": (0, 2), "size": (3, 4)}, [(1, 2, 1)]),
+    ("broadcast_axes", {"axis": 1, "size": 5}, [(2, 1)]),
+    ("broadcast_like", {}, [(1, 3), (2, 3)]),
+    ("broadcast_like", {"lhs_axes": (0,), "rhs_axes": (1,)}, [(1, 3), (2, 5)]),
+]
+
+# Operators whose float16 variant needs more than every input in float16.
+_FLOAT16_DTYPES: dict[str, tuple[str, ...]] = {
+    # float16 data keeps its parameters and statistics in float32
+    "BatchNorm": ("float16", "float32", "float32", "float32", "float32"),
+}
+# The attributes a float16 variant changes.
+_FLOAT16_ATTRS: dict[str, dict[str, Any]] = {
+    "Embedding": {"dtype": "float16"},  # the weight's (and output's) dtype
+}
+
+# Operators that run integers: those that move elements, the predicates, and
+# take/where/Cast/Embedding (whose indices and conditions may be integers).
+_MOVING = ("_copy", "identity", "BlockGrad", "stop_gradient", "Flatten", "flatten", "Reshape",
+           "reshape", "expand_dims", "squeeze", "transpose", "Concat", "concat",
+           "SliceChannel", "split", "slice_axis", "slice", "crop", "slice_like", "stack",
+           "tile", "repeat", "broadcast_to", "broadcast_axis", "broadcast_axes",
+           "broadcast_like", "Pad", "pad", "Dropout", "zeros_like", "ones_like")
+_PREDICATES = ("_equal", "_not_equal", "_greater", "_greater_equal", "_lesser",
+               "_lesser_equal", "_logical_and", "_logical_or", "_logical_xor", "_Equal",
+               "broadcast_equal", "broadcast_not_equal", "broadcast_greater",
+               "broadcast_greater_equal", "broadcast_lesser", "broadcast_lesser_equal",
+               "broadcast_logical_and", "broadcast_logical_or", "broadcast_logical_xor",
+               "_equal_scalar", "_not_equal_scalar", "_greater_scalar",
+               "_greater_equal_scalar", "_lesser_scalar", "_lesser_equal_scalar",
+               "_logical_and_scalar", "_logical_or_scalar", "_logical_xor_scalar",
+               "_EqualScalar", "logical_not")
+_INTEGERS = ("int8", "uint8", "int32", "int64")
+
+
+def _float16_variants(cases: list[Case]) -> list[Case]:
+    """The first case of every operator name, in float16."""
+    seen: set[str] = set()
+    variants = []
+    for case in cases:
+        if case.op in seen:
+            continue
+        seen.add(case.op)
+        dtypes = _FLOAT16_DTYPES.get(case.op, "float16")
+        variants.append(Case(case.op, {**case.attrs, **_FLOAT16_ATTRS.get(case.op, {})},
+                             case.shapes, dtypes))
+    return variants
+
+
+def _integer_variants(cases: list[Case], names: tuple[str, ...]) -> list[Case]:
+    """The first case of each of names in an integer dtype, the dtypes taken
+    in turn (int64 and int8 for every other one)."""
+    variants = []
+    for index, name in enumerate(names):
+        case = next(case for case in cases if case.op == name)
+        dtype = _INTEGERS[index % len(_INTEGERS)]
+        variants.append(case._replace(dtypes=dtype))
+    return variants
+
+
+_FLOAT32_CASES = [Case(*case) for case in _FLOAT32]
+
+CASES: list[Case] = [
+    *_FLOAT32_CASES,
+    *_float16_variants(_FLOAT32_CASES),
+    *_integer_variants(_FLOAT32_CASES, _MOVING),
+    *_integer_variants(_FLOAT32_CASES, _PREDICATES),
+    # every integer dtype through a few shape operators, and float64
+    *[Case("transpose", {"axes": (1, 0)}, [(3, 5)], dtype) for dtype in (*_INTEGERS, "float64")],
+    *[Case("Concat", {"num_args": 2, "dim": 0}, [(1, 3), (2, 3)], dtype)
+      for dtype in (*_INTEGERS, "float64")],
+    *[Case("Pad", {"mode": "constant", "pad_width": (0, 0, 0, 0, 1, 1, 0, 2),
+                   "constant_value": -2.7}, [(1, 2, 2, 3)], dtype) for dtype in _INTEGERS],
+    *[Case("_greater_scalar", {"scalar": 2.5}, [(4, 5)], dtype) for dtype in _INTEGERS],
+    Case("_equal", {}, [(6,), (6,)], "int64"),  # values beyond 2^53 (see _inputs)
+    # Cast between every pair of dtypes
+    *[Case("Cast", {"dtype": to}, [(3, 4)], source)
+      for source in ("float32", "float16", "float64", *_INTEGERS)
+      for to in ("float32", "float16", "float64", *_INTEGERS) if source != "float32"],
+    # indices and conditions of other dtypes than the data's
+    Case("take", {"axis": 1}, [(3, 5), (4,)], ("int8", "int32")),
+    Case("take", {"mode": "wrap"}, [(4, 2), (2, 3)], ("int64", "float32")),
+    Case("take", {"axis": 0, "mode": "raise"}, [(4, 3), (5,)], ("float16", "int64")),
+    Case("take", {}, [(6,), (3,)], ("uint8", "float16")),
+    Case("where", {}, [(3, 4), (3, 4), (3, 4)], ("int8", "int32", "int32")),
+    Case("where", {}, [(3,), (3, 4), (3, 4)], ("uint8", "float16", "float16")),
+    Case("where", {}, [(2, 3), (2, 3), (2, 3)], ("float32", "uint8", "uint8")),
+    Case("Embedding", {"input_dim": 6, "output_dim": 3, "dtype": "int8"}, [(4,), (6, 3)],
+         ("int32", "int8")),
+    Case("Embedding", {"input_dim": 5, "output_dim": 2, "dtype": "float64"}, [(2, 3), (5, 2)],
+         ("float16", "float64")),
+    Case("slice_like", {}, [(4, 5), (2, 3)], ("int32", "float32")),
+    Case("broadcast_like", {}, [(1, 3), (2, 3)], ("uint8", "float16")),
+    # float16 beyond the first case of each operator
+    Case("softmax", {"dtype": "float32", "axis": 0}, [(4, 3)], "float16"),
+    Case("BatchNorm", {"output_mean_var": True, "fix_gamma": False},
+         [(2, 3, 4), (3,), (3,), (3,), (3,)], _FLOAT16_DTYPES["BatchNorm"]),
+    Case("LayerNorm", {"axis": 0, "output_mean_var": True}, [(4, 3), (4,), (4,)], "float16"),
+    Case("Pooling", {"kernel": (3, 3), "stride": (2, 2), "pooling_convention": "full",
+                     "pad": (1, 1)}, [(1, 2, 6, 6)], "float16"),
+    Case("Pooling", {"kernel": (1,), "stride": (3,), "pooling_convention": "full"},
+         [(1, 1, 2)], "float16"),  # an empty window: float16's lowest value
+    Case("add_n", {"num_args": 4}, [(3, 4)] * 4, "float16"),
+    Case("_mul_scalar", {"scalar": 0.1}, [(3, 4)], "float16"),
+    Case("clip", {"a_min": -0.1, "a_max": 0.3}, [(3, 4)], "float16"),
+    Case("Convolution", {"kernel": (3, 3), "num_filter": 6, "num_group": 2, "pad": (1, 1)},
+         [(1, 4, 5, 5), (6, 2, 3, 3), (6,)], "float16"),
+    Case("FullyConnected", {"num_hidden": 5, "flatten": False}, [(2, 3, 4), (5, 4), (5,)],
+         "float16"),
+    Case("topk", {"k": 2, "ret_typ": "both", "axis": 0}, [(4, 3)], "float16"),
 ]
 
 # (operator, attributes, input shapes, output shapes) that the host's
@@ -233,10 +481,48 @@ REJECTED: list[RejectedCase] = [
     ("Dropout", {"p": 1.5}, [(2,)], [(2,)]),
     ("add_n", {"num_args": 2}, [(2,), (3,)], [(2,)]),
     ("log_softmax", {"axis": 2}, [(2, 3)], [(2, 3)]),
+    ("Deconvolution", {"kernel": (3, 3), "num_filter": 4, "stride": (2, 2), "adj": (2, 0)},
+     [(1, 3, 4, 4), (3, 4, 3, 3)], [(1, 4, 11, 9)]),
+    ("Deconvolution", {"kernel": (3, 3), "num_filter": 4, "target_shape": (20, 5)},
+     [(1, 3, 4, 4), (3, 4, 3, 3)], [(1, 4, 20, 5)]),
+    ("Deconvolution", {"kernel": (3, 3), "num_filter": 4, "pad": (3, 0)},
+     [(1, 3, 1, 4), (3, 4, 3, 3)], [(1, 4, 1, 6)]),
+    ("InstanceNorm", {}, [(2, 3), (3,), (3,)], [(2, 3)]),
+    ("UpSampling", {"scale": 2, "sample_type": "nearest", "num_args": 2},
+     [(1, 2, 2, 3), (1, 3, 3, 6)], [(1, 5, 4, 6)]),
+    ("Pad", {"pad_width": (0, 0, 1, 0, 0, 0, 0, 0)}, [(1, 2, 3, 4)], [(1, 3, 3, 4)]),
+    ("Pad", {"mode": "reflect", "pad_width": (0, 0, 0, 0, 3, 0, 0, 0)}, [(1, 2, 3, 4)],
+     [(1, 2, 6, 4)]),
+    ("Pad", {"pad_width": (0, 0, 0, 0, 1, 1)}, [(1, 2, 3, 4)], [(1, 2, 5, 4)]),
+    ("SoftmaxOutput", {}, [(3, 5), (5,)], [(3, 5)]),
+    ("SoftmaxActivation", {"mode": "channel"}, [(2, 3)], [(2, 3)]),
+    ("Pooling", {"kernel": (2,), "pool_type": "lp"}, [(1, 1, 4)], [(1, 1, 3)]),
+    ("Pooling", {"kernel": (2, 2), "pooling_convention": "same"}, [(1, 1, 4, 4)], [(1, 1, 4, 4)]),
+    ("Pooling", {"kernel": (2,), "pad": (1,), "pooling_convention": "same"}, [(1, 1, 4)],
+     [(1, 1, 4)]),
+    ("slice", {"begin": (0,), "end": (0,)}, [(3,)], [(0,)]),
+    ("slice", {"begin": (0, 0, 0), "end": (1, 1, 1)}, [(2, 2)], [(1, 1)]),
+    ("slice", {"begin": (3,), "end": (1,)}, [(5,)], [(1,)]),
+    ("slice", {"begin": (0,), "end": (2,), "step": (0,)}, [(5,)], [(2,)]),
+    ("slice_like", {"axes": (1,)}, [(3, 2), (3, 4)], [(3, 4)]),
+    ("stack", {"num_args": 2}, [(2, 3), (3, 2)], [(2, 2, 3)]),
+    ("tile", {"reps": (0, 2)}, [(2, 3)], [(0, 6)]),
+    ("repeat", {"repeats": -1}, [(2,)], [(2,)]),
+    ("broadcast_to", {"shape": (3, 4)}, [(2, 4)], [(3, 4)]),
+    ("broadcast_axis", {"axis": (0,), "size": (3,)}, [(2, 4)], [(3, 4)]),
+    ("broadcast_like", {}, [(2, 3), (4, 3)], [(4, 3)]),
+    ("take", {"axis": 2}, [(2, 3), (4,)], [(2, 4)]),
+    ("where", {}, [(4,), (3, 4), (3, 4)], [(3, 4)]),
+    ("argmax", {"axis": 2}, [(2, 3)], [(2,)]),
+    ("topk", {"k": 6}, [(2, 5)], [(2, 6)]),
+    ("topk", {"dtype": "uint8"}, [(2, 300)], [(2, 1)]),
+    ("Cast", {}, [(2,)], [(2,)]),
 ]
 
 
-def case_id(case: Case) -> str:
-    op, attrs, shapes = case
+def case_id(case: Case | tuple[Any, ...]) -> str:
+    op, attrs, shapes = case[:3]
     details = ",".join(f"{key}={value}" for key, value in attrs.items())
-    return f"{op}[{details}]{shapes[0]}"
+    dtypes = case[3] if len(case) > 3 else "float32"
+    dtype = dtypes if isinstance(dtypes, str) else "-".join(dtypes)
+    return f"{op}[{details}]{shapes[0]}:{dtype}"

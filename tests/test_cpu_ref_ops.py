@@ -5,11 +5,18 @@ definitions of acc_host.ops, themselves tested against hand-derived and
 independent results (tests/test_ops_*.py) and MXNet's own outputs
 (tests/test_models.py). Every output of an operator is compared, so
 operators with several (SliceChannel, LayerNorm with output_mean_var) are
-checked whole."""
+checked whole.
+
+Cases carry their input dtypes: float16 results are compared with the
+registry computing on the same float16 inputs, within one float16 rounding
+(rtol and atol 1e-3: cpu_ref computes in float32 and rounds once, where the
+registry may compute in float64); integer results must be equal. Operators
+and dtypes cpu_ref does not implement are declined as unsupported."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,11 +33,24 @@ from acc_host.symbolic import LoadedModel
 from acc_host.tensor import TensorSpec
 
 RTOL, ATOL = 1e-4, 1e-5
+# One float16 rounding apart: a float16 ulp is at most 2^-10 of the value.
+RTOL_FLOAT16, ATOL_FLOAT16 = 1e-3, 1e-3
 
 # Operators whose first input must be positive to stay in their domain (a
 # NaN on both sides would compare equal, and prove nothing).
 POSITIVE_INPUT = {"log", "log1p", "log2", "log10", "sqrt", "rsqrt", "_power", "broadcast_power",
                   "_power_scalar"}
+# Operators defined on (-1, 1), and arccosh on [1, inf).
+UNIT_INPUT = {"arcsin", "arccos", "arctanh"}
+# Operators compared on few distinct values, so that ties, equal operands
+# and zeros occur: comparisons, logical operations, searches.
+FEW_VALUES = {op for op, *_ in CASES if any(word in op for word in (
+    "equal", "greater", "lesser", "logical", "arg", "topk"))} | {"_Equal", "_EqualScalar"}
+# Operators whose reductions skip NaNs get some.
+WITH_NANS = {"nansum", "nanprod"}
+# Embedding's and take's indices: whole and fractional positions, some out
+# of range (clipped, wrapped).
+INDEX_INPUT = {"Embedding": 0, "take": 1}
 
 
 @pytest.fixture(scope="module")
@@ -38,20 +58,56 @@ def library():
     return mx.get_library("cpu_ref")
 
 
+def _random(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype,
+            few_values: bool) -> np.ndarray:
+    if dtype.kind in "iu":
+        low = 0 if dtype.kind == "u" else -3 if few_values else -20
+        return rng.integers(low, 4 if few_values else 40, shape).astype(dtype)
+    if few_values:
+        return rng.integers(-2, 3, shape).astype(dtype)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+def _indices(rng: np.random.Generator, case: Case, size: int, shape: tuple[int, ...],
+             dtype: np.dtype) -> np.ndarray:
+    """Positions along an axis of size entries: for "raise" inside [-size,
+    size), otherwise also beyond; floats get fractions (truncated toward
+    zero)."""
+    strict = case.attrs.get("mode") == "raise"
+    low, high = (-size, size) if strict else (-3, size + 3)
+    if dtype.kind == "u":
+        low = 0
+    ids = rng.integers(low, high, shape)
+    if dtype.kind == "f" and not strict:
+        ids = ids + rng.choice(np.array([0.0, 0.25, 0.75]), shape)
+    return ids.astype(dtype)
+
+
 def _inputs(case: Case, seed: int) -> list[np.ndarray]:
-    op, attrs, shapes = case
+    op, attrs, shapes = case.op, case.attrs, case.shapes
+    dtypes = [np.dtype(name) for name in case.input_dtypes()]
     rng = np.random.default_rng(seed)
-    arrays = [rng.standard_normal(shape).astype(np.float32) * 3 for shape in shapes]
+    few = op in FEW_VALUES
+    arrays = [_random(rng, shape, dtype, few) for shape, dtype in zip(shapes, dtypes)]
     if op == "BatchNorm":
-        arrays[4] = rng.uniform(0.2, 2.0, shapes[4]).astype(np.float32)  # variances
+        arrays[4] = rng.uniform(0.2, 2.0, shapes[4]).astype(dtypes[4])  # variances
     elif op in POSITIVE_INPUT:
-        arrays[0] = rng.uniform(0.1, 4.0, shapes[0]).astype(np.float32)
+        arrays[0] = rng.uniform(0.1, 4.0, shapes[0]).astype(dtypes[0])
+    elif op in UNIT_INPUT:
+        arrays[0] = rng.uniform(-0.95, 0.95, shapes[0]).astype(dtypes[0])
+    elif op == "arccosh":
+        arrays[0] = rng.uniform(1.05, 4.0, shapes[0]).astype(dtypes[0])
+    elif op in WITH_NANS:
+        arrays[0][rng.random(shapes[0]) < 0.3] = np.nan
     elif op == "Embedding":
-        # Token ids as floats: whole ids, fractions (truncated toward zero)
-        # and ids outside [0, input_dim) (clipped to the first/last row).
-        ids = rng.integers(-3, attrs["input_dim"] + 3, shapes[0])
-        fractions = rng.choice(np.array([0.0, 0.25, 0.75]), shapes[0])
-        arrays[0] = (ids + fractions).astype(np.float32)
+        arrays[0] = _indices(rng, case, attrs["input_dim"], shapes[0], dtypes[0])
+    elif op == "take":
+        data = shapes[0]
+        axis = attrs.get("axis", 0) % len(data)
+        arrays[1] = _indices(rng, case, data[axis], shapes[1], dtypes[1])
+    elif op == "_equal" and dtypes[0] == np.int64:
+        # Neighbours beyond 2^53, which only exact integer comparison tells apart.
+        arrays = [(2**53 + rng.integers(-2, 3, shape)).astype(np.int64) for shape in shapes]
     return arrays
 
 
@@ -63,10 +119,18 @@ def _host_results(op: str, inputs: list[np.ndarray], attrs: dict) -> list[np.nda
 
 
 def _assert_all_close(results: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    """Equal shapes and dtypes; integers equal, floats within the tolerance
+    of their dtype."""
     assert len(results) == len(expected)
     for result, reference in zip(results, expected):
-        assert result.shape == reference.shape
-        np.testing.assert_allclose(result, reference, rtol=RTOL, atol=ATOL)
+        assert result.shape == reference.shape and result.dtype == reference.dtype
+        if reference.dtype.kind in "iu":
+            np.testing.assert_array_equal(result, reference)
+        elif reference.dtype == np.float16:
+            np.testing.assert_allclose(result.astype(np.float32), reference.astype(np.float32),
+                                       rtol=RTOL_FLOAT16, atol=ATOL_FLOAT16)
+        else:
+            np.testing.assert_allclose(result, reference, rtol=RTOL, atol=ATOL)
 
 
 def _one_op_graph(op: str, attrs: dict, inputs: list[np.ndarray]):
@@ -74,7 +138,8 @@ def _one_op_graph(op: str, attrs: dict, inputs: list[np.ndarray]):
     node = getattr(mx.sym, op)(*[mx.sym.Variable(name) for name in names], name="node",
                                **attrs)
     graph = annotate_symbol(node, {name: array.shape for name, array in zip(names, inputs)},
-                            weights=names[1:])
+                            weights=names[1:],
+                            dtypes={name: array.dtype for name, array in zip(names, inputs)})
     return graph, dict(zip(names, inputs)), _host_results(op, inputs, attrs)
 
 
@@ -86,7 +151,7 @@ def _outputs_by_name(results: dict, count: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_imperative_matches_reference(library, case: Case) -> None:
-    op, attrs, _ = case
+    op, attrs = case.op, case.attrs
     inputs = _inputs(case, seed=1)
     expected = _host_results(op, inputs, attrs)
     buffers = [DeviceBuffer(library, 0, TensorSpec.of(array)) for array in inputs]
@@ -107,7 +172,7 @@ def test_imperative_matches_reference(library, case: Case) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_symbolic_matches_reference(library, case: Case) -> None:
-    op, attrs, _ = case
+    op, attrs = case.op, case.attrs
     graph, values, expected = _one_op_graph(op, attrs, _inputs(case, seed=3))
     assert library.supported_ops(json.dumps(graph), {"data": TensorSpec.of(values["data"])},
                                  len(graph["nodes"])) == [len(graph["nodes"]) - 1]
@@ -119,16 +184,26 @@ def test_symbolic_matches_reference(library, case: Case) -> None:
 
 def test_every_operator_has_cases(library) -> None:
     """Every name cpu_ref lists (aliases included) is an operator of the
-    host's registry at the version cpu_ref claims, and has at least one case
-    here (a case of another of its names counts)."""
+    host's registry at the version cpu_ref claims, and has a float32 and a
+    float16 case here (a case of another of its names counts): every
+    operator runs float16, on its float32 kernels or by moving elements."""
     listed = mx.cpu_ref(0).configure(query="ops")["ops"].split(",")
-    tested = {id(ops.get(op)) for op, _, _ in CASES}
+    tested = {dtype: {id(ops.get(case.op)) for case in CASES if case.input_dtypes()[0] == dtype}
+              for dtype in ("float32", "float16")}
     for entry in listed:
         name, version = entry.rsplit(":", 1)
         definition = ops.find(name)
         assert definition is not None, f"{name} is not in the host's registry"
         assert int(version) == op_version(name), name
-        assert id(definition) in tested, f"{name} has no case in tests/cpu_ref_cases.py"
+        for dtype, operators in tested.items():
+            assert id(definition) in operators, f"{name} has no {dtype} case"
+
+
+def test_covers_the_whole_registry(library) -> None:
+    """cpu_ref lists every name of the host's registry."""
+    listed = {entry.rsplit(":", 1)[0]
+              for entry in mx.cpu_ref(0).configure(query="ops")["ops"].split(",")}
+    assert sorted(set(ops.all_ops()) - listed) == []
 
 
 @pytest.mark.parametrize("case", REJECTED, ids=lambda case: case_id(case[:3]))
@@ -141,6 +216,36 @@ def test_rejects_what_the_registry_rejects(library, case: RejectedCase) -> None:
         Executor(library, op, [TensorSpec(shape, np.float32) for shape in in_shapes],
                  [TensorSpec(shape, np.float32) for shape in out_shapes], attrs)
     assert error.value.code_name == "MX_ACC_ERR_INVALID_ARG"
+
+
+# (operator, attributes, input specs, output specs) of dtypes the registry
+# accepts and cpu_ref does not implement: declined, so that the host runs
+# them on the CPU.
+F64, I8, I32 = np.float64, np.int8, np.int32
+DECLINED: list[tuple[str, dict, list[tuple[tuple[int, ...], Any]], list[tuple[tuple[int, ...], Any]]]] = [
+    ("Activation", {"act_type": "relu"}, [((2, 3), F64)], [((2, 3), F64)]),
+    ("Convolution", {"kernel": (1,), "num_filter": 1, "no_bias": True},
+     [((1, 1, 3), I8), ((1, 1, 1), I8)], [((1, 1, 3), I8)]),
+    ("elemwise_add", {}, [((3,), I32), ((3,), I32)], [((3,), I32)]),
+    ("_plus_scalar", {"scalar": 1}, [((3,), I8)], [((3,), I8)]),
+    ("exp", {}, [((3,), I32)], [((3,), I32)]),
+    ("sum", {}, [((3,), F64)], [((1,), F64)]),
+    ("softmax", {"dtype": "float64"}, [((2, 3), np.float32)], [((2, 3), F64)]),
+    ("topk", {}, [((2, 3), I32)], [((2, 1), np.float32)]),
+    ("BatchNorm", {}, [((2, 3), F64)] + [((3,), F64)] * 4, [((2, 3), F64)]),
+]
+
+
+@pytest.mark.parametrize("op, attrs, inputs, outputs", DECLINED,
+                         ids=[f"{op}-{index}" for index, (op, *_) in enumerate(DECLINED)])
+def test_declines_dtypes_it_does_not_implement(library, op, attrs, inputs, outputs) -> None:
+    with pytest.raises(mx.PluginUnsupportedError, match="only"):
+        Executor(library, op, [TensorSpec(shape, dtype) for shape, dtype in inputs],
+                 [TensorSpec(shape, dtype) for shape, dtype in outputs], attrs)
+    values = [np.zeros(shape, dtype) for shape, dtype in inputs]
+    graph, specs, _ = _one_op_graph(op, attrs, values)
+    assert library.supported_ops(json.dumps(graph), {"data": TensorSpec.of(specs["data"])},
+                                 len(graph["nodes"])) == []
 
 
 @pytest.mark.parametrize("op, attrs, in_shapes, out_shapes", [

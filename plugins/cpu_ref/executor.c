@@ -18,19 +18,22 @@ typedef struct cr_executor {
   int num_outputs;
   acc_shape in_shapes[CR_MAX_INPUTS];
   acc_shape out_shapes[CR_MAX_OUTPUTS];
+  int32_t in_dtypes[CR_MAX_INPUTS];
+  int32_t out_dtypes[CR_MAX_OUTPUTS];
 } cr_executor;
 
 /* Checks one tensor of a forward() call and views it for the kernels. */
 static int accept_tensor(const cr_executor *executor, const MXTensor *tensor,
-                         const acc_shape *shape, const char *what, cr_tensor *view) {
-  int status = acc_tensor_expect(tensor, what, kFloat32, shape);
+                         const acc_shape *shape, int32_t dtype, const char *what,
+                         cr_tensor *view) {
+  int status = acc_tensor_expect(tensor, what, dtype, shape);
   if (status != MX_ACC_OK) return status;
   if (tensor->dev_id != executor->dev_id) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: tensor is on device %d, executor on %d", what,
                     (int)tensor->dev_id, executor->dev_id);
   }
   size_t bytes;
-  status = acc_shape_bytes(shape, sizeof(float), what, &bytes);
+  status = acc_shape_bytes(shape, acc_dtype_size(dtype), what, &bytes);
   if (status == MX_ACC_OK) status = cr_check_data(executor->dev_id, tensor, bytes, what);
   view->data = tensor->data;
   view->shape = *shape;
@@ -44,9 +47,10 @@ typedef struct byte_range {
   uintptr_t end;
 } byte_range;
 
-static byte_range range_of(const cr_tensor *view) {
+static byte_range range_of(const cr_tensor *view, int32_t dtype) {
   size_t bytes = 0;
-  acc_shape_bytes(&view->shape, sizeof(float), "tensor", &bytes); /* checked when accepted */
+  /* Checked when the tensor was accepted. */
+  acc_shape_bytes(&view->shape, acc_dtype_size(dtype), "tensor", &bytes);
   byte_range range = {(uintptr_t)view->data, (uintptr_t)view->data + bytes};
   return range;
 }
@@ -61,15 +65,15 @@ static int ranges_overlap(byte_range a, byte_range b) {
 static int check_no_overlap(const cr_executor *executor, const cr_tensor *in, int num_in,
                             const cr_tensor *out, int num_out) {
   for (int k = 0; k < num_out; ++k) {
-    byte_range written = range_of(&out[k]);
+    byte_range written = range_of(&out[k], executor->out_dtypes[k]);
     for (int i = 0; i < num_in; ++i) {
-      if (ranges_overlap(written, range_of(&in[i]))) {
+      if (ranges_overlap(written, range_of(&in[i], executor->in_dtypes[i]))) {
         return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward %s: output %d overlaps input %d",
                         executor->op->name, k, i);
       }
     }
     for (int j = 0; j < k; ++j) {
-      if (ranges_overlap(written, range_of(&out[j]))) {
+      if (ranges_overlap(written, range_of(&out[j], executor->out_dtypes[j]))) {
         return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward %s: output %d overlaps output %d",
                         executor->op->name, k, j);
       }
@@ -99,19 +103,20 @@ static int executor_forward(MXAccExecutor *self, const MXTensor *inputs, int num
   int status = MX_ACC_OK;
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
     snprintf(what, sizeof what, "forward %s: input %d", executor->op->name, i);
-    status = accept_tensor(executor, &inputs[i], &executor->in_shapes[i], what, &in_views[i]);
+    status = accept_tensor(executor, &inputs[i], &executor->in_shapes[i], executor->in_dtypes[i],
+                           what, &in_views[i]);
   }
   for (int k = 0; k < num_out && status == MX_ACC_OK; ++k) {
     snprintf(what, sizeof what, "forward %s: output %d", executor->op->name, k);
-    status = accept_tensor(executor, &outputs[k], &executor->out_shapes[k], what, &out_views[k]);
+    status = accept_tensor(executor, &outputs[k], &executor->out_shapes[k],
+                           executor->out_dtypes[k], what, &out_views[k]);
   }
   if (status == MX_ACC_OK) {
     status = check_no_overlap(executor, in_views, num_in, out_views, num_out);
   }
   if (status != MX_ACC_OK) return status;
-  executor->op->impl->run(&executor->params, in_views, num_in, out_views,
-                          atomic_load(&device->num_threads));
-  return MX_ACC_OK;
+  return executor->op->impl->run(&executor->params, in_views, num_in, out_views,
+                                 atomic_load(&device->num_threads));
 }
 
 static void executor_release(MXAccExecutor *self) { free(self); }
@@ -143,15 +148,17 @@ int cr_executor_create(const char *op_name, const MXTensor *inputs, const MXTens
   }
   cr_executor *executor = calloc(1, sizeof *executor);
   if (executor == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "executor");
-  int32_t in_dtypes[CR_MAX_INPUTS], out_dtypes[CR_MAX_OUTPUTS];
-  int status = read_specs(op_name, "input", inputs, num_in, executor->in_shapes, in_dtypes);
+  int status = read_specs(op_name, "input", inputs, num_in, executor->in_shapes,
+                          executor->in_dtypes);
   if (status == MX_ACC_OK) {
-    status = read_specs(op_name, "output", outputs, num_out, executor->out_shapes, out_dtypes);
+    status = read_specs(op_name, "output", outputs, num_out, executor->out_shapes,
+                        executor->out_dtypes);
   }
   if (status == MX_ACC_OK) {
     status = cr_resolve_op("accGetExecutor", op_name, attr_keys, attr_vals, (size_t)num_attrs,
-                           executor->in_shapes, in_dtypes, num_in, executor->out_shapes,
-                           out_dtypes, num_out, &executor->op, &executor->params);
+                           executor->in_shapes, executor->in_dtypes, num_in,
+                           executor->out_shapes, executor->out_dtypes, num_out, &executor->op,
+                           &executor->params);
   }
   if (status != MX_ACC_OK) {
     free(executor);

@@ -1,5 +1,6 @@
 /*
- * Straightforward fp32 implementations of the kernels in kernels.h.
+ * Straightforward fp32 implementations of the compute kernels in kernels.h
+ * (the data kernels are in kernels_data.c).
  *
  * These loops are the reference other accelerators are checked against, so
  * they aim to be obviously correct first and reasonably fast second. Results
@@ -18,6 +19,7 @@
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "parallel.h"
@@ -174,6 +176,92 @@ void cr_convolution(const cr_conv_params *params, const int64_t x_shape[5],
 }
 
 /* ------------------------------------------------------------------------ */
+/* Deconvolution                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* The input index that output p reads through kernel tap k along one axis,
+ * or -1 when there is none: p + pad = i * stride + k * dilate must hold
+ * for a whole i inside the input. */
+static int64_t deconv_source(const cr_conv_params *params, int axis, int64_t p,
+                             int64_t k, int64_t in_size) {
+  const int64_t reach = p + params->pad[axis] - k * params->dilate[axis];
+  if (reach < 0 || reach % params->stride[axis] != 0) return -1;
+  const int64_t i = reach / params->stride[axis];
+  return i < in_size ? i : -1;
+}
+
+/* Each output is gathered from the inputs that scatter onto it (rather
+ * than scattering input by input), so that every output is one double sum,
+ * written once, whichever thread computes it. */
+static void deconvolve_plane(const cr_conv_task *task, int64_t n, int64_t o) {
+  const cr_conv_params *params = task->params;
+  const int64_t channels = task->x_shape[1];
+  const int64_t *in = task->x_shape + 2;
+  const int64_t outputs = task->y_shape[1];
+  const int64_t *out = task->y_shape + 2;
+  const int64_t *k = params->kernel;
+  const int64_t in_plane = in[0] * in[1] * in[2];
+  const int64_t kernel_size = k[0] * k[1] * k[2];
+  const int64_t group_outputs = outputs / params->num_group;
+  const int64_t group_channels = channels / params->num_group;
+  const int64_t group = o / group_outputs;
+  const float *x = task->x + (n * channels + group * group_channels) * in_plane;
+  /* w is (C, O / groups, taps): the taps of input channel c (of the group)
+   * for output o % group_outputs. */
+  const float *w =
+      task->w +
+      (group * group_channels * group_outputs + o % group_outputs) * kernel_size;
+  float *y = task->y + (n * outputs + o) * out[0] * out[1] * out[2];
+  const double bias = task->bias != NULL ? task->bias[o] : 0.0;
+  for (int64_t od = 0; od < out[0]; ++od) {
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      for (int64_t ow = 0; ow < out[2]; ++ow) {
+        double sum = bias;
+        for (int64_t kd = 0; kd < k[0]; ++kd) {
+          const int64_t id = deconv_source(params, 0, od, kd, in[0]);
+          if (id < 0) continue;
+          for (int64_t kh = 0; kh < k[1]; ++kh) {
+            const int64_t ih = deconv_source(params, 1, oh, kh, in[1]);
+            if (ih < 0) continue;
+            for (int64_t kw = 0; kw < k[2]; ++kw) {
+              const int64_t iw = deconv_source(params, 2, ow, kw, in[2]);
+              if (iw < 0) continue;
+              const int64_t x_at = (id * in[1] + ih) * in[2] + iw;
+              const int64_t tap = (kd * k[1] + kh) * k[2] + kw;
+              for (int64_t c = 0; c < group_channels; ++c) {
+                sum += (double)x[c * in_plane + x_at] *
+                       w[c * group_outputs * kernel_size + tap];
+              }
+            }
+          }
+        }
+        y[(od * out[1] + oh) * out[2] + ow] = (float)sum;
+      }
+    }
+  }
+}
+
+static void deconvolve_planes(void *context, int64_t begin, int64_t end) {
+  const cr_conv_task *task = context;
+  const int64_t outputs = task->y_shape[1];
+  for (int64_t plane = begin; plane < end; ++plane) {
+    deconvolve_plane(task, plane / outputs, plane % outputs);
+  }
+}
+
+void cr_deconvolution(const cr_conv_params *params, const int64_t x_shape[5],
+                      const float *x, const float *w, const float *bias,
+                      const int64_t y_shape[5], float *y, int num_threads) {
+  cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y};
+  const int64_t planes = y_shape[0] * y_shape[1];
+  const int64_t work = planes * y_shape[2] * y_shape[3] * y_shape[4] *
+                       (x_shape[1] / params->num_group) * params->kernel[0] *
+                       params->kernel[1] * params->kernel[2];
+  cr_parallel_for(threads_for_work(num_threads, work), planes,
+                  deconvolve_planes, &task);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Pooling                                                                   */
 /* ------------------------------------------------------------------------ */
 
@@ -243,6 +331,23 @@ static float window_average(const cr_pool_params *params, const float *x,
   return window_sum(x, in, window) / (float)divisor;
 }
 
+/* (sum of x^p over the window) ^ (1/p) in double, for p = 1, 2 or 3. x^3
+ * keeps its sign and cbrt takes it back, as MXNet's lp pooling does. */
+static float window_lp(int p, const float *x, const int64_t in[3],
+                       const cr_pool_window window[3]) {
+  double sum = 0.0;
+  for (int64_t d = window[0].begin; d < window[0].end; ++d) {
+    for (int64_t h = window[1].begin; h < window[1].end; ++h) {
+      const float *row = x + (d * in[1] + h) * in[2];
+      for (int64_t w = window[2].begin; w < window[2].end; ++w) {
+        const double v = row[w];
+        sum += p == 1 ? v : p == 2 ? v * v : v * v * v;
+      }
+    }
+  }
+  return (float)(p == 1 ? sum : p == 2 ? sqrt(sum) : cbrt(sum));
+}
+
 static float pool_window_value(const cr_pool_params *params, const float *x,
                                const int64_t in[3],
                                const cr_pool_window window[3]) {
@@ -253,6 +358,8 @@ static float pool_window_value(const cr_pool_params *params, const float *x,
       return window_sum(x, in, window);
     case CR_POOL_AVG:
       return window_average(params, x, in, window);
+    case CR_POOL_LP:
+      return window_lp(params->p_value, x, in, window);
   }
   return 0.0f; /* unreachable for a valid cr_pool_type */
 }
@@ -386,6 +493,10 @@ static float softrelu(float x) {
 
 static float activate(cr_activation_type type, float x) {
   switch (type) {
+    case CR_ACT_LOG_SIGMOID:
+      return -softrelu(-x);
+    case CR_ACT_MISH:
+      return x * tanhf(softrelu(x));
     case CR_ACT_RELU:
       return x > 0.0f ? x : 0.0f;
     case CR_ACT_SIGMOID:
@@ -469,6 +580,34 @@ void cr_softmax(int64_t outer, int64_t length, int64_t inner,
 /* Element-wise arithmetic                                                   */
 /* ------------------------------------------------------------------------ */
 
+int cr_binary_is_predicate(cr_binary_op op) { return op >= CR_BINARY_EQUAL; }
+
+/* The predicates, for any type whose comparisons are exact: floats, and
+ * int64_t for the integer dtypes. */
+#define PREDICATE(op, a, b)                               \
+  ((op) == CR_BINARY_EQUAL           ? (a) == (b)         \
+   : (op) == CR_BINARY_NOT_EQUAL     ? (a) != (b)         \
+   : (op) == CR_BINARY_GREATER       ? (a) > (b)          \
+   : (op) == CR_BINARY_GREATER_EQUAL ? (a) >= (b)         \
+   : (op) == CR_BINARY_LESSER        ? (a) < (b)          \
+   : (op) == CR_BINARY_LESSER_EQUAL  ? (a) <= (b)         \
+   : (op) == CR_BINARY_LOGICAL_AND   ? ((a) != 0 && (b) != 0) \
+   : (op) == CR_BINARY_LOGICAL_OR    ? ((a) != 0 || (b) != 0) \
+                                     : (((a) != 0) != ((b) != 0)))
+
+static int apply_predicate(cr_binary_op op, float a, float b) {
+  return PREDICATE(op, a, b);
+}
+
+/* MXNet's mod, in double: fmod's remainder (exact) moved to the divisor's
+ * sign, and 0 for a zero divisor. */
+static double mxnet_mod(double a, double b) {
+  if (b == 0.0) return 0.0;
+  double r = fmod(a, b);
+  if (r != 0.0 && (r < 0.0) != (b < 0.0)) r += b;
+  return r;
+}
+
 static float apply_binary(cr_binary_op op, float a, float b) {
   switch (op) {
     case CR_BINARY_ADD:
@@ -485,8 +624,13 @@ static float apply_binary(cr_binary_op op, float a, float b) {
       return a > b ? a : b;
     case CR_BINARY_MINIMUM:
       return a < b ? a : b;
+    case CR_BINARY_MOD:
+      return (float)mxnet_mod(a, b);
+    case CR_BINARY_HYPOT:
+      return (float)hypot(a, b);
+    default:
+      return apply_predicate(op, a, b) ? 1.0f : 0.0f;
   }
-  return a; /* unreachable for a valid cr_binary_op */
 }
 
 void cr_binary(cr_binary_op op, int64_t count, const float *a,
@@ -576,11 +720,34 @@ void cr_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
   }
 }
 
+void cr_broadcast_predicate_int(cr_binary_op op, cr_dtype dtype, int ndim,
+                                const int64_t *dims, const int64_t *a_strides,
+                                const int64_t *b_strides, const void *a,
+                                const void *b, void *y) {
+  const int last = ndim - 1;
+  const int64_t row = dims[last];
+  const int64_t rows = count_of(last, dims);
+  const int64_t a_step = a_strides[last], b_step = b_strides[last];
+  if (row == 0) return;
+  cr_walker w;
+  walker_init(&w, last, dims, a_strides, b_strides);
+  for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
+    for (int64_t i = 0; i < row; ++i) {
+      const int64_t left = cr_load_int(dtype, a, w.offset[0] + i * a_step);
+      const int64_t right = cr_load_int(dtype, b, w.offset[1] + i * b_step);
+      cr_store_int(dtype, y, r * row + i, PREDICATE(op, left, right) ? 1 : 0);
+    }
+  }
+}
+
 static double sigmoid_double(double x) {
   /* exp(-x) may overflow to infinity for very negative x, which gives the
    * correct limit 0. */
   return 1.0 / (1.0 + exp(-x));
 }
+
+/* pi to double precision, the constant numpy's degrees and radians use. */
+static const double kPi = 3.141592653589793238462643383279502884;
 
 static double sign_of(double x) {
   if (x > 0.0) return 1.0;
@@ -640,6 +807,32 @@ static double apply_unary(cr_unary_op op, double x) {
       return round(x);
     case CR_UNARY_RINT:
       return rint(x);
+    case CR_UNARY_TAN:
+      return tan(x);
+    case CR_UNARY_ARCSIN:
+      return asin(x);
+    case CR_UNARY_ARCCOS:
+      return acos(x);
+    case CR_UNARY_ARCTAN:
+      return atan(x);
+    case CR_UNARY_SINH:
+      return sinh(x);
+    case CR_UNARY_COSH:
+      return cosh(x);
+    case CR_UNARY_ARCSINH:
+      return asinh(x);
+    case CR_UNARY_ARCCOSH:
+      return acosh(x);
+    case CR_UNARY_ARCTANH:
+      return atanh(x);
+    case CR_UNARY_DEGREES:
+      return x * (180.0 / kPi);
+    case CR_UNARY_RADIANS:
+      return x * (kPi / 180.0);
+    case CR_UNARY_RCBRT:
+      return 1.0 / cbrt(x);
+    case CR_UNARY_LOGICAL_NOT:
+      return x == 0.0 ? 1.0 : 0.0;
   }
   return x; /* unreachable for a valid cr_unary_op */
 }
@@ -657,33 +850,6 @@ void cr_clip(int64_t count, float low, float high, const float *x, float *y) {
 void cr_fill(int64_t count, float value, float *y) { fill(y, count, value); }
 
 /* ------------------------------------------------------------------------ */
-/* Moving data                                                               */
-/* ------------------------------------------------------------------------ */
-
-void cr_copy_rows(int64_t rows, int64_t width, const float *x,
-                  int64_t x_stride, float *y, int64_t y_stride) {
-  if (width == 0) return;
-  for (int64_t r = 0; r < rows; ++r) {
-    memcpy(y + r * y_stride, x + r * x_stride, (size_t)width * sizeof *y);
-  }
-}
-
-void cr_copy_strided(int ndim, const int64_t *dims, const int64_t *x_strides,
-                     const float *x, float *y) {
-  const int last = ndim - 1;
-  const int64_t row = dims[last], step = x_strides[last];
-  const int64_t rows = count_of(last, dims);
-  if (row == 0) return;
-  cr_walker w;
-  walker_init(&w, last, dims, x_strides, NULL);
-  for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
-    const float *x_row = x + w.offset[0];
-    float *y_row = y + r * row;
-    for (int64_t i = 0; i < row; ++i) y_row[i] = x_row[i * step];
-  }
-}
-
-/* ------------------------------------------------------------------------ */
 /* Reductions                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -691,13 +857,22 @@ void cr_copy_strided(int ndim, const int64_t *dims, const int64_t *x_strides,
  * from base. */
 static float reduce_values(cr_reduce_op op, const float *base, cr_walker *w,
                            int64_t count) {
-  if (op == CR_REDUCE_SUM || op == CR_REDUCE_MEAN) {
+  if (op == CR_REDUCE_SUM || op == CR_REDUCE_MEAN || op == CR_REDUCE_NANSUM) {
     double sum = 0.0;
     for (int64_t i = 0; i < count; ++i, walker_next(w)) {
-      sum += base[w->offset[0]];
+      const float value = base[w->offset[0]];
+      if (op != CR_REDUCE_NANSUM || !isnan(value)) sum += value;
     }
     if (op == CR_REDUCE_MEAN && count > 0) sum /= (double)count;
     return (float)sum;
+  }
+  if (op == CR_REDUCE_PROD || op == CR_REDUCE_NANPROD) {
+    double product = 1.0;
+    for (int64_t i = 0; i < count; ++i, walker_next(w)) {
+      const float value = base[w->offset[0]];
+      if (op != CR_REDUCE_NANPROD || !isnan(value)) product *= value;
+    }
+    return (float)product;
   }
   /* Every value is visited even after a NaN, so that the walker completes
    * its turn and starts the next output at offset 0. */
@@ -742,6 +917,115 @@ void cr_reduce(cr_reduce_op op, int ndim, const int64_t *dims,
   for (int64_t o = 0; o < outputs; ++o, walker_next(&outer)) {
     /* A full turn of the inner walker brings it back to offset 0. */
     y[o] = reduce_values(op, x + outer.offset[0], &inner, per_output);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Searching                                                                 */
+/* ------------------------------------------------------------------------ */
+
+void cr_arg_search(int is_max, int64_t outer, int64_t length, int64_t inner,
+                   const float *x, float *y) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *xs = x + o * length * inner + i;
+      int64_t best = 0;
+      for (int64_t j = 1; j < length && !isnan(xs[best * inner]); ++j) {
+        const float value = xs[j * inner];
+        if (isnan(value) || (is_max ? value > xs[best * inner]
+                                    : value < xs[best * inner])) {
+          best = j;
+        }
+      }
+      y[o * inner + i] = (float)best;
+    }
+  }
+}
+
+/* 1 when value a ranks strictly before value b: NaN ranks above every
+ * number (and equal to NaN), so it comes first when descending and last
+ * when ascending. */
+static int ranks_before(float a, float b, int ascending) {
+  const int a_nan = isnan(a), b_nan = isnan(b);
+  if (a_nan || b_nan) return ascending ? !a_nan && b_nan : a_nan && !b_nan;
+  return ascending ? a < b : a > b;
+}
+
+/* Stable merge sort of the positions order[0 .. count) by the values they
+ * point at (row[p * stride]), using scratch of count entries: equal values
+ * keep their positions' order. */
+static void sort_positions(int64_t *order, int64_t *scratch, int64_t count,
+                           const float *row, int64_t stride, int ascending) {
+  for (int64_t width = 1; width < count; width *= 2) {
+    for (int64_t left = 0; left < count; left += 2 * width) {
+      const int64_t middle = min_i64(left + width, count);
+      const int64_t right = min_i64(left + 2 * width, count);
+      int64_t a = left, b = middle, out = left;
+      while (a < middle && b < right) {
+        /* Take from the right run only when it ranks strictly first. */
+        const int take_b = ranks_before(row[order[b] * stride],
+                                        row[order[a] * stride], ascending);
+        scratch[out++] = take_b ? order[b++] : order[a++];
+      }
+      while (a < middle) scratch[out++] = order[a++];
+      while (b < right) scratch[out++] = order[b++];
+    }
+    memcpy(order, scratch, (size_t)count * sizeof *order);
+  }
+}
+
+int cr_topk(int64_t outer, int64_t length, int64_t inner, int64_t k,
+            int ascending, const float *x, float *values,
+            cr_dtype index_dtype, void *indices, float *mask) {
+  const size_t entries = length > 0 ? (size_t)length : 1;
+  int64_t *order = malloc(entries * sizeof *order);
+  int64_t *scratch = malloc(entries * sizeof *scratch);
+  if (order == NULL || scratch == NULL) {
+    free(order);
+    free(scratch);
+    return -1;
+  }
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *row = x + o * length * inner + i;
+      for (int64_t p = 0; p < length; ++p) order[p] = p;
+      sort_positions(order, scratch, length, row, inner, ascending);
+      for (int64_t r = 0; r < k; ++r) {
+        const int64_t at = (o * k + r) * inner + i;
+        if (values != NULL) values[at] = row[order[r] * inner];
+        if (indices != NULL) cr_store_int(index_dtype, indices, at, order[r]);
+      }
+      if (mask != NULL) {
+        float *mask_row = mask + o * length * inner + i;
+        for (int64_t p = 0; p < length; ++p) mask_row[p * inner] = 0.0f;
+        for (int64_t r = 0; r < k; ++r) mask_row[order[r] * inner] = 1.0f;
+      }
+    }
+  }
+  free(order);
+  free(scratch);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Upsampling                                                                */
+/* ------------------------------------------------------------------------ */
+
+void cr_upsampling_sum(int num, const float *const *x, const int64_t *factors,
+                       int64_t batch, int64_t channels, int64_t height,
+                       int64_t width, float *y) {
+  for (int64_t plane = 0; plane < batch * channels; ++plane) {
+    for (int64_t h = 0; h < height; ++h) {
+      for (int64_t w = 0; w < width; ++w) {
+        double sum = 0.0;
+        for (int k = 0; k < num; ++k) {
+          const int64_t f = factors[k];
+          const int64_t in_height = height / f, in_width = width / f;
+          sum += x[k][(plane * in_height + h / f) * in_width + w / f];
+        }
+        y[(plane * height + h) * width + w] = (float)sum;
+      }
+    }
   }
 }
 
@@ -801,6 +1085,24 @@ void cr_matmul(int64_t batch, int64_t m, int64_t n, int64_t k,
 /* Normalisation and activations                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Mean and biased variance of the count values x[0], x[stride], ..., in
+ * double: two passes (the mean, then the mean squared deviation) rather
+ * than E[x^2] - E[x]^2, which cancels badly when the mean is large. count 0
+ * gives 0 and 0. */
+static void moments(const float *x, int64_t count, int64_t stride,
+                    double *mean, double *variance) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < count; ++i) sum += x[i * stride];
+  const double mu = count > 0 ? sum / (double)count : 0.0;
+  double squares = 0.0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double d = x[i * stride] - mu;
+    squares += d * d;
+  }
+  *mean = mu;
+  *variance = count > 0 ? squares / (double)count : 0.0;
+}
+
 void cr_layer_norm(int64_t outer, int64_t channels, int64_t inner,
                    const float *x, const float *gamma, const float *beta,
                    double eps, float *y, float *mean, float *std) {
@@ -808,24 +1110,32 @@ void cr_layer_norm(int64_t outer, int64_t channels, int64_t inner,
     for (int64_t i = 0; i < inner; ++i) {
       const float *xs = x + o * channels * inner + i;
       float *ys = y + o * channels * inner + i;
-      /* Two passes (mean, then the mean squared deviation) rather than
-       * E[x^2] - E[x]^2, which cancels badly when the mean is large. */
-      double sum = 0.0;
-      for (int64_t c = 0; c < channels; ++c) sum += xs[c * inner];
-      const double mu = channels > 0 ? sum / (double)channels : 0.0;
-      double squares = 0.0;
-      for (int64_t c = 0; c < channels; ++c) {
-        const double d = xs[c * inner] - mu;
-        squares += d * d;
-      }
-      const double sigma =
-          sqrt((channels > 0 ? squares / (double)channels : 0.0) + eps);
+      double mu, variance;
+      moments(xs, channels, inner, &mu, &variance);
+      const double sigma = sqrt(variance + eps);
       for (int64_t c = 0; c < channels; ++c) {
         ys[c * inner] =
             (float)((xs[c * inner] - mu) / sigma * gamma[c] + beta[c]);
       }
       if (mean != NULL) mean[o * inner + i] = (float)mu;
       if (std != NULL) std[o * inner + i] = (float)sigma;
+    }
+  }
+}
+
+void cr_instance_norm(int64_t batch, int64_t channels, int64_t spatial,
+                      const float *x, const float *gamma, const float *beta,
+                      double eps, float *y) {
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t base = (n * channels + c) * spatial;
+      double mu, variance;
+      moments(x + base, spatial, 1, &mu, &variance);
+      const double sigma = sqrt(variance + eps);
+      for (int64_t i = 0; i < spatial; ++i) {
+        y[base + i] =
+            (float)((x[base + i] - mu) / sigma * gamma[c] + beta[c]);
+      }
     }
   }
 }
@@ -868,24 +1178,5 @@ void cr_prelu(int64_t outer, int64_t channels, int64_t inner, const float *x,
       const double slope = gamma[o * outer_step + c * channel_step];
       cr_leaky_relu(CR_LEAKY_LEAKY, slope, inner, x + base, y + base);
     }
-  }
-}
-
-/* The weight row an index selects: truncated toward zero and clipped, the
- * comparisons done in double before any conversion, since converting a
- * float outside int64_t's range (or NaN) to an integer is undefined. */
-static int64_t embedding_row(float index, int64_t input_dim) {
-  const double value = trunc((double)index);
-  if (!(value > 0.0)) return 0; /* negative, zero or NaN */
-  if (value >= (double)(input_dim - 1)) return input_dim - 1;
-  return (int64_t)value;
-}
-
-void cr_embedding(int64_t count, const float *indices, int64_t input_dim,
-                  int64_t output_dim, const float *weight, float *y) {
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t row = embedding_row(indices[i], input_dim);
-    memcpy(y + i * output_dim, weight + row * output_dim,
-           (size_t)output_dim * sizeof *y);
   }
 }

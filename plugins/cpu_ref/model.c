@@ -355,14 +355,14 @@ int cr_model_infer(cr_model *model, const char *const *in_names, const char *con
   int status = match_outputs(model, out_names, out_data, num_out, head_of_output);
   if (status == MX_ACC_OK) status = bind_inputs(model, in_names, in_data, num_in);
   if (status == MX_ACC_OK) {
-    for (size_t s = 0; s < model->num_steps; ++s) {
+    for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
       const cr_step *step = &model->steps[s];
       cr_tensor inputs[CR_MAX_INPUTS];
       for (int k = 0; k < step->num_inputs; ++k) inputs[k] = model->entries[step->inputs[k]];
-      step->op->impl->run(&step->params, inputs, step->num_inputs,
-                          &model->entries[step->outputs], num_threads);
+      status = step->op->impl->run(&step->params, inputs, step->num_inputs,
+                                   &model->entries[step->outputs], num_threads);
     }
-    for (int i = 0; i < num_out; ++i) {
+    for (int i = 0; i < num_out && status == MX_ACC_OK; ++i) {
       acc_entry head = model->graph->heads[head_of_output[i]];
       size_t entry = model->entry_of_node[head.node] + head.index;
       size_t bytes = entry_bytes(model, head.node, head.index);

@@ -1,9 +1,12 @@
 /*
- * What the operator files share (internal to cpu_ref): the attribute and
- * shape helpers defined in ops.c, and the operator families defined in
- * ops_nn.c (neural-network layers), ops_math.c (arithmetic, math,
- * reductions, products) and ops_shape.c (shape changes, copies, joining,
- * splitting, slicing) that ops.c lists in its table.
+ * What the operator files share (internal to cpu_ref): the attribute,
+ * shape and dtype helpers defined in ops.c, and the operator families
+ * defined in ops_nn.c (neural-network layers), ops_norm.c (activations,
+ * normalisations, softmaxes), ops_math.c (arithmetic, math, reductions,
+ * products), ops_shape.c (shape changes, copies and conversions, joining,
+ * splitting, slicing), ops_replicate.c (tiling, repeating, broadcasting,
+ * padding) and ops_index.c (take, where, argmax/argmin, topk) that ops.c
+ * lists in its table.
  *
  * Every helper that can fail records a message with acc_fail() and returns
  * its status, so that callers can return it unchanged.
@@ -43,8 +46,15 @@ int cr_parse_axes(const char *key, const char *value, cr_axes *axes);
  * CR_MAX_OUTPUTS: positive, and MX_ACC_ERR_UNSUPPORTED above maximum. */
 int cr_parse_count(const char *key, const char *value, int maximum, int *out);
 
-/* Parses "None" or a value of dtype float32 (the only dtype cpu_ref runs). */
-int cr_parse_float32_dtype(const char *key, const char *value);
+/* A dtype name of the registry ("float32", "int8", ...) as its TensorDType
+ * value; "None" gives -1 when none_ok. "bool", which mxnet_acc.h has no
+ * dtype for, is MX_ACC_ERR_UNSUPPORTED. */
+int cr_parse_dtype(const char *key, const char *value, int none_ok, int *dtype);
+
+/* A tuple of at most capacity entries that are integers or None ("(None,
+ * 2)", "(1,)", "()", "3"): present[i] is 0 for a None entry. */
+int cr_parse_optional_tuple(const char *key, const char *value, int64_t *values,
+                            unsigned char *present, int capacity, int *count);
 
 /* MX_ACC_ERR_INVALID_ARG ("attribute key is required") when count is 0,
  * for required counts (num_args, num_outputs) left at 0 by parsing. */
@@ -70,7 +80,8 @@ int64_t cr_element_count(const acc_shape *shape);
 
 /* Largest element count, ignoring empty extents, of any shape cpu_ref
  * accepts: the element offsets of such a shape, and of every output an
- * operator infers from them, fit in int64_t and in size_t bytes. */
+ * operator infers from them, fit in int64_t and in size_t bytes of the
+ * widest dtype. */
 uint64_t cr_max_elements(void);
 
 /* *out = a * b, or MX_ACC_ERR_INVALID_ARG ("what is too large") when the
@@ -88,13 +99,75 @@ void cr_compact_strides(const acc_shape *shape, int64_t strides[CR_MAX_NDIM]);
 /* Common shapes of num_inputs / num_outputs / infer_shape / run. */
 int cr_one_input(const cr_params *params);
 int cr_two_inputs(const cr_params *params);
+int cr_three_inputs(const cr_params *params);
 int cr_one_output(const cr_params *params);
 int cr_same_shape_infer(const cr_params *params, const acc_shape *in, int num_in,
                         acc_shape *out);
-/* Copies input 0 into output 0 (same element count): every operator that
- * only changes the shape, since tensors are compact and row-major. */
-void cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in,
-                 const cr_tensor *out, int num_threads);
+/* Copies input 0 into output 0 (same element count and dtype): every
+ * operator that only changes the shape, since tensors are compact and
+ * row-major. */
+int cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in, const cr_tensor *out,
+                int num_threads);
+
+/* ---- dtypes --------------------------------------------------------------- */
+
+/* Sets of dtypes, as bit masks of (1 << TensorDType value). */
+#define CR_DTYPE_BIT(dtype) (1u << (unsigned)(dtype))
+#define CR_DTYPES_FLOAT (CR_DTYPE_BIT(CR_FLOAT32) | CR_DTYPE_BIT(CR_FLOAT16))
+#define CR_DTYPES_INTEGER                                                     \
+  (CR_DTYPE_BIT(CR_UINT8) | CR_DTYPE_BIT(CR_INT8) | CR_DTYPE_BIT(CR_INT32) | \
+   CR_DTYPE_BIT(CR_INT64))
+#define CR_DTYPES_ALL (CR_DTYPES_FLOAT | CR_DTYPES_INTEGER | CR_DTYPE_BIT(CR_FLOAT64))
+
+static inline cr_dtype cr_in_dtype(const cr_params *params, int index) {
+  return (cr_dtype)params->in_dtypes[index];
+}
+
+static inline cr_dtype cr_out_dtype(const cr_params *params, int index) {
+  return (cr_dtype)params->out_dtypes[index];
+}
+
+/* MX_ACC_ERR_UNSUPPORTED ("<role> <index> has dtype <d>; <family> runs
+ * only <allowed>") when dtype is not in the set allowed. */
+int cr_dtype_allowed(const char *role, int index, int32_t dtype, unsigned allowed,
+                     const char *family, const char *allowed_text);
+
+/* MX_ACC_ERR_INVALID_ARG when dtype differs from expected, the dtype the
+ * registry's type rule gives that tensor. */
+int cr_dtype_expect(const char *role, int index, int32_t dtype, int32_t expected);
+
+/* Type rules shared by many families (check_dtypes functions):
+ * cr_dtypes_float: every input and output has input 0's dtype, float32 or
+ *   float16 (the families that compute in float32, see cr_run_float32);
+ * cr_dtypes_any: every input and output has input 0's dtype, any dtype (the
+ *   families that only move elements);
+ * cr_dtypes_first_any: every output has input 0's dtype, any dtype; the
+ *   other inputs (indices, shape donors) may have any dtype. */
+int cr_dtypes_float(const cr_params *params);
+int cr_dtypes_any(const cr_params *params);
+int cr_dtypes_first_any(const cr_params *params);
+
+/* The elem_size of input or output index. */
+size_t cr_in_size(const cr_params *params, int index);
+size_t cr_out_size(const cr_params *params, int index);
+
+/* Runs compute with float16 tensors widened to float32: every float16
+ * input is copied into a float32 buffer, compute writes float32 buffers
+ * for the float16 outputs, which are then rounded (once) into them. compute
+ * sees params unchanged, so it can tell a widened float16 tensor (whose
+ * dtype still reads float16) from a float32 one, e.g. to round a scalar
+ * attribute to float16 as MXNet does. Tensors of other dtypes are passed
+ * as they are. Returns compute's status, or MX_ACC_ERR_OUT_OF_MEMORY. */
+int cr_run_float32(const cr_params *params, const cr_tensor *in, int num_in,
+                   const cr_tensor *out, int num_threads, cr_run_fn compute);
+
+/* Defines run function `name` of a family that computes in float32: it
+ * runs `compute` through cr_run_float32. */
+#define CR_DEFINE_FLOAT32_RUN(name, compute)                                             \
+  static int name(const cr_params *params, const cr_tensor *in, int num_in,              \
+                  const cr_tensor *out, int num_threads) {                               \
+    return cr_run_float32(params, in, num_in, out, num_threads, compute);                \
+  }
 
 /* ---- variants ------------------------------------------------------------ */
 
@@ -102,19 +175,41 @@ void cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in,
  * the scalar is the left operand (_rminus_scalar: scalar - x). */
 #define CR_SCALAR_ON_LEFT 0x100
 
+/* Pooling's pooling_convention: how the output size rounds. */
+typedef enum cr_pool_convention {
+  CR_POOL_VALID, /* floor((x + 2p - k) / s) + 1 */
+  CR_POOL_FULL,  /* ceil((x + 2p - k) / s) + 1 */
+  CR_POOL_SAME   /* ceil(x / s), 1-D only and without padding */
+} cr_pool_convention;
+
+/* topk's ret_typ. */
+typedef enum cr_topk_return {
+  CR_TOPK_INDICES,
+  CR_TOPK_VALUE,
+  CR_TOPK_MASK,
+  CR_TOPK_BOTH
+} cr_topk_return;
+
 /* ---- the families --------------------------------------------------------- */
 
 /* ops_nn.c */
 extern const cr_op_impl cr_impl_convolution;
+extern const cr_op_impl cr_impl_deconvolution; /* variant 1 (parsing shared with Convolution) */
 extern const cr_op_impl cr_impl_pooling;
 extern const cr_op_impl cr_impl_fully_connected;
-extern const cr_op_impl cr_impl_activation;
-extern const cr_op_impl cr_impl_batch_norm;
-extern const cr_op_impl cr_impl_layer_norm;
-extern const cr_op_impl cr_impl_leaky_relu;
-extern const cr_op_impl cr_impl_softmax; /* variant: 1 for log_softmax */
+extern const cr_op_impl cr_impl_upsampling;
 extern const cr_op_impl cr_impl_dropout;
 extern const cr_op_impl cr_impl_embedding;
+
+/* ops_norm.c */
+extern const cr_op_impl cr_impl_activation;
+extern const cr_op_impl cr_impl_leaky_relu;
+extern const cr_op_impl cr_impl_batch_norm;
+extern const cr_op_impl cr_impl_layer_norm;
+extern const cr_op_impl cr_impl_instance_norm;
+extern const cr_op_impl cr_impl_softmax; /* variant: 1 for log_softmax */
+extern const cr_op_impl cr_impl_softmax_output;
+extern const cr_op_impl cr_impl_softmax_activation;
 
 /* ops_math.c */
 extern const cr_op_impl cr_impl_elemwise;  /* variant: cr_binary_op */
@@ -130,13 +225,31 @@ extern const cr_op_impl cr_impl_batch_dot;
 
 /* ops_shape.c */
 extern const cr_op_impl cr_impl_copy;      /* identity, BlockGrad */
+extern const cr_op_impl cr_impl_cast;
 extern const cr_op_impl cr_impl_flatten;
 extern const cr_op_impl cr_impl_reshape;
 extern const cr_op_impl cr_impl_expand_dims;
 extern const cr_op_impl cr_impl_squeeze;
 extern const cr_op_impl cr_impl_transpose;
 extern const cr_op_impl cr_impl_concat;
+extern const cr_op_impl cr_impl_stack;
 extern const cr_op_impl cr_impl_split;
 extern const cr_op_impl cr_impl_slice_axis;
+extern const cr_op_impl cr_impl_slice;
+extern const cr_op_impl cr_impl_slice_like;
+
+/* ops_replicate.c */
+extern const cr_op_impl cr_impl_tile;
+extern const cr_op_impl cr_impl_repeat;
+extern const cr_op_impl cr_impl_broadcast_to;
+extern const cr_op_impl cr_impl_broadcast_axis;
+extern const cr_op_impl cr_impl_broadcast_like;
+extern const cr_op_impl cr_impl_pad;
+
+/* ops_index.c */
+extern const cr_op_impl cr_impl_take;
+extern const cr_op_impl cr_impl_where;
+extern const cr_op_impl cr_impl_arg_search; /* variant: 1 for argmax, 0 for argmin */
+extern const cr_op_impl cr_impl_topk;
 
 #endif /* CPU_REF_OP_IMPL_H_ */

@@ -1,9 +1,16 @@
 /*
  * The operator table of cpu_ref, operator lookup and resolution, and the
- * attribute and shape helpers the operator families share (op_impl.h). The
- * families themselves are in ops_nn.c (layers), ops_math.c (arithmetic,
- * math, reductions, products) and ops_shape.c (shapes and copies). All
- * operators are float32.
+ * attribute, shape and dtype helpers the operator families share
+ * (op_impl.h). The families themselves are in ops_nn.c and ops_norm.c
+ * (layers), ops_math.c (arithmetic, math, reductions, products),
+ * ops_shape.c and ops_replicate.c (shapes, copies, conversions, replication)
+ * and ops_index.c (indexing and searching).
+ *
+ * Every family states the dtypes it runs in its check_dtypes function: the
+ * ones that compute (layers, arithmetic, math) run float32, and float16
+ * widened to float32 (cr_run_float32); the ones that only move elements run
+ * every dtype by element size; comparisons, where, take and Cast also take
+ * integers.
  *
  * Unknown attributes are rejected as unsupported rather than ignored: an
  * attribute this plugin does not understand may change the result.
@@ -11,6 +18,7 @@
 #include "ops.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attrs.h"
@@ -19,6 +27,11 @@
 #include "tensor.h"
 
 _Static_assert(CR_MAX_NDIM == MX_ACC_MAX_NDIM, "kernels.h and mxnet_acc.h disagree");
+_Static_assert((int)CR_FLOAT32 == (int)kFloat32 && (int)CR_FLOAT64 == (int)kFloat64 &&
+                   (int)CR_FLOAT16 == (int)kFloat16 && (int)CR_UINT8 == (int)kUint8 &&
+                   (int)CR_INT32 == (int)kInt32 && (int)CR_INT8 == (int)kInt8 &&
+                   (int)CR_INT64 == (int)kInt64,
+               "kernels.h and mxnet_acc.h disagree on dtypes");
 
 /* ---- attribute helpers ------------------------------------------------- */
 
@@ -83,9 +96,78 @@ int cr_parse_count(const char *key, const char *value, int maximum, int *out) {
   return MX_ACC_OK;
 }
 
-int cr_parse_float32_dtype(const char *key, const char *value) {
-  if (acc_attr_is_none(value) || acc_attr_equals(value, "float32")) return MX_ACC_OK;
-  return acc_fail(MX_ACC_ERR_UNSUPPORTED, "attribute %s=\"%s\": only float32", key, value);
+int cr_parse_dtype(const char *key, const char *value, int none_ok, int *dtype) {
+  static const struct {
+    const char *name;
+    int dtype;
+  } kNames[] = {{"float32", kFloat32}, {"float64", kFloat64}, {"float16", kFloat16},
+                {"uint8", kUint8},     {"int32", kInt32},     {"int8", kInt8},
+                {"int64", kInt64}};
+  if (none_ok && acc_attr_is_none(value)) {
+    *dtype = -1;
+    return MX_ACC_OK;
+  }
+  for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; ++i) {
+    if (acc_attr_equals(value, kNames[i].name)) {
+      *dtype = kNames[i].dtype;
+      return MX_ACC_OK;
+    }
+  }
+  if (acc_attr_equals(value, "bool")) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "attribute %s=\"%s\": mxnet_acc.h has no bool dtype",
+                    key, value);
+  }
+  return cr_bad_attr(key, value, none_ok ? "None or a dtype name" : "a dtype name");
+}
+
+/* Splits the text of a tuple into its entries, each checked as an integer
+ * or "None". The brackets are optional (a bare "3" is a tuple of one), and
+ * a trailing comma is allowed ("(2,)"). */
+int cr_parse_optional_tuple(const char *key, const char *value, int64_t *values,
+                            unsigned char *present, int capacity, int *count) {
+  char text[512];
+  const int length = snprintf(text, sizeof text, "%s", value);
+  if (length < 0 || (size_t)length >= sizeof text) {
+    return cr_bad_attr(key, value, "a shorter tuple");
+  }
+  char *begin = text, *end = text + length;
+  while (begin < end && (*begin == ' ' || *begin == '\t')) ++begin;
+  while (end > begin && (end[-1] == ' ' || end[-1] == '\t')) --end;
+  if (end > begin && ((*begin == '(' && end[-1] == ')') || (*begin == '[' && end[-1] == ']'))) {
+    ++begin;
+    --end;
+  }
+  *end = '\0';
+  *count = 0;
+  char *entry = begin;
+  while (1) {
+    char *comma = strchr(entry, ',');
+    if (comma != NULL) *comma = '\0';
+    int64_t number;
+    int blank = 1;
+    for (const char *c = entry; *c != '\0'; ++c) blank = blank && (*c == ' ' || *c == '\t');
+    if (blank) {
+      /* Only "()" or a trailing comma may leave an entry empty. */
+      if (comma != NULL || (*count == 0 && entry != begin)) {
+        return cr_bad_attr(key, value, "a tuple of integers or None");
+      }
+      break;
+    }
+    if (*count == capacity) return cr_bad_attr(key, value, "fewer entries");
+    if (acc_attr_is_none(entry)) {
+      present[*count] = 0;
+      values[*count] = 0;
+    } else if (acc_attr_int(entry, &number) == 0) {
+      present[*count] = 1;
+      values[*count] = number;
+    } else {
+      return cr_bad_attr(key, value, "a tuple of integers or None");
+    }
+    ++*count;
+    if (comma == NULL) break;
+    entry = comma + 1;
+  }
+  return MX_ACC_OK;
 }
 
 int cr_require_count(const char *key, int count) {
@@ -141,7 +223,7 @@ int64_t cr_element_count(const acc_shape *shape) { return cr_product(shape, 0, s
 uint64_t cr_max_elements(void) {
   uint64_t limit = (uint64_t)INT64_MAX;
   if ((uint64_t)SIZE_MAX < limit) limit = (uint64_t)SIZE_MAX;
-  return limit / sizeof(float);
+  return limit / sizeof(int64_t); /* the widest dtype's element */
 }
 
 int cr_checked_mul(uint64_t a, uint64_t b, const char *what, uint64_t *out) {
@@ -196,6 +278,11 @@ int cr_two_inputs(const cr_params *params) {
   return 2;
 }
 
+int cr_three_inputs(const cr_params *params) {
+  (void)params;
+  return 3;
+}
+
 int cr_one_output(const cr_params *params) {
   (void)params;
   return 1;
@@ -209,13 +296,114 @@ int cr_same_shape_infer(const cr_params *params, const acc_shape *in, int num_in
   return MX_ACC_OK;
 }
 
-void cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in, const cr_tensor *out,
-                 int num_threads) {
-  (void)params;
+int cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in, const cr_tensor *out,
+                int num_threads) {
   (void)num_in;
   (void)num_threads;
   size_t count = (size_t)cr_element_count(&out->shape);
-  if (count > 0) memcpy(out->data, in[0].data, count * sizeof(float));
+  if (count > 0) memcpy(out->data, in[0].data, count * cr_in_size(params, 0));
+  return MX_ACC_OK;
+}
+
+/* ---- dtype helpers ---------------------------------------------------- */
+
+int cr_dtype_allowed(const char *role, int index, int32_t dtype, unsigned allowed,
+                     const char *family, const char *allowed_text) {
+  if (dtype >= 0 && dtype < 32 && (allowed & CR_DTYPE_BIT(dtype)) != 0) return MX_ACC_OK;
+  return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s %d has dtype %s; %s runs only %s", role, index,
+                  acc_dtype_name(dtype), family, allowed_text);
+}
+
+int cr_dtype_expect(const char *role, int index, int32_t dtype, int32_t expected) {
+  if (dtype == expected) return MX_ACC_OK;
+  return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s %d has dtype %s, expected %s", role, index,
+                  acc_dtype_name(dtype), acc_dtype_name(expected));
+}
+
+/* Every input from first on and every output has dtype expected. */
+static int all_dtypes_are(const cr_params *params, int first, int32_t expected) {
+  int status = MX_ACC_OK;
+  for (int i = first; i < params->num_inputs && status == MX_ACC_OK; ++i) {
+    status = cr_dtype_expect("input", i, params->in_dtypes[i], expected);
+  }
+  for (int k = 0; k < params->num_outputs && status == MX_ACC_OK; ++k) {
+    status = cr_dtype_expect("output", k, params->out_dtypes[k], expected);
+  }
+  return status;
+}
+
+int cr_dtypes_float(const cr_params *params) {
+  int status = cr_dtype_allowed("input", 0, params->in_dtypes[0], CR_DTYPES_FLOAT,
+                                "this operator", "float32 and float16");
+  return status == MX_ACC_OK ? all_dtypes_are(params, 1, params->in_dtypes[0]) : status;
+}
+
+int cr_dtypes_any(const cr_params *params) {
+  return all_dtypes_are(params, 1, params->in_dtypes[0]);
+}
+
+int cr_dtypes_first_any(const cr_params *params) {
+  return all_dtypes_are(params, params->num_inputs, params->in_dtypes[0]);
+}
+
+size_t cr_in_size(const cr_params *params, int index) {
+  return cr_dtype_size(cr_in_dtype(params, index));
+}
+
+size_t cr_out_size(const cr_params *params, int index) {
+  return cr_dtype_size(cr_out_dtype(params, index));
+}
+
+/* 1 if any input or output is float16. */
+static int has_float16(const cr_params *params) {
+  for (int i = 0; i < params->num_inputs; ++i) {
+    if (params->in_dtypes[i] == kFloat16) return 1;
+  }
+  for (int k = 0; k < params->num_outputs; ++k) {
+    if (params->out_dtypes[k] == kFloat16) return 1;
+  }
+  return 0;
+}
+
+int cr_run_float32(const cr_params *params, const cr_tensor *in, int num_in,
+                   const cr_tensor *out, int num_threads, cr_run_fn compute) {
+  if (!has_float16(params)) return compute(params, in, num_in, out, num_threads);
+  cr_tensor wide_in[CR_MAX_INPUTS], wide_out[CR_MAX_OUTPUTS];
+  float *owned[CR_MAX_INPUTS + CR_MAX_OUTPUTS];
+  int num_owned = 0, status = MX_ACC_OK;
+  const int num_out = params->num_outputs;
+  /* Unused entries are cleared too: compilers cannot tell how many compute
+   * reads. */
+  memset(wide_in, 0, sizeof wide_in);
+  memset(wide_out, 0, sizeof wide_out);
+  for (int i = 0; i < num_in; ++i) wide_in[i] = in[i];
+  for (int k = 0; k < num_out; ++k) wide_out[k] = out[k];
+  /* The tensors of one call: inputs 0 .. num_in - 1, then the outputs. */
+  for (int t = 0; t < num_in + num_out; ++t) {
+    const int is_input = t < num_in, index = is_input ? t : t - num_in;
+    const cr_tensor *tensor = is_input ? &in[index] : &out[index];
+    cr_tensor *wide = is_input ? &wide_in[index] : &wide_out[index];
+    const int32_t dtype = is_input ? params->in_dtypes[index] : params->out_dtypes[index];
+    if (dtype != kFloat16) continue;
+    const size_t count = (size_t)cr_element_count(&tensor->shape);
+    float *buffer = malloc(count > 0 ? count * sizeof(float) : 1);
+    if (buffer == NULL) {
+      status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot allocate %zu float32 values to widen "
+                        "float16 data", count);
+      break;
+    }
+    owned[num_owned++] = buffer;
+    if (is_input) cr_widen_half((int64_t)count, tensor->data, buffer);
+    wide->data = buffer;
+  }
+  if (status == MX_ACC_OK) status = compute(params, wide_in, num_in, wide_out, num_threads);
+  for (int k = 0; k < num_out && status == MX_ACC_OK; ++k) {
+    if (params->out_dtypes[k] == kFloat16) {
+      cr_narrow_to_half(cr_element_count(&out[k].shape), wide_out[k].data, out[k].data);
+    }
+  }
+  for (int i = 0; i < num_owned; ++i) free(owned[i]);
+  return status;
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -224,45 +412,87 @@ void cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in, const
  * names, attributes and semantics are those of the host's registry
  * (acc_host.ops), which tests/test_cpu_ref_ops.py checks every row against. */
 static const cr_op kOps[] = {
-    /* neural-network layers (ops_nn.c) */
+    /* neural-network layers (ops_nn.c; activations, normalisations and
+     * softmaxes in ops_norm.c) */
     {"Activation", {NULL}, 1, 0, &cr_impl_activation},
     {"BatchNorm", {NULL}, 1, 0, &cr_impl_batch_norm},
     {"Convolution", {NULL}, 1, 0, &cr_impl_convolution},
+    {"Deconvolution", {NULL}, 1, 1, &cr_impl_deconvolution},
     {"Dropout", {NULL}, 1, 0, &cr_impl_dropout},
     {"Embedding", {NULL}, 1, 0, &cr_impl_embedding},
     {"FullyConnected", {NULL}, 1, 0, &cr_impl_fully_connected},
+    {"InstanceNorm", {NULL}, 1, 0, &cr_impl_instance_norm},
     {"LayerNorm", {NULL}, 1, 0, &cr_impl_layer_norm},
     {"LeakyReLU", {NULL}, 1, 0, &cr_impl_leaky_relu},
     {"Pooling", {NULL}, 1, 0, &cr_impl_pooling},
     {"softmax", {NULL}, 1, 0, &cr_impl_softmax},
     {"log_softmax", {NULL}, 1, 1, &cr_impl_softmax},
+    {"SoftmaxOutput", {"Softmax"}, 1, 0, &cr_impl_softmax_output},
+    {"SoftmaxActivation", {NULL}, 1, 0, &cr_impl_softmax_activation},
+    {"UpSampling", {NULL}, 1, 0, &cr_impl_upsampling},
 
-    /* element-wise arithmetic (ops_math.c) */
+    /* element-wise arithmetic and comparisons (ops_math.c) */
     {"elemwise_add", {"_add", "_plus", "_Plus"}, 1, CR_BINARY_ADD, &cr_impl_elemwise},
     {"elemwise_sub", {"_sub", "_minus", "_Minus"}, 1, CR_BINARY_SUB, &cr_impl_elemwise},
     {"elemwise_mul", {"_mul", "_Mul"}, 1, CR_BINARY_MUL, &cr_impl_elemwise},
     {"elemwise_div", {"_div", "_Div"}, 1, CR_BINARY_DIV, &cr_impl_elemwise},
+    {"_mod", {"_Mod"}, 1, CR_BINARY_MOD, &cr_impl_elemwise},
     {"_power", {"_Power"}, 1, CR_BINARY_POWER, &cr_impl_elemwise},
     {"_maximum", {"_Maximum"}, 1, CR_BINARY_MAXIMUM, &cr_impl_elemwise},
     {"_minimum", {"_Minimum"}, 1, CR_BINARY_MINIMUM, &cr_impl_elemwise},
+    {"_hypot", {"_Hypot"}, 1, CR_BINARY_HYPOT, &cr_impl_elemwise},
+    {"_equal", {"_Equal"}, 1, CR_BINARY_EQUAL, &cr_impl_elemwise},
+    {"_not_equal", {"_Not_Equal"}, 1, CR_BINARY_NOT_EQUAL, &cr_impl_elemwise},
+    {"_greater", {"_Greater"}, 1, CR_BINARY_GREATER, &cr_impl_elemwise},
+    {"_greater_equal", {"_Greater_Equal"}, 1, CR_BINARY_GREATER_EQUAL, &cr_impl_elemwise},
+    {"_lesser", {"_Lesser"}, 1, CR_BINARY_LESSER, &cr_impl_elemwise},
+    {"_lesser_equal", {"_Lesser_Equal"}, 1, CR_BINARY_LESSER_EQUAL, &cr_impl_elemwise},
+    {"_logical_and", {"_Logical_And"}, 1, CR_BINARY_LOGICAL_AND, &cr_impl_elemwise},
+    {"_logical_or", {"_Logical_Or"}, 1, CR_BINARY_LOGICAL_OR, &cr_impl_elemwise},
+    {"_logical_xor", {"_Logical_Xor"}, 1, CR_BINARY_LOGICAL_XOR, &cr_impl_elemwise},
     {"broadcast_add", {"broadcast_plus"}, 1, CR_BINARY_ADD, &cr_impl_broadcast},
     {"broadcast_sub", {"broadcast_minus"}, 1, CR_BINARY_SUB, &cr_impl_broadcast},
     {"broadcast_mul", {NULL}, 1, CR_BINARY_MUL, &cr_impl_broadcast},
     {"broadcast_div", {NULL}, 1, CR_BINARY_DIV, &cr_impl_broadcast},
+    {"broadcast_mod", {NULL}, 1, CR_BINARY_MOD, &cr_impl_broadcast},
     {"broadcast_power", {NULL}, 1, CR_BINARY_POWER, &cr_impl_broadcast},
     {"broadcast_maximum", {NULL}, 1, CR_BINARY_MAXIMUM, &cr_impl_broadcast},
     {"broadcast_minimum", {NULL}, 1, CR_BINARY_MINIMUM, &cr_impl_broadcast},
+    {"broadcast_hypot", {NULL}, 1, CR_BINARY_HYPOT, &cr_impl_broadcast},
+    {"broadcast_equal", {NULL}, 1, CR_BINARY_EQUAL, &cr_impl_broadcast},
+    {"broadcast_not_equal", {NULL}, 1, CR_BINARY_NOT_EQUAL, &cr_impl_broadcast},
+    {"broadcast_greater", {NULL}, 1, CR_BINARY_GREATER, &cr_impl_broadcast},
+    {"broadcast_greater_equal", {NULL}, 1, CR_BINARY_GREATER_EQUAL, &cr_impl_broadcast},
+    {"broadcast_lesser", {NULL}, 1, CR_BINARY_LESSER, &cr_impl_broadcast},
+    {"broadcast_lesser_equal", {NULL}, 1, CR_BINARY_LESSER_EQUAL, &cr_impl_broadcast},
+    {"broadcast_logical_and", {NULL}, 1, CR_BINARY_LOGICAL_AND, &cr_impl_broadcast},
+    {"broadcast_logical_or", {NULL}, 1, CR_BINARY_LOGICAL_OR, &cr_impl_broadcast},
+    {"broadcast_logical_xor", {NULL}, 1, CR_BINARY_LOGICAL_XOR, &cr_impl_broadcast},
     {"_plus_scalar", {"_PlusScalar"}, 1, CR_BINARY_ADD, &cr_impl_scalar},
     {"_minus_scalar", {"_MinusScalar"}, 1, CR_BINARY_SUB, &cr_impl_scalar},
     {"_rminus_scalar", {"_RMinusScalar"}, 1, CR_BINARY_SUB | CR_SCALAR_ON_LEFT, &cr_impl_scalar},
     {"_mul_scalar", {"_MulScalar"}, 1, CR_BINARY_MUL, &cr_impl_scalar},
     {"_div_scalar", {"_DivScalar"}, 1, CR_BINARY_DIV, &cr_impl_scalar},
     {"_rdiv_scalar", {"_RDivScalar"}, 1, CR_BINARY_DIV | CR_SCALAR_ON_LEFT, &cr_impl_scalar},
+    {"_mod_scalar", {"_ModScalar"}, 1, CR_BINARY_MOD, &cr_impl_scalar},
+    {"_rmod_scalar", {"_RModScalar"}, 1, CR_BINARY_MOD | CR_SCALAR_ON_LEFT, &cr_impl_scalar},
     {"_power_scalar", {"_PowerScalar"}, 1, CR_BINARY_POWER, &cr_impl_scalar},
     {"_rpower_scalar", {"_RPowerScalar"}, 1, CR_BINARY_POWER | CR_SCALAR_ON_LEFT,
      &cr_impl_scalar},
     {"_maximum_scalar", {"_MaximumScalar"}, 1, CR_BINARY_MAXIMUM, &cr_impl_scalar},
     {"_minimum_scalar", {"_MinimumScalar"}, 1, CR_BINARY_MINIMUM, &cr_impl_scalar},
+    {"_hypot_scalar", {"_HypotScalar"}, 1, CR_BINARY_HYPOT, &cr_impl_scalar},
+    {"_equal_scalar", {"_EqualScalar"}, 1, CR_BINARY_EQUAL, &cr_impl_scalar},
+    {"_not_equal_scalar", {"_NotEqualScalar"}, 1, CR_BINARY_NOT_EQUAL, &cr_impl_scalar},
+    {"_greater_scalar", {"_GreaterScalar"}, 1, CR_BINARY_GREATER, &cr_impl_scalar},
+    {"_greater_equal_scalar", {"_GreaterEqualScalar"}, 1, CR_BINARY_GREATER_EQUAL,
+     &cr_impl_scalar},
+    {"_lesser_scalar", {"_LesserScalar"}, 1, CR_BINARY_LESSER, &cr_impl_scalar},
+    {"_lesser_equal_scalar", {"_LesserEqualScalar"}, 1, CR_BINARY_LESSER_EQUAL,
+     &cr_impl_scalar},
+    {"_logical_and_scalar", {"_LogicalAndScalar"}, 1, CR_BINARY_LOGICAL_AND, &cr_impl_scalar},
+    {"_logical_or_scalar", {"_LogicalOrScalar"}, 1, CR_BINARY_LOGICAL_OR, &cr_impl_scalar},
+    {"_logical_xor_scalar", {"_LogicalXorScalar"}, 1, CR_BINARY_LOGICAL_XOR, &cr_impl_scalar},
     {"add_n", {"ElementWiseSum"}, 1, 0, &cr_impl_add_n},
     {"clip", {NULL}, 1, 0, &cr_impl_clip},
     {"zeros_like", {NULL}, 1, 0, &cr_impl_fill_like},
@@ -276,6 +506,7 @@ static const cr_op kOps[] = {
     {"sqrt", {NULL}, 1, CR_UNARY_SQRT, &cr_impl_unary},
     {"rsqrt", {NULL}, 1, CR_UNARY_RSQRT, &cr_impl_unary},
     {"cbrt", {NULL}, 1, CR_UNARY_CBRT, &cr_impl_unary},
+    {"rcbrt", {NULL}, 1, CR_UNARY_RCBRT, &cr_impl_unary},
     {"exp", {NULL}, 1, CR_UNARY_EXP, &cr_impl_unary},
     {"expm1", {NULL}, 1, CR_UNARY_EXPM1, &cr_impl_unary},
     {"log", {NULL}, 1, CR_UNARY_LOG, &cr_impl_unary},
@@ -284,7 +515,18 @@ static const cr_op kOps[] = {
     {"log10", {NULL}, 1, CR_UNARY_LOG10, &cr_impl_unary},
     {"sin", {NULL}, 1, CR_UNARY_SIN, &cr_impl_unary},
     {"cos", {NULL}, 1, CR_UNARY_COS, &cr_impl_unary},
+    {"tan", {NULL}, 1, CR_UNARY_TAN, &cr_impl_unary},
+    {"arcsin", {NULL}, 1, CR_UNARY_ARCSIN, &cr_impl_unary},
+    {"arccos", {NULL}, 1, CR_UNARY_ARCCOS, &cr_impl_unary},
+    {"arctan", {NULL}, 1, CR_UNARY_ARCTAN, &cr_impl_unary},
+    {"sinh", {NULL}, 1, CR_UNARY_SINH, &cr_impl_unary},
+    {"cosh", {NULL}, 1, CR_UNARY_COSH, &cr_impl_unary},
     {"tanh", {NULL}, 1, CR_UNARY_TANH, &cr_impl_unary},
+    {"arcsinh", {NULL}, 1, CR_UNARY_ARCSINH, &cr_impl_unary},
+    {"arccosh", {NULL}, 1, CR_UNARY_ARCCOSH, &cr_impl_unary},
+    {"arctanh", {NULL}, 1, CR_UNARY_ARCTANH, &cr_impl_unary},
+    {"degrees", {NULL}, 1, CR_UNARY_DEGREES, &cr_impl_unary},
+    {"radians", {NULL}, 1, CR_UNARY_RADIANS, &cr_impl_unary},
     {"sigmoid", {NULL}, 1, CR_UNARY_SIGMOID, &cr_impl_unary},
     {"relu", {NULL}, 1, CR_UNARY_RELU, &cr_impl_unary},
     {"erf", {NULL}, 1, CR_UNARY_ERF, &cr_impl_unary},
@@ -295,22 +537,44 @@ static const cr_op kOps[] = {
     {"fix", {NULL}, 1, CR_UNARY_TRUNC, &cr_impl_unary},
     {"round", {NULL}, 1, CR_UNARY_ROUND, &cr_impl_unary},
     {"rint", {NULL}, 1, CR_UNARY_RINT, &cr_impl_unary},
+    {"logical_not", {NULL}, 1, CR_UNARY_LOGICAL_NOT, &cr_impl_unary},
 
-    /* shapes and copies (ops_shape.c) */
+    /* shapes, copies and conversions (ops_shape.c; tile, repeat, the
+     * broadcasts and Pad in ops_replicate.c) */
     {"_copy", {"identity"}, 1, 0, &cr_impl_copy},
     {"BlockGrad", {"stop_gradient"}, 1, 0, &cr_impl_copy},
+    {"Cast", {"cast"}, 1, 0, &cr_impl_cast},
     {"Flatten", {"flatten"}, 1, 0, &cr_impl_flatten},
     {"Reshape", {"reshape"}, 1, 0, &cr_impl_reshape},
     {"expand_dims", {NULL}, 1, 0, &cr_impl_expand_dims},
     {"squeeze", {NULL}, 1, 0, &cr_impl_squeeze},
     {"transpose", {NULL}, 1, 0, &cr_impl_transpose},
     {"Concat", {"concat"}, 1, 0, &cr_impl_concat},
+    {"stack", {NULL}, 1, 0, &cr_impl_stack},
     {"SliceChannel", {"split"}, 1, 0, &cr_impl_split},
     {"slice_axis", {NULL}, 1, 0, &cr_impl_slice_axis},
+    {"slice", {"crop"}, 1, 0, &cr_impl_slice},
+    {"slice_like", {NULL}, 1, 0, &cr_impl_slice_like},
+    {"tile", {NULL}, 1, 0, &cr_impl_tile},
+    {"repeat", {NULL}, 1, 0, &cr_impl_repeat},
+    {"broadcast_to", {NULL}, 1, 0, &cr_impl_broadcast_to},
+    {"broadcast_axis", {"broadcast_axes"}, 1, 0, &cr_impl_broadcast_axis},
+    {"broadcast_like", {NULL}, 1, 0, &cr_impl_broadcast_like},
+    {"Pad", {"pad"}, 1, 0, &cr_impl_pad},
+
+    /* indexing and searching (ops_index.c) */
+    {"take", {NULL}, 1, 0, &cr_impl_take},
+    {"where", {NULL}, 1, 0, &cr_impl_where},
+    {"argmax", {NULL}, 1, 1, &cr_impl_arg_search},
+    {"argmin", {NULL}, 1, 0, &cr_impl_arg_search},
+    {"topk", {NULL}, 1, 0, &cr_impl_topk},
 
     /* reductions and products (ops_math.c) */
     {"sum", {"sum_axis"}, 1, CR_REDUCE_SUM, &cr_impl_reduce},
     {"mean", {NULL}, 1, CR_REDUCE_MEAN, &cr_impl_reduce},
+    {"prod", {NULL}, 1, CR_REDUCE_PROD, &cr_impl_reduce},
+    {"nansum", {NULL}, 1, CR_REDUCE_NANSUM, &cr_impl_reduce},
+    {"nanprod", {NULL}, 1, CR_REDUCE_NANPROD, &cr_impl_reduce},
     {"max", {"max_axis"}, 1, CR_REDUCE_MAX, &cr_impl_reduce},
     {"min", {"min_axis"}, 1, CR_REDUCE_MIN, &cr_impl_reduce},
     {"dot", {NULL}, 1, 0, &cr_impl_dot},
@@ -376,12 +640,19 @@ static int fail_in(int status, const char *what, const char *op_name) {
   return acc_fail(status, "%s (%s): %s", what, op_name, detail);
 }
 
-static int check_dtypes(const char *what, const char *op_name, const char *role,
-                        const int32_t *dtypes, int count) {
-  for (int i = 0; i < count; ++i) {
-    if (dtypes[i] != kFloat32) {
-      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s (%s): %s %d has dtype %s; only float32",
-                      what, op_name, role, i, acc_dtype_name(dtypes[i]));
+/* Every dtype must be one mxnet_acc.h defines; which of them the family
+ * runs is its own check_dtypes' answer. */
+static int check_known_dtypes(const cr_params *params) {
+  for (int i = 0; i < params->num_inputs; ++i) {
+    if (acc_dtype_size(params->in_dtypes[i]) == 0) {
+      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "input %d has the unknown dtype %d", i,
+                      (int)params->in_dtypes[i]);
+    }
+  }
+  for (int k = 0; k < params->num_outputs; ++k) {
+    if (acc_dtype_size(params->out_dtypes[k]) == 0) {
+      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "output %d has the unknown dtype %d", k,
+                      (int)params->out_dtypes[k]);
     }
   }
   return MX_ACC_OK;
@@ -429,11 +700,14 @@ int cr_resolve_op(const char *what, const char *op_name, const char *const *keys
                     "and %d", what, op_name, num_inputs, num_outputs, expected_inputs,
                     expected_outputs);
   }
-  status = check_dtypes(what, op_name, "input", in_dtypes, num_inputs);
-  if (status == MX_ACC_OK) status = check_dtypes(what, op_name, "output", out_dtypes, num_outputs);
-  if (status == MX_ACC_OK) {
-    status = check_all_extents(what, in_shapes, num_inputs, out_shapes, num_outputs);
-  }
+  params->num_inputs = num_inputs;
+  params->num_outputs = num_outputs;
+  memcpy(params->in_dtypes, in_dtypes, (size_t)num_inputs * sizeof *in_dtypes);
+  memcpy(params->out_dtypes, out_dtypes, (size_t)num_outputs * sizeof *out_dtypes);
+  status = check_known_dtypes(params);
+  if (status == MX_ACC_OK) status = found->impl->check_dtypes(params);
+  if (status != MX_ACC_OK) return fail_in(status, what, op_name);
+  status = check_all_extents(what, in_shapes, num_inputs, out_shapes, num_outputs);
   if (status != MX_ACC_OK) return status;
   acc_shape inferred[CR_MAX_OUTPUTS];
   status = found->impl->infer_shape(params, in_shapes, num_inputs, inferred);

@@ -7,9 +7,9 @@
  * Operators that share their attributes, shapes and kernel (the unary math
  * functions, the scalar arithmetic, the reductions, ...) share one cr_op_impl
  * and differ only in their table entry's variant. Adding an operator means
- * adding one cr_op entry in ops.c, plus a cr_op_impl in ops_nn.c,
- * ops_math.c or ops_shape.c and a kernel in kernels.c when it does
- * something new.
+ * adding one cr_op entry in ops.c, plus a cr_op_impl in one of the ops_*.c
+ * files (see op_impl.h) and a kernel in kernels.c or kernels_data.c when it
+ * does something new.
  */
 #ifndef CPU_REF_OPS_H_
 #define CPU_REF_OPS_H_
@@ -41,22 +41,32 @@ typedef struct cr_axes {
   int64_t values[CR_MAX_NDIM];
 } cr_axes;
 
-/* Attributes of one operator instance, parsed once at load/bind time. */
+/* Attributes of one operator instance, parsed once at load/bind time, with
+ * the number and dtypes (TensorDType values) of its inputs and outputs. */
 typedef struct cr_params {
   /* The table entry's variant (see cr_op), set before parsing. */
   int variant;
+  /* Set after parsing, before the dtypes are checked. */
+  int num_inputs;
+  int num_outputs;
+  int32_t in_dtypes[CR_MAX_INPUTS];
+  int32_t out_dtypes[CR_MAX_OUTPUTS];
   union {
     struct {
       cr_conv_params conv;
       int spatial_ndim;
       int64_t num_filter;
       int no_bias;
+      /* Deconvolution only: extra output at the end of each axis, and the
+       * output size that overrides pad and adj (all 0 when not given). */
+      int64_t adj[3];
+      int64_t target_shape[3];
     } convolution;
     struct {
       cr_pool_params pool;
       int spatial_ndim; /* 0 until resolved from the input for global_pool */
       int global_pool;
-      int full_convention;
+      int convention; /* a cr_pool_convention */
     } pooling;
     struct {
       int64_t num_hidden;
@@ -68,12 +78,14 @@ typedef struct cr_params {
       double eps;
       int fix_gamma;
       int axis;
+      int output_mean_var;
     } batch_norm;
     struct {
       int axis;
       double eps;
       int output_mean_var;
     } layer_norm;
+    double instance_norm_eps;
     struct {
       cr_leaky_type type;
       double slope;
@@ -82,12 +94,30 @@ typedef struct cr_params {
     struct {
       int axis;
       double temperature;
+      int dtype; /* of the output; -1 for the data's */
     } softmax;
+    struct {
+      int multi_output;
+      int preserve_shape;
+    } softmax_output;
+    int softmax_channel; /* SoftmaxActivation: mode "channel" */
     struct {
       int64_t input_dim;
       int64_t output_dim;
+      int dtype; /* of weight and output */
     } embedding;
-    float scalar;
+    struct {
+      int64_t scale;
+      int num_args;
+      int sum; /* multi_input_mode "sum" rather than "concat" */
+    } upsampling;
+    struct {
+      cr_axis_map_kind mode; /* one of the CR_MAP_PAD_* kinds */
+      int64_t widths[2 * CR_MAX_NDIM];
+      int num_widths;
+      double value;
+    } pad;
+    double scalar; /* converted to the data's dtype when run, as MXNet does */
     struct {
       float low;
       float high;
@@ -96,7 +126,7 @@ typedef struct cr_params {
     struct {
       int num_args;
       int axis;
-    } concat;
+    } concat; /* Concat (axis is dim), stack */
     struct {
       int num_outputs;
       int axis;
@@ -109,6 +139,17 @@ typedef struct cr_params {
       int has_end;
     } slice_axis;
     struct {
+      /* begin, end and step per sliced axis; absent entries are None. */
+      int64_t begin[CR_MAX_NDIM];
+      int64_t end[CR_MAX_NDIM];
+      int64_t step[CR_MAX_NDIM];
+      unsigned char has_begin[CR_MAX_NDIM];
+      unsigned char has_end[CR_MAX_NDIM];
+      unsigned char has_step[CR_MAX_NDIM];
+      int count;      /* entries of begin and end */
+      int step_count; /* entries of step: 0 or count */
+    } slice;
+    struct {
       int64_t shape[CR_MAX_SHAPE_CODES];
       int shape_len;
       int reverse;
@@ -117,7 +158,23 @@ typedef struct cr_params {
       int keep_highest;
     } reshape;
     int axis;     /* expand_dims */
-    cr_axes axes; /* squeeze, transpose */
+    cr_axes axes; /* squeeze, transpose, slice_like */
+    cr_axes reps; /* tile */
+    cr_axes target; /* broadcast_to's shape */
+    struct {
+      cr_axes axis;
+      cr_axes size;
+    } broadcast_axis;
+    struct {
+      cr_axes lhs_axes;
+      cr_axes rhs_axes;
+    } broadcast_like;
+    struct {
+      int64_t repeats;
+      int axis;
+      int has_axis;
+    } repeat;
+    int cast_dtype;
     struct {
       cr_axes axis;
       int keepdims;
@@ -127,6 +184,23 @@ typedef struct cr_params {
       int transpose_a;
       int transpose_b;
     } dot;
+    struct {
+      int axis;
+      cr_take_mode mode;
+    } take;
+    struct {
+      int axis;
+      int has_axis;
+      int keepdims;
+    } search; /* argmax, argmin */
+    struct {
+      int axis;
+      int has_axis;
+      int64_t k;
+      int ret_typ; /* a cr_topk_return */
+      int ascending;
+      int dtype; /* of the indices */
+    } topk;
   } u;
 } cr_params;
 
@@ -135,6 +209,13 @@ typedef struct cr_tensor {
   void *data;
   acc_shape shape;
 } cr_tensor;
+
+/* Runs an operator on tensors of the checked shapes and dtypes; outputs
+ * never overlap inputs. Returns MX_ACC_OK, MX_ACC_ERR_OUT_OF_MEMORY when
+ * scratch memory cannot be had, or MX_ACC_ERR_INVALID_ARG when the data
+ * itself is refused (take's mode "raise"), with a message recorded. */
+typedef int (*cr_run_fn)(const cr_params *params, const cr_tensor *inputs, int num_inputs,
+                         const cr_tensor *outputs, int num_threads);
 
 /* How a family of operators is parsed, checked and run. */
 typedef struct cr_op_impl {
@@ -149,13 +230,16 @@ typedef struct cr_op_impl {
    * Outputs MXNet keeps hidden (BatchNorm's saved statistics, Dropout's
    * mask) are not counted: the host never shows them to plugins. */
   int (*num_outputs)(const cr_params *params);
+  /* Checks params->in_dtypes and out_dtypes (each a dtype mxnet_acc.h
+   * defines): MX_ACC_ERR_INVALID_ARG for a combination the registry's type
+   * rules never produce, MX_ACC_ERR_UNSUPPORTED for one cpu_ref does not
+   * implement. */
+  int (*check_dtypes)(const cr_params *params);
   /* Checks the input shapes (whose element counts fit in int64_t, see
    * cr_resolve_op) and computes the num_outputs output shapes. */
   int (*infer_shape)(const cr_params *params, const acc_shape *inputs, int num_inputs,
                      acc_shape *outputs);
-  /* Runs on tensors of the checked shapes; outputs never overlap inputs. */
-  void (*run)(const cr_params *params, const cr_tensor *inputs, int num_inputs,
-              const cr_tensor *outputs, int num_threads);
+  cr_run_fn run;
 } cr_op_impl;
 
 typedef struct cr_op {
@@ -174,9 +258,10 @@ const cr_op *cr_op_at(size_t index);
 size_t cr_num_ops(void);
 
 /* Resolves an operator node for execution: the operator must exist, its
- * "__op_version__" must be the one implemented, every dtype must be float32,
- * the attributes must parse, the number of outputs must be the operator's
- * and the output shapes inferred from in_shapes must equal out_shapes.
+ * "__op_version__" must be the one implemented, the attributes must parse,
+ * the number of outputs must be the operator's, its family must run the
+ * dtypes given and the output shapes inferred from in_shapes must equal
+ * out_shapes.
  * Fills *op and *params. Returns MX_ACC_ERR_UNSUPPORTED for anything this
  * plugin does not run and MX_ACC_ERR_INVALID_ARG for inconsistent shapes or
  * malformed attributes; what names the node in messages. */

@@ -1,7 +1,9 @@
 /*
- * Arithmetic operators of cpu_ref: element-wise arithmetic (same-shape,
- * broadcasting, with a scalar), element-wise math, reductions and matrix
- * products.
+ * Arithmetic operators of cpu_ref: element-wise arithmetic and comparisons
+ * (same-shape, broadcasting, with a scalar), element-wise math, reductions
+ * and matrix products. All compute in float32 (float16 data widened, see
+ * cr_run_float32); the comparisons, the logical operations and logical_not
+ * also run on integers, exactly.
  *
  * Each section parses its operator's attributes with the registry's
  * defaults, checks the input shapes and infers the outputs', and calls the
@@ -15,6 +17,21 @@
 #include "op_impl.h"
 #include "status.h"
 #include "tensor.h"
+
+/* ---- dtypes of the element-wise families -------------------------------- */
+
+/* The predicates (comparisons, logical operations, logical_not) give 0/1 in
+ * the operands' dtype and compare integers exactly; everything else
+ * computes in float32. */
+static int elementwise_dtypes(const cr_params *params, int predicate) {
+  if (predicate && cr_dtype_is_integer(cr_in_dtype(params, 0))) return cr_dtypes_any(params);
+  return cr_dtypes_float(params);
+}
+
+static int binary_dtypes(const cr_params *params) {
+  cr_binary_op op = (cr_binary_op)(params->variant & ~CR_SCALAR_ON_LEFT);
+  return elementwise_dtypes(params, cr_binary_is_predicate(op));
+}
 
 /* ---- elemwise_* (operands of one shape) -------------------------------- */
 
@@ -30,13 +47,22 @@ static int same_shapes_infer(const cr_params *params, const acc_shape *in, int n
   return MX_ACC_OK;
 }
 
-static void elemwise_run(const cr_params *params, const cr_tensor *in, int num_in,
-                         const cr_tensor *out, int num_threads) {
+static int elemwise_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                            const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
-  cr_binary((cr_binary_op)params->variant, cr_element_count(&out->shape), in[0].data,
-            in[1].data, out->data);
+  const int64_t count = cr_element_count(&out->shape), unit = 1;
+  if (cr_dtype_is_integer(cr_in_dtype(params, 0))) {
+    /* Integers (predicates only): a broadcast of two operands of one shape. */
+    cr_broadcast_predicate_int((cr_binary_op)params->variant, cr_in_dtype(params, 0), 1, &count,
+                               &unit, &unit, in[0].data, in[1].data, out->data);
+  } else {
+    cr_binary((cr_binary_op)params->variant, count, in[0].data, in[1].data, out->data);
+  }
+  return MX_ACC_OK;
 }
+
+CR_DEFINE_FLOAT32_RUN(elemwise_run, elemwise_compute)
 
 /* ---- broadcast_* (numpy broadcasting) ---------------------------------- */
 
@@ -74,59 +100,109 @@ static void broadcast_strides(const acc_shape *x, int ndim, int64_t strides[CR_M
   }
 }
 
-static void broadcast_run(const cr_params *params, const cr_tensor *in, int num_in,
-                          const cr_tensor *out, int num_threads) {
+static int broadcast_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                             const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
   int64_t dims[CR_MAX_NDIM], a_strides[CR_MAX_NDIM], b_strides[CR_MAX_NDIM];
   int ndim = cr_view_dims(&out->shape, dims);
   broadcast_strides(&in[0].shape, ndim, a_strides);
   broadcast_strides(&in[1].shape, ndim, b_strides);
-  cr_broadcast_binary((cr_binary_op)params->variant, ndim, dims, a_strides, b_strides,
-                      in[0].data, in[1].data, out->data);
+  if (cr_dtype_is_integer(cr_in_dtype(params, 0))) {
+    cr_broadcast_predicate_int((cr_binary_op)params->variant, cr_in_dtype(params, 0), ndim, dims,
+                               a_strides, b_strides, in[0].data, in[1].data, out->data);
+  } else {
+    cr_broadcast_binary((cr_binary_op)params->variant, ndim, dims, a_strides, b_strides,
+                        in[0].data, in[1].data, out->data);
+  }
+  return MX_ACC_OK;
 }
+
+CR_DEFINE_FLOAT32_RUN(broadcast_run, broadcast_compute)
 
 /* ---- _*_scalar --------------------------------------------------------- */
 
 static int scalar_parse(const char *const *keys, const char *const *vals, size_t count,
                         cr_params *params) {
-  double scalar = 1.0;
+  params->u.scalar = 1.0;
   for (size_t i = 0; i < count; ++i) {
     const char *key = keys[i], *value = vals[i];
     int status, is_int;
     if (strcmp(key, "scalar") == 0) {
-      status = cr_parse_float(key, value, &scalar);
+      status = cr_parse_float(key, value, &params->u.scalar);
     } else if (strcmp(key, "is_int") == 0) {
-      /* Only says how MXNet 1.9 printed the scalar; float32 data takes it as
-       * a float either way. */
+      /* Only says how MXNet 1.9 printed the scalar, which is converted to
+       * the data's dtype either way. */
       status = cr_parse_bool(key, value, &is_int);
     } else {
       status = cr_unknown_attr(key);
     }
     if (status != MX_ACC_OK) return status;
   }
-  /* MXNet converts the scalar to the data's dtype before using it. */
-  params->u.scalar = (float)scalar;
   return MX_ACC_OK;
 }
 
-static void scalar_run(const cr_params *params, const cr_tensor *in, int num_in,
-                       const cr_tensor *out, int num_threads) {
+/* A float32 or float16 operand as the float32 value compute sees: float16
+ * values arrive widened, so a constant of float16 data is rounded to
+ * float16 first (MXNet converts scalars and bounds to the data's dtype). */
+static float as_data_float(const cr_params *params, double value) {
+  if (cr_in_dtype(params, 0) == CR_FLOAT16) return cr_half_to_float(cr_half_from_double(value));
+  return (float)value;
+}
+
+/* One element of dtype, zero-filled beyond its size: room for any dtype. */
+typedef union element_bytes {
+  unsigned char bytes[8];
+  int64_t aligned;
+} element_bytes;
+
+static int scalar_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                          const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
-  cr_binary_op op = (cr_binary_op)(params->variant & ~CR_SCALAR_ON_LEFT);
-  cr_scalar_binary(op, (params->variant & CR_SCALAR_ON_LEFT) != 0,
-                   cr_element_count(&out->shape), in[0].data, params->u.scalar, out->data);
+  const cr_binary_op op = (cr_binary_op)(params->variant & ~CR_SCALAR_ON_LEFT);
+  const cr_dtype dtype = cr_in_dtype(params, 0);
+  const int64_t count = cr_element_count(&out->shape), unit = 1, none = 0;
+  if (cr_dtype_is_integer(dtype)) {
+    /* Integers (predicates, never reversed): the scalar converted to the
+     * data's dtype, broadcast as an operand of one element. */
+    element_bytes scalar = {{0}};
+    cr_store_double(dtype, scalar.bytes, 0, params->u.scalar);
+    cr_broadcast_predicate_int(op, dtype, 1, &count, &unit, &none, in[0].data, scalar.bytes,
+                               out->data);
+    return MX_ACC_OK;
+  }
+  cr_scalar_binary(op, (params->variant & CR_SCALAR_ON_LEFT) != 0, count, in[0].data,
+                   as_data_float(params, params->u.scalar), out->data);
+  return MX_ACC_OK;
 }
+
+CR_DEFINE_FLOAT32_RUN(scalar_run, scalar_compute)
 
 /* ---- unary math, clip, zeros_like / ones_like, add_n ------------------- */
 
-static void unary_run(const cr_params *params, const cr_tensor *in, int num_in,
-                      const cr_tensor *out, int num_threads) {
+static int unary_dtypes(const cr_params *params) {
+  return elementwise_dtypes(params, params->variant == CR_UNARY_LOGICAL_NOT);
+}
+
+static int unary_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                         const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
-  cr_unary((cr_unary_op)params->variant, cr_element_count(&out->shape), in[0].data, out->data);
+  const cr_dtype dtype = cr_in_dtype(params, 0);
+  const int64_t count = cr_element_count(&out->shape), unit = 1, none = 0;
+  if (cr_dtype_is_integer(dtype)) {
+    /* logical_not of integers: x == 0, against a zero of one element. */
+    const element_bytes zero = {{0}};
+    cr_broadcast_predicate_int(CR_BINARY_EQUAL, dtype, 1, &count, &unit, &none, in[0].data,
+                               zero.bytes, out->data);
+    return MX_ACC_OK;
+  }
+  cr_unary((cr_unary_op)params->variant, count, in[0].data, out->data);
+  return MX_ACC_OK;
 }
+
+CR_DEFINE_FLOAT32_RUN(unary_run, unary_compute)
 
 static int clip_parse(const char *const *keys, const char *const *vals, size_t count,
                       cr_params *params) {
@@ -149,20 +225,28 @@ static int clip_parse(const char *const *keys, const char *const *vals, size_t c
   return MX_ACC_OK;
 }
 
-static void clip_run(const cr_params *params, const cr_tensor *in, int num_in,
-                     const cr_tensor *out, int num_threads) {
+static int clip_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                        const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
-  cr_clip(cr_element_count(&out->shape), params->u.clip.low, params->u.clip.high, in[0].data,
-          out->data);
+  cr_clip(cr_element_count(&out->shape), as_data_float(params, params->u.clip.low),
+          as_data_float(params, params->u.clip.high), in[0].data, out->data);
+  return MX_ACC_OK;
 }
 
-static void fill_like_run(const cr_params *params, const cr_tensor *in, int num_in,
-                          const cr_tensor *out, int num_threads) {
+CR_DEFINE_FLOAT32_RUN(clip_run, clip_compute)
+
+/* zeros_like / ones_like fill in the data's dtype, whatever it is. */
+static int fill_like_run(const cr_params *params, const cr_tensor *in, int num_in,
+                         const cr_tensor *out, int num_threads) {
   (void)in;
   (void)num_in;
   (void)num_threads;
-  cr_fill(cr_element_count(&out->shape), (float)params->variant, out->data);
+  element_bytes value = {{0}};
+  cr_store_int(cr_out_dtype(params, 0), value.bytes, 0, params->variant);
+  cr_fill_elements(cr_element_count(&out->shape), cr_out_size(params, 0), value.bytes,
+                   out->data);
+  return MX_ACC_OK;
 }
 
 static int num_args_parse(const char *const *keys, const char *const *vals, size_t count,
@@ -177,16 +261,32 @@ static int num_args_parse(const char *const *keys, const char *const *vals, size
 
 static int num_args_inputs(const cr_params *params) { return params->u.num_args; }
 
-static void add_n_run(const cr_params *params, const cr_tensor *in, int num_in,
-                      const cr_tensor *out, int num_threads) {
-  (void)params;
+static int add_n_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                         const cr_tensor *out, int num_threads) {
   (void)num_threads;
+  const int64_t count = cr_element_count(&out->shape);
+  if (cr_in_dtype(params, 0) == CR_FLOAT16) {
+    /* MXNet adds float16 arrays pairwise into a float16 total, rounding
+     * after each addition. */
+    const float *pair[2] = {in[0].data, NULL};
+    if (num_in == 1) cr_add_n(1, count, pair, out->data);
+    for (int i = 1; i < num_in; ++i) {
+      pair[1] = in[i].data;
+      cr_add_n(2, count, pair, out->data);
+      cr_round_to_half(count, out->data);
+      pair[0] = out->data;
+    }
+    return MX_ACC_OK;
+  }
   const float *inputs[CR_MAX_INPUTS];
   for (int i = 0; i < num_in; ++i) inputs[i] = in[i].data;
-  cr_add_n(num_in, cr_element_count(&out->shape), inputs, out->data);
+  cr_add_n(num_in, count, inputs, out->data);
+  return MX_ACC_OK;
 }
 
-/* ---- sum, mean, max, min ----------------------------------------------- */
+CR_DEFINE_FLOAT32_RUN(add_n_run, add_n_compute)
+
+/* ---- sum, mean, prod, nansum, nanprod, max, min ------------------------ */
 
 static int reduce_parse(const char *const *keys, const char *const *vals, size_t count,
                         cr_params *params) {
@@ -250,8 +350,8 @@ static int reduce_infer(const cr_params *params, const acc_shape *in, int num_in
   return MX_ACC_OK;
 }
 
-static void reduce_run(const cr_params *params, const cr_tensor *in, int num_in,
-                       const cr_tensor *out, int num_threads) {
+static int reduce_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                          const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
   /* A 0-d input is viewed as (1,), its one axis reduced. */
@@ -260,7 +360,10 @@ static void reduce_run(const cr_params *params, const cr_tensor *in, int num_in,
   reduced_axes(params, &in[0].shape, reduced); /* checked at infer */
   int ndim = cr_view_dims(&in[0].shape, dims);
   cr_reduce((cr_reduce_op)params->variant, ndim, dims, reduced, in[0].data, out->data);
+  return MX_ACC_OK;
 }
+
+CR_DEFINE_FLOAT32_RUN(reduce_run, reduce_compute)
 
 /* ---- dot, batch_dot ---------------------------------------------------- */
 
@@ -378,42 +481,58 @@ static void run_product(const cr_params *params, const product_dims *dims, const
             params->u.dot.transpose_b, in[0].data, in[1].data, out->data, num_threads);
 }
 
-static void dot_run(const cr_params *params, const cr_tensor *in, int num_in,
-                    const cr_tensor *out, int num_threads) {
+static int dot_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                       const cr_tensor *out, int num_threads) {
   (void)num_in;
   product_dims dims = {0, 0, 0, 0};
   acc_shape shape;
   dot_layout(params, &in[0].shape, &in[1].shape, &dims, &shape); /* checked at infer */
   run_product(params, &dims, in, out, num_threads);
+  return MX_ACC_OK;
 }
 
-static void batch_dot_run(const cr_params *params, const cr_tensor *in, int num_in,
-                          const cr_tensor *out, int num_threads) {
+static int batch_dot_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                             const cr_tensor *out, int num_threads) {
   (void)num_in;
   product_dims dims = {0, 0, 0, 0};
   acc_shape shape;
   batch_dot_layout(params, &in[0].shape, &in[1].shape, &dims, &shape); /* checked at infer */
   run_product(params, &dims, in, out, num_threads);
+  return MX_ACC_OK;
 }
+
+CR_DEFINE_FLOAT32_RUN(dot_run, dot_compute)
+CR_DEFINE_FLOAT32_RUN(batch_dot_run, batch_dot_compute)
 
 /* ---- the families ------------------------------------------------------ */
 
-const cr_op_impl cr_impl_elemwise = {cr_no_attrs_parse, cr_two_inputs, cr_one_output,
-                                     same_shapes_infer, elemwise_run};
-const cr_op_impl cr_impl_broadcast = {cr_no_attrs_parse, cr_two_inputs, cr_one_output,
-                                      broadcast_infer, broadcast_run};
-const cr_op_impl cr_impl_scalar = {scalar_parse, cr_one_input, cr_one_output,
-                                   cr_same_shape_infer, scalar_run};
-const cr_op_impl cr_impl_unary = {cr_no_attrs_parse, cr_one_input, cr_one_output,
-                                  cr_same_shape_infer, unary_run};
-const cr_op_impl cr_impl_clip = {clip_parse, cr_one_input, cr_one_output, cr_same_shape_infer,
-                                 clip_run};
-const cr_op_impl cr_impl_fill_like = {cr_no_attrs_parse, cr_one_input, cr_one_output,
-                                      cr_same_shape_infer, fill_like_run};
-const cr_op_impl cr_impl_add_n = {num_args_parse, num_args_inputs, cr_one_output,
-                                  same_shapes_infer, add_n_run};
-const cr_op_impl cr_impl_reduce = {reduce_parse, cr_one_input, cr_one_output, reduce_infer,
-                                   reduce_run};
-const cr_op_impl cr_impl_dot = {dot_parse, cr_two_inputs, cr_one_output, dot_infer, dot_run};
-const cr_op_impl cr_impl_batch_dot = {dot_parse, cr_two_inputs, cr_one_output, batch_dot_infer,
-                                      batch_dot_run};
+const cr_op_impl cr_impl_elemwise = {
+    .parse = cr_no_attrs_parse, .num_inputs = cr_two_inputs, .num_outputs = cr_one_output,
+    .check_dtypes = binary_dtypes, .infer_shape = same_shapes_infer, .run = elemwise_run};
+const cr_op_impl cr_impl_broadcast = {
+    .parse = cr_no_attrs_parse, .num_inputs = cr_two_inputs, .num_outputs = cr_one_output,
+    .check_dtypes = binary_dtypes, .infer_shape = broadcast_infer, .run = broadcast_run};
+const cr_op_impl cr_impl_scalar = {
+    .parse = scalar_parse, .num_inputs = cr_one_input, .num_outputs = cr_one_output,
+    .check_dtypes = binary_dtypes, .infer_shape = cr_same_shape_infer, .run = scalar_run};
+const cr_op_impl cr_impl_unary = {
+    .parse = cr_no_attrs_parse, .num_inputs = cr_one_input, .num_outputs = cr_one_output,
+    .check_dtypes = unary_dtypes, .infer_shape = cr_same_shape_infer, .run = unary_run};
+const cr_op_impl cr_impl_clip = {
+    .parse = clip_parse, .num_inputs = cr_one_input, .num_outputs = cr_one_output,
+    .check_dtypes = cr_dtypes_float, .infer_shape = cr_same_shape_infer, .run = clip_run};
+const cr_op_impl cr_impl_fill_like = {
+    .parse = cr_no_attrs_parse, .num_inputs = cr_one_input, .num_outputs = cr_one_output,
+    .check_dtypes = cr_dtypes_any, .infer_shape = cr_same_shape_infer, .run = fill_like_run};
+const cr_op_impl cr_impl_add_n = {
+    .parse = num_args_parse, .num_inputs = num_args_inputs, .num_outputs = cr_one_output,
+    .check_dtypes = cr_dtypes_float, .infer_shape = same_shapes_infer, .run = add_n_run};
+const cr_op_impl cr_impl_reduce = {
+    .parse = reduce_parse, .num_inputs = cr_one_input, .num_outputs = cr_one_output,
+    .check_dtypes = cr_dtypes_float, .infer_shape = reduce_infer, .run = reduce_run};
+const cr_op_impl cr_impl_dot = {
+    .parse = dot_parse, .num_inputs = cr_two_inputs, .num_outputs = cr_one_output,
+    .check_dtypes = cr_dtypes_float, .infer_shape = dot_infer, .run = dot_run};
+const cr_op_impl cr_impl_batch_dot = {
+    .parse = dot_parse, .num_inputs = cr_two_inputs, .num_outputs = cr_one_output,
+    .check_dtypes = cr_dtypes_float, .infer_shape = batch_dot_infer, .run = batch_dot_run};

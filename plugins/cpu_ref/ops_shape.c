@@ -1,12 +1,15 @@
 /*
- * Shape operators of cpu_ref: shape changes and copies, transposition,
- * joining, splitting and slicing.
+ * Shape operators of cpu_ref: shape changes, copies and conversions (Cast),
+ * transposition, joining (Concat, stack), splitting and slicing
+ * (slice_axis, slice, slice_like). Replication and padding are in
+ * ops_replicate.c.
  *
  * Each section parses its operator's attributes with the registry's
  * defaults, checks the input shapes and infers the outputs', and calls the
  * kernel; the table in ops.c lists them. Operators that only change the
  * shape (Reshape, Flatten, expand_dims, squeeze, identity) all copy the data
- * unchanged, since tensors are compact and row-major.
+ * unchanged, since tensors are compact and row-major. All of them move
+ * elements by their size, so they run every dtype; Cast converts.
  */
 #include <string.h>
 
@@ -335,8 +338,8 @@ static int transpose_infer(const cr_params *params, const acc_shape *in, int num
   return MX_ACC_OK;
 }
 
-static void transpose_run(const cr_params *params, const cr_tensor *in, int num_in,
-                          const cr_tensor *out, int num_threads) {
+static int transpose_run(const cr_params *params, const cr_tensor *in, int num_in,
+                         const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
   int from[CR_MAX_NDIM];
@@ -345,13 +348,15 @@ static void transpose_run(const cr_params *params, const cr_tensor *in, int num_
   cr_compact_strides(&in[0].shape, in_strides);
   int ndim = cr_view_dims(&out->shape, dims);
   for (int d = 0; d < ndim; ++d) strides[d] = out->shape.ndim > 0 ? in_strides[from[d]] : 1;
-  cr_copy_strided(ndim, dims, strides, in[0].data, out->data);
+  cr_copy_strided(ndim, dims, strides, cr_in_size(params, 0), in[0].data, out->data);
+  return MX_ACC_OK;
 }
 
-/* ---- Concat, SliceChannel, slice_axis ---------------------------------- */
+/* ---- Concat, stack, SliceChannel, slice_axis ---------------------------- */
 
-/* All three copy blocks between tensors viewed as (outer, extent along the
- * axis * inner), inner being the elements after the axis. */
+/* All four copy blocks between tensors viewed as (outer, extent along the
+ * axis * inner), inner being the elements after the axis (stack's new axis
+ * has extent 1 in each input). */
 
 static int concat_parse(const char *const *keys, const char *const *vals, size_t count,
                         cr_params *params) {
@@ -392,21 +397,88 @@ static int concat_infer(const cr_params *params, const acc_shape *in, int num_in
   return MX_ACC_OK;
 }
 
-static void concat_run(const cr_params *params, const cr_tensor *in, int num_in,
-                       const cr_tensor *out, int num_threads) {
-  (void)num_threads;
-  int axis = 0;
-  cr_resolve_axis(params->u.concat.axis, out->shape.ndim, &axis); /* checked at infer */
+/* Joins the inputs along axis of the output: input i supplies extent(i)
+ * consecutive entries of the axis. */
+static void join_along(const cr_params *params, int axis, const cr_tensor *in, int num_in,
+                       const cr_tensor *out, int64_t (*extent)(const cr_tensor *, int)) {
+  const size_t size = cr_out_size(params, 0);
   const int64_t outer = cr_product(&out->shape, 0, axis);
   const int64_t inner = cr_product(&out->shape, axis + 1, out->shape.ndim);
   const int64_t out_width = (int64_t)out->shape.dims[axis] * inner;
   int64_t offset = 0;
-  float *y = out->data;
+  unsigned char *y = out->data;
   for (int i = 0; i < num_in; ++i) {
-    const int64_t width = (int64_t)in[i].shape.dims[axis] * inner;
-    cr_copy_rows(outer, width, in[i].data, width, y + offset, out_width);
+    const int64_t width = extent(&in[i], axis) * inner;
+    cr_copy_rows(outer, width, size, in[i].data, width, y + (size_t)offset * size, out_width);
     offset += width;
   }
+}
+
+static int64_t extent_along(const cr_tensor *tensor, int axis) {
+  return (int64_t)tensor->shape.dims[axis];
+}
+
+static int concat_run(const cr_params *params, const cr_tensor *in, int num_in,
+                      const cr_tensor *out, int num_threads) {
+  (void)num_threads;
+  int axis = 0;
+  cr_resolve_axis(params->u.concat.axis, out->shape.ndim, &axis); /* checked at infer */
+  join_along(params, axis, in, num_in, out, extent_along);
+  return MX_ACC_OK;
+}
+
+/* stack: num_args arrays of one shape joined along a new axis (default 0). */
+static int stack_parse(const char *const *keys, const char *const *vals, size_t count,
+                       cr_params *params) {
+  params->u.concat.axis = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const char *key = keys[i], *value = vals[i];
+    int status;
+    if (strcmp(key, "num_args") == 0) {
+      status = cr_parse_count(key, value, CR_MAX_INPUTS, &params->u.concat.num_args);
+    } else if (strcmp(key, "axis") == 0) {
+      status = cr_parse_axis(key, value, &params->u.concat.axis);
+    } else {
+      status = cr_unknown_attr(key);
+    }
+    if (status != MX_ACC_OK) return status;
+  }
+  return cr_require_count("num_args", params->u.concat.num_args);
+}
+
+static int stack_infer(const cr_params *params, const acc_shape *in, int num_in,
+                       acc_shape *out) {
+  for (int i = 1; i < num_in; ++i) {
+    if (!acc_shape_equal(&in[0], &in[i])) {
+      return cr_shape_error("input shape %s differs from the first", &in[i]);
+    }
+  }
+  if (in[0].ndim >= MX_ACC_MAX_NDIM) {
+    return cr_shape_error("input shape %s leaves no room for the new axis", &in[0]);
+  }
+  int axis = 0;
+  int status = cr_resolve_axis(params->u.concat.axis, in[0].ndim + 1, &axis);
+  if (status != MX_ACC_OK) return status;
+  out->ndim = in[0].ndim + 1;
+  for (int d = 0, from = 0; d < out->ndim; ++d) {
+    out->dims[d] = d == axis ? (uint64_t)num_in : in[0].dims[from++];
+  }
+  return MX_ACC_OK;
+}
+
+static int64_t extent_one(const cr_tensor *tensor, int axis) {
+  (void)tensor;
+  (void)axis;
+  return 1;
+}
+
+static int stack_run(const cr_params *params, const cr_tensor *in, int num_in,
+                     const cr_tensor *out, int num_threads) {
+  (void)num_threads;
+  int axis = 0;
+  cr_resolve_axis(params->u.concat.axis, out->shape.ndim, &axis); /* checked at infer */
+  join_along(params, axis, in, num_in, out, extent_one);
+  return MX_ACC_OK;
 }
 
 static int split_parse(const char *const *keys, const char *const *vals, size_t count,
@@ -459,8 +531,8 @@ static int split_infer(const cr_params *params, const acc_shape *in, int num_in,
   return MX_ACC_OK;
 }
 
-static void split_run(const cr_params *params, const cr_tensor *in, int num_in,
-                      const cr_tensor *out, int num_threads) {
+static int split_run(const cr_params *params, const cr_tensor *in, int num_in,
+                     const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
   int axis = 0, parts = params->u.split.num_outputs;
@@ -469,10 +541,13 @@ static void split_run(const cr_params *params, const cr_tensor *in, int num_in,
   const int64_t outer = cr_product(shape, 0, axis);
   const int64_t in_width = cr_product(shape, axis, shape->ndim);
   const int64_t width = in_width / parts;
-  const float *x = in[0].data;
+  const size_t size = cr_in_size(params, 0);
+  const unsigned char *x = in[0].data;
   for (int k = 0; k < parts; ++k) {
-    cr_copy_rows(outer, width, x + k * width, in_width, out[k].data, width);
+    cr_copy_rows(outer, width, size, x + (size_t)(k * width) * size, in_width, out[k].data,
+                 width);
   }
+  return MX_ACC_OK;
 }
 
 static int slice_axis_parse(const char *const *keys, const char *const *vals, size_t count,
@@ -535,8 +610,8 @@ static int slice_axis_infer(const cr_params *params, const acc_shape *in, int nu
   return MX_ACC_OK;
 }
 
-static void slice_axis_run(const cr_params *params, const cr_tensor *in, int num_in,
-                           const cr_tensor *out, int num_threads) {
+static int slice_axis_run(const cr_params *params, const cr_tensor *in, int num_in,
+                          const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
   int axis = 0;
@@ -546,27 +621,272 @@ static void slice_axis_run(const cr_params *params, const cr_tensor *in, int num
   const int64_t outer = cr_product(shape, 0, axis);
   const int64_t inner = cr_product(shape, axis + 1, shape->ndim);
   const int64_t in_width = (int64_t)shape->dims[axis] * inner, width = (end - begin) * inner;
-  const float *x = in[0].data;
-  cr_copy_rows(outer, width, x + begin * inner, in_width, out->data, width);
+  const size_t size = cr_in_size(params, 0);
+  const unsigned char *x = in[0].data;
+  cr_copy_rows(outer, width, size, x + (size_t)(begin * inner) * size, in_width, out->data, width);
+  return MX_ACC_OK;
+}
+
+/* ---- slice, slice_like -------------------------------------------------- */
+
+/* Both gather a box of the input: along axis d, output index o reads input
+ * index start[d] + o * step[d]. */
+static int gather_box(const cr_params *params, const cr_tensor *in, const cr_tensor *out,
+                      const int64_t *start, const int64_t *step) {
+  int64_t dims[CR_MAX_NDIM], x_strides[CR_MAX_NDIM], y_strides[CR_MAX_NDIM];
+  cr_axis_map maps[CR_MAX_NDIM];
+  const int ndim = cr_view_dims(&out->shape, dims);
+  cr_compact_strides(&in[0].shape, x_strides);
+  cr_compact_strides(&out->shape, y_strides);
+  if (out->shape.ndim == 0) x_strides[0] = y_strides[0] = 1;
+  for (int d = 0; d < ndim; ++d) {
+    const cr_axis_map map = {CR_MAP_STEP, start[d], step[d], 0};
+    maps[d] = map;
+  }
+  cr_gather(ndim, dims, maps, x_strides, y_strides, cr_in_size(params, 0), in[0].data, NULL,
+            out->data);
+  return MX_ACC_OK;
+}
+
+static int slice_parse(const char *const *keys, const char *const *vals, size_t count,
+                       cr_params *params) {
+  int begin_count = -1, end_count = -1;
+  for (size_t i = 0; i < count; ++i) {
+    const char *key = keys[i], *value = vals[i];
+    int status;
+    if (strcmp(key, "begin") == 0) {
+      status = cr_parse_optional_tuple(key, value, params->u.slice.begin,
+                                       params->u.slice.has_begin, CR_MAX_NDIM, &begin_count);
+    } else if (strcmp(key, "end") == 0) {
+      status = cr_parse_optional_tuple(key, value, params->u.slice.end, params->u.slice.has_end,
+                                       CR_MAX_NDIM, &end_count);
+    } else if (strcmp(key, "step") == 0) {
+      status = cr_parse_optional_tuple(key, value, params->u.slice.step, params->u.slice.has_step,
+                                       CR_MAX_NDIM, &params->u.slice.step_count);
+    } else {
+      status = cr_unknown_attr(key);
+    }
+    if (status != MX_ACC_OK) return status;
+  }
+  if (begin_count < 0 || end_count < 0) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "attributes begin and end are required");
+  }
+  if (begin_count != end_count) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "begin and end differ in length");
+  }
+  if (params->u.slice.step_count != 0 && params->u.slice.step_count != begin_count) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "step and begin differ in length");
+  }
+  for (int k = 0; k < params->u.slice.step_count; ++k) {
+    if (params->u.slice.has_step[k] && params->u.slice.step[k] == 0) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "step[%d] cannot be 0", k);
+    }
+  }
+  params->u.slice.count = begin_count;
+  return MX_ACC_OK;
+}
+
+/* The start, step and extent of sliced axis k of length `length`, after
+ * MXNet's checks: None begins at the first index (the last for a negative
+ * step) and ends past the last (before the first); negative entries count
+ * from the end; an empty or backwards range is refused. */
+static int slice_range(const cr_params *params, int k, int64_t length, int64_t *start,
+                       int64_t *step, int64_t *extent) {
+  const int has_step = k < params->u.slice.step_count && params->u.slice.has_step[k];
+  const int64_t s = has_step ? params->u.slice.step[k] : 1;
+  *step = s;
+  *start = 0;
+  *extent = 0;
+  if (length == 0) return MX_ACC_OK;
+  int64_t b = params->u.slice.has_begin[k] ? params->u.slice.begin[k] : (s < 0 ? length - 1 : 0);
+  int64_t e = params->u.slice.has_end[k] ? params->u.slice.end[k] : (s < 0 ? -1 : length);
+  /* Attribute values are any int64_t: bring them near the axis before
+   * adding the length, so that nothing overflows. */
+  if (b < -length || b >= length) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "begin[%d] is out of range for an axis of %lld", k,
+                    (long long)length);
+  }
+  if (b < 0) b += length;
+  if (params->u.slice.has_end[k] && e < 0) {
+    if (e < -length) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "end[%d] is out of range for an axis of %lld", k,
+                      (long long)length);
+    }
+    e += length;
+  }
+  if (e > length) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "end[%d] is out of range for an axis of %lld", k,
+                    (long long)length);
+  }
+  if (b == e) return acc_fail(MX_ACC_ERR_INVALID_ARG, "slice %d is empty", k);
+  if ((s > 0 && b > e) || (s < 0 && b < e)) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "begin, end and step of slice %d select nothing", k);
+  }
+  /* |step| may be huge: the extent is at least 1 and at most the length. */
+  const uint64_t distance = s > 0 ? (uint64_t)(e - b) : (uint64_t)(b - e);
+  const uint64_t magnitude = s > 0 ? (uint64_t)s : (uint64_t)0 - (uint64_t)s;
+  *start = b;
+  *extent = (int64_t)((distance - 1) / magnitude + 1);
+  return MX_ACC_OK;
+}
+
+static int slice_infer(const cr_params *params, const acc_shape *in, int num_in,
+                       acc_shape *out) {
+  (void)num_in;
+  if (params->u.slice.count > in[0].ndim) {
+    return cr_shape_error("begin has more entries than data shape %s has axes", &in[0]);
+  }
+  *out = in[0];
+  for (int k = 0; k < params->u.slice.count; ++k) {
+    int64_t start, step, extent;
+    int status = slice_range(params, k, (int64_t)in[0].dims[k], &start, &step, &extent);
+    if (status != MX_ACC_OK) return status;
+    out->dims[k] = (uint64_t)extent;
+  }
+  return MX_ACC_OK;
+}
+
+static int slice_run(const cr_params *params, const cr_tensor *in, int num_in,
+                     const cr_tensor *out, int num_threads) {
+  (void)num_in;
+  (void)num_threads;
+  int64_t start[CR_MAX_NDIM], step[CR_MAX_NDIM], extent;
+  for (int d = 0; d < CR_MAX_NDIM; ++d) {
+    start[d] = 0;
+    step[d] = 1;
+  }
+  for (int k = 0; k < params->u.slice.count; ++k) {
+    /* checked at infer */
+    slice_range(params, k, (int64_t)in[0].shape.dims[k], &start[k], &step[k], &extent);
+  }
+  return gather_box(params, in, out, start, step);
+}
+
+static int slice_like_parse(const char *const *keys, const char *const *vals, size_t count,
+                            cr_params *params) {
+  for (size_t i = 0; i < count; ++i) {
+    if (strcmp(keys[i], "axes") != 0) return cr_unknown_attr(keys[i]);
+    int status = cr_parse_axes(keys[i], vals[i], &params->u.axes);
+    if (status == MX_ACC_OK && !params->u.axes.given) {
+      status = cr_bad_attr(keys[i], vals[i], "a tuple of axes");
+    }
+    if (status != MX_ACC_OK) return status;
+  }
+  return MX_ACC_OK;
+}
+
+/* data cut to shape_like's extents on the axes listed (all of them when
+ * axes is empty, which needs shapes of one rank). */
+static int slice_like_infer(const cr_params *params, const acc_shape *in, int num_in,
+                            acc_shape *out) {
+  (void)num_in;
+  const acc_shape *data = &in[0], *like = &in[1];
+  const cr_axes *axes = &params->u.axes;
+  unsigned char cut[CR_MAX_NDIM] = {0};
+  if (axes->count == 0) {
+    if (data->ndim != like->ndim) {
+      return cr_shape_error("without axes, shape_like %s needs the data's rank", like);
+    }
+    for (int d = 0; d < data->ndim; ++d) cut[d] = 1;
+  }
+  for (int i = 0; i < axes->count; ++i) {
+    int d;
+    int status = cr_resolve_axis(axes->values[i], data->ndim, &d);
+    if (status != MX_ACC_OK) return status;
+    cut[d] = 1;
+  }
+  *out = *data;
+  for (int d = 0; d < data->ndim; ++d) {
+    if (!cut[d]) continue;
+    if (d >= like->ndim) return cr_shape_error("shape_like %s lacks an axis to slice", like);
+    if (like->dims[d] > data->dims[d]) {
+      return cr_shape_error("shape_like %s exceeds the data along an axis", like);
+    }
+    out->dims[d] = like->dims[d];
+  }
+  return MX_ACC_OK;
+}
+
+static int slice_like_run(const cr_params *params, const cr_tensor *in, int num_in,
+                          const cr_tensor *out, int num_threads) {
+  (void)num_in;
+  (void)num_threads;
+  const int64_t start[CR_MAX_NDIM] = {0};
+  int64_t step[CR_MAX_NDIM];
+  for (int d = 0; d < CR_MAX_NDIM; ++d) step[d] = 1;
+  return gather_box(params, in, out, start, step);
+}
+
+/* ---- Cast --------------------------------------------------------------- */
+
+static int cast_parse(const char *const *keys, const char *const *vals, size_t count,
+                      cr_params *params) {
+  int given = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (strcmp(keys[i], "dtype") != 0) return cr_unknown_attr(keys[i]);
+    int status = cr_parse_dtype(keys[i], vals[i], 0, &params->u.cast_dtype);
+    if (status != MX_ACC_OK) return status;
+    given = 1;
+  }
+  return given ? MX_ACC_OK : acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute dtype is required");
+}
+
+/* Any dtype to the dtype attribute's. */
+static int cast_dtypes(const cr_params *params) {
+  return cr_dtype_expect("output", 0, params->out_dtypes[0], params->u.cast_dtype);
+}
+
+static int cast_run(const cr_params *params, const cr_tensor *in, int num_in,
+                    const cr_tensor *out, int num_threads) {
+  (void)num_in;
+  (void)num_threads;
+  cr_cast(cr_element_count(&out->shape), cr_in_dtype(params, 0), in[0].data,
+          cr_out_dtype(params, 0), out->data);
+  return MX_ACC_OK;
 }
 
 /* ---- the families ------------------------------------------------------ */
 
-const cr_op_impl cr_impl_copy = {cr_no_attrs_parse, cr_one_input, cr_one_output,
-                                 cr_same_shape_infer, cr_copy_run};
-const cr_op_impl cr_impl_flatten = {cr_no_attrs_parse, cr_one_input, cr_one_output,
-                                    flatten_infer, cr_copy_run};
-const cr_op_impl cr_impl_reshape = {reshape_parse, cr_one_input, cr_one_output, reshape_infer,
-                                    cr_copy_run};
-const cr_op_impl cr_impl_expand_dims = {expand_dims_parse, cr_one_input, cr_one_output,
-                                        expand_dims_infer, cr_copy_run};
-const cr_op_impl cr_impl_squeeze = {squeeze_parse, cr_one_input, cr_one_output, squeeze_infer,
-                                    cr_copy_run};
-const cr_op_impl cr_impl_transpose = {transpose_parse, cr_one_input, cr_one_output,
-                                      transpose_infer, transpose_run};
-const cr_op_impl cr_impl_concat = {concat_parse, concat_inputs, cr_one_output, concat_infer,
-                                   concat_run};
-const cr_op_impl cr_impl_split = {split_parse, cr_one_input, split_outputs, split_infer,
-                                  split_run};
-const cr_op_impl cr_impl_slice_axis = {slice_axis_parse, cr_one_input, cr_one_output,
-                                       slice_axis_infer, slice_axis_run};
+/* Every family here only moves elements (Cast converts them): one input and
+ * one output unless stated, and every dtype. */
+#define ONE_TO_ONE .num_inputs = cr_one_input, .num_outputs = cr_one_output
+
+const cr_op_impl cr_impl_copy = {.parse = cr_no_attrs_parse, ONE_TO_ONE,
+                                 .check_dtypes = cr_dtypes_any,
+                                 .infer_shape = cr_same_shape_infer, .run = cr_copy_run};
+const cr_op_impl cr_impl_cast = {.parse = cast_parse, ONE_TO_ONE, .check_dtypes = cast_dtypes,
+                                 .infer_shape = cr_same_shape_infer, .run = cast_run};
+const cr_op_impl cr_impl_flatten = {.parse = cr_no_attrs_parse, ONE_TO_ONE,
+                                    .check_dtypes = cr_dtypes_any, .infer_shape = flatten_infer,
+                                    .run = cr_copy_run};
+const cr_op_impl cr_impl_reshape = {.parse = reshape_parse, ONE_TO_ONE,
+                                    .check_dtypes = cr_dtypes_any, .infer_shape = reshape_infer,
+                                    .run = cr_copy_run};
+const cr_op_impl cr_impl_expand_dims = {.parse = expand_dims_parse, ONE_TO_ONE,
+                                        .check_dtypes = cr_dtypes_any,
+                                        .infer_shape = expand_dims_infer, .run = cr_copy_run};
+const cr_op_impl cr_impl_squeeze = {.parse = squeeze_parse, ONE_TO_ONE,
+                                    .check_dtypes = cr_dtypes_any, .infer_shape = squeeze_infer,
+                                    .run = cr_copy_run};
+const cr_op_impl cr_impl_transpose = {.parse = transpose_parse, ONE_TO_ONE,
+                                      .check_dtypes = cr_dtypes_any,
+                                      .infer_shape = transpose_infer, .run = transpose_run};
+const cr_op_impl cr_impl_concat = {.parse = concat_parse, .num_inputs = concat_inputs,
+                                   .num_outputs = cr_one_output, .check_dtypes = cr_dtypes_any,
+                                   .infer_shape = concat_infer, .run = concat_run};
+const cr_op_impl cr_impl_stack = {.parse = stack_parse, .num_inputs = concat_inputs,
+                                  .num_outputs = cr_one_output, .check_dtypes = cr_dtypes_any,
+                                  .infer_shape = stack_infer, .run = stack_run};
+const cr_op_impl cr_impl_split = {.parse = split_parse, .num_inputs = cr_one_input,
+                                  .num_outputs = split_outputs, .check_dtypes = cr_dtypes_any,
+                                  .infer_shape = split_infer, .run = split_run};
+const cr_op_impl cr_impl_slice_axis = {.parse = slice_axis_parse, ONE_TO_ONE,
+                                       .check_dtypes = cr_dtypes_any,
+                                       .infer_shape = slice_axis_infer, .run = slice_axis_run};
+const cr_op_impl cr_impl_slice = {.parse = slice_parse, ONE_TO_ONE, .check_dtypes = cr_dtypes_any,
+                                  .infer_shape = slice_infer, .run = slice_run};
+/* shape_like only lends its shape: any dtype. */
+const cr_op_impl cr_impl_slice_like = {.parse = slice_like_parse, .num_inputs = cr_two_inputs,
+                                       .num_outputs = cr_one_output,
+                                       .check_dtypes = cr_dtypes_first_any,
+                                       .infer_shape = slice_like_infer, .run = slice_like_run};

@@ -1,8 +1,8 @@
 """Finding accelerator libraries when acc_host is imported.
 
 Two places are searched, in this order: the plugins bundled with the
-installed package, and every shared library in the directory named by the
-``MXNET_ACC_LIBRARIES`` environment variable. A library that fails to load is
+installed package (unless ``MXNET_ACC_BUNDLED=0``), and every shared library
+in the directory named by the ``MXNET_ACC_LIBRARIES`` environment variable. A library that fails to load is
 reported with an :class:`AccLibraryWarning` naming the file and the reason;
 the import itself never fails because of one.
 """
@@ -19,10 +19,11 @@ from .errors import AccHostError
 from .library import AccLibrary
 from .registry import register
 
-__all__ = ["ENV_VAR", "AccLibraryWarning", "Found", "bundled_dir", "library_files", "discover",
+__all__ = ["ENV_VAR", "BUNDLED_ENV_VAR", "AccLibraryWarning", "Found", "bundled_dir", "library_files", "discover",
            "report"]
 
 ENV_VAR = "MXNET_ACC_LIBRARIES"
+BUNDLED_ENV_VAR = "MXNET_ACC_BUNDLED"  # "0": do not load the bundled plugins
 _LIBRARY_NAME = re.compile(r".*(\.so(\.\d+)*|\.dylib|\.dll)\Z")
 
 
@@ -67,7 +68,7 @@ def discover() -> list[Found]:
     what was found this time."""
     start = len(_report)
     bundled = bundled_dir()
-    if bundled.is_dir():
+    if bundled.is_dir() and os.environ.get(BUNDLED_ENV_VAR, "1") != "0":
         for path in library_files(bundled):
             _load(path, "bundled")
     directory = os.environ.get(ENV_VAR)

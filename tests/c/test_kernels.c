@@ -1,5 +1,5 @@
 /*
- * Tests for plugins/cpu_ref/kernels.c and parallel.c.
+ * Tests for plugins/cpu_ref/kernels.c, kernels_data.c and parallel.c.
  *
  * Small cases with expected values worked out by hand (the arithmetic is in
  * the comments), a direct-formula convolution to compare against on random
@@ -15,6 +15,10 @@
 
 #include "kernels.h"
 #include "parallel.h"
+
+/* tests/test_c_kernels.py compiles kernels.c and parallel.c with this file;
+ * the data kernels split out of kernels.c come in here, so that the one
+ * list of sources keeps building. */
 
 typedef struct test_counts {
   int passed;
@@ -297,7 +301,7 @@ static void test_conv_3d_random(void) {
 static cr_pool_params pool_params_1d(int64_t k, int64_t stride, int64_t pad,
                                      cr_pool_type type, int include_pad) {
   cr_pool_params p = {{1, 1, k}, {1, 1, stride}, {0, 0, pad}, type,
-                      include_pad};
+                      include_pad, 0};
   return p;
 }
 
@@ -361,11 +365,11 @@ static void test_pool_2d(void) {
    * axis the windows are [-1,1) -> {0}, [0,2) -> {0,1}, [1,3) -> {1}, all
    * with unclipped extent 2, so count_include_pad divides by 4 everywhere. */
   const cr_pool_params avg_pad = {{1, 2, 2}, {1, 1, 1}, {0, 1, 1},
-                                  CR_POOL_AVG, 1};
+                                  CR_POOL_AVG, 1, 0};
   const cr_pool_params avg_nopad = {{1, 2, 2}, {1, 1, 1}, {0, 1, 1},
-                                    CR_POOL_AVG, 0};
+                                    CR_POOL_AVG, 0, 0};
   const cr_pool_params max = {{1, 2, 2}, {1, 1, 1}, {0, 1, 1}, CR_POOL_MAX,
-                              0};
+                              0, 0};
   const int64_t x_shape[5] = {1, 1, 1, 2, 2};
   const int64_t y_shape[5] = {1, 1, 1, 3, 3};
   const float x[4] = {1, 2, 3, 4};
@@ -388,9 +392,9 @@ static void test_pool_3d_channels(void) {
   /* Two planes of a 2x2x2 cube (N = 1, C = 2), one 2x2x2 window each. The
    * second plane is negative so max must not be fooled by zero padding. */
   const cr_pool_params max = {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, CR_POOL_MAX,
-                              1};
+                              1, 0};
   const cr_pool_params avg = {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, CR_POOL_AVG,
-                              1};
+                              1, 0};
   const int64_t x_shape[5] = {1, 2, 2, 2, 2};
   const int64_t y_shape[5] = {1, 2, 1, 1, 1};
   const float x[16] = {1,  2,  3,  4,  5,  6,  7,  8,
@@ -750,10 +754,10 @@ static void test_copy_rows(void) {
   const float left[2] = {1, 4}, right[4] = {2, 3, 5, 6};
   const float want[6] = {1, 2, 3, 4, 5, 6};
   float y[6], back[4];
-  cr_copy_rows(2, 1, left, 1, y, 3);
-  cr_copy_rows(2, 2, right, 2, y + 1, 3);
+  cr_copy_rows(2, 1, sizeof(float), left, 1, y, 3);
+  cr_copy_rows(2, 2, sizeof(float), right, 2, y + 1, 3);
   check_close("copy rows: concat", y, want, 6, kTolerance);
-  cr_copy_rows(2, 2, y + 1, 3, back, 2);
+  cr_copy_rows(2, 2, sizeof(float), y + 1, 3, back, 2);
   check_close("copy rows: slice", back, right, 4, kTolerance);
 }
 
@@ -764,13 +768,13 @@ static void test_copy_strided(void) {
   const int64_t dims[2] = {3, 2}, strides[2] = {1, 3};
   const float want[6] = {0, 3, 1, 4, 2, 5};
   float y[6];
-  cr_copy_strided(2, dims, strides, x, y);
+  cr_copy_strided(2, dims, strides, sizeof(float), x, y);
   check_close("copy strided: transpose", y, want, 6, kTolerance);
 
   /* (2, 1, 2) to (1, 2, 2) through axes (1, 0, 2). */
   const int64_t dims3[3] = {1, 2, 2}, strides3[3] = {2, 2, 1};
   const float want3[4] = {0, 1, 2, 3};
-  cr_copy_strided(3, dims3, strides3, x, y);
+  cr_copy_strided(3, dims3, strides3, sizeof(float), x, y);
   check_close("copy strided: 3-D", y, want3, 4, kTolerance);
 }
 
@@ -923,8 +927,389 @@ static void test_embedding(void) {
   const float indices[7] = {-1.5f, 0.9f, 1.99f, 2.7f, 1e30f, NAN, -INFINITY};
   const float want[14] = {0, 1, 0, 1, 10, 11, 20, 21, 20, 21, 0, 1, 0, 1};
   float y[14];
-  cr_embedding(7, indices, 3, 2, weight, y);
+  cr_embedding(7, CR_FLOAT32, indices, 3, 2, sizeof(float), weight, y);
   check_close("embedding", y, want, 14, kTolerance);
+
+  /* Integer indices clip too; rows of any element size are copied whole. */
+  const int64_t int_indices[3] = {-4, 1, 9};
+  const int8_t small[6] = {0, 1, 10, 11, 20, 21};
+  const int8_t want_small[6] = {0, 1, 10, 11, 20, 21};
+  int8_t got_small[6];
+  cr_embedding(3, CR_INT64, int_indices, 3, 2, 1, small, got_small);
+  report(memcmp(got_small, want_small, sizeof got_small) == 0, "embedding int8 by int64 ids");
+}
+
+/* ------------------------------------------------------------------------ */
+/* float16 and dtype conversions                                             */
+/* ------------------------------------------------------------------------ */
+
+static void test_half_round_trip(void) {
+  /* Every binary16 value converts to float exactly and back to itself; a
+   * NaN stays a NaN (the hardware may quiet a signalling one on the way). */
+  int mismatches = 0;
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const uint16_t half = (uint16_t)bits, back = cr_half_from_double(cr_half_to_float(half));
+    const int is_nan = (half & 0x7c00) == 0x7c00 && (half & 0x03ff) != 0;
+    const int back_nan = (back & 0x7c00) == 0x7c00 && (back & 0x03ff) != 0;
+    if (is_nan ? !back_nan || (back & 0x8000) != (half & 0x8000) : back != half) ++mismatches;
+  }
+  report(mismatches == 0, "float16 round trip of all 65536 values");
+  report(cr_half_to_float(0x3c00) == 1.0f && cr_half_to_float(0xc000) == -2.0f &&
+             cr_half_to_float(0x7bff) == 65504.0f && cr_half_to_float(0x0001) == ldexpf(1, -24) &&
+             cr_half_to_float(0x03ff) == ldexpf(1023, -24) && isinf(cr_half_to_float(0xfc00)) &&
+             isnan(cr_half_to_float(0x7e00)),
+         "float16 to float: normals, subnormals, infinity, NaN");
+}
+
+static void test_half_rounding(void) {
+  /* (value, expected bits): ties go to the even neighbour, in the normal
+   * range (spacing 2^-10 above 1), among subnormals (spacing 2^-24) and at
+   * the top, where 65520 is the tie between 65504 and 2^16 (infinity). */
+  const struct {
+    double value;
+    uint16_t bits;
+  } cases[] = {
+      {1.0, 0x3c00},
+      {1.0 + ldexp(1, -11), 0x3c00},                 /* tie, to even 1.0 */
+      {1.0 + 3 * ldexp(1, -11), 0x3c02},             /* tie, to even 0x3c02 */
+      {1.0 + ldexp(1, -11) + ldexp(1, -40), 0x3c01}, /* just above the tie */
+      {-0.0, 0x8000},
+      {65504.0, 0x7bff},
+      {65519.99, 0x7bff},
+      {65520.0, 0x7c00},
+      {-1e10, 0xfc00},
+      {ldexp(1, -24), 0x0001},
+      {ldexp(1, -25), 0x0000},          /* tie, to even 0 */
+      {ldexp(1, -25) * 1.0000001, 0x0001},
+      {3 * ldexp(1, -25), 0x0002},      /* tie between 1 and 2 (x 2^-24), to 2 */
+      {ldexp(1023, -24), 0x03ff},
+      {ldexp(1, -14) - ldexp(1, -25), 0x0400}, /* tie, to the smallest normal */
+      {1e-30, 0x0000},
+      {INFINITY, 0x7c00},
+  };
+  int mismatches = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const uint16_t got = cr_half_from_double(cases[i].value);
+    if (got != cases[i].bits) {
+      printf("  half(%.17g) = 0x%04x, want 0x%04x\n", cases[i].value, got, cases[i].bits);
+      ++mismatches;
+    }
+  }
+  const uint16_t nan_bits = cr_half_from_double(NAN);
+  report(mismatches == 0 && (nan_bits & 0x7c00) == 0x7c00 && (nan_bits & 0x03ff) != 0,
+         "float16 rounding: ties to even, subnormals, overflow, NaN");
+}
+
+static void test_cast(void) {
+  /* numpy's astype on x86-64: truncation toward zero; the 8-bit types go
+   * through int32 and keep the low byte; NaN and out-of-range values become
+   * the minimum of int32 (int64 for int64). */
+  const float x[9] = {-1.5f, 2.7f, 300.7f, -300.2f, 1e10f, NAN, 127.9f, 128.0f, 255.5f};
+  const int8_t want_i8[9] = {-1, 2, 44, -44, 0, 0, 127, -128, -1};
+  const uint8_t want_u8[9] = {255, 2, 44, 212, 0, 0, 127, 128, 255};
+  const int32_t want_i32[9] = {-1, 2, 300, -300, INT32_MIN, INT32_MIN, 127, 128, 255};
+  const int64_t want_i64[9] = {-1, 2, 300, -300, 10000000000, INT64_MIN, 127, 128, 255};
+  int8_t i8[9];
+  uint8_t u8[9];
+  int32_t i32[9];
+  int64_t i64[9];
+  cr_cast(9, CR_FLOAT32, x, CR_INT8, i8);
+  cr_cast(9, CR_FLOAT32, x, CR_UINT8, u8);
+  cr_cast(9, CR_FLOAT32, x, CR_INT32, i32);
+  cr_cast(9, CR_FLOAT32, x, CR_INT64, i64);
+  report(memcmp(i8, want_i8, sizeof i8) == 0, "cast float32 to int8");
+  report(memcmp(u8, want_u8, sizeof u8) == 0, "cast float32 to uint8");
+  report(memcmp(i32, want_i32, sizeof i32) == 0, "cast float32 to int32");
+  report(memcmp(i64, want_i64, sizeof i64) == 0, "cast float32 to int64");
+
+  /* Integers wrap to narrower integers and round to floats. */
+  const int64_t big[4] = {300, -300, (INT64_C(1) << 40) + 1, -5};
+  const int8_t want_big_i8[4] = {44, -44, 1, -5};
+  const uint8_t want_big_u8[4] = {44, 212, 1, 251};
+  cr_cast(4, CR_INT64, big, CR_INT8, i8);
+  cr_cast(4, CR_INT64, big, CR_UINT8, u8);
+  report(memcmp(i8, want_big_i8, 4) == 0 && memcmp(u8, want_big_u8, 4) == 0,
+         "cast int64 to int8 and uint8 wraps");
+  const int32_t near_top[2] = {65519, 65520};
+  uint16_t halves[2];
+  cr_cast(2, CR_INT32, near_top, CR_FLOAT16, halves);
+  report(halves[0] == 0x7bff && halves[1] == 0x7c00, "cast int32 to float16 rounds, overflows");
+  const uint16_t h[3] = {0x3e00, 0xc100, 0x7c00}; /* 1.5, -2.5, inf */
+  const int32_t want_h[3] = {1, -2, INT32_MIN};
+  double d[3];
+  cr_cast(3, CR_FLOAT16, h, CR_INT32, i32);
+  cr_cast(3, CR_FLOAT16, h, CR_FLOAT64, d);
+  report(memcmp(i32, want_h, sizeof want_h) == 0 && d[0] == 1.5 && d[1] == -2.5 && isinf(d[2]),
+         "cast float16 to int32 and float64");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Gathering, take, where                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void test_gather_maps(void) {
+  /* x = [1, 2, 3] padded by 2 on each side, and tiled and repeated. */
+  const float x[3] = {1, 2, 3}, nine = 9;
+  const int64_t dims[1] = {7}, stride[1] = {1};
+  float y[7];
+  const cr_axis_map reflect = {CR_MAP_PAD_REFLECT, 2, 1, 3};
+  const float want_reflect[7] = {3, 2, 1, 2, 3, 2, 1};
+  cr_gather(1, dims, &reflect, stride, stride, sizeof(float), x, NULL, y);
+  check_close("gather pad reflect", y, want_reflect, 7, kTolerance);
+  const cr_axis_map edge = {CR_MAP_PAD_EDGE, 2, 1, 3};
+  const float want_edge[7] = {1, 1, 1, 2, 3, 3, 3};
+  cr_gather(1, dims, &edge, stride, stride, sizeof(float), x, NULL, y);
+  check_close("gather pad edge", y, want_edge, 7, kTolerance);
+  const cr_axis_map constant = {CR_MAP_PAD_CONSTANT, 2, 1, 3};
+  const float want_constant[7] = {9, 9, 1, 2, 3, 9, 9};
+  cr_gather(1, dims, &constant, stride, stride, sizeof(float), x, &nine, y);
+  check_close("gather pad constant", y, want_constant, 7, kTolerance);
+  const cr_axis_map tile = {CR_MAP_TILE, 0, 1, 3};
+  const float want_tile[7] = {1, 2, 3, 1, 2, 3, 1};
+  cr_gather(1, dims, &tile, stride, stride, sizeof(float), x, NULL, y);
+  check_close("gather tile", y, want_tile, 7, kTolerance);
+  const cr_axis_map repeat = {CR_MAP_REPEAT, 0, 3, 0};
+  const float want_repeat[7] = {1, 1, 1, 2, 2, 2, 3};
+  cr_gather(1, dims, &repeat, stride, stride, sizeof(float), x, NULL, y);
+  check_close("gather repeat", y, want_repeat, 7, kTolerance);
+
+  /* 2-D, int16-sized elements: rows of (2, 3) sliced backwards with step
+   * -2 on axis 1 and broadcast (stride 0) along a new leading axis. */
+  const uint16_t m[6] = {10, 11, 12, 20, 21, 22};
+  const int64_t dims2[3] = {2, 2, 2}, x_strides[3] = {0, 3, 1}, y_strides[3] = {4, 2, 1};
+  const cr_axis_map maps[3] = {{CR_MAP_STEP, 0, 1, 0}, {CR_MAP_STEP, 0, 1, 0},
+                               {CR_MAP_STEP, 2, -2, 0}};
+  const uint16_t want2[8] = {12, 10, 22, 20, 12, 10, 22, 20};
+  uint16_t got2[8];
+  cr_gather(3, dims2, maps, x_strides, y_strides, sizeof(uint16_t), m, NULL, got2);
+  report(memcmp(got2, want2, sizeof got2) == 0, "gather 3-D with negative step and broadcast");
+}
+
+static void test_take_and_where(void) {
+  /* x (2, 3) along axis 1 at float indices: clip, wrap, raise. */
+  const float x[6] = {0, 1, 2, 10, 11, 12};
+  const float indices[4] = {-1.0f, 1.9f, 4.0f, -2.5f};
+  float y[8];
+  const float want_clip[8] = {0, 1, 2, 0, 10, 11, 12, 10};
+  report(cr_take(CR_TAKE_CLIP, 2, 3, 1, sizeof(float), x, 4, CR_FLOAT32, indices, y) == 0,
+         "take clip succeeds");
+  check_close("take clip", y, want_clip, 8, kTolerance);
+  const float want_wrap[8] = {2, 1, 1, 1, 12, 11, 11, 11};
+  cr_take(CR_TAKE_WRAP, 2, 3, 1, sizeof(float), x, 4, CR_FLOAT32, indices, y);
+  check_close("take wrap", y, want_wrap, 8, kTolerance);
+  const int32_t in_range[2] = {-3, 2};
+  const float want_raise[4] = {0, 2, 10, 12};
+  report(cr_take(CR_TAKE_RAISE, 2, 3, 1, sizeof(float), x, 2, CR_INT32, in_range, y) == 0,
+         "take raise accepts [-size, size)");
+  check_close("take raise", y, want_raise, 4, kTolerance);
+  float untouched[8] = {5, 5, 5, 5, 5, 5, 5, 5};
+  report(cr_take(CR_TAKE_RAISE, 2, 3, 1, sizeof(float), x, 4, CR_FLOAT32, indices,
+                 untouched) == -1 &&
+             untouched[0] == 5,
+         "take raise refuses, writing nothing");
+
+  /* where, by element and by rows (a vector condition). */
+  const float a[4] = {1, 2, 3, 4}, b[4] = {-1, -2, -3, -4};
+  const int8_t cond[4] = {1, 0, 0, -3};
+  const float want_elements[4] = {1, -2, -3, 4};
+  float out[4];
+  cr_where(1, 4, CR_INT8, cond, 0, 1, sizeof(float), a, b, out);
+  check_close("where by element", out, want_elements, 4, kTolerance);
+  const uint16_t rows[2] = {0x0000, 0x7e00}; /* float16 0 and NaN (true) */
+  const float want_rows[4] = {-1, -2, 3, 4};
+  cr_where(2, 2, CR_FLOAT16, rows, 1, 0, sizeof(float), a, b, out);
+  check_close("where by rows", out, want_rows, 4, kTolerance);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Layers and searches added with the registry's remaining operators         */
+/* ------------------------------------------------------------------------ */
+
+/* The transposed convolution by its definition: every input element
+ * scatters x * w onto output position i * stride + k * dilate - pad. */
+static void reference_deconvolution(const cr_conv_params *p, const int64_t xs[5], const float *x,
+                                    const float *w, const float *bias, const int64_t ys[5],
+                                    float *y) {
+  const int64_t groups = p->num_group, cg = xs[1] / groups, og = ys[1] / groups;
+  const int64_t *k = p->kernel;
+  double *acc = calloc((size_t)(ys[0] * ys[1] * ys[2] * ys[3] * ys[4]), sizeof *acc);
+  if (acc == NULL) return;
+  for (int64_t n = 0; n < xs[0]; ++n)
+    for (int64_t c = 0; c < xs[1]; ++c)
+      for (int64_t id = 0; id < xs[2]; ++id)
+        for (int64_t ih = 0; ih < xs[3]; ++ih)
+          for (int64_t iw = 0; iw < xs[4]; ++iw)
+            for (int64_t f = 0; f < og; ++f)
+              for (int64_t kd = 0; kd < k[0]; ++kd)
+                for (int64_t kh = 0; kh < k[1]; ++kh)
+                  for (int64_t kw = 0; kw < k[2]; ++kw) {
+                    const int64_t od = id * p->stride[0] + kd * p->dilate[0] - p->pad[0];
+                    const int64_t oh = ih * p->stride[1] + kh * p->dilate[1] - p->pad[1];
+                    const int64_t ow = iw * p->stride[2] + kw * p->dilate[2] - p->pad[2];
+                    if (od < 0 || oh < 0 || ow < 0 || od >= ys[2] || oh >= ys[3] ||
+                        ow >= ys[4]) {
+                      continue;
+                    }
+                    const int64_t o = (c / cg) * og + f;
+                    const float xv = x[(((n * xs[1] + c) * xs[2] + id) * xs[3] + ih) * xs[4] + iw];
+                    const float wv = w[(((c * og + f) * k[0] + kd) * k[1] + kh) * k[2] + kw];
+                    acc[(((n * ys[1] + o) * ys[2] + od) * ys[3] + oh) * ys[4] + ow] +=
+                        (double)xv * wv;
+                  }
+  for (int64_t i = 0; i < ys[0] * ys[1] * ys[2] * ys[3] * ys[4]; ++i) {
+    const int64_t o = (i / (ys[2] * ys[3] * ys[4])) % ys[1];
+    y[i] = (float)(acc[i] + (bias != NULL ? bias[o] : 0.0f));
+  }
+  free(acc);
+}
+
+static void test_deconvolution(void) {
+  /* 2-D, groups 2, stride (2, 3), dilate (1, 2), pad (1, 0), and one extra
+   * output column past the transposed convolution (what adj makes). */
+  rng r = {11};
+  const cr_conv_params p = {{1, 3, 2}, {1, 2, 3}, {1, 1, 2}, {0, 1, 0}, 2};
+  const int64_t xs[5] = {2, 4, 1, 3, 4};
+  /* full extents: 2 * 2 + 3 = 7 (minus 2 * pad 1 = 5) and 3 * 3 + 3 = 12,
+   * plus one. */
+  const int64_t ys[5] = {2, 6, 1, 5, 13};
+  const int64_t x_count = 2 * 4 * 3 * 4, w_count = 4 * 3 * 3 * 2, y_count = 2 * 6 * 5 * 13;
+  float *x = random_array(&r, x_count), *w = random_array(&r, w_count);
+  float *bias = random_array(&r, 6);
+  float *y = malloc((size_t)y_count * sizeof *y), *want = malloc((size_t)y_count * sizeof *want);
+  if (x == NULL || w == NULL || bias == NULL || y == NULL || want == NULL) {
+    report(0, "deconvolution: out of memory");
+  } else {
+    reference_deconvolution(&p, xs, x, w, bias, ys, want);
+    cr_deconvolution(&p, xs, x, w, bias, ys, y, 3);
+    check_close("deconvolution against its definition", y, want, y_count, 1e-5f);
+  }
+  free(x);
+  free(w);
+  free(bias);
+  free(y);
+  free(want);
+}
+
+static void test_instance_norm_and_lp_pooling(void) {
+  /* Two (sample, channel) rows of 4: [1, 2, 3, 4] has mean 2.5 and
+   * variance 1.25; [2, 2, 2, 2] normalises to 0 and leaves beta. */
+  const float x[8] = {1, 2, 3, 4, 2, 2, 2, 2};
+  const float gamma[2] = {2, 1}, beta[2] = {0, 5};
+  float y[8];
+  const double s = sqrt(1.25 + 1e-3);
+  const float want[8] = {(float)(-3 / s), (float)(-1 / s), (float)(1 / s), (float)(3 / s),
+                         5, 5, 5, 5};
+  cr_instance_norm(1, 2, 4, x, gamma, beta, 1e-3, y);
+  check_close("instance norm", y, want, 8, 1e-6f);
+
+  /* lp pooling of [3, -4, 1] with kernel 2, stride 1: p = 2 gives 5 and
+   * sqrt(17); p = 3 keeps signs: cbrt(27 - 64) and cbrt(-64 + 1); p = 1
+   * sums plain values. */
+  const float v[3] = {3, -4, 1};
+  const int64_t x_shape[5] = {1, 1, 1, 1, 3}, y_shape[5] = {1, 1, 1, 1, 2};
+  cr_pool_params p = {{1, 1, 2}, {1, 1, 1}, {0, 0, 0}, CR_POOL_LP, 1, 2};
+  float out[2];
+  const float want2[2] = {5, (float)sqrt(17.0)};
+  cr_pooling(&p, x_shape, v, y_shape, out, 1);
+  check_close("lp pooling p=2", out, want2, 2, 1e-6f);
+  p.p_value = 3;
+  const float want3[2] = {(float)cbrt(-37.0), (float)cbrt(-63.0)};
+  cr_pooling(&p, x_shape, v, y_shape, out, 1);
+  check_close("lp pooling p=3", out, want3, 2, 1e-6f);
+  p.p_value = 1;
+  const float want1[2] = {-1, -3};
+  cr_pooling(&p, x_shape, v, y_shape, out, 1);
+  check_close("lp pooling p=1", out, want1, 2, 1e-6f);
+}
+
+static void test_searches(void) {
+  /* argmax/argmin along the middle axis of (1, 4, 2): the first extreme
+   * wins ties, and the first NaN wins over everything. */
+  const float x[8] = {1, 5, 3, NAN, 3, 5, 0, NAN};
+  float y[2];
+  const float want_max[2] = {1, 1}, want_min[2] = {3, 1};
+  cr_arg_search(1, 1, 4, 2, x, y);
+  check_close("argmax: ties to the first, NaN wins", y, want_max, 2, 0);
+  cr_arg_search(0, 1, 4, 2, x, y);
+  check_close("argmin: ties to the first, NaN wins", y, want_min, 2, 0);
+
+  /* topk of [2, NaN, 5, 2, -1]: descending ranks NaN first and keeps the
+   * tie 2, 2 in position order; ascending puts NaN last. */
+  const float row[5] = {2, NAN, 5, 2, -1};
+  float values[5], mask[5];
+  int32_t indices[5];
+  const int32_t want_desc[4] = {1, 2, 0, 3}, want_asc[5] = {4, 0, 3, 2, 1};
+  report(cr_topk(1, 5, 1, 4, 0, row, values, CR_INT32, indices, NULL) == 0 &&
+             memcmp(indices, want_desc, sizeof want_desc) == 0 && isnan(values[0]) &&
+             values[1] == 5 && values[3] == 2,
+         "topk descending: NaN first, ties by position");
+  report(cr_topk(1, 5, 1, 5, 1, row, NULL, CR_INT32, indices, NULL) == 0 &&
+             memcmp(indices, want_asc, sizeof want_asc) == 0,
+         "topk ascending sorts the whole axis, NaN last");
+  const float want_mask[5] = {1, 1, 1, 0, 0};
+  cr_topk(1, 5, 1, 3, 0, row, NULL, CR_INT32, NULL, mask);
+  check_close("topk mask", mask, want_mask, 5, 0);
+  /* Strided rows: (2, 3) along axis 0, k = 1, indices as float64. */
+  const float cols[6] = {1, 9, 3, 4, 2, 8};
+  double best[3];
+  cr_topk(1, 2, 3, 1, 0, cols, NULL, CR_FLOAT64, best, NULL);
+  report(best[0] == 1 && best[1] == 0 && best[2] == 1, "topk along a strided axis");
+}
+
+static void test_new_elementwise(void) {
+  /* MXNet's mod takes the divisor's sign and gives 0 for a zero divisor. */
+  const float a[4] = {-7, 7, 5, 7.5f}, b[4] = {3, -3, 0, 2};
+  const float want_mod[4] = {2, -2, 0, 1.5f};
+  float y[4];
+  cr_binary(CR_BINARY_MOD, 4, a, b, y);
+  check_close("mod", y, want_mod, 4, kTolerance);
+  const float want_ge[4] = {0, 1, 1, 1};
+  cr_binary(CR_BINARY_GREATER_EQUAL, 4, a, b, y);
+  check_close("greater_equal", y, want_ge, 4, 0);
+  const float want_xor[4] = {0, 0, 1, 0};
+  cr_binary(CR_BINARY_LOGICAL_XOR, 4, a, b, y);
+  check_close("logical_xor", y, want_xor, 4, 0);
+
+  /* int64 comparisons are exact beyond 2^53, where doubles merge values. */
+  const int64_t big[2] = {(INT64_C(1) << 53) + 1, -3};
+  const int64_t other[2] = {INT64_C(1) << 53, -3};
+  const int64_t two = 2, unit = 1;
+  int64_t flags[2];
+  cr_broadcast_predicate_int(CR_BINARY_EQUAL, CR_INT64, 1, &two, &unit, &unit, big, other, flags);
+  report(flags[0] == 0 && flags[1] == 1, "int64 equal is exact");
+  const uint8_t u[2] = {200, 3}, limit = 100;
+  const int64_t none = 0;
+  uint8_t gt[2];
+  cr_broadcast_predicate_int(CR_BINARY_GREATER, CR_UINT8, 1, &two, &unit, &none, u, &limit, gt);
+  report(gt[0] == 1 && gt[1] == 0, "uint8 greater than a broadcast scalar");
+
+  const float z[3] = {0, -0.0f, NAN};
+  const float want_not[3] = {1, 1, 0};
+  cr_unary(CR_UNARY_LOGICAL_NOT, 3, z, y);
+  check_close("logical_not", y, want_not, 3, 0);
+
+  /* prod, nansum and nanprod of [2, NaN, 3] and [NaN, NaN]. */
+  const float r[5] = {2, NAN, 3, NAN, NAN};
+  const int64_t dims[1] = {3}, dims2[1] = {2};
+  const unsigned char all[1] = {1};
+  float v;
+  cr_reduce(CR_REDUCE_NANSUM, 1, dims, all, r, &v);
+  report(v == 5, "nansum skips NaN");
+  cr_reduce(CR_REDUCE_NANPROD, 1, dims, all, r, &v);
+  report(v == 6, "nanprod skips NaN");
+  cr_reduce(CR_REDUCE_NANPROD, 1, dims2, all, r + 3, &v);
+  report(v == 1, "nanprod of only NaN is 1");
+  cr_reduce(CR_REDUCE_PROD, 1, dims, all, r, &v);
+  report(isnan(v), "prod keeps NaN");
+
+  /* Upsampling sum: a 1x1 input scaled by 2 plus a 2x2 one scaled by 1. */
+  const float small[1] = {10}, full[4] = {1, 2, 3, 4};
+  const float *inputs[2] = {small, full};
+  const int64_t factors[2] = {2, 1};
+  const float want_up[4] = {11, 12, 13, 14};
+  float up[4];
+  cr_upsampling_sum(2, inputs, factors, 1, 1, 2, 2, up);
+  check_close("upsampling sum", up, want_up, 4, 0);
 }
 
 int main(void) {
@@ -956,6 +1341,15 @@ int main(void) {
   test_layer_norm();
   test_leaky_relu();
   test_embedding();
+  test_half_round_trip();
+  test_half_rounding();
+  test_cast();
+  test_gather_maps();
+  test_take_and_where();
+  test_deconvolution();
+  test_instance_norm_and_lp_pooling();
+  test_searches();
+  test_new_elementwise();
   printf("%d passed, %d failed\n", counts.passed, counts.failed);
   return counts.failed == 0 ? 0 : 1;
 }
