@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,43 +27,47 @@ import build_plugins  # noqa: E402
 SANITIZE = os.environ.get("ACC_HOST_SANITIZE") == "1"
 build_plugins.build_all(sanitize=SANITIZE, log=lambda message: None)
 
-@pytest.fixture(scope="session")
-def build_fake(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    """build_fake(label, NAME=value, ...) compiles tests/plugins/fake_acc.c
-    with -DNAME=value for each macro (value True for a bare -DNAME) into a
-    library named after label."""
-    out_dir = tmp_path_factory.mktemp("fake_plugins")
+def _plugin_builder(out_dir: Path, sources: Callable[..., list[Path]],
+                    include_dirs: Sequence[Path] = ()) -> Callable[..., Path]:
+    """A function (*source_args, label, NAME=value, ...) -> library path that
+    compiles sources(*source_args) with -DNAME=value for each macro (a bare
+    -DNAME for True) into lib<label>.so, once per label."""
     built: dict[str, Path] = {}
 
-    def build(label: str, **macros: object) -> Path:
+    def build(*args: Any, **macros: object) -> Path:
+        *source_args, label = args
         if label not in built:
             flags = [f"-D{name}" if value is True else f"-D{name}={value}"
                      for name, value in macros.items()]
             built[label] = build_plugins.compile_library(
-                [TEST_PLUGINS / "fake_acc.c"], out_dir / build_plugins.library_name(label),
-                sanitize=SANITIZE, werror=True, extra_flags=flags)
+                sources(*source_args), out_dir / build_plugins.library_name(label),
+                sanitize=SANITIZE, werror=True, extra_flags=flags, include_dirs=include_dirs)
         return built[label]
 
     return build
+
+
+@pytest.fixture(scope="session")
+def build_fake(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """build_fake(label, NAME=value, ...) compiles tests/plugins/fake_acc.c
+    with -DNAME=value for each macro into a library named after label."""
+    return _plugin_builder(tmp_path_factory.mktemp("fake_plugins"),
+                           lambda: [TEST_PLUGINS / "fake_acc.c"])
 
 
 @pytest.fixture(scope="session")
 def build_test_plugin(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """build_test_plugin(source, label, NAME=value, ...) compiles
-    tests/plugins/<source> together with the sources of plugins/common, with
-    -DNAME=value for each macro (value True for a bare -DNAME), into a
-    library named after label."""
-    out_dir = tmp_path_factory.mktemp("test_plugins")
-    built: dict[str, Path] = {}
+    tests/plugins/<source> with the sources of plugins/common."""
+    return _plugin_builder(tmp_path_factory.mktemp("test_plugins"), lambda source: [
+        TEST_PLUGINS / source, *sorted(build_plugins.COMMON_DIR.glob("*.c"))])
 
-    def build(source: str, label: str, **macros: object) -> Path:
-        if label not in built:
-            flags = [f"-D{name}" if value is True else f"-D{name}={value}"
-                     for name, value in macros.items()]
-            sources = [TEST_PLUGINS / source, *sorted(build_plugins.COMMON_DIR.glob("*.c"))]
-            built[label] = build_plugins.compile_library(
-                sources, out_dir / build_plugins.library_name(label), sanitize=SANITIZE,
-                werror=True, extra_flags=flags)
-        return built[label]
 
-    return build
+@pytest.fixture(scope="session")
+def build_cpu_ref_variant(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """build_cpu_ref_variant(label, CR_NAME='"name"', CPU_REF_ONLY_OPS=...)
+    builds cpu_ref under another name, e.g. keeping only some operators."""
+    cpu_ref = build_plugins.PLUGINS_DIR / "cpu_ref"
+    return _plugin_builder(tmp_path_factory.mktemp("cpu_ref_variants"), lambda: [
+        *sorted(cpu_ref.glob("*.c")), *sorted(build_plugins.COMMON_DIR.glob("*.c"))],
+        include_dirs=[cpu_ref])

@@ -132,3 +132,30 @@ def test_two_devices_hold_models_at_once() -> None:
                             env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_plugin_with_two_operators_splits_models_and_stays_right(
+        name: str, build_cpu_ref_variant) -> None:
+    """cpu_ref built to support only Convolution and Activation: real models
+    break into many subgraphs around the CPU's operators, same answers."""
+    ctx = mx.load_acc(build_cpu_ref_variant("convact", CR_NAME='"convact"',
+                                            CPU_REF_ONLY_OPS='"Convolution,Activation"'))
+    assert ctx.configure(query="ops")["ops"] == "Activation:1,Convolution:1"
+    folder = MODELS / name
+    image = np.load(folder / "input_0.npy")
+    sym, arg_params, aux_params = mx.model.load_checkpoint(str(folder / "model"), 0)
+    exe = sym.simple_bind(ctx, data=image.shape)
+    for key, value in {**arg_params, **aux_params}.items():
+        (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
+    outputs = exe.forward(data=image)
+    for output, path in zip(outputs, sorted(folder.glob("expected_*.npy"))):
+        np.testing.assert_allclose(output.asnumpy(), np.load(path), rtol=RTOL, atol=ATOL)
+    placement = exe.placement()
+    on_acc = {node for node, where in placement.items() if where == "convact(0)"}
+    ops = {node.name: node.op for node in sym.graph.nodes if not node.is_variable}
+    assert on_acc == {node for node, op in ops.items() if op in ("Convolution", "Activation")}
+    if name in ("squeezenet1_1", "mobilenetv2_1_0"):  # many subgraphs between CPU operators
+        assert len(exe.partition.subgraphs) >= 5
+    else:  # the encoders have one Activation: one subgraph, the rest on the CPU
+        assert len(on_acc) == len(exe.partition.subgraphs) == 1

@@ -23,7 +23,9 @@
 #include "status.h"
 #include "tensor.h"
 
+#ifndef CR_NAME /* test builds rename the library with -DCR_NAME='"..."' */
 #define CR_NAME "cpu_ref"
+#endif
 #define CR_VERSION "0.1.0"
 #define CR_MAX_THREADS 256
 
@@ -370,6 +372,7 @@ static int list_ops(char *text, size_t size) {
   text[0] = '\0';
   for (size_t i = 0; i < cr_num_ops(); ++i) {
     const cr_op *op = cr_op_at(i);
+    if (!cr_op_enabled(op)) continue;
     int status = append_op(text, size, &length, op->name, op->version);
     for (int a = 0; status == MX_ACC_OK && a < CR_MAX_ALIASES && op->aliases[a] != NULL; ++a) {
       status = append_op(text, size, &length, op->aliases[a], op->version);

@@ -593,9 +593,29 @@ static int op_has_name(const cr_op *op, const char *name) {
   return 0;
 }
 
+/* Test builds of cpu_ref can keep only some operators, to exercise the
+ * host's partitioning with a plugin that supports little: compile with
+ * -DCPU_REF_ONLY_OPS='"Convolution,Activation"' (canonical names, comma
+ * separated) and every other operator is unsupported. */
+int cr_op_enabled(const cr_op *op) {
+#ifdef CPU_REF_ONLY_OPS
+  const char *list = CPU_REF_ONLY_OPS;
+  size_t length = strlen(op->name);
+  for (const char *at = strstr(list, op->name); at != NULL; at = strstr(at + 1, op->name)) {
+    int starts = at == list || at[-1] == ',';
+    int ends = at[length] == '\0' || at[length] == ',';
+    if (starts && ends) return 1;
+  }
+  return 0;
+#else
+  (void)op;
+  return 1;
+#endif
+}
+
 const cr_op *cr_find_op(const char *name) {
   for (size_t i = 0; i < cr_num_ops(); ++i) {
-    if (op_has_name(&kOps[i], name)) return &kOps[i];
+    if (op_has_name(&kOps[i], name) && cr_op_enabled(&kOps[i])) return &kOps[i];
   }
   return NULL;
 }

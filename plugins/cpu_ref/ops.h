@@ -250,6 +250,9 @@ typedef struct cr_op {
   const cr_op_impl *impl;
 } cr_op;
 
+/* 1 unless this build leaves op out (see CPU_REF_ONLY_OPS in ops.c). */
+int cr_op_enabled(const cr_op *op);
+
 /* The operator named name (or one of its aliases), or NULL. */
 const cr_op *cr_find_op(const char *name);
 
