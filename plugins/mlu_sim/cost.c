@@ -1,0 +1,192 @@
+#include "cost.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "attrs.h"
+#include "mxnet_acc.h"
+#include "status.h"
+
+size_t mlu_dtype_size(int dtype) {
+  switch (dtype) {
+    case MLU_DT_FLOAT32: return 4;
+    case MLU_DT_FLOAT16: return 2;
+    case MLU_DT_INT8: return 1;
+    default: return 0;
+  }
+}
+
+mlu_params mlu_params_default(void) {
+  mlu_params params = {
+      .clock_hz = 1.0e9,          /* MLU100 balanced mode runs at 1 GHz */
+      .peak_ops_fp32 = 4.0e12,    /* no fp32 MAC arrays: a quarter of the fp16 rate */
+      .peak_ops_fp16 = 16.0e12,   /* sustained-class figure, see docs/mlu_sim.md */
+      .peak_ops_int8 = 64.0e12,
+      .vector_ops = 1.0e12,
+      .dram_bandwidth = 102.4e9,  /* 256-bit DDR4-3200 */
+      .launch_latency_ns = 20000.0,
+      .host_bandwidth = 12.0e9,   /* PCIe 3.0 x16, effective */
+      .host_latency_ns = 10000.0,
+      .sram_bytes = 4u << 20,
+      .dram_bytes = (uint64_t)16 << 30,
+  };
+  return params;
+}
+
+/* ---- the parameter table behind configure --------------------------------- */
+
+typedef struct param_info {
+  const char *name;
+  size_t offset;
+  int is_integer; /* a uint64_t field; otherwise a double */
+  double min, max;
+} param_info;
+
+#define DOUBLE_PARAM(field, lo, hi) {#field, offsetof(mlu_params, field), 0, lo, hi}
+#define INTEGER_PARAM(field, lo, hi) {#field, offsetof(mlu_params, field), 1, lo, hi}
+
+static const param_info kParams[] = {
+    DOUBLE_PARAM(clock_hz, 1e6, 1e12),
+    DOUBLE_PARAM(peak_ops_fp32, 1e6, 1e18),
+    DOUBLE_PARAM(peak_ops_fp16, 1e6, 1e18),
+    DOUBLE_PARAM(peak_ops_int8, 1e6, 1e18),
+    DOUBLE_PARAM(vector_ops, 1e6, 1e18),
+    DOUBLE_PARAM(dram_bandwidth, 1e6, 1e15),
+    DOUBLE_PARAM(launch_latency_ns, 0, 1e12),
+    DOUBLE_PARAM(host_bandwidth, 1e6, 1e15),
+    DOUBLE_PARAM(host_latency_ns, 0, 1e12),
+    /* 4 KiB is the least on-chip memory that every kernel can tile into. */
+    INTEGER_PARAM(sram_bytes, 4096, 1073741824.0),
+    INTEGER_PARAM(dram_bytes, 1048576.0, 1099511627776.0),
+};
+
+enum { kNumParams = sizeof kParams / sizeof kParams[0] };
+
+size_t mlu_params_count(void) { return kNumParams; }
+
+const char *mlu_params_name(size_t index) {
+  return index < kNumParams ? kParams[index].name : NULL;
+}
+
+static const param_info *find_param(const char *key) {
+  for (size_t i = 0; i < kNumParams; ++i) {
+    if (strcmp(kParams[i].name, key) == 0) return &kParams[i];
+  }
+  return NULL;
+}
+
+int mlu_params_validate(const mlu_params *params) {
+  for (size_t i = 0; i < kNumParams; ++i) {
+    const char *field = (const char *)params + kParams[i].offset;
+    double value;
+    if (kParams[i].is_integer) {
+      uint64_t stored;
+      memcpy(&stored, field, sizeof stored);
+      value = (double)stored;
+    } else {
+      memcpy(&value, field, sizeof value);
+    }
+    if (!(value >= kParams[i].min) || !(value <= kParams[i].max)) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "parameter %s=%g is outside [%g, %g]",
+                      kParams[i].name, value, kParams[i].min, kParams[i].max);
+    }
+  }
+  return MX_ACC_OK;
+}
+
+int mlu_params_set(mlu_params *params, const char *key, const char *text) {
+  const param_info *info = find_param(key);
+  if (info == NULL) return acc_fail(MX_ACC_ERR_NOT_FOUND, "unknown parameter \"%s\"", key);
+  char *field = (char *)params + info->offset;
+  if (info->is_integer) {
+    int64_t value;
+    if (acc_attr_int(text, &value) != 0 || (double)value < info->min ||
+        (double)value > info->max) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s=\"%s\": expected an integer from %.0f to %.0f",
+                      key, text, info->min, info->max);
+    }
+    uint64_t stored = (uint64_t)value;
+    memcpy(field, &stored, sizeof stored);
+  } else {
+    double value;
+    /* The negated comparisons also refuse NaN. */
+    if (acc_attr_float(text, &value) != 0 || !(value >= info->min) || !(value <= info->max)) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s=\"%s\": expected a number from %g to %g", key,
+                      text, info->min, info->max);
+    }
+    memcpy(field, &value, sizeof value);
+  }
+  return MX_ACC_OK;
+}
+
+int mlu_params_format(const mlu_params *params, const char *key, char *buffer, size_t size) {
+  const param_info *info = find_param(key);
+  if (info == NULL) return -1;
+  const char *field = (const char *)params + info->offset;
+  if (info->is_integer) {
+    uint64_t value;
+    memcpy(&value, field, sizeof value);
+    snprintf(buffer, size, "%llu", (unsigned long long)value);
+  } else {
+    double value;
+    memcpy(&value, field, sizeof value);
+    snprintf(buffer, size, "%.17g", value); /* reads back exactly */
+  }
+  return 0;
+}
+
+/* ---- instruction costs ---------------------------------------------------- */
+
+static double peak_ops(const mlu_params *params, int dtype) {
+  switch (dtype) {
+    case MLU_DT_FLOAT16: return params->peak_ops_fp16;
+    case MLU_DT_INT8: return params->peak_ops_int8;
+    default: return params->peak_ops_fp32;
+  }
+}
+
+static double seconds_to_ns(double ops, double rate) { return ops / rate * 1e9; }
+
+double mlu_cost_insn_ns(const mlu_params *params, const mlu_insn *insn, uint64_t *dram_bytes) {
+  switch (insn->opcode) {
+    case MLU_OP_LOAD:
+    case MLU_OP_STORE: {
+      const mlu_move *move = &insn->u.move;
+      uint64_t bytes = move->rows * move->run * mlu_dtype_size(move->dram.dtype);
+      *dram_bytes += bytes;
+      return seconds_to_ns((double)bytes, params->dram_bandwidth);
+    }
+    case MLU_OP_CONV: {
+      const mlu_conv *c = &insn->u.conv;
+      double macs = (double)c->nf * (double)c->out_rows * (double)c->ow * (double)c->cg *
+                    (double)c->kh * (double)c->kw;
+      return seconds_to_ns(2.0 * macs, peak_ops(params, insn->dtype));
+    }
+    case MLU_OP_MATMUL: {
+      const mlu_matmul *m = &insn->u.matmul;
+      double macs = (double)m->rows * (double)m->cols * (double)m->k;
+      return seconds_to_ns(2.0 * macs, peak_ops(params, insn->dtype));
+    }
+    case MLU_OP_POOL: {
+      const mlu_pool *p = &insn->u.pool;
+      double visits = (double)p->planes * (double)p->out_rows * (double)p->ow * (double)p->kh *
+                      (double)p->kw;
+      return seconds_to_ns(visits, params->vector_ops);
+    }
+    case MLU_OP_EWISE:
+      return seconds_to_ns((double)insn->u.ewise.n, params->vector_ops);
+    case MLU_OP_SOFTMAX: {
+      const mlu_softmax *s = &insn->u.softmax;
+      double elements = (double)s->outer * (double)s->axis_len * (double)s->inner;
+      return seconds_to_ns(4.0 * elements, params->vector_ops);
+    }
+    case MLU_OP_COPY:
+      return seconds_to_ns((double)(insn->u.copy.rows * insn->u.copy.run), params->vector_ops);
+    default:
+      return 0.0;
+  }
+}
+
+double mlu_cost_copy_ns(const mlu_params *params, uint64_t bytes) {
+  return params->host_latency_ns + seconds_to_ns((double)bytes, params->host_bandwidth);
+}

@@ -1,0 +1,219 @@
+#include "kernels.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+float mlu_activate(float x, int act, float lo, float hi) {
+  switch (act) {
+    case MLU_ACT_RELU: return x < 0.0f ? 0.0f : x; /* keeps NaN, as np.maximum */
+    case MLU_ACT_SIGMOID: return (float)(1.0 / (1.0 + exp(-(double)x)));
+    case MLU_ACT_TANH: return (float)tanh((double)x);
+    case MLU_ACT_CLIP: return x > hi ? hi : (x < lo ? lo : x); /* MXNet's order of tests */
+    default: return x;
+  }
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+
+/* Output columns [*lo, *hi) whose input column ox * stride + offset lies in
+ * [0, width). */
+static void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t out_width,
+                          int64_t *lo, int64_t *hi) {
+  *lo = offset >= 0 ? 0 : ceil_div(-offset, stride);
+  int64_t end = ceil_div(width - offset, stride);
+  *hi = end < out_width ? end : out_width;
+  if (*hi < *lo) *hi = *lo;
+}
+
+/* Applies bias (already in place), residual and activation to an output
+ * block of nf channels x count values. */
+static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
+                           uint64_t out_stride, int64_t channels, int64_t count) {
+  if (ep->residual == MLU_NONE && ep->act == MLU_ACT_NONE) return;
+  for (int64_t j = 0; j < channels; ++j) {
+    float *values = sram + out + (uint64_t)j * out_stride;
+    const float *residual =
+        ep->residual == MLU_NONE ? NULL : sram + ep->residual + (uint64_t)j * ep->residual_stride;
+    for (int64_t i = 0; i < count; ++i) {
+      float v = values[i];
+      if (residual != NULL) v += residual[i];
+      values[i] = mlu_activate(v, ep->act, ep->act_lo, ep->act_hi);
+    }
+  }
+}
+
+/* Accumulates one filter tap (ky, kx) of one output channel into out. */
+static void conv_tap(float *sram, const mlu_conv *c, const float *weights, float *out,
+                     int64_t channel_base, int64_t ky, int64_t kx) {
+  int64_t x_offset = kx * c->dw - c->pw, lo, hi;
+  valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
+  if (lo >= hi) return;
+  for (int64_t r = 0; r < c->out_rows; ++r) {
+    int64_t iy = (c->oy0 + r) * c->sh - c->ph + ky * c->dh;
+    if (iy < 0 || iy >= c->h) continue; /* zero padding */
+    float *out_row = out + r * c->ow;
+    for (int64_t ch = 0; ch < c->cg; ++ch) {
+      float weight = weights[(ky * c->kw + kx) * c->cg + ch];
+      const float *in_row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
+                            (uint64_t)((iy - c->in_row0) * c->w) +
+                            (uint64_t)(lo * c->sw + x_offset);
+      if (c->sw == 1) {
+        for (int64_t ox = lo; ox < hi; ++ox) out_row[ox] += weight * in_row[ox - lo];
+      } else {
+        for (int64_t ox = lo; ox < hi; ++ox) out_row[ox] += weight * in_row[(ox - lo) * c->sw];
+      }
+    }
+  }
+}
+
+void mlu_kernel_conv(float *sram, const mlu_conv *c) {
+  int64_t plane = c->out_rows * c->ow;
+  int64_t taps = c->kh * c->kw * c->cg;
+  for (int64_t j = 0; j < c->nf; ++j) {
+    float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
+    float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
+    for (int64_t i = 0; i < plane; ++i) out[i] = bias;
+    int64_t group = (c->f0 + j) / c->fg;
+    int64_t channel_base = group * c->cg - c->in_c0; /* first input channel of the group */
+    const float *weights = sram + c->filter + (uint64_t)(j * taps);
+    for (int64_t ky = 0; ky < c->kh; ++ky) {
+      for (int64_t kx = 0; kx < c->kw; ++kx) conv_tap(sram, c, weights, out, channel_base, ky, kx);
+    }
+  }
+  apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, plane);
+}
+
+void mlu_kernel_matmul(float *sram, const mlu_matmul *m) {
+  for (int64_t r = 0; r < m->rows; ++r) {
+    const float *a = sram + m->a + (uint64_t)r * m->a_stride;
+    float *out = sram + m->out + (uint64_t)r * m->out_stride;
+    for (int64_t col = 0; col < m->cols; ++col) {
+      const float *b = sram + m->b + (uint64_t)(col * m->k);
+      double sum = 0.0;
+      for (int64_t k = 0; k < m->k; ++k) sum += (double)a[k] * (double)b[k];
+      if (m->ep.bias != MLU_NONE) sum += (double)sram[m->ep.bias + (uint64_t)col];
+      out[col] = (float)sum;
+    }
+  }
+  apply_epilogue(sram, &m->ep, m->out, m->out_stride, m->rows, m->cols);
+}
+
+/* MXNet's pooling window along one axis for output index o: start and end
+ * include padding (end capped at size + pad), lo and hi are clipped to the
+ * data. */
+typedef struct window {
+  int64_t start, end, lo, hi;
+} window;
+
+static window pool_window(int64_t o, int64_t kernel, int64_t stride, int64_t pad, int64_t size) {
+  window w;
+  w.start = o * stride - pad;
+  w.end = w.start + kernel < size + pad ? w.start + kernel : size + pad;
+  w.lo = w.start > 0 ? w.start : 0;
+  w.hi = w.end < size ? w.end : size;
+  return w;
+}
+
+static float pool_one(const float *sram, const mlu_pool *p, const float *in, window y, window x) {
+  if (p->mode == MLU_POOL_MAX) {
+    float best = p->empty_value;
+    int first = 1;
+    for (int64_t iy = y.lo; iy < y.hi; ++iy) {
+      const float *row = in + (iy - p->in_row0) * p->w;
+      for (int64_t ix = x.lo; ix < x.hi; ++ix) {
+        float v = row[ix];
+        if (first || v > best || isnan(v)) best = v; /* NaN wins, as in np.max */
+        if (isnan(best)) return best;
+        first = 0;
+      }
+    }
+    return best;
+  }
+  (void)sram;
+  double sum = 0.0;
+  for (int64_t iy = y.lo; iy < y.hi; ++iy) {
+    const float *row = in + (iy - p->in_row0) * p->w;
+    for (int64_t ix = x.lo; ix < x.hi; ++ix) sum += (double)row[ix];
+  }
+  /* MXNet's divisor, taken as is even for a window past the edge (the host
+   * divides 0 by 0 there too). */
+  double divisor = p->count_include_pad ? (double)((y.end - y.start) * (x.end - x.start))
+                                        : (double)((y.hi - y.lo) * (x.hi - x.lo));
+  return (float)(sum / divisor);
+}
+
+void mlu_kernel_pool(float *sram, const mlu_pool *p) {
+  for (int64_t plane = 0; plane < p->planes; ++plane) {
+    const float *in = sram + p->in + (uint64_t)plane * p->in_ch_stride;
+    float *out = sram + p->out + (uint64_t)plane * p->out_ch_stride;
+    for (int64_t r = 0; r < p->out_rows; ++r) {
+      window y = pool_window(p->oy0 + r, p->kh, p->sh, p->ph, p->h);
+      for (int64_t ox = 0; ox < p->ow; ++ox) {
+        window x = pool_window(ox, p->kw, p->sw, p->pw, p->w);
+        out[r * p->ow + ox] = pool_one(sram, p, in, y, x);
+      }
+    }
+  }
+}
+
+void mlu_kernel_ewise(float *sram, const mlu_ewise *e) {
+  const float *a = sram + e->a;
+  float *out = sram + e->out;
+  switch (e->kind) {
+    case MLU_EWISE_ADD: {
+      const float *b = sram + e->b;
+      for (int64_t i = 0; i < e->n; ++i) {
+        out[i] = mlu_activate(a[i] + b[i], e->act, e->act_lo, e->act_hi);
+      }
+      break;
+    }
+    case MLU_EWISE_MUL: {
+      const float *b = sram + e->b;
+      for (int64_t i = 0; i < e->n; ++i) {
+        out[i] = mlu_activate(a[i] * b[i], e->act, e->act_lo, e->act_hi);
+      }
+      break;
+    }
+    case MLU_EWISE_AFFINE: {
+      const float *scale = sram + e->scale, *shift = sram + e->shift;
+      for (int64_t i = 0; i < e->n; ++i) {
+        int64_t channel = ((e->first + i) / e->inner) % e->channels;
+        out[i] = mlu_activate(a[i] * scale[channel] + shift[channel], e->act, e->act_lo, e->act_hi);
+      }
+      break;
+    }
+    default:
+      for (int64_t i = 0; i < e->n; ++i) out[i] = mlu_activate(a[i], e->act, e->act_lo, e->act_hi);
+      break;
+  }
+}
+
+void mlu_kernel_softmax(float *sram, const mlu_softmax *s) {
+  for (int64_t o = 0; o < s->outer; ++o) {
+    for (int64_t i = 0; i < s->inner; ++i) {
+      const float *in = sram + s->in + (uint64_t)o * s->in_outer_stride + (uint64_t)i;
+      float *out = sram + s->out + (uint64_t)o * s->out_outer_stride + (uint64_t)i;
+      double top = -INFINITY;
+      for (int64_t l = 0; l < s->axis_len; ++l) {
+        double v = (double)in[(uint64_t)l * s->in_axis_stride] / s->temperature;
+        if (v > top || isnan(v)) top = v;
+      }
+      double sum = 0.0;
+      for (int64_t l = 0; l < s->axis_len; ++l) {
+        sum += exp((double)in[(uint64_t)l * s->in_axis_stride] / s->temperature - top);
+      }
+      for (int64_t l = 0; l < s->axis_len; ++l) {
+        double v = exp((double)in[(uint64_t)l * s->in_axis_stride] / s->temperature - top);
+        out[(uint64_t)l * s->out_axis_stride] = (float)(v / sum);
+      }
+    }
+  }
+}
+
+void mlu_kernel_copy(float *sram, const mlu_copy *c) {
+  for (uint64_t r = 0; r < c->rows; ++r) {
+    memmove(sram + c->dst + r * c->dst_stride, sram + c->src + r * c->src_stride,
+            c->run * sizeof(float));
+  }
+}

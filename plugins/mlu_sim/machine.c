@@ -1,0 +1,335 @@
+#include "machine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+#include "kernels.h"
+#include "mxnet_acc.h"
+#include "status.h"
+
+void mlu_cluster_release(mlu_cluster *cluster) {
+  free(cluster->sram);
+  cluster->sram = NULL;
+  cluster->words = 0;
+}
+
+static int cluster_reserve(mlu_cluster *cluster, uint64_t words) {
+  if (words <= cluster->words) return MX_ACC_OK;
+  float *sram = words <= SIZE_MAX / sizeof(float) ? malloc((size_t)words * sizeof(float)) : NULL;
+  if (sram == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "on-chip memory of %llu words",
+                                    (unsigned long long)words);
+  free(cluster->sram);
+  cluster->sram = sram;
+  cluster->words = words;
+  return MX_ACC_OK;
+}
+
+/* ---- program lifetime ------------------------------------------------------ */
+
+void mlu_program_ref(mlu_program *program) { atomic_fetch_add(&program->refs, 1); }
+
+void mlu_program_unref(mlu_program *program) {
+  if (program == NULL || atomic_fetch_sub(&program->refs, 1) != 1) return;
+  if (program->card != NULL) {
+    mlu_card_free(program->card, program->consts, MLU_MEM_PROGRAM);
+    mlu_card_free(program->card, program->scratch, MLU_MEM_PROGRAM);
+  }
+  free(program->insns);
+  free(program->io_bytes);
+  free(program);
+}
+
+/* ---- verification ------------------------------------------------------------ */
+
+/* Largest value any address, count or stride may take: far below the
+ * overflow of the products verification computes. */
+#define MLU_VERIFY_LIMIT ((uint64_t)1 << 40)
+
+/* Whether count runs of run words, stride apart from base, end within
+ * limit. Fields come from the compiler; they are still checked in full. */
+static int extent_ok(uint64_t base, uint64_t count, uint64_t stride, uint64_t run,
+                     uint64_t limit) {
+  if (count == 0 || run == 0) return 1;
+  if (base >= MLU_VERIFY_LIMIT || count >= MLU_VERIFY_LIMIT || stride >= MLU_VERIFY_LIMIT ||
+      run >= MLU_VERIFY_LIMIT || (count - 1) > MLU_VERIFY_LIMIT / (stride ? stride : 1)) {
+    return 0;
+  }
+  return base + (count - 1) * stride + run <= limit;
+}
+
+static int nonnegative(int64_t value) { return value >= 0 && (uint64_t)value < MLU_VERIFY_LIMIT; }
+
+static uint64_t dram_buffer_bytes(const mlu_program *p, const mlu_dram_ref *ref, int *ok) {
+  *ok = 1;
+  switch (ref->space) {
+    case MLU_SPACE_IO:
+      if (ref->slot < p->num_inputs + p->num_outputs) return p->io_bytes[ref->slot];
+      break;
+    case MLU_SPACE_CONST: return p->const_bytes;
+    case MLU_SPACE_SCRATCH: return p->scratch_bytes;
+    default: break;
+  }
+  *ok = 0;
+  return 0;
+}
+
+static int move_ok(const mlu_program *p, const mlu_move *m) {
+  size_t size = mlu_dtype_size(m->dram.dtype);
+  int known;
+  uint64_t bytes = dram_buffer_bytes(p, &m->dram, &known);
+  if (!known || size == 0 || m->dram.offset % size != 0) return 0;
+  if (!extent_ok(m->sram, m->rows, m->sram_stride, m->run, p->info.sram_words)) return 0;
+  return extent_ok(m->dram.offset / size, m->rows, m->dram_stride, m->run, bytes / size);
+}
+
+/* Rows [lo, hi) of a layer input of height h that output rows oy0 ..
+ * oy0 + rows - 1 read, for a window of kernel taps dilate apart. */
+static void rows_read(int64_t oy0, int64_t rows, int64_t stride, int64_t pad, int64_t kernel,
+                      int64_t dilate, int64_t h, int64_t *lo, int64_t *hi) {
+  *lo = oy0 * stride - pad;
+  *hi = (oy0 + rows - 1) * stride - pad + (kernel - 1) * dilate + 1;
+  if (*lo < 0) *lo = 0;
+  if (*hi > h) *hi = h;
+}
+
+static int block_rows_ok(int64_t row0, int64_t rows, int64_t lo, int64_t hi, int64_t h) {
+  if (row0 < 0 || row0 + rows > h) return 0;
+  return hi <= lo || (row0 <= lo && hi <= row0 + rows);
+}
+
+static int epilogue_ok(const mlu_epilogue *ep, uint64_t channels, uint64_t count, uint64_t words) {
+  if (ep->bias != MLU_NONE && !extent_ok(ep->bias, 1, 0, channels, words)) return 0;
+  return ep->residual == MLU_NONE || extent_ok(ep->residual, channels, ep->residual_stride,
+                                               count, words);
+}
+
+static int conv_ok(const mlu_conv *c, uint64_t words) {
+  const int64_t fields[] = {c->in_c0, c->in_row0, c->in_rows, c->h, c->w, c->f0, c->nf, c->oy0,
+                            c->out_rows, c->ow, c->cg, c->kh, c->kw, c->ph, c->pw};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
+    if (!nonnegative(fields[i])) return 0;
+  }
+  if (c->fg < 1 || c->sh < 1 || c->sw < 1 || c->dh < 1 || c->dw < 1 || c->kh < 1 || c->kw < 1) {
+    return 0;
+  }
+  if (c->nf == 0 || c->out_rows == 0 || c->ow == 0) return 1;
+  int64_t first_group = c->f0 / c->fg, last_group = (c->f0 + c->nf - 1) / c->fg;
+  int64_t channel_lo = first_group * c->cg, channel_hi = (last_group + 1) * c->cg;
+  if (channel_lo < c->in_c0) return 0;
+  int64_t lo, hi;
+  rows_read(c->oy0, c->out_rows, c->sh, c->ph, c->kh, c->dh, c->h, &lo, &hi);
+  if (!block_rows_ok(c->in_row0, c->in_rows, lo, hi, c->h)) return 0;
+  uint64_t plane = (uint64_t)(c->out_rows * c->ow);
+  return extent_ok(c->in, (uint64_t)(channel_hi - c->in_c0), c->in_ch_stride,
+                   (uint64_t)(c->in_rows * c->w), words) &&
+         extent_ok(c->filter, 1, 0, (uint64_t)(c->nf * c->kh * c->kw * c->cg), words) &&
+         extent_ok(c->out, (uint64_t)c->nf, c->out_ch_stride, plane, words) &&
+         epilogue_ok(&c->ep, (uint64_t)c->nf, plane, words);
+}
+
+static int matmul_ok(const mlu_matmul *m, uint64_t words) {
+  if (!nonnegative(m->rows) || !nonnegative(m->cols) || !nonnegative(m->k)) return 0;
+  if (m->rows == 0 || m->cols == 0) return 1;
+  uint64_t rows = (uint64_t)m->rows, cols = (uint64_t)m->cols, k = (uint64_t)m->k;
+  if (!extent_ok(m->out, rows, m->out_stride, cols, words)) return 0;
+  if (m->ep.bias != MLU_NONE && !extent_ok(m->ep.bias, 1, 0, cols, words)) return 0;
+  if (m->ep.residual != MLU_NONE &&
+      !extent_ok(m->ep.residual, rows, m->ep.residual_stride, cols, words)) {
+    return 0;
+  }
+  return extent_ok(m->a, rows, m->a_stride, k, words) && extent_ok(m->b, cols, k, k, words);
+}
+
+static int pool_ok(const mlu_pool *p, uint64_t words) {
+  const int64_t fields[] = {p->in_row0, p->in_rows, p->planes, p->h, p->w, p->oy0, p->out_rows,
+                            p->ow, p->kh, p->kw, p->ph, p->pw};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
+    if (!nonnegative(fields[i])) return 0;
+  }
+  if (p->sh < 1 || p->sw < 1) return 0;
+  if (p->planes == 0 || p->out_rows == 0 || p->ow == 0) return 1;
+  int64_t lo, hi;
+  rows_read(p->oy0, p->out_rows, p->sh, p->ph, p->kh, 1, p->h, &lo, &hi);
+  return block_rows_ok(p->in_row0, p->in_rows, lo, hi, p->h) &&
+         extent_ok(p->in, (uint64_t)p->planes, p->in_ch_stride, (uint64_t)(p->in_rows * p->w),
+                   words) &&
+         extent_ok(p->out, (uint64_t)p->planes, p->out_ch_stride,
+                   (uint64_t)(p->out_rows * p->ow), words);
+}
+
+static int ewise_ok(const mlu_ewise *e, uint64_t words) {
+  if (!nonnegative(e->n) || !nonnegative(e->first)) return 0;
+  if (e->n == 0) return 1;
+  uint64_t n = (uint64_t)e->n;
+  if (!extent_ok(e->a, 1, 0, n, words) || !extent_ok(e->out, 1, 0, n, words)) return 0;
+  if ((e->kind == MLU_EWISE_ADD || e->kind == MLU_EWISE_MUL) && !extent_ok(e->b, 1, 0, n, words)) {
+    return 0;
+  }
+  if (e->kind == MLU_EWISE_AFFINE) {
+    if (e->channels < 1 || e->inner < 1 || !nonnegative(e->channels)) return 0;
+    return extent_ok(e->scale, 1, 0, (uint64_t)e->channels, words) &&
+           extent_ok(e->shift, 1, 0, (uint64_t)e->channels, words);
+  }
+  return e->kind <= MLU_EWISE_ACT;
+}
+
+static int softmax_ok(const mlu_softmax *s, uint64_t words) {
+  if (!nonnegative(s->outer) || !nonnegative(s->axis_len) || !nonnegative(s->inner)) return 0;
+  if (s->outer == 0 || s->axis_len == 0 || s->inner == 0) return 1;
+  /* The last element of the last strip, as a run of inner words. */
+  uint64_t in_last = s->in + (uint64_t)(s->outer - 1) * s->in_outer_stride;
+  uint64_t out_last = s->out + (uint64_t)(s->outer - 1) * s->out_outer_stride;
+  return s->in_outer_stride < MLU_VERIFY_LIMIT && s->out_outer_stride < MLU_VERIFY_LIMIT &&
+         extent_ok(in_last, (uint64_t)s->axis_len, s->in_axis_stride, (uint64_t)s->inner,
+                   words) &&
+         extent_ok(out_last, (uint64_t)s->axis_len, s->out_axis_stride, (uint64_t)s->inner,
+                   words) &&
+         s->temperature > 0.0;
+}
+
+static int insn_ok(const mlu_program *p, const mlu_insn *insn) {
+  uint64_t words = p->info.sram_words;
+  switch (insn->opcode) {
+    case MLU_OP_LOAD:
+    case MLU_OP_STORE: return move_ok(p, &insn->u.move);
+    case MLU_OP_CONV: return conv_ok(&insn->u.conv, words);
+    case MLU_OP_MATMUL: return matmul_ok(&insn->u.matmul, words);
+    case MLU_OP_POOL: return pool_ok(&insn->u.pool, words);
+    case MLU_OP_EWISE: return ewise_ok(&insn->u.ewise, words);
+    case MLU_OP_SOFTMAX: return softmax_ok(&insn->u.softmax, words);
+    case MLU_OP_COPY: {
+      const mlu_copy *c = &insn->u.copy;
+      return extent_ok(c->src, c->rows, c->src_stride, c->run, words) &&
+             extent_ok(c->dst, c->rows, c->dst_stride, c->run, words);
+    }
+    case MLU_OP_SYNC: return 1;
+    default: return 0;
+  }
+}
+
+int mlu_program_verify(const mlu_program *program) {
+  for (size_t i = 0; i < program->num_insns; ++i) {
+    if (!insn_ok(program, &program->insns[i])) {
+      return acc_fail(MX_ACC_ERR_INTERNAL, "compiled program fails verification at instruction "
+                      "%zu (opcode %d)", i, program->insns[i].opcode);
+    }
+  }
+  if (program->num_insns == 0 || program->insns[program->num_insns - 1].opcode != MLU_OP_SYNC) {
+    return acc_fail(MX_ACC_ERR_INTERNAL, "compiled program does not end with SYNC");
+  }
+  return MX_ACC_OK;
+}
+
+/* ---- execution ------------------------------------------------------------------ */
+
+typedef struct launch {
+  const mlu_program *program;
+  void *const *io;
+  float *sram;
+} launch;
+
+static unsigned char *dram_address(const launch *l, const mlu_dram_ref *ref) {
+  switch (ref->space) {
+    case MLU_SPACE_IO: return (unsigned char *)l->io[ref->slot] + ref->offset;
+    case MLU_SPACE_CONST: return (unsigned char *)l->program->consts + ref->offset;
+    default: return (unsigned char *)l->program->scratch + ref->offset;
+  }
+}
+
+static void run_load(const launch *l, const mlu_move *m) {
+  size_t size = mlu_dtype_size(m->dram.dtype);
+  const unsigned char *src = dram_address(l, &m->dram);
+  for (uint64_t r = 0; r < m->rows; ++r) {
+    const unsigned char *row = src + r * m->dram_stride * size;
+    float *dst = l->sram + m->sram + r * m->sram_stride;
+    if (m->dram.dtype == MLU_DT_FLOAT16) {
+      for (uint64_t i = 0; i < m->run; ++i) {
+        uint16_t bits;
+        memcpy(&bits, row + i * 2, sizeof bits);
+        dst[i] = mlu_half_to_float(bits);
+      }
+    } else {
+      memcpy(dst, row, m->run * sizeof(float));
+    }
+  }
+}
+
+static void run_store(const launch *l, const mlu_move *m) {
+  size_t size = mlu_dtype_size(m->dram.dtype);
+  unsigned char *dst = dram_address(l, &m->dram);
+  for (uint64_t r = 0; r < m->rows; ++r) {
+    unsigned char *row = dst + r * m->dram_stride * size;
+    const float *src = l->sram + m->sram + r * m->sram_stride;
+    if (m->dram.dtype == MLU_DT_FLOAT16) {
+      for (uint64_t i = 0; i < m->run; ++i) {
+        uint16_t bits = mlu_float_to_half(src[i]);
+        memcpy(row + i * 2, &bits, sizeof bits);
+      }
+    } else {
+      memcpy(row, src, m->run * sizeof(float));
+    }
+  }
+}
+
+static void run_insn(const launch *l, const mlu_insn *insn) {
+  switch (insn->opcode) {
+    case MLU_OP_LOAD: run_load(l, &insn->u.move); break;
+    case MLU_OP_STORE: run_store(l, &insn->u.move); break;
+    case MLU_OP_CONV: mlu_kernel_conv(l->sram, &insn->u.conv); break;
+    case MLU_OP_MATMUL: mlu_kernel_matmul(l->sram, &insn->u.matmul); break;
+    case MLU_OP_POOL: mlu_kernel_pool(l->sram, &insn->u.pool); break;
+    case MLU_OP_EWISE: mlu_kernel_ewise(l->sram, &insn->u.ewise); break;
+    case MLU_OP_SOFTMAX: mlu_kernel_softmax(l->sram, &insn->u.softmax); break;
+    case MLU_OP_COPY: mlu_kernel_copy(l->sram, &insn->u.copy); break;
+    default: break; /* SYNC: every instruction above completes in order */
+  }
+}
+
+/* Checks the launch's I/O pointers against the card's live memory and its
+ * on-chip size; returns the card's parameters for the cost model. */
+static int check_launch(const mlu_program *p, void *const *io, mlu_params *params) {
+  mlu_card *card = p->card;
+  int status = MX_ACC_OK;
+  pthread_mutex_lock(&card->lock);
+  *params = card->params;
+  if (p->info.sram_words > card->params.sram_bytes / sizeof(float)) {
+    status = acc_fail(MX_ACC_ERR_DEVICE, "the program needs %llu bytes of on-chip memory, card "
+                      "%d has %llu: compile it again", (unsigned long long)(p->info.sram_words * 4),
+                      card->ordinal, (unsigned long long)card->params.sram_bytes);
+  }
+  char what[64];
+  for (int i = 0; status == MX_ACC_OK && i < p->num_inputs + p->num_outputs; ++i) {
+    snprintf(what, sizeof what, "launch %s %d", i < p->num_inputs ? "input" : "output",
+             i < p->num_inputs ? i : i - p->num_inputs);
+    status = mlu_card_check_locked(card, io[i], p->io_bytes[i], what);
+  }
+  pthread_mutex_unlock(&card->lock);
+  return status;
+}
+
+int mlu_machine_run(const mlu_program *program, void *const *io, mlu_cluster *cluster,
+                    double *sim_ns) {
+  mlu_params params;
+  int status = check_launch(program, io, &params);
+  if (status == MX_ACC_OK) status = cluster_reserve(cluster, program->info.sram_words);
+  if (status != MX_ACC_OK) return status;
+  launch l = {program, io, cluster->sram};
+  double time_ns = params.launch_latency_ns;
+  uint64_t dram_bytes = 0;
+  for (size_t i = 0; i < program->num_insns; ++i) {
+    run_insn(&l, &program->insns[i]);
+    time_ns += mlu_cost_insn_ns(&params, &program->insns[i], &dram_bytes);
+  }
+  mlu_card *card = program->card;
+  pthread_mutex_lock(&card->lock);
+  card->stats.launches += 1;
+  card->stats.instructions += program->num_insns;
+  card->stats.dram_bytes += dram_bytes;
+  card->stats.sim_time_ns += time_ns;
+  card->stats.sim_cycles += time_ns * params.clock_hz / 1e9;
+  pthread_mutex_unlock(&card->lock);
+  if (sim_ns != NULL) *sim_ns = time_ns;
+  return MX_ACC_OK;
+}

@@ -1,0 +1,60 @@
+/*
+ * Symbolic mode (loadModel / infer / unloadModel): an annotated graph made
+ * into CNML BaseOps, split into fusion segments by the seed's algorithm,
+ * each compiled into one FusionOp (one launch) on its card.
+ *
+ * Segments: the operator nodes are grouped by the card their "__dev_id__"
+ * names; each group, in topological order, is cut into runs such that the
+ * largest topological index of a run's input operators (those reading data
+ * from outside the run) is at most the smallest of its output operators
+ * (those whose results are read outside the run, or are graph outputs),
+ * taking as many operators per run as possible. An operator that is both
+ * counts on both sides, which is why "at most" and not "below": with
+ * strictness no one-operator segment could exist. A segment launches at the
+ * position of its last input operator; launches follow that order, which
+ * the condition makes a valid order of their data dependencies. Parameters
+ * (convolution and fully connected weights, batch-norm statistics) are
+ * bound into the BaseOps and are not segment inputs.
+ */
+#ifndef MLU_SIM_MODEL_H_
+#define MLU_SIM_MODEL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mxnet_acc.h"
+
+typedef struct mlu_model mlu_model;
+
+struct mlu_model {
+  char *id;
+  int dev_id;
+  struct mlu_model *next; /* the library's registry */
+  struct mlu_model_state *state;
+};
+
+/* What loading made of a model, for configure's "model_info". */
+typedef struct mlu_model_info {
+  size_t operators, segments;
+  size_t kernels, instructions, folded_batchnorms, fused_epilogues, resident_values,
+      spilled_values, aliased_values;
+  uint64_t sram_words, const_bytes, scratch_bytes;
+} mlu_model_info;
+
+/* Ids of the operator nodes of json the MLU runs (see supportedOps()). */
+int mlu_model_supported(const char *json, int num_cards, int *ids, int capacity, int *count);
+
+/* Builds, segments and compiles json on dev_id (see loadModel()). On
+ * success *model is owned by the caller; free it with mlu_model_free. */
+int mlu_model_create(const char *model_id, const char *json, const char *const *names,
+                     const MXTensor *data, int num_data, int dev_id, mlu_model **model);
+
+void mlu_model_free(mlu_model *model);
+
+/* Runs the model once (see infer()). */
+int mlu_model_infer(mlu_model *model, const char *const *in_names, const char *const *out_names,
+                    const MXTensor *in_data, const MXTensor *out_data, int num_in, int num_out);
+
+void mlu_model_describe(const mlu_model *model, mlu_model_info *info);
+
+#endif /* MLU_SIM_MODEL_H_ */
