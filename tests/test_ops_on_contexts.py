@@ -19,6 +19,17 @@ from acc_host import dispatch
 CONTEXTS = ["cpu", "cpu_ref-imperative", "cpu_ref-symbolic"]
 
 
+def _mlu_cases() -> list[Case]:
+    """The cases whose operator and dtypes mlu_sim claims (it runs a subset;
+    attribute values it declines fall back to the CPU inside the same call)."""
+    if not any(library.name == "mlu" for library in mx.libraries()):
+        return []
+    listed = {entry.split(":")[0] for entry in
+              mx.Context("mlu", 0).configure(query="ops")["ops"].split(",")}
+    return [case for case in CASES if case.op in listed
+            and set(case.input_dtypes()) <= {"float32", "float16"}]
+
+
 def _imperative(case: Case, inputs: list[np.ndarray], ctx: mx.Context) -> list[np.ndarray]:
     arrays = [mx.nd.array(values, ctx=ctx) for values in inputs]
     result = getattr(mx.nd, case.op)(*arrays, **case.attrs)
@@ -27,7 +38,8 @@ def _imperative(case: Case, inputs: list[np.ndarray], ctx: mx.Context) -> list[n
     return [output.asnumpy() for output in results]
 
 
-def _symbolic(case: Case, inputs: list[np.ndarray], ctx: mx.Context) -> list[np.ndarray]:
+def _symbolic(case: Case, inputs: list[np.ndarray], ctx: mx.Context,
+              on_accelerator: bool = True) -> list[np.ndarray]:
     names = [f"in{k}" for k in range(len(inputs))]
     node = getattr(mx.sym, case.op)(*[mx.sym.Variable(name) for name in names], name="node",
                                      **case.attrs)
@@ -35,7 +47,7 @@ def _symbolic(case: Case, inputs: list[np.ndarray], ctx: mx.Context) -> list[np.
     aux = node.list_auxiliary_states()
     exe = node.bind(ctx, {name: array for name, array in arrays.items() if name not in aux},
                     aux_states={name: arrays[name] for name in aux}, data_names=names)
-    if ctx.is_accelerator:
+    if ctx.is_accelerator and on_accelerator:
         assert exe.placement() == {"node": str(ctx)}
     outputs = [output.asnumpy() for output in exe.forward()]
     exe.close()
@@ -59,3 +71,17 @@ def test_operator_on_context(case: Case, context: str) -> None:
     else:
         results = _symbolic(case, inputs, mx.cpu_ref(0))
     base._assert_all_close(results, expected)
+
+
+@pytest.mark.parametrize("mode", ["imperative", "symbolic"])
+@pytest.mark.parametrize("case", _mlu_cases(), ids=case_id)
+def test_operator_on_mlu(case: Case, mode: str) -> None:
+    """mlu_sim, for the operators it supports: the same results through both
+    modes (with the CPU taking what it declines)."""
+    inputs = base._inputs(case, seed=12)
+    expected = base._host_results(case.op, inputs, case.attrs)
+    ctx = mx.Context("mlu", 0)
+    results = _imperative(case, inputs, ctx) if mode == "imperative" else \
+        _symbolic(case, inputs, ctx, on_accelerator=False)
+    base._assert_all_close(results, expected)
+
