@@ -672,22 +672,38 @@ def _pooling_shape(attrs: Attrs, shapes: Shapes) -> ShapeResult:
 
 def _reduce_windows(values: np.ndarray, axis: int,
                     windows: Sequence[tuple[int, int, int, int]],
-                    reduce: Callable[..., np.ndarray], empty: float) -> np.ndarray:
-    """values reduced over each window's clipped range [lo, hi) along axis; a
+                    reduce: np.ufunc, empty: float) -> np.ndarray:
+    """values reduced with the binary ufunc reduce over each window's clipped
+    range [lo, hi) along axis; a
     window with nothing inside yields `empty`. Max, sum and the lp sums are
-    separable, so pooling reduces one spatial axis at a time."""
-    pieces = []
-    for _, _, lo, hi in windows:
-        index = [slice(None)] * values.ndim
-        index[axis] = slice(lo, max(lo, hi))
-        segment = values[tuple(index)]
-        if segment.shape[axis] == 0:
-            shape = list(values.shape)
-            shape[axis] = 1
-            pieces.append(np.full(shape, empty))
-        else:
-            pieces.append(reduce(segment, axis=axis, keepdims=True))
-    return np.concatenate(pieces, axis=axis)
+    separable, so pooling reduces one spatial axis at a time.
+
+    The windows start every `stride` positions at -pad and span at most the
+    kernel, so padding the axis with `empty` (the reduction's neutral value:
+    the lowest value for max, 0 for sums) makes every window the same size,
+    and one strided view reduces them all at once. What a window covers
+    beyond its clipped range is padding, which cannot change the result."""
+    starts = [start for start, _, _, _ in windows]
+    kernel = max(end - start for start, end, _, _ in windows)
+    stride = starts[1] - starts[0] if len(starts) > 1 else 1
+    before = -starts[0]
+    length = values.shape[axis]
+    after = max(0, starts[-1] + kernel - length)
+    widths = [(0, 0)] * values.ndim
+    widths[axis] = (max(before, 0), after)
+    padded = np.pad(values, widths, constant_values=empty)
+    offset = max(-before, 0)  # windows that start inside the data
+    # One strided slice per position in the window, combined element-wise:
+    # kernels are small, and each slice is a fast contiguous-ish pass.
+    index = [slice(None)] * values.ndim
+    result = None
+    for tap in range(kernel):
+        first = offset + tap
+        index[axis] = slice(first, first + stride * (len(windows) - 1) + 1, stride)
+        part = padded[tuple(index)]
+        result = part.copy() if result is None else reduce(result, part, out=result)
+    assert result is not None
+    return result
 
 
 def _avg_divisor(plan: _PoolPlan, include_pad: bool) -> np.ndarray:
@@ -710,10 +726,12 @@ def _pooling(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     data = inputs[0]
     _, plan = _pool_plan(attrs, data.shape)
     kind = attrs.pool_type
-    values = _f64(data)
+    # Max needs no wider type; sums accumulate in float64 so that averages
+    # of large windows stay exact to float32's precision.
+    values = data.astype(_compute_dtype(data.dtype)) if kind == "max" else _f64(data)
     if kind == "lp":
         values = _LP_POWER[attrs.p_value](values)
-    reduce, empty = (np.max, _lowest(data.dtype)) if kind == "max" else (np.sum, 0.0)
+    reduce, empty = (np.maximum, _lowest(data.dtype)) if kind == "max" else (np.add, 0.0)
     for axis, windows in enumerate(plan.axes):
         values = _reduce_windows(values, 2 + axis, windows, reduce, empty)
     if kind == "lp":
