@@ -58,6 +58,16 @@ def _by_name(names: list[str], values: Mapping[str, Any] | Sequence[Any] | None,
     return dict(zip(names, values))
 
 
+def _stored(array: NDArray) -> Value:
+    """An argument's value where it lives: its device buffer when it is in
+    accelerator memory (copied to the host only if a CPU operator reads it),
+    else its host array."""
+    storage = array._storage
+    if array._view is None and storage.host is None:
+        return storage.device
+    return array._read()
+
+
 class Executor:
     """A bound symbol. Use :meth:`forward`, then read :attr:`outputs`."""
 
@@ -256,7 +266,7 @@ class Executor:
                                  f"was bound with {target.shape}")
             target._write(source)
         values: dict[int, Value] = {
-            entry: (self.arg_dict[name] if name in self.arg_dict else self.aux_dict[name])._read()
+            entry: _stored(self.arg_dict[name] if name in self.arg_dict else self.aux_dict[name])
             for entry, name in self._variables.items()}
         weights = {**self.arg_dict, **self.aux_dict}
         for step in self._steps:

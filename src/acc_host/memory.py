@@ -47,6 +47,7 @@ class DeviceBuffer:
         self.pointer = address[0]
         self._descriptor = TensorArray([spec], dev_id)
         self._descriptor.set_data(0, self.pointer, dev_id)
+        self._host = TensorArray([spec], HOST_DEVICE)  # reused by every copy
         self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
         self._finalizer.atexit = False
 
@@ -63,9 +64,8 @@ class DeviceBuffer:
             raise TensorError(
                 f"host array {array.shape} {array.dtype} does not match the device buffer "
                 f"{self.spec.shape} {self.spec.dtype}")
-        host = TensorArray([self.spec], HOST_DEVICE)
-        host.set_host_array(0, array, writable=writable)
-        return host
+        self._host.set_host_array(0, array, writable=writable)
+        return self._host
 
     def copy_from_host(self, array: np.ndarray) -> None:
         """copyToAcc: host array -> this buffer."""
