@@ -122,6 +122,20 @@ def test_malformed_json_is_a_clear_error(text: str, error: type, match: str) -> 
         mx.sym.load_json(text)
 
 
+def test_hostile_json_and_attributes() -> None:
+    with pytest.raises(mx.GraphError, match="nested too deeply"):
+        mx.sym.load_json("[" * 100000 + "]" * 100000)
+    hostile = _graph([VAR, {"op": "Convolution", "name": "c", "inputs": [[0, 0, 0]],
+                            "attrs": {"kernel": "(" * 50000 + ")" * 50000,
+                                      "num_filter": "1"}}])
+    with pytest.raises(mx.OperatorError, match="kernel"):
+        mx.sym.load_json(hostile)
+    with pytest.raises(mx.OperatorError, match="num_filter"):
+        mx.sym.load_json(_graph([VAR, {"op": "Convolution", "name": "c", "inputs": [[0, 0, 0]],
+                                       "attrs": {"kernel": "(3, 3)",
+                                                 "num_filter": "9" * 10000}}]))
+
+
 def test_missing_file() -> None:
     with pytest.raises(mx.GraphError, match="cannot read"):
         mx.sym.load("/nonexistent/model-symbol.json")

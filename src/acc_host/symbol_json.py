@@ -103,6 +103,8 @@ def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry
             document = json.loads(source)
         except json.JSONDecodeError as error:
             raise _fail(f"not valid JSON: {error}") from None
+        except RecursionError:
+            raise _fail("not valid JSON: nested too deeply") from None
     else:
         document = source
     if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):

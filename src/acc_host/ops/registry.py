@@ -129,7 +129,7 @@ class OpDef:
                 raise OperatorError(f"{self.name}: unknown attribute {key!r} (attributes: {known})")
             try:
                 values[key] = param.parser(text)
-            except (ValueError, SyntaxError, TypeError) as error:
+            except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError) as error:
                 raise OperatorError(f"{self.name}: attribute {key}={text!r}: {error}") from None
         for param in self.params:
             if param.name not in values:
@@ -182,7 +182,7 @@ def register(op: OpDef) -> OpDef:
 
 def _load_all() -> None:
     """Registers the built-in operators (their modules register on import)."""
-    from . import nn, tensor  # noqa: F401
+    from . import nn, onnx_ops, tensor  # noqa: F401
 
 
 def find(name: str) -> OpDef | None:
