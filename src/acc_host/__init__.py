@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import errors, initializer, io, model, test_utils
+# acc_host.onnx is light: it imports the onnx pip package only when a function needs it
+from . import errors, initializer, io, model, onnx, test_utils
 from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
@@ -45,6 +46,7 @@ __all__ = [
     "mod",
     "model",
     "nd",
+    "onnx",
     "sym",
     "get_library",
     "libraries",

@@ -27,6 +27,7 @@ __all__ = [
     "TensorError",
     "OperatorError",
     "UnknownOperatorError",
+    "UnsupportedOnnxOperatorError",
     "ShapeError",
     "GraphError",
     "ModelFileError",
@@ -151,6 +152,16 @@ class OperatorError(InvalidArgumentError):
 
 class UnknownOperatorError(OperatorError):
     """No operator of that name is registered."""
+
+
+class UnsupportedOnnxOperatorError(OperatorError):
+    """An ONNX model uses operators (or operator forms) the importer cannot
+    translate. ``unsupported`` lists every one of them at once, as
+    ``(domain, op_type, opset, reason)`` tuples."""
+
+    def __init__(self, message: str, unsupported: list | None = None) -> None:
+        super().__init__(message)
+        self.unsupported = list(unsupported or [])
 
 
 class ShapeError(OperatorError):

@@ -1,0 +1,234 @@
+"""An ONNX backend (``onnx.backend.base.Backend``) running on acc-host.
+
+``prepare(model, device="CPU", accelerator=None)`` imports the model with
+:func:`acc_host.onnx.import_model` and binds it; ``accelerator`` selects
+where it runs: None or "cpu" (the host CPU path), an accelerator name
+("cpu_ref", "cpu_ref:1"), a library path (loaded with ``mx.load_acc``), or
+an ``mx.Context``. Every result is computed by acc-host's operators (and
+plugins); onnx is used only to read the model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import ndarray as nd
+from ..context import Context, cpu
+from ..errors import TensorError, UnsupportedOnnxOperatorError
+from ..tensor import dtype_code
+from ._onnx import require_onnx
+from .importer import import_graph
+
+require_onnx()
+
+from onnx.backend.base import Backend, BackendRep  # noqa: E402
+
+
+def resolve_context(accelerator: Any) -> Context:
+    """A Context from None/"cpu", a name ("cpu_ref", "cpu_ref:1"), a library
+    path or a Context."""
+    if accelerator is None:
+        return cpu()
+    if isinstance(accelerator, Context):
+        return accelerator
+    text = str(accelerator)
+    if os.sep in text or text.endswith((".so", ".dylib")):
+        from ..registry import load_acc
+
+        return load_acc(text)
+    name, _, device = text.partition(":")
+    if name.lower() == "cpu":
+        return cpu()
+    return Context(name, int(device or 0))
+
+
+class AccHostRep(BackendRep):
+    """A prepared model: the imported graph and an executor bound on its
+    context (rebound when the input shapes or dtypes change).
+
+    A model whose attribute-like inputs (Reshape's shape, Slice's starts,
+    ReduceX's axes, ...) are graph inputs rather than constants cannot be
+    imported ahead of time; it is then specialised at run time: imported
+    again with the actual input shapes and with those inputs' values frozen
+    as constants (one specialisation per set of values, cached)."""
+
+    def __init__(self, model: Any, ctx: Context) -> None:
+        self.model = model
+        self.ctx = ctx
+        initializers = {init.name for init in model.graph.initializer}
+        self.input_names = [value.name for value in model.graph.input
+                            if value.name not in initializers]
+        self._specialised: dict[tuple, tuple[Any, Any]] = {}
+        self._executor = None
+        self._key: tuple | None = None
+        try:
+            self.imported = import_graph(model)
+        except UnsupportedOnnxOperatorError as error:
+            if not _only_dynamic(error):
+                raise
+            self.imported = None  # specialised at run time
+            return
+        shapes = self.imported.input_shapes
+        if all(shapes.get(name) is not None and all(d >= 0 for d in shapes[name])
+               for name in self.imported.inputs):
+            declared = {name: tuple(shapes[name]) for name in self.imported.inputs}
+            dtypes = dict(self.imported.input_dtypes)
+            self._executor = self._bind(self.imported, declared, dtypes)
+            self._key = tuple((name, declared[name], np.dtype(dtypes[name]).str)
+                              for name in self.imported.inputs)
+
+    def _home(self, dtype: Any) -> Context:
+        """The context of an input array: the executor's, unless the accelerator
+        cannot hold that dtype (the ABI has no TensorDType for bool, 16-bit or
+        unsigned wider integers): those stay on the host, where the CPU
+        operators that read them run."""
+        if not self.ctx.is_accelerator:
+            return self.ctx
+        try:
+            dtype_code(dtype)
+        except TensorError:
+            return cpu()
+        return self.ctx
+
+    def _bind(self, imported: Any, shapes: dict[str, tuple], dtypes: dict[str, Any]) -> Any:
+        symbol = imported.symbol
+        args = {}
+        for name in symbol.list_arguments():
+            if name in imported.arg_params:
+                value = imported.arg_params[name]
+                args[name] = value.as_in_context(self._home(value.dtype))
+            else:
+                args[name] = nd.zeros(shapes[name], self._home(dtypes[name]), dtypes[name])
+        aux = {}
+        for name in symbol.list_auxiliary_states():
+            if name in imported.aux_params:
+                value = imported.aux_params[name]
+                aux[name] = value.as_in_context(self._home(value.dtype))
+            else:
+                aux[name] = nd.zeros(shapes[name], self._home(dtypes[name]), dtypes[name])
+        return symbol.bind(self.ctx, args, aux_states=aux,
+                           data_names=[name for name in imported.inputs if name in args])
+
+    def _feed(self, inputs: Any) -> dict[str, np.ndarray]:
+        names = self.input_names
+        if isinstance(inputs, dict):
+            return {name: np.asarray(inputs[name]) for name in names}
+        if isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(names):
+            raise ValueError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
+                             f"{len(inputs)} given")
+        return {name: np.asarray(value) for name, value in zip(names, inputs)}
+
+    def _specialise(self, feed: dict[str, np.ndarray]) -> tuple[Any, Any]:
+        shapes = {name: value.shape for name, value in feed.items()}
+        frozen: dict[str, np.ndarray] = {}
+        while True:
+            key = (tuple((n, v.shape, v.dtype.str) for n, v in feed.items()),
+                   tuple((n, v.tobytes()) for n, v in sorted(frozen.items())))
+            if key in self._specialised:
+                return self._specialised[key]
+            try:
+                imported = import_graph(self.model, shapes=shapes, frozen=frozen)
+                break
+            except UnsupportedOnnxOperatorError as error:
+                new = [name for name in getattr(error, "dynamic_inputs", [])
+                       if name in feed and name not in frozen]
+                if not new or not _only_dynamic(error):
+                    raise
+                frozen.update({name: feed[name] for name in new})
+        executor = self._bind(imported, shapes, {n: v.dtype for n, v in feed.items()})
+        self._specialised[key] = (imported, executor)
+        return imported, executor
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        feed = self._feed(inputs)
+        if self.imported is None:
+            imported, executor = self._specialise(feed)
+        else:
+            imported = self.imported
+            key = tuple((n, v.shape, v.dtype.str) for n, v in feed.items())
+            if self._executor is None or self._key != key:
+                self._executor = self._bind(imported, {n: v.shape for n, v in feed.items()},
+                                            {n: v.dtype for n, v in feed.items()})
+                self._key = key
+            executor = self._executor
+        args = {name: value for name, value in feed.items() if name in executor.arg_dict}
+        for name, value in feed.items():
+            if name in executor.aux_dict:
+                executor.aux_dict[name][:] = value
+        outputs = executor.forward(**args)
+        return tuple(output.asnumpy().copy() for output in outputs)
+
+
+def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
+    """Whether every problem is a value that must be constant and is not."""
+    dynamic = getattr(error, "dynamic_inputs", [])
+    return bool(dynamic) and len(dynamic) == len(error.unsupported)
+
+
+class AccHostBackend(Backend):
+    """onnx.backend.base.Backend over acc-host."""
+
+    accelerator: Any = None  # default for prepare(); subclasses pick an accelerator
+
+    @classmethod
+    def is_compatible(cls, model: Any, device: str = "CPU", **kwargs: Any) -> bool:
+        return True
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> AccHostRep:
+        accelerator = kwargs.pop("accelerator", cls.accelerator)
+        if not cls.supports_device(device):
+            raise ValueError(f"device {device!r} is not supported (CPU only)")
+        from .importer import _load
+
+        return AccHostRep(_load(model), resolve_context(accelerator))
+
+    @classmethod
+    def run_model(cls, model: Any, inputs: Any, device: str = "CPU",
+                  **kwargs: Any) -> tuple[np.ndarray, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: Any, inputs: Any, device: str = "CPU",
+                 outputs_info: Sequence[tuple[Any, tuple]] | None = None,
+                 **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """One node as a model: its inputs are the node's inputs, in order."""
+        onnx = require_onnx()
+        from onnx import helper
+
+        values = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
+        names = list(node.input)
+        graph_inputs = [helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype),
+            np.asarray(value).shape) for name, value in zip(names, values) if name]
+        graph_outputs = [helper.make_empty_tensor_value_info(name) for name in node.output
+                         if name]
+        graph = helper.make_graph([node], "run_node", graph_inputs, graph_outputs)
+        opset = kwargs.pop("opset_version", onnx.defs.onnx_opset_version())
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(node.domain or "",
+                                                                            opset)])
+        feed = [np.asarray(value) for name, value in zip(names, values) if name]
+        return cls.prepare(model, device, **kwargs).run(feed)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return str(device).upper().startswith("CPU")
+
+
+class CpuRefBackend(AccHostBackend):
+    """The same backend with the graph on the bundled cpu_ref plugin."""
+
+    accelerator = "cpu_ref"
+
+
+prepare = AccHostBackend.prepare
+run_model = AccHostBackend.run_model
+run_node = AccHostBackend.run_node
+supports_device = AccHostBackend.supports_device

@@ -1,0 +1,335 @@
+"""ONNX ModelProto -> (mx.sym Symbol, arg_params, aux_params).
+
+The walk: initializers and Constant nodes are compile-time constants; graph
+inputs that are not initializers become data variables (with their static
+shapes as ``__shape__`` hints); every node is translated by the table in
+:mod:`acc_host.onnx.translators`. A node whose inputs are all constants is
+evaluated at import time with acc-host's own operators (constant folding),
+so shape computations such as ``Shape -> Gather -> Concat -> Reshape`` of a
+known shape become Reshape attributes. Every unsupported operator of the
+model is reported in one :class:`UnsupportedOnnxOperatorError`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import ndarray as nd
+from .. import symbol as sym_mod
+from ..context import cpu
+from ..errors import AccHostError, UnsupportedOnnxOperatorError
+from ._onnx import require_onnx
+from .translators import TRANSLATORS, Unsupported, translator_for
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass
+class Imported:
+    """What the backend needs beyond (sym, arg_params, aux_params)."""
+
+    symbol: Any
+    arg_params: dict
+    aux_params: dict
+    inputs: list[str]                     # data inputs, in graph order
+    input_shapes: dict[str, tuple | None] = field(default_factory=dict)
+    input_dtypes: dict[str, np.dtype] = field(default_factory=dict)
+    outputs: list[str] = field(default_factory=list)
+    constant_outputs: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+def _load(model: Any) -> Any:
+    onnx = require_onnx()
+    if isinstance(model, (str, os.PathLike)):
+        return onnx.load(os.fspath(model))
+    if isinstance(model, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model))
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"import_model: expected a path or an onnx.ModelProto, got "
+                        f"{type(model).__name__}")
+    return model
+
+
+def _tensor_type(value_info: Any) -> tuple[tuple | None, np.dtype | None]:
+    onnx = require_onnx()
+    if not value_info.type.HasField("tensor_type"):
+        return None, None
+    tensor_type = value_info.type.tensor_type
+    dtype = None
+    if tensor_type.elem_type:
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        except (KeyError, TypeError, ValueError):
+            dtype = None
+    if not tensor_type.HasField("shape"):
+        return None, dtype
+    dims = tuple(d.dim_value if d.HasField("dim_value") else -1
+                 for d in tensor_type.shape.dim)
+    return dims, dtype
+
+
+def opsets_of(model: Any) -> dict[str, int]:
+    opsets = {}
+    for imp in model.opset_import:
+        domain = "" if imp.domain in DEFAULT_DOMAINS else imp.domain
+        opsets[domain] = imp.version
+    return opsets
+
+
+class Context:
+    """State of one import, handed to the translators."""
+
+    def __init__(self, opsets: dict[str, int]) -> None:
+        self.opsets = opsets
+        self.consts: dict[str, np.ndarray] = {}
+        self.symbols: dict[str, Any] = {}
+        self.shapes: dict[str, tuple] = {}
+        self._count = 0
+        self.node_name = "node"
+        self.consumed: set[str] = set()
+        self.dtypes: dict[str, np.dtype] = {}
+
+    def used(self, name: str) -> bool:
+        """Whether a value is read by a node or is a graph output."""
+        return bool(name) and name in self.consumed
+
+    def name(self, hint: str) -> str:
+        self._count += 1
+        return f"{self.node_name}_{hint}{self._count}"
+
+    def op(self, op_name: str, *inputs: Any, **attrs: Any) -> Any:
+        """A node of a host operator."""
+        return sym_mod._create(op_name, inputs, attrs, name=self.name(op_name.strip("_")))
+
+    def is_const(self, name: str) -> bool:
+        return name in self.consts
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.consts.get(name)
+
+    def sym(self, name: str) -> Any:
+        if name in self.symbols:
+            return self.symbols[name]
+        if name in self.consts:
+            self.symbols[name] = sym_mod.Variable(name)
+            return self.symbols[name]
+        raise Unsupported(f"input {name!r} is produced by no node")
+
+    def dtype(self, name: str) -> np.dtype | None:
+        """The dtype of a constant or graph input, when known."""
+        if name in self.consts:
+            return self.consts[name].dtype
+        return self.dtypes.get(name)
+
+    def infer_shape(self, name: str) -> tuple | None:
+        """The shape of a computed value from the shapes known so far (the host's
+        shape inference over the graph translated so far), or None."""
+        symbol = self.symbols.get(name)
+        if symbol is None:
+            return None
+        known = {}
+        for arg in symbol.list_arguments() + symbol.list_auxiliary_states():
+            shape = self.shape(arg)
+            if shape is None:
+                return None
+            known[arg] = shape
+        try:
+            _, out_shapes, _ = symbol.infer_shape_partial(**known)
+        except AccHostError:
+            return None
+        if not out_shapes or out_shapes[0] is None:
+            return None
+        return tuple(int(d) for d in out_shapes[0])
+
+    def shape(self, name: str) -> tuple | None:
+        """Static shape of a value, when known (constants, annotated values)."""
+        if name in self.consts:
+            return tuple(self.consts[name].shape)
+        shape = self.shapes.get(name)
+        if shape is not None and all(d >= 0 for d in shape):
+            return shape
+        return None
+
+
+def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
+                 frozen: dict[str, np.ndarray] | None = None) -> Imported:
+    """The import; shapes overrides the declared shapes of graph inputs and
+    frozen turns graph inputs into constants (the backend specialises a model
+    whose shape-like inputs are data this way)."""
+    onnx = require_onnx()
+    from onnx import numpy_helper
+
+    model = _load(model)
+    graph = model.graph
+    opsets = opsets_of(model)
+    cx = Context(opsets)
+
+    unsupported = []
+    for node in graph.node:
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        opset = opsets.get(domain, 0)
+        entry = translator_for(domain, node.op_type, opset)
+        if entry is None:
+            key = (domain or "ai.onnx", node.op_type, opset)
+            if key not in [u[:3] for u in unsupported]:
+                unsupported.append((*key, "no translation"))
+    if unsupported:
+        _raise(unsupported)
+
+    for init in graph.initializer:
+        cx.consts[init.name] = numpy_helper.to_array(init)
+    for name, value in (frozen or {}).items():
+        cx.consts[name] = np.asarray(value)
+    cx.consumed = {name for node in graph.node for name in node.input if name}
+    cx.consumed.update(value.name for value in graph.output)
+    for init in graph.sparse_initializer:
+        raise UnsupportedOnnxOperatorError(
+            f"ONNX import: sparse initializer {init.values.name!r} is not supported")
+    inputs, input_shapes, input_dtypes = [], {}, {}
+    dtype_problems: list[tuple[str, str, int, str]] = []
+    for value in graph.input:
+        if value.name in cx.consts:
+            continue
+        shape, dtype = _tensor_type(value)
+        if shapes and value.name in shapes:
+            shape = tuple(shapes[value.name])
+        if dtype is None:
+            _raise([("ai.onnx", f"input {value.name} (non-tensor type)", opsets.get("", 0),
+                     "only tensor inputs are supported")])
+        inputs.append(value.name)
+        input_shapes[value.name] = shape
+        input_dtypes[value.name] = dtype
+        cx.dtypes[value.name] = dtype
+        hint = shape if shape is not None and all(d > 0 for d in shape) and shape else None
+        cx.symbols[value.name] = sym_mod.Variable(value.name, shape=hint)
+        if shape is not None:
+            cx.shapes[value.name] = shape
+    for value in list(graph.value_info) + list(graph.output):
+        shape, _ = _tensor_type(value)
+        if shape is not None:
+            cx.shapes.setdefault(value.name, shape)
+
+    if dtype_problems:
+        _raise(dtype_problems)
+    problems = []
+    dynamic: list[str] = []
+    broken: set[str] = set()
+    for index, node in enumerate(graph.node):
+        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+        opset = opsets.get(domain, 0)
+        if any(name in broken for name in node.input if name):
+            broken.update(node.output)
+            continue
+        cx.node_name = f"{node.name or node.op_type}_{index}".replace(" ", "_")
+        attrs = {attr.name: _attr_value(onnx, attr) for attr in node.attribute}
+        fn = translator_for(domain, node.op_type, opset)
+        try:
+            results = fn(cx, node, attrs, list(node.input), opset)
+            _bind_outputs(cx, node, results)
+        except Unsupported as error:
+            problems.append((domain or "ai.onnx", node.op_type, opset, str(error)))
+            if error.dynamic:
+                dynamic.append(error.dynamic)
+            broken.update(node.output)
+    if problems:
+        _raise(problems, dynamic)
+
+    outputs = [value.name for value in graph.output]
+    heads = []
+    constant_outputs = {}
+    for position, name in enumerate(outputs):
+        if name in cx.consts and name not in cx.symbols:
+            constant_outputs[position] = cx.consts[name]
+            heads.append(cx.op("_copy", cx.sym(name)))
+        elif name in inputs:
+            heads.append(cx.op("_copy", cx.sym(name)))
+        else:
+            heads.append(cx.sym(name))
+    symbol = sym_mod.Group(heads)
+    arg_names = set(symbol.list_arguments())
+    aux_names = set(symbol.list_auxiliary_states())
+    arg_params = {name: to_ndarray(value) for name, value in cx.consts.items()
+                  if name in arg_names}
+    aux_params = {name: to_ndarray(value) for name, value in cx.consts.items()
+                  if name in aux_names}
+    return Imported(symbol, arg_params, aux_params, inputs, input_shapes, input_dtypes,
+                    outputs, constant_outputs)
+
+
+def _bind_outputs(cx: Context, node: Any, results: list) -> None:
+    """Records a translator's results: Symbols, or numpy arrays (constants).
+    A node whose inputs are all constants is folded."""
+    names = [name for name in node.output]
+    inputs = [name for name in node.input if name]
+    foldable = bool(inputs) and all(cx.is_const(name) for name in inputs)
+    for position, name in enumerate(names):
+        if not name or position >= len(results):
+            continue
+        value = results[position]
+        if isinstance(value, np.ndarray):
+            cx.consts[name] = value
+        elif foldable:
+            cx.consts[name] = _evaluate(value, cx)
+        else:
+            cx.symbols[name] = value
+
+
+def to_ndarray(value: np.ndarray, ctx: Any = None) -> Any:
+    """An NDArray (on the CPU) holding value, for every dtype ONNX models use
+    (bool and 16-bit integers included, which have no plugin TensorDType)."""
+    value = np.asarray(value)
+    array = nd.zeros(value.shape, ctx or cpu(), value.dtype)
+    array[...] = value
+    return array
+
+
+def _evaluate(symbol: Any, cx: Context) -> np.ndarray:
+    """A symbol over constants, computed on the host CPU path."""
+    args = {name: to_ndarray(cx.consts[name]) for name in symbol.list_arguments()}
+    aux = {name: to_ndarray(cx.consts[name]) for name in symbol.list_auxiliary_states()}
+    executor = symbol.bind(cpu(), args, aux_states=aux, data_names=[])
+    return executor.forward()[0].asnumpy().copy()
+
+
+def _attr_value(onnx: Any, attr: Any) -> Any:
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, onnx.TensorProto):
+        from onnx import numpy_helper
+        return numpy_helper.to_array(value)
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode("utf-8", "replace") for v in value]
+    return value
+
+
+def _raise(problems: list[tuple[str, str, int, str]], dynamic: list[str] | None = None) -> None:
+    lines = [f"  {op} (domain {domain}, opset {opset}): {reason}"
+             for domain, op, opset, reason in problems]
+    error = UnsupportedOnnxOperatorError(
+        f"ONNX import: {len(problems)} unsupported operator(s):\n" + "\n".join(lines),
+        problems)
+    error.dynamic_inputs = list(dynamic or [])
+    raise error
+
+
+def import_model(model: Any) -> tuple[Any, dict, dict]:
+    imported = import_graph(model)
+    return imported.symbol, imported.arg_params, imported.aux_params
+
+
+def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple]]]:
+    model = _load(model)
+    initializers = {init.name for init in model.graph.initializer}
+    return {
+        "input_tensor_data": [(v.name, _tensor_type(v)[0]) for v in model.graph.input
+                              if v.name not in initializers],
+        "output_tensor_data": [(v.name, _tensor_type(v)[0]) for v in model.graph.output],
+    }
+
+
+__all__ = ["import_model", "import_graph", "get_model_metadata", "Imported", "TRANSLATORS"]

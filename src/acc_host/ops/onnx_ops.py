@@ -1,0 +1,1141 @@
+"""Host operators for ONNX semantics that no MXNet 1.x operator has.
+
+The ONNX importer (:mod:`acc_host.onnx`) maps ONNX operators onto MXNet's
+where the semantics agree and onto these ``_onnx_*`` operators where they do
+not (numpy-style broadcasting with ONNX dtypes, boolean comparisons, int64
+indices, ONNX's Slice/Pad/Gather/Reduce conventions, ...). Each one is an
+ordinary registry operator: attributes, shape and dtype inference, and a
+numpy implementation (the CPU path).
+
+Shape inference of most of them evaluates the operator on zero-filled inputs
+of the known shapes (``_probe_shape``): the operators here are cheap and
+their output shapes depend on attributes and input shapes only, never on
+input values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import ShapeError
+from .params import (
+    Attrs,
+    Param,
+    choice,
+    optional,
+    parse_bool,
+    parse_float,
+    parse_int,
+    parse_str,
+    parse_tuple,
+)
+from .registry import OpDef, ShapeUnknownError, register
+
+_ONNX_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
+                "int16", "int32", "int64", "bool")
+
+
+def _parse_onnx_dtype(text: str) -> str:
+    return choice(*_ONNX_DTYPES)(text)
+
+
+def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
+    """Shape inference by running compute on zeros of the input shapes; probe
+    gives per input 'f' (float32, default), 'i' (int64) or 'b' (bool)."""
+    kinds = {"f": np.float32, "i": np.int64, "b": np.bool_}
+
+    def infer(attrs: Attrs, shapes: list) -> tuple[list, list]:
+        for position, shape in enumerate(shapes):
+            if shape is None:
+                raise ShapeUnknownError(f"{name}: the shape of input {position} is unknown")
+        arrays = [np.zeros(shape, kinds[probe[i] if i < len(probe) else "f"])
+                  for i, shape in enumerate(shapes)]
+        try:
+            with np.errstate(all="ignore"):
+                outputs = compute(attrs, arrays)
+        except (ValueError, IndexError, TypeError) as error:
+            raise ShapeError(f"{name}: {error}") from None
+        return list(shapes), [tuple(int(d) for d in np.shape(out)) for out in outputs]
+    return infer
+
+
+def _broadcast_shape(name: str) -> Callable:
+    """Shape inference of numpy-broadcasting element-wise operators."""
+    def infer(attrs: Attrs, shapes: list) -> tuple[list, list]:
+        for position, shape in enumerate(shapes):
+            if shape is None:
+                raise ShapeUnknownError(f"{name}: the shape of input {position} is unknown")
+        try:
+            out = np.broadcast_shapes(*[tuple(shape) for shape in shapes])
+        except ValueError as error:
+            raise ShapeError(f"{name}: {error}") from None
+        return list(shapes), [tuple(int(d) for d in out)]
+    return infer
+
+
+def _dtype_rule(out: Callable[[Attrs, list], Sequence[np.dtype]],
+                needs: Sequence[int] = (0,)) -> Callable:
+    """Dtype inference that leaves the inputs as they are and derives the
+    outputs from the inputs in needs (unknown ones: retried later)."""
+    def infer(attrs: Attrs, dtypes: list) -> tuple[list, list]:
+        for index in needs:
+            if index < len(dtypes) and dtypes[index] is None:
+                raise ShapeUnknownError(f"dtype of input {index} is unknown")
+        return list(dtypes), [np.dtype(d) for d in out(attrs, dtypes)]
+    return infer
+
+
+def _first(attrs: Attrs, dtypes: list) -> list:
+    return [dtypes[0]]
+
+
+def _fixed(dtype: Any) -> Callable:
+    return lambda attrs, dtypes: [np.dtype(dtype)]
+
+
+def _def(name: str, compute: Callable, params: Sequence[Param] = (),
+         arguments: Any = ("data",), outputs: Any = ("output",), probe: str = "",
+         dtype: Callable = _first, needs: Sequence[int] = (0,), doc: str = "",
+         infer_shape: Callable | None = None) -> None:
+    register(OpDef(name=name, compute=compute, params=tuple(params), arguments=arguments,
+                   outputs=outputs,
+                   infer_shape=infer_shape or _probe_shape(name, compute, probe),
+                   infer_type=_dtype_rule(dtype, needs), doc=doc))
+
+
+def _variadic(attrs: Attrs) -> list[str]:
+    return [f"arg{i}" for i in range(attrs.num_args)]
+
+
+_NUM_ARGS = Param("num_args", parse_int, 1)
+
+# ---- element-wise ------------------------------------------------------------------------
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    from math import erf
+    return np.vectorize(erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2).astype(x.dtype)))
+
+
+_UNARY: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
+    "softsign": lambda x, a: x / (1 + np.abs(x)),
+    "softplus": lambda x, a: np.logaddexp(0, x),
+    "selu": lambda x, a: a.gamma * np.where(x > 0, x, a.alpha * (np.exp(x) - 1)),
+    "elu": lambda x, a: np.where(x > 0, x, a.alpha * (np.exp(x) - 1)),
+    "celu": lambda x, a: np.maximum(0, x) + np.minimum(0, a.alpha * (np.exp(x / a.alpha) - 1)),
+    "leaky_relu": lambda x, a: np.where(x >= 0, x, a.alpha * x),
+    "thresholded_relu": lambda x, a: np.where(x > a.alpha, x, 0),
+    "hard_sigmoid": lambda x, a: np.clip(a.alpha * x + a.beta, 0, 1),
+    "hard_swish": lambda x, a: x * np.clip(x / 6 + 0.5, 0, 1),
+    "mish": lambda x, a: x * np.tanh(np.logaddexp(0, x)),
+    "swish": lambda x, a: x / (1 + np.exp(-a.alpha * x)),
+    "gelu": lambda x, a: _gelu(x, a.approximate),
+    "shrink": lambda x, a: np.where(x < -a.alpha, x + a.beta,
+                                    np.where(x > a.alpha, x - a.beta, 0)),
+    "relu": lambda x, a: np.maximum(x, 0),
+    "abs": lambda x, a: np.abs(x),
+    "neg": lambda x, a: np.negative(x),
+    "sign": lambda x, a: np.sign(x),
+    "round": lambda x, a: np.round(x),
+    "sigmoid": lambda x, a: 1 / (1 + np.exp(-x)),
+    "floor": lambda x, a: np.floor(x),
+    "ceil": lambda x, a: np.ceil(x),
+    "reciprocal": lambda x, a: 1 / x,
+    "sqrt": lambda x, a: np.sqrt(x),
+    "exp": lambda x, a: np.exp(x),
+    "log": lambda x, a: np.log(x),
+    "erf": lambda x, a: _erf(x),
+    "bitwise_not": lambda x, a: np.bitwise_not(x),
+    "identity": lambda x, a: x.copy(),
+}
+_BOOL_UNARY: dict[str, Callable[[np.ndarray, Attrs], np.ndarray]] = {
+    "not": lambda x, a: np.logical_not(x),
+    "isnan": lambda x, a: np.isnan(x),
+    "isinf": lambda x, a: (np.isinf(x) & ((x > 0) if a.detect_positive else False))
+    | (np.isinf(x) & ((x < 0) if a.detect_negative else False)),
+}
+
+
+def _unary(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    with np.errstate(all="ignore"):
+        if attrs.fn in _BOOL_UNARY:
+            return [np.asarray(_BOOL_UNARY[attrs.fn](x, attrs), dtype=np.bool_)]
+        return [np.asarray(_UNARY[attrs.fn](x, attrs)).astype(x.dtype, copy=False)]
+
+
+_def("_onnx_unary", _unary,
+     [Param("fn", choice(*_UNARY, *_BOOL_UNARY)), Param("alpha", parse_float, 1.0),
+      Param("beta", parse_float, 0.0), Param("gamma", parse_float, 1.0),
+      Param("approximate", parse_str, "none"),
+      Param("detect_positive", parse_bool, True), Param("detect_negative", parse_bool, True)],
+     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_UNARY else d[0]],
+     infer_shape=_broadcast_shape("_onnx_unary"),
+     doc="ONNX element-wise unary functions (activation functions with ONNX's "
+         "alpha/beta/gamma, predicates returning bool).")
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.issubdtype(a.dtype, np.integer):
+        with np.errstate(all="ignore"):
+            return np.trunc(a.astype(np.float64) / b).astype(a.dtype)
+    return a / b
+
+
+def _fmod(a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray:
+    return np.fmod(a, b) if fmod else np.mod(a, b)
+
+
+_BINARY: dict[str, Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]] = {
+    "add": lambda a, b, t: a + b,
+    "sub": lambda a, b, t: a - b,
+    "mul": lambda a, b, t: a * b,
+    "div": lambda a, b, t: _int_div(a, b),
+    "pow": lambda a, b, t: np.power(a, b.astype(a.dtype) if np.issubdtype(a.dtype, np.floating)
+                                    else b),
+    "mod": lambda a, b, t: _fmod(a, b, t.fmod),
+    "bitshift_left": lambda a, b, t: np.left_shift(a, b),
+    "bitshift_right": lambda a, b, t: np.right_shift(a, b),
+    "bitwise_and": lambda a, b, t: np.bitwise_and(a, b),
+    "bitwise_or": lambda a, b, t: np.bitwise_or(a, b),
+    "bitwise_xor": lambda a, b, t: np.bitwise_xor(a, b),
+    "prelu": lambda a, b, t: np.where(a < 0, a * b, a),
+}
+_BOOL_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "equal": np.equal, "greater": np.greater, "less": np.less,
+    "greater_equal": np.greater_equal, "less_equal": np.less_equal,
+    "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+}
+
+
+def _binary(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    a, b = inputs
+    with np.errstate(all="ignore"):
+        if attrs.fn in _BOOL_BINARY:
+            return [np.asarray(_BOOL_BINARY[attrs.fn](a, b), dtype=np.bool_)]
+        return [np.asarray(_BINARY[attrs.fn](a, b, attrs)).astype(a.dtype, copy=False)]
+
+
+_def("_onnx_binary", _binary,
+     [Param("fn", choice(*_BINARY, *_BOOL_BINARY)), Param("fmod", parse_bool, False)],
+     arguments=("lhs", "rhs"),
+     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_BINARY else d[0]],
+     infer_shape=_broadcast_shape("_onnx_binary"),
+     doc="ONNX binary element-wise operators with numpy broadcasting; comparisons "
+         "and logical operators return bool, integer Div truncates, Pow keeps the "
+         "base's dtype.")
+
+
+def _nary(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    fn = {"sum": np.add, "max": np.maximum, "min": np.minimum, "mean": np.add}[attrs.fn]
+    result = inputs[0]
+    for value in inputs[1:]:
+        result = fn(result, value)
+    if attrs.fn == "mean":
+        result = result / len(inputs)
+    return [np.array(result, dtype=inputs[0].dtype)]
+
+
+_def("_onnx_nary", _nary, [Param("fn", choice("sum", "max", "min", "mean")), _NUM_ARGS],
+     arguments=_variadic, infer_shape=_broadcast_shape("_onnx_nary"),
+     doc="ONNX Sum/Max/Min/Mean over any number of "
+     "broadcast inputs.")
+
+
+def _where(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    cond, x, y = inputs
+    return [np.where(cond.astype(bool), x, y).astype(x.dtype)]
+
+
+_def("_onnx_where", _where, arguments=("condition", "x", "y"), probe="bff",
+     dtype=lambda a, d: [d[1]], needs=(1,), infer_shape=_broadcast_shape("_onnx_where"),
+     doc="numpy-broadcasting Where.")
+
+
+def _clip(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    out = x
+    if attrs.a_min is not None:
+        out = np.maximum(out, np.array(attrs.a_min).astype(x.dtype))
+    if attrs.a_max is not None:
+        out = np.minimum(out, np.array(attrs.a_max).astype(x.dtype))
+    return [np.array(out, dtype=x.dtype)]
+
+
+_def("_onnx_clip", _clip, [Param("a_min", optional(parse_float), None),
+                           Param("a_max", optional(parse_float), None)],
+     doc="Clip with optional bounds (ONNX Clip), for every dtype.")
+
+
+def _cast(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [inputs[0].astype(attrs.dtype)]
+
+
+_def("_onnx_cast", _cast, [Param("dtype", _parse_onnx_dtype)],
+     dtype=lambda a, d: [a.dtype], needs=(), doc="Cast to any ONNX numeric dtype.")
+
+# ---- shape manipulation ------------------------------------------------------------------
+
+
+def _shape(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    shape = np.array(inputs[0].shape, dtype=np.int64)
+    end = attrs.end if attrs.end is not None else len(shape)
+    return [shape[attrs.start:end].copy()]
+
+
+_def("_onnx_shape", _shape, [Param("start", parse_int, 0),
+                             Param("end", optional(parse_int), None)],
+     dtype=_fixed(np.int64), needs=(), doc="The input's shape as int64 (ONNX Shape).")
+_def("_onnx_size", lambda a, i: [np.array(i[0].size, dtype=np.int64)],
+     dtype=_fixed(np.int64), needs=(), doc="The input's element count as int64 scalar.")
+
+
+def _flatten(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = attrs.axis % x.ndim if x.ndim else 0
+    if attrs.axis == x.ndim:
+        axis = x.ndim
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    return [x.reshape(outer, -1) if x.size else x.reshape(outer, int(np.prod(x.shape[axis:])))]
+
+
+_def("_onnx_flatten", _flatten, [Param("axis", parse_int, 1)],
+     doc="ONNX Flatten: 2-D result split at axis.")
+
+
+def _reshape(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    shape = list(attrs.shape)
+    if not attrs.allowzero:
+        shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return [x.reshape(shape)]
+
+
+_def("_onnx_reshape", _reshape, [Param("shape", parse_tuple), Param("allowzero", parse_bool,
+                                                                    False)],
+     doc="ONNX Reshape (0 copies the input extent unless allowzero, -1 is inferred).")
+
+
+def _expand(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    shape = np.broadcast_shapes(x.shape, tuple(attrs.shape))
+    return [np.array(np.broadcast_to(x, shape))]
+
+
+_def("_onnx_expand", _expand, [Param("shape", parse_tuple)],
+     doc="ONNX Expand (bidirectional broadcast to shape).")
+
+
+def _unsqueeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    ndim = x.ndim + len(attrs.axes)
+    axes = sorted(a % ndim for a in attrs.axes)
+    for axis in axes:
+        x = np.expand_dims(x, axis)
+    return [x.copy()]
+
+
+_def("_onnx_unsqueeze", _unsqueeze, [Param("axes", parse_tuple)],
+     doc="ONNX Unsqueeze (several axes of the output).")
+
+
+def _squeeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    if attrs.axes is None:
+        return [np.squeeze(x).copy()]
+    return [np.squeeze(x, axis=tuple(a % x.ndim for a in attrs.axes)).copy()]
+
+
+_def("_onnx_squeeze", _squeeze, [Param("axes", optional(parse_tuple), None)],
+     doc="ONNX Squeeze (all unit axes when axes is None).")
+
+
+def _transpose(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    return [np.ascontiguousarray(np.transpose(x, attrs.perm or None))]
+
+
+_def("_onnx_transpose", _transpose, [Param("perm", parse_tuple, ())],
+     doc="ONNX Transpose (any rank, default reverses the axes).")
+
+
+def _slice(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    index = [slice(None)] * x.ndim
+    axes = attrs.axes or tuple(range(len(attrs.starts)))
+    steps = attrs.steps or (1,) * len(attrs.starts)
+    big = 2 ** 62
+    for start, end, axis, step in zip(attrs.starts, attrs.ends, axes, steps):
+        start = max(min(start, big), -big)
+        end = max(min(end, big), -big)
+        index[axis % x.ndim] = slice(start, end, step)
+    return [x[tuple(index)].copy()]
+
+
+_def("_onnx_slice", _slice, [Param("starts", parse_tuple), Param("ends", parse_tuple),
+                             Param("axes", parse_tuple, ()), Param("steps", parse_tuple, ())],
+     doc="ONNX Slice (negative steps, clamped out-of-range bounds).")
+
+
+def _split(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    if attrs.split:
+        points = np.cumsum(attrs.split)[:-1]
+    else:
+        n = attrs.num_outputs
+        size = -(-x.shape[axis] // n)
+        points = [size * (i + 1) for i in range(n - 1)]
+    return [part.copy() for part in np.split(x, points, axis=axis)]
+
+
+register(OpDef(name="_onnx_split", compute=_split,
+               params=(Param("axis", parse_int, 0), Param("split", parse_tuple, ()),
+                       Param("num_outputs", parse_int, 1)),
+               outputs=lambda a: [f"output{i}" for i in range(len(a.split) or a.num_outputs)],
+               infer_shape=_probe_shape("_onnx_split", _split),
+               infer_type=lambda a, d: (list(d), [d[0] or np.dtype(np.float32)]
+                                        * (len(a.split) or a.num_outputs)),
+               doc="ONNX Split (explicit sizes, or num_outputs with a smaller last part)."))
+
+
+def _concat(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.concatenate(inputs, axis=attrs.axis)]
+
+
+_def("_onnx_concat", _concat, [Param("axis", parse_int), _NUM_ARGS], arguments=_variadic,
+     doc="ONNX Concat (negative axes, empty inputs).")
+
+
+def _pad(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    n = x.ndim
+    pads = list(attrs.pads)
+    axes = attrs.axes or tuple(range(n))
+    width = [(0, 0)] * n
+    for i, axis in enumerate(axes):
+        width[axis % n] = (pads[i], pads[i + len(axes)])
+    # negative pads crop
+    crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(width))
+    x = x[crop]
+    width = [(max(b, 0), max(e, 0)) for b, e in width]
+    if attrs.mode == "constant":
+        return [np.pad(x, width, mode="constant",
+                       constant_values=np.array(attrs.value).astype(x.dtype))]
+    return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+                   [attrs.mode])]
+
+
+_def("_onnx_pad", _pad, [Param("pads", parse_tuple), Param("mode", choice("constant",
+                                                                         "reflect", "edge",
+                                                                         "wrap"), "constant"),
+                         Param("value", parse_float, 0.0), Param("axes", parse_tuple, ())],
+     doc="ONNX Pad: any axes, constant/reflect/edge/wrap, negative pads crop.")
+
+
+def _tile(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.tile(inputs[0], attrs.reps)]
+
+
+_def("_onnx_tile", _tile, [Param("reps", parse_tuple)], doc="ONNX Tile.")
+
+
+def _gather(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, idx = inputs
+    axis = attrs.axis % x.ndim
+    idx = idx.astype(np.int64)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return [np.take(x, idx, axis=axis)]
+
+
+_def("_onnx_gather", _gather, [Param("axis", parse_int, 0)], arguments=("data", "indices"),
+     probe="fi", doc="ONNX Gather (negative indices count from the end).")
+
+
+def _gather_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, idx = inputs
+    axis = attrs.axis % x.ndim
+    idx = idx.astype(np.int64)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    return [np.take_along_axis(x, idx, axis=axis)]
+
+
+_def("_onnx_gather_elements", _gather_elements, [Param("axis", parse_int, 0)],
+     arguments=("data", "indices"), probe="fi", doc="ONNX GatherElements.")
+
+
+def _gather_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, idx = inputs
+    b = attrs.batch_dims
+    idx = idx.astype(np.int64)
+    batch_shape = x.shape[:b]
+    k = idx.shape[-1]
+    out_shape = idx.shape[:-1] + x.shape[b + k:]
+    xs = x.reshape((-1,) + x.shape[b:]) if b else x[None]
+    ids = idx.reshape((int(np.prod(batch_shape, dtype=np.int64)) if b else 1, -1, k))
+    result = [xs[i][tuple(ids[i].T)] for i in range(ids.shape[0])]
+    return [np.array(result).reshape(out_shape).astype(x.dtype)]
+
+
+_def("_onnx_gather_nd", _gather_nd, [Param("batch_dims", parse_int, 0)],
+     arguments=("data", "indices"), probe="fi", doc="ONNX GatherND.")
+
+
+def _scatter_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, idx, upd = inputs
+    out = x.copy()
+    axis = attrs.axis % x.ndim
+    idx = idx.astype(np.int64)
+    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    for pos in np.ndindex(*idx.shape):
+        target = list(pos)
+        target[axis] = idx[pos]
+        target = tuple(target)
+        value = upd[pos]
+        if attrs.reduction == "add":
+            out[target] += value
+        elif attrs.reduction == "mul":
+            out[target] *= value
+        elif attrs.reduction == "max":
+            out[target] = max(out[target], value)
+        elif attrs.reduction == "min":
+            out[target] = min(out[target], value)
+        else:
+            out[target] = value
+    return [out]
+
+
+_def("_onnx_scatter_elements", _scatter_elements,
+     [Param("axis", parse_int, 0), Param("reduction", choice("none", "add", "mul", "max",
+                                                            "min"), "none")],
+     arguments=("data", "indices", "updates"), probe="fif", doc="ONNX ScatterElements.")
+
+
+def _scatter_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, idx, upd = inputs
+    out = x.copy()
+    idx = idx.astype(np.int64)
+    for pos in np.ndindex(*idx.shape[:-1]):
+        target = tuple(idx[pos])
+        if attrs.reduction == "add":
+            out[target] += upd[pos]
+        elif attrs.reduction == "mul":
+            out[target] *= upd[pos]
+        elif attrs.reduction == "max":
+            out[target] = np.maximum(out[target], upd[pos])
+        elif attrs.reduction == "min":
+            out[target] = np.minimum(out[target], upd[pos])
+        else:
+            out[target] = upd[pos]
+    return [out]
+
+
+_def("_onnx_scatter_nd", _scatter_nd,
+     [Param("reduction", choice("none", "add", "mul", "max", "min"), "none")],
+     arguments=("data", "indices", "updates"), probe="fif", doc="ONNX ScatterND.")
+
+
+def _depth_to_space(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    n, c, h, w = x.shape
+    b = attrs.blocksize
+    if attrs.mode == "DCR":
+        y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return [y.reshape(n, c // (b * b), h * b, w * b).copy()]
+
+
+_def("_onnx_depth_to_space", _depth_to_space,
+     [Param("blocksize", parse_int), Param("mode", choice("DCR", "CRD"), "DCR")],
+     doc="ONNX DepthToSpace.")
+
+
+def _space_to_depth(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    n, c, h, w = x.shape
+    b = attrs.blocksize
+    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return [y.reshape(n, c * b * b, h // b, w // b).copy()]
+
+
+_def("_onnx_space_to_depth", _space_to_depth, [Param("blocksize", parse_int)],
+     doc="ONNX SpaceToDepth.")
+
+
+def _trilu(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    return [(np.triu(x, attrs.k) if attrs.upper else np.tril(x, attrs.k)).astype(x.dtype)]
+
+
+_def("_onnx_trilu", _trilu, [Param("upper", parse_bool, True), Param("k", parse_int, 0)],
+     doc="ONNX Trilu.")
+
+
+def _eye_like(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    dtype = attrs.dtype or x.dtype
+    return [np.eye(x.shape[0], x.shape[1], k=attrs.k, dtype=dtype)]
+
+
+_def("_onnx_eye_like", _eye_like, [Param("k", parse_int, 0),
+                                   Param("dtype", optional(_parse_onnx_dtype), None)],
+     dtype=lambda a, d: [a.dtype or d[0]], doc="ONNX EyeLike.")
+
+# ---- reductions, index functions ------------------------------------------------------------
+
+_REDUCE = {
+    "sum": lambda x, ax, k: np.sum(x, axis=ax, keepdims=k),
+    "mean": lambda x, ax, k: np.mean(x, axis=ax, keepdims=k),
+    "max": lambda x, ax, k: np.max(x, axis=ax, keepdims=k),
+    "min": lambda x, ax, k: np.min(x, axis=ax, keepdims=k),
+    "prod": lambda x, ax, k: np.prod(x, axis=ax, keepdims=k),
+    "l1": lambda x, ax, k: np.sum(np.abs(x), axis=ax, keepdims=k),
+    "l2": lambda x, ax, k: np.sqrt(np.sum(np.square(x), axis=ax, keepdims=k)),
+    "log_sum": lambda x, ax, k: np.log(np.sum(x, axis=ax, keepdims=k)),
+    "log_sum_exp": lambda x, ax, k: np.log(np.sum(np.exp(x), axis=ax, keepdims=k)),
+    "sum_square": lambda x, ax, k: np.sum(np.square(x), axis=ax, keepdims=k),
+}
+
+
+def _reduce(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    if not attrs.axes and attrs.noop_with_empty_axes:
+        return [x.copy()]
+    axes = tuple(a % x.ndim for a in attrs.axes) if attrs.axes else None
+    if x.size == 0 and attrs.fn in ("max", "min"):
+        shape = [1 if axes is None or i in axes else d for i, d in enumerate(x.shape)]
+        if not attrs.keepdims:
+            shape = [d for i, d in enumerate(x.shape) if not (axes is None or i in axes)]
+        fill = -np.inf if attrs.fn == "max" else np.inf
+        if x.dtype == np.bool_:
+            fill = attrs.fn == "min"
+        elif np.issubdtype(x.dtype, np.integer):
+            info = np.iinfo(x.dtype)
+            fill = info.min if attrs.fn == "max" else info.max
+        return [np.full(shape, fill, dtype=x.dtype)]
+    with np.errstate(all="ignore"):
+        out = _REDUCE[attrs.fn](x, axes, bool(attrs.keepdims))
+    return [np.asarray(out).astype(x.dtype)]
+
+
+_def("_onnx_reduce", _reduce,
+     [Param("fn", choice(*_REDUCE)), Param("axes", parse_tuple, ()),
+      Param("keepdims", parse_bool, True), Param("noop_with_empty_axes", parse_bool, False)],
+     doc="ONNX ReduceX (empty axes: all, or nothing with noop_with_empty_axes).")
+
+
+def _arg(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    fn = np.argmax if attrs.fn == "max" else np.argmin
+    if attrs.select_last_index:
+        flipped = np.flip(x, axis)
+        out = x.shape[axis] - 1 - fn(flipped, axis=axis)
+    else:
+        out = fn(x, axis=axis)
+    if attrs.keepdims:
+        out = np.expand_dims(out, axis)
+    return [np.asarray(out, dtype=np.int64)]
+
+
+_def("_onnx_arg", _arg, [Param("fn", choice("max", "min")), Param("axis", parse_int, 0),
+                         Param("keepdims", parse_bool, True),
+                         Param("select_last_index", parse_bool, False)],
+     dtype=_fixed(np.int64), needs=(), doc="ONNX ArgMax/ArgMin with int64 indices.")
+
+
+def _cumsum(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    if attrs.reverse:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if attrs.exclusive:
+        out = np.roll(out, 1, axis=axis)
+        index = [slice(None)] * x.ndim
+        index[axis] = 0
+        out[tuple(index)] = 0
+    if attrs.reverse:
+        out = np.flip(out, axis)
+    return [out.copy()]
+
+
+_def("_onnx_cumsum", _cumsum, [Param("axis", parse_int), Param("exclusive", parse_bool, False),
+                               Param("reverse", parse_bool, False)], doc="ONNX CumSum.")
+
+
+def _topk(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    if attrs.largest:
+        key = (np.iinfo(x.dtype).max - x) if np.issubdtype(x.dtype, np.unsignedinteger) else -x
+    else:
+        key = x
+    order = np.argsort(key, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(attrs.k), axis=axis)
+    return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)]
+
+
+register(OpDef(name="_onnx_topk", compute=_topk,
+               params=(Param("k", parse_int), Param("axis", parse_int, -1),
+                       Param("largest", parse_bool, True), Param("sorted", parse_bool, True)),
+               outputs=("values", "indices"), infer_shape=_probe_shape("_onnx_topk", _topk),
+               infer_type=lambda a, d: (list(d), [d[0] or np.dtype(np.float32),
+                                                  np.dtype(np.int64)]),
+               doc="ONNX TopK (ties broken by the lower index)."))
+
+# ---- neural network -------------------------------------------------------------------------
+
+
+def _softmax(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    shape = x.shape
+    if attrs.legacy:  # opset < 13: coerce to 2-D at axis
+        axis = attrs.axis % max(x.ndim, 1)
+        x = x.reshape(int(np.prod(shape[:axis], dtype=np.int64)), -1)
+        axis = 1
+    else:
+        axis = attrs.axis
+    if attrs.fn == "hardmax":
+        out = np.zeros_like(x)
+        np.put_along_axis(out, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)
+    else:
+        shifted = x - np.max(x, axis=axis, keepdims=True)
+        if attrs.fn == "log_softmax":
+            out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+        else:
+            e = np.exp(shifted)
+            out = e / np.sum(e, axis=axis, keepdims=True)
+    return [out.reshape(shape).astype(inputs[0].dtype)]
+
+
+_def("_onnx_softmax", _softmax,
+     [Param("fn", choice("softmax", "log_softmax", "hardmax")), Param("axis", parse_int, -1),
+      Param("legacy", parse_bool, False)],
+     doc="ONNX Softmax/LogSoftmax/Hardmax; legacy: the opset < 13 2-D coercion.")
+
+
+def _gemm(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    a, b = inputs[0], inputs[1]
+    if attrs.trans_a:
+        a = a.T
+    if attrs.trans_b:
+        b = b.T
+    out = attrs.alpha * (a @ b)
+    if len(inputs) > 2:
+        out = out + attrs.beta * inputs[2]
+    return [np.asarray(out, dtype=inputs[0].dtype)]
+
+
+_def("_onnx_gemm", _gemm,
+     [Param("alpha", parse_float, 1.0), Param("beta", parse_float, 1.0),
+      Param("trans_a", parse_bool, False), Param("trans_b", parse_bool, False),
+      Param("has_c", parse_bool, True)],
+     arguments=lambda a: ("a", "b", "c") if a.has_c else ("a", "b"), doc="ONNX Gemm.")
+
+
+def _matmul(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(np.matmul(inputs[0], inputs[1]), dtype=inputs[0].dtype)]
+
+
+_def("_onnx_matmul", _matmul, arguments=("a", "b"), doc="numpy matmul semantics (ONNX "
+     "MatMul).")
+
+
+def _lrn(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    c = x.shape[1]
+    sq = np.square(x)
+    total = np.zeros_like(x)
+    lo, hi = (attrs.size - 1) // 2, attrs.size - 1 - (attrs.size - 1) // 2
+    for i in range(c):
+        start, end = max(0, i - lo), min(c - 1, i + hi) + 1
+        total[:, i] = sq[:, start:end].sum(axis=1)
+    return [(x / (attrs.bias + attrs.alpha / attrs.size * total) ** attrs.beta).astype(x.dtype)]
+
+
+_def("_onnx_lrn", _lrn, [Param("size", parse_int), Param("alpha", parse_float, 1e-4),
+                         Param("beta", parse_float, 0.75), Param("bias", parse_float, 1.0)],
+     doc="ONNX LRN (across channels, window floor((size-1)/2) before and the rest after).")
+
+
+def _mvn(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axes = tuple(attrs.axes)
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return [((x - mean) / (np.sqrt(var) + 1e-9)).astype(x.dtype)]
+
+
+_def("_onnx_mvn", _mvn, [Param("axes", parse_tuple, (0, 2, 3))],
+     doc="ONNX MeanVarianceNormalization.")
+
+
+def _resize_nearest(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Nearest-neighbour resize with asymmetric coordinates and floor
+    (Upsample's semantics)."""
+    x = inputs[0]
+    out = x
+    for axis, scale in enumerate(attrs.scales):
+        n = x.shape[axis]
+        size = int(np.floor(n * scale))
+        idx = np.minimum(np.floor(np.arange(size) / scale).astype(np.int64), n - 1)
+        out = np.take(out, idx, axis=axis)
+    return [out.copy()]
+
+
+_def("_onnx_upsample_nearest", _resize_nearest, [Param("scales", lambda t: tuple(
+    float(v) for v in parse_tuple_float(t)))],
+     doc="ONNX Upsample (nearest, asymmetric coordinates, floor).")
+
+
+def parse_tuple_float(text: str) -> tuple[float, ...]:
+    from .params import parse_float_tuple
+    return parse_float_tuple(text)
+
+
+__all__: list[str] = []
+
+
+# ---- more ONNX operators --------------------------------------------------------------------
+
+_def("_onnx_cast_like", lambda a, i: [i[0].astype(i[1].dtype)], arguments=("data", "like"),
+     dtype=lambda a, d: [d[1]], needs=(1,),
+     doc="ONNX CastLike: data cast to the dtype of like.")
+
+
+def _layer_norm3(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    axes = tuple(range(axis, x.ndim))
+    xf = x.astype(np.float32) if x.dtype != np.float64 else x
+    mean = xf.mean(axis=axes, keepdims=True)
+    var = ((xf - mean) ** 2).mean(axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(var + attrs.eps)
+    out = (xf - mean) * inv
+    if attrs.rms:
+        inv = 1 / np.sqrt((xf ** 2).mean(axis=axes, keepdims=True) + attrs.eps)
+        out = xf * inv
+    out = out * inputs[1]
+    if len(inputs) > 2:
+        out = out + inputs[2]
+    return [out.astype(x.dtype), mean.astype(xf.dtype), inv.astype(xf.dtype)]
+
+
+register(OpDef(name="_onnx_norm", compute=_layer_norm3,
+               params=(Param("axis", parse_int, -1), Param("eps", parse_float, 1e-5),
+                       Param("has_bias", parse_bool, True), Param("rms", parse_bool, False)),
+               arguments=lambda a: ("data", "gamma", "beta") if a.has_bias else ("data",
+                                                                                 "gamma"),
+               outputs=("output", "mean", "inv_std_dev"),
+               infer_shape=_probe_shape("_onnx_norm", _layer_norm3),
+               infer_type=lambda a, d: (list(d), [d[0] or np.dtype(np.float32),
+                                                  np.dtype(np.float64 if d[0] == np.float64
+                                                           else np.float32)] * 1
+                                        + [np.dtype(np.float64 if d[0] == np.float64
+                                                    else np.float32)]),
+               doc="ONNX LayerNormalization (with its Mean and InvStdDev outputs) and "
+                   "RMSNormalization (rms=True) over axes axis..-1."))
+
+
+def _cumprod(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    if attrs.reverse:
+        x = np.flip(x, axis)
+    out = np.cumprod(x, axis=axis, dtype=x.dtype)
+    if attrs.exclusive:
+        out = np.roll(out, 1, axis=axis)
+        index = [slice(None)] * x.ndim
+        index[axis] = 0
+        out[tuple(index)] = 1
+    if attrs.reverse:
+        out = np.flip(out, axis)
+    return [out.copy()]
+
+
+_def("_onnx_cumprod", _cumprod, [Param("axis", parse_int), Param("exclusive", parse_bool,
+                                                                  False),
+                                 Param("reverse", parse_bool, False)], doc="ONNX CumProd.")
+
+
+def _einsum(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(np.einsum(attrs.equation, *inputs), dtype=inputs[0].dtype)]
+
+
+_def("_onnx_einsum", _einsum, [Param("equation", parse_str), _NUM_ARGS], arguments=_variadic,
+     doc="ONNX Einsum.")
+
+
+def _lp_norm(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    if attrs.p == 1:
+        norm = np.sum(np.abs(x), axis=attrs.axis, keepdims=True)
+    else:
+        norm = np.sqrt(np.sum(np.square(x), axis=attrs.axis, keepdims=True))
+    with np.errstate(all="ignore"):
+        return [np.where(norm == 0, 0, x / norm).astype(x.dtype)]
+
+
+_def("_onnx_lp_norm", _lp_norm, [Param("axis", parse_int, -1), Param("p", parse_int, 2)],
+     doc="ONNX LpNormalization (p 1 or 2).")
+
+
+def _one_hot(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    idx, values = inputs
+    depth = attrs.depth
+    idx = idx.astype(np.int64)
+    idx = np.where(idx < 0, idx + depth, idx)
+    hot = (np.arange(depth) == idx[..., None])
+    axis = attrs.axis % (idx.ndim + 1)
+    hot = np.moveaxis(hot, -1, axis)
+    return [np.where(hot, values[1], values[0]).astype(values.dtype)]
+
+
+_def("_onnx_one_hot", _one_hot, [Param("depth", parse_int), Param("axis", parse_int, -1)],
+     arguments=("indices", "values"), probe="if", dtype=lambda a, d: [d[1]], needs=(1,),
+     doc="ONNX OneHot (off/on values from values).")
+
+
+def _nll(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, target = inputs[0], inputs[1].astype(np.int64)
+    weight = inputs[2] if len(inputs) > 2 else None
+    c = x.shape[1]
+    safe = np.where(target == attrs.ignore_index, 0, target)
+    picked = -np.take_along_axis(x, safe[:, None], axis=1)[:, 0]
+    w = np.ones_like(picked) if weight is None else weight[safe].astype(x.dtype)
+    w = np.where(target == attrs.ignore_index, 0, w).astype(x.dtype)
+    loss = picked * w
+    del c
+    if attrs.reduction == "none":
+        return [loss.astype(x.dtype)]
+    if attrs.reduction == "sum":
+        return [np.array(loss.sum(), dtype=x.dtype)]
+    return [np.array(loss.sum() / w.sum(), dtype=x.dtype)]
+
+
+_def("_onnx_nll_loss", _nll,
+     [Param("reduction", choice("none", "sum", "mean"), "mean"),
+      Param("ignore_index", parse_int, -(2 ** 62)), Param("has_weight", parse_bool, False)],
+     arguments=lambda a: ("data", "target", "weight") if a.has_weight else ("data", "target"),
+     probe="fif", doc="ONNX NegativeLogLikelihoodLoss.")
+
+
+def _sce(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    shifted = x - x.max(axis=1, keepdims=True)
+    log_prob = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = _nll(attrs, [log_prob.astype(x.dtype)] + list(inputs[1:]))[0]
+    return [loss, log_prob.astype(x.dtype)]
+
+
+register(OpDef(name="_onnx_softmax_cross_entropy", compute=_sce,
+               params=(Param("reduction", choice("none", "sum", "mean"), "mean"),
+                       Param("ignore_index", parse_int, -(2 ** 62)),
+                       Param("has_weight", parse_bool, False)),
+               arguments=lambda a: ("data", "target", "weight") if a.has_weight
+               else ("data", "target"), outputs=("output", "log_prob"),
+               infer_shape=_probe_shape("_onnx_softmax_cross_entropy", _sce, "fif"),
+               infer_type=lambda a, d: (list(d), [d[0] or np.dtype(np.float32)] * 2),
+               doc="ONNX SoftmaxCrossEntropyLoss (and its log_prob output)."))
+
+
+def _pool(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """ONNX MaxPool / AveragePool / LpPool: dilations, asymmetric pads,
+    ceil_mode (a last window starting in the end padding is dropped)."""
+    x = inputs[0]
+    n = len(attrs.kernel)
+    spatial = x.shape[2:]
+    strides = attrs.stride or (1,) * n
+    dilations = attrs.dilate or (1,) * n
+    pads = attrs.pads or (0,) * (2 * n)
+    out_sizes = []
+    for i in range(n):
+        span = (attrs.kernel[i] - 1) * dilations[i] + 1
+        total = spatial[i] + pads[i] + pads[i + n] - span
+        size = (-(-total // strides[i]) if attrs.ceil_mode else total // strides[i]) + 1
+        if attrs.ceil_mode and (size - 1) * strides[i] >= spatial[i] + pads[i]:
+            size -= 1
+        out_sizes.append(size)
+    fill = -np.inf if attrs.pool_type == "max" else 0.0
+    width = [(0, 0), (0, 0)] + [(pads[i], pads[i + n] + attrs.kernel[i] * dilations[i]
+                                 + strides[i]) for i in range(n)]
+    work = x.astype(np.float64)
+    padded = np.pad(work, width, constant_values=fill)
+    valid = np.pad(np.ones(spatial), width[2:], constant_values=0.0)
+    inside = np.pad(np.ones([spatial[i] + pads[i] + pads[i + n] for i in range(n)]),
+                    [(0, attrs.kernel[i] * dilations[i] + strides[i]) for i in range(n)],
+                    constant_values=0.0)
+    out = np.zeros(x.shape[:2] + tuple(out_sizes))
+    for index in np.ndindex(*out_sizes):
+        sl = tuple(slice(index[i] * strides[i],
+                         index[i] * strides[i] + (attrs.kernel[i] - 1) * dilations[i] + 1,
+                         dilations[i]) for i in range(n))
+        window = padded[(slice(None), slice(None)) + sl]
+        flat = window.reshape(window.shape[:2] + (-1,))
+        if attrs.pool_type == "max":
+            out[(slice(None), slice(None)) + index] = flat.max(axis=-1)
+        elif attrs.pool_type == "lp":
+            out[(slice(None), slice(None)) + index] = np.sum(
+                np.abs(flat) ** attrs.p, axis=-1) ** (1.0 / attrs.p)
+        else:
+            count = (inside[sl] if attrs.count_include_pad else valid[sl]).sum()
+            out[(slice(None), slice(None)) + index] = flat.sum(axis=-1) / max(count, 1)
+    return [out.astype(x.dtype)]
+
+
+_def("_onnx_pool", _pool,
+     [Param("kernel", parse_tuple), Param("pool_type", choice("max", "avg", "lp")),
+      Param("stride", parse_tuple, ()), Param("dilate", parse_tuple, ()),
+      Param("pads", parse_tuple, ()), Param("ceil_mode", parse_bool, False),
+      Param("count_include_pad", parse_bool, False), Param("p", parse_int, 2)],
+     doc="ONNX pooling where MXNet's Pooling differs: dilations, LpPool, ceil_mode "
+         "dropping a last window that starts in the padding.")
+
+
+def _group_norm(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, scale, bias = inputs
+    n, c = x.shape[:2]
+    g = attrs.num_groups
+    xf = x.reshape(n, g, -1).astype(np.float64)
+    mean = xf.mean(axis=-1, keepdims=True)
+    var = xf.var(axis=-1, keepdims=True)
+    y = ((xf - mean) / np.sqrt(var + attrs.eps)).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    return [(y * scale.reshape(shape) + bias.reshape(shape)).astype(x.dtype)]
+
+
+_def("_onnx_group_norm", _group_norm, [Param("num_groups", parse_int),
+                                       Param("eps", parse_float, 1e-5)],
+     arguments=("data", "gamma", "beta"), doc="ONNX GroupNormalization (opset 21 form: "
+     "per-channel scale and bias).")
+
+_def("_onnx_det", lambda a, i: [np.asarray(np.linalg.det(i[0]), dtype=i[0].dtype)],
+     doc="ONNX Det (batched determinant).")
+
+
+def _reverse_sequence(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, lengths = inputs
+    out = x.copy()
+    for b, length in enumerate(lengths.astype(np.int64)):
+        src = [slice(None)] * x.ndim
+        src[attrs.batch_axis] = b
+        src[attrs.time_axis] = slice(0, length)
+        dst = list(src)
+        dst[attrs.time_axis] = slice(length - 1, None, -1) if length else slice(0, 0)
+        out[tuple(src)] = x[tuple(dst)]
+    return [out]
+
+
+_def("_onnx_reverse_sequence", _reverse_sequence,
+     [Param("batch_axis", parse_int, 1), Param("time_axis", parse_int, 0)],
+     arguments=("data", "lengths"), probe="fi", doc="ONNX ReverseSequence.")
+
+
+def _resize_coords(out_size: int, in_size: int, scale: float, mode: str,
+                   roi: tuple[float, float]) -> np.ndarray:
+    x = np.arange(out_size, dtype=np.float64)
+    if mode == "half_pixel":
+        return (x + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        adjustment = out_size / (scale * in_size)
+        center = in_size / 2
+        offset = center * (1 - adjustment)
+        return offset + (x + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (x + 0.5) / scale - 0.5 if out_size > 1 else np.zeros_like(x)
+    if mode == "align_corners":
+        length = in_size * scale  # the unrounded resized length, as the ONNX reference
+        return x * (in_size - 1) / (length - 1) if length > 1 else np.zeros_like(x)
+    if mode == "asymmetric":
+        return x / scale
+    if mode == "tf_crop_and_resize":
+        start, end = roi
+        if out_size > 1:
+            return start * (in_size - 1) + x * (end - start) * (in_size - 1) / (out_size - 1)
+        return np.full_like(x, 0.5 * (start + end) * (in_size - 1))
+    raise ValueError(f"coordinate_transformation_mode {mode!r}")
+
+
+def _cubic_weights(t: np.ndarray, a: float) -> np.ndarray:
+    def kernel(d: np.ndarray) -> np.ndarray:
+        d = np.abs(d)
+        return np.where(d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1,
+                        np.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, 0.0))
+    return np.stack([kernel(t + 1), kernel(t), kernel(1 - t), kernel(2 - t)], axis=-1)
+
+
+def _resize_axis(x: np.ndarray, axis: int, out_size: int, scale: float, attrs: Attrs,
+                 roi: tuple[float, float]) -> np.ndarray:
+    in_size = x.shape[axis]
+    coords = _resize_coords(out_size, in_size, scale, attrs.coordinate_transformation_mode,
+                            roi)
+    outside = (coords < 0) | (coords > in_size - 1)
+    moved = np.moveaxis(x, axis, -1).astype(np.float64)
+    if attrs.mode == "nearest":
+        rounding = {"round_prefer_floor": lambda c: np.where(c % 1 == 0.5, np.floor(c),
+                                                             np.round(c)),
+                    "round_prefer_ceil": lambda c: np.where(c % 1 == 0.5, np.ceil(c),
+                                                            np.round(c)),
+                    "floor": np.floor, "ceil": np.ceil}[attrs.nearest_mode]
+        index = np.clip(rounding(coords).astype(np.int64), 0, in_size - 1)
+        out = moved[..., index]
+    else:
+        base = np.floor(coords).astype(np.int64)
+        t = coords - base
+        if attrs.mode == "linear":
+            offsets = np.array([0, 1])
+            weights = np.stack([1 - t, t], axis=-1)
+        else:
+            offsets = np.array([-1, 0, 1, 2])
+            weights = _cubic_weights(t, attrs.cubic_coeff_a)
+        index = base[:, None] + offsets[None, :]
+        if attrs.exclude_outside:
+            weights = np.where((index < 0) | (index >= in_size), 0.0, weights)
+            weights = weights / weights.sum(axis=-1, keepdims=True)
+        index = np.clip(index, 0, in_size - 1)
+        out = (moved[..., index] * weights).sum(axis=-1)
+    if attrs.coordinate_transformation_mode == "tf_crop_and_resize":
+        out = np.where(outside, attrs.extrapolation_value, out)
+    return np.moveaxis(out, -1, axis)
+
+
+def _resize(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    out = x
+    roi = attrs.roi or (0.0,) * x.ndim + (1.0,) * x.ndim
+    for axis in range(x.ndim):
+        size = attrs.sizes[axis]
+        scale = attrs.scales[axis]
+        if size == x.shape[axis] and scale == 1.0 and \
+                attrs.coordinate_transformation_mode != "tf_crop_and_resize":
+            continue
+        out = _resize_axis(out, axis, size, scale, attrs, (roi[axis], roi[axis + x.ndim]))
+    if np.issubdtype(x.dtype, np.integer):
+        info = np.iinfo(x.dtype)
+        out = np.clip(np.round(out), info.min, info.max)
+    return [np.asarray(out).astype(x.dtype)]
+
+
+_def("_onnx_resize", _resize,
+     [Param("sizes", parse_tuple), Param("scales", lambda t: tuple(parse_tuple_float(t))),
+      Param("mode", choice("nearest", "linear", "cubic"), "nearest"),
+      Param("coordinate_transformation_mode", parse_str, "half_pixel"),
+      Param("nearest_mode", choice("round_prefer_floor", "round_prefer_ceil", "floor",
+                                   "ceil"), "round_prefer_floor"),
+      Param("cubic_coeff_a", parse_float, -0.75), Param("exclude_outside", parse_bool, False),
+      Param("extrapolation_value", parse_float, 0.0),
+      Param("roi", lambda t: tuple(parse_tuple_float(t)), ())],
+     doc="ONNX Resize (nearest/linear/cubic, separable over the axes, every coordinate "
+         "transformation mode; no antialias). sizes and scales are per axis, resolved at "
+         "import time.")
