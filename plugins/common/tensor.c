@@ -127,3 +127,18 @@ int acc_tensor_expect(const MXTensor *tensor, const char *what, int32_t dtype,
   }
   return MX_ACC_OK;
 }
+
+int acc_check_named_tensors(const char *call, const char *const *names,
+                            const MXTensor *tensors, int count) {
+  if (count < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: negative tensor count", call);
+  if (count > 0 && (names == NULL || tensors == NULL)) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: names or tensors is NULL", call);
+  }
+  for (int i = 0; i < count; ++i) {
+    acc_shape shape;
+    if (names[i] == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: name %d is NULL", call, i);
+    int status = acc_tensor_shape(&tensors[i], names[i], &shape);
+    if (status != MX_ACC_OK) return status;
+  }
+  return MX_ACC_OK;
+}

@@ -47,4 +47,11 @@ int acc_tensor_expect_spec(const MXTensor *tensor, const char *what, int32_t dty
 int acc_tensor_expect(const MXTensor *tensor, const char *what, int32_t dtype,
                       const acc_shape *shape);
 
+/* Checks the (names, tensors, count) arguments of an ABI call such as
+ * supportedOps() or loadModel(): count >= 0, both arrays present when count
+ * > 0, every name non-NULL and every descriptor's shape well formed. call
+ * names the function in messages. */
+int acc_check_named_tensors(const char *call, const char *const *names,
+                            const MXTensor *tensors, int count);
+
 #endif /* ACC_COMMON_TENSOR_H_ */

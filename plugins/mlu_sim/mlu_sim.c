@@ -152,21 +152,6 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
 
 /* ---- symbolic execution ------------------------------------------------------------ */
 
-static int check_named_tensors(const char *call, const char *const *names,
-                               const MXTensor *tensors, int count) {
-  if (count < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: negative tensor count", call);
-  if (count > 0 && (names == NULL || tensors == NULL)) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: names or tensors is NULL", call);
-  }
-  for (int i = 0; i < count; ++i) {
-    acc_shape shape;
-    if (names[i] == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: name %d is NULL", call, i);
-    int status = acc_tensor_shape(&tensors[i], names[i], &shape);
-    if (status != MX_ACC_OK) return status;
-  }
-  return MX_ACC_OK;
-}
-
 MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
                                const MXTensor *data, int num_data, int dev_id, int *ids,
                                int ids_capacity, int *num_ids) {
@@ -175,7 +160,7 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
   if (json == NULL || num_ids == NULL || ids_capacity < 0 || (ids_capacity > 0 && ids == NULL)) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: json, ids or num_ids is invalid");
   }
-  int status = check_named_tensors("supportedOps", data_names, data, num_data);
+  int status = acc_check_named_tensors("supportedOps", data_names, data, num_data);
   if (status != MX_ACC_OK) return status;
   return mlu_model_supported(json, mlu_library_instance()->num_cards, ids, ids_capacity, num_ids);
 }
@@ -188,7 +173,7 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   if (model_id == NULL || model_id[0] == '\0' || json == NULL) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "loadModel: model_id or json is NULL or empty");
   }
-  int status = check_named_tensors("loadModel", data_names, data, num_data);
+  int status = acc_check_named_tensors("loadModel", data_names, data, num_data);
   if (status != MX_ACC_OK) return status;
   if (mlu_models_exists(model_id)) {
     return acc_fail(MX_ACC_ERR_STATE, "model \"%s\" is already loaded", model_id);
