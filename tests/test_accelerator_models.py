@@ -30,7 +30,7 @@ def test_proposal_example_on_cpu_ref(name: str) -> None:
     ctx_list = [mx.acc(i) for i in mx.test_utils.list_acc(mx.acc())]
     assert ctx_list[0] == ctx
     sym, arg_params, aux_params = mx.model.load_checkpoint(str(folder / "model"), 0)
-    mod = mx.mod.Module(symbol=sym, context=ctx, label_names=None)
+    mod = mx.mod.Module(symbol=sym, context=ctx)
     mod.bind(data_shapes=[("data", image.shape)], label_shapes=mod._label_shapes)
     mod.set_params(arg_params, aux_params, allow_missing=True)
     mx_img = mx.nd.array(image, ctx=ctx)
