@@ -588,3 +588,60 @@ def test_number_of_cards_comes_from_the_environment(cards: str, expected: str) -
                             env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == expected
+
+
+def _resnet18_style(widths: tuple[int, ...] = (16, 32, 64, 128)) -> Any:
+    """ResNet-18's layout (a 7x7 stem, four stages of two basic blocks with
+    projection shortcuts where the shape changes, global pooling, a
+    classifier) at reduced widths so that the test stays fast."""
+    def conv_bn(x: Any, name: str, channels: int, kernel: int, stride: int,
+                relu: bool) -> Any:
+        x = mx.sym.Convolution(x, num_filter=channels, kernel=(kernel, kernel),
+                               stride=(stride, stride), pad=(kernel // 2, kernel // 2),
+                               no_bias=True, name=f"{name}_conv")
+        x = mx.sym.BatchNorm(x, fix_gamma=False, name=f"{name}_bn")
+        return mx.sym.Activation(x, act_type="relu", name=f"{name}_relu") if relu else x
+
+    x = conv_bn(mx.sym.Variable("data"), "stem", widths[0], 7, 2, True)
+    x = mx.sym.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max",
+                       name="stem_pool")
+    channels = widths[0]
+    for stage, width in enumerate(widths):
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            name = f"s{stage}b{block}"
+            y = conv_bn(x, f"{name}_a", width, 3, stride, True)
+            y = conv_bn(y, f"{name}_b", width, 3, 1, False)
+            shortcut = x if stride == 1 and channels == width else \
+                conv_bn(x, f"{name}_proj", width, 1, stride, False)
+            x = mx.sym.Activation(mx.sym.elemwise_add(y, shortcut, name=f"{name}_add"),
+                                  act_type="relu", name=f"{name}_out")
+            channels = width
+    x = mx.sym.Pooling(x, global_pool=True, pool_type="avg", kernel=(1, 1), name="gap")
+    x = mx.sym.FullyConnected(mx.sym.Flatten(x, name="flat"), num_hidden=10, name="fc")
+    return mx.sym.softmax(x, name="prob")
+
+
+def test_fused_resnet18_style_needs_three_times_fewer_cycles(mlu: Any) -> None:
+    symbol, shape = _resnet18_style(), (1, 3, 64, 64)
+    weights = _weights(symbol, shape, seed=3)
+    image = np.random.default_rng(4).standard_normal(shape).astype(F32)
+    graph = annotate_symbol(symbol, {"data": shape}, weights=list(weights), dev_id=1)
+    ctx = mx.mlu(1)
+    with LoadedModel(mlu, graph, weights, 1) as model:
+        ctx.configure(reset_stats=1)
+        start = time.perf_counter()
+        fused_out = model.infer({"data": image})["prob_output"]
+        fused_wall = time.perf_counter() - start
+        fused = _stats(1)
+    ctx.configure(reset_stats=1)
+    start = time.perf_counter()
+    (imperative_out,) = run_graph(mlu, graph, {"data": image, **weights}, 1)
+    imperative_wall = time.perf_counter() - start
+    imperative = _stats(1)
+    np.testing.assert_allclose(fused_out, imperative_out, rtol=1e-4, atol=1e-6)
+    ratios = {key: imperative[key] / fused[key] for key in ("sim_cycles", "launches", "dram_bytes")}
+    print(f"\nimperative / fused on the ResNet-18-style network: {ratios}; host wall "
+          f"{imperative_wall * 1e3:.1f} ms / {fused_wall * 1e3:.1f} ms")
+    assert ratios["sim_cycles"] >= 3, ratios
+    assert ratios["launches"] > 3 and ratios["dram_bytes"] > 1
