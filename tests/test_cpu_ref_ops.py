@@ -24,8 +24,8 @@ from cpu_ref_cases import CASES, REJECTED, Case, RejectedCase, case_id
 
 import acc_host as mx
 from acc_host import ops
-from acc_host.errors import OperatorError, ShapeError
 from acc_host.annotate import annotate_symbol, output_name
+from acc_host.errors import OperatorError, ShapeError
 from acc_host.imperative import Executor
 from acc_host.memory import DeviceBuffer
 from acc_host.operator_versions import op_version
@@ -234,7 +234,8 @@ def test_rejects_what_the_registry_rejects(library, case: RejectedCase) -> None:
 # accepts and cpu_ref does not implement: declined, so that the host runs
 # them on the CPU.
 F64, I8, I32 = np.float64, np.int8, np.int32
-DECLINED: list[tuple[str, dict, list[tuple[tuple[int, ...], Any]], list[tuple[tuple[int, ...], Any]]]] = [
+Specs = list[tuple[tuple[int, ...], Any]]
+DECLINED: list[tuple[str, dict, Specs, Specs]] = [
     ("Activation", {"act_type": "relu"}, [((2, 3), F64)], [((2, 3), F64)]),
     ("Convolution", {"kernel": (1,), "num_filter": 1, "no_bias": True},
      [((1, 1, 3), I8), ((1, 1, 1), I8)], [((1, 1, 3), I8)]),

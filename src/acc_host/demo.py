@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from pathlib import Path
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,8 +22,8 @@ import numpy as np
 from . import symbol as sym
 from .annotate import annotate_symbol
 from .context import Context, cpu
-from .model import load_checkpoint
 from .imperative import run_graph as run_imperative
+from .model import load_checkpoint
 from .registry import get_library, libraries
 from .symbol import Symbol
 from .symbolic import LoadedModel
@@ -119,7 +119,7 @@ def real_model(name: str = "squeezenet1_1", repeat: int = 5) -> bool:
         if ctx.library is not None and ctx.library.name == "mlu":
             ctx.configure(reset_stats=1)
         output = exe.forward(data=image)[0].asnumpy()
-        ms = _median_ms(lambda: exe.forward(data=image), repeat)
+        ms = _median_ms(lambda exe=exe: exe.forward(data=image), repeat)
         good = bool(np.allclose(output, expected, rtol=RTOL, atol=ATOL))
         ok &= good
         placement = list(exe.placement().values())

@@ -2,9 +2,10 @@
 
 Two places are searched, in this order: the plugins bundled with the
 installed package (unless ``MXNET_ACC_BUNDLED=0``), and every shared library
-in the directory named by the ``MXNET_ACC_LIBRARIES`` environment variable. A library that fails to load is
-reported with an :class:`AccLibraryWarning` naming the file and the reason;
-the import itself never fails because of one.
+in the directory named by the ``MXNET_ACC_LIBRARIES`` environment variable.
+A library that fails to load is reported with an :class:`AccLibraryWarning`
+naming the file and the reason; the import itself never fails because of
+one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from .errors import AccHostError
 from .library import AccLibrary
 from .registry import register
 
-__all__ = ["ENV_VAR", "BUNDLED_ENV_VAR", "AccLibraryWarning", "Found", "bundled_dir", "library_files", "discover",
+__all__ = ["ENV_VAR", "BUNDLED_ENV_VAR", "AccLibraryWarning", "Found", "bundled_dir",
+           "library_files", "discover",
            "report"]
 
 ENV_VAR = "MXNET_ACC_LIBRARIES"

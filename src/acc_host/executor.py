@@ -11,24 +11,23 @@ peak next to what keeping every intermediate would cost.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-import json
-
 from .annotate import annotate_symbol
 from .context import Context
-from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError
+from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
 from .graph import Graph
 from .ndarray import NDArray, zeros
 from .ops.params import Attrs
 from .ops.registry import OpDef
-from .partition import Partition, partition_graph
+from .partition import Partition, offerable_region, partition_graph, region_graph
 from .subgraph import SubgraphOperator, Value, to_host
-from .tensor import TensorSpec
+from .tensor import TensorSpec, dtype_code
 
 __all__ = ["Executor"]
 
@@ -56,6 +55,17 @@ def _by_name(names: list[str], values: Mapping[str, Any] | Sequence[Any] | None,
     if len(values) != len(names):
         raise GraphError(f"{len(values)} {what} given for {len(names)} ({', '.join(names)})")
     return dict(zip(names, values))
+
+
+def _has_dtype_code(dtype: Any) -> bool:
+    """Whether the ABI has a TensorDType for dtype."""
+    if dtype is None:
+        return False
+    try:
+        dtype_code(dtype)
+    except TensorError:
+        return False
+    return True
 
 
 def _stored(array: NDArray) -> Value:
@@ -183,14 +193,32 @@ class Executor:
         weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
         shapes = {name: array.shape for name, array in {**self.arg_dict, **self.aux_dict}.items()}
         dtypes = {name: array.dtype for name, array in {**self.arg_dict, **self.aux_dict}.items()}
-        annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
         data = {name: TensorSpec(self.arg_dict[name].shape, self.arg_dict[name].dtype)
-                for name in self.data_names}
-        ids = library.supported_ops(json.dumps(annotated), data, len(graph.nodes), dev_id)
-        variables = [k for k in ids if graph.nodes[k].is_variable]
-        if variables:
+                for name in self.data_names if _has_dtype_code(self.arg_dict[name].dtype)}
+        region = offerable_region(graph, self._dtypes, _has_dtype_code)
+        operators = sum(1 for node in graph.nodes if not node.is_variable)
+        variables_ok = all(_has_dtype_code(self._dtypes[graph.entry_start[k]])
+                           for k, node in enumerate(graph.nodes) if node.is_variable)
+        if len(region) == operators and variables_ok:
+            annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
+            ids = library.supported_ops(json.dumps(annotated), data, len(graph.nodes), dev_id)
+            listed = [k for k in ids if graph.nodes[k].is_variable]
+        elif region:
+            # Some values have dtypes the ABI cannot describe: offer the
+            # plugin only the region around them.
+            annotated, to_graph = region_graph(graph, region, self._shapes, self._dtypes,
+                                               weights, dev_id)
+            names = {node["name"] for node in annotated["nodes"] if node["op"] == "null"}
+            local = library.supported_ops(json.dumps(annotated),
+                                          {k: v for k, v in data.items() if k in names},
+                                          len(annotated["nodes"]), dev_id)
+            listed = [k for k in local if k not in to_graph]
+            ids = [to_graph[k] for k in local if k in to_graph]
+        else:
+            ids, listed = [], []
+        if listed:
             raise PluginContractError(
-                f"{library.name}: supportedOps() listed variable nodes {variables}; only "
+                f"{library.name}: supportedOps() listed variable nodes {listed}; only "
                 "operator nodes may be listed")
         return partition_graph(graph, library.name, lambda _: ids, [dev_id], self._shapes,
                                self._dtypes, weights)

@@ -26,7 +26,7 @@ from . import ndarray_format
 from .context import Context, cpu, current_context
 from .errors import ContextError, InvalidArgumentError, OperatorError, TensorError
 from .ops import registry
-from .tensor import TensorSpec
+from .tensor import TensorSpec, dtype_code
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "from_dlpack",
            "save", "load", "waitall", "concatenate"]
@@ -52,8 +52,17 @@ def _device_buffer(ctx: Context, spec: TensorSpec) -> Any:
     return DeviceBuffer(ctx.library, ctx.device_id, spec)
 
 
-def _uses_device_memory(ctx: Context) -> bool:
-    return ctx.library is not None and ctx.library.supports_imperative
+def _uses_device_memory(ctx: Context, dtype: Any = None) -> bool:
+    """Whether arrays of dtype on ctx live in the plugin's memory: when it
+    manages memory and the ABI can describe the dtype (other dtypes, such as
+    bool, stay in host memory on any context)."""
+    if ctx.library is None or not ctx.library.supports_imperative:
+        return False
+    try:
+        dtype_code(dtype if dtype is not None else np.float32)
+    except TensorError:
+        return False
+    return True
 
 
 class NDArray:
@@ -66,7 +75,7 @@ class NDArray:
     def __init__(self, source: np.ndarray, ctx: Context | None = None) -> None:
         """Wraps source (taken over, not copied) on ctx."""
         self._ctx = ctx or cpu()
-        if _uses_device_memory(self._ctx):
+        if _uses_device_memory(self._ctx, source.dtype):
             buffer = _device_buffer(self._ctx, TensorSpec.of(source))
             buffer.copy_from_host(source)
             self._storage = _Storage(None, buffer)

@@ -36,7 +36,8 @@ from .annotate import annotate, output_name
 from .graph import Graph
 from .tensor import TensorSpec
 
-__all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph"]
+__all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph",
+           "offerable_region", "region_graph"]
 
 CPU = 0
 
@@ -193,6 +194,35 @@ def _unique(name: str, taken: set[str]) -> str:
     while candidate in taken:
         candidate, suffix = f"{name}_{suffix}", suffix + 1
     return candidate
+
+
+def offerable_region(graph: Graph, dtypes: Sequence[Any],
+                     has_code: Callable[[Any], bool]) -> list[int]:
+    """Operator nodes whose inputs and outputs all have dtypes the ABI can
+    describe (has_code): the only nodes a plugin can be offered. The rest
+    stay on the CPU whatever the plugin supports."""
+    region = []
+    for k, node in enumerate(graph.nodes):
+        if node.is_variable:
+            continue
+        entries = [*graph.input_entries(k), *_node_entries(graph, k)]
+        if all(dtypes[entry] is not None and has_code(dtypes[entry]) for entry in entries):
+            region.append(k)
+    return region
+
+
+def region_graph(graph: Graph, region: Sequence[int], shapes: Sequence[Any],
+                 dtypes: Sequence[Any], weight_names: frozenset[str],
+                 dev_id: int) -> tuple[dict[str, Any], dict[int, int]]:
+    """The annotated graph of region alone (inputs from outside it become
+    variables) and the map from its operator node ids to graph's."""
+    seg = Segment(1, tuple(region))
+    rest = Segment(CPU, tuple(k for k, node in enumerate(graph.nodes)
+                              if not node.is_variable and k not in set(region)))
+    spec = extract(graph, seg, 0, shapes, dtypes, weight_names,
+                   _leaving_entries(graph, [seg, rest]), dev_id)
+    operator_ids = [i for i, node in enumerate(spec.graph["nodes"]) if node["op"] != "null"]
+    return spec.graph, dict(zip(operator_ids, region))
 
 
 # ---- the whole partition ----------------------------------------------------------------
