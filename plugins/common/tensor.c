@@ -142,3 +142,39 @@ int acc_check_named_tensors(const char *call, const char *const *names,
   }
   return MX_ACC_OK;
 }
+
+int acc_match_outputs(const acc_graph *graph, const char *const *head_names,
+                      const char *const *out_names, const MXTensor *out_data, int num_out,
+                      size_t *head_of_output) {
+  size_t num_heads = graph->num_heads;
+  if (num_out < 0 || (size_t)num_out != num_heads) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: %d outputs given, the model has %zu",
+                    num_out, num_heads);
+  }
+  for (int i = 0; i < num_out; ++i) {
+    if (out_names[i] == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: output name NULL");
+    size_t head = num_heads;
+    for (size_t h = 0; h < num_heads; ++h) {
+      if (strcmp(head_names[h], out_names[i]) == 0) head = h;
+    }
+    if (head == num_heads) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: \"%s\" is not an output of the model "
+                      "(the first is \"%s\")", out_names[i], head_names[0]);
+    }
+    for (int j = 0; j < i; ++j) {
+      if (head_of_output[j] == head) {
+        return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: output \"%s\" is given twice",
+                        out_names[i]);
+      }
+    }
+    head_of_output[i] = head;
+    acc_entry entry = graph->heads[head];
+    const acc_node *node = &graph->nodes[entry.node];
+    char what[1024];
+    snprintf(what, sizeof what, "infer: output \"%s\"", out_names[i]);
+    int status = acc_tensor_expect(&out_data[i], what, node->out_dtypes[entry.index],
+                                   &node->out_shapes[entry.index]);
+    if (status != MX_ACC_OK) return status;
+  }
+  return MX_ACC_OK;
+}

@@ -54,4 +54,14 @@ int acc_tensor_expect(const MXTensor *tensor, const char *what, int32_t dtype,
 int acc_check_named_tensors(const char *call, const char *const *names,
                             const MXTensor *tensors, int count);
 
+/* For infer(): maps each requested output name to the head of graph with
+ * that name (head_names holds acc_graph_output_name() of every head), every
+ * head exactly once, and checks each descriptor against its head's
+ * annotated dtype and shape. head_of_output (num_out entries, out) receives
+ * the head index of each output. Where the data lives is the plugin's to
+ * check. */
+int acc_match_outputs(const acc_graph *graph, const char *const *head_names,
+                      const char *const *out_names, const MXTensor *out_data, int num_out,
+                      size_t *head_of_output);
+
 #endif /* ACC_COMMON_TENSOR_H_ */

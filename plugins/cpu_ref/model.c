@@ -308,43 +308,20 @@ static void unbind_inputs(cr_model *model) {
   }
 }
 
-/* Maps each requested output to its head; every head exactly once. */
+/* Maps each requested output to its head (every head exactly once) and
+ * checks where its buffer lives. */
 static int match_outputs(const cr_model *model, const char *const *out_names,
                          const MXTensor *out_data, int num_out, size_t *head_of_output) {
-  size_t num_heads = model->graph->num_heads;
-  if ((size_t)num_out != num_heads) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: %d outputs given, the model has %zu",
-                    num_out, num_heads);
-  }
-  for (int i = 0; i < num_out; ++i) {
-    if (out_names[i] == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: output name NULL");
-    size_t head = num_heads;
-    for (size_t h = 0; h < num_heads; ++h) {
-      if (strcmp(model->head_names[h], out_names[i]) == 0) head = h;
-    }
-    if (head == num_heads) {
-      return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: \"%s\" is not an output of the model "
-                      "(the first is \"%s\")", out_names[i], model->head_names[0]);
-    }
-    for (int j = 0; j < i; ++j) {
-      if (head_of_output[j] == head) {
-        return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: output \"%s\" is given twice",
-                        out_names[i]);
-      }
-    }
-    head_of_output[i] = head;
-    acc_entry entry = model->graph->heads[head];
-    const acc_node *node = &model->graph->nodes[entry.node];
+  int status = acc_match_outputs(model->graph, (const char *const *)model->head_names, out_names,
+                                 out_data, num_out, head_of_output);
+  for (int i = 0; i < num_out && status == MX_ACC_OK; ++i) {
+    acc_entry entry = model->graph->heads[head_of_output[i]];
     char what[kNameSize];
     snprintf(what, sizeof what, "infer: output \"%s\"", out_names[i]);
-    int status = acc_tensor_expect(&out_data[i], what, node->out_dtypes[entry.index],
-                                   &node->out_shapes[entry.index]);
-    if (status != MX_ACC_OK) return status;
-    size_t bytes = entry_bytes(model, entry.node, entry.index);
-    status = cr_check_data(model->dev_id, &out_data[i], bytes, what);
-    if (status != MX_ACC_OK) return status;
+    status = cr_check_data(model->dev_id, &out_data[i], entry_bytes(model, entry.node,
+                                                                    entry.index), what);
   }
-  return MX_ACC_OK;
+  return status;
 }
 
 int cr_model_infer(cr_model *model, const char *const *in_names, const char *const *out_names,

@@ -18,54 +18,9 @@
 
 #include "mxnet_acc.h"
 
-static int passed, failed;
+#include "cpu_ref_fixture.h"
 
-#define CHECK(condition)                                                     \
-  do {                                                                       \
-    if (condition) {                                                         \
-      ++passed;                                                              \
-    } else {                                                                 \
-      ++failed;                                                              \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, \
-              __LINE__, #condition, accGetLastError());                      \
-    }                                                                        \
-  } while (0)
-
-#define NODE(op, name, attrs, inputs) \
-  "{\"op\":\"" op "\",\"name\":\"" name "\",\"attrs\":{" attrs "},\"inputs\":[" inputs "]}"
-#define OUT(shape) "\"__out_shapes__\":\"[" shape "]\",\"__out_dtypes__\":\"[0]\""
-#define VAR(name, shape, kind) NODE("null", name, OUT(shape) ",\"__kind__\":\"" kind "\"", "")
-
-/* data -> Convolution -> relu -> max Pooling -> Flatten -> FullyConnected -> softmax */
-static const char kGraph[] =
-    "{\"nodes\":["
-    VAR("data", "[1,2,5,5]", "data") ","
-    VAR("conv_w", "[3,2,3,3]", "weight") ","
-    VAR("conv_b", "[3]", "weight") ","
-    NODE("Convolution", "conv", OUT("[1,3,5,5]") ",\"kernel\":\"(3, 3)\",\"pad\":\"(1, 1)\","
-         "\"num_filter\":\"3\"", "[0,0,0],[1,0,0],[2,0,0]") ","
-    NODE("Activation", "relu", OUT("[1,3,5,5]") ",\"act_type\":\"relu\"", "[3,0,0]") ","
-    NODE("Pooling", "pool", OUT("[1,3,2,2]") ",\"kernel\":\"(2, 2)\",\"stride\":\"(2, 2)\"",
-         "[4,0,0]") ","
-    NODE("Flatten", "flat", OUT("[1,12]"), "[5,0,0]") ","
-    VAR("fc_w", "[4,12]", "weight") ","
-    VAR("fc_b", "[4]", "weight") ","
-    NODE("FullyConnected", "fc", OUT("[1,4]") ",\"num_hidden\":\"4\"",
-         "[6,0,0],[7,0,0],[8,0,0]") ","
-    NODE("softmax", "prob", OUT("[1,4]"), "[9,0,0]")
-    "],\"arg_nodes\":[0,1,2,7,8],\"heads\":[[10,0,0]]}";
-
-static float data[50], conv_w[54], conv_b[3], fc_w[48], fc_b[4];
 static const uint64_t kDataShape[] = {1, 2, 5, 5}, kFcBShape[] = {4};
-
-static MXTensor host_tensor(void *values, const uint64_t *shape, uint64_t ndim) {
-  MXTensor tensor = {values, shape, ndim, kFloat32, 0, NULL, MX_ACC_HOST_DEVICE};
-  return tensor;
-}
-
-static void fill(float *values, int count, float scale) {
-  for (int i = 0; i < count; ++i) values[i] = scale * (float)((i * 7919) % 23 - 11) / 11.0f;
-}
 
 static int load(const char *id) {
   static const uint64_t conv_w_shape[] = {3, 2, 3, 3}, conv_b_shape[] = {3},
