@@ -228,6 +228,14 @@ class CpuRefBackend(AccHostBackend):
     accelerator = "cpu_ref"
 
 
+class MluBackend(AccHostBackend):
+    """The same backend with the graph on the bundled mlu_sim plugin (the
+    simulated MLU supports a subset of the operators; the rest falls back to
+    the host CPU path)."""
+
+    accelerator = "mlu"
+
+
 prepare = AccHostBackend.prepare
 run_model = AccHostBackend.run_model
 run_node = AccHostBackend.run_node

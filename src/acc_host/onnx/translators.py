@@ -801,8 +801,17 @@ def _unsqueeze(cx, node, attrs, inputs, opset):
 
 @onnx_op("Concat")
 def _concat(cx, node, attrs, inputs, opset):
-    syms = [cx.sym(name) for name in inputs if name]
-    return [cx.op("_onnx_concat", *syms, axis=attrs.get("axis", 1), num_args=len(syms))]
+    names = [name for name in inputs if name]
+    syms = [cx.sym(name) for name in names]
+    axis = attrs.get("axis", 1)
+    # MXNet's Concat (which accelerators know) when every input's shape is
+    # known and non-empty; otherwise the host operator, which also takes
+    # empty inputs and needs no rank to resolve a negative axis.
+    shapes = [cx.shape(name) or cx.infer_shape(name) for name in names]
+    if shapes and all(shape and len(shape) == len(shapes[0]) and 0 not in shape
+                      for shape in shapes):
+        return [cx.op("Concat", *syms, dim=axis % len(shapes[0]), num_args=len(syms))]
+    return [cx.op("_onnx_concat", *syms, axis=axis, num_args=len(syms))]
 
 
 @onnx_op("Split")
