@@ -314,6 +314,55 @@ def test_real_model_runs_partitioned_on_mlu(name: str) -> None:
     exe.close()
 
 
+def _float16_model(name: str) -> tuple[Any, dict[str, Any]]:
+    """The model cast to float16 the way MXNet's AMP casts one: every
+    parameter in float16 but batch norm's (float32, as MXNet's BatchNorm
+    wants for float16 data), Embedding computing in float16, and the
+    parameters' float32 "__dtype__" hints dropped."""
+    sym, _, _ = mx.model.load_checkpoint(str(MODELS / name / "model"), 0)
+    graph = json.loads(sym.tojson())
+    for node in graph["nodes"]:
+        node.get("attrs", {}).pop("__dtype__", None)
+        if node["op"] == "Embedding":
+            node["attrs"]["dtype"] = "float16"
+    batch_norm = {graph["nodes"][entry[0]]["name"] for node in graph["nodes"]
+                  if node["op"] == "BatchNorm" for entry in node["inputs"][1:]}
+    sym = mx.sym.load_json(json.dumps(graph))
+    types = {key: F32 if key in batch_norm else F16
+             for key in sym.list_arguments() + sym.list_auxiliary_states()}
+    return sym, types
+
+
+@pytest.mark.parametrize("name", ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc",
+                                  "transformer_enc_mxcodes"])
+def test_real_model_in_float16_stays_close_to_mxnet(name: str) -> None:
+    """float16 bound (docs/mlu_sim.md, Numerics): every output within
+    5e-3 of its largest magnitude of MXNet's float32 output (measured: at
+    most 8e-4), and the same top class."""
+    folder = MODELS / name
+    data = np.load(folder / "input_0.npy")
+    expected = [np.load(path) for path in sorted(folder.glob("expected_*.npy"))]
+    _, arg_params, aux_params = mx.model.load_checkpoint(str(folder / "model"), 0)
+    sym, types = _float16_model(name)
+    token_ids = name.startswith("transformer")
+    types["data"] = data.dtype if token_ids else F16
+    exe = sym.simple_bind(mx.mlu(0), data=data.shape, type_dict=types)
+    for key, value in {**arg_params, **aux_params}.items():
+        target = exe.arg_dict[key] if key in exe.arg_dict else exe.aux_dict[key]
+        target[:] = value.asnumpy().astype(target.dtype)
+    outputs = exe.forward(data=data if token_ids else data.astype(F16))
+    on_mlu = [node for node, ctx in exe.placement().items() if ctx == "mlu(0)"]
+    assert on_mlu
+    for output, reference in zip(outputs, expected):
+        assert output.dtype == F16
+        values = output.asnumpy().astype(F32)
+        scale = np.abs(reference).max()
+        assert np.abs(values - reference).max() <= 5e-3 * scale, name
+        assert np.array_equal(values.reshape(len(values), -1).argmax(1),
+                              reference.reshape(len(reference), -1).argmax(1))
+    exe.close()
+
+
 # ---- fused versus imperative ---------------------------------------------------------------------
 
 
