@@ -28,6 +28,7 @@ __all__ = [
     "OperatorError",
     "UnknownOperatorError",
     "UnsupportedOnnxOperatorError",
+    "UnsupportedOnnxExportError",
     "ShapeError",
     "GraphError",
     "ModelFileError",
@@ -158,6 +159,16 @@ class UnsupportedOnnxOperatorError(OperatorError):
     """An ONNX model uses operators (or operator forms) the importer cannot
     translate. ``unsupported`` lists every one of them at once, as
     ``(domain, op_type, opset, reason)`` tuples."""
+
+    def __init__(self, message: str, unsupported: list | None = None) -> None:
+        super().__init__(message)
+        self.unsupported = list(unsupported or [])
+
+
+class UnsupportedOnnxExportError(OperatorError):
+    """A symbol uses operators (or operator forms) ``mx.onnx.export_model``
+    cannot write as ONNX. ``unsupported`` lists every one of them at once, as
+    ``(node_name, operator, reason)`` tuples."""
 
     def __init__(self, message: str, unsupported: list | None = None) -> None:
         super().__init__(message)

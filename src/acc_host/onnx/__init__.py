@@ -1,4 +1,5 @@
-"""ONNX models on acc-host: ``mx.onnx.import_model`` and an ONNX backend.
+"""ONNX models on acc-host: ``mx.onnx.import_model``, ``mx.onnx.export_model``
+and an ONNX backend.
 
 Importing this package is cheap: the ``onnx`` pip package is imported only
 when a function here needs it (it is a test extra, not a dependency), and a
@@ -7,9 +8,14 @@ missing ``onnx`` is reported as an :class:`acc_host.errors.AccHostError`.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["import_model", "get_model_metadata", "supported_operators", "backend"]
+import numpy as np
+
+__all__ = ["import_model", "export_model", "get_model_metadata", "supported_operators",
+           "exported_operators", "backend"]
 
 
 def import_model(model: Any) -> tuple[Any, dict, dict]:
@@ -19,6 +25,45 @@ def import_model(model: Any) -> tuple[Any, dict, dict]:
     from .importer import import_model as _import_model
 
     return _import_model(model)
+
+
+def export_model(sym: Any, params: Any, in_shapes: Any = None, in_types: Any = np.float32,
+                 onnx_file_path: str | os.PathLike[str] | None = None, verbose: bool = False,
+                 dynamic: bool = False, dynamic_input_shapes: Sequence[Any] | None = None,
+                 run_shape_inference: bool = False, input_type: Any = None,
+                 input_shape: Any = None, large_model: bool = False,
+                 opset_version: int | None = None) -> Any:
+    """Writes an MXNet symbol and its parameters as an ONNX model, with MXNet
+    1.9's ``mx.onnx.export_model`` signature.
+
+    sym: a Symbol or a path to a ``-symbol.json`` file. params: a path to a
+    ``.params`` file, a dict of name -> NDArray (or numpy array) holding the
+    arguments and the auxiliary states (MXNet's ``arg:``/``aux:`` prefixes are
+    accepted), or ``[arg_params, aux_params]``. in_shapes (alias input_shape):
+    one shape per data input, the arguments not in params in
+    ``list_arguments()`` order (a label read only by SoftmaxOutput is not one).
+    in_types (alias input_type): one dtype for all, or one per data input.
+    opset_version: default :data:`acc_host.onnx.exporter.DEFAULT_OPSET` (17),
+    from 13 up to the installed onnx's newest.
+
+    Returns the ``onnx.ModelProto`` when onnx_file_path is None; otherwise
+    saves it there (tensors in ``<file>.data`` with large_model) and returns
+    the path, as MXNet does. run_shape_inference runs onnx's shape inference
+    on the result. The model has static shapes: dynamic=True is refused.
+    Every operator that cannot be written is listed in one
+    :class:`acc_host.errors.UnsupportedOnnxExportError`."""
+    from .exporter import export_model as _export_model
+
+    return _export_model(sym, params, in_shapes, in_types, onnx_file_path, verbose, dynamic,
+                         dynamic_input_shapes, run_shape_inference, input_type, input_shape,
+                         large_model, opset_version)
+
+
+def exported_operators() -> list[str]:
+    """Every MXNet operator name (aliases included) export_model can write."""
+    from .export_ops import exported_operators as _exported
+
+    return _exported()
 
 
 def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple]]]:
