@@ -92,6 +92,9 @@ class Context:
         self.node_name = "node"
         self.consumed: set[str] = set()
         self.dtypes: dict[str, np.dtype] = {}
+        # MatMul outputs translated to FullyConnected(no_bias): value -> (data
+        # symbol, transposed weight's name, width), for folding a bias Add into it
+        self.linear: dict[str, tuple[Any, str, int]] = {}
 
     def used(self, name: str) -> bool:
         """Whether a value is read by a node or is a graph output."""

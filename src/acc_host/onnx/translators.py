@@ -246,10 +246,34 @@ def _binary(fn: str) -> Translator:
             axis = attrs["axis"] % len(lshape)
             trailing = len(lshape) - axis - len(rshape)
             rhs = cx.op("_onnx_reshape", rhs, shape=tuple(rshape) + (1,) * trailing)
+        if fn == "add" and opset >= 7:
+            fused = _add_to_linear(cx, inputs)
+            if fused is not None:
+                return [fused]
+            if not cx.is_const(inputs[0]) and not cx.is_const(inputs[1]):
+                lshape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
+                if lshape is not None and lshape == (cx.shape(inputs[1])
+                                                     or cx.infer_shape(inputs[1])):
+                    # same shapes (a residual connection): the element-wise form,
+                    # which more accelerators know than the broadcasting one
+                    return [cx.op("elemwise_add", cx.sym(inputs[0]), rhs)]
         if fn in _MX_BINARY:
             return [cx.op(_MX_BINARY[fn], cx.sym(inputs[0]), rhs)]
         return [cx.op("_onnx_binary", cx.sym(inputs[0]), rhs, fn=fn)]
     return translate
+
+
+def _add_to_linear(cx, inputs: list[str]) -> Any:
+    """MatMul(x, W) + b, with W translated to FullyConnected(no_bias) and b a
+    constant vector of its width: one FullyConnected with b as its bias."""
+    for data, other in ((inputs[0], inputs[1]), (inputs[1], inputs[0])):
+        linear = cx.linear.get(data)
+        bias = cx.const(other)
+        if (linear is not None and bias is not None and bias.ndim == 1
+                and bias.shape[0] == linear[2] and bias.dtype == cx.consts[linear[1]].dtype):
+            return cx.op("FullyConnected", linear[0], cx.sym(linear[1]), cx.sym(other),
+                         num_hidden=linear[2], no_bias=False, flatten=False)
+    return None
 
 
 for _onnx_name, _fn in _BINARY.items():
@@ -302,7 +326,17 @@ def _clip(cx, node, attrs, inputs, opset):
         high = _const(cx, node, inputs, 2, "max")
         low = None if low is None else float(np.asarray(low).reshape(-1)[0])
         high = None if high is None else float(np.asarray(high).reshape(-1)[0])
+    if _mx_clip_bounds(low, high):
+        # MXNet's clip (float32 bounds, x > a_max ? a_max : x < a_min ? a_min : x) is
+        # ONNX's when both bounds are there, in order and exact in float32: ReLU6 and
+        # the like then reach accelerators, which know "clip"
+        return [cx.op("clip", cx.sym(inputs[0]), a_min=low, a_max=high)]
     return [cx.op("_onnx_clip", cx.sym(inputs[0]), a_min=low, a_max=high)]
+
+
+def _mx_clip_bounds(low: float | None, high: float | None) -> bool:
+    return (low is not None and high is not None and low <= high
+            and all(np.isfinite(v) and float(np.float32(v)) == v for v in (low, high)))
 
 
 @onnx_op("Cast")
@@ -643,6 +677,21 @@ def _gemm(cx, node, attrs, inputs, opset):
 
 @onnx_op("MatMul")
 def _matmul(cx, node, attrs, inputs, opset):
+    weight = cx.const(inputs[1])
+    if (weight is not None and weight.ndim == 2 and weight.dtype.kind == "f"
+            and not cx.is_const(inputs[0])):
+        shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
+        if shape is not None and len(shape) >= 2:
+            # x (..., K) @ W (K, N) with a constant W (a Linear layer of a PyTorch
+            # export) is FullyConnected(flatten=False) with W transposed, which
+            # accelerators know
+            name = f"{inputs[1]}_transposed"
+            if name not in cx.consts:
+                cx.consts[name] = np.ascontiguousarray(weight.T)
+            data = cx.sym(inputs[0])
+            cx.linear[node.output[0]] = (data, name, weight.shape[1])
+            return [cx.op("FullyConnected", data, cx.sym(name),
+                          num_hidden=weight.shape[1], no_bias=True, flatten=False)]
     return [cx.op("_onnx_matmul", cx.sym(inputs[0]), cx.sym(inputs[1]))]
 
 
@@ -750,7 +799,7 @@ def _size(cx, node, attrs, inputs, opset):
 
 @onnx_op("Flatten")
 def _flatten(cx, node, attrs, inputs, opset):
-    shape = cx.shape(inputs[0])
+    shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
     if attrs.get("axis", 1) == 1 and shape is not None and len(shape) >= 2:
         return [cx.op("Flatten", cx.sym(inputs[0]))]
     return [cx.op("_onnx_flatten", cx.sym(inputs[0]), axis=attrs.get("axis", 1))]
