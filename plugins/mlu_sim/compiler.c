@@ -11,6 +11,7 @@
 
 #include "compiler_impl.h"
 #include "half.h"
+#include "kernels.h"
 #include "machine.h"
 #include "mxnet_acc.h"
 #include "status.h"
@@ -28,6 +29,7 @@ static void compiler_release(compiler *c) {
     free(c->kernels[i].bias);
     free(c->kernels[i].scale);
     free(c->kernels[i].shift);
+    free(c->kernels[i].wscale);
   }
   free(c->kernels);
   free(c->values);
@@ -414,6 +416,51 @@ static int fuse(compiler *c) {
   return MX_ACC_OK;
 }
 
+/* ---- int8 (precision=int8): filters quantized per output channel --------------------------- */
+
+/* Quantizes kernel k's filters symmetrically per output channel, after
+ * batch-norm folding: scale_c = max|w_c| / 127 (in fp32), w_c -> round(w_c
+ * / scale_c) in [-127, 127] (mlu_quantize). A kernel keeps floating point
+ * when its reduction is longer than MLU_INT8_MAX_TAPS (int32 accumulation
+ * must stay exact) or when a filter holds a NaN or infinity. */
+static int quantize_kernel(compiler *c, ckernel *k) {
+  int64_t per_channel = k->weights_count / k->channels;
+  if (per_channel > MLU_INT8_MAX_TAPS || per_channel * k->channels != k->weights_count) {
+    return MX_ACC_OK;
+  }
+  for (int64_t i = 0; i < k->weights_count; ++i) {
+    if (!isfinite(k->weights[i])) return MX_ACC_OK;
+  }
+  k->wscale = malloc((size_t)k->channels * sizeof(float));
+  if (k->wscale == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "compiler constants");
+  for (int64_t ch = 0; ch < k->channels; ++ch) {
+    float *weights = k->weights + ch * per_channel, amax = 0.0f;
+    for (int64_t i = 0; i < per_channel; ++i) {
+      if (fabsf(weights[i]) > amax) amax = fabsf(weights[i]);
+    }
+    float scale = amax / 127.0f;
+    k->wscale[ch] = scale;
+    for (int64_t i = 0; i < per_channel; ++i) weights[i] = (float)mlu_quantize(weights[i], scale);
+  }
+  k->int8 = 1;
+  c->info.int8_kernels += 1;
+  return MX_ACC_OK;
+}
+
+static int quantize_kernels(compiler *c) {
+  if (c->params.precision != MLU_PRECISION_INT8) return MX_ACC_OK;
+  for (size_t i = 0; i < c->num_kernels; ++i) {
+    ckernel *k = &c->kernels[i];
+    if (k->dead || (k->kind != CK_CONV && k->kind != CK_MATMUL) || k->weights == NULL ||
+        k->channels <= 0) {
+      continue;
+    }
+    int status = quantize_kernel(c, k);
+    if (status != MX_ACC_OK) return status;
+  }
+  return MX_ACC_OK;
+}
+
 /* ---- stage 3: liveness, constants, memory planning ------------------------------------------ */
 
 static int live(const ckernel *k) { return !k->dead && k->kind != CK_ALIAS; }
@@ -443,7 +490,8 @@ static uint64_t align_up(uint64_t value, uint64_t alignment) {
 }
 
 /* Places each live kernel's constants in the blob: weights in the
- * kernel's data type (fp16 models keep fp16 filters), vectors in fp32. */
+ * kernel's data type (fp16 models keep fp16 filters) or in int8 (int8
+ * kernels), vectors in fp32. */
 static void layout_constants(compiler *c) {
   uint64_t at = 0;
   for (size_t i = 0; i < c->num_kernels; ++i) {
@@ -451,11 +499,12 @@ static void layout_constants(compiler *c) {
     if (!live(k)) continue;
     if (k->weights != NULL) {
       k->weights_offset = at = align_up(at, kConstAlign);
-      at += (uint64_t)k->weights_count * mlu_dtype_size(k->dtype);
+      at += (uint64_t)k->weights_count * mlu_dtype_size(k->int8 ? MLU_DT_INT8 : k->dtype);
     }
-    float *vectors[] = {k->bias, k->scale, k->shift};
-    uint64_t *offsets[] = {&k->bias_offset, &k->scale_offset, &k->shift_offset};
-    for (int v = 0; v < 3; ++v) {
+    float *vectors[] = {k->bias, k->scale, k->shift, k->wscale};
+    uint64_t *offsets[] = {&k->bias_offset, &k->scale_offset, &k->shift_offset,
+                           &k->wscale_offset};
+    for (int v = 0; v < 4; ++v) {
       if (vectors[v] == NULL) continue;
       *offsets[v] = at = align_up(at, kConstAlign);
       at += (uint64_t)k->channels * sizeof(float);
@@ -471,6 +520,11 @@ static void write_values(unsigned char *blob, uint64_t offset, const float *valu
       uint16_t half = mlu_float_to_half(values[i]);
       memcpy(blob + offset + (uint64_t)i * 2, &half, sizeof half);
     }
+  } else if (dtype == MLU_DT_INT8) {
+    for (int64_t i = 0; i < count; ++i) {
+      int8_t value = mlu_quantize(values[i], 1.0f); /* already integers: exact */
+      memcpy(blob + offset + (uint64_t)i, &value, sizeof value);
+    }
   } else {
     memcpy(blob + offset, values, (size_t)count * sizeof(float));
   }
@@ -480,7 +534,11 @@ static void write_constants(const compiler *c, unsigned char *blob) {
   for (size_t i = 0; i < c->num_kernels; ++i) {
     const ckernel *k = &c->kernels[i];
     if (!live(k)) continue;
-    if (k->weights) write_values(blob, k->weights_offset, k->weights, k->weights_count, k->dtype);
+    if (k->weights) {
+      write_values(blob, k->weights_offset, k->weights, k->weights_count,
+                   k->int8 ? MLU_DT_INT8 : k->dtype);
+    }
+    if (k->wscale) write_values(blob, k->wscale_offset, k->wscale, k->channels, MLU_DT_FLOAT32);
     if (k->bias) write_values(blob, k->bias_offset, k->bias, k->channels, MLU_DT_FLOAT32);
     if (k->scale) write_values(blob, k->scale_offset, k->scale, k->channels, MLU_DT_FLOAT32);
     if (k->shift) write_values(blob, k->shift_offset, k->shift, k->channels, MLU_DT_FLOAT32);
@@ -648,6 +706,7 @@ int mlu_compile(mlu_card *card, const cnmlBaseOp_t *ops, size_t num_ops,
   if (status == MX_ACC_OK) status = order_ops(ops, num_ops, inputs, num_inputs, ordered);
   if (status == MX_ACC_OK) status = build_kernels(&c, ordered, num_ops, inputs, outputs);
   if (status == MX_ACC_OK && fusing) status = fuse(&c);
+  if (status == MX_ACC_OK) status = quantize_kernels(&c);
   if (status == MX_ACC_OK) {
     compute_liveness(&c);
     layout_constants(&c);

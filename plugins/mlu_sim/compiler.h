@@ -13,6 +13,10 @@
  *      fully connected layer is folded into its weights and bias; an
  *      activation, clip or residual add right after a producer becomes that
  *      producer's epilogue; reshapes become aliases of their input;
+ *   2b. int8 (card parameter precision=int8, FusionOps and single BaseOps):
+ *      convolution and fully connected filters are quantized per output
+ *      channel (scale = max|w| / 127, after batch-norm folding) and stored
+ *      as int8 with fp32 scales; their instructions compute in int8;
  *   3. memory planning: each intermediate is kept resident on chip for its
  *      whole life when it fits next to what is already there and the tiles
  *      of the kernel producing it, otherwise it goes through DRAM scratch;

@@ -57,8 +57,11 @@ typedef struct ckernel {
   int64_t weights_count;
   float *bias;              /* CONV/MATMUL, per output channel; stored in fp32 */
   float *scale, *shift;     /* EWISE AFFINE, per channel; stored in fp32 */
-  int64_t channels;         /* length of bias / scale / shift */
-  uint64_t weights_offset, bias_offset, scale_offset, shift_offset; /* bytes in the blob */
+  int64_t channels;         /* length of bias / scale / shift / wscale */
+  int int8;                 /* CONV/MATMUL compiled to int8: weights hold integers in
+                             * [-127, 127], stored as int8; wscale holds their scales */
+  float *wscale;            /* int8: per output channel, stored in fp32 */
+  uint64_t weights_offset, bias_offset, scale_offset, shift_offset, wscale_offset; /* bytes */
 } ckernel;
 
 typedef struct sram_block {

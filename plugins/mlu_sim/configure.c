@@ -144,11 +144,11 @@ static int answer_model(answers *a, const char *id) {
   mlu_model_describe(model, &info);
   const char *names[] = {"segments", "operators", "kernels", "instructions", "folded_batchnorms",
                          "fused_epilogues", "resident_values", "spilled_values", "aliased_values",
-                         "sram_words", "const_bytes", "scratch_bytes"};
+                         "int8_kernels", "sram_words", "const_bytes", "scratch_bytes"};
   const uint64_t values[] = {info.segments, info.operators, info.kernels, info.instructions,
                              info.folded_batchnorms, info.fused_epilogues, info.resident_values,
-                             info.spilled_values, info.aliased_values, info.sram_words,
-                             info.const_bytes, info.scratch_bytes};
+                             info.spilled_values, info.aliased_values, info.int8_kernels,
+                             info.sram_words, info.const_bytes, info.scratch_bytes};
   int status = MX_ACC_OK;
   for (size_t i = 0; i < sizeof values / sizeof values[0] && status == MX_ACC_OK; ++i) {
     status = emit_u64(a, names[i], values[i]);

@@ -29,21 +29,30 @@ mlu_params mlu_params_default(void) {
       .host_latency_ns = 10000.0,
       .sram_bytes = 4u << 20,
       .dram_bytes = (uint64_t)16 << 30,
+      .precision = MLU_PRECISION_FP32,
   };
   return params;
 }
 
 /* ---- the parameter table behind configure --------------------------------- */
 
+enum { kDouble = 0, kInteger = 1, kChoice = 2 };
+
 typedef struct param_info {
   const char *name;
   size_t offset;
-  int is_integer; /* a uint64_t field; otherwise a double */
+  int kind;                   /* kDouble: a double field; otherwise a uint64_t field */
   double min, max;
+  const char *const *choices; /* kChoice: the names of values 0 .. max */
 } param_info;
 
-#define DOUBLE_PARAM(field, lo, hi) {#field, offsetof(mlu_params, field), 0, lo, hi}
-#define INTEGER_PARAM(field, lo, hi) {#field, offsetof(mlu_params, field), 1, lo, hi}
+static const char *const kPrecisions[] = {"fp32", "int8"};
+
+#define DOUBLE_PARAM(field, lo, hi) {#field, offsetof(mlu_params, field), kDouble, lo, hi, NULL}
+#define INTEGER_PARAM(field, lo, hi) {#field, offsetof(mlu_params, field), kInteger, lo, hi, NULL}
+#define CHOICE_PARAM(field, names)                                                        \
+  {#field, offsetof(mlu_params, field), kChoice, 0,                                       \
+   (double)(sizeof names / sizeof names[0]) - 1, names}
 
 static const param_info kParams[] = {
     DOUBLE_PARAM(clock_hz, 1e6, 1e12),
@@ -58,6 +67,8 @@ static const param_info kParams[] = {
     /* 4 KiB is the least on-chip memory that every kernel can tile into. */
     INTEGER_PARAM(sram_bytes, 4096, 1073741824.0),
     INTEGER_PARAM(dram_bytes, 1048576.0, 1099511627776.0),
+    /* fp32 (default) or int8: what CONV/MATMUL of later compiles use. */
+    CHOICE_PARAM(precision, kPrecisions),
 };
 
 enum { kNumParams = sizeof kParams / sizeof kParams[0] };
@@ -79,7 +90,7 @@ int mlu_params_validate(const mlu_params *params) {
   for (size_t i = 0; i < kNumParams; ++i) {
     const char *field = (const char *)params + kParams[i].offset;
     double value;
-    if (kParams[i].is_integer) {
+    if (kParams[i].kind != kDouble) {
       uint64_t stored;
       memcpy(&stored, field, sizeof stored);
       value = (double)stored;
@@ -98,7 +109,17 @@ int mlu_params_set(mlu_params *params, const char *key, const char *text) {
   const param_info *info = find_param(key);
   if (info == NULL) return acc_fail(MX_ACC_ERR_NOT_FOUND, "unknown parameter \"%s\"", key);
   char *field = (char *)params + info->offset;
-  if (info->is_integer) {
+  if (info->kind == kChoice) {
+    for (uint64_t v = 0; (double)v <= info->max; ++v) {
+      if (strcmp(text, info->choices[v]) == 0) {
+        memcpy(field, &v, sizeof v);
+        return MX_ACC_OK;
+      }
+    }
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s=\"%s\": expected %s or %s", key, text,
+                    info->choices[0], info->choices[1]);
+  }
+  if (info->kind == kInteger) {
     int64_t value;
     if (acc_attr_int(text, &value) != 0 || (double)value < info->min ||
         (double)value > info->max) {
@@ -123,10 +144,14 @@ int mlu_params_format(const mlu_params *params, const char *key, char *buffer, s
   const param_info *info = find_param(key);
   if (info == NULL) return -1;
   const char *field = (const char *)params + info->offset;
-  if (info->is_integer) {
+  if (info->kind != kDouble) {
     uint64_t value;
     memcpy(&value, field, sizeof value);
-    snprintf(buffer, size, "%llu", (unsigned long long)value);
+    if (info->kind == kChoice && (double)value <= info->max) {
+      snprintf(buffer, size, "%s", info->choices[value]);
+    } else {
+      snprintf(buffer, size, "%llu", (unsigned long long)value);
+    }
   } else {
     double value;
     memcpy(&value, field, sizeof value);
@@ -147,6 +172,30 @@ static double peak_ops(const mlu_params *params, int dtype) {
 
 static double seconds_to_ns(double ops, double rate) { return ops / rate * 1e9; }
 
+uint64_t mlu_int8_input_elements(const mlu_insn *insn) {
+  if (insn->dtype != MLU_DT_INT8) return 0;
+  if (insn->opcode == MLU_OP_CONV) {
+    const mlu_conv *c = &insn->u.conv;
+    if (c->nf <= 0 || c->out_rows <= 0 || c->fg <= 0) return 0;
+    /* The channels of the filters' groups, the rows the output rows read. */
+    int64_t groups = (c->f0 + c->nf - 1) / c->fg - c->f0 / c->fg + 1;
+    int64_t lo = c->oy0 * c->sh - c->ph;
+    int64_t hi = (c->oy0 + c->out_rows - 1) * c->sh - c->ph + (c->kh - 1) * c->dh + 1;
+    if (lo < 0) lo = 0;
+    if (hi > c->h) hi = c->h;
+    return hi > lo ? (uint64_t)(groups * c->cg) * (uint64_t)(hi - lo) * (uint64_t)c->w : 0;
+  }
+  if (insn->opcode == MLU_OP_MATMUL && insn->u.matmul.rows > 0 && insn->u.matmul.k > 0) {
+    return (uint64_t)insn->u.matmul.rows * (uint64_t)insn->u.matmul.k;
+  }
+  return 0;
+}
+
+/* The vector-unit passes of an int8 instruction's input: max-abs, quantize. */
+static double quantize_ns(const mlu_params *params, const mlu_insn *insn) {
+  return seconds_to_ns(2.0 * (double)mlu_int8_input_elements(insn), params->vector_ops);
+}
+
 double mlu_cost_insn_ns(const mlu_params *params, const mlu_insn *insn, uint64_t *dram_bytes) {
   switch (insn->opcode) {
     case MLU_OP_LOAD:
@@ -160,12 +209,12 @@ double mlu_cost_insn_ns(const mlu_params *params, const mlu_insn *insn, uint64_t
       const mlu_conv *c = &insn->u.conv;
       double macs = (double)c->nf * (double)c->out_rows * (double)c->ow * (double)c->cg *
                     (double)c->kh * (double)c->kw;
-      return seconds_to_ns(2.0 * macs, peak_ops(params, insn->dtype));
+      return seconds_to_ns(2.0 * macs, peak_ops(params, insn->dtype)) + quantize_ns(params, insn);
     }
     case MLU_OP_MATMUL: {
       const mlu_matmul *m = &insn->u.matmul;
       double macs = (double)m->rows * (double)m->cols * (double)m->k;
-      return seconds_to_ns(2.0 * macs, peak_ops(params, insn->dtype));
+      return seconds_to_ns(2.0 * macs, peak_ops(params, insn->dtype)) + quantize_ns(params, insn);
     }
     case MLU_OP_POOL: {
       const mlu_pool *p = &insn->u.pool;

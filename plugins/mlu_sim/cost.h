@@ -6,7 +6,10 @@
  * Time of one launch (one Forward) = launch_latency_ns + the sum of its
  * instructions' times, where
  *   LOAD / STORE      bytes moved / dram_bandwidth
- *   CONV / MATMUL     2 * multiply-accumulates / peak_ops_<dtype>
+ *   CONV / MATMUL     2 * multiply-accumulates / peak_ops_<dtype>; int8 ones
+ *                     add 2 * (input elements quantized) / vector_ops (the
+ *                     max-abs pass and the quantizing pass over the input
+ *                     block on the vector unit)
  *   POOL              window elements visited / vector_ops
  *   EWISE / COPY      elements / vector_ops
  *   SOFTMAX           4 * elements / vector_ops (max, exp, sum, divide)
@@ -26,11 +29,17 @@
 
 #include "isa.h"
 
+/* What CONV and MATMUL compile to (parameter "precision"). */
+typedef enum mlu_precision {
+  MLU_PRECISION_FP32 = 0, /* "fp32": the tensors' own float type (fp32 or fp16) */
+  MLU_PRECISION_INT8 = 1  /* "int8": int8 filters and activations, int32 accumulation */
+} mlu_precision;
+
 typedef struct mlu_params {
   double clock_hz;          /* converts simulated time into cycles */
   double peak_ops_fp32;     /* CONV/MATMUL operations per second, by dtype */
   double peak_ops_fp16;
-  double peak_ops_int8;     /* reserved for quantized models */
+  double peak_ops_int8;     /* int8 CONV/MATMUL (precision=int8) */
   double vector_ops;        /* element operations per second of the vector unit */
   double dram_bandwidth;    /* bytes per second between DRAM and on-chip memory */
   double launch_latency_ns; /* fixed cost of every launch */
@@ -38,6 +47,7 @@ typedef struct mlu_params {
   double host_latency_ns;   /* fixed cost of every host<->device copy */
   uint64_t sram_bytes;      /* on-chip memory of a compute cluster (one per queue) */
   uint64_t dram_bytes;      /* device memory of the card */
+  uint64_t precision;       /* mlu_precision of programs compiled from now on */
 } mlu_params;
 
 /* MLU100-class defaults. */
@@ -56,8 +66,12 @@ int mlu_params_validate(const mlu_params *params);
  * value out of its documented range) with a message recorded. */
 int mlu_params_set(mlu_params *params, const char *key, const char *text);
 
-/* Writes the value of parameter key into buffer; -1 if key is unknown. */
+/* Writes the value of parameter key into buffer (a number, or the name of
+ * a choice such as precision's "fp32" / "int8"); -1 if key is unknown. */
 int mlu_params_format(const mlu_params *params, const char *key, char *buffer, size_t size);
+
+/* Input elements an int8 CONV/MATMUL quantizes (0 for anything else). */
+uint64_t mlu_int8_input_elements(const mlu_insn *insn);
 
 /* Simulated nanoseconds of one instruction; adds the DRAM bytes it moves
  * to *dram_bytes. */

@@ -173,7 +173,8 @@ typedef struct tile2 {
 
 static uint64_t conv_words(const compiler *c, const ckernel *k, const conv_geom *s, tile2 t) {
   int64_t nf = t.a, rows = t.b;
-  uint64_t words = (uint64_t)(nf * s->kh * s->kw * s->cg) + (k->bias ? (uint64_t)nf : 0);
+  uint64_t words = (uint64_t)(nf * s->kh * s->kw * s->cg) + (k->bias ? (uint64_t)nf : 0) +
+                   (k->int8 ? (uint64_t)nf : 0);
   if (!operand_of(c, k->inputs[0]).resident) {
     words += (uint64_t)(conv_block_channels(s, nf) * conv_rows_in(s, rows) * s->w);
   }
@@ -216,8 +217,11 @@ typedef struct conv_tile {
 } conv_tile;
 
 typedef struct conv_areas {
-  uint64_t filter, bias, in, residual, out;
+  uint64_t filter, bias, wscale, in, residual, out;
 } conv_areas;
+
+/* The data type of a CONV/MATMUL instruction, and of its filter constants. */
+static int compute_dtype(const ckernel *k) { return k->int8 ? MLU_DT_INT8 : k->dtype; }
 
 static void emit_conv_tile(compiler *c, const ckernel *k, const conv_geom *s, conv_tile t,
                            const conv_areas *area) {
@@ -225,7 +229,7 @@ static void emit_conv_tile(compiler *c, const ckernel *k, const conv_geom *s, co
   mlu_insn insn;
   memset(&insn, 0, sizeof insn);
   insn.opcode = MLU_OP_CONV;
-  insn.dtype = (uint8_t)k->dtype;
+  insn.dtype = (uint8_t)compute_dtype(k);
   mlu_conv *cv = &insn.u.conv;
   int64_t c_lo = t.f0 / s->fg * s->cg, c_hi = ((t.f0 + t.nf - 1) / s->fg + 1) * s->cg;
   cv->in_c0 = c_lo;
@@ -252,6 +256,7 @@ static void emit_conv_tile(compiler *c, const ckernel *k, const conv_geom *s, co
   cv->out_ch_stride = out.resident ? full_plane : tile_plane;
   cv->ep = epilogue_of(k);
   if (k->bias) cv->ep.bias = area->bias;
+  cv->wscale = k->int8 ? area->wscale : MLU_NONE;
   if (k->residual >= 0) {
     operand res = operand_of(c, k->residual);
     if (res.resident) {
@@ -298,7 +303,8 @@ static void emit_conv(compiler *c, const ckernel *k, uint64_t gap_addr, uint64_t
   conv_areas area;
   area.filter = gap_addr;
   area.bias = area.filter + (uint64_t)(t.a * taps);
-  area.in = area.bias + (k->bias ? (uint64_t)t.a : 0);
+  area.wscale = area.bias + (k->bias ? (uint64_t)t.a : 0);
+  area.in = area.wscale + (k->int8 ? (uint64_t)t.a : 0);
   area.residual = area.in + (operand_of(c, k->inputs[0]).resident
                                  ? 0
                                  : (uint64_t)(conv_block_channels(&s, t.a) *
@@ -310,11 +316,16 @@ static void emit_conv(compiler *c, const ckernel *k, uint64_t gap_addr, uint64_t
     if (t.a < s.fg) f1 = min64(f1, (f0 / s.fg + 1) * s.fg); /* stay inside one group */
     /* The filter block (and its bias) is loaded once and reused by every
      * image and row tile. */
-    mlu_dram_ref filters = dram_at(const_ref(k->weights_offset, k->dtype), (uint64_t)(f0 * taps));
+    mlu_dram_ref filters =
+        dram_at(const_ref(k->weights_offset, compute_dtype(k)), (uint64_t)(f0 * taps));
     emit_move(c, MLU_OP_LOAD, filters, area.filter, 1, (uint64_t)((f1 - f0) * taps), 0, 0);
     if (k->bias) {
       emit_move(c, MLU_OP_LOAD, dram_at(const_ref(k->bias_offset, MLU_DT_FLOAT32), (uint64_t)f0),
                 area.bias, 1, (uint64_t)(f1 - f0), 0, 0);
+    }
+    if (k->int8) {
+      emit_move(c, MLU_OP_LOAD, dram_at(const_ref(k->wscale_offset, MLU_DT_FLOAT32), (uint64_t)f0),
+                area.wscale, 1, (uint64_t)(f1 - f0), 0, 0);
     }
     for (int64_t n = 0; n < s.n; ++n) {
       for (int64_t oy0 = 0; oy0 < s.oh; oy0 += t.b) {
@@ -342,7 +353,8 @@ static mm_geom mm_geom_of(const ckernel *k) {
 
 /* tile2: a = columns (outputs) per block, b = rows per block. */
 static uint64_t mm_words(const compiler *c, const ckernel *k, const mm_geom *g, tile2 t) {
-  uint64_t words = (uint64_t)(t.a * g->k) + (k->bias ? (uint64_t)t.a : 0);
+  uint64_t words = (uint64_t)(t.a * g->k) + (k->bias ? (uint64_t)t.a : 0) +
+                   (k->int8 ? (uint64_t)t.a : 0);
   if (!operand_of(c, k->inputs[0]).resident) words += (uint64_t)(t.b * g->k);
   uint64_t block = (uint64_t)(t.a * t.b);
   if (k->residual >= 0 && !operand_of(c, k->residual).resident) words += block;
@@ -371,16 +383,22 @@ static void emit_matmul(compiler *c, const ckernel *k, uint64_t gap_addr, uint64
   operand a = operand_of(c, k->inputs[0]), out = operand_of(c, k->output);
   operand res = k->residual >= 0 ? operand_of(c, k->residual) : out;
   uint64_t w_at = gap_addr, bias_at = w_at + (uint64_t)(t.a * g.k);
-  uint64_t a_at = bias_at + (k->bias ? (uint64_t)t.a : 0);
+  uint64_t wscale_at = bias_at + (k->bias ? (uint64_t)t.a : 0);
+  uint64_t a_at = wscale_at + (k->int8 ? (uint64_t)t.a : 0);
   uint64_t res_at = a_at + (a.resident ? 0 : (uint64_t)(t.b * g.k));
   uint64_t out_at = res_at + (k->residual >= 0 && !res.resident ? (uint64_t)(t.a * t.b) : 0);
   for (int64_t c0 = 0; c0 < g.m; c0 += t.a) {
     int64_t nc = min64(t.a, g.m - c0);
-    emit_move(c, MLU_OP_LOAD, dram_at(const_ref(k->weights_offset, k->dtype), (uint64_t)(c0 * g.k)),
-              w_at, 1, (uint64_t)(nc * g.k), 0, 0);
+    emit_move(c, MLU_OP_LOAD,
+              dram_at(const_ref(k->weights_offset, compute_dtype(k)), (uint64_t)(c0 * g.k)), w_at,
+              1, (uint64_t)(nc * g.k), 0, 0);
     if (k->bias) {
       emit_move(c, MLU_OP_LOAD, dram_at(const_ref(k->bias_offset, MLU_DT_FLOAT32), (uint64_t)c0),
                 bias_at, 1, (uint64_t)nc, 0, 0);
+    }
+    if (k->int8) {
+      emit_move(c, MLU_OP_LOAD, dram_at(const_ref(k->wscale_offset, MLU_DT_FLOAT32), (uint64_t)c0),
+                wscale_at, 1, (uint64_t)nc, 0, 0);
     }
     for (int64_t r0 = 0; r0 < g.rows; r0 += t.b) {
       int64_t nr = min64(t.b, g.rows - r0);
@@ -388,7 +406,7 @@ static void emit_matmul(compiler *c, const ckernel *k, uint64_t gap_addr, uint64
       mlu_insn insn;
       memset(&insn, 0, sizeof insn);
       insn.opcode = MLU_OP_MATMUL;
-      insn.dtype = (uint8_t)k->dtype;
+      insn.dtype = (uint8_t)compute_dtype(k);
       mlu_matmul *mm = &insn.u.matmul;
       if (a.resident) {
         mm->a = a.sram + (uint64_t)(r0 * g.k);
@@ -406,6 +424,7 @@ static void emit_matmul(compiler *c, const ckernel *k, uint64_t gap_addr, uint64
       mm->k = g.k;
       mm->ep = epilogue_of(k);
       if (k->bias) mm->ep.bias = bias_at;
+      mm->wscale = k->int8 ? wscale_at : MLU_NONE;
       if (k->residual >= 0) {
         if (res.resident) {
           mm->ep.residual = res.sram + at;

@@ -10,6 +10,20 @@
  * DRAM and SRAM, converting the storage dtype (fp16 or fp32) on the way.
  * One program is one launch; its last instruction is SYNC.
  *
+ * int8 mode. A CONV or MATMUL whose instruction dtype is MLU_DT_INT8 computes
+ * in int8 (card parameter precision=int8, see cost.h and docs/mlu_sim.md):
+ * its filter block holds int8 weights (LOADed from int8 constants, each an
+ * exact integer in [-127, 127] in its fp32 word), wscale addresses one fp32
+ * dequantization scale per filter (per column for MATMUL), and the input
+ * block is quantized on the fly: scale_a = max|x| / 127 over the input the
+ * instruction reads (CONV: the channels of its filters' groups, the rows
+ * its output rows read; MATMUL: its rows x k block), q = round(x / scale_a)
+ * saturated to [-127, 127]. Products are int8 x int8 accumulated exactly in
+ * int32 (so at most MLU_INT8_MAX_TAPS terms per result), then dequantized
+ * as (float)acc * (scale_a * wscale[f]) in fp32, then the fp32 epilogue. An
+ * input block holding a NaN or infinity makes every result of the
+ * instruction NaN before the epilogue. Everything else stays fp32/fp16.
+ *
  * DRAM operands name a buffer symbolically (mlu_dram_ref): an I/O slot of
  * the launch (the pointers given to Forward), the program's constants
  * (transformed filters, folded biases) or its scratch (intermediates that do
@@ -23,8 +37,9 @@
  * tile loaded into a scratch area and a whole tensor kept resident on chip
  * the same way.
  *
- *   LOAD    dram -> sram: rows runs of run elements (strides per side)
- *   STORE   sram -> dram: the same, the other way
+ *   LOAD    dram -> sram: rows runs of run elements (strides per side),
+ *           widening fp16 to fp32 and int8 to exact integer-valued fp32
+ *   STORE   sram -> dram: the same, the other way (fp32 or fp16 only)
  *   CONV    2-D grouped/strided/dilated/padded convolution of an input block
  *           with a filter block laid out [filter][ky][kx][channel], plus an
  *           epilogue (bias, residual add, activation)
@@ -45,7 +60,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Storage types of DRAM data. INT8 is reserved for quantized models. */
+/* Storage types of DRAM data. INT8 holds quantized filters (constants of
+ * int8-mode programs); only LOAD reads it and nothing STOREs it. As an
+ * instruction dtype, MLU_DT_INT8 marks an int8 CONV/MATMUL (see above). */
 typedef enum mlu_dtype { MLU_DT_FLOAT32 = 0, MLU_DT_FLOAT16 = 1, MLU_DT_INT8 = 2 } mlu_dtype;
 
 /* Bytes per element of a storage type, 0 if unknown. */
@@ -88,6 +105,11 @@ typedef enum mlu_act {
 /* An absent SRAM operand. */
 #define MLU_NONE UINT64_MAX
 
+/* Most products one int8 CONV/MATMUL result may sum (kh * kw * cg, or k):
+ * 133144 * 127 * 127 <= INT32_MAX, so the int32 accumulator never
+ * overflows. Larger reductions stay in floating point. */
+#define MLU_INT8_MAX_TAPS ((int64_t)133144)
+
 /* What CONV, MATMUL and EWISE apply to each result, in this order:
  * + bias[channel], + residual, activation. */
 typedef struct mlu_epilogue {
@@ -120,6 +142,7 @@ typedef struct mlu_conv {
   int64_t cg, fg;            /* input channels and filters per group */
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
   mlu_epilogue ep;
+  uint64_t wscale;           /* int8 only: nf fp32 per-filter scales */
 } mlu_conv;
 
 typedef struct mlu_matmul {
@@ -128,6 +151,7 @@ typedef struct mlu_matmul {
   uint64_t out, out_stride;  /* rows x cols */
   int64_t rows, cols, k;
   mlu_epilogue ep;
+  uint64_t wscale;           /* int8 only: cols fp32 per-column scales */
 } mlu_matmul;
 
 typedef enum mlu_pool_mode { MLU_POOL_MAX = 0, MLU_POOL_AVG = 1 } mlu_pool_mode;
@@ -173,7 +197,8 @@ typedef struct mlu_copy {
 
 typedef struct mlu_insn {
   uint8_t opcode; /* mlu_opcode */
-  uint8_t dtype;  /* data type the operation works on (cost model: peak rate) */
+  uint8_t dtype;  /* data type the operation works on (cost model: peak rate);
+                   * MLU_DT_INT8 on CONV/MATMUL: int8 compute */
   union {
     mlu_move move;
     mlu_conv conv;
@@ -195,6 +220,7 @@ typedef struct mlu_program_info {
   size_t resident_values;  /* intermediates kept on chip for their whole life */
   size_t spilled_values;   /* intermediates that went through DRAM scratch */
   size_t aliased_values;   /* reshapes compiled away */
+  size_t int8_kernels;     /* CONV/MATMUL kernels compiled to int8 (precision=int8) */
   uint64_t sram_words;     /* on-chip words the program needs */
   uint64_t const_bytes, scratch_bytes;
 } mlu_program_info;

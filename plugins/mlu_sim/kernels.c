@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "cost.h"
+
 float mlu_activate(float x, int act, float lo, float hi) {
   switch (act) {
     case MLU_ACT_RELU: return x < 0.0f ? 0.0f : x; /* keeps NaN, as np.maximum */
@@ -216,4 +218,152 @@ void mlu_kernel_copy(float *sram, const mlu_copy *c) {
     memmove(sram + c->dst + r * c->dst_stride, sram + c->src + r * c->src_stride,
             c->run * sizeof(float));
   }
+}
+
+/* ---- int8 ------------------------------------------------------------------------ */
+
+int8_t mlu_quantize(float x, float scale) {
+  if (!(scale > 0.0f)) return 0;
+  float v = x / scale;
+  if (v != v) return 0;
+  if (v > 127.0f) v = 127.0f;
+  if (v < -127.0f) v = -127.0f;
+  return (int8_t)roundf(v);
+}
+
+/* An int8 weight held in an fp32 word (an exact integer LOADed from int8
+ * constants); anything else reads as 0 rather than converting out of range. */
+static int32_t weight_of(float w) {
+  return w > -128.0f && w < 128.0f ? (int32_t)w : 0;
+}
+
+uint64_t mlu_int8_work_bytes(const mlu_insn *insn) {
+  uint64_t bytes = mlu_int8_input_elements(insn);
+  if (insn->dtype == MLU_DT_INT8 && insn->opcode == MLU_OP_MATMUL && insn->u.matmul.k > 0) {
+    bytes += (uint64_t)insn->u.matmul.k; /* one column of weights */
+  }
+  return bytes;
+}
+
+uint64_t mlu_int8_acc_words(const mlu_insn *insn) {
+  if (insn->dtype != MLU_DT_INT8 || insn->opcode != MLU_OP_CONV) return 0;
+  const mlu_conv *c = &insn->u.conv;
+  return c->out_rows > 0 && c->ow > 0 ? (uint64_t)c->out_rows * (uint64_t)c->ow : 0;
+}
+
+/* Max-abs of rows runs of run words (stride apart) into *amax; 0 if some
+ * value is NaN or infinite. */
+static int block_absmax(const float *base, int64_t rows, uint64_t stride, int64_t run,
+                        float *amax) {
+  float top = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = base + (uint64_t)r * stride;
+    for (int64_t i = 0; i < run; ++i) {
+      if (!isfinite(row[i])) return 0;
+      float a = fabsf(row[i]);
+      if (a > top) top = a;
+    }
+  }
+  *amax = top;
+  return 1;
+}
+
+static void quantize_rows(const float *base, int64_t rows, uint64_t stride, int64_t run,
+                          float scale, int8_t *q) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = base + (uint64_t)r * stride;
+    for (int64_t i = 0; i < run; ++i) q[r * run + i] = mlu_quantize(row[i], scale);
+  }
+}
+
+void mlu_kernel_conv_int8(float *sram, const mlu_conv *c, int8_t *q, int32_t *acc) {
+  int64_t plane = c->out_rows * c->ow, taps = c->kh * c->kw * c->cg;
+  /* The input the instruction reads: its filters' groups, the rows its
+   * output rows reach (as mlu_int8_input_elements counts them). */
+  int64_t g0 = c->f0 / c->fg, g1 = (c->f0 + c->nf - 1) / c->fg + 1;
+  int64_t ch_lo = g0 * c->cg, channels = (g1 - g0) * c->cg;
+  int64_t lo = c->oy0 * c->sh - c->ph;
+  int64_t hi = (c->oy0 + c->out_rows - 1) * c->sh - c->ph + (c->kh - 1) * c->dh + 1;
+  if (lo < 0) lo = 0;
+  if (hi > c->h) hi = c->h;
+  int64_t rows = hi > lo ? hi - lo : 0;
+  float amax = 0.0f;
+  int finite = 1;
+  for (int64_t ch = 0; ch < channels && finite && rows > 0; ++ch) {
+    const float *base = sram + c->in + (uint64_t)(ch_lo - c->in_c0 + ch) * c->in_ch_stride +
+                        (uint64_t)((lo - c->in_row0) * c->w);
+    float a;
+    finite = block_absmax(base, rows, (uint64_t)c->w, c->w, &a);
+    if (finite && a > amax) amax = a;
+  }
+  float scale = amax / 127.0f;
+  for (int64_t ch = 0; ch < channels && finite && rows > 0; ++ch) {
+    const float *base = sram + c->in + (uint64_t)(ch_lo - c->in_c0 + ch) * c->in_ch_stride +
+                        (uint64_t)((lo - c->in_row0) * c->w);
+    quantize_rows(base, rows, (uint64_t)c->w, c->w, scale, q + ch * rows * c->w);
+  }
+  const float *wscale = sram + c->wscale;
+  for (int64_t j = 0; j < c->nf; ++j) {
+    float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
+    float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
+    if (!finite) {
+      for (int64_t i = 0; i < plane; ++i) out[i] = NAN;
+      continue;
+    }
+    memset(acc, 0, (size_t)plane * sizeof *acc);
+    int64_t channel_base = ((c->f0 + j) / c->fg - g0) * c->cg; /* in q */
+    const float *weights = sram + c->filter + (uint64_t)(j * taps);
+    for (int64_t ky = 0; ky < c->kh; ++ky) {
+      for (int64_t kx = 0; kx < c->kw; ++kx) {
+        int64_t x_offset = kx * c->dw - c->pw, xlo, xhi;
+        valid_columns(x_offset, c->sw, c->w, c->ow, &xlo, &xhi);
+        if (xlo >= xhi) continue;
+        for (int64_t r = 0; r < c->out_rows; ++r) {
+          int64_t iy = (c->oy0 + r) * c->sh - c->ph + ky * c->dh;
+          if (iy < 0 || iy >= c->h) continue; /* zero padding */
+          int32_t *acc_row = acc + r * c->ow;
+          for (int64_t ch = 0; ch < c->cg; ++ch) {
+            int32_t weight = weight_of(weights[(ky * c->kw + kx) * c->cg + ch]);
+            if (weight == 0) continue;
+            const int8_t *in_row = q + ((channel_base + ch) * rows + (iy - lo)) * c->w +
+                                   (xlo * c->sw + x_offset);
+            for (int64_t ox = xlo; ox < xhi; ++ox) {
+              acc_row[ox] += weight * (int32_t)in_row[(ox - xlo) * c->sw];
+            }
+          }
+        }
+      }
+    }
+    float dequant = scale * wscale[j];
+    for (int64_t i = 0; i < plane; ++i) out[i] = (float)acc[i] * dequant + bias;
+  }
+  apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, plane);
+}
+
+void mlu_kernel_matmul_int8(float *sram, const mlu_matmul *m, int8_t *q) {
+  float amax = 0.0f;
+  const float *a = sram + m->a;
+  int finite = m->rows > 0 && m->k > 0 ? block_absmax(a, m->rows, m->a_stride, m->k, &amax) : 1;
+  float scale = amax / 127.0f;
+  if (finite) quantize_rows(a, m->rows, m->a_stride, m->k, scale, q);
+  int8_t *column = q + m->rows * m->k;
+  const float *wscale = sram + m->wscale;
+  for (int64_t col = 0; col < m->cols; ++col) {
+    const float *b = sram + m->b + (uint64_t)(col * m->k);
+    for (int64_t k = 0; k < m->k; ++k) column[k] = (int8_t)weight_of(b[k]);
+    float dequant = scale * wscale[col];
+    float bias = m->ep.bias == MLU_NONE ? 0.0f : sram[m->ep.bias + (uint64_t)col];
+    for (int64_t r = 0; r < m->rows; ++r) {
+      float *out = sram + m->out + (uint64_t)r * m->out_stride + (uint64_t)col;
+      if (!finite) {
+        *out = NAN;
+        continue;
+      }
+      const int8_t *qa = q + r * m->k;
+      int32_t sum = 0;
+      for (int64_t k = 0; k < m->k; ++k) sum += (int32_t)qa[k] * (int32_t)column[k];
+      *out = (float)sum * dequant + bias;
+    }
+  }
+  apply_epilogue(sram, &m->ep, m->out, m->out_stride, m->rows, m->cols);
 }

@@ -12,6 +12,8 @@
 #ifndef MLU_SIM_KERNELS_H_
 #define MLU_SIM_KERNELS_H_
 
+#include <stdint.h>
+
 #include "isa.h"
 
 void mlu_kernel_conv(float *sram, const mlu_conv *conv);
@@ -20,6 +22,20 @@ void mlu_kernel_pool(float *sram, const mlu_pool *pool);
 void mlu_kernel_ewise(float *sram, const mlu_ewise *ewise);
 void mlu_kernel_softmax(float *sram, const mlu_softmax *softmax);
 void mlu_kernel_copy(float *sram, const mlu_copy *copy);
+
+/* int8 CONV/MATMUL (instruction dtype MLU_DT_INT8, semantics in isa.h).
+ * Besides on-chip memory they use a workspace of the compute cluster: q
+ * (mlu_int8_work_bytes bytes: the quantized input block, and for MATMUL one
+ * column of weights) and acc (mlu_int8_acc_words int32 accumulators). */
+void mlu_kernel_conv_int8(float *sram, const mlu_conv *conv, int8_t *q, int32_t *acc);
+void mlu_kernel_matmul_int8(float *sram, const mlu_matmul *matmul, int8_t *q);
+uint64_t mlu_int8_work_bytes(const mlu_insn *insn);
+uint64_t mlu_int8_acc_words(const mlu_insn *insn);
+
+/* round(x / scale) saturated to [-127, 127], ties away from zero; 0 when
+ * scale is not positive or x / scale is NaN. The one quantizer of the
+ * simulator: filters at compile time, activations at run time. */
+int8_t mlu_quantize(float x, float scale);
 
 /* One activation applied to one value. */
 float mlu_activate(float x, int act, float lo, float hi);

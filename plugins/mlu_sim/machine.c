@@ -11,8 +11,47 @@
 
 void mlu_cluster_release(mlu_cluster *cluster) {
   free(cluster->sram);
-  cluster->sram = NULL;
-  cluster->words = 0;
+  free(cluster->quant);
+  free(cluster->acc);
+  memset(cluster, 0, sizeof *cluster);
+}
+
+/* Grows the int8 workspace to what the program's int8 instructions need
+ * (at least one byte and word once there is any, so the kernels never see
+ * NULL). */
+static int workspace_reserve(mlu_cluster *cluster, const mlu_program *program) {
+  uint64_t bytes = 0, words = 0;
+  int any = 0;
+  for (size_t i = 0; i < program->num_insns; ++i) {
+    const mlu_insn *insn = &program->insns[i];
+    if (insn->dtype != MLU_DT_INT8 ||
+        (insn->opcode != MLU_OP_CONV && insn->opcode != MLU_OP_MATMUL)) {
+      continue;
+    }
+    any = 1;
+    uint64_t b = mlu_int8_work_bytes(insn), w = mlu_int8_acc_words(insn);
+    if (b > bytes) bytes = b;
+    if (w > words) words = w;
+  }
+  if (!any) return MX_ACC_OK;
+  if (bytes == 0) bytes = 1;
+  if (words == 0) words = 1;
+  if (bytes > cluster->quant_bytes) {
+    int8_t *quant = bytes <= SIZE_MAX ? malloc((size_t)bytes) : NULL;
+    if (quant == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "int8 workspace");
+    free(cluster->quant);
+    cluster->quant = quant;
+    cluster->quant_bytes = bytes;
+  }
+  if (words > cluster->acc_words) {
+    int32_t *acc = words <= SIZE_MAX / sizeof(int32_t) ? malloc((size_t)words * sizeof(int32_t))
+                                                       : NULL;
+    if (acc == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "int8 workspace");
+    free(cluster->acc);
+    cluster->acc = acc;
+    cluster->acc_words = words;
+  }
+  return MX_ACC_OK;
 }
 
 static int cluster_reserve(mlu_cluster *cluster, uint64_t words) {
@@ -75,8 +114,9 @@ static uint64_t dram_buffer_bytes(const mlu_program *p, const mlu_dram_ref *ref,
   return 0;
 }
 
-static int move_ok(const mlu_program *p, const mlu_move *m) {
+static int move_ok(const mlu_program *p, const mlu_move *m, int opcode) {
   size_t size = mlu_dtype_size(m->dram.dtype);
+  if (opcode == MLU_OP_STORE && m->dram.dtype == MLU_DT_INT8) return 0; /* LOAD-only storage */
   int known;
   uint64_t bytes = dram_buffer_bytes(p, &m->dram, &known);
   if (!known || size == 0 || m->dram.offset % size != 0) return 0;
@@ -142,6 +182,22 @@ static int matmul_ok(const mlu_matmul *m, uint64_t words) {
   return extent_ok(m->a, rows, m->a_stride, k, words) && extent_ok(m->b, cols, k, k, words);
 }
 
+/* int8 operands: the per-filter scales, and an accumulation that int32
+ * holds exactly (MLU_INT8_MAX_TAPS). */
+static int conv_int8_ok(const mlu_conv *c, uint64_t words) {
+  if (c->nf == 0 || c->out_rows == 0 || c->ow == 0) return 1;
+  if (c->kh > MLU_INT8_MAX_TAPS || c->kw > MLU_INT8_MAX_TAPS || c->cg > MLU_INT8_MAX_TAPS ||
+      c->kh * c->kw * c->cg > MLU_INT8_MAX_TAPS) {
+    return 0;
+  }
+  return extent_ok(c->wscale, 1, 0, (uint64_t)c->nf, words);
+}
+
+static int matmul_int8_ok(const mlu_matmul *m, uint64_t words) {
+  if (m->rows == 0 || m->cols == 0) return 1;
+  return m->k <= MLU_INT8_MAX_TAPS && extent_ok(m->wscale, 1, 0, (uint64_t)m->cols, words);
+}
+
 static int pool_ok(const mlu_pool *p, uint64_t words) {
   const int64_t fields[] = {p->in_row0, p->in_rows, p->planes, p->h, p->w, p->oy0, p->out_rows,
                             p->ow, p->kh, p->kw, p->ph, p->pw};
@@ -193,9 +249,13 @@ static int insn_ok(const mlu_program *p, const mlu_insn *insn) {
   uint64_t words = p->info.sram_words;
   switch (insn->opcode) {
     case MLU_OP_LOAD:
-    case MLU_OP_STORE: return move_ok(p, &insn->u.move);
-    case MLU_OP_CONV: return conv_ok(&insn->u.conv, words);
-    case MLU_OP_MATMUL: return matmul_ok(&insn->u.matmul, words);
+    case MLU_OP_STORE: return move_ok(p, &insn->u.move, insn->opcode);
+    case MLU_OP_CONV:
+      return conv_ok(&insn->u.conv, words) &&
+             (insn->dtype != MLU_DT_INT8 || conv_int8_ok(&insn->u.conv, words));
+    case MLU_OP_MATMUL:
+      return matmul_ok(&insn->u.matmul, words) &&
+             (insn->dtype != MLU_DT_INT8 || matmul_int8_ok(&insn->u.matmul, words));
     case MLU_OP_POOL: return pool_ok(&insn->u.pool, words);
     case MLU_OP_EWISE: return ewise_ok(&insn->u.ewise, words);
     case MLU_OP_SOFTMAX: return softmax_ok(&insn->u.softmax, words);
@@ -228,6 +288,7 @@ typedef struct launch {
   const mlu_program *program;
   void *const *io;
   float *sram;
+  const mlu_cluster *cluster; /* its int8 workspace */
 } launch;
 
 static unsigned char *dram_address(const launch *l, const mlu_dram_ref *ref) {
@@ -249,6 +310,12 @@ static void run_load(const launch *l, const mlu_move *m) {
         uint16_t bits;
         memcpy(&bits, row + i * 2, sizeof bits);
         dst[i] = mlu_half_to_float(bits);
+      }
+    } else if (m->dram.dtype == MLU_DT_INT8) {
+      for (uint64_t i = 0; i < m->run; ++i) {
+        int8_t value;
+        memcpy(&value, row + i, sizeof value);
+        dst[i] = (float)value;
       }
     } else {
       memcpy(dst, row, m->run * sizeof(float));
@@ -274,11 +341,24 @@ static void run_store(const launch *l, const mlu_move *m) {
 }
 
 static void run_insn(const launch *l, const mlu_insn *insn) {
+  int int8 = insn->dtype == MLU_DT_INT8;
   switch (insn->opcode) {
     case MLU_OP_LOAD: run_load(l, &insn->u.move); break;
     case MLU_OP_STORE: run_store(l, &insn->u.move); break;
-    case MLU_OP_CONV: mlu_kernel_conv(l->sram, &insn->u.conv); break;
-    case MLU_OP_MATMUL: mlu_kernel_matmul(l->sram, &insn->u.matmul); break;
+    case MLU_OP_CONV:
+      if (int8) {
+        mlu_kernel_conv_int8(l->sram, &insn->u.conv, l->cluster->quant, l->cluster->acc);
+      } else {
+        mlu_kernel_conv(l->sram, &insn->u.conv);
+      }
+      break;
+    case MLU_OP_MATMUL:
+      if (int8) {
+        mlu_kernel_matmul_int8(l->sram, &insn->u.matmul, l->cluster->quant);
+      } else {
+        mlu_kernel_matmul(l->sram, &insn->u.matmul);
+      }
+      break;
     case MLU_OP_POOL: mlu_kernel_pool(l->sram, &insn->u.pool); break;
     case MLU_OP_EWISE: mlu_kernel_ewise(l->sram, &insn->u.ewise); break;
     case MLU_OP_SOFTMAX: mlu_kernel_softmax(l->sram, &insn->u.softmax); break;
@@ -314,8 +394,9 @@ int mlu_machine_run(const mlu_program *program, void *const *io, mlu_cluster *cl
   mlu_params params;
   int status = check_launch(program, io, &params);
   if (status == MX_ACC_OK) status = cluster_reserve(cluster, program->info.sram_words);
+  if (status == MX_ACC_OK) status = workspace_reserve(cluster, program);
   if (status != MX_ACC_OK) return status;
-  launch l = {program, io, cluster->sram};
+  launch l = {program, io, cluster->sram, cluster};
   double time_ns = params.launch_latency_ns;
   uint64_t dram_bytes = 0;
   for (size_t i = 0; i < program->num_insns; ++i) {

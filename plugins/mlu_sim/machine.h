@@ -15,6 +15,12 @@
 typedef struct mlu_cluster {
   float *sram;
   uint64_t words;
+  /* Workspace of int8 CONV/MATMUL (kernels.h): the quantized input and the
+   * int32 accumulators, grown on demand like sram. */
+  int8_t *quant;
+  uint64_t quant_bytes;
+  int32_t *acc;
+  uint64_t acc_words;
 } mlu_cluster;
 
 void mlu_cluster_release(mlu_cluster *cluster);

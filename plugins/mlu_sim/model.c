@@ -873,6 +873,7 @@ void mlu_model_describe(const mlu_model *model, mlu_model_info *info) {
     info->resident_values += p.resident_values;
     info->spilled_values += p.spilled_values;
     info->aliased_values += p.aliased_values;
+    info->int8_kernels += p.int8_kernels;
     info->const_bytes += p.const_bytes;
     info->scratch_bytes += p.scratch_bytes;
     if (p.sram_words > info->sram_words) info->sram_words = p.sram_words;

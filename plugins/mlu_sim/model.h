@@ -37,7 +37,7 @@ struct mlu_model {
 typedef struct mlu_model_info {
   size_t operators, segments;
   size_t kernels, instructions, folded_batchnorms, fused_epilogues, resident_values,
-      spilled_values, aliased_values;
+      spilled_values, aliased_values, int8_kernels;
   uint64_t sram_words, const_bytes, scratch_bytes;
 } mlu_model_info;
 

@@ -783,6 +783,256 @@ static void test_mlp_softmax(cnrtDev_t dev) {
   for (int i = 0; i < 5; ++i) cnmlDestroyTensor(tensors[i]);
 }
 
+/* ---- int8 (precision=int8) ----------------------------------------------------------------- */
+
+/* The quantization arithmetic of docs/mlu_sim.md ("int8 mode"), written
+ * again here from the definition, independently of kernels.c. */
+static int ref_quantize(float x, float scale) {
+  if (!(scale > 0.0f)) return 0;
+  float v = x / scale;
+  if (v > 127.0f) v = 127.0f;
+  if (v < -127.0f) v = -127.0f;
+  return (int)roundf(v);
+}
+
+/* Per-output-channel filter scales and int8 filters, MXNet layout. */
+static void ref_quantize_filters(const float *w, int64_t filters, int64_t per_filter, float *scale,
+                                 int *wq) {
+  for (int64_t f = 0; f < filters; ++f) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < per_filter; ++i) {
+      float a = fabsf(w[f * per_filter + i]);
+      if (a > amax) amax = a;
+    }
+    scale[f] = amax / 127.0f;
+    for (int64_t i = 0; i < per_filter; ++i) {
+      wq[f * per_filter + i] = ref_quantize(w[f * per_filter + i], scale[f]);
+    }
+  }
+}
+
+/* An int8 convolution computed in one tile per image (the compiler's tiling
+ * on a card with the default on-chip memory for the small cases below):
+ * the activation scale is max|x| over every channel and the rows [0, hi)
+ * the output rows reach. Exact int32 accumulation, then the same fp32
+ * dequantization as the machine, so results must match bit for bit. */
+static void conv_int8_reference(const conv_case *k, const float *x, const float *w, const float *b,
+                                float *y) {
+  int64_t oh = conv_out(k->h, k->kh, k->sh, k->ph, k->dh);
+  int64_t ow = conv_out(k->w, k->kw, k->sw, k->pw, k->dw);
+  int64_t cg = k->c / k->groups, fg = k->f / k->groups, taps = cg * k->kh * k->kw;
+  float *wscale = malloc((size_t)k->f * sizeof(float));
+  int *wq = malloc((size_t)(k->f * taps) * sizeof(int));
+  int *xq = malloc((size_t)(k->c * k->h * k->w) * sizeof(int));
+  ref_quantize_filters(w, k->f, taps, wscale, wq);
+  int64_t hi = (oh - 1) * k->sh - k->ph + (k->kh - 1) * k->dh + 1;
+  if (hi > k->h) hi = k->h;
+  for (int64_t n = 0; n < k->n; ++n) {
+    const float *image = x + n * k->c * k->h * k->w;
+    float amax = 0.0f;
+    for (int64_t ch = 0; ch < k->c; ++ch)
+      for (int64_t iy = 0; iy < hi; ++iy)
+        for (int64_t ix = 0; ix < k->w; ++ix) {
+          float a = fabsf(image[(ch * k->h + iy) * k->w + ix]);
+          if (a > amax) amax = a;
+        }
+    float sa = amax / 127.0f;
+    for (int64_t i = 0; i < k->c * k->h * k->w; ++i) xq[i] = ref_quantize(image[i], sa);
+    for (int64_t f = 0; f < k->f; ++f)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          int32_t acc = 0;
+          for (int64_t ch = 0; ch < cg; ++ch)
+            for (int64_t ky = 0; ky < k->kh; ++ky)
+              for (int64_t kx = 0; kx < k->kw; ++kx) {
+                int64_t iy = oy * k->sh - k->ph + ky * k->dh, ix = ox * k->sw - k->pw + kx * k->dw;
+                if (iy < 0 || iy >= k->h || ix < 0 || ix >= k->w) continue;
+                int64_t in_ch = f / fg * cg + ch;
+                acc += xq[(in_ch * k->h + iy) * k->w + ix] * wq[((f * cg + ch) * k->kh + ky) *
+                                                                k->kw + kx];
+              }
+          float dequant = sa * wscale[f];
+          y[((n * k->f + f) * oh + oy) * ow + ox] =
+              (float)acc * dequant + (b != NULL ? b[f] : 0.0f);
+        }
+  }
+  free(wscale);
+  free(wq);
+  free(xq);
+}
+
+/* Compiles one conv on card dev, runs it and returns its output, program
+ * info and simulated time and DRAM bytes of the launch. */
+static void run_conv_measured(cnrtDev_t dev, const conv_case *k, const float *x, const float *w,
+                              const float *b, float *y, mlu_program_info *info, double *sim_ns,
+                              uint64_t *dram_bytes) {
+  mlu_stats before, after;
+  OK(cnrtSimGetStats(dev, &before));
+  run_conv(dev, k, x, w, b, y);
+  OK(cnrtSimGetStats(dev, &after));
+  *sim_ns = after.sim_time_ns - before.sim_time_ns;
+  *dram_bytes = after.dram_bytes - before.dram_bytes;
+  conv_op c = make_conv(k, w, b);
+  OK(cnmlCompileBaseOp(c.op, dev));
+  OK(cnmlSimGetBaseOpInfo(c.op, info));
+  free_conv(&c);
+}
+
+static void test_int8_conv(cnrtDev_t dev, cnrtDev_t q, cnrtDev_t q_tiny) {
+  const conv_case cases[] = {
+      {2, 3, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    /* plain 3x3, pad 1, two images */
+      {1, 4, 11, 10, 6, 3, 2, 2, 3, 1, 0, 1, 1, 2, 1},  /* groups, strides: rows left unread */
+      {1, 6, 12, 12, 6, 3, 3, 1, 1, 2, 2, 2, 2, 6, 0},  /* depthwise, dilated, no bias */
+      {1, 16, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, /* large enough to time */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const conv_case *k = &cases[i];
+    int64_t oh = conv_out(k->h, k->kh, k->sh, k->ph, k->dh);
+    int64_t ow = conv_out(k->w, k->kw, k->sw, k->pw, k->dw);
+    int64_t nx = k->n * k->c * k->h * k->w, nw = k->f * k->c / k->groups * k->kh * k->kw;
+    int64_t ny = k->n * k->f * oh * ow;
+    float *x = malloc((size_t)nx * sizeof(float)), *w = malloc((size_t)nw * sizeof(float));
+    size_t y_size = (size_t)ny * sizeof(float);
+    float b[32], *y = malloc(y_size), *want = malloc(y_size);
+    float *y_float = malloc(y_size), *y_tiled = malloc(y_size);
+    fill(x, nx, 40 + (unsigned)i);
+    fill(w, nw, 50 + (unsigned)i);
+    fill(b, 32, 60 + (unsigned)i);
+    conv_int8_reference(k, x, w, k->bias ? b : NULL, want);
+    mlu_program_info info_q, info_f;
+    double ns_q, ns_f;
+    uint64_t bytes_q, bytes_f;
+    run_conv_measured(q, k, x, w, b, y, &info_q, &ns_q, &bytes_q);
+    run_conv_measured(dev, k, x, w, b, y_float, &info_f, &ns_f, &bytes_f);
+    CHECK(info_q.int8_kernels == 1 && info_f.int8_kernels == 0);
+    CHECK(info_q.by_opcode[MLU_OP_CONV] == (size_t)k->n); /* one tile per image */
+    CHECK(same_floats(y, want, ny)); /* exact int32 accumulation, same dequantization */
+    /* Against fp32: within a few quantization steps of the output's range. */
+    double top = 0.0, worst = 0.0;
+    for (int64_t j = 0; j < ny; ++j) {
+      if (fabs((double)y_float[j]) > top) top = fabs((double)y_float[j]);
+      double err = fabs((double)y[j] - (double)y_float[j]);
+      if (!(err <= worst)) worst = err;
+    }
+    CHECK(worst < 0.05 * top);
+    /* Filters in int8 (one byte each) plus an fp32 scale per filter. */
+    CHECK(info_f.const_bytes - info_q.const_bytes >= (uint64_t)(3 * nw) - 64 - 4 * (uint64_t)k->f);
+    if (i == 3) {
+      CHECK(ns_q < ns_f && bytes_q < bytes_f);
+      printf("int8 conv 16->32 3x3 on 16x16: %.1f ns vs fp32 %.1f ns, %llu vs %llu DRAM bytes\n",
+             ns_q, ns_f, (unsigned long long)bytes_q, (unsigned long long)bytes_f);
+    }
+    /* Tiled into 4 KiB: per-tile activation scales, still close. */
+    run_conv(q_tiny, k, x, w, b, y_tiled);
+    worst = 0.0;
+    for (int64_t j = 0; j < ny; ++j) {
+      double err = fabs((double)y_tiled[j] - (double)y_float[j]);
+      if (!(err <= worst)) worst = err;
+    }
+    CHECK(worst < 0.05 * top);
+    free(x);
+    free(w);
+    free(y);
+    free(want);
+    free(y_float);
+    free(y_tiled);
+  }
+}
+
+/* A fully connected layer (rows x k -> rows x m) on card dev. */
+static void run_mlp(cnrtDev_t dev, int64_t rows, int64_t k, int64_t m, const float *x,
+                    const float *w, const float *b, float *y, mlu_program_info *info) {
+  int64_t in_dims[2] = {rows, k}, w_dims[2] = {m, k}, out_dims[2] = {rows, m};
+  cnmlTensor_t in = make_tensor(CNML_TENSOR, 2, in_dims);
+  cnmlTensor_t out = make_tensor(CNML_TENSOR, 2, out_dims);
+  cnmlTensor_t filter = make_tensor(CNML_FILTER, 2, w_dims), bias = make_tensor(CNML_CONST, 1, &m);
+  bind(filter, w);
+  bind(bias, b);
+  cnmlBaseOp_t mlp = NULL;
+  OK(cnmlCreateMlpOp(&mlp, in, out, filter, bias));
+  OK(cnmlCompileBaseOp(mlp, dev));
+  OK(cnmlSimGetBaseOpInfo(mlp, info));
+  cnrtQueue_t queue = NULL;
+  OK(cnrtCreateQueue(&queue, dev));
+  void *din = upload(in, x), *dout = upload(out, NULL);
+  OK(cnmlComputeMlpOpForward(mlp, din, dout, queue));
+  OK(cnrtSyncQueue(queue));
+  download(out, dout, y);
+  OK(cnmlFreeBuffer(in, din));
+  OK(cnmlFreeBuffer(out, dout));
+  OK(cnrtDestroyQueue(queue));
+  OK(cnmlDestroyBaseOp(&mlp));
+  cnmlTensor_t *tensors[] = {&in, &out, &filter, &bias};
+  for (int i = 0; i < 4; ++i) cnmlDestroyTensor(tensors[i]);
+}
+
+static void test_int8_mlp(cnrtDev_t q) {
+  enum { kRows = 5, kK = 300, kM = 7 };
+  float *x = malloc(kRows * kK * sizeof(float)), *w = malloc(kM * kK * sizeof(float));
+  float b[kM], y[kRows * kM], want[kRows * kM], wscale[kM];
+  int *wq = malloc(kM * kK * sizeof(int)), xq[kK];
+  fill(x, kRows * kK, 71);
+  fill(w, kM * kK, 72);
+  fill(b, kM, 73);
+  x[17] = 3.5f; /* an outlier sets the activation scale */
+  mlu_program_info info;
+  run_mlp(q, kRows, kK, kM, x, w, b, y, &info);
+  CHECK(info.int8_kernels == 1 && info.by_opcode[MLU_OP_MATMUL] == 1);
+  ref_quantize_filters(w, kM, kK, wscale, wq);
+  float amax = 0.0f;
+  for (int i = 0; i < kRows * kK; ++i) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+  float sa = amax / 127.0f;
+  for (int r = 0; r < kRows; ++r) {
+    for (int i = 0; i < kK; ++i) xq[i] = ref_quantize(x[r * kK + i], sa);
+    for (int m = 0; m < kM; ++m) {
+      int32_t acc = 0;
+      for (int i = 0; i < kK; ++i) acc += xq[i] * wq[m * kK + i];
+      want[r * kM + m] = (float)acc * (sa * wscale[m]) + b[m];
+    }
+  }
+  CHECK(same_floats(y, want, kRows * kM));
+  /* A NaN in the input block: every result of the instruction is NaN. */
+  x[3] = NAN;
+  run_mlp(q, kRows, kK, kM, x, w, b, y, &info);
+  int all_nan = 1;
+  for (int i = 0; i < kRows * kM; ++i) all_nan &= isnan(y[i]) != 0;
+  CHECK(all_nan);
+  free(x);
+  free(w);
+  free(wq);
+}
+
+/* A reduction longer than int32 accumulates exactly stays in fp32; a NaN
+ * filter stays in fp32; precision takes only its two values. */
+static void test_int8_limits(cnrtDev_t q) {
+  const int64_t k = MLU_INT8_MAX_TAPS + 1;
+  float *x = malloc((size_t)k * sizeof(float)), *w = malloc((size_t)(2 * k) * sizeof(float));
+  float b[2] = {0.5f, -0.5f}, y[2];
+  fill(x, k, 81);
+  fill(w, 2 * k, 82);
+  mlu_program_info info;
+  run_mlp(q, 1, k, 2, x, w, b, y, &info);
+  CHECK(info.int8_kernels == 0 && info.const_bytes >= (uint64_t)(2 * k) * sizeof(float));
+  double want = b[0];
+  for (int64_t i = 0; i < k; ++i) want += (double)x[i] * (double)w[i];
+  CHECK(fabs((double)y[0] - want) < 1e-3);
+  float w2[6] = {1, 2, NAN, 4, 5, 6}, x2[3] = {1, 1, 1};
+  run_mlp(q, 1, 3, 2, x2, w2, b, y, &info);
+  CHECK(info.int8_kernels == 0 && isnan(y[0]) && y[1] == 15.0f - 0.5f);
+  mlu_params params;
+  OK(cnrtSimGetParams(q, &params));
+  mlu_params bad = params;
+  bad.precision = 2;
+  CHECK(cnrtSimSetParams(q, &bad) == CNML_STATUS_INVALIDARG);
+  char text[32];
+  CHECK(mlu_params_format(&params, "precision", text, sizeof text) == 0 &&
+        strcmp(text, "int8") == 0);
+  CHECK(mlu_params_set(&bad, "precision", "int4") != 0);
+  CHECK(mlu_params_set(&bad, "precision", "fp32") == 0 && bad.precision == MLU_PRECISION_FP32);
+  free(x);
+  free(w);
+}
+
 static void test_fp16(cnrtDev_t dev) {
   conv_case k = {1, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
   int64_t in_dims[4] = {1, 3, 6, 6}, out_dims[4] = {1, 4, 6, 6}, w_dims[4] = {4, 3, 3, 3}, four = 4;
@@ -1203,11 +1453,15 @@ static void test_abi_imperative_cycles(void) {
 }
 
 int main(void) {
-  cnrtDev_t dev = NULL, tiny = NULL, other = NULL;
-  mlu_params small = small_sram_params();
+  cnrtDev_t dev = NULL, tiny = NULL, other = NULL, q = NULL, q_tiny = NULL;
+  mlu_params small = small_sram_params(), int8 = mlu_params_default(), int8_small = small;
+  int8.dram_bytes = 256u << 20;
+  int8.precision = int8_small.precision = MLU_PRECISION_INT8;
   OK(cnrtCreateDevice(&dev, 0, NULL));
   OK(cnrtCreateDevice(&tiny, 1, &small));
   OK(cnrtCreateDevice(&other, 2, &small));
+  OK(cnrtCreateDevice(&q, 3, &int8));
+  OK(cnrtCreateDevice(&q_tiny, 4, &int8_small));
   test_half();
   test_tensors();
   test_buffers_exist_only_after_compile(dev);
@@ -1216,6 +1470,9 @@ int main(void) {
   test_network(dev, tiny);
   test_pool_numerics(dev, tiny);
   test_mlp_softmax(dev);
+  test_int8_conv(dev, q, q_tiny);
+  test_int8_mlp(q);
+  test_int8_limits(q);
   test_fp16(dev);
   test_queue_fifo(dev);
   test_parallel_queues(dev, other);
@@ -1236,6 +1493,8 @@ int main(void) {
   OK(cnrtDestroyDevice(dev)); /* fails if anything was left allocated */
   OK(cnrtDestroyDevice(tiny));
   OK(cnrtDestroyDevice(other));
+  OK(cnrtDestroyDevice(q));
+  OK(cnrtDestroyDevice(q_tiny));
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
