@@ -375,6 +375,14 @@ int infer(const char *model_id, const char *const *in_names,
  *                           model is then used and unloaded like any other.
  *                           A file the plugin did not write, or a damaged
  *                           one, is refused with MX_ACC_ERR_INVALID_ARG.
+ *   "query" = "compile_config"
+ *                        -> "compile_config": a string that names every
+ *                           setting of device dev_id that changes what
+ *                           loadModel compiles (precision, on-chip memory
+ *                           size...). Optional (MX_ACC_ERR_NOT_FOUND if not
+ *                           answered): the host's compiled-model cache keys
+ *                           its files by it, so that a model compiled under
+ *                           other settings is never imported.
  * ------------------------------------------------------------------------- */
 int configure(const char *const *in_keys, const char *const *in_vals,
               int num_in, int dev_id, const char *const **out_keys,

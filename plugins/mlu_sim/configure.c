@@ -124,6 +124,19 @@ static int answer_memory(answers *a, cnrtDev_t card) {
   return status;
 }
 
+/* The parameters the compiler reads (compiler.c): a compiled program is
+ * valid for another card, or after a parameter change, exactly when this
+ * string is unchanged (mxnet_acc.h section 9, "compile_config"). */
+static int answer_compile_config(answers *a, cnrtDev_t card) {
+  mlu_params params;
+  cnrtSimGetParams(card, &params);
+  char precision[48], sram[48], text[128];
+  mlu_params_format(&params, "precision", precision, sizeof precision);
+  mlu_params_format(&params, "sram_bytes", sram, sizeof sram);
+  snprintf(text, sizeof text, "precision=%s,sram_bytes=%s", precision, sram);
+  return emit(a, "compile_config", text);
+}
+
 static int answer_query(answers *a, const char *what, cnrtDev_t card) {
   if (strcmp(what, "keys") == 0) return list_keys(a);
   if (strcmp(what, "ops") == 0) return list_ops(a);
@@ -131,8 +144,9 @@ static int answer_query(answers *a, const char *what, cnrtDev_t card) {
   if (strcmp(what, "stats") == 0) return answer_stats(a, card);
   if (strcmp(what, "params") == 0) return answer_params(a, card);
   if (strcmp(what, "memory") == 0) return answer_memory(a, card);
+  if (strcmp(what, "compile_config") == 0) return answer_compile_config(a, card);
   return acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query \"%s\" (keys, ops, version, "
-                  "stats, params, memory)", what);
+                  "stats, params, memory, compile_config)", what);
 }
 
 static int answer_model(answers *a, const char *id) {

@@ -8,7 +8,8 @@ path=<file>`` loads one under a new id without compiling. The host keeps
 those files in the directory named by ``MXNET_ACC_CACHE_DIR``:
 
 * the key is a SHA-256 over the plugin's identity (name, its own version
-  string, the ABI version and a hash of the library file), the annotated
+  string, the ABI version and a hash of the library file), the device's
+  compile settings (the optional "compile_config" query), the annotated
   subgraph JSON and every weight's name, dtype, shape and bytes;
 * each entry is ``<key>.model`` (the plugin's file) and ``<key>.json``
   (what the key covered, the file's size and SHA-256), written atomically;
@@ -73,6 +74,15 @@ def _identity(library: AccLibrary) -> dict[str, Any]:
             "api_version": library.api_version, "library_sha256": _file_digest(library.path)}
 
 
+def _compile_config(library: AccLibrary, dev_id: int) -> str:
+    """The device settings that change compiled code (the optional
+    "compile_config" query; "" when the plugin does not answer it)."""
+    try:
+        return library.configure(dev_id, {"query": "compile_config"}).get("compile_config", "")
+    except AccHostError:
+        return ""
+
+
 def _weights_digest(weights: Mapping[str, np.ndarray]) -> str:
     digest = hashlib.sha256()
     for name in sorted(weights):
@@ -97,8 +107,9 @@ class ModelCache:
         self.directory = Path(directory)
 
     def entry(self, library: AccLibrary, graph_json: str,
-              weights: Mapping[str, np.ndarray]) -> CacheEntry:
+              weights: Mapping[str, np.ndarray], dev_id: int = 0) -> CacheEntry:
         meta = {"format": _FORMAT, **_identity(library),
+                "compile_config": _compile_config(library, dev_id),
                 "graph_sha256": hashlib.sha256(graph_json.encode()).hexdigest(),
                 "weights_sha256": _weights_digest(weights)}
         key = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()

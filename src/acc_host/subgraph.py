@@ -120,7 +120,8 @@ class SubgraphOperator:
         otherwise compiles it and exports it for next time."""
         graph_json = json.dumps(self.spec.graph, sort_keys=True)
         entry = cache.entry(self.library, graph_json,
-                            {name: to_host(value) for name, value in values.items()})
+                            {name: to_host(value) for name, value in values.items()},
+                            self.dev_id)
         if cache.valid(entry):
             model_id = LoadedModel.new_id()
             try:
