@@ -51,6 +51,25 @@ static void conv_tap(float *sram, const mlu_conv *c, const float *weights, float
   int64_t x_offset = kx * c->dw - c->pw, lo, hi;
   valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
   if (lo >= hi) return;
+  if (c->sh == 1 && c->sw == 1 && lo == 0 && hi == c->ow && c->ow == c->w) {
+    /* Whole rows at unit stride (1x1 convolutions, the centre column of
+     * same-padded ones): the valid rows are one contiguous run on both
+     * sides. Each output value still receives the channels in the same
+     * order, so the result is bit-identical to the row loop below. */
+    int64_t base = c->oy0 - c->ph + ky * c->dh; /* input row of output row 0 */
+    int64_t r0 = base < 0 ? -base : 0;
+    int64_t r1 = c->h - base < c->out_rows ? c->h - base : c->out_rows;
+    if (r0 >= r1) return;
+    int64_t count = (r1 - r0) * c->ow;
+    float *out_run = out + r0 * c->ow;
+    for (int64_t ch = 0; ch < c->cg; ++ch) {
+      float weight = weights[(ky * c->kw + kx) * c->cg + ch];
+      const float *in_run = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
+                            (uint64_t)((base + r0 - c->in_row0) * c->w);
+      for (int64_t i = 0; i < count; ++i) out_run[i] += weight * in_run[i];
+    }
+    return;
+  }
   for (int64_t r = 0; r < c->out_rows; ++r) {
     int64_t iy = (c->oy0 + r) * c->sh - c->ph + ky * c->dh;
     if (iy < 0 || iy >= c->h) continue; /* zero padding */
