@@ -118,3 +118,17 @@ def test_executor_sees_changed_arguments() -> None:
     assert not np.allclose(first, second)
     arg["fc_bias"] = exe.arg_dict["fc_bias"]
     np.testing.assert_allclose(second, _expected(x, arg, aux), rtol=1e-5)
+
+
+def test_bind_takes_the_dtypes_of_data_descriptions() -> None:
+    """An Embedding fed int32 token ids (DataDesc dtype) gathers the rows
+    of those ids; the arguments' dtypes follow the description."""
+    ids = mx.sym.Variable("ids")
+    symbol = mx.sym.Embedding(ids, input_dim=5, output_dim=2, name="emb")
+    mod = mx.mod.Module(symbol, data_names=["ids"], label_names=None)
+    mod.bind(data_shapes=[mx.io.DataDesc("ids", (3,), np.int32)], for_training=False)
+    table = np.arange(10, dtype=np.float32).reshape(5, 2)
+    mod.set_params({"emb_weight": mx.nd.array(table)}, {})
+    assert mod._exec.arg_dict["ids"].dtype == np.int32
+    mod.forward(mx.io.DataBatch([mx.nd.array(np.array([4, 0, 2]), dtype="int32")]))
+    np.testing.assert_array_equal(mod.get_outputs()[0].asnumpy(), table[[4, 0, 2]])

@@ -127,7 +127,12 @@ class Module:
         shapes = {desc.name: desc.shape for desc in self._data_shapes}
         shapes.update({desc.name: desc.shape for desc in self._label_shapes or []
                        if desc.name in self._label_names})
-        self._exec = Executor.simple_bind(self._symbol, self._context, shapes, {})
+        # Like MXNet's Module, the descriptions' dtypes (float32 unless given)
+        # type the inputs.
+        types = {desc.name: desc.dtype for desc in self._data_shapes}
+        types.update({desc.name: desc.dtype for desc in self._label_shapes or []
+                      if desc.name in self._label_names})
+        self._exec = Executor.simple_bind(self._symbol, self._context, shapes, types)
         if self.params_initialized:
             self._copy_params_in()
 
