@@ -987,3 +987,48 @@ cnmlStatus_t cnmlSimGetFusionOpInfo(cnmlFusionOp_t fusion, mlu_program_info *inf
   *info = fusion->program->info;
   return CNML_STATUS_SUCCESS;
 }
+
+cnmlStatus_t cnmlSimGetFusionOpProgram(cnmlFusionOp_t fusion, mlu_program **program) {
+  if (fusion == NULL || program == NULL) {
+    return FAIL(CNML_STATUS_INVALIDARG, "cnmlSimGetFusionOpProgram: NULL");
+  }
+  if (fusion->program == NULL) {
+    return FAIL(CNML_STATUS_STATE, "cnmlSimGetFusionOpProgram: not compiled");
+  }
+  mlu_program_ref(fusion->program);
+  *program = fusion->program;
+  return CNML_STATUS_SUCCESS;
+}
+
+cnmlStatus_t cnmlSimSetFusionOpProgram(cnmlFusionOp_t fusion, cnrtDev_t dev,
+                                       mlu_program *program) {
+  const char *call = "cnmlSimSetFusionOpProgram";
+  if (fusion == NULL || dev == NULL || program == NULL) {
+    return FAIL(CNML_STATUS_INVALIDARG, "%s: NULL", call);
+  }
+  if (!fusion->io_set || fusion->num_ops == 0) {
+    return FAIL(CNML_STATUS_STATE, "%s: fuse ops and set the I/O first", call);
+  }
+  if (program->card != dev) {
+    return FAIL(CNML_STATUS_INVALIDARG, "%s: the program is for another card", call);
+  }
+  if (program->num_inputs != fusion->num_inputs || program->num_outputs != fusion->num_outputs) {
+    return FAIL(CNML_STATUS_INVALIDARG, "%s: the program has %d inputs and %d outputs, the "
+                "FusionOp %d and %d", call, program->num_inputs, program->num_outputs,
+                fusion->num_inputs, fusion->num_outputs);
+  }
+  for (int i = 0; i < fusion->num_inputs + fusion->num_outputs; ++i) {
+    cnmlTensor_t t = i < fusion->num_inputs ? fusion->inputs[i]
+                                            : fusion->outputs[i - fusion->num_inputs];
+    uint64_t bytes = (uint64_t)t->count * mlu_dtype_size(t->dtype);
+    if (program->io_bytes[i] != bytes) {
+      return FAIL(CNML_STATUS_INVALIDARG, "%s: I/O slot %d holds %llu bytes in the program, "
+                  "%llu in the FusionOp", call, i, (unsigned long long)program->io_bytes[i],
+                  (unsigned long long)bytes);
+    }
+  }
+  mlu_program_unref(fusion->program);
+  fusion->program = program;
+  for (size_t i = 0; i < fusion->num_ops; ++i) bind_tensors(fusion->ops[i], dev);
+  return CNML_STATUS_SUCCESS;
+}

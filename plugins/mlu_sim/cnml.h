@@ -290,4 +290,14 @@ cnmlStatus_t cnrtSimInvokeHostFunc(cnrtQueue_t queue, int (*fn)(void *user), voi
 cnmlStatus_t cnmlSimGetBaseOpInfo(cnmlBaseOp_t op, mlu_program_info *info);
 cnmlStatus_t cnmlSimGetFusionOpInfo(cnmlFusionOp_t fusion, mlu_program_info *info);
 
+/* Offline models (model_file.c). Get: the compiled program, with one
+ * reference for the caller (CNML_STATUS_STATE before compiling). Set: gives
+ * a FusionOp whose ops are fused and I/O set a program made elsewhere
+ * instead of compiling it: the program must be for dev, have the FusionOp's
+ * I/O count and each slot the bytes of its tensor (CNML_STATUS_INVALIDARG
+ * otherwise); on success the FusionOp takes over the caller's reference. */
+cnmlStatus_t cnmlSimGetFusionOpProgram(cnmlFusionOp_t fusion, mlu_program **program);
+cnmlStatus_t cnmlSimSetFusionOpProgram(cnmlFusionOp_t fusion, cnrtDev_t dev,
+                                       mlu_program *program);
+
 #endif /* MLU_SIM_CNML_H_ */

@@ -8,6 +8,7 @@
 #include "cnml.h"
 #include "library.h"
 #include "model.h"
+#include "model_file.h"
 #include "ops.h"
 #include "status.h"
 
@@ -61,7 +62,7 @@ static int append(char *list, size_t size, size_t *length, const char *text) {
 static int list_keys(answers *a) {
   char list[1024];
   size_t length = 0;
-  int status = append(list, sizeof list, &length, "query,reset_stats,model_info");
+  int status = append(list, sizeof list, &length, "query,reset_stats,model_info,export_model,import_model,path");
   for (size_t i = 0; i < mlu_params_count() && status == MX_ACC_OK; ++i) {
     status = append(list, sizeof list, &length, mlu_params_name(i));
   }
@@ -170,6 +171,73 @@ static int answer_model(answers *a, const char *id) {
   return status;
 }
 
+/* Offline models (model_file.c): each "export_model" or "import_model" goes
+ * with the call's one "path"; one of them per call. */
+static int find_path(const char *const *keys, const char *const *vals, int num_in,
+                     const char **path) {
+  int files = 0, paths = 0;
+  *path = NULL;
+  for (int i = 0; i < num_in; ++i) {
+    if (keys[i] == NULL || vals[i] == NULL) continue; /* reported by the loop of configure */
+    files += strcmp(keys[i], "export_model") == 0 || strcmp(keys[i], "import_model") == 0;
+    if (strcmp(keys[i], "path") == 0) {
+      paths += 1;
+      *path = vals[i];
+    }
+  }
+  if (files > 1 || paths > 1) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: at most one export_model or "
+                    "import_model, and one path, per call");
+  }
+  if (files != paths) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: export_model and import_model need "
+                    "a \"path\", and \"path\" is only used with them");
+  }
+  if (*path != NULL && (*path)[0] == '\0') {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: path is empty");
+  }
+  return MX_ACC_OK;
+}
+
+typedef struct export_job {
+  const char *path;
+  int dev_id;
+  uint64_t bytes;
+} export_job;
+
+/* The model must be on the call's device: the host serializes the calls
+ * naming one device, so no infer() runs it while it is written, and the
+ * registry's lock keeps unloadModel() from freeing it. */
+static int export_locked(mlu_model *model, void *context) {
+  export_job *job = context;
+  if (model->dev_id != job->dev_id) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "export_model: model \"%s\" is on device %d, not %d",
+                    model->id, model->dev_id, job->dev_id);
+  }
+  return mlu_model_export(model, job->path, &job->bytes);
+}
+
+static int export_model(answers *a, const char *id, const char *path, int dev_id) {
+  export_job job = {path, dev_id, 0};
+  int status = mlu_models_with(id, export_locked, &job);
+  return status == MX_ACC_OK ? emit_u64(a, "exported", job.bytes) : status;
+}
+
+static int import_model(answers *a, const char *id, const char *path, int dev_id) {
+  if (id[0] == '\0') return acc_fail(MX_ACC_ERR_INVALID_ARG, "import_model: empty id");
+  if (mlu_models_exists(id)) {
+    return acc_fail(MX_ACC_ERR_STATE, "model \"%s\" is already loaded", id);
+  }
+  int status = emit(a, "imported", id); /* the answer first: once added, nothing may fail */
+  mlu_model *model = NULL;
+  if (status == MX_ACC_OK) status = mlu_model_import(id, path, dev_id, &model);
+  if (status == MX_ACC_OK) {
+    status = mlu_models_add(model); /* fails if another thread loaded the id meanwhile */
+    if (status != MX_ACC_OK) mlu_model_free(model);
+  }
+  return status;
+}
+
 static int reset_stats(answers *a, const char *value, cnrtDev_t card) {
   int flag;
   if (acc_attr_bool(value, &flag) != 0 || !flag) {
@@ -198,7 +266,8 @@ int mlu_configure(int dev_id, const char *const *in_keys, const char *const *in_
   cnrtDev_t card = mlu_card_for(dev_id);
   if (card == NULL) return mlu_device_status(dev_id);
   answers a = {mlu_library_instance(), 0, 0};
-  int status = MX_ACC_OK;
+  const char *path = NULL;
+  int status = find_path(in_keys, in_vals, num_in, &path);
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
     const char *key = in_keys[i], *value = in_vals[i];
     if (key == NULL || value == NULL) {
@@ -209,6 +278,12 @@ int mlu_configure(int dev_id, const char *const *in_keys, const char *const *in_
       status = reset_stats(&a, value, card);
     } else if (strcmp(key, "model_info") == 0) {
       status = answer_model(&a, value);
+    } else if (strcmp(key, "export_model") == 0) {
+      status = export_model(&a, value, path, dev_id);
+    } else if (strcmp(key, "import_model") == 0) {
+      status = import_model(&a, value, path, dev_id);
+    } else if (strcmp(key, "path") == 0) {
+      /* read by find_path() */
     } else {
       status = set_param(&a, key, value, card);
     }

@@ -15,6 +15,13 @@
  *                        fused_epilogues, resident_values, spilled_values,
  *                        aliased_values, sram_words, const_bytes,
  *                        scratch_bytes
+ *   "export_model" = <id>, "path" = <file>
+ *                        writes loaded model id (on this device) to file
+ *                        as an offline model (model_file.h); answers
+ *                        "exported" = its size in bytes
+ *   "import_model" = <id>, "path" = <file>
+ *                        loads an offline model under the new id on this
+ *                        device without compiling; answers "imported" = id
  *   <parameter> = <value> sets one cost-model parameter of the card and
  *                        answers it (dram_bytes only on an idle card)
  */

@@ -121,3 +121,12 @@ mlu_model *mlu_models_find(const char *id) {
 }
 
 int mlu_models_exists(const char *id) { return mlu_models_find(id) != NULL; }
+
+int mlu_models_with(const char *id, int (*fn)(mlu_model *model, void *context), void *context) {
+  pthread_mutex_lock(&library.models_lock);
+  mlu_model **link = find_link(id);
+  int status = link != NULL ? fn(*link, context)
+                            : acc_fail(MX_ACC_ERR_NOT_FOUND, "model \"%s\" is not loaded", id);
+  pthread_mutex_unlock(&library.models_lock);
+  return status;
+}

@@ -61,5 +61,9 @@ int mlu_models_add(mlu_model *model);          /* MX_ACC_ERR_STATE if the id exi
 mlu_model *mlu_models_remove(const char *id);  /* NULL if not loaded */
 mlu_model *mlu_models_find(const char *id);
 int mlu_models_exists(const char *id);
+/* Runs fn(model, context) on the model called id with models_lock held, so
+ * that no unloadModel() frees it meanwhile (export_model); returns fn's
+ * status, MX_ACC_ERR_NOT_FOUND if no such model is loaded. */
+int mlu_models_with(const char *id, int (*fn)(mlu_model *model, void *context), void *context);
 
 #endif /* MLU_SIM_LIBRARY_H_ */

@@ -44,6 +44,8 @@ struct mlu_model_state {
   void **buffers;          /* [entry * MLU_MAX_CARDS + card]: device buffers */
   cnrtQueue_t queues[MLU_MAX_CARDS];
   char **head_names;
+  char *json;              /* the graph as loadModel() received it (export_model) */
+  void **weight_values;    /* per node: a weight's current values, host bytes (export_model) */
   /* Guards the segments' compiled programs against configure's
    * "model_info" reading them while infer recompiles one. */
   pthread_mutex_t program_lock;
@@ -172,9 +174,11 @@ static int allocate_tables(struct mlu_model_state *s) {
   s->card = calloc(nodes, sizeof *s->card);
   s->segment = calloc(nodes, sizeof *s->segment);
   s->used_outside = calloc(nodes, 1);
+  s->weight_values = calloc(nodes, sizeof *s->weight_values);
   s->buffers = calloc(entries * MLU_MAX_CARDS, sizeof *s->buffers);
   if (s->node_of_entry == NULL || s->tensors == NULL || s->built == NULL || s->kind == NULL ||
-      s->card == NULL || s->segment == NULL || s->used_outside == NULL || s->buffers == NULL) {
+      s->card == NULL || s->segment == NULL || s->used_outside == NULL || s->buffers == NULL ||
+      s->weight_values == NULL) {
     return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
   }
   for (size_t i = 0; i < graph->num_nodes; ++i) {
@@ -271,6 +275,31 @@ static int host_view(const mlu_model *model, const MXTensor *tensor, uint64_t by
   *view = *temp;
   return cnrtMemcpy(mlu_card_for(model->dev_id), *temp, tensor->data, (size_t)bytes,
                     CNRT_MEM_TRANS_DIR_DEV2HOST);
+}
+
+/* Keeps host bytes of weight var's current values, for export_model. */
+static int keep_weight(struct mlu_model_state *s, size_t var, const void *host) {
+  uint64_t bytes = entry_bytes(s->graph, (uint32_t)var, 0);
+  if (s->weight_values[var] == NULL) {
+    s->weight_values[var] = malloc(bytes ? (size_t)bytes : 1);
+    if (s->weight_values[var] == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "weight copy");
+  }
+  if (bytes > 0) memcpy(s->weight_values[var], host, (size_t)bytes);
+  return MX_ACC_OK;
+}
+
+static int keep_weights(mlu_model *model, const MXTensor **given) {
+  struct mlu_model_state *s = model->state;
+  int status = MX_ACC_OK;
+  for (size_t i = 0; i < s->graph->num_nodes && status == MX_ACC_OK; ++i) {
+    if (s->graph->nodes[i].kind != ACC_VAR_WEIGHT) continue;
+    const void *host = NULL;
+    void *temp = NULL;
+    status = host_view(model, given[i], entry_bytes(s->graph, (uint32_t)i, 0), &host, &temp);
+    if (status == MX_ACC_OK) status = keep_weight(s, i, host);
+    free(temp);
+  }
+  return status;
 }
 
 /* ---- BaseOps ------------------------------------------------------------------------------- */
@@ -507,6 +536,13 @@ static int segment_io(struct mlu_model_state *s, size_t k) {
   return status;
 }
 
+static void segment_view(const struct mlu_model_state *s, size_t k, mlu_segment_view *view) {
+  const mlu_segment *seg = &s->segments[k];
+  *view = (mlu_segment_view){k, s->num_segments, seg->card, seg->launch, seg->num_nodes,
+                             seg->nodes, seg->num_inputs, seg->inputs, seg->num_outputs,
+                             seg->outputs};
+}
+
 /* A device buffer for entry on card, made after the segment using it was
  * compiled (device memory exists only then). */
 static int ensure_buffer(struct mlu_model_state *s, size_t entry, int card) {
@@ -514,7 +550,8 @@ static int ensure_buffer(struct mlu_model_state *s, size_t entry, int card) {
   return *slot != NULL ? MX_ACC_OK : cnmlMallocBuffer(s->tensors[entry], slot);
 }
 
-static int compile_segment(struct mlu_model_state *s, size_t k) {
+static int compile_segment(struct mlu_model_state *s, size_t k, mlu_program_source source,
+                           void *context) {
   mlu_segment *seg = &s->segments[k];
   int status = segment_io(s, k);
   if (status == MX_ACC_OK) status = cnmlCreateFusionOp(&seg->fusion);
@@ -530,7 +567,13 @@ static int compile_segment(struct mlu_model_state *s, size_t k) {
     status = cnmlSetFusionIO(seg->fusion, io, (int)seg->num_inputs, io + seg->num_inputs,
                              (int)seg->num_outputs);
   }
-  if (status == MX_ACC_OK) status = cnmlCompileFusionOp(seg->fusion, mlu_card_for(seg->card));
+  if (status == MX_ACC_OK && source != NULL) { /* an offline model: no compiling */
+    mlu_segment_view view;
+    segment_view(s, k, &view);
+    status = source(context, &view, seg->fusion, mlu_card_for(seg->card));
+  } else if (status == MX_ACC_OK) {
+    status = cnmlCompileFusionOp(seg->fusion, mlu_card_for(seg->card));
+  }
   for (size_t i = 0; i < total && status == MX_ACC_OK; ++i) {
     size_t entry = i < seg->num_inputs ? seg->inputs[i] : seg->outputs[i - seg->num_inputs];
     status = ensure_buffer(s, entry, seg->card);
@@ -538,11 +581,12 @@ static int compile_segment(struct mlu_model_state *s, size_t k) {
   return status;
 }
 
-static int compile_segments(struct mlu_model_state *s) {
+static int compile_segments(struct mlu_model_state *s, mlu_program_source source,
+                            void *context) {
   mark_used_outside(s);
   int status = MX_ACC_OK;
   for (size_t k = 0; k < s->num_segments && status == MX_ACC_OK; ++k) {
-    status = compile_segment(s, k);
+    status = compile_segment(s, k, source, context);
     int card = s->segments[k].card;
     if (status == MX_ACC_OK && s->queues[card] == NULL) {
       status = cnrtCreateQueue(&s->queues[card], mlu_card_for(card));
@@ -622,6 +666,7 @@ static int refresh_weight(mlu_model *model, size_t var, const MXTensor *value) {
       s->segments[s->segment[i]].dirty = 1;
     }
   }
+  if (status == MX_ACC_OK) status = keep_weight(s, var, host);
   free(temp);
   return status == MX_ACC_OK ? fill_variable(model, var, value) : status;
 }
@@ -655,6 +700,12 @@ static int upload_weights(mlu_model *model, const MXTensor **given) {
 
 int mlu_model_create(const char *model_id, const char *json, const char *const *names,
                      const MXTensor *data, int num_data, int dev_id, mlu_model **result) {
+  return mlu_model_create_from(model_id, json, names, data, num_data, dev_id, NULL, NULL, result);
+}
+
+int mlu_model_create_from(const char *model_id, const char *json, const char *const *names,
+                          const MXTensor *data, int num_data, int dev_id,
+                          mlu_program_source source, void *context, mlu_model **result) {
   mlu_model *model = calloc(1, sizeof *model);
   struct mlu_model_state *s = calloc(1, sizeof *s);
   if (model == NULL || s == NULL) {
@@ -668,6 +719,10 @@ int mlu_model_create(const char *model_id, const char *json, const char *const *
   model->id = copy_string(model_id);
   const MXTensor **given = NULL;
   int status = model->id ? MX_ACC_OK : acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model id");
+  if (status == MX_ACC_OK) {
+    s->json = copy_string(json);
+    if (s->json == NULL) status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model json");
+  }
   if (status == MX_ACC_OK) status = parse_graph(json, &s->graph);
   if (status == MX_ACC_OK) status = allocate_tables(s);
   if (status == MX_ACC_OK) {
@@ -675,9 +730,10 @@ int mlu_model_create(const char *model_id, const char *json, const char *const *
     if (given == NULL) status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model");
   }
   if (status == MX_ACC_OK) status = collect_given(model, names, data, num_data, given);
+  if (status == MX_ACC_OK) status = keep_weights(model, given);
   if (status == MX_ACC_OK) status = build_nodes(model, given);
   if (status == MX_ACC_OK) status = build_segments(s);
-  if (status == MX_ACC_OK) status = compile_segments(s);
+  if (status == MX_ACC_OK) status = compile_segments(s, source, context);
   if (status == MX_ACC_OK) status = upload_weights(model, given);
   if (status == MX_ACC_OK) status = name_heads(s);
   free(given);
@@ -711,6 +767,11 @@ void mlu_model_free(mlu_model *model) {
   }
   for (size_t i = 0; s->head_names != NULL && i < s->graph->num_heads; ++i) free(s->head_names[i]);
   free(s->head_names);
+  for (size_t i = 0; s->weight_values != NULL && i < s->graph->num_nodes; ++i) {
+    free(s->weight_values[i]);
+  }
+  free(s->weight_values);
+  free(s->json);
   free(s->buffers);
   free(s->used_outside);
   free(s->segment);
@@ -854,6 +915,35 @@ int mlu_model_infer(mlu_model *model, const char *const *in_names, const char *c
   status = sync_all(s, status);
   if (status == MX_ACC_OK) status = copy_outputs(model, out_data, num_out, head_of_output);
   free(head_of_output);
+  return status;
+}
+
+const char *mlu_model_json(const mlu_model *model) { return model->state->json; }
+
+const acc_graph *mlu_model_graph(const mlu_model *model) { return model->state->graph; }
+
+const void *mlu_model_weight(const mlu_model *model, size_t node) {
+  const struct mlu_model_state *s = model->state;
+  return node < s->graph->num_nodes ? s->weight_values[node] : NULL;
+}
+
+size_t mlu_model_num_segments(const mlu_model *model) { return model->state->num_segments; }
+
+void mlu_model_segment(const mlu_model *model, size_t k, mlu_segment_view *view) {
+  segment_view(model->state, k, view);
+}
+
+int mlu_model_segment_program(mlu_model *model, size_t k, mlu_program **program) {
+  struct mlu_model_state *s = model->state;
+  mlu_segment *seg = &s->segments[k];
+  int status = MX_ACC_OK;
+  pthread_mutex_lock(&s->program_lock);
+  if (seg->dirty) {
+    status = cnmlCompileFusionOp(seg->fusion, mlu_card_for(seg->card));
+    if (status == MX_ACC_OK) seg->dirty = 0;
+  }
+  if (status == MX_ACC_OK) status = cnmlSimGetFusionOpProgram(seg->fusion, program);
+  pthread_mutex_unlock(&s->program_lock);
   return status;
 }
 

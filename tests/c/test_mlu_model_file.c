@@ -1,0 +1,482 @@
+/*
+ * mlu_sim's offline models (configure "export_model"/"import_model",
+ * plugins/mlu_sim/model_file.c) through the ABI entry points, linked
+ * directly so that AddressSanitizer, LeakSanitizer and UBSan watch every
+ * path: export -> import (on the same and on another card) gives bitwise
+ * the same outputs without compiling; weights given again to infer() after
+ * import behave as after loadModel(); every truncation, every single-bit
+ * flip of an exported file is refused with MX_ACC_ERR_INVALID_ARG; hostile
+ * length fields and random changes with the checksum recomputed (so that
+ * only the reader's checks stand between them and the simulator) are
+ * refused or load a model that runs, never crashing or leaking.
+ * Prints "N passed, N failed"; exits non-zero on failure.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mxnet_acc.h"
+
+static int passed, failed;
+
+#define CHECK(condition)                                                                    \
+  do {                                                                                      \
+    if (condition) {                                                                        \
+      ++passed;                                                                             \
+    } else {                                                                                \
+      ++failed;                                                                             \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__,      \
+              #condition, accGetLastError());                                               \
+    }                                                                                       \
+  } while (0)
+
+#define NODE(op, name, attrs, inputs) \
+  "{\"op\":\"" op "\",\"name\":\"" name "\",\"attrs\":{" attrs "},\"inputs\":[" inputs "]}"
+#define OUT(shape) "\"__out_shapes__\":\"[" shape "]\",\"__out_dtypes__\":\"[0]\""
+#define VAR(name, shape, kind) NODE("null", name, OUT(shape) ",\"__kind__\":\"" kind "\"", "")
+
+/* data -> conv -> batch norm (folded) -> + offset (a weight flowing as data)
+ * -> relu -> max pool -> flatten -> fully connected -> softmax */
+static const char kGraph[] =
+    "{\"nodes\":["
+    VAR("data", "[1,2,5,5]", "data") ","
+    VAR("conv_w", "[3,2,3,3]", "weight") ","
+    VAR("conv_b", "[3]", "weight") ","
+    NODE("Convolution", "conv", OUT("[1,3,5,5]") ",\"kernel\":\"(3, 3)\",\"pad\":\"(1, 1)\","
+         "\"num_filter\":\"3\"", "[0,0,0],[1,0,0],[2,0,0]") ","
+    VAR("gamma", "[3]", "weight") "," VAR("beta", "[3]", "weight") ","
+    VAR("mean", "[3]", "weight") "," VAR("var", "[3]", "weight") ","
+    NODE("BatchNorm", "bn", OUT("[1,3,5,5]") ",\"fix_gamma\":\"False\"",
+         "[3,0,0],[4,0,0],[5,0,0],[6,0,0],[7,0,0]") ","
+    VAR("offset", "[1,3,5,5]", "weight") ","
+    NODE("elemwise_add", "add", OUT("[1,3,5,5]"), "[8,0,0],[9,0,0]") ","
+    NODE("Activation", "relu", OUT("[1,3,5,5]") ",\"act_type\":\"relu\"", "[10,0,0]") ","
+    NODE("Pooling", "pool", OUT("[1,3,2,2]") ",\"kernel\":\"(2, 2)\",\"stride\":\"(2, 2)\"",
+         "[11,0,0]") ","
+    NODE("Flatten", "flat", OUT("[1,12]"), "[12,0,0]") ","
+    VAR("fc_w", "[4,12]", "weight") "," VAR("fc_b", "[4]", "weight") ","
+    NODE("FullyConnected", "fc", OUT("[1,4]") ",\"num_hidden\":\"4\"",
+         "[13,0,0],[14,0,0],[15,0,0]") ","
+    NODE("softmax", "prob", OUT("[1,4]"), "[16,0,0]")
+    "],\"arg_nodes\":[0,1,2,4,5,6,7,9,14,15],\"heads\":[[17,0,0]]}";
+
+enum { kNumVars = 10 };
+static const char *const kVarNames[kNumVars] = {"conv_w", "conv_b", "gamma", "beta", "mean",
+                                                "var", "offset", "fc_w", "fc_b", "data"};
+static const uint64_t kVarShapes[kNumVars][4] = {{3, 2, 3, 3}, {3}, {3}, {3}, {3}, {3},
+                                                 {1, 3, 5, 5}, {4, 12}, {4}, {1, 2, 5, 5}};
+static const uint64_t kVarNdims[kNumVars] = {4, 1, 1, 1, 1, 1, 4, 2, 1, 4};
+static float var_values[kNumVars][75];
+
+static void fill(float *values, int count, unsigned seed) {
+  for (int i = 0; i < count; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    values[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
+  }
+}
+
+static MXTensor host_tensor(void *values, const uint64_t *shape, uint64_t ndim) {
+  MXTensor tensor = {values, shape, ndim, kFloat32, 0, NULL, MX_ACC_HOST_DEVICE};
+  return tensor;
+}
+
+static int load_model(const char *id, int dev_id) {
+  MXTensor tensors[kNumVars];
+  for (int i = 0; i < kNumVars; ++i) {
+    tensors[i] = host_tensor(i + 1 < kNumVars ? var_values[i] : NULL, kVarShapes[i], kVarNdims[i]);
+  }
+  return loadModel(id, kGraph, kVarNames, tensors, kNumVars, dev_id);
+}
+
+/* Runs the model; weight k (0 .. kNumVars - 2) is passed again if >= 0. */
+static int run_model(const char *id, float *probabilities, int weight) {
+  static const uint64_t out_shape[] = {1, 4};
+  const char *in_names[2] = {"data", weight >= 0 ? kVarNames[weight] : NULL};
+  const char *out_names[] = {"prob_output"};
+  MXTensor in[2] = {host_tensor(var_values[kNumVars - 1], kVarShapes[kNumVars - 1], 4),
+                    host_tensor(weight >= 0 ? var_values[weight] : NULL,
+                                weight >= 0 ? kVarShapes[weight] : NULL,
+                                weight >= 0 ? kVarNdims[weight] : 0)};
+  MXTensor out = host_tensor(probabilities, out_shape, 2);
+  return infer(id, in_names, out_names, in, &out, weight >= 0 ? 2 : 1, 1);
+}
+
+/* configure(dev_id) with key=value and "path" (when not NULL); the value
+ * answered for answer_key goes to answer (when not NULL). */
+static int call(int dev_id, const char *key, const char *value, const char *path,
+                const char *answer_key, char *answer, size_t answer_size) {
+  const char *keys[] = {key, "path"}, *vals[] = {value, path};
+  const char *const *out_keys, *const *out_vals;
+  int count = 0;
+  int status = configure(keys, vals, path ? 2 : 1, dev_id, &out_keys, &out_vals, &count);
+  if (status == MX_ACC_OK && answer != NULL) {
+    snprintf(answer, answer_size, "?");
+    for (int i = 0; i < count; ++i) {
+      if (strcmp(out_keys[i], answer_key) == 0) snprintf(answer, answer_size, "%s", out_vals[i]);
+    }
+  }
+  return status;
+}
+
+static int export_to(const char *id, int dev_id, const char *path) {
+  return call(dev_id, "export_model", id, path, NULL, NULL, 0);
+}
+
+static int import_from(const char *id, int dev_id, const char *path) {
+  return call(dev_id, "import_model", id, path, NULL, NULL, 0);
+}
+
+static long long stat_of(int dev_id, const char *query, const char *key) {
+  char text[64];
+  if (call(dev_id, "query", query, NULL, key, text, sizeof text) != MX_ACC_OK) return -1;
+  return strtoll(text, NULL, 10);
+}
+
+static int is_loaded(const char *id) {
+  float probabilities[4];
+  return run_model(id, probabilities, -1) != MX_ACC_ERR_NOT_FOUND;
+}
+
+/* ---- files ------------------------------------------------------------------------------- */
+
+typedef struct buffer {
+  unsigned char *bytes;
+  size_t size;
+} buffer;
+
+static buffer read_all(const char *path) {
+  buffer result = {NULL, 0};
+  FILE *file = fopen(path, "rb");
+  if (file == NULL) return result;
+  if (fseek(file, 0, SEEK_END) == 0) {
+    long end = ftell(file);
+    if (end > 0 && fseek(file, 0, SEEK_SET) == 0) {
+      result.bytes = malloc((size_t)end);
+      if (result.bytes != NULL && fread(result.bytes, 1, (size_t)end, file) == (size_t)end) {
+        result.size = (size_t)end;
+      }
+    }
+  }
+  fclose(file);
+  return result;
+}
+
+static int write_all(const char *path, const unsigned char *bytes, size_t size) {
+  FILE *file = fopen(path, "wb");
+  if (file == NULL) return 0;
+  int ok = fwrite(bytes, 1, size, file) == size;
+  return fclose(file) == 0 && ok;
+}
+
+/* FNV-1a 64 of everything before the last 8 bytes, written there. */
+static void fix_checksum(unsigned char *bytes, size_t size) {
+  uint64_t hash = UINT64_C(0xcbf29ce484222325);
+  for (size_t i = 0; i + 8 < size; ++i) hash = (hash ^ bytes[i]) * UINT64_C(0x100000001b3);
+  for (int i = 0; i < 8; ++i) bytes[size - 8 + (size_t)i] = (unsigned char)(hash >> (8 * i));
+}
+
+static void put_le(unsigned char *out, uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) out[i] = (unsigned char)(value >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *in, int width) {
+  uint64_t value = 0;
+  for (int i = width - 1; i >= 0; --i) value = (value << 8) | in[i];
+  return value;
+}
+
+static uint64_t next_random(void) {
+  static uint64_t state = UINT64_C(0x9E3779B97F4A7C15);
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+
+static char import_message[1024];
+
+/* Imports bytes (written to "damaged.model") as "damaged" on card 1: the
+ * status. A model loaded anyway is run and unloaded; -2 if a failed import
+ * left a model behind, -3 if a loaded one cannot be unloaded. */
+static int import_bytes(const unsigned char *bytes, size_t size) {
+  if (!write_all("damaged.model", bytes, size)) return -1;
+  int status = import_from("damaged", 1, "damaged.model");
+  snprintf(import_message, sizeof import_message, "%s", accGetLastError());
+  if (status == MX_ACC_OK) {
+    float probabilities[4];
+    run_model("damaged", probabilities, -1); /* may fail; must not crash */
+    if (unloadModel("damaged") != MX_ACC_OK) return -3;
+  } else if (is_loaded("damaged")) {
+    return -2;
+  }
+  return status;
+}
+
+/* Offsets of the fields of an exported file (one segment), found by walking
+ * it as the format describes. */
+typedef struct layout {
+  size_t json_length, weight_count, first_weight_length, segment_count, node_count,
+      input_count, output_count, const_length, insn_count, first_insn;
+} layout;
+
+static layout walk(const buffer *file) {
+  layout l;
+  memset(&l, 0, sizeof l);
+  size_t at = 28;
+  l.json_length = at;
+  at += 8 + (size_t)get_le(file->bytes + at, 8);
+  l.weight_count = at;
+  uint32_t weights = (uint32_t)get_le(file->bytes + at, 4);
+  at += 4;
+  l.first_weight_length = at;
+  for (uint32_t w = 0; w < weights; ++w) {
+    at += 4 + (size_t)get_le(file->bytes + at, 4) + 4; /* name, dtype */
+    uint32_t ndim = (uint32_t)get_le(file->bytes + at, 4);
+    at += 4 + 8 * (size_t)ndim;
+    at += 8 + (size_t)get_le(file->bytes + at, 8);
+  }
+  l.segment_count = at;
+  at += 4;
+  l.node_count = at;
+  uint32_t nodes = (uint32_t)get_le(file->bytes + at, 4);
+  at += 4 + 4 * (size_t)nodes + 4; /* nodes, launch */
+  l.input_count = at;
+  uint32_t inputs = (uint32_t)get_le(file->bytes + at, 4);
+  at += 4 + 4 * (size_t)inputs;
+  l.output_count = at;
+  uint32_t outputs = (uint32_t)get_le(file->bytes + at, 4);
+  at += 4 + 4 * (size_t)outputs;
+  at += 8 * ((size_t)inputs + outputs) + 4 + 8 * 21; /* I/O bytes, opcodes, report */
+  l.const_length = at;
+  at += 8 + (size_t)get_le(file->bytes + at, 8);
+  l.insn_count = at;
+  l.first_insn = at + 8;
+  return l;
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static float first[4];
+
+static void test_round_trip(void) {
+  for (int i = 0; i < kNumVars; ++i) fill(var_values[i], 75, 900u + (unsigned)i);
+  for (int i = 0; i < 3; ++i) var_values[5][i] = fabsf(var_values[5][i]) + 0.5f; /* variances */
+  CHECK(load_model("m", 0) == MX_ACC_OK);
+  CHECK(run_model("m", first, -1) == MX_ACC_OK);
+  CHECK(fabsf(first[0] + first[1] + first[2] + first[3] - 1.0f) < 1e-5f);
+  char answer[64];
+  CHECK(call(0, "export_model", "m", "m.model", "exported", answer, sizeof answer) == MX_ACC_OK);
+  buffer file = read_all("m.model");
+  CHECK(file.size > 0 && strtoull(answer, NULL, 10) == file.size);
+  free(file.bytes);
+
+  /* Import on card 0 and on card 1: no compile, the same bits. */
+  for (int card = 0; card < 2; ++card) {
+    long long compiles = stat_of(card, "stats", "compiles");
+    const char *id = card == 0 ? "same_card" : "other_card";
+    CHECK(import_from(id, card, "m.model") == MX_ACC_OK);
+    CHECK(stat_of(card, "stats", "compiles") == compiles);
+    float again[4] = {0};
+    CHECK(run_model(id, again, -1) == MX_ACC_OK);
+    CHECK(memcmp(again, first, sizeof first) == 0);
+    CHECK(import_from(id, card, "m.model") == MX_ACC_ERR_STATE); /* the id is taken */
+  }
+  char segments[16];
+  CHECK(call(0, "model_info", "other_card", NULL, "segments", segments, sizeof segments) ==
+            MX_ACC_OK && strcmp(segments, "1") == 0);
+  CHECK(call(0, "model_info", "other_card", NULL, "folded_batchnorms", segments,
+             sizeof segments) == MX_ACC_OK && strcmp(segments, "1") == 0);
+  CHECK(export_to("other_card", 0, "x.model") == MX_ACC_ERR_INVALID_ARG); /* not its device */
+  CHECK(export_to("nothing", 0, "x.model") == MX_ACC_ERR_NOT_FOUND);
+
+  /* Weights given again after import: rebound and recompiled exactly as
+   * after loadModel (compared with the loaded model, bit for bit). */
+  for (int w = 0; w < 8; ++w) {
+    for (int i = 0; i < 75; ++i) var_values[w][i] *= w == 5 ? 2.0f : -1.0f;
+    float loaded[4] = {0}, imported[4] = {0};
+    long long compiles = stat_of(1, "stats", "compiles");
+    CHECK(run_model("m", loaded, w) == MX_ACC_OK);
+    CHECK(run_model("other_card", imported, w) == MX_ACC_OK);
+    CHECK(memcmp(loaded, imported, sizeof loaded) == 0 && memcmp(loaded, first, sizeof first));
+    /* offset (6) flows as data: no recompile; the others are parameters */
+    CHECK(stat_of(1, "stats", "compiles") == compiles + (w == 6 ? 0 : 1));
+    if (w == 2) { /* an export after a weight change carries the new values */
+      CHECK(export_to("other_card", 1, "changed.model") == MX_ACC_OK);
+      CHECK(import_from("changed", 0, "changed.model") == MX_ACC_OK);
+      float again[4] = {0};
+      CHECK(run_model("changed", again, -1) == MX_ACC_OK);
+      CHECK(memcmp(again, loaded, sizeof again) == 0);
+      CHECK(unloadModel("changed") == MX_ACC_OK);
+    }
+    for (int i = 0; i < 75; ++i) var_values[w][i] /= w == 5 ? 2.0f : -1.0f;
+    CHECK(run_model("m", loaded, w) == MX_ACC_OK);
+    CHECK(run_model("other_card", imported, w) == MX_ACC_OK);
+    CHECK(memcmp(loaded, imported, sizeof loaded) == 0);
+  }
+  CHECK(unloadModel("same_card") == MX_ACC_OK);
+  CHECK(unloadModel("other_card") == MX_ACC_OK);
+}
+
+static void test_bad_calls(void) {
+  CHECK(import_from("x", 0, "does-not-exist.model") == MX_ACC_ERR_INTERNAL);
+  CHECK(import_from("", 0, "m.model") == MX_ACC_ERR_INVALID_ARG);
+  CHECK(call(0, "import_model", "x", NULL, NULL, NULL, 0) == MX_ACC_ERR_INVALID_ARG); /* no path */
+  CHECK(call(0, "path", "m.model", NULL, NULL, NULL, 0) == MX_ACC_ERR_INVALID_ARG);
+  CHECK(import_from("x", 0, "") == MX_ACC_ERR_INVALID_ARG);
+  CHECK(export_to("m", 0, "no-such-dir/m.model") == MX_ACC_ERR_INTERNAL);
+  char keys[512];
+  CHECK(call(0, "query", "keys", NULL, "keys", keys, sizeof keys) == MX_ACC_OK);
+  CHECK(strstr(keys, "export_model") != NULL && strstr(keys, "import_model") != NULL &&
+        strstr(keys, "path") != NULL);
+  static const unsigned char garbage[] = "this is not a model file, not at all, not even close.";
+  CHECK(import_bytes(garbage, sizeof garbage) == MX_ACC_ERR_INVALID_ARG);
+  CHECK(strstr(import_message, "not a valid mlu_sim offline model") != NULL);
+  CHECK(import_bytes(garbage, 0) == MX_ACC_ERR_INVALID_ARG);
+}
+
+static void test_every_truncation_and_bit_flip(void) {
+  buffer file = read_all("m.model");
+  CHECK(file.size > 100);
+  if (file.size == 0) return;
+  int truncations = 1, flips = 1;
+  for (size_t length = 0; length < file.size; ++length) {
+    truncations &= import_bytes(file.bytes, length) == MX_ACC_ERR_INVALID_ARG;
+  }
+  CHECK(truncations);
+  unsigned char *copy = malloc(file.size + 1);
+  for (size_t i = 0; copy != NULL && i < file.size; ++i) {
+    memcpy(copy, file.bytes, file.size);
+    copy[i] ^= (unsigned char)(1u << (i % 8));
+    flips &= import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG;
+  }
+  CHECK(flips);
+  if (copy != NULL) { /* one byte too many */
+    memcpy(copy, file.bytes, file.size);
+    copy[file.size] = 0;
+    CHECK(import_bytes(copy, file.size + 1) == MX_ACC_ERR_INVALID_ARG);
+  }
+  free(copy);
+  free(file.bytes);
+}
+
+/* Sets the width-byte field at offset to value, fixes the checksum and
+ * imports: the status. */
+static int import_with(const buffer *file, size_t offset, uint64_t value, int width) {
+  unsigned char *copy = malloc(file->size);
+  if (copy == NULL) return -1;
+  memcpy(copy, file->bytes, file->size);
+  put_le(copy + offset, value, width);
+  fix_checksum(copy, file->size);
+  int status = import_bytes(copy, file->size);
+  free(copy);
+  return status;
+}
+
+static void test_hostile_fields(void) {
+  buffer file = read_all("m.model");
+  if (file.size == 0) {
+    CHECK(0);
+    return;
+  }
+  layout l = walk(&file);
+  CHECK(get_le(file.bytes + l.segment_count, 4) == 1);
+  CHECK(get_le(file.bytes + l.first_insn + 0, 1) <= 8); /* an opcode */
+  const struct {
+    size_t offset;
+    int width;
+    uint64_t value;
+  } cases[] = {
+      {0, 1, 0x88},                          /* magic */
+      {8, 4, 1},                             /* format version 1 (pre-int8) */
+      {8, 4, 3},                             /* a later format version */
+      {12, 4, 200},                          /* ABI 2.0 */
+      {16, 4, 1},                            /* flags */
+      {20, 8, file.size - 1},                /* size */
+      {20, 8, UINT64_MAX},
+      {l.json_length, 8, UINT64_MAX},        /* lengths beyond the file */
+      {l.json_length, 8, file.size},
+      {l.json_length, 8, 3},                 /* a JSON that does not parse */
+      {l.weight_count, 4, 0xFFFFFFFF},
+      {l.weight_count, 4, 0},
+      {l.first_weight_length, 4, 0xFFFFFFFF},
+      {l.segment_count, 4, 0xFFFFFFFF},
+      {l.segment_count, 4, 0},
+      {l.segment_count, 4, 2},
+      {l.node_count, 4, 0xFFFFFFFF},
+      {l.node_count, 4, 0},
+      {l.input_count, 4, 0xFFFFFFFF},
+      {l.input_count, 4, 257},
+      {l.output_count, 4, 0},
+      {l.output_count, 4, 0xFFFFFFFF},
+      {l.const_length, 8, UINT64_MAX},
+      {l.const_length, 8, UINT64_C(1) << 40},
+      {l.insn_count, 8, UINT64_MAX},
+      {l.insn_count, 8, UINT64_C(1) << 62},
+      {l.insn_count, 8, 0},
+      {l.first_insn, 1, 200},                /* unknown opcode */
+      {l.first_insn, 1, 8},                  /* SYNC first */
+      {l.first_insn + 1, 1, 77},             /* unknown dtype */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    int status = import_with(&file, cases[i].offset, cases[i].value, cases[i].width);
+    if (status != MX_ACC_ERR_INVALID_ARG) {
+      fprintf(stderr, "hostile case %zu (offset %zu): status %d: %s\n", i, cases[i].offset,
+              status, import_message);
+    }
+    CHECK(status == MX_ACC_ERR_INVALID_ARG);
+  }
+  /* Every 8-byte field of the instructions set to hostile values in turn,
+   * checksum fixed: refused, or (where the value is harmless) loaded and
+   * run, never a crash. */
+  const uint64_t hostile[] = {UINT64_MAX, UINT64_C(1) << 40, 0};
+  int refused = 0, loaded = 0, clean = 1;
+  for (size_t at = l.first_insn; at + 8 <= file.size - 8; at += 4) {
+    for (size_t v = 0; v < sizeof hostile / sizeof hostile[0]; ++v) {
+      int status = import_with(&file, at, hostile[v], 8);
+      refused += status == MX_ACC_ERR_INVALID_ARG;
+      loaded += status == MX_ACC_OK;
+      clean &= status == MX_ACC_OK || status == MX_ACC_ERR_INVALID_ARG;
+    }
+  }
+  CHECK(clean && refused > 0);
+  printf("instruction fields: %d hostile values refused, %d harmless ones loaded\n", refused,
+         loaded);
+  /* Random bytes anywhere, checksum fixed. */
+  unsigned char *copy = malloc(file.size);
+  int survived = copy != NULL;
+  for (int round = 0; copy != NULL && round < 400; ++round) {
+    memcpy(copy, file.bytes, file.size);
+    int changes = 1 + (int)(next_random() % 4);
+    for (int c = 0; c < changes; ++c) {
+      copy[next_random() % (file.size - 8)] = (unsigned char)next_random();
+    }
+    fix_checksum(copy, file.size);
+    int status = import_bytes(copy, file.size);
+    survived &= status == MX_ACC_OK || status == MX_ACC_ERR_INVALID_ARG;
+  }
+  CHECK(survived);
+  free(copy);
+  free(file.bytes);
+}
+
+int main(void) {
+  CHECK(initialize(MX_ACC_API_VERSION) == MX_ACC_OK);
+  CHECK(getNumAcc() >= 2);
+  long long before = stat_of(0, "memory", "bytes_in_use");
+  long long before1 = stat_of(1, "memory", "bytes_in_use");
+  test_round_trip();
+  test_bad_calls();
+  test_every_truncation_and_bit_flip();
+  test_hostile_fields();
+  CHECK(unloadModel("m") == MX_ACC_OK);
+  CHECK(!is_loaded("damaged"));
+  CHECK(stat_of(0, "memory", "bytes_in_use") == before);
+  CHECK(stat_of(1, "memory", "bytes_in_use") == before1);
+  remove("m.model");
+  remove("changed.model");
+  remove("damaged.model");
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
