@@ -6,7 +6,8 @@
                                                   # tests/onnx_expected_failures.py entries
 
 The CPU path runs from tests/test_onnx_backend.py, cpu_ref from
-tests/test_onnx_backend_cpu_ref.py. "node %" counts every node case (passed /
+tests/test_onnx_backend_cpu_ref.py, the simulated MLU (light models only, with CPU
+fallback) from tests/test_onnx_backend_mlu.py. "node %" counts every node case (passed /
 all node cases).
 """
 
@@ -23,7 +24,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITES = {"cpu": "tests/test_onnx_backend.py", "cpu_ref": "tests/test_onnx_backend_cpu_ref.py"}
+SUITES = {"cpu": "tests/test_onnx_backend.py", "cpu_ref": "tests/test_onnx_backend_cpu_ref.py",
+          "mlu": "tests/test_onnx_backend_mlu.py"}
 CATEGORIES = {"OnnxBackendNodeModelTest": "node", "OnnxBackendRealModelTest": "light models",
               "OnnxBackendSimpleModelTest": "simple", "OnnxBackendPyTorchConvertedModelTest":
               "pytorch-converted", "OnnxBackendPyTorchOperatorModelTest": "pytorch-operator"}
@@ -39,7 +41,7 @@ def outcomes(xml: str) -> list[tuple[str, str, str, str]]:
     """(category, test name, outcome, message) per test case."""
     rows = []
     for case in ET.parse(xml).iter("testcase"):
-        classname = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("CpuRef")
+        classname = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("CpuRef").removeprefix("Mlu")
         category = CATEGORIES.get(classname, "other")
         outcome, message = "passed", ""
         for child in case:
