@@ -88,7 +88,8 @@ def _inputs(case: Case, seed: int) -> list[np.ndarray]:
     dtypes = [np.dtype(name) for name in case.input_dtypes()]
     rng = np.random.default_rng(seed)
     few = op in FEW_VALUES
-    arrays = [_random(rng, shape, dtype, few) for shape, dtype in zip(shapes, dtypes)]
+    # np.asarray: a 0-d shape gives numpy scalars, not arrays
+    arrays = [np.asarray(_random(rng, shape, dtype, few)) for shape, dtype in zip(shapes, dtypes)]
     if op == "BatchNorm":
         arrays[4] = rng.uniform(0.2, 2.0, shapes[4]).astype(dtypes[4])  # variances
     elif op in POSITIVE_INPUT:
@@ -105,10 +106,66 @@ def _inputs(case: Case, seed: int) -> list[np.ndarray]:
         data = shapes[0]
         axis = attrs.get("axis", 0) % len(data)
         arrays[1] = _indices(rng, case, data[axis], shapes[1], dtypes[1])
+    elif op.startswith("_onnx_"):
+        _onnx_inputs(case, rng, arrays, dtypes)
     elif op == "_equal" and dtypes[0] == np.int64:
         # Neighbours beyond 2^53, which only exact integer comparison tells apart.
         arrays = [(2**53 + rng.integers(-2, 3, shape)).astype(np.int64) for shape in shapes]
     return arrays
+
+
+def _positions(rng: np.random.Generator, size: int, shape: tuple[int, ...],
+               dtype: np.dtype) -> np.ndarray:
+    """Valid positions along an axis of size entries, negative ones (counted
+    from the end) included where the dtype is signed."""
+    low = 0 if dtype.kind == "u" else -size
+    return rng.integers(low, size, shape).astype(dtype)
+
+
+def _onnx_inputs(case: Case, rng: np.random.Generator, arrays: list[np.ndarray],
+                 dtypes: list[np.dtype]) -> None:
+    """Inputs of the ONNX importer's operators that need values in a domain:
+    indices inside their axes, lengths, targets, positive arguments."""
+    op, attrs, shapes = case.op, case.attrs, case.shapes
+    if op in ("_onnx_gather", "_onnx_gather_elements", "_onnx_scatter_elements"):
+        data = shapes[0]
+        axis = attrs.get("axis", 0) % len(data)
+        arrays[1] = _positions(rng, data[axis], shapes[1], dtypes[1])
+    elif op in ("_onnx_gather_nd", "_onnx_scatter_nd"):
+        data, index = shapes[0], shapes[1]
+        batch = attrs.get("batch_dims", 0)
+        columns = [_positions(rng, data[batch + j], index[:-1], dtypes[1])
+                   for j in range(index[-1])]
+        arrays[1] = np.stack(columns, axis=-1).astype(dtypes[1])
+    elif op == "_onnx_one_hot":
+        depth = attrs["depth"]
+        low = 0 if dtypes[0].kind == "u" else -depth - 1
+        arrays[0] = rng.integers(low, depth + 2, shapes[0]).astype(dtypes[0])
+    elif op == "_onnx_reverse_sequence":
+        steps = shapes[0][attrs.get("time_axis", 0)]
+        arrays[1] = rng.integers(0, steps + 1, shapes[1]).astype(dtypes[1])
+    elif op in ("_onnx_nll_loss", "_onnx_softmax_cross_entropy"):
+        classes = shapes[0][1]
+        target = rng.integers(0, classes, shapes[1])
+        if "ignore_index" in attrs:
+            target[rng.random(shapes[1]) < 0.3] = attrs["ignore_index"]
+        arrays[1] = target.astype(dtypes[1])
+        if len(arrays) > 2:
+            arrays[2] = rng.uniform(0.5, 2.0, shapes[2]).astype(dtypes[2])
+    elif (op == "_onnx_unary" and attrs["fn"] in ("sqrt", "log")) or \
+            (op == "_onnx_reduce" and attrs["fn"] == "log_sum") or \
+            (op == "_onnx_binary" and attrs["fn"] == "pow" and dtypes[0].kind == "f"):
+        arrays[0] = np.abs(arrays[0]) + np.array(1, dtypes[0])
+    elif op == "_onnx_binary" and attrs["fn"] in ("bitshift_left", "bitshift_right"):
+        arrays[1] = rng.integers(0, 8 * dtypes[1].itemsize + 2, shapes[1]).astype(dtypes[1])
+    elif op == "_onnx_binary" and attrs["fn"] == "pow":
+        arrays[0] = rng.integers(0, 4, shapes[0]).astype(dtypes[0])
+        arrays[1] = rng.integers(0, 5, shapes[1]).astype(dtypes[1])
+    elif op == "_onnx_cumprod" or (op == "_onnx_reduce" and attrs["fn"] == "prod"):
+        if dtypes[0].kind == "f":
+            arrays[0] = rng.uniform(0.5, 1.5, shapes[0]).astype(dtypes[0])
+    elif op == "_onnx_det":
+        arrays[0] = (rng.standard_normal(shapes[0]) + 2 * np.eye(shapes[0][-1])).astype(dtypes[0])
 
 
 def _host_results(op: str, inputs: list[np.ndarray], attrs: dict) -> list[np.ndarray]:
@@ -196,26 +253,44 @@ def test_every_operator_has_cases(library) -> None:
         assert definition is not None, f"{name} is not in the host's registry"
         assert int(version) == op_version(name), name
         for dtype, operators in tested.items():
+            if dtype == "float16" and name in NO_FLOAT16:
+                continue
             assert id(definition) in operators, f"{name} has no {dtype} case"
+
+
+# Operators whose numpy definition itself refuses float16 (so the host has
+# no float16 result to match): cpu_ref declines float16 for them.
+NO_FLOAT16 = {"_onnx_det": "numpy.linalg.det raises TypeError for float16"}
+
+
+@pytest.mark.parametrize("op", sorted(NO_FLOAT16))
+def test_declines_float16_the_host_cannot_compute(library, op: str) -> None:
+    with pytest.raises(mx.PluginUnsupportedError, match="only"):
+        Executor(library, op, [TensorSpec((2, 2), np.float16)], [TensorSpec((), np.float16)], {})
 
 
 def test_covers_the_whole_registry(library) -> None:
     """cpu_ref lists every name of the host's registry (the ONNX importer's
-    ``_onnx_*`` operators are checked by the xfail test below until cpu_ref
-    implements them)."""
+    ``_onnx_*`` operators are checked by the test below)."""
     listed = {entry.rsplit(":", 1)[0]
               for entry in mx.cpu_ref(0).configure(query="ops")["ops"].split(",")}
     assert sorted(name for name in set(ops.all_ops()) - listed
                   if not name.startswith("_onnx_")) == []
 
 
-@pytest.mark.xfail(strict=True, reason="the ONNX importer's host operators (_onnx_*, "
-                   "acc_host/ops/onnx_ops.py) have no cpu_ref implementation yet")
+# _onnx_* operators that cpu_ref leaves out, each with the reason. Every
+# operator of onnx_ops.py can be offered to a plugin with some dtype the ABI
+# describes (those whose values cannot, bool results and the casts to
+# dtypes without a TensorDType, are refused by attribute: see ops_onnx.c),
+# so the list is empty.
+ONNX_EXCLUDED: dict[str, str] = {}
+
+
 def test_covers_the_onnx_operators(library) -> None:
     listed = {entry.rsplit(":", 1)[0]
               for entry in mx.cpu_ref(0).configure(query="ops")["ops"].split(",")}
     assert sorted(name for name in set(ops.all_ops()) - listed
-                  if name.startswith("_onnx_")) == []
+                  if name.startswith("_onnx_") and name not in ONNX_EXCLUDED) == []
 
 
 @pytest.mark.parametrize("case", REJECTED, ids=lambda case: case_id(case[:3]))

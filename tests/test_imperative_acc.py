@@ -432,3 +432,53 @@ def test_exit_with_live_buffers_executors_and_models(symrelu: mx.Context,
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
     assert result.stderr == ""
+
+
+# ---- host descriptors keep their arrays alive (the grouped-query-attention bug) ----------
+
+
+def test_host_descriptor_keeps_its_array_alive() -> None:
+    """A descriptor set from a numpy array holds that array until replaced.
+    It used to hold only a ``void *`` cast of ffi.from_buffer's object, which
+    drops the buffer: a temporary array (the C-contiguous copy that
+    copy_from_host makes of a strided view) was freed before the plugin read
+    it, and copyToAcc copied whatever reused that memory. Expanded
+    grouped-query-attention graphs on cpu_ref stage a broadcast (strided)
+    Expand output this way, which made 15 ONNX cases vary between runs."""
+    import gc
+    import weakref
+
+    from acc_host.tensor import TensorArray, TensorSpec
+
+    array = np.arange(12, dtype=np.float32)
+    alive = weakref.ref(array)
+    descriptors = TensorArray([TensorSpec.of(array)])
+    descriptors.set_host_array(0, array)
+    del array
+    gc.collect()
+    assert alive() is not None
+    descriptors.clear()
+    gc.collect()
+    assert alive() is None
+
+
+def test_copy_from_host_of_strided_views_under_allocation_churn() -> None:
+    """copyToAcc of non-contiguous views (staged through a temporary copy)
+    delivers exactly their values, while the process allocates and frees
+    arrays of the same size in between."""
+    from acc_host.memory import DeviceBuffer
+    from acc_host.tensor import TensorSpec
+
+    library = mx.get_library("cpu_ref")
+    rng = np.random.default_rng(0)
+    buffer = DeviceBuffer(library, 0, TensorSpec((2, 3, 3, 6, 8), np.float32))
+    try:
+        for _ in range(50):
+            base = rng.standard_normal((2, 3, 1, 6, 8)).astype(np.float32)
+            view = np.broadcast_to(base, (2, 3, 3, 6, 8))  # strided: stride 0 on axis 2
+            churn = [np.full((2, 3, 3, 6, 8), 7.0, np.float32) for _ in range(4)]
+            buffer.copy_from_host(view)
+            del churn
+            np.testing.assert_array_equal(buffer.to_host(), view)
+    finally:
+        buffer.free()

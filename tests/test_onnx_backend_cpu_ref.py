@@ -1,7 +1,7 @@
 """The ONNX backend suite on the cpu_ref accelerator (CpuRefBackend): every
-graph is partitioned, the operators cpu_ref supports run in the plugin, the
-rest (among them the host-only ``_onnx_*`` operators, which have no cpu_ref
-implementation yet) on the host CPU path.
+graph is partitioned, the operators cpu_ref supports (the importer's
+``_onnx_*`` operators among them, for the dtypes it runs) run in the plugin,
+the rest on the host CPU path.
 
 Runs the light real models, the pytorch-converted and pytorch-operator sets,
 the simple models and the node cases. The expected failures are the CPU

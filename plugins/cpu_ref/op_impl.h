@@ -5,8 +5,8 @@
  * normalisations, softmaxes), ops_math.c (arithmetic, math, reductions,
  * products), ops_shape.c (shape changes, copies and conversions, joining,
  * splitting, slicing), ops_replicate.c (tiling, repeating, broadcasting,
- * padding) and ops_index.c (take, where, argmax/argmin, topk) that ops.c
- * lists in its table.
+ * padding), ops_index.c (take, where, argmax/argmin, topk) and ops_onnx.c
+ * (the ONNX importer's _onnx_* operators) that ops.c lists in its table.
  *
  * Every helper that can fail records a message with acc_fail() and returns
  * its status, so that callers can return it unchanged.
@@ -251,5 +251,58 @@ extern const cr_op_impl cr_impl_take;
 extern const cr_op_impl cr_impl_where;
 extern const cr_op_impl cr_impl_arg_search; /* variant: 1 for argmax, 0 for argmin */
 extern const cr_op_impl cr_impl_topk;
+
+/* ops_onnx.c: the ONNX importer's _onnx_* operators (cr_impl_onnx_scan is
+ * _onnx_cumsum, variant 0, and _onnx_cumprod, variant 1) */
+extern const cr_op_impl cr_impl_onnx_unary;
+extern const cr_op_impl cr_impl_onnx_binary;
+extern const cr_op_impl cr_impl_onnx_nary;
+extern const cr_op_impl cr_impl_onnx_where;
+extern const cr_op_impl cr_impl_onnx_clip;
+extern const cr_op_impl cr_impl_onnx_cast;
+extern const cr_op_impl cr_impl_onnx_cast_like;
+extern const cr_op_impl cr_impl_onnx_shape;
+extern const cr_op_impl cr_impl_onnx_size;
+extern const cr_op_impl cr_impl_onnx_flatten;
+extern const cr_op_impl cr_impl_onnx_reshape;
+extern const cr_op_impl cr_impl_onnx_unsqueeze;
+extern const cr_op_impl cr_impl_onnx_squeeze;
+extern const cr_op_impl cr_impl_onnx_transpose;
+extern const cr_op_impl cr_impl_onnx_expand;
+extern const cr_op_impl cr_impl_onnx_slice;
+extern const cr_op_impl cr_impl_onnx_tile;
+extern const cr_op_impl cr_impl_onnx_pad;
+extern const cr_op_impl cr_impl_onnx_split;
+extern const cr_op_impl cr_impl_onnx_concat;
+extern const cr_op_impl cr_impl_onnx_gather;
+extern const cr_op_impl cr_impl_onnx_gather_elements;
+extern const cr_op_impl cr_impl_onnx_gather_nd;
+extern const cr_op_impl cr_impl_onnx_scatter_elements;
+extern const cr_op_impl cr_impl_onnx_scatter_nd;
+extern const cr_op_impl cr_impl_onnx_depth_to_space;
+extern const cr_op_impl cr_impl_onnx_space_to_depth;
+extern const cr_op_impl cr_impl_onnx_trilu;
+extern const cr_op_impl cr_impl_onnx_eye_like;
+extern const cr_op_impl cr_impl_onnx_reverse_sequence;
+extern const cr_op_impl cr_impl_onnx_one_hot;
+extern const cr_op_impl cr_impl_onnx_reduce;
+extern const cr_op_impl cr_impl_onnx_arg;
+extern const cr_op_impl cr_impl_onnx_scan;
+extern const cr_op_impl cr_impl_onnx_topk;
+extern const cr_op_impl cr_impl_onnx_softmax;
+extern const cr_op_impl cr_impl_onnx_matmul;
+extern const cr_op_impl cr_impl_onnx_gemm;
+extern const cr_op_impl cr_impl_onnx_lrn;
+extern const cr_op_impl cr_impl_onnx_mvn;
+extern const cr_op_impl cr_impl_onnx_norm;
+extern const cr_op_impl cr_impl_onnx_lp_norm;
+extern const cr_op_impl cr_impl_onnx_group_norm;
+extern const cr_op_impl cr_impl_onnx_det;
+extern const cr_op_impl cr_impl_onnx_einsum;
+extern const cr_op_impl cr_impl_onnx_nll_loss;
+extern const cr_op_impl cr_impl_onnx_softmax_cross_entropy;
+extern const cr_op_impl cr_impl_onnx_pool;
+extern const cr_op_impl cr_impl_onnx_resize;
+extern const cr_op_impl cr_impl_onnx_upsample_nearest;
 
 #endif /* CPU_REF_OP_IMPL_H_ */

@@ -3,8 +3,9 @@
  * attribute, shape and dtype helpers the operator families share
  * (op_impl.h). The families themselves are in ops_nn.c and ops_norm.c
  * (layers), ops_math.c (arithmetic, math, reductions, products),
- * ops_shape.c and ops_replicate.c (shapes, copies, conversions, replication)
- * and ops_index.c (indexing and searching).
+ * ops_shape.c and ops_replicate.c (shapes, copies, conversions, replication),
+ * ops_index.c (indexing and searching) and ops_onnx.c (the ONNX importer's
+ * _onnx_* operators, with the semantics of their numpy definitions).
  *
  * Every family states the dtypes it runs in its check_dtypes function: the
  * ones that compute (layers, arithmetic, math) run float32, and float16
@@ -579,6 +580,59 @@ static const cr_op kOps[] = {
     {"min", {"min_axis"}, 1, CR_REDUCE_MIN, &cr_impl_reduce},
     {"dot", {NULL}, 1, 0, &cr_impl_dot},
     {"batch_dot", {NULL}, 1, 0, &cr_impl_batch_dot},
+
+    /* the ONNX importer's host operators (ops_onnx.c) */
+    {"_onnx_unary", {NULL}, 1, 0, &cr_impl_onnx_unary},
+    {"_onnx_binary", {NULL}, 1, 0, &cr_impl_onnx_binary},
+    {"_onnx_nary", {NULL}, 1, 0, &cr_impl_onnx_nary},
+    {"_onnx_where", {NULL}, 1, 0, &cr_impl_onnx_where},
+    {"_onnx_clip", {NULL}, 1, 0, &cr_impl_onnx_clip},
+    {"_onnx_cast", {NULL}, 1, 0, &cr_impl_onnx_cast},
+    {"_onnx_cast_like", {NULL}, 1, 0, &cr_impl_onnx_cast_like},
+    {"_onnx_shape", {NULL}, 1, 0, &cr_impl_onnx_shape},
+    {"_onnx_size", {NULL}, 1, 0, &cr_impl_onnx_size},
+    {"_onnx_flatten", {NULL}, 1, 0, &cr_impl_onnx_flatten},
+    {"_onnx_reshape", {NULL}, 1, 0, &cr_impl_onnx_reshape},
+    {"_onnx_unsqueeze", {NULL}, 1, 0, &cr_impl_onnx_unsqueeze},
+    {"_onnx_squeeze", {NULL}, 1, 0, &cr_impl_onnx_squeeze},
+    {"_onnx_transpose", {NULL}, 1, 0, &cr_impl_onnx_transpose},
+    {"_onnx_expand", {NULL}, 1, 0, &cr_impl_onnx_expand},
+    {"_onnx_slice", {NULL}, 1, 0, &cr_impl_onnx_slice},
+    {"_onnx_tile", {NULL}, 1, 0, &cr_impl_onnx_tile},
+    {"_onnx_pad", {NULL}, 1, 0, &cr_impl_onnx_pad},
+    {"_onnx_split", {NULL}, 1, 0, &cr_impl_onnx_split},
+    {"_onnx_concat", {NULL}, 1, 0, &cr_impl_onnx_concat},
+    {"_onnx_gather", {NULL}, 1, 0, &cr_impl_onnx_gather},
+    {"_onnx_gather_elements", {NULL}, 1, 0, &cr_impl_onnx_gather_elements},
+    {"_onnx_gather_nd", {NULL}, 1, 0, &cr_impl_onnx_gather_nd},
+    {"_onnx_scatter_elements", {NULL}, 1, 0, &cr_impl_onnx_scatter_elements},
+    {"_onnx_scatter_nd", {NULL}, 1, 0, &cr_impl_onnx_scatter_nd},
+    {"_onnx_depth_to_space", {NULL}, 1, 0, &cr_impl_onnx_depth_to_space},
+    {"_onnx_space_to_depth", {NULL}, 1, 0, &cr_impl_onnx_space_to_depth},
+    {"_onnx_trilu", {NULL}, 1, 0, &cr_impl_onnx_trilu},
+    {"_onnx_eye_like", {NULL}, 1, 0, &cr_impl_onnx_eye_like},
+    {"_onnx_reverse_sequence", {NULL}, 1, 0, &cr_impl_onnx_reverse_sequence},
+    {"_onnx_one_hot", {NULL}, 1, 0, &cr_impl_onnx_one_hot},
+    {"_onnx_reduce", {NULL}, 1, 0, &cr_impl_onnx_reduce},
+    {"_onnx_arg", {NULL}, 1, 0, &cr_impl_onnx_arg},
+    {"_onnx_cumsum", {NULL}, 1, 0, &cr_impl_onnx_scan},
+    {"_onnx_cumprod", {NULL}, 1, 1, &cr_impl_onnx_scan},
+    {"_onnx_topk", {NULL}, 1, 0, &cr_impl_onnx_topk},
+    {"_onnx_softmax", {NULL}, 1, 0, &cr_impl_onnx_softmax},
+    {"_onnx_matmul", {NULL}, 1, 0, &cr_impl_onnx_matmul},
+    {"_onnx_gemm", {NULL}, 1, 0, &cr_impl_onnx_gemm},
+    {"_onnx_lrn", {NULL}, 1, 0, &cr_impl_onnx_lrn},
+    {"_onnx_mvn", {NULL}, 1, 0, &cr_impl_onnx_mvn},
+    {"_onnx_norm", {NULL}, 1, 0, &cr_impl_onnx_norm},
+    {"_onnx_lp_norm", {NULL}, 1, 0, &cr_impl_onnx_lp_norm},
+    {"_onnx_group_norm", {NULL}, 1, 0, &cr_impl_onnx_group_norm},
+    {"_onnx_det", {NULL}, 1, 0, &cr_impl_onnx_det},
+    {"_onnx_einsum", {NULL}, 1, 0, &cr_impl_onnx_einsum},
+    {"_onnx_nll_loss", {NULL}, 1, 0, &cr_impl_onnx_nll_loss},
+    {"_onnx_softmax_cross_entropy", {NULL}, 1, 0, &cr_impl_onnx_softmax_cross_entropy},
+    {"_onnx_pool", {NULL}, 1, 0, &cr_impl_onnx_pool},
+    {"_onnx_resize", {NULL}, 1, 0, &cr_impl_onnx_resize},
+    {"_onnx_upsample_nearest", {NULL}, 1, 0, &cr_impl_onnx_upsample_nearest},
 };
 
 size_t cr_num_ops(void) { return sizeof kOps / sizeof kOps[0]; }

@@ -41,6 +41,27 @@ typedef struct cr_axes {
   int64_t values[CR_MAX_NDIM];
 } cr_axes;
 
+/* Attributes of the ONNX importer's host operators (_onnx_*, ops_onnx.c):
+ * one generic record, each operator documents which fields it uses. */
+#define CR_ONNX_TUPLE_MAX (2 * CR_MAX_NDIM)
+typedef struct cr_onnx_params {
+  int fn;        /* the operator's function or mode (an enum of ops_onnx.c) */
+  int axis;
+  int axis2;
+  int num_args;
+  int dtype;     /* a TensorDType, or -1 */
+  int flag[6];   /* booleans, per operator */
+  int has_f[2];  /* optional floats given (clip's a_min, a_max) */
+  double f[6];   /* floats, per operator */
+  int64_t i[4];  /* integers, per operator */
+  int64_t tup[4][CR_ONNX_TUPLE_MAX];
+  int tup_len[4];
+  int tup_given[4];
+  double ftup[3][CR_ONNX_TUPLE_MAX];
+  int ftup_len[3];
+  char text[128]; /* einsum's equation */
+} cr_onnx_params;
+
 /* Attributes of one operator instance, parsed once at load/bind time, with
  * the number and dtypes (TensorDType values) of its inputs and outputs. */
 typedef struct cr_params {
@@ -201,6 +222,7 @@ typedef struct cr_params {
       int ascending;
       int dtype; /* of the indices */
     } topk;
+    cr_onnx_params onnx;
   } u;
 } cr_params;
 

@@ -82,15 +82,19 @@ def contiguous(array: np.ndarray) -> np.ndarray:
 
 
 def host_pointer(array: np.ndarray, *, writable: bool = False) -> Any:
-    """A ``void *`` to the array's memory, which must be C-contiguous. The
-    returned cdata keeps the array alive."""
+    """A pointer to the array's memory (a ``char[]`` cdata, accepted wherever
+    a ``void *`` is), which must be C-contiguous. The returned cdata keeps the
+    array alive: it is ffi.from_buffer's own object. (A ``void *`` cast of it
+    would not: the cast drops the buffer, so a temporary array, such as the
+    C-contiguous copy ``copy_from_host`` makes of a strided view, would be
+    freed, and its memory reused, before the plugin reads it.)"""
     if not isinstance(array, np.ndarray):
         raise TensorError(f"expected a numpy array, got {type(array).__name__}")
     if not array.flags.c_contiguous:
         raise TensorError("array is not C-contiguous; pass a C-ordered copy (array.copy())")
     if writable and not array.flags.writeable:
         raise TensorError("output array is read-only")
-    return ffi.cast("void *", ffi.from_buffer(array, require_writable=writable))
+    return ffi.from_buffer(array, require_writable=writable)
 
 
 class TensorArray:
