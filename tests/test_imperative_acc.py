@@ -254,6 +254,7 @@ def test_lru_eviction_releases_executors(ctx: mx.Context,
     state = dispatch._state(ctx.library, ctx.device_id)
     start = dispatch.stats(ctx)
     mx.nd.softmax(mx.nd.array(_normal(1, 3), ctx=ctx))
+    mx.nd.waitall()  # the operator is pushed; its cache entry exists once it ran
     oldest = next(iter(state.entries.values()))
     assert isinstance(oldest, dispatch._ExecutorEntry)
     for columns in (4, 5):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
-from . import errors, initializer, io, model, onnx, test_utils
+from . import engine, errors, initializer, io, model, onnx, test_utils
 from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
@@ -39,6 +39,7 @@ __all__ = [
     "acc",
     "cpu",
     "current_context",
+    "engine",
     "errors",
     "init",
     "initializer",

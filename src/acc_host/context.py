@@ -58,9 +58,14 @@ class Context:
 
     def configure(self, **settings: Any) -> dict[str, str]:
         """Passes settings (values converted with str) to the accelerator's
-        configure() for this device and returns its answer."""
+        configure() for this device and returns its answer, after every
+        operation pushed to the engine so far has finished (settings and
+        queries apply to the work before them)."""
         if self._library is None:
             raise ContextError(f"{self} is not an accelerator context; configure() needs one")
+        from . import engine
+
+        engine.drain()
         return self._library.configure(self.device_id, settings)
 
     def __eq__(self, other: object) -> bool:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import engine
 from .annotate import annotate_symbol
 from .context import Context
 from .errors import ContextError, OperatorError, PluginUnsupportedError, TensorError
@@ -321,7 +322,9 @@ def run_on_context(op: OpDef, attrs: Attrs, inputs: list[NDArray],
 
 def stats(ctx: Context) -> dict[str, int]:
     """Counters of ctx's device (see the module documentation), and
-    "cached": the number of signatures in its cache."""
+    "cached": the number of signatures in its cache, once every pushed
+    operation has finished."""
+    engine.drain()
     library = _library(ctx)
     state = _state(library, ctx.device_id)
     with library.device_lock(ctx.device_id):
@@ -333,6 +336,7 @@ def stats(ctx: Context) -> dict[str, int]:
 def clear_cache(ctx: Context) -> None:
     """Releases every cached executor and model of ctx's device and forgets
     its refusals (the counters are kept)."""
+    engine.drain()
     library = _library(ctx)
     state = _state(library, ctx.device_id)
     with library.device_lock(ctx.device_id):

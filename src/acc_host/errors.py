@@ -32,6 +32,8 @@ __all__ = [
     "ShapeError",
     "GraphError",
     "ModelFileError",
+    "EngineError",
+    "DeletedVarError",
 ]
 
 
@@ -187,3 +189,15 @@ class GraphError(InvalidArgumentError):
 class ModelFileError(AccHostError, ValueError):
     """A model or parameter file is corrupt, truncated or not in the
     expected format; the message names the file and the offset."""
+
+
+# ---- the dependency engine ----------------------------------------------------------
+
+
+class EngineError(AccHostError, RuntimeError):
+    """The engine was misused: a wait inside a pushed function, a callback
+    called twice, an unknown MXNET_ENGINE_TYPE, a value that is not a var."""
+
+
+class DeletedVarError(EngineError):
+    """A var deleted with push_delete() was used again."""

@@ -7,19 +7,29 @@ acc_host.partition and acc_host.subgraph). Running the plan keeps an
 intermediate result only until its last reader has run, so memory is
 reused as soon as lifetimes allow; ``memory_report()`` gives the planned
 peak next to what keeping every intermediate would cost.
+
+``forward()`` pushes every step to the engine (see docs/engine.md): a CPU
+step to the CPU workers, a subgraph to its device's worker, each reading
+the vars of its inputs (and weights) and writing the vars of its outputs,
+so independent branches, and executors on different devices, run at the
+same time. The outputs are read like any NDArray (``asnumpy()`` waits). A
+forward that first compiles a subgraph waits for itself, so compile errors
+and fallback warnings reach the caller of that forward.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import engine
 from .annotate import annotate_symbol
-from .context import Context
+from .context import Context, cpu
 from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
 from .graph import Graph
 from .ndarray import NDArray, zeros
@@ -66,6 +76,25 @@ def _has_dtype_code(dtype: Any) -> bool:
     except TensorError:
         return False
     return True
+
+
+class _Forward:
+    """The values of one forward while its steps run: each intermediate is
+    dropped when the last step reading it is done (steps may finish in any
+    order, so readers are counted rather than planned)."""
+
+    def __init__(self, readers: Mapping[int, int]) -> None:
+        self.values: dict[int, Value] = {}
+        self._remaining = dict(readers)
+        self._lock = threading.Lock()
+
+    def done_with(self, entries: Sequence[int]) -> None:
+        with self._lock:
+            for entry in entries:
+                left = self._remaining[entry] - 1
+                self._remaining[entry] = left
+                if left <= 0:
+                    self.values.pop(entry, None)
 
 
 def _stored(array: NDArray) -> Value:
@@ -115,6 +144,8 @@ class Executor:
                            if name in arg_dict]
         self.partition: Partition | None = self._partition() if ctx.is_accelerator else None
         self._steps = self._plan()
+        self._entry_vars = {entry: engine.Var() for step in self._steps for entry in step.outputs}
+        self._readers = self._count_readers()
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
 
@@ -257,6 +288,16 @@ class Executor:
             steps.append(_Step(k, op, attrs, inputs, outputs, release, operator))
         return steps
 
+    def _count_readers(self) -> dict[int, int]:
+        """For each entry some step releases: the steps that read it (0 for
+        an output nobody reads)."""
+        released = {entry for step in self._steps for entry in step.release}
+        readers = dict.fromkeys(released, 0)
+        for step in self._steps:
+            for entry in set(step.inputs) & released:
+                readers[entry] += 1
+        return readers
+
     def _node_entries(self, k: int) -> tuple[int, ...]:
         start = self._graph.entry_start[k]
         return tuple(range(start, start + self._graph.num_visible(k)))
@@ -293,22 +334,62 @@ class Executor:
                 raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor "
                                  f"was bound with {target.shape}")
             target._write(source)
-        values: dict[int, Value] = {
-            entry: _stored(self.arg_dict[name] if name in self.arg_dict else self.aux_dict[name])
-            for entry, name in self._variables.items()}
         weights = {**self.arg_dict, **self.aux_dict}
+        run = _Forward(self._readers)
+        current = engine.get()
+        compiling = any(step.subgraph is not None and step.subgraph.loads == 0
+                        and not step.subgraph.declined for step in self._steps)
         for step in self._steps:
+            reads = [self._var(entry, weights) for entry in step.inputs]
+            if step.subgraph is not None:
+                reads += [weights[name]._var for name in step.subgraph.spec.weights]
+            current.push_sync(self._step_function(step, run, weights),
+                              self._ctx if step.subgraph is not None else cpu(),
+                              reads, [self._entry_vars[entry] for entry in step.outputs])
+        for output, entry in zip(self.outputs, self._heads):
+            current.push_sync(self._output_function(output, entry, run, weights), cpu(),
+                              [self._var(entry, weights)], [output._var])
+        if compiling:
+            for output in self.outputs:
+                output.wait_to_read()
+        return self.outputs
+
+    def _var(self, entry: int, weights: Mapping[str, NDArray]) -> engine.Var:
+        name = self._variables.get(entry)
+        return weights[name]._var if name is not None else self._entry_vars[entry]
+
+    def _fetch(self, entries: Sequence[int], run: _Forward,
+               weights: Mapping[str, NDArray]) -> None:
+        """Inside a step: puts the values of the variables among entries
+        into run.values."""
+        for entry in entries:
+            name = self._variables.get(entry)
+            if name is not None:
+                run.values[entry] = _stored(weights[name])
+
+    def _step_function(self, step: _Step, run: _Forward, weights: Mapping[str, NDArray]
+                       ) -> engine.base.SyncFn:
+        def run_step(_run_ctx: engine.RunContext) -> None:
+            self._fetch(step.inputs, run, weights)
+            values = run.values
             if step.subgraph is not None and not step.subgraph.declined:
                 values.update(self._run_subgraph(step.subgraph, step.inputs, values, weights))
             elif step.subgraph is not None:
                 self._run_on_cpu(step.subgraph.spec.nodes, values)
             else:
                 self._run_on_cpu((step.node,), values)
-            for entry in step.release:
-                del values[entry]
-        for output, entry in zip(self.outputs, self._heads):
-            output._write(np.asarray(to_host(values[entry])))
-        return self.outputs
+            run.done_with([entry for entry in set(step.inputs) if entry in self._readers]
+                          + [entry for entry in step.outputs if self._readers.get(entry) == 0])
+
+        return run_step
+
+    def _output_function(self, output: NDArray, entry: int, run: _Forward,
+                         weights: Mapping[str, NDArray]) -> engine.base.SyncFn:
+        def copy_out(_run_ctx: engine.RunContext) -> None:
+            self._fetch((entry,), run, weights)
+            output._write_now(np.asarray(to_host(run.values[entry])))
+
+        return copy_out
 
     def _run_on_cpu(self, nodes: Sequence[int], values: dict[int, Value]) -> None:
         graph = self._graph
@@ -335,8 +416,9 @@ class Executor:
             return {}
 
     def close(self) -> None:
-        """Unloads the accelerator subgraphs now (they are also unloaded when
-        the executor is garbage-collected)."""
+        """Unloads the accelerator subgraphs now, after pending forwards
+        (they are also unloaded when the executor is garbage-collected)."""
+        engine.drain()
         for step in self._steps:
             if step.subgraph is not None:
                 step.subgraph.close()

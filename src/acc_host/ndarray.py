@@ -6,6 +6,14 @@ work on host memory, or device memory from the plugin's mx_alloc() for
 accelerators with their own memory. Every mutation increments the array's
 ``version``, which is how compiled subgraphs notice changed weights.
 
+Every storage owns an engine var (see :mod:`acc_host.engine`); views share
+it. Operators, copies and writes are pushed to the engine with the vars
+they read and write, so they may still be running when the call returns:
+``asnumpy()``, ``wait_to_read()``, reading elements and ``mx.nd.waitall()``
+wait for them. An output's shape is inferred at push time (shape errors are
+raised by the call, as in MXNet); an operator whose output shapes cannot be
+inferred runs at once, in the calling thread.
+
 ``mx.nd.<Op>(...)`` runs any registered operator. On an accelerator context
 it runs on the accelerator where the plugin supports it (see
 :mod:`acc_host.dispatch`); otherwise the inputs are read to the host, the
@@ -22,9 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from . import engine as _engine
 from . import ndarray_format
 from .context import Context, cpu, current_context
-from .errors import ContextError, InvalidArgumentError, OperatorError, TensorError
+from .engine.base import in_operation
+from .engine.naive import NaiveEngine
+from .errors import ContextError, EngineError, InvalidArgumentError, OperatorError, TensorError
 from .ops import registry
 from .tensor import TensorSpec, dtype_code
 
@@ -36,14 +47,21 @@ _DEFAULT_DTYPE = np.dtype(np.float32)
 
 class _Storage:
     """Where an array's elements live. ``host`` is a numpy array when they
-    live in host memory; ``device`` a DeviceBuffer otherwise."""
+    live in host memory; ``device`` a DeviceBuffer otherwise; neither while
+    the operation producing them is pending (``spec`` then holds the
+    inferred shape and dtype). ``var`` is the engine var of the elements."""
 
-    __slots__ = ("host", "device", "version")
+    __slots__ = ("host", "device", "var", "spec")
 
     def __init__(self, host: np.ndarray | None, device: Any = None) -> None:
         self.host = host
         self.device = device
-        self.version = 0
+        self.var = _engine.Var()
+        self.spec: tuple[tuple[int, ...], np.dtype] | None = None
+
+    @property
+    def filled(self) -> bool:
+        return self.host is not None or self.device is not None
 
 
 def _device_buffer(ctx: Context, spec: TensorSpec) -> Any:
@@ -103,44 +121,118 @@ class NDArray:
         result._view = None
         return result
 
+    @classmethod
+    def _pending(cls, ctx: Context, shape: tuple[int, ...], dtype: Any) -> NDArray:
+        """An array whose elements a pushed operation will provide (with
+        :meth:`_take`)."""
+        result = cls.__new__(cls)
+        result._ctx = ctx
+        result._storage = _Storage(None)
+        result._storage.spec = (tuple(shape), np.dtype(dtype))
+        result._view = None
+        return result
+
+    def _take(self, result: Any) -> None:
+        """Inside the producing operation: the elements become result (an
+        NDArray on this context, whose storage is taken over, or a host
+        array)."""
+        source = result if isinstance(result, NDArray) else NDArray(np.asarray(result), self._ctx)
+        if source._view is not None:
+            source = NDArray(np.array(source._read()), self._ctx)
+        self._storage.host = source._storage.host
+        self._storage.device = source._storage.device
+
+    @property
+    def _var(self) -> Any:
+        """The engine var of the elements (shared with views)."""
+        return self._storage.var
+
+    def _sync(self) -> None:
+        """Waits for the pending writes of the array (not inside a pushed
+        operation, whose dependencies are already satisfied)."""
+        if not in_operation():
+            _engine.get().wait_to_read(self._storage.var)
+
+    def _spec_hint(self) -> tuple[tuple[int, ...], np.dtype]:
+        """Shape and dtype without waiting: the actual ones once the
+        elements exist, the inferred ones before."""
+        storage = self._storage
+        if self._view is None and not storage.filled and storage.spec is not None:
+            return storage.spec
+        return self.shape, self.dtype
+
+    def _push_write(self, fn: Callable[[], None], reads: Sequence[NDArray] = ()) -> None:
+        """Pushes fn, which writes this array and reads ``reads``."""
+        _engine.get().push_sync(lambda _run_ctx: fn(), self._ctx,
+                                [array._storage.var for array in reads], [self._storage.var])
+
     @property
     def _device_storage(self) -> Any:
         """The DeviceBuffer holding the whole array, or None when the array
-        lives in host memory (or is a view)."""
+        lives in host memory (or is a view); waits for the producing
+        operation."""
+        if not self._storage.filled:
+            self._sync()
         return self._storage.device if self._view is None else None
 
     # ---- properties -------------------------------------------------------------------
 
     def _read(self) -> np.ndarray:
-        """The elements as a host array: the storage itself for host memory
-        (a view for views), a fresh copy for device memory."""
+        """The elements as a host array, once pending writes are done: the
+        storage itself for host memory (a view for views), a fresh copy for
+        device memory."""
+        self._sync()
         if self._view is not None:
             return self._view[1]
         storage = self._storage
         if storage.host is not None:
             return storage.host
-        return storage.device.to_host()
+        return self._device().to_host()
 
-    def _write(self, values: np.ndarray) -> None:
-        """Replaces the elements (same shape) and bumps the version."""
+    def _device(self) -> Any:
+        device = self._storage.device
+        if device is None:
+            raise EngineError(f"this array on {self._ctx} has no elements: the operation that "
+                              "was to produce them failed (its error was raised by an earlier "
+                              "wait)")
+        return device
+
+    def _write_now(self, values: np.ndarray) -> None:
+        """Inside a pushed operation: replaces the elements (same shape)."""
         storage = self._storage
         if self._view is not None or storage.host is not None:
             np.copyto(self._read(), values, casting="unsafe")
         else:
-            storage.device.copy_from_host(np.asarray(values, dtype=self.dtype))
-        storage.version += 1
+            device = self._device()
+            device.copy_from_host(np.asarray(values, dtype=device.spec.dtype))
+
+    def _write(self, values: np.ndarray) -> None:
+        """Pushes a write of a copy of values (same shape); the version is
+        bumped when it is done."""
+        snapshot = np.array(values, copy=True)
+        self._push_write(lambda: self._write_now(snapshot))
+
+    def _assign(self, source: NDArray) -> None:
+        """Pushes a write of source's elements (same shape) into this array."""
+        self._push_write(lambda: self._write_now(source._read()), (source,))
+
+    def _elements(self) -> np.ndarray | TensorSpec:
+        """What tells the shape and dtype: the host array, or the device
+        buffer's spec (waiting for the producing operation if needed)."""
+        if self._view is not None:
+            return self._view[1]
+        storage = self._storage
+        if not storage.filled:
+            self._sync()
+        return storage.host if storage.host is not None else self._device().spec
 
     @property
     def shape(self) -> tuple[int, ...]:
-        if self._view is None and self._storage.host is None:
-            return self._storage.device.spec.shape
-        return self._read().shape
+        return tuple(self._elements().shape)
 
     @property
     def dtype(self) -> np.dtype:
-        if self._view is None and self._storage.host is None:
-            return self._storage.device.spec.dtype
-        return self._read().dtype
+        return self._elements().dtype
 
     @property
     def ndim(self) -> int:
@@ -158,8 +250,10 @@ class NDArray:
 
     @property
     def version(self) -> int:
-        """Incremented by every write to the array (or to a view of it)."""
-        return self._storage.version
+        """Incremented by every write to the array (or to a view of it),
+        once the write is done."""
+        self._sync()
+        return self._storage.var.version
 
     @property
     def stype(self) -> str:
@@ -186,6 +280,7 @@ class NDArray:
             else values
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        self._sync()
         if self._storage.host is None and self._view is None:
             raise ContextError(f"{self._ctx}: arrays in device memory cannot be exported "
                                "through DLPack; copy them to mx.cpu() first")
@@ -200,26 +295,36 @@ class NDArray:
         return NDArray(self._read().astype(dtype), self._ctx)
 
     def copy(self) -> NDArray:
-        return NDArray(self.asnumpy(), self._ctx)
+        return self.copyto(self._ctx)
 
     def copyto(self, other: NDArray | Context) -> NDArray:
         """Copies into another array (same shape) or to a new array on a
-        context."""
+        context; the copy is pushed (to the accelerator's worker when either
+        side is one)."""
         if isinstance(other, Context):
-            return NDArray(self.asnumpy(), other)
+            if isinstance(_engine.get(), NaiveEngine):
+                return NDArray(self.asnumpy(), other)
+            shape, dtype = self._spec_hint()
+            target = NDArray._pending(other, shape, dtype)
+            _engine.get().push_sync(
+                lambda _run_ctx: target._take(np.array(self._read(), copy=True)),
+                other if other.is_accelerator else self._ctx, [self._var], [target._var])
+            return target
         if not isinstance(other, NDArray):
             raise TensorError(f"copyto() takes an NDArray or a Context, got {type(other).__name__}")
-        if other.shape != self.shape:
-            raise TensorError(f"copyto(): shapes differ, {self.shape} and {other.shape}")
-        other._write(self._read())
+        mine, theirs = self._spec_hint()[0], other._spec_hint()[0]
+        if theirs != mine:
+            raise TensorError(f"copyto(): shapes differ, {mine} and {theirs}")
+        other._assign(self)
         return other
 
     def as_in_context(self, context: Context) -> NDArray:
         return self if context == self._ctx else self.copyto(context)
 
     def wait_to_read(self) -> None:
-        """Blocks until pending writes finish (all operations are synchronous
-        for now, so it returns at once)."""
+        """Blocks until the pending writes of the array finish; raises the
+        failure of the operation that was to write it, if it failed."""
+        _engine.get().wait_to_read(self._storage.var)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -239,15 +344,25 @@ class NDArray:
         return NDArray(np.array(values), self._ctx)
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        """Pushed; with a value from the host (not an NDArray) it also waits
+        for the write, as MXNet's synchronous copy from the CPU does."""
         key = _host_key(key)
-        source = value._read() if isinstance(value, NDArray) else value
-        if self._storage.host is not None or self._view is not None:
-            self._read()[key] = source
-            self._storage.version += 1
-        else:
-            values = self._read()
-            values[key] = source
-            self._write(values)
+        from_host = not isinstance(value, NDArray)
+        if isinstance(value, np.ndarray):
+            value = np.array(value, copy=True)
+
+        def write() -> None:
+            source = value._read() if isinstance(value, NDArray) else value
+            if self._storage.host is not None or self._view is not None:
+                self._read()[key] = source
+            else:
+                values = self._read()
+                values[key] = source
+                self._write_now(values)
+
+        self._push_write(write, () if from_host else (value,))
+        if from_host:
+            self._sync()
 
     def __len__(self) -> int:
         if not self.shape:
@@ -275,9 +390,9 @@ class NDArray:
         return NotImplemented
 
     def _inplace(self, result: NDArray) -> NDArray:
-        if result.shape != self.shape:
+        if result._spec_hint()[0] != self._spec_hint()[0]:
             raise TensorError(f"in-place result has shape {result.shape}, not {self.shape}")
-        self._write(result._read())
+        self._assign(result)
         return self
 
     def __add__(self, other: Any) -> NDArray:
@@ -369,7 +484,8 @@ def _host_key(key: Any) -> Any:
 def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
            out: NDArray | Sequence[NDArray] | None = None) -> list[NDArray]:
     """Runs a registered operator on NDArrays; returns its outputs (written
-    into out when given)."""
+    into out when given). The operator is pushed to the engine when its
+    output shapes can be inferred, else it runs now."""
     op = registry.get(op_name)
     parsed = op.parse(attrs)
     contexts = {array.context for array in inputs}
@@ -377,6 +493,70 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
         raise ContextError(f"{op_name}: inputs are on different contexts: "
                            f"{', '.join(sorted(map(str, contexts)))}")
     ctx = contexts.pop() if contexts else current_context()
+    engine = _engine.get()
+    specs = None if isinstance(engine, NaiveEngine) else _inferred(op, parsed, inputs)
+    if specs is None:
+        return _invoke_now(op, parsed, inputs, ctx, out)
+    if out is None:
+        targets = [NDArray._pending(ctx, shape, dtype) for shape, dtype in specs]
+    else:
+        targets = [out] if isinstance(out, NDArray) else list(out)
+        if len(targets) != len(specs):
+            raise OperatorError(f"{op_name}: {len(specs)} outputs, {len(targets)} out arrays")
+        for target, (shape, _) in zip(targets, specs):
+            if target._spec_hint()[0] != shape:
+                raise TensorError(f"{op_name}: out has shape {target.shape}, the result {shape}")
+    fresh = out is None
+
+    def run(_run_ctx: Any) -> None:
+        accelerated = _on_accelerator(op, parsed, inputs, ctx)
+        results: Sequence[Any] = accelerated if accelerated is not None \
+            else op.run(parsed, [array._read() for array in inputs])
+        if len(results) != len(targets):
+            raise OperatorError(f"{op_name}: {len(results)} outputs, {len(targets)} expected")
+        for target, result in zip(targets, results):
+            if fresh:
+                target._take(result)
+                continue
+            values = result._read() if isinstance(result, NDArray) else np.asarray(result)
+            if target.shape != values.shape:
+                raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
+                                  f"{values.shape}")
+            target._write_now(values)
+
+    engine.push_sync(run, ctx, [array._storage.var for array in inputs],
+                     [target._storage.var for target in targets])
+    return targets
+
+
+def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
+              ) -> list[tuple[tuple[int, ...], np.dtype]] | None:
+    """The output shapes and dtypes by the registry's inference, or None
+    when they cannot be told before running (the operator then runs now and
+    reports its own errors)."""
+    if len(inputs) != len(op.input_names(attrs)):
+        return None
+    try:
+        hints = [array._spec_hint() for array in inputs]
+        _, shapes = op.infer_shape(attrs, [shape for shape, _ in hints])
+        _, dtypes = op.infer_type(attrs, [dtype for _, dtype in hints])
+        if len(shapes) != len(dtypes) or len(shapes) != len(op.output_names(attrs)):
+            return None
+        if any(shape is None for shape in shapes) or any(dtype is None for dtype in dtypes):
+            return None
+        return [(tuple(int(extent) for extent in shape), np.dtype(dtype))
+                for shape, dtype in zip(shapes, dtypes)]
+    except Exception:  # noqa: BLE001  (running the operator reports the real error)
+        return None
+
+
+def _invoke_now(op: registry.OpDef, parsed: Any, inputs: Sequence[NDArray], ctx: Context,
+                out: NDArray | Sequence[NDArray] | None) -> list[NDArray]:
+    """Runs the operator in the calling thread, after the pending writes of
+    its inputs (the NaiveEngine path, and operators without inference)."""
+    op_name = op.name
+    for array in inputs:
+        array._sync()
     accelerated = _on_accelerator(op, parsed, inputs, ctx)
     if accelerated is not None and out is None:
         return accelerated
@@ -506,8 +686,9 @@ def concatenate(arrays: Sequence[NDArray], axis: int = 0) -> NDArray:
 
 
 def waitall() -> None:
-    """Waits for all pending operations (every operation is synchronous for
-    now)."""
+    """Waits for every pushed operation; raises the first failure no wait
+    has reported yet (see docs/engine.md)."""
+    _engine.wait_for_all()
 
 
 # ---- files ------------------------------------------------------------------------------

@@ -1,0 +1,193 @@
+"""What both engines share: run contexts, operation blocks, argument
+checks, and the marker telling code that it runs inside an operation."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import DeletedVarError, EngineError
+from .var import Var
+
+__all__ = ["Engine", "RunContext", "Operator", "OpBlock", "SyncFn", "AsyncFn", "Callback",
+           "in_operation", "normalize_vars"]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a pushed function learns when it runs: the context it was
+    pushed for and the stream (the worker) it runs on."""
+
+    ctx: Any
+    stream: str
+
+
+Callback = Callable[..., None]  # on_complete(exception=None)
+SyncFn = Callable[[RunContext], None]
+AsyncFn = Callable[[RunContext, Callback], None]
+
+_local = threading.local()
+
+
+def in_operation() -> bool:
+    """Whether the calling thread is running a pushed function (whose
+    dependencies the engine already satisfied)."""
+    return getattr(_local, "depth", 0) > 0
+
+
+def enter_operation() -> None:
+    _local.depth = getattr(_local, "depth", 0) + 1
+
+
+def leave_operation() -> None:
+    _local.depth -= 1
+
+
+def normalize_vars(const_vars: Sequence[Var], mutate_vars: Sequence[Var]
+                   ) -> tuple[tuple[Var, ...], tuple[Var, ...]]:
+    """Deduplicated vars; a var given both as const and as mutate counts as
+    mutate (as in MXNet). Raises for deleted vars and non-vars."""
+    mutate = tuple(dict.fromkeys(mutate_vars))
+    const = tuple(var for var in dict.fromkeys(const_vars) if var not in mutate)
+    for var in (*const, *mutate):
+        if not isinstance(var, Var):
+            raise EngineError(f"dependencies must be engine vars (engine.new_var()), got "
+                              f"{type(var).__name__}")
+        if var.deleted:
+            raise DeletedVarError(f"{var!r} was deleted with push_delete(); it cannot be used")
+    return const, mutate
+
+
+class Operator:
+    """A pre-created operation (new_operator): an async function and its
+    dependencies, checked once, pushed many times."""
+
+    __slots__ = ("fn", "const_vars", "mutate_vars", "deleted")
+
+    def __init__(self, fn: AsyncFn, const_vars: Sequence[Var], mutate_vars: Sequence[Var]
+                 ) -> None:
+        if not callable(fn):
+            raise EngineError(f"new_operator() needs a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.const_vars, self.mutate_vars = normalize_vars(const_vars, mutate_vars)
+        self.deleted = False
+
+
+class OpBlock:
+    """One pushed operation on its way through the engine. ``pending`` counts
+    the dependencies it still waits for; ``counts`` is False for markers
+    that must not bump versions (waits, deletions)."""
+
+    __slots__ = ("fn", "is_async", "ctx", "const_vars", "mutate_vars", "pending", "counts",
+                 "marker", "done")
+
+    def __init__(self, fn: Any, is_async: bool, ctx: Any, const_vars: tuple[Var, ...],
+                 mutate_vars: tuple[Var, ...], counts: bool = True,
+                 marker: threading.Event | None = None) -> None:
+        self.fn = fn
+        self.is_async = is_async
+        self.ctx = ctx
+        self.const_vars = const_vars
+        self.mutate_vars = mutate_vars
+        self.pending = 0
+        self.counts = counts
+        self.marker = marker  # a wait marker: set instead of running anything
+        self.done = False
+
+
+class Engine(ABC):
+    """The engine interface (MXNet's Engine): see docs/engine.md."""
+
+    name = "Engine"
+
+    def new_var(self) -> Var:
+        return Var()
+
+    def push_sync(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
+                  mutate_vars: Sequence[Var] = ()) -> None:
+        """Runs fn(run_ctx) once every earlier write to const_vars and every
+        earlier read and write of mutate_vars has finished."""
+        const, mutate = normalize_vars(const_vars, mutate_vars)
+        self._push(OpBlock(fn, False, ctx, const, mutate))
+
+    def push_async(self, fn: AsyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
+                   mutate_vars: Sequence[Var] = ()) -> None:
+        """As push_sync, but fn(run_ctx, on_complete) finishes only when it
+        calls on_complete() (or on_complete(exception) to fail)."""
+        const, mutate = normalize_vars(const_vars, mutate_vars)
+        self._push(OpBlock(fn, True, ctx, const, mutate))
+
+    def new_operator(self, fn: AsyncFn, const_vars: Sequence[Var] = (),
+                     mutate_vars: Sequence[Var] = ()) -> Operator:
+        return Operator(fn, const_vars, mutate_vars)
+
+    def push(self, op: Operator, ctx: Any = None) -> None:
+        """Pushes a pre-created operator (as push_async)."""
+        if not isinstance(op, Operator):
+            raise EngineError(f"push() needs an operator from new_operator(), got "
+                              f"{type(op).__name__}")
+        if op.deleted:
+            raise EngineError("push(): the operator was deleted with delete_operator()")
+        for var in (*op.const_vars, *op.mutate_vars):
+            if var.deleted:
+                raise DeletedVarError(f"push(): {var!r} was deleted with push_delete()")
+        self._push(OpBlock(op.fn, True, ctx, op.const_vars, op.mutate_vars))
+
+    def delete_operator(self, op: Operator) -> None:
+        """Forbids further pushes of op; pushes already made still run."""
+        if not isinstance(op, Operator):
+            raise EngineError(f"delete_operator() needs an operator, got {type(op).__name__}")
+        op.deleted = True
+
+    def push_delete(self, var: Var) -> None:
+        """Deletes var after every operation pushed on it so far; any later
+        push with it raises DeletedVarError."""
+        _, mutate = normalize_vars((), (var,))
+        var.deleted = True
+        self._push(OpBlock(_nothing, False, None, (), mutate, counts=False))
+
+    @abstractmethod
+    def _push(self, block: OpBlock) -> None:
+        """Schedules a checked block."""
+
+    @abstractmethod
+    def wait_for_var(self, var: Var) -> None:
+        """Blocks until every read and write of var pushed so far has
+        finished; raises the failure stored on var (once)."""
+
+    @abstractmethod
+    def wait_to_read(self, var: Var) -> None:
+        """Blocks until every write of var pushed so far has finished;
+        raises the failure stored on var (once)."""
+
+    @abstractmethod
+    def wait_for_all(self) -> None:
+        """Blocks until everything pushed has finished; raises the first
+        failure not delivered yet and clears every stored failure."""
+
+    @abstractmethod
+    def drain(self) -> None:
+        """Blocks until everything pushed has finished, leaving failures
+        stored for the waits that will report them."""
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Waits for pending work and stops the engine's threads."""
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+
+def _nothing(_run_ctx: RunContext) -> None:
+    """The body of a deletion: the var goes when nothing references it."""
+
+
+def check_waitable(var: Var, what: str) -> None:
+    if not isinstance(var, Var):
+        raise EngineError(f"{what}() needs an engine var, got {type(var).__name__}")
+    if in_operation():
+        raise EngineError(f"{what}() inside a pushed function would deadlock: a pushed "
+                          "function must declare what it reads and writes instead")

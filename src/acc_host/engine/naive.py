@@ -1,0 +1,68 @@
+"""NaiveEngine: every operation runs in the pushing thread, at push.
+
+For debugging: a failure is raised by the push itself, with the call
+site on the stack, and nothing is stored on the vars.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..errors import EngineError
+from .base import Engine, OpBlock, RunContext, check_waitable, enter_operation, leave_operation
+from .var import Var
+
+__all__ = ["NaiveEngine"]
+
+
+class NaiveEngine(Engine):
+    name = "NaiveEngine"
+
+    def _push(self, block: OpBlock) -> None:
+        run_ctx = RunContext(block.ctx, "naive")
+        enter_operation()
+        try:
+            if block.is_async:
+                _run_async(block, run_ctx)
+            else:
+                block.fn(run_ctx)
+        finally:
+            leave_operation()
+        if block.counts:
+            for var in block.mutate_vars:
+                var.version += 1
+
+    def wait_for_var(self, var: Var) -> None:
+        check_waitable(var, "wait_for_var")
+
+    def wait_to_read(self, var: Var) -> None:
+        check_waitable(var, "wait_to_read")
+
+    def wait_for_all(self) -> None:
+        """Nothing is ever pending."""
+
+    def drain(self) -> None:
+        """Nothing is ever pending."""
+
+    def shutdown(self) -> None:
+        """No threads to stop."""
+
+
+def _run_async(block: OpBlock, run_ctx: RunContext) -> None:
+    """Calls an async function and blocks until it calls back (possibly
+    from another thread); a failure it reports is raised here."""
+    finished = threading.Event()
+    outcome: list[BaseException | None] = []
+
+    def on_complete(exception: BaseException | None = None) -> None:
+        if outcome:
+            raise EngineError("on_complete() was called twice")
+        outcome.append(exception)
+        finished.set()
+
+    block.fn(run_ctx, on_complete)
+    finished.wait()
+    if outcome[0] is not None:
+        raise outcome[0]
+
+

@@ -1,0 +1,246 @@
+"""ThreadedEngine: operations run on worker threads as soon as their
+dependencies allow.
+
+Each push queues the operation on the FIFO of every var it touches (see
+:mod:`acc_host.engine.var`); when its last dependency is granted it goes to
+the worker of its context: the CPU pool (``MXNET_CPU_WORKER_NTHREADS``
+threads, default 1) or the one thread of its accelerator device, so one
+device's calls stay in push order while devices and the CPU overlap (cffi
+releases the GIL during plugin calls).
+
+A failing operation stores its exception on the vars it mutates; an
+operation that touches a failed var is skipped and inherits the failure;
+waits deliver it (once per var), ``wait_for_all`` delivers the first one
+and clears them all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import EngineError
+from .base import (
+    Engine,
+    OpBlock,
+    RunContext,
+    check_waitable,
+    enter_operation,
+    in_operation,
+    leave_operation,
+)
+from .var import Var
+from .workers import Worker
+
+__all__ = ["ThreadedEngine"]
+
+
+class ThreadedEngine(Engine):
+    name = "ThreadedEngine"
+
+    def __init__(self, cpu_threads: int = 1) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0
+        self._pushed = 0
+        self._failed: dict[Var, None] = {}      # vars holding an undelivered failure, in order
+        self._orphans: list[BaseException] = []  # failures of operations that mutate nothing
+        self._stopped = False
+        self._cpu = Worker("cpu", cpu_threads, self._execute)
+        self._devices: dict[tuple[int, int], Worker] = {}
+        self._devices_lock = threading.Lock()
+
+    # ---- pushing ----------------------------------------------------------------------
+
+    def _push(self, block: OpBlock) -> None:
+        with self._lock:
+            if self._stopped:
+                raise EngineError("the engine was shut down")
+            self._pending += 1
+            self._pushed += 1
+            waiting = 0
+            for var in block.const_vars:
+                if not var.add_read(block):
+                    waiting += 1
+            for var in block.mutate_vars:
+                if not var.add_write(block):
+                    waiting += 1
+            block.pending = waiting
+        if waiting == 0:
+            self._dispatch((block,))
+
+    def _worker(self, ctx: Any) -> Worker:
+        library = getattr(ctx, "library", None)
+        if library is None:
+            return self._cpu
+        key = (id(library), ctx.device_id)
+        worker = self._devices.get(key)
+        if worker is None:
+            with self._devices_lock:
+                worker = self._devices.get(key)
+                if worker is None:
+                    worker = self._devices[key] = Worker(str(ctx), 1, self._execute)
+        return worker
+
+    def _dispatch(self, blocks: Iterable[OpBlock]) -> None:
+        """Sends ready blocks to their workers; wait markers and blocks that
+        inherit a failure finish here without running."""
+        ready = deque(blocks)
+        while ready:
+            block = ready.popleft()
+            if block.marker is not None:
+                block.marker.set()
+                ready.extend(self._finish(block, None))
+                continue
+            failure = _inherited_failure(block)
+            if failure is not None:
+                ready.extend(self._finish(block, failure))
+                continue
+            self._worker(block.ctx).queue.put(block)
+
+    # ---- running ------------------------------------------------------------------------
+
+    def _execute(self, block: OpBlock, stream: str) -> None:
+        run_ctx = RunContext(block.ctx, stream)
+        if block.is_async:
+            self._execute_async(block, run_ctx)
+            return
+        failure: BaseException | None = None
+        enter_operation()
+        try:
+            block.fn(run_ctx)
+        except BaseException as error:  # stored on the vars, raised at the next wait
+            failure = error
+        finally:
+            leave_operation()
+        self._complete(block, failure)
+
+    def _execute_async(self, block: OpBlock, run_ctx: RunContext) -> None:
+        def on_complete(exception: BaseException | None = None) -> None:
+            self._complete(block, exception)
+
+        enter_operation()
+        try:
+            block.fn(run_ctx, on_complete)
+        except BaseException as error:
+            if not block.done:
+                self._complete(block, error)
+        finally:
+            leave_operation()
+
+    def _complete(self, block: OpBlock, failure: BaseException | None) -> None:
+        ready = self._finish(block, failure)
+        if ready:
+            self._dispatch(ready)
+
+    def _finish(self, block: OpBlock, failure: BaseException | None) -> list[OpBlock]:
+        """Releases block's vars; returns the blocks that became ready."""
+        ready: list[OpBlock] = []
+        with self._lock:
+            if block.done:
+                raise EngineError("on_complete() was called twice for one operation")
+            block.done = True
+            for var in block.const_vars:
+                for granted in var.finish_read():
+                    granted.pending -= 1
+                    if granted.pending == 0:
+                        ready.append(granted)
+            counts = block.counts and failure is None
+            for var in block.mutate_vars:
+                if failure is not None:
+                    var.exception = failure
+                    self._failed[var] = None
+                for granted in var.finish_write(counts):
+                    granted.pending -= 1
+                    if granted.pending == 0:
+                        ready.append(granted)
+            if failure is not None and not block.mutate_vars:
+                self._orphans.append(failure)
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.notify_all()
+        return ready
+
+    # ---- waiting ------------------------------------------------------------------------
+
+    def _wait_marker(self, var: Var, write: bool) -> None:
+        with self._lock:
+            busy = not var.idle if write else var.write_pending
+        if busy:
+            marker = threading.Event()
+            block = OpBlock(None, False, None, () if write else (var,), (var,) if write else (),
+                            counts=False, marker=marker)
+            self._push(block)
+            marker.wait()
+        self._deliver(var)
+
+    def _deliver(self, var: Var) -> None:
+        with self._lock:
+            failure = var.exception
+            if failure is None:
+                return
+            var.exception = None
+            self._failed.pop(var, None)
+        raise failure
+
+    def wait_for_var(self, var: Var) -> None:
+        check_waitable(var, "wait_for_var")
+        self._wait_marker(var, write=True)
+
+    def wait_to_read(self, var: Var) -> None:
+        check_waitable(var, "wait_to_read")
+        self._wait_marker(var, write=False)
+
+    def wait_for_all(self) -> None:
+        if in_operation():
+            raise EngineError("wait_for_all() inside a pushed function would deadlock")
+        self.drain()
+        with self._lock:
+            failures = [var.exception for var in self._failed if var.exception is not None]
+            failures += self._orphans
+            for var in self._failed:
+                var.exception = None
+            self._failed.clear()
+            self._orphans.clear()
+        if failures:
+            raise failures[0]
+
+    def drain(self) -> None:
+        if in_operation():
+            raise EngineError("waiting for all operations inside a pushed function would "
+                              "deadlock")
+        with self._idle:
+            while self._pending:
+                self._idle.wait()
+
+    # ---- lifetime ------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Waits for everything pushed, then stops the worker threads; the
+        engine refuses pushes afterwards. Undelivered failures are dropped."""
+        with self._idle:
+            while self._pending:
+                self._idle.wait()
+            self._stopped = True
+        self._cpu.stop()
+        with self._devices_lock:
+            for worker in self._devices.values():
+                worker.stop()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"pushed": self._pushed, "pending": self._pending,
+                    "device_workers": len(self._devices)}
+
+
+def _inherited_failure(block: OpBlock) -> BaseException | None:
+    for var in block.const_vars:
+        if var.exception is not None:
+            return var.exception
+    for var in block.mutate_vars:
+        if var.exception is not None:
+            return var.exception
+    return None
+

@@ -1,0 +1,93 @@
+"""Engine variables and their dependency queues (MXNet's versioned vars).
+
+A :class:`Var` names a piece of state that operations read (const) or
+write (mutate). Each var keeps a FIFO of the operations waiting for it:
+consecutive reads run together, a write waits for every earlier read and
+write, and reads wait for the write before them. These methods only keep
+the books; the engine calls them under its own lock.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+__all__ = ["Var"]
+
+
+class Var:
+    """A dependency variable. ``version`` counts the writes that finished
+    on it; ``exception`` holds the failure of the last failed operation
+    that wrote it, until a wait delivers it."""
+
+    __slots__ = ("_pending", "_running_reads", "_writing", "version", "exception", "deleted",
+                 "__weakref__")
+
+    def __init__(self) -> None:
+        self._pending: deque[tuple[Any, bool]] = deque()  # (block, is_write)
+        self._running_reads = 0
+        self._writing = False
+        self.version = 0
+        self.exception: BaseException | None = None
+        self.deleted = False
+
+    # ---- granting ------------------------------------------------------------------
+
+    def add_read(self, block: Any) -> bool:
+        """Queues a read; True when it may start at once."""
+        if not self._writing and not self._pending:
+            self._running_reads += 1
+            return True
+        self._pending.append((block, False))
+        return False
+
+    def add_write(self, block: Any) -> bool:
+        """Queues a write; True when it may start at once."""
+        if not self._writing and not self._running_reads and not self._pending:
+            self._writing = True
+            return True
+        self._pending.append((block, True))
+        return False
+
+    def finish_read(self) -> list[Any]:
+        """Ends one read; returns the blocks granted by it (a waiting write)."""
+        self._running_reads -= 1
+        if self._running_reads == 0 and self._pending:
+            block, _ = self._pending.popleft()  # reads never wait behind reads
+            self._writing = True
+            return [block]
+        return []
+
+    def finish_write(self, counts: bool) -> list[Any]:
+        """Ends the running write (``counts``: it bumps the version);
+        returns the blocks granted: the reads that follow it, or the next
+        write."""
+        self._writing = False
+        if counts:
+            self.version += 1
+        granted = []
+        pending = self._pending
+        while pending and not pending[0][1]:
+            granted.append(pending.popleft()[0])
+            self._running_reads += 1
+        if not granted and pending:
+            granted.append(pending.popleft()[0])
+            self._writing = True
+        return granted
+
+    # ---- state -------------------------------------------------------------------------
+
+    @property
+    def write_pending(self) -> bool:
+        """Whether a write is running or queued (reads queue only behind one)."""
+        return self._writing or bool(self._pending)
+
+    @property
+    def idle(self) -> bool:
+        """Whether no operation is running on or waiting for the var."""
+        return not self._writing and not self._running_reads and not self._pending
+
+    def __repr__(self) -> str:
+        state = "deleted" if self.deleted else "failed" if self.exception else "ok"
+        return (f"<Var v{self.version} {state} reads={self._running_reads} "
+                f"writing={self._writing} queued={len(self._pending)}>")
