@@ -41,7 +41,8 @@ def outcomes(xml: str) -> list[tuple[str, str, str, str]]:
     """(category, test name, outcome, message) per test case."""
     rows = []
     for case in ET.parse(xml).iter("testcase"):
-        classname = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("CpuRef").removeprefix("Mlu")
+        classname = case.get("classname", "").rsplit(".", 1)[-1]
+        classname = classname.removeprefix("CpuRef").removeprefix("Mlu")
         category = CATEGORIES.get(classname, "other")
         outcome, message = "passed", ""
         for child in case:

@@ -400,3 +400,21 @@ def test_independent_executors_on_two_devices_give_the_serial_results() -> None:
     outputs = [exe.forward()[0] for exe in executors[1:] for _ in range(3)]
     for output in outputs:
         np.testing.assert_allclose(output.asnumpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_push_sync_now_runs_on_the_caller_only_when_it_could_start_at_once(
+        threaded: ThreadedEngine) -> None:
+    var, order, release = threaded.new_var(), [], threading.Event()
+    caller = threading.current_thread()
+    threaded.push_sync_now(lambda _ctx: order.append(("free", threading.current_thread())),
+                           None, [], [var])
+    assert order == [("free", caller)]  # ran at once, on this thread
+    threaded.push_sync(lambda _ctx: (release.wait(5), order.append(("slow", None))), None, [],
+                       [var])
+    threaded.push_sync_now(lambda _ctx: order.append(("queued", threading.current_thread())),
+                           None, [var], [])
+    assert [name for name, _ in order] == ["free"]  # queued behind the pending write
+    release.set()
+    threaded.wait_for_var(var)
+    assert [name for name, _ in order] == ["free", "slow", "queued"]
+    assert order[2][1] is not caller and var.version == 2

@@ -145,6 +145,8 @@ class Executor:
         self.partition: Partition | None = self._partition() if ctx.is_accelerator else None
         self._steps = self._plan()
         self._entry_vars = {entry: engine.Var() for step in self._steps for entry in step.outputs}
+        self._producer = {entry: index for index, step in enumerate(self._steps)
+                          for entry in step.outputs}
         self._readers = self._count_readers()
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
@@ -339,14 +341,22 @@ class Executor:
         current = engine.get()
         compiling = any(step.subgraph is not None and step.subgraph.loads == 0
                         and not step.subgraph.declined for step in self._steps)
-        for step in self._steps:
+        # Each output is copied out by the step that computes it (no extra
+        # operation, no hand-off to another worker); an output that is an
+        # argument is copied by an operation of its own.
+        copies: dict[int | None, list[tuple[NDArray, int]]] = {}
+        for output, entry in zip(self.outputs, self._heads):
+            copies.setdefault(self._producer.get(entry), []).append((output, entry))
+        for index, step in enumerate(self._steps):
             reads = [self._var(entry, weights) for entry in step.inputs]
             if step.subgraph is not None:
                 reads += [weights[name]._var for name in step.subgraph.spec.weights]
-            current.push_sync(self._step_function(step, run, weights),
+            outputs = copies.get(index, [])
+            current.push_sync(self._step_function(step, run, weights, outputs),
                               self._ctx if step.subgraph is not None else cpu(),
-                              reads, [self._entry_vars[entry] for entry in step.outputs])
-        for output, entry in zip(self.outputs, self._heads):
+                              reads, [*(self._entry_vars[entry] for entry in step.outputs),
+                                      *(output._var for output, _ in outputs)])
+        for output, entry in copies.get(None, []):
             current.push_sync(self._output_function(output, entry, run, weights), cpu(),
                               [self._var(entry, weights)], [output._var])
         if compiling:
@@ -367,8 +377,8 @@ class Executor:
             if name is not None:
                 run.values[entry] = _stored(weights[name])
 
-    def _step_function(self, step: _Step, run: _Forward, weights: Mapping[str, NDArray]
-                       ) -> engine.base.SyncFn:
+    def _step_function(self, step: _Step, run: _Forward, weights: Mapping[str, NDArray],
+                       outputs: Sequence[tuple[NDArray, int]]) -> engine.base.SyncFn:
         def run_step(_run_ctx: engine.RunContext) -> None:
             self._fetch(step.inputs, run, weights)
             values = run.values
@@ -378,6 +388,8 @@ class Executor:
                 self._run_on_cpu(step.subgraph.spec.nodes, values)
             else:
                 self._run_on_cpu((step.node,), values)
+            for output, entry in outputs:
+                output._write_now(np.asarray(to_host(values[entry])))
             run.done_with([entry for entry in set(step.inputs) if entry in self._readers]
                           + [entry for entry in step.outputs if self._readers.get(entry) == 0])
 

@@ -207,10 +207,12 @@ class NDArray:
             device.copy_from_host(np.asarray(values, dtype=device.spec.dtype))
 
     def _write(self, values: np.ndarray) -> None:
-        """Pushes a write of a copy of values (same shape); the version is
-        bumped when it is done."""
+        """Writes a copy of values (same shape): at once when nothing is
+        pending on the array, else pushed; the version is bumped when it is
+        done."""
         snapshot = np.array(values, copy=True)
-        self._push_write(lambda: self._write_now(snapshot))
+        _engine.get().push_sync_now(lambda _run_ctx: self._write_now(snapshot), self._ctx, (),
+                                    [self._storage.var])
 
     def _assign(self, source: NDArray) -> None:
         """Pushes a write of source's elements (same shape) into this array."""

@@ -113,6 +113,13 @@ class Engine(ABC):
         const, mutate = normalize_vars(const_vars, mutate_vars)
         self._push(OpBlock(fn, False, ctx, const, mutate))
 
+    def push_sync_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
+                      mutate_vars: Sequence[Var] = ()) -> None:
+        """push_sync for short work that may run on the calling thread: an
+        engine runs it there, at once, when it could start at once anyway
+        (saving a hand-off to a worker); otherwise it is queued as usual."""
+        self.push_sync(fn, ctx, const_vars, mutate_vars)
+
     def push_async(self, fn: AsyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
                    mutate_vars: Sequence[Var] = ()) -> None:
         """As push_sync, but fn(run_ctx, on_complete) finishes only when it

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import EngineError
@@ -26,10 +26,12 @@ from .base import (
     Engine,
     OpBlock,
     RunContext,
+    SyncFn,
     check_waitable,
     enter_operation,
     in_operation,
     leave_operation,
+    normalize_vars,
 )
 from .var import Var
 from .workers import Worker
@@ -70,6 +72,27 @@ class ThreadedEngine(Engine):
             block.pending = waiting
         if waiting == 0:
             self._dispatch((block,))
+
+    def push_sync_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
+                      mutate_vars: Sequence[Var] = ()) -> None:
+        const, mutate = normalize_vars(const_vars, mutate_vars)
+        block = OpBlock(fn, False, ctx, const, mutate)
+        if not in_operation():
+            with self._lock:
+                free = (not self._stopped
+                        and all(not var.write_pending and var.exception is None for var in const)
+                        and all(var.idle and var.exception is None for var in mutate))
+                if free:  # granted at once, exactly as _push would
+                    self._pending += 1
+                    self._pushed += 1
+                    for var in const:
+                        var.add_read(block)
+                    for var in mutate:
+                        var.add_write(block)
+            if free:
+                self._execute(block, "caller")
+                return
+        self._push(block)
 
     def _worker(self, ctx: Any) -> Worker:
         library = getattr(ctx, "library", None)
