@@ -281,7 +281,7 @@ def test_covers_the_whole_registry(library) -> None:
 # _onnx_* operators that cpu_ref leaves out, each with the reason. Every
 # operator of onnx_ops.py can be offered to a plugin with some dtype the ABI
 # describes (those whose values cannot, bool results and the casts to
-# dtypes without a TensorDType, are refused by attribute: see ops_onnx.c),
+# dtypes without a TensorDType, are refused by attribute: see ops_onnx_elementwise.c),
 # so the list is empty.
 ONNX_EXCLUDED: dict[str, str] = {}
 

@@ -5,8 +5,9 @@
  * normalisations, softmaxes), ops_math.c (arithmetic, math, reductions,
  * products), ops_shape.c (shape changes, copies and conversions, joining,
  * splitting, slicing), ops_replicate.c (tiling, repeating, broadcasting,
- * padding), ops_index.c (take, where, argmax/argmin, topk) and ops_onnx.c
- * (the ONNX importer's _onnx_* operators) that ops.c lists in its table.
+ * padding), ops_index.c (take, where, argmax/argmin, topk) and ops_onnx*.c
+ * (the ONNX importer's _onnx_* operators; what those files share is in
+ * ops_onnx_impl.h) that ops.c lists in its table.
  *
  * Every helper that can fail records a message with acc_fail() and returns
  * its status, so that callers can return it unchanged.
@@ -252,8 +253,10 @@ extern const cr_op_impl cr_impl_where;
 extern const cr_op_impl cr_impl_arg_search; /* variant: 1 for argmax, 0 for argmin */
 extern const cr_op_impl cr_impl_topk;
 
-/* ops_onnx.c: the ONNX importer's _onnx_* operators (cr_impl_onnx_scan is
- * _onnx_cumsum, variant 0, and _onnx_cumprod, variant 1) */
+/* The ONNX importer's _onnx_* operators, by file (cr_impl_onnx_scan is
+ * _onnx_cumsum, variant 0, and _onnx_cumprod, variant 1). */
+
+/* ops_onnx_elementwise.c */
 extern const cr_op_impl cr_impl_onnx_unary;
 extern const cr_op_impl cr_impl_onnx_binary;
 extern const cr_op_impl cr_impl_onnx_nary;
@@ -261,6 +264,8 @@ extern const cr_op_impl cr_impl_onnx_where;
 extern const cr_op_impl cr_impl_onnx_clip;
 extern const cr_op_impl cr_impl_onnx_cast;
 extern const cr_op_impl cr_impl_onnx_cast_like;
+
+/* ops_onnx_movement.c */
 extern const cr_op_impl cr_impl_onnx_shape;
 extern const cr_op_impl cr_impl_onnx_size;
 extern const cr_op_impl cr_impl_onnx_flatten;
@@ -274,31 +279,39 @@ extern const cr_op_impl cr_impl_onnx_tile;
 extern const cr_op_impl cr_impl_onnx_pad;
 extern const cr_op_impl cr_impl_onnx_split;
 extern const cr_op_impl cr_impl_onnx_concat;
-extern const cr_op_impl cr_impl_onnx_gather;
-extern const cr_op_impl cr_impl_onnx_gather_elements;
-extern const cr_op_impl cr_impl_onnx_gather_nd;
-extern const cr_op_impl cr_impl_onnx_scatter_elements;
-extern const cr_op_impl cr_impl_onnx_scatter_nd;
 extern const cr_op_impl cr_impl_onnx_depth_to_space;
 extern const cr_op_impl cr_impl_onnx_space_to_depth;
 extern const cr_op_impl cr_impl_onnx_trilu;
 extern const cr_op_impl cr_impl_onnx_eye_like;
 extern const cr_op_impl cr_impl_onnx_reverse_sequence;
 extern const cr_op_impl cr_impl_onnx_one_hot;
+
+/* ops_onnx_gather.c */
+extern const cr_op_impl cr_impl_onnx_gather;
+extern const cr_op_impl cr_impl_onnx_gather_elements;
+extern const cr_op_impl cr_impl_onnx_gather_nd;
+extern const cr_op_impl cr_impl_onnx_scatter_elements;
+extern const cr_op_impl cr_impl_onnx_scatter_nd;
+
+/* ops_onnx_reduce.c */
 extern const cr_op_impl cr_impl_onnx_reduce;
 extern const cr_op_impl cr_impl_onnx_arg;
 extern const cr_op_impl cr_impl_onnx_scan;
 extern const cr_op_impl cr_impl_onnx_topk;
-extern const cr_op_impl cr_impl_onnx_softmax;
+
+/* ops_onnx_linalg.c */
 extern const cr_op_impl cr_impl_onnx_matmul;
 extern const cr_op_impl cr_impl_onnx_gemm;
+extern const cr_op_impl cr_impl_onnx_det;
+extern const cr_op_impl cr_impl_onnx_einsum;
+
+/* ops_onnx_nn.c */
+extern const cr_op_impl cr_impl_onnx_softmax;
 extern const cr_op_impl cr_impl_onnx_lrn;
 extern const cr_op_impl cr_impl_onnx_mvn;
 extern const cr_op_impl cr_impl_onnx_norm;
 extern const cr_op_impl cr_impl_onnx_lp_norm;
 extern const cr_op_impl cr_impl_onnx_group_norm;
-extern const cr_op_impl cr_impl_onnx_det;
-extern const cr_op_impl cr_impl_onnx_einsum;
 extern const cr_op_impl cr_impl_onnx_nll_loss;
 extern const cr_op_impl cr_impl_onnx_softmax_cross_entropy;
 extern const cr_op_impl cr_impl_onnx_pool;

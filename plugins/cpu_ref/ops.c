@@ -4,7 +4,7 @@
  * (op_impl.h). The families themselves are in ops_nn.c and ops_norm.c
  * (layers), ops_math.c (arithmetic, math, reductions, products),
  * ops_shape.c and ops_replicate.c (shapes, copies, conversions, replication),
- * ops_index.c (indexing and searching) and ops_onnx.c (the ONNX importer's
+ * ops_index.c (indexing and searching) and ops_onnx*.c (the ONNX importer's
  * _onnx_* operators, with the semantics of their numpy definitions).
  *
  * Every family states the dtypes it runs in its check_dtypes function: the
@@ -581,7 +581,7 @@ static const cr_op kOps[] = {
     {"dot", {NULL}, 1, 0, &cr_impl_dot},
     {"batch_dot", {NULL}, 1, 0, &cr_impl_batch_dot},
 
-    /* the ONNX importer's host operators (ops_onnx.c) */
+    /* the ONNX importer's host operators (ops_onnx*.c) */
     {"_onnx_unary", {NULL}, 1, 0, &cr_impl_onnx_unary},
     {"_onnx_binary", {NULL}, 1, 0, &cr_impl_onnx_binary},
     {"_onnx_nary", {NULL}, 1, 0, &cr_impl_onnx_nary},

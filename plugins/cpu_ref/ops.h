@@ -41,11 +41,11 @@ typedef struct cr_axes {
   int64_t values[CR_MAX_NDIM];
 } cr_axes;
 
-/* Attributes of the ONNX importer's host operators (_onnx_*, ops_onnx.c):
+/* Attributes of the ONNX importer's host operators (_onnx_*, ops_onnx*.c):
  * one generic record, each operator documents which fields it uses. */
 #define CR_ONNX_TUPLE_MAX (2 * CR_MAX_NDIM)
 typedef struct cr_onnx_params {
-  int fn;        /* the operator's function or mode (an enum of ops_onnx.c) */
+  int fn;        /* the operator's function or mode (an enum of its ops_onnx_*.c) */
   int axis;
   int axis2;
   int num_args;
