@@ -15,6 +15,9 @@ Usage: python benchmarks/engine_throughput.py [--ops N] [--repeat N] [--json out
    time over overlapped time (2 = perfect overlap on two devices; the
    machine's free cores cap it), next to the same ratio for two plain
    threads of GIL-free hashing, measured in the same run.
+4. One graph with two independent branches (mx.AttrScope ctx groups):
+   both groups on mx.mlu(0), one device worker, against group2ctx placing
+   them on mx.mlu(0) and mx.mlu(1): the ratio of the two times.
 Medians over --repeat runs.
 """
 
@@ -109,6 +112,57 @@ def overlap(repeat: int, forwards: int) -> dict[str, float]:
             "ratio": serial_s / overlapped_s}
 
 
+def two_branch_graph() -> mx.sym.Symbol:
+    """Two independent branches of network()'s convolutions, in ctx groups
+    "a" and "b", summed at the end."""
+    data = mx.sym.Variable("data")
+    branches = []
+    for group in ("a", "b"):
+        with mx.AttrScope(ctx_group=group):
+            x = data
+            for k in range(4):
+                x = mx.sym.Convolution(x, num_filter=32, kernel=(3, 3), pad=(1, 1),
+                                       name=f"{group}_c{k}")
+                x = mx.sym.Activation(x, act_type="relu", name=f"{group}_r{k}")
+            branches.append(x)
+    return mx.sym.elemwise_add(*branches, name="sum")
+
+
+def graph_overlap(repeat: int, forwards: int) -> dict[str, float]:
+    """One graph, two independent accelerator subgraphs: both groups on
+    mlu(0) (one device worker: serial) against group2ctx placing them on
+    mlu(0) and mlu(1) (two workers)."""
+    symbol, shape = two_branch_graph(), (1, 32, 48, 48)
+    rng = np.random.default_rng(0)
+    arg_shapes = symbol.infer_shape(data=shape)[0]
+    values = {name: rng.standard_normal(s).astype(np.float32) * 0.1
+              for name, s in zip(symbol.list_arguments(), arg_shapes)}
+    placements = {"one_device": {"a": mx.mlu(0), "b": mx.mlu(0)},
+                  "two_devices": {"a": mx.mlu(0), "b": mx.mlu(1)}}
+    times, outputs = {}, {}
+    for label, group2ctx in placements.items():
+        # Arguments in host memory (ctx = cpu, MXNet's model-parallel
+        # style): a subgraph never waits for another device to read them.
+        exe = symbol.simple_bind(mx.cpu(), data=shape, group2ctx=group2ctx)
+        for name, value in values.items():
+            exe.arg_dict[name][:] = value
+        exe.forward()[0].wait_to_read()  # compile
+
+        def run(exe: Any = exe) -> float:
+            start = time.perf_counter()
+            for _ in range(forwards):
+                exe.forward()
+            exe.outputs[0].wait_to_read()
+            return time.perf_counter() - start
+
+        times[label] = median(run, repeat)
+        outputs[label] = exe.outputs[0].asnumpy()
+        exe.close()
+    assert np.array_equal(outputs["one_device"], outputs["two_devices"])
+    return {"one_device_s": times["one_device"], "two_devices_s": times["two_devices"],
+            "ratio": times["one_device"] / times["two_devices"]}
+
+
 def hashing_reference(repeat: int) -> float:
     """Serial over concurrent time of two GIL-free hashing jobs: what this
     machine allows two threads right now."""
@@ -160,6 +214,11 @@ def main() -> None:
               f"{figures['serial_s'] * 1e3:.1f} ms, overlapped {figures['overlapped_s'] * 1e3:.1f} "
               f"ms, ratio {figures['ratio']:.2f}x; two hashing threads: "
               f"{figures['hashing_threads_ratio']:.2f}x ({os.cpu_count()} CPUs)")
+        graph = graph_overlap(args.repeat, args.forwards)
+        results["two_branch_graph"] = graph
+        print(f"one graph, two independent subgraphs (group2ctx), {args.forwards} forwards: "
+              f"both on mlu(0) {graph['one_device_s'] * 1e3:.1f} ms, on mlu(0) and mlu(1) "
+              f"{graph['two_devices_s'] * 1e3:.1f} ms, ratio {graph['ratio']:.2f}x")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)

@@ -22,6 +22,7 @@ from . import module as mod
 from . import ndarray as nd
 from . import symbol as sym
 from ._abi import API_VERSION
+from .attribute import AttrScope
 from .context import Context, cpu, current_context
 from .discovery import AccLibraryWarning
 from .discovery import discover as _discover
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "API_VERSION",
+    "AttrScope",
     "Context",
     "AccFallbackWarning",
     "AccLibraryWarning",

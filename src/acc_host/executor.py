@@ -112,12 +112,18 @@ class Executor:
 
     def __init__(self, symbol: Any, ctx: Context, arg_dict: dict[str, NDArray],
                  aux_dict: dict[str, NDArray], grad_req: str = "null",
-                 data_names: Sequence[str] | None = None) -> None:
+                 data_names: Sequence[str] | None = None,
+                 group2ctx: Mapping[str, Context] | None = None) -> None:
         """data_names: the arguments that change on every forward (images,
         tokens, labels); all other arguments and every auxiliary state are
-        weights. Default: "data" if the symbol has it."""
+        weights. Default: "data" if the symbol has it. group2ctx: MXNet's
+        model parallelism: the operators whose "__ctx_group__" attribute
+        (see mx.AttrScope) names a group run on that group's context
+        (devices of ctx's accelerator, or the CPU); the others on ctx."""
         self._symbol = symbol
         self._ctx = ctx
+        self._group2ctx = dict(group2ctx or {})
+        self._node_ctx = _node_contexts(symbol.graph, ctx, self._group2ctx)
         self._grad_req = grad_req
         graph: Graph = symbol.graph
         self._graph = graph
@@ -142,7 +148,8 @@ class Executor:
                            for k, node in enumerate(graph.nodes) if node.is_variable}
         self.data_names = [name for name in (data_names if data_names is not None else ["data"])
                            if name in arg_dict]
-        self.partition: Partition | None = self._partition() if ctx.is_accelerator else None
+        accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
+        self.partition: Partition | None = self._partition() if accelerated else None
         self._steps = self._plan()
         self._entry_vars = {entry: engine.Var() for step in self._steps for entry in step.outputs}
         self._producer = {entry: index for index, step in enumerate(self._steps)
@@ -155,7 +162,8 @@ class Executor:
 
     @classmethod
     def simple_bind(cls, symbol: Any, ctx: Context, shapes: Mapping[str, Any],
-                    type_dict: Mapping[str, Any], grad_req: str = "null") -> Executor:
+                    type_dict: Mapping[str, Any], grad_req: str = "null",
+                    group2ctx: Mapping[str, Context] | None = None) -> Executor:
         arg_shapes, _, aux_shapes = symbol.infer_shape_partial(**shapes)
         arg_types, _, aux_types = symbol.infer_type(**type_dict)
         arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
@@ -170,12 +178,14 @@ class Executor:
                     for name, shape, dtype in zip(arg_names, arg_shapes, arg_types)}
         aux_dict = {name: zeros(shape, ctx, dtype)
                     for name, shape, dtype in zip(aux_names, aux_shapes, aux_types)}
-        return cls(symbol, ctx, arg_dict, aux_dict, grad_req, data_names=list(shapes))
+        return cls(symbol, ctx, arg_dict, aux_dict, grad_req, data_names=list(shapes),
+                   group2ctx=group2ctx)
 
     @classmethod
     def bind(cls, symbol: Any, ctx: Context, args: Mapping[str, Any] | Sequence[Any],
              aux_states: Mapping[str, Any] | Sequence[Any] | None,
-             grad_req: str = "null", data_names: Sequence[str] | None = None) -> Executor:
+             grad_req: str = "null", data_names: Sequence[str] | None = None,
+             group2ctx: Mapping[str, Context] | None = None) -> Executor:
         arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
         arg_dict = _by_name(arg_names, args, "arguments")
         aux_dict = _by_name(aux_names, aux_states, "auxiliary states")
@@ -190,7 +200,7 @@ class Executor:
                 if not isinstance(value, NDArray):
                     raise GraphError(f"bind: {what} {name!r} must be an NDArray, got "
                                      f"{type(value).__name__}")
-        return cls(symbol, ctx, arg_dict, aux_dict, grad_req, data_names)
+        return cls(symbol, ctx, arg_dict, aux_dict, grad_req, data_names, group2ctx)
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **shapes: Any) -> Executor:
@@ -216,13 +226,28 @@ class Executor:
 
         return Executor(self._symbol, self._ctx, keep_or_new(self.arg_dict, arg_names, arg_shapes),
                         keep_or_new(self.aux_dict, aux_names, aux_shapes), self._grad_req,
-                        self.data_names)
+                        self.data_names, self._group2ctx)
 
     # ---- planning -----------------------------------------------------------------------
 
     def _partition(self) -> Partition:
-        """Asks the accelerator which nodes it runs and splits the graph."""
-        graph, library, dev_id = self._graph, self._ctx.library, self._ctx.device_id
+        """Asks the accelerator which nodes it runs on each device the
+        operators are placed on, and splits the graph."""
+        graph = self._graph
+        contexts = [context for context in self._node_ctx.values() if context.is_accelerator]
+        library = contexts[0].library
+        devices = sorted({context.device_id for context in contexts})
+        supported = {dev_id: self._supported_ops(library, dev_id) for dev_id in devices}
+        placement = {k: context.device_id if context.is_accelerator else None
+                     for k, context in self._node_ctx.items()}
+        weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
+        return partition_graph(graph, library.name, lambda dev_id: supported[dev_id], devices,
+                               self._shapes, self._dtypes, weights, placement)
+
+    def _supported_ops(self, library: Any, dev_id: int) -> list[int]:
+        """supportedOps() of the graph annotated for device dev_id: the
+        operator nodes the plugin runs there."""
+        graph = self._graph
         weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
         shapes = {name: array.shape for name, array in {**self.arg_dict, **self.aux_dict}.items()}
         dtypes = {name: array.dtype for name, array in {**self.arg_dict, **self.aux_dict}.items()}
@@ -253,8 +278,7 @@ class Executor:
             raise PluginContractError(
                 f"{library.name}: supportedOps() listed variable nodes {listed}; only "
                 "operator nodes may be listed")
-        return partition_graph(graph, library.name, lambda _: ids, [dev_id], self._shapes,
-                               self._dtypes, weights)
+        return list(ids)
 
     def _plan(self) -> list[_Step]:
         graph = self._graph
@@ -271,7 +295,8 @@ class Executor:
                     units += [(k, tuple(graph.input_entries(k)), self._node_entries(k), None)
                               for k in seg.nodes]
                 else:
-                    operator = SubgraphOperator(self._ctx.library, spec, self._ctx.device_id)
+                    device = self._device_context(spec.device_class)
+                    operator = SubgraphOperator(device.library, spec, device.device_id)
                     units.append((seg.nodes[0], tuple(spec.inputs.values()),
                                   tuple(spec.outputs.values()), operator))
         last_reader: dict[int, int] = {}
@@ -299,6 +324,17 @@ class Executor:
             for entry in set(step.inputs) & released:
                 readers[entry] += 1
         return readers
+
+    def _device_context(self, device_class: int) -> Context:
+        assert self.partition is not None
+        library = next(c for c in self._node_ctx.values() if c.is_accelerator).library
+        return Context(library.name, self.partition.devices[device_class - 1])
+
+    def _step_context(self, step: _Step) -> Context:
+        """Where a step runs: its subgraph's device, or the CPU."""
+        if step.subgraph is None:
+            return cpu()
+        return Context(step.subgraph.library.name, step.subgraph.dev_id)
 
     def _node_entries(self, k: int) -> tuple[int, ...]:
         start = self._graph.entry_start[k]
@@ -353,7 +389,7 @@ class Executor:
                 reads += [weights[name]._var for name in step.subgraph.spec.weights]
             outputs = copies.get(index, [])
             current.push_sync(self._step_function(step, run, weights, outputs),
-                              self._ctx if step.subgraph is not None else cpu(),
+                              self._step_context(step),
                               reads, [*(self._entry_vars[entry] for entry in step.outputs),
                                       *(output._var for output, _ in outputs)])
         for output, entry in copies.get(None, []):
@@ -442,8 +478,26 @@ class Executor:
         for step in self._steps:
             if step.subgraph is not None and not step.subgraph.declined:
                 for k in step.subgraph.spec.nodes:
-                    where[self._graph.nodes[k].name] = str(self._ctx)
+                    where[self._graph.nodes[k].name] = str(self._step_context(step))
         return where
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} @{self._ctx}>"
+
+
+def _node_contexts(graph: Graph, ctx: Context, group2ctx: Mapping[str, Context]
+                   ) -> dict[int, Context]:
+    """The context of every operator node: its "__ctx_group__"'s in
+    group2ctx, else ctx. Every accelerator among them must be one library
+    (an executor drives one plugin)."""
+    for group, context in group2ctx.items():
+        if not isinstance(context, Context):
+            raise GraphError(f"group2ctx[{group!r}] must be a Context, got "
+                             f"{type(context).__name__}")
+    contexts = {k: group2ctx.get(node.attrs.get("__ctx_group__", ""), ctx)
+                for k, node in enumerate(graph.nodes) if not node.is_variable}
+    libraries = {context.library.name for context in contexts.values() if context.is_accelerator}
+    if len(libraries) > 1:
+        raise GraphError(f"one executor drives one accelerator; its operators are placed on "
+                         f"{', '.join(sorted(libraries))}")
+    return contexts

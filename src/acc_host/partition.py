@@ -331,19 +331,22 @@ class Partition:
 
 def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], Sequence[int]],
                     devices: Sequence[int], shapes: Sequence[Any], dtypes: Sequence[Any],
-                    weight_names: frozenset[str]) -> Partition:
+                    weight_names: frozenset[str],
+                    placement: Mapping[int, int | None] | None = None) -> Partition:
     """Partitions graph for one accelerator.
 
     supported(dev_id) returns the node indices the plugin runs on that
-    device; devices lists the device of each accelerator class in order of
-    preference (a node goes to the first device that supports it; the
-    host places every node on one device unless told otherwise)."""
+    device; devices lists the device of each accelerator class. Without
+    placement a node goes to the first device that supports it; with it,
+    node k may go only to device placement[k] (None: the CPU), when that
+    device supports it (the executor's group2ctx)."""
     op_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
     local = {k: i for i, k in enumerate(op_nodes)}
     classes = [CPU] * len(op_nodes)
     for number, dev_id in enumerate(devices, start=1):
         for k in supported(dev_id):
-            if k in local and classes[local[k]] == CPU:
+            if k in local and classes[local[k]] == CPU and (
+                    placement is None or placement.get(k) == dev_id):
                 classes[local[k]] = number
     predecessors = [[local[graph.index[id(producer)]] for producer, _, _ in graph.nodes[k].inputs
                      if not producer.is_variable] for k in op_nodes]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .attribute import current_attrs
 from .errors import GraphError, OperatorError
 from .graph import Graph, Shape
 from .ops import registry
@@ -191,23 +192,26 @@ class Symbol:
     # ---- binding ---------------------------------------------------------------------------
 
     def simple_bind(self, ctx: Any, grad_req: str = "null", type_dict: Mapping | None = None,
-                    **shapes: Shape) -> Any:
+                    group2ctx: Mapping[str, Any] | None = None, **shapes: Shape) -> Any:
         """An executor with new zero-filled arrays for every argument and
-        auxiliary state, shaped by inference from the given shapes."""
+        auxiliary state, shaped by inference from the given shapes.
+        group2ctx places the operators of each "__ctx_group__" (set with
+        mx.AttrScope(ctx_group=...)) on a context of its own."""
         from .executor import Executor
 
-        return Executor.simple_bind(self, ctx, shapes, type_dict or {}, grad_req)
+        return Executor.simple_bind(self, ctx, shapes, type_dict or {}, grad_req, group2ctx)
 
     def bind(self, ctx: Any, args: Mapping[str, Any] | Sequence[Any],
              args_grad: Any = None, grad_req: str = "null",
              aux_states: Mapping[str, Any] | Sequence[Any] | None = None,
-             data_names: Sequence[str] | None = None) -> Any:
+             data_names: Sequence[str] | None = None,
+             group2ctx: Mapping[str, Any] | None = None) -> Any:
         """An executor over the given arrays (by name, or in list_arguments /
         list_auxiliary_states order). data_names: the arguments that are
         data rather than weights (default: "data")."""
         from .executor import Executor
 
-        return Executor.bind(self, ctx, args, aux_states, grad_req, data_names)
+        return Executor.bind(self, ctx, args, aux_states, grad_req, data_names, group2ctx)
 
     # ---- arithmetic --------------------------------------------------------------------------
 
@@ -257,7 +261,7 @@ def Variable(name: str, attr: Mapping[str, str] | None = None, shape: Shape | No
     """A graph input, with MXNet's variable attributes."""
     if not isinstance(name, str) or not name:
         raise GraphError(f"a variable needs a non-empty string name, got {name!r}")
-    attrs = {key: str(value) for key, value in (attr or {}).items()}
+    attrs = {key: str(value) for key, value in current_attrs(attr).items()}
     if shape is not None:
         attrs["__shape__"] = format_value(tuple(shape))
     if dtype is not None:
@@ -324,7 +328,7 @@ def _create(op_name: str, positional: Sequence[Symbol], kwargs: Mapping[str, Any
         producer, output = symbol._outputs[0]
         inputs.append((producer, output, 0))
     node_attrs = dict(attrs.raw)
-    node_attrs.update({key: str(value) for key, value in (attr or {}).items()})
+    node_attrs.update({key: str(value) for key, value in current_attrs(attr).items()})
     node = Node(op.name, node_name, node_attrs, inputs)
     visible = len(op.output_names(attrs))
     return Symbol([(node, output) for output in range(visible)])
