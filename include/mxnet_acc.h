@@ -383,6 +383,16 @@ int infer(const char *model_id, const char *const *in_names,
  *                           answered): the host's compiled-model cache keys
  *                           its files by it, so that a model compiled under
  *                           other settings is never imported.
+ *   "query" = "cost_model"
+ *                        -> "host_device_bandwidth" (bytes/s),
+ *                           "host_device_latency_ns" (one copy),
+ *                           "launch_latency_ns" (one infer),
+ *                           "device_ops_per_s" (sustained operations/s) and
+ *                           optionally "min_subgraph_ops". Optional
+ *                           (MX_ACC_ERR_NOT_FOUND if not answered): the
+ *                           host keeps on the CPU a candidate subgraph
+ *                           whose copies and launch would cost more than
+ *                           it gains (docs/accelerators.md).
  * ------------------------------------------------------------------------- */
 int configure(const char *const *in_keys, const char *const *in_vals,
               int num_in, int dev_id, const char *const **out_keys,

@@ -71,3 +71,11 @@ def build_cpu_ref_variant(tmp_path_factory: pytest.TempPathFactory) -> Callable[
     return _plugin_builder(tmp_path_factory.mktemp("cpu_ref_variants"), lambda: [
         *sorted(cpu_ref.glob("*.c")), *sorted(build_plugins.COMMON_DIR.glob("*.c"))],
         include_dirs=[cpu_ref])
+
+
+@pytest.fixture
+def offload_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turns cost-aware partitioning off (acc_host.offload): tests that
+    check a plugin's numerics or placement on small graphs want every
+    supported operator offered, whatever it would cost."""
+    monkeypatch.setenv("MXNET_ACC_OFFLOAD_COST", "0")

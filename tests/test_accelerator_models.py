@@ -71,6 +71,7 @@ BUNDLED_ACCELERATORS = sorted(library.name for library in mx.libraries()
                               if Path(library.path).parent == BUNDLED.parent)
 
 
+@pytest.mark.usefixtures("offload_everything")
 @pytest.mark.parametrize("accelerator", BUNDLED_ACCELERATORS)
 def test_changed_weights_reach_the_compiled_subgraph(accelerator: str) -> None:
     rng = np.random.default_rng(0)

@@ -12,6 +12,10 @@ import pytest
 
 import acc_host as mx
 
+# Placement checks on small graphs: every supported operator is offered,
+# whatever it would cost (cost-aware partitioning is tested in test_offload.py).
+pytestmark = pytest.mark.usefixtures("offload_everything")
+
 
 def _two_branches() -> Any:
     data = mx.sym.Variable("data")

@@ -418,6 +418,7 @@ def test_fused_mode_beats_imperative_mode(mlu: Any) -> None:
     assert ratios["sim_cycles"] > 1 and ratios["launches"] > 1 and ratios["dram_bytes"] > 1
 
 
+@pytest.mark.usefixtures("offload_everything")
 def test_new_weight_values_reach_the_compiled_model() -> None:
     """Weights written after the first forward are passed to infer again;
     the plugin rebinds them and recompiles the segments using them. The

@@ -37,6 +37,10 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import acc_host as mx  # noqa: E402
 from acc_host.onnx.backend import prepare  # noqa: E402
 
+# Placement checks on small graphs: every supported operator is offered,
+# whatever it would cost (cost-aware partitioning is tested in test_offload.py).
+pytestmark = pytest.mark.usefixtures("offload_everything")
+
 MODELS = Path(__file__).resolve().parent / "onnx_models"
 NAMES = ("resnet_small", "dwsep_small", "vit_small", "bert_small")
 CONTEXTS = ("cpu", "cpu_ref", "mlu")

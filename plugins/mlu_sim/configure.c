@@ -138,6 +138,26 @@ static int answer_compile_config(answers *a, cnrtDev_t card) {
   return emit(a, "compile_config", text);
 }
 
+/* What offloading costs on this card (mxnet_acc.h section 9, "cost_model"),
+ * from the cost model's parameters: the host keeps on the CPU a candidate
+ * subgraph whose copies and launch would cost more than it gains. The
+ * sustained rate is the fp32 peak (the most conservative dtype). */
+static int answer_cost_model(answers *a, cnrtDev_t card) {
+  mlu_params params;
+  cnrtSimGetParams(card, &params);
+  const char *keys[] = {"host_device_bandwidth", "host_device_latency_ns", "launch_latency_ns",
+                        "device_ops_per_s"};
+  const char *sources[] = {"host_bandwidth", "host_latency_ns", "launch_latency_ns",
+                           "peak_ops_fp32"};
+  char text[48];
+  int status = MX_ACC_OK;
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0] && status == MX_ACC_OK; ++i) {
+    mlu_params_format(&params, sources[i], text, sizeof text);
+    status = emit(a, keys[i], text);
+  }
+  return status == MX_ACC_OK ? emit(a, "min_subgraph_ops", "1") : status;
+}
+
 static int answer_query(answers *a, const char *what, cnrtDev_t card) {
   if (strcmp(what, "keys") == 0) return list_keys(a);
   if (strcmp(what, "ops") == 0) return list_ops(a);
@@ -146,8 +166,9 @@ static int answer_query(answers *a, const char *what, cnrtDev_t card) {
   if (strcmp(what, "params") == 0) return answer_params(a, card);
   if (strcmp(what, "memory") == 0) return answer_memory(a, card);
   if (strcmp(what, "compile_config") == 0) return answer_compile_config(a, card);
+  if (strcmp(what, "cost_model") == 0) return answer_cost_model(a, card);
   return acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query \"%s\" (keys, ops, version, "
-                  "stats, params, memory, compile_config)", what);
+                  "stats, params, memory, compile_config, cost_model)", what);
 }
 
 static int answer_model(answers *a, const char *id) {

@@ -33,6 +33,7 @@ from .context import Context, cpu
 from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
 from .graph import Graph
 from .ndarray import NDArray, zeros
+from .offload import costs_of
 from .ops.params import Attrs
 from .ops.registry import OpDef
 from .partition import Partition, offerable_region, partition_graph, region_graph
@@ -241,8 +242,9 @@ class Executor:
         placement = {k: context.device_id if context.is_accelerator else None
                      for k, context in self._node_ctx.items()}
         weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
+        costs = {dev_id: costs_of(library, dev_id) for dev_id in devices}
         return partition_graph(graph, library.name, lambda dev_id: supported[dev_id], devices,
-                               self._shapes, self._dtypes, weights, placement)
+                               self._shapes, self._dtypes, weights, placement, costs.get)
 
     def _supported_ops(self, library: Any, dev_id: int) -> list[int]:
         """supportedOps() of the graph annotated for device dev_id: the

@@ -34,6 +34,7 @@ from typing import Any
 
 from .annotate import annotate, output_name
 from .graph import Graph
+from .offload import KeptOnCpu, OffloadCosts, judge
 from .tensor import TensorSpec
 
 __all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph",
@@ -237,6 +238,7 @@ class Partition:
     subgraphs: tuple[SubgraphSpec, ...]
     accelerator: str
     devices: tuple[int, ...]  # device id of each accelerator class (class k -> devices[k - 1])
+    kept_on_cpu: tuple[KeptOnCpu, ...] = ()  # candidates that would not pay (offload.py)
 
     def summary(self) -> str:
         """One line per segment: where it runs, how many operators, which."""
@@ -257,6 +259,10 @@ class Partition:
                          f"subgraph {spec.index}: {len(spec.inputs)} in, "
                          f"{len(spec.outputs)} out")
             lines.append(f"segment {number}: {where}: {len(ops)} operators [{listed}]")
+        for kept in self.kept_on_cpu:
+            names = ", ".join(self.graph.nodes[k].name for k in kept.nodes)
+            lines.append(f"kept on cpu(0), not offloaded to {self.accelerator}({kept.device}): "
+                         f"[{names}]: {kept.reason}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -332,14 +338,17 @@ class Partition:
 def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], Sequence[int]],
                     devices: Sequence[int], shapes: Sequence[Any], dtypes: Sequence[Any],
                     weight_names: frozenset[str],
-                    placement: Mapping[int, int | None] | None = None) -> Partition:
+                    placement: Mapping[int, int | None] | None = None,
+                    costs: Callable[[int], OffloadCosts | None] | None = None) -> Partition:
     """Partitions graph for one accelerator.
 
     supported(dev_id) returns the node indices the plugin runs on that
     device; devices lists the device of each accelerator class. Without
     placement a node goes to the first device that supports it; with it,
     node k may go only to device placement[k] (None: the CPU), when that
-    device supports it (the executor's group2ctx)."""
+    device supports it (the executor's group2ctx). With costs (a device's
+    OffloadCosts, or None), a candidate subgraph whose estimated copies and
+    launch cost more than it gains stays on the CPU (acc_host.offload)."""
     op_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
     local = {k: i for i, k in enumerate(op_nodes)}
     classes = [CPU] * len(op_nodes)
@@ -350,13 +359,42 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
                 classes[local[k]] = number
     predecessors = [[local[graph.index[id(producer)]] for producer, _, _ in graph.nodes[k].inputs
                      if not producer.is_variable] for k in op_nodes]
-    local_segments = segment(len(op_nodes), predecessors, classes)
-    segments = tuple(Segment(seg.device_class, tuple(op_nodes[i] for i in seg.nodes))
-                     for seg in local_segments)
-    leaving = _leaving_entries(graph, segments)
+    kept: list[KeptOnCpu] = []
+    while True:
+        local_segments = segment(len(op_nodes), predecessors, classes)
+        segments = tuple(Segment(seg.device_class, tuple(op_nodes[i] for i in seg.nodes))
+                         for seg in local_segments)
+        leaving = _leaving_entries(graph, segments)
+        rejected = [] if costs is None else _not_paying(graph, segments, devices, costs, shapes,
+                                                          dtypes, weight_names, leaving)
+        if not rejected:
+            break
+        kept += rejected
+        for verdict in rejected:  # back to the CPU; segment again (neighbours may merge)
+            for k in verdict.nodes:
+                classes[local[k]] = CPU
     subgraphs = []
     for seg in segments:
         if seg.device_class != CPU:
             subgraphs.append(extract(graph, seg, len(subgraphs), shapes, dtypes, weight_names,
                                      leaving, devices[seg.device_class - 1]))
-    return Partition(graph, segments, tuple(subgraphs), accelerator, tuple(devices))
+    return Partition(graph, segments, tuple(subgraphs), accelerator, tuple(devices), tuple(kept))
+
+
+def _not_paying(graph: Graph, segments: Sequence[Segment], devices: Sequence[int],
+                costs: Callable[[int], OffloadCosts | None], shapes: Sequence[Any],
+                dtypes: Sequence[Any], weight_names: frozenset[str],
+                leaving: set[int]) -> list[KeptOnCpu]:
+    rejected = []
+    for seg in segments:
+        if seg.device_class == CPU:
+            continue
+        device = devices[seg.device_class - 1]
+        device_costs = costs(device)
+        if device_costs is None:
+            continue
+        verdict = judge(graph, seg.nodes, device, device_costs, shapes, dtypes, weight_names,
+                        leaving)
+        if verdict is not None:
+            rejected.append(verdict)
+    return rejected
