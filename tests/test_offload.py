@@ -30,7 +30,7 @@ def _islands(channels: int, size: int) -> Any:
 def _run(symbol: Any, shape: tuple, ctx: mx.Context) -> tuple[Any, np.ndarray]:
     rng = np.random.default_rng(0)
     exe = symbol.simple_bind(ctx, data=shape)
-    for name, array in exe.arg_dict.items():
+    for array in exe.arg_dict.values():
         array[:] = rng.standard_normal(array.shape).astype(np.float32) * 0.2
     return exe, exe.forward()[0].asnumpy()
 
