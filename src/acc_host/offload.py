@@ -85,6 +85,8 @@ def _query(library: Any, dev_id: int, host_ops_per_s: float) -> OffloadCosts | N
         answer = library.configure(dev_id, {"query": "cost_model"})
     except AccHostError:
         return None
+    if not any(key in answer for key in _REQUIRED):
+        return None  # a plugin that echoes any query reports no costs
     try:
         values = {key: float(answer[key]) for key in _REQUIRED}
         minimum = int(answer.get("min_subgraph_ops", "1"))
