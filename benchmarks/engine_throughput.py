@@ -28,12 +28,12 @@ import hashlib
 import json
 import os
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from bench_common import conv_relu_network, in_threads
 
 import acc_host as mx
 from acc_host.engine import Engine, NaiveEngine, ThreadedEngine
@@ -67,16 +67,8 @@ def latency(engine: Engine, ops: int) -> float:
     return statistics.median(samples)
 
 
-def network() -> mx.sym.Symbol:
-    x = mx.sym.Variable("data")
-    for k in range(4):
-        x = mx.sym.Convolution(x, num_filter=32, kernel=(3, 3), pad=(1, 1), name=f"c{k}")
-        x = mx.sym.Activation(x, act_type="relu", name=f"r{k}")
-    return x
-
-
 def overlap(repeat: int, forwards: int) -> dict[str, float]:
-    symbol, shape = network(), (1, 32, 48, 48)
+    symbol, shape = conv_relu_network(), (1, 32, 48, 48)
     rng = np.random.default_rng(0)
     arg_shapes = symbol.infer_shape(data=shape)[0]
     values = {name: rng.standard_normal(s).astype(np.float32) * 0.1
@@ -179,13 +171,7 @@ def hashing_reference(repeat: int) -> float:
         return time.perf_counter() - start
 
     def concurrent() -> float:
-        threads = [threading.Thread(target=job) for _ in range(2)]
-        start = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        return time.perf_counter() - start
+        return in_threads([job, job])
 
     return median(serial, repeat) / median(concurrent, repeat)
 

@@ -18,31 +18,12 @@ import argparse
 import hashlib
 import os
 import statistics
-import threading
-import time
 from collections.abc import Callable
 
 import numpy as np
+from bench_common import conv_relu_network, in_threads
 
 import acc_host as mx
-
-
-def network() -> mx.sym.Symbol:
-    x = mx.sym.Variable("data")
-    for k in range(4):
-        x = mx.sym.Convolution(x, num_filter=32, kernel=(3, 3), pad=(1, 1), name=f"c{k}")
-        x = mx.sym.Activation(x, act_type="relu", name=f"r{k}")
-    return x
-
-
-def in_threads(work: list[Callable[[], None]]) -> float:
-    threads = [threading.Thread(target=job) for job in work]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -56,7 +37,7 @@ def main() -> None:
     if max(counts) > available:
         parser.error(f"{max(counts)} cards asked for, mlu_sim has {available} "
                      "(MLU_SIM_NUM_CARDS)")
-    symbol, shape = network(), (1, 32, 48, 48)
+    symbol, shape = conv_relu_network(), (1, 32, 48, 48)
     rng = np.random.default_rng(0)
     image = rng.standard_normal(shape).astype(np.float32)
     executors = []

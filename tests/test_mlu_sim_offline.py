@@ -9,21 +9,17 @@ typed error for a garbage file. Also measures load time compiled vs cache
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import statistics
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 
 import acc_host as mx
-from acc_host.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
+from acc_host.model_cache import ENV_VAR, ModelCache, supports_cache
 from acc_host.symbolic import LoadedModel
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -54,20 +50,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _run(output: Path, cache: Path) -> dict:
-    env = dict(os.environ)
-    env[ENV_VAR] = str(cache)
-    result = subprocess.run([sys.executable, "-c", _SCRIPT, str(SQUEEZENET), str(output)],
-                            capture_output=True, text=True, env=env, timeout=600,
-                            cwd=output.parent)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def _entries(cache: Path) -> dict[str, Path]:
-    assert not [path.name for path in cache.iterdir() if path.name.startswith(".")]
-    models = {path.stem: path for path in cache.glob("*.model")}
-    assert {path.stem for path in cache.glob("*.json")} == set(models)
-    return models
+    return run_script(_SCRIPT, [str(SQUEEZENET), str(output)], output, cache)
 
 
 def test_mlu_offers_offline_models() -> None:
@@ -81,7 +64,7 @@ def test_second_process_imports_without_compiling(tmp_path: Path) -> None:
     first = _run(tmp_path / "first.npy", cache)
     assert set(first["sources"]) == {"compiled"} and len(first["sources"]) >= 1
     assert first["compiles"] == len(first["sources"])  # one FusionOp per subgraph here
-    entries = _entries(cache)
+    entries = cache_entries(cache)
     assert len(entries) == len(first["sources"])
     assert all(path.read_bytes()[:8] == b"\x89MLU\r\n\x1a\n" for path in entries.values())
     second = _run(tmp_path / "second.npy", cache)
@@ -91,7 +74,7 @@ def test_second_process_imports_without_compiling(tmp_path: Path) -> None:
                                   np.load(tmp_path / "second.npy"))
     np.testing.assert_allclose(np.load(tmp_path / "second.npy"),
                                np.load(SQUEEZENET / "expected_0.npy"), rtol=RTOL, atol=ATOL)
-    assert _entries(cache) == entries
+    assert cache_entries(cache) == entries
 
 
 # ---- in one process ------------------------------------------------------------------------
@@ -99,9 +82,7 @@ def test_second_process_imports_without_compiling(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def squeezenet():
-    image = np.load(SQUEEZENET / "input_0.npy")
-    sym, arg_params, aux_params = mx.model.load_checkpoint(str(SQUEEZENET / "model"), 0)
-    return sym, {**arg_params, **aux_params}, image
+    return load_test_model(SQUEEZENET)
 
 
 def _forward(squeezenet, keep: bool = False):
@@ -135,20 +116,13 @@ def _compiles() -> int:
 def test_refused_cache_file_is_discarded_and_rebuilt(squeezenet, cache_dir: Path) -> None:
     sources, _, expected = _forward(squeezenet)
     assert set(sources) == {"compiled"}
-    models = _entries(cache_dir)
+    models = cache_entries(cache_dir)
     model_file = max(models.values(), key=lambda path: path.stat().st_size)
     original = model_file.read_bytes()
     # A damaged file behind metadata that matches it: only the plugin can tell.
     damaged = bytearray(original)
     damaged[len(damaged) // 2] ^= 0x10
-    damaged = bytes(damaged)
-    model_file.write_bytes(damaged)
-    meta_file = model_file.with_suffix(".json")
-    meta = json.loads(meta_file.read_text())
-    meta.update(model_size=len(damaged), model_sha256=hashlib.sha256(damaged).hexdigest())
-    meta_file.write_text(json.dumps(meta, sort_keys=True, indent=1))
-    key_meta = {k: v for k, v in meta.items() if k not in ("model_size", "model_sha256")}
-    entry = CacheEntry(model_file.stem, model_file, meta_file, key_meta)
+    entry = replace_entry_file(model_file, bytes(damaged))
     assert ModelCache(cache_dir).valid(entry)  # the host's checks pass
     with pytest.raises(mx.PluginError, match="not a valid mlu_sim offline model") as error:
         mx.mlu(0).configure(import_model=LoadedModel.new_id(), path=model_file)
@@ -288,4 +262,4 @@ def test_int8_models_round_trip_and_are_keyed_by_precision(squeezenet, cache_dir
     assert not np.array_equal(output, expected)
     reference = np.load(SQUEEZENET / "expected_0.npy")
     np.testing.assert_allclose(output, reference, rtol=RTOL, atol=ATOL)
-    assert len(_entries(cache_dir)) == 2 * len(operators)
+    assert len(cache_entries(cache_dir)) == 2 * len(operators)

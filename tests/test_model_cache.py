@@ -6,20 +6,16 @@ without the variable. Also configure() export/import directly."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 
 import acc_host as mx
 from acc_host.annotate import annotate_symbol
-from acc_host.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
+from acc_host.model_cache import ENV_VAR, ModelCache, supports_cache
 from acc_host.symbolic import LoadedModel
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -61,30 +57,14 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _run(name: str, output: Path, cache: Path | None, *extra: str) -> dict:
-    env = dict(os.environ)
-    env.pop(ENV_VAR, None)
-    if cache is not None:
-        env[ENV_VAR] = str(cache)
-    result = subprocess.run([sys.executable, "-c", _SCRIPT, str(MODELS / name), str(output),
-                             *extra], capture_output=True, text=True, env=env, timeout=600,
-                            cwd=output.parent)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def _entries(cache: Path) -> dict[str, Path]:
-    """The cache's entries: key -> .model file; no scratch file is left."""
-    assert not [path.name for path in cache.iterdir() if path.name.startswith(".")]
-    models = {path.stem: path for path in cache.glob("*.model")}
-    assert {path.stem for path in cache.glob("*.json")} == set(models)
-    return models
+    return run_script(_SCRIPT, [str(MODELS / name), str(output), *extra], output, cache)
 
 
 def test_second_process_imports_what_the_first_compiled(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = _run("mobilenetv2_1_0", tmp_path / "first.npy", cache)
     assert first["sources"] == ["compiled"] and first["loadmodel_calls"] == 1
-    (entry,) = _entries(cache).values()
+    (entry,) = cache_entries(cache).values()
     second = _run("mobilenetv2_1_0", tmp_path / "second.npy", cache)
     assert second["sources"] == ["cache"] and second["loadmodel_calls"] == 0
     np.testing.assert_array_equal(np.load(tmp_path / "first.npy"),
@@ -92,7 +72,7 @@ def test_second_process_imports_what_the_first_compiled(tmp_path: Path) -> None:
     np.testing.assert_allclose(np.load(tmp_path / "second.npy"),
                                np.load(MODELS / "mobilenetv2_1_0" / "expected_0.npy"),
                                rtol=1e-4, atol=1e-5)
-    assert list(_entries(cache).values()) == [entry]
+    assert list(cache_entries(cache).values()) == [entry]
     print(f"\nmobilenetv2_1_0 ({entry.stat().st_size} byte model file): load_seconds "
           f"compiled {first['load_seconds']:.4f}, imported {second['load_seconds']:.4f}")
 
@@ -105,9 +85,7 @@ PERTURBED = "squeezenet0_conv0_bias"
 
 @pytest.fixture(scope="module")
 def squeezenet():
-    image = np.load(SQUEEZENET / "input_0.npy")
-    sym, arg_params, aux_params = mx.model.load_checkpoint(str(SQUEEZENET / "model"), 0)
-    return sym, {**arg_params, **aux_params}, image
+    return load_test_model(SQUEEZENET)
 
 
 def _forward(squeezenet, perturb: bool = False) -> tuple[str, np.ndarray]:
@@ -140,7 +118,7 @@ def test_cpu_ref_offers_the_cache() -> None:
 def test_damaged_entry_is_rebuilt(squeezenet, cache_dir: Path) -> None:
     source, expected = _forward(squeezenet)
     assert source == "compiled"
-    (model_file,) = _entries(cache_dir).values()
+    (model_file,) = cache_entries(cache_dir).values()
     original = model_file.read_bytes()
     damaged = bytearray(original)
     damaged[len(damaged) // 2] ^= 0x40
@@ -148,24 +126,18 @@ def test_damaged_entry_is_rebuilt(squeezenet, cache_dir: Path) -> None:
     source, output = _forward(squeezenet)  # the host's SHA-256 finds the damage
     assert source == "compiled"
     np.testing.assert_array_equal(output, expected)
-    assert _entries(cache_dir) == {model_file.stem: model_file}
+    assert cache_entries(cache_dir) == {model_file.stem: model_file}
     assert model_file.read_bytes() == original  # rewritten, valid again
     assert _forward(squeezenet)[0] == "cache"
 
 
 def test_entry_the_plugin_refuses_is_rebuilt(squeezenet, cache_dir: Path) -> None:
     source, expected = _forward(squeezenet)
-    (model_file,) = _entries(cache_dir).values()
+    (model_file,) = cache_entries(cache_dir).values()
     original = model_file.read_bytes()
-    meta_file = model_file.with_suffix(".json")
     # Garbage behind metadata that matches it: only the plugin can tell.
     garbage = b"\x89CRM\r\n\x1a\n" + bytes(range(256)) * 40
-    model_file.write_bytes(garbage)
-    meta = json.loads(meta_file.read_text())
-    meta.update(model_size=len(garbage), model_sha256=hashlib.sha256(garbage).hexdigest())
-    meta_file.write_text(json.dumps(meta, sort_keys=True, indent=1))
-    key_meta = {k: v for k, v in meta.items() if k not in ("model_size", "model_sha256")}
-    entry = CacheEntry(model_file.stem, model_file, meta_file, key_meta)
+    entry = replace_entry_file(model_file, garbage)
     assert ModelCache(cache_dir).valid(entry)  # the host's checks pass
     with pytest.raises(mx.PluginError, match="not a valid cpu_ref model file") as error:
         mx.cpu_ref(0).configure(import_model=LoadedModel.new_id(), path=model_file)
@@ -182,11 +154,11 @@ def test_entry_the_plugin_refuses_is_rebuilt(squeezenet, cache_dir: Path) -> Non
 def test_another_weight_value_is_another_entry(squeezenet, cache_dir: Path) -> None:
     source, expected = _forward(squeezenet)
     assert source == "compiled"
-    (key,) = _entries(cache_dir)
+    (key,) = cache_entries(cache_dir)
     source, changed = _forward(squeezenet, perturb=True)
     assert source == "compiled"
     assert not np.array_equal(changed, expected)
-    entries = _entries(cache_dir)
+    entries = cache_entries(cache_dir)
     assert len(entries) == 2 and key in entries
     # Both are used from now on, each with its own weights.
     source, output = _forward(squeezenet, perturb=True)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binfile.h"
 #include "executor.h"
 #include "library.h"
 #include "model.h"
@@ -405,34 +406,6 @@ static int set_threads(const char *value, cr_device *device, int *count, size_t 
   return emit(count, used, "num_threads", text);
 }
 
-/* Compiled-model files (model_file.c). Each "export_model" or
- * "import_model" goes with the call's one "path"; one of them per call. */
-static int find_path(const char *const *keys, const char *const *vals, int num_in,
-                     const char **path) {
-  int files = 0, paths = 0;
-  *path = NULL;
-  for (int i = 0; i < num_in; ++i) {
-    if (keys[i] == NULL || vals[i] == NULL) continue; /* reported by configure() */
-    files += strcmp(keys[i], "export_model") == 0 || strcmp(keys[i], "import_model") == 0;
-    if (strcmp(keys[i], "path") == 0) {
-      paths += 1;
-      *path = vals[i];
-    }
-  }
-  if (files > 1 || paths > 1) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: at most one export_model or "
-                    "import_model, and one path, per call");
-  }
-  if (files != paths) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: export_model and import_model need "
-                    "a \"path\", and \"path\" is only used with them");
-  }
-  if (*path != NULL && (*path)[0] == '\0') {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: path is empty");
-  }
-  return MX_ACC_OK;
-}
-
 static int export_model(const char *model_id, const char *path, int dev_id, int *count,
                         size_t *used) {
   uint64_t bytes = 0;
@@ -481,7 +454,7 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: NULL array or negative count");
   }
   const char *path;
-  int count = 0, status = find_path(in_keys, in_vals, num_in, &path);
+  int count = 0, status = acc_bin_configure_path(in_keys, in_vals, num_in, &path);
   size_t used = 0;
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
     if (in_keys[i] == NULL || in_vals[i] == NULL) {
@@ -494,7 +467,7 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
       status = export_model(in_vals[i], path, dev_id, &count, &used);
     } else if (strcmp(in_keys[i], "import_model") == 0) {
       status = import_model(in_vals[i], path, dev_id, &count, &used);
-    } else if (strcmp(in_keys[i], "path") != 0) { /* path: read by find_path() */
+    } else if (strcmp(in_keys[i], "path") != 0) { /* path: read by acc_bin_configure_path() */
       status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key \"%s\" (num_threads, "
                         "query, export_model, import_model, path)", in_keys[i]);
     }

@@ -56,6 +56,20 @@ static void bwalk_next(bwalk *w) {
 /* Element-wise: _onnx_unary                                                */
 /* ======================================================================= */
 
+/* parse_with() for an operator whose "fn" (p->fn, an index of names) is
+ * required and below first_bool: the fns from first_bool on return bool. */
+static int parse_fn(const attr_spec *specs, const char *const *keys, const char *const *vals,
+                    size_t count, onnx_p *p, int first_bool, const char *const *names) {
+  int status = parse_with(specs, keys, vals, count, p);
+  if (status != MX_ACC_OK) return status;
+  if (p->fn < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute fn is required");
+  if (p->fn >= first_bool) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "fn=%s returns bool, which mxnet_acc.h has no "
+                    "dtype for", names[p->fn]);
+  }
+  return MX_ACC_OK;
+}
+
 enum {
   U_SOFTSIGN, U_SOFTPLUS, U_SELU, U_ELU, U_CELU, U_LEAKY_RELU, U_THRESHOLDED_RELU,
   U_HARD_SIGMOID, U_HARD_SWISH, U_MISH, U_SWISH, U_GELU, U_SHRINK, U_RELU, U_ABS, U_NEG,
@@ -81,14 +95,7 @@ static int unary_parse(const char *const *keys, const char *const *vals, size_t 
   p->f[1] = 0.0;
   p->f[2] = 1.0;
   snprintf(p->text, sizeof p->text, "none");
-  int status = parse_with(kSpecs, keys, vals, count, p);
-  if (status != MX_ACC_OK) return status;
-  if (p->fn < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute fn is required");
-  if (p->fn >= U_NOT) {
-    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "fn=%s returns bool, which mxnet_acc.h has no "
-                    "dtype for", kUnaryFns[p->fn]);
-  }
-  return MX_ACC_OK;
+  return parse_fn(kSpecs, keys, vals, count, p, U_NOT, kUnaryFns);
 }
 
 /* The functions whose integer results numpy computes exactly in the
@@ -209,14 +216,7 @@ static int binary_parse(const char *const *keys, const char *const *vals, size_t
                                      {NULL, A_INT, 0, NULL}};
   onnx_p *p = P(params);
   p->fn = -1;
-  int status = parse_with(kSpecs, keys, vals, count, p);
-  if (status != MX_ACC_OK) return status;
-  if (p->fn < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "attribute fn is required");
-  if (p->fn >= B_FIRST_BOOL) {
-    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "fn=%s returns bool, which mxnet_acc.h has no "
-                    "dtype for", kBinaryFns[p->fn]);
-  }
-  return MX_ACC_OK;
+  return parse_fn(kSpecs, keys, vals, count, p, B_FIRST_BOOL, kBinaryFns);
 }
 
 static int binary_dtypes(const cr_params *params) {

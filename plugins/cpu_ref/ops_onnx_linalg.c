@@ -41,6 +41,21 @@ static void matmul_block(cr_dtype dtype, const void *a, int64_t a_off, int64_t a
   }
 }
 
+/* The results of a matmul_block of count elements, one of each kind:
+ * *y_f and *y_i are malloc'ed (the caller frees both), or both NULL and 0
+ * is returned when memory runs out. */
+static int block_results(int64_t count, double **y_f, int64_t **y_i) {
+  const size_t slots = (size_t)(count > 0 ? count : 1);
+  *y_f = malloc(slots * sizeof **y_f);
+  *y_i = malloc(slots * sizeof **y_i);
+  if (*y_f != NULL && *y_i != NULL) return 1;
+  free(*y_f);
+  free(*y_i);
+  *y_f = NULL;
+  *y_i = NULL;
+  return 0;
+}
+
 static int same_in_out_dtypes(const cr_params *params) { return cr_dtypes_any(params); }
 
 static int matmul_infer(const cr_params *params, const acc_shape *in, int num_in,
@@ -92,13 +107,9 @@ static int matmul_run(const cr_params *params, const cr_tensor *in, int num_in,
   broadcast_shapes(batch, 2, &outer);
   const int64_t batches = count_of(&outer);
   const cr_dtype dtype = cr_in_dtype(params, 0);
-  double *yf = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof(double));
-  int64_t *yi = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof(int64_t));
-  if (yf == NULL || yi == NULL) {
-    free(yf);
-    free(yi);
-    return out_of_memory("matmul");
-  }
+  double *yf = NULL;
+  int64_t *yi = NULL;
+  if (!block_results(m * n, &yf, &yi)) return out_of_memory("matmul");
   for (int64_t t = 0; t < batches; ++t) {
     const int64_t a_off = offset_in(&batch[0], &outer, t) * m * k;
     const int64_t b_off = offset_in(&batch[1], &outer, t) * k * n;
@@ -158,13 +169,9 @@ static int gemm_run(const cr_params *params, const cr_tensor *in, int num_in,
   const int64_t a_rs = p->flag[0] ? 1 : k, a_cs = p->flag[0] ? m : 1;
   const int64_t b_rs = p->flag[1] ? 1 : n, b_cs = p->flag[1] ? k : 1;
   const cr_dtype dtype = cr_in_dtype(params, 0);
-  double *yf = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof(double));
-  int64_t *yi = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof(int64_t));
-  if (yf == NULL || yi == NULL) {
-    free(yf);
-    free(yi);
-    return out_of_memory("gemm");
-  }
+  double *yf = NULL;
+  int64_t *yi = NULL;
+  if (!block_results(m * n, &yf, &yi)) return out_of_memory("gemm");
   matmul_block(dtype, in[0].data, 0, a_rs, a_cs, in[1].data, 0, b_rs, b_cs, m, n, k, yf, yi);
   acc_shape mn = {2, {(uint64_t)m, (uint64_t)n}};
   const int64_t count = count_of(&out->shape);

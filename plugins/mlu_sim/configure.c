@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attrs.h"
+#include "binfile.h"
 #include "card.h"
 #include "cnml.h"
 #include "library.h"
@@ -192,34 +193,6 @@ static int answer_model(answers *a, const char *id) {
   return status;
 }
 
-/* Offline models (model_file.c): each "export_model" or "import_model" goes
- * with the call's one "path"; one of them per call. */
-static int find_path(const char *const *keys, const char *const *vals, int num_in,
-                     const char **path) {
-  int files = 0, paths = 0;
-  *path = NULL;
-  for (int i = 0; i < num_in; ++i) {
-    if (keys[i] == NULL || vals[i] == NULL) continue; /* reported by the loop of configure */
-    files += strcmp(keys[i], "export_model") == 0 || strcmp(keys[i], "import_model") == 0;
-    if (strcmp(keys[i], "path") == 0) {
-      paths += 1;
-      *path = vals[i];
-    }
-  }
-  if (files > 1 || paths > 1) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: at most one export_model or "
-                    "import_model, and one path, per call");
-  }
-  if (files != paths) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: export_model and import_model need "
-                    "a \"path\", and \"path\" is only used with them");
-  }
-  if (*path != NULL && (*path)[0] == '\0') {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: path is empty");
-  }
-  return MX_ACC_OK;
-}
-
 typedef struct export_job {
   const char *path;
   int dev_id;
@@ -288,7 +261,7 @@ int mlu_configure(int dev_id, const char *const *in_keys, const char *const *in_
   if (card == NULL) return mlu_device_status(dev_id);
   answers a = {mlu_library_instance(), 0, 0};
   const char *path = NULL;
-  int status = find_path(in_keys, in_vals, num_in, &path);
+  int status = acc_bin_configure_path(in_keys, in_vals, num_in, &path);
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
     const char *key = in_keys[i], *value = in_vals[i];
     if (key == NULL || value == NULL) {
@@ -304,7 +277,7 @@ int mlu_configure(int dev_id, const char *const *in_keys, const char *const *in_
     } else if (strcmp(key, "import_model") == 0) {
       status = import_model(&a, value, path, dev_id);
     } else if (strcmp(key, "path") == 0) {
-      /* read by find_path() */
+      /* read by acc_bin_configure_path() */
     } else {
       status = set_param(&a, key, value, card);
     }

@@ -51,7 +51,8 @@
  *                                counts (9), kernels, folded_batchnorms,
  *                                fused_epilogues, resident_values,
  *                                spilled_values, aliased_values,
- *                                int8_kernels, sram_words, const_bytes,
+ *                                int8_kernels, a reserved field (written
+ *                                0, ignored), sram_words, const_bytes,
  *                                scratch_bytes
  *              u64 C, C bytes    the constants, as uploaded to the card
  *              u64 P, P records  the instructions (below), SYNC last
@@ -76,17 +77,19 @@
  * pass mlu_program_verify() (every operand inside its buffer and the
  * on-chip memory) and fit the importing card's on-chip memory. Anything
  * else is MX_ACC_ERR_INVALID_ARG naming the offset and field.
+ *
+ * The envelope (header, checksum, the checked reader and writer) and the
+ * graph JSON and weight records are those of plugins/common/binfile.h,
+ * shared with cpu_ref's model files; the segment records are mlu_sim's own.
  */
 #include "model_file.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "binfile.h"
 #include "card.h"
 #include "cnml.h"
 #include "machine.h"
@@ -96,16 +99,8 @@
 static const unsigned char kMagic[8] = {0x89, 'M', 'L', 'U', '\r', '\n', 0x1a, '\n'};
 
 enum {
-  kFormatVersion = 2,
-  kVersionOffset = 8,
-  kApiVersionOffset = 12,
-  kFlagsOffset = 16,
-  kSizeOffset = 20,
-  kHeaderSize = 28,
-  kJsonOffset = kHeaderSize,
-  kChecksumSize = 8,
   /* Header, JSON length, weight and segment counts, checksum. */
-  kMinFileSize = kHeaderSize + 8 + 4 + 4 + kChecksumSize,
+  kMinFileSize = ACC_BIN_HEADER_SIZE + 8 + 4 + 4 + ACC_BIN_CHECKSUM_SIZE,
   kMessageSize = 512,
   kReportFields = 1 + MLU_NUM_OPCODES + 11
 };
@@ -119,130 +114,30 @@ enum {
 #define LIMIT_EXTENT ((int64_t)1 << 24)
 #define LIMIT_DRAM ((uint64_t)1 << 40)
 
-/* FNV-1a, 64-bit. */
-#define FNV_OFFSET_BASIS UINT64_C(0xcbf29ce484222325)
-#define FNV_PRIME UINT64_C(0x100000001b3)
+static const acc_bin_format kFormat = {
+  kMagic, 2, "mlu_sim", "mlu_sim offline model", "an mlu_sim offline model", "offline model",
+  kMinFileSize, MLU_MODEL_FILE_MAX, "MLU_MODEL_FILE_MAX"
+};
 
-static uint64_t fnv1a(uint64_t hash, const unsigned char *bytes, size_t count) {
-  for (size_t i = 0; i < count; ++i) hash = (hash ^ bytes[i]) * FNV_PRIME;
-  return hash;
-}
-
-static void put_le(unsigned char *out, uint64_t value, int width) {
-  for (int i = 0; i < width; ++i) out[i] = (unsigned char)(value >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *in, int width) {
-  uint64_t value = 0;
-  for (int i = width - 1; i >= 0; --i) value = (value << 8) | in[i];
-  return value;
-}
-
-static int host_is_little_endian(void) {
-  const uint16_t probe = 1;
-  unsigned char first;
-  memcpy(&first, &probe, 1);
-  return first == 1;
-}
+/* Records why the file at path is refused (binfile.h). */
+#define refuse(path, offset, ...) acc_bin_refuse(kFormat.kind, path, offset, __VA_ARGS__)
 
 /* ---- the two directions of one field ------------------------------------------------------- */
-
-/* The file being written, in memory (its size is known only at the end). */
-typedef struct out_buffer {
-  unsigned char *bytes;
-  size_t size, capacity;
-  int status;
-} out_buffer;
-
-static void put_bytes(out_buffer *b, const void *data, size_t count) {
-  if (b->status != MX_ACC_OK || count == 0) return;
-  if (count > MLU_MODEL_FILE_MAX - kChecksumSize || b->size > MLU_MODEL_FILE_MAX - kChecksumSize
-      - count) {
-    b->status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: the model needs a file larger "
-                         "than MLU_MODEL_FILE_MAX (%" PRIu64 " bytes)", MLU_MODEL_FILE_MAX);
-    return;
-  }
-  if (b->size + count > b->capacity) {
-    size_t capacity = b->capacity ? b->capacity : 1 << 16;
-    while (capacity < b->size + count) capacity *= 2;
-    unsigned char *grown = realloc(b->bytes, capacity);
-    if (grown == NULL) {
-      b->status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "export_model: file buffer");
-      return;
-    }
-    b->bytes = grown;
-    b->capacity = capacity;
-  }
-  memcpy(b->bytes + b->size, data, count);
-  b->size += count;
-}
-
-static void put_uint(out_buffer *b, uint64_t value, int width) {
-  unsigned char bytes[8];
-  put_le(bytes, value, width);
-  put_bytes(b, bytes, (size_t)width);
-}
-
-/* The file being read: its bytes before the checksum, taken field by field
- * after checking the bytes left; field is where the last one started. */
-typedef struct reader {
-  const unsigned char *data;
-  size_t size, offset, field;
-  const char *path;
-} reader;
-
-static int refuse(const char *path, size_t offset, const char *fmt, ...) ACC_PRINTF_LIKE(3, 4);
-
-static int refuse(const char *path, size_t offset, const char *fmt, ...) {
-  char reason[kMessageSize];
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(reason, sizeof reason, fmt, args);
-  va_end(args);
-  return acc_fail(MX_ACC_ERR_INVALID_ARG, "import_model: \"%s\" is not a valid mlu_sim offline "
-                  "model: offset %zu: %s", path, offset, reason);
-}
-
-static int take(reader *r, uint64_t count, const char *field, const unsigned char **bytes) {
-  size_t left = r->size - r->offset;
-  if (count > left) {
-    return refuse(r->path, r->offset, "%s needs %" PRIu64 " bytes, %zu are left", field, count,
-                  left);
-  }
-  r->field = r->offset;
-  *bytes = r->data + r->offset;
-  r->offset += (size_t)count;
-  return MX_ACC_OK;
-}
-
-static int take_uint(reader *r, int width, const char *field, uint64_t *value) {
-  const unsigned char *bytes = NULL;
-  int status = take(r, (uint64_t)width, field, &bytes);
-  if (status == MX_ACC_OK) *value = get_le(bytes, width);
-  return status;
-}
-
-static int take_u32(reader *r, const char *field, uint32_t *value) {
-  uint64_t wide = 0;
-  int status = take_uint(r, 4, field, &wide);
-  *value = (uint32_t)wide;
-  return status;
-}
 
 /* Writes or reads (reading) one field; after the first failure, nothing. */
 typedef struct codec {
   int reading;
-  out_buffer *out;
-  reader *in;
+  acc_bin_out *out;
+  acc_bin_reader *in;
   int status;
 } codec;
 
 static void code_uint(codec *c, uint64_t *value, int width, const char *field) {
   if (c->status != MX_ACC_OK) return;
   if (c->reading) {
-    c->status = take_uint(c->in, width, field, value);
+    c->status = acc_bin_take_uint(c->in, width, field, value);
   } else {
-    put_uint(c->out, *value, width);
+    acc_bin_put_uint(c->out, *value, width);
     c->status = c->out->status;
   }
 }
@@ -424,9 +319,10 @@ static void code_insn(codec *c, mlu_insn *insn) {
   }
 }
 
-/* The compile report, every field as u64. */
+/* The compile report, every field as u64. Field 17 (between int8_kernels
+ * and sram_words) is reserved: written as 0, ignored when read. */
 static void code_report(codec *c, mlu_program_info *info) {
-  uint64_t values[kReportFields];
+  uint64_t values[kReportFields] = {0};
   size_t *sizes[] = {&info->kernels, &info->folded_batchnorms, &info->fused_epilogues,
                      &info->resident_values, &info->spilled_values, &info->aliased_values,
                      &info->int8_kernels};
@@ -569,63 +465,39 @@ static const char *insn_problem(const mlu_insn *insn, int last) {
 
 /* ---- export ---------------------------------------------------------------------------------- */
 
-static int weight_bytes(const acc_node *node, size_t *bytes) {
-  return acc_shape_bytes(&node->out_shapes[0], acc_dtype_size(node->out_dtypes[0]), node->name,
-                         bytes);
+static void put_entries(acc_bin_out *b, const size_t *entries, size_t count) {
+  acc_bin_put_uint(b, count, 4);
+  for (size_t i = 0; i < count; ++i) acc_bin_put_uint(b, entries[i], 4);
 }
 
-static void put_entries(out_buffer *b, const size_t *entries, size_t count) {
-  put_uint(b, count, 4);
-  for (size_t i = 0; i < count; ++i) put_uint(b, entries[i], 4);
+/* acc_bin_weight_fn: the current values of model's (an mlu_model's) weight
+ * variable node. */
+static const void *weight_values(const void *context, size_t node) {
+  return mlu_model_weight(context, node);
 }
 
-static int put_weights(out_buffer *b, const mlu_model *model) {
-  const acc_graph *graph = mlu_model_graph(model);
-  uint32_t count = 0;
-  for (size_t i = 0; i < graph->num_nodes; ++i) count += graph->nodes[i].kind == ACC_VAR_WEIGHT;
-  put_uint(b, count, 4);
-  for (size_t i = 0; i < graph->num_nodes && b->status == MX_ACC_OK; ++i) {
-    const acc_node *node = &graph->nodes[i];
-    if (node->kind != ACC_VAR_WEIGHT) continue;
-    size_t bytes = 0, name_length = strlen(node->name);
-    int status = weight_bytes(node, &bytes);
-    if (status != MX_ACC_OK) return status;
-    if (name_length > UINT32_MAX) {
-      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: weight name too long");
-    }
-    put_uint(b, name_length, 4);
-    put_bytes(b, node->name, name_length);
-    put_uint(b, (uint32_t)node->out_dtypes[0], 4);
-    put_uint(b, (uint32_t)node->out_shapes[0].ndim, 4);
-    for (int d = 0; d < node->out_shapes[0].ndim; ++d) put_uint(b, node->out_shapes[0].dims[d], 8);
-    put_uint(b, bytes, 8);
-    put_bytes(b, mlu_model_weight(model, i), bytes);
-  }
-  return b->status;
-}
-
-static int put_segment(out_buffer *b, mlu_model *model, size_t k) {
+static int put_segment(acc_bin_out *b, mlu_model *model, size_t k) {
   mlu_segment_view view;
   mlu_model_segment(model, k, &view);
   mlu_program *program = NULL;
   int status = mlu_model_segment_program(model, k, &program);
   if (status != MX_ACC_OK) return status;
-  put_uint(b, view.num_nodes, 4);
-  for (size_t i = 0; i < view.num_nodes; ++i) put_uint(b, view.nodes[i], 4);
-  put_uint(b, (uint64_t)view.launch, 4);
+  acc_bin_put_uint(b, view.num_nodes, 4);
+  for (size_t i = 0; i < view.num_nodes; ++i) acc_bin_put_uint(b, view.nodes[i], 4);
+  acc_bin_put_uint(b, (uint64_t)view.launch, 4);
   put_entries(b, view.inputs, view.num_inputs);
   put_entries(b, view.outputs, view.num_outputs);
   for (int i = 0; i < program->num_inputs + program->num_outputs; ++i) {
-    put_uint(b, program->io_bytes[i], 8);
+    acc_bin_put_uint(b, program->io_bytes[i], 8);
   }
-  put_uint(b, MLU_NUM_OPCODES, 4);
+  acc_bin_put_uint(b, MLU_NUM_OPCODES, 4);
   codec c = {0, b, NULL, b->status};
   code_report(&c, &program->info);
-  put_uint(b, program->const_bytes, 8);
+  acc_bin_put_uint(b, program->const_bytes, 8);
   /* The constants as they lie in the card's memory (the simulator's device
    * memory is host-addressable; a real card would copy them back). */
-  if (program->const_bytes > 0) put_bytes(b, program->consts, (size_t)program->const_bytes);
-  put_uint(b, program->num_insns, 8);
+  if (program->const_bytes > 0) acc_bin_put(b, program->consts, (size_t)program->const_bytes);
+  acc_bin_put_uint(b, program->num_insns, 8);
   c.status = b->status;
   for (size_t i = 0; i < program->num_insns && c.status == MX_ACC_OK; ++i) {
     const char *problem = insn_problem(&program->insns[i], i + 1 == program->num_insns);
@@ -640,135 +512,36 @@ static int put_segment(out_buffer *b, mlu_model *model, size_t k) {
   return c.status != MX_ACC_OK ? c.status : b->status;
 }
 
-static int put_model(out_buffer *b, mlu_model *model) {
+static int put_model(acc_bin_out *b, mlu_model *model) {
   const acc_graph *graph = mlu_model_graph(model);
   size_t entries = 0;
   for (size_t i = 0; i < graph->num_nodes; ++i) entries += (size_t)graph->nodes[i].num_outputs;
   if (graph->num_nodes > UINT32_MAX || entries > UINT32_MAX) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: the graph is too large");
   }
-  put_bytes(b, kMagic, sizeof kMagic);
-  put_uint(b, kFormatVersion, 4);
-  put_uint(b, MX_ACC_API_VERSION, 4);
-  put_uint(b, 0, 4); /* flags */
-  put_uint(b, 0, 8); /* the size, filled in at the end */
-  const char *json = mlu_model_json(model);
-  put_uint(b, strlen(json), 8);
-  put_bytes(b, json, strlen(json));
-  int status = put_weights(b, model);
+  acc_bin_put_header(b, &kFormat, 0); /* the size is filled in at the end */
+  int status = acc_bin_put_graph(b, mlu_model_json(model), graph, weight_values, model);
   size_t segments = mlu_model_num_segments(model);
-  put_uint(b, segments, 4);
+  acc_bin_put_uint(b, segments, 4);
   for (size_t k = 0; k < segments && status == MX_ACC_OK; ++k) status = put_segment(b, model, k);
   if (status != MX_ACC_OK) return status;
-  if (b->status != MX_ACC_OK) return b->status;
-  put_le(b->bytes + kSizeOffset, (uint64_t)b->size + kChecksumSize, 8);
-  put_uint(b, fnv1a(FNV_OFFSET_BASIS, b->bytes, b->size), 8);
+  acc_bin_put_checksum(b);
   return b->status;
 }
 
 int mlu_model_export(mlu_model *model, const char *path, uint64_t *bytes) {
-  if (!host_is_little_endian()) {
+  if (!acc_bin_host_is_little_endian()) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: not supported on a big-endian host");
   }
-  out_buffer b = {NULL, 0, 0, MX_ACC_OK};
+  acc_bin_out b = acc_bin_out_memory(&kFormat);
   int status = put_model(&b, model);
-  if (status == MX_ACC_OK) {
-    FILE *file = fopen(path, "wb");
-    if (file == NULL) {
-      status = acc_fail(MX_ACC_ERR_INTERNAL, "export_model: cannot open \"%s\": %s", path,
-                        strerror(errno));
-    } else {
-      errno = 0;
-      int written = fwrite(b.bytes, 1, b.size, file) == b.size;
-      int error = errno;
-      if (fclose(file) != 0 && written) {
-        written = 0;
-        error = errno;
-      }
-      if (!written) {
-        remove(path);
-        status = acc_fail(MX_ACC_ERR_INTERNAL, "export_model: cannot write \"%s\": %s", path,
-                          error != 0 ? strerror(error) : "write failed");
-      }
-    }
-  }
+  if (status == MX_ACC_OK) status = acc_bin_write_file(path, b.bytes, (size_t)b.size);
   if (status == MX_ACC_OK) *bytes = b.size;
-  free(b.bytes);
+  acc_bin_out_free(&b);
   return status;
 }
 
 /* ---- import: reading and checking the file ------------------------------------------------- */
-
-static int io_error(const char *what, const char *path, int error) {
-  return acc_fail(MX_ACC_ERR_INTERNAL, "import_model: cannot %s \"%s\": %s", what, path,
-                  error != 0 ? strerror(error) : "unexpected end of file");
-}
-
-static int check_header(const unsigned char *header, uint64_t file_size, const char *path) {
-  if (memcmp(header, kMagic, sizeof kMagic) != 0) {
-    return refuse(path, 0, "the magic bytes are not those of an mlu_sim offline model");
-  }
-  uint32_t version = (uint32_t)get_le(header + kVersionOffset, 4);
-  if (version != kFormatVersion) {
-    return refuse(path, kVersionOffset, "format version %" PRIu32 "; this mlu_sim reads "
-                  "version %d", version, kFormatVersion);
-  }
-  uint32_t api_version = (uint32_t)get_le(header + kApiVersionOffset, 4);
-  if (api_version / 100 != MX_ACC_API_VERSION_MAJOR) {
-    return refuse(path, kApiVersionOffset, "written for ABI %" PRIu32 ".%" PRIu32 "; this "
-                  "mlu_sim implements ABI %d.%d", api_version / 100, api_version % 100,
-                  MX_ACC_API_VERSION_MAJOR, MX_ACC_API_VERSION_MINOR);
-  }
-  uint32_t flags = (uint32_t)get_le(header + kFlagsOffset, 4);
-  if (flags != 0) return refuse(path, kFlagsOffset, "unknown flags 0x%" PRIx32, flags);
-  uint64_t claimed = get_le(header + kSizeOffset, 8);
-  if (claimed != file_size) {
-    return refuse(path, kSizeOffset, "the header gives a file size of %" PRIu64 " bytes, the "
-                  "file has %" PRIu64 " (truncated or extended)", claimed, file_size);
-  }
-  return MX_ACC_OK;
-}
-
-/* Reads the whole file, checking its size and header before allocating. */
-static int read_file(FILE *file, const char *path, unsigned char **contents, size_t *size) {
-  errno = 0;
-  if (fseek(file, 0, SEEK_END) != 0) return io_error("seek in", path, errno);
-  long end = ftell(file);
-  if (end < 0) return io_error("tell the size of", path, errno);
-  if (fseek(file, 0, SEEK_SET) != 0) return io_error("seek in", path, errno);
-  uint64_t file_size = (uint64_t)end;
-  if (file_size < kMinFileSize) {
-    return refuse(path, 0, "the file has %" PRIu64 " bytes, fewer than the %d of the smallest "
-                  "offline model", file_size, kMinFileSize);
-  }
-  if (file_size > MLU_MODEL_FILE_MAX) {
-    return refuse(path, 0, "the file has %" PRIu64 " bytes, more than MLU_MODEL_FILE_MAX (%"
-                  PRIu64 ")", file_size, MLU_MODEL_FILE_MAX);
-  }
-  unsigned char header[kHeaderSize];
-  errno = 0;
-  if (fread(header, 1, sizeof header, file) != sizeof header) {
-    return io_error("read", path, ferror(file) ? errno : 0);
-  }
-  int status = check_header(header, file_size, path);
-  if (status != MX_ACC_OK) return status;
-  unsigned char *bytes = malloc((size_t)file_size);
-  if (bytes == NULL) {
-    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: cannot allocate %" PRIu64
-                    " bytes for \"%s\"", file_size, path);
-  }
-  memcpy(bytes, header, sizeof header);
-  size_t rest = (size_t)file_size - sizeof header;
-  errno = 0;
-  if (fread(bytes + sizeof header, 1, rest, file) != rest) {
-    free(bytes);
-    return ferror(file) ? io_error("read", path, errno)
-                        : refuse(path, 0, "the file shrank while it was read");
-  }
-  *contents = bytes;
-  *size = (size_t)file_size;
-  return MX_ACC_OK;
-}
 
 /* One segment record, checked and decoded. */
 typedef struct parsed_segment {
@@ -786,11 +559,7 @@ typedef struct parsed_segment {
 
 typedef struct parsed_file {
   const char *path;
-  char *json;
-  acc_graph *graph;
-  size_t num_weights;
-  const char **names;
-  MXTensor *tensors;         /* pointing into the file's bytes */
+  acc_bin_graph g;           /* the graph JSON and the weights */
   size_t segments_offset;
   uint32_t num_segments;
   parsed_segment *segments;
@@ -805,75 +574,25 @@ static void parsed_file_free(parsed_file *p) {
     free(p->segments[k].insns);
   }
   free(p->segments);
-  free(p->tensors);
-  free(p->names);
-  acc_graph_free(p->graph);
-  free(p->json);
-}
-
-static int read_weight(reader *r, size_t index, const acc_node *node, MXTensor *tensor) {
-  const acc_shape *shape = &node->out_shapes[0];
-  const unsigned char *name = NULL, *values = NULL;
-  uint32_t name_length = 0, dtype = 0, ndim = 0;
-  uint64_t extent = 0, byte_length = 0;
-  size_t expected = 0;
-  int status = take_u32(r, "weight name length", &name_length);
-  if (status == MX_ACC_OK) status = take(r, name_length, "weight name", &name);
-  if (status != MX_ACC_OK) return status;
-  if (name_length != strlen(node->name) || memcmp(name, node->name, name_length) != 0) {
-    return refuse(r->path, r->field, "weight %zu is \"%.*s\"; the graph's weight %zu is \"%s\"",
-                  index, (int)(name_length < 64 ? name_length : 64), (const char *)name, index,
-                  node->name);
-  }
-  status = take_u32(r, "weight dtype", &dtype);
-  if (status != MX_ACC_OK) return status;
-  if (dtype != (uint32_t)node->out_dtypes[0]) {
-    return refuse(r->path, r->field, "weight \"%s\": dtype %" PRIu32 ", the graph says %s",
-                  node->name, dtype, acc_dtype_name(node->out_dtypes[0]));
-  }
-  status = take_u32(r, "weight ndim", &ndim);
-  if (status != MX_ACC_OK) return status;
-  if (ndim != (uint32_t)shape->ndim) {
-    return refuse(r->path, r->field, "weight \"%s\": %" PRIu32 " dimensions, the graph says %d",
-                  node->name, ndim, shape->ndim);
-  }
-  for (uint32_t d = 0; d < ndim; ++d) {
-    status = take_uint(r, 8, "weight extent", &extent);
-    if (status != MX_ACC_OK) return status;
-    if (extent != shape->dims[d]) {
-      return refuse(r->path, r->field, "weight \"%s\": extent %" PRIu32 " is %" PRIu64
-                    ", the graph says %" PRIu64, node->name, d, extent, shape->dims[d]);
-    }
-  }
-  status = take_uint(r, 8, "weight byte length", &byte_length);
-  if (status != MX_ACC_OK) return status;
-  if (weight_bytes(node, &expected) != MX_ACC_OK || byte_length != expected) {
-    return refuse(r->path, r->field, "weight \"%s\": %" PRIu64 " bytes, its shape and dtype "
-                  "take %zu", node->name, byte_length, expected);
-  }
-  status = take(r, byte_length, "weight values", &values);
-  if (status != MX_ACC_OK) return status;
-  *tensor = (MXTensor){(void *)values, shape->dims, ndim, node->out_dtypes[0], 0, NULL,
-                       MX_ACC_HOST_DEVICE};
-  return MX_ACC_OK;
+  acc_bin_graph_free(&p->g);
 }
 
 /* count u32 values, count first checked against the bytes left. */
-static int take_u32_list(reader *r, uint32_t count, const char *field, uint32_t **list) {
+static int take_u32_list(acc_bin_reader *r, uint32_t count, const char *field, uint32_t **list) {
   if ((uint64_t)count * 4 > r->size - r->offset) {
     return refuse(r->path, r->offset, "%" PRIu32 " %s need %" PRIu64 " bytes, %zu are left",
                   count, field, (uint64_t)count * 4, r->size - r->offset);
   }
   *list = malloc(count ? (size_t)count * sizeof **list : 1);
   if (*list == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: %s", field);
-  for (uint32_t i = 0; i < count; ++i) take_u32(r, field, &(*list)[i]); /* cannot fail */
+  for (uint32_t i = 0; i < count; ++i) acc_bin_take_u32(r, field, &(*list)[i]); /* cannot fail */
   return MX_ACC_OK;
 }
 
 /* The smallest record of an instruction other than SYNC (COPY's). */
 enum { kMinInsnRecord = 2 + 6 * 8 };
 
-static int read_program(reader *r, parsed_segment *seg) {
+static int read_program(acc_bin_reader *r, parsed_segment *seg) {
   uint32_t slots = seg->num_inputs + seg->num_outputs, opcodes = 0;
   if ((uint64_t)slots * 8 > r->size - r->offset) {
     return refuse(r->path, r->offset, "%" PRIu32 " I/O sizes need %" PRIu64 " bytes", slots,
@@ -881,8 +600,8 @@ static int read_program(reader *r, parsed_segment *seg) {
   }
   seg->io_bytes = malloc((size_t)slots * sizeof *seg->io_bytes);
   if (seg->io_bytes == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: I/O");
-  for (uint32_t i = 0; i < slots; ++i) take_uint(r, 8, "I/O bytes", &seg->io_bytes[i]);
-  int status = take_u32(r, "opcode count", &opcodes);
+  for (uint32_t i = 0; i < slots; ++i) acc_bin_take_uint(r, 8, "I/O bytes", &seg->io_bytes[i]);
+  int status = acc_bin_take_u32(r, "opcode count", &opcodes);
   if (status == MX_ACC_OK && opcodes != MLU_NUM_OPCODES) {
     status = refuse(r->path, r->field, "%" PRIu32 " opcodes; this mlu_sim has %d", opcodes,
                     MLU_NUM_OPCODES);
@@ -890,8 +609,8 @@ static int read_program(reader *r, parsed_segment *seg) {
   codec c = {1, NULL, r, status};
   code_report(&c, &seg->info);
   uint64_t const_bytes = 0, num_insns = 0;
-  if (c.status == MX_ACC_OK) c.status = take_uint(r, 8, "constant bytes", &const_bytes);
-  if (c.status == MX_ACC_OK) c.status = take(r, const_bytes, "constants", &seg->consts);
+  if (c.status == MX_ACC_OK) c.status = acc_bin_take_uint(r, 8, "constant bytes", &const_bytes);
+  if (c.status == MX_ACC_OK) c.status = acc_bin_take(r, const_bytes, "constants", &seg->consts);
   if (c.status != MX_ACC_OK) return c.status;
   seg->const_bytes = const_bytes;
   size_t report_offset = r->field;
@@ -904,7 +623,7 @@ static int read_program(reader *r, parsed_segment *seg) {
                   PRIu64 " words is beyond any model", seg->info.scratch_bytes,
                   seg->info.sram_words);
   }
-  status = take_uint(r, 8, "instruction count", &num_insns);
+  status = acc_bin_take_uint(r, 8, "instruction count", &num_insns);
   if (status != MX_ACC_OK) return status;
   size_t left = r->size - r->offset;
   if (num_insns == 0 || num_insns - 1 > left / kMinInsnRecord) {
@@ -931,22 +650,22 @@ static int read_program(reader *r, parsed_segment *seg) {
   return MX_ACC_OK;
 }
 
-static int read_segment(reader *r, uint32_t k, parsed_segment *seg) {
+static int read_segment(acc_bin_reader *r, uint32_t k, parsed_segment *seg) {
   seg->offset = r->offset;
-  int status = take_u32(r, "segment node count", &seg->num_nodes);
+  int status = acc_bin_take_u32(r, "segment node count", &seg->num_nodes);
   if (status == MX_ACC_OK && seg->num_nodes == 0) {
     status = refuse(r->path, r->field, "segment %" PRIu32 " has no operators", k);
   }
   if (status == MX_ACC_OK) status = take_u32_list(r, seg->num_nodes, "segment nodes", &seg->nodes);
-  if (status == MX_ACC_OK) status = take_u32(r, "segment launch", &seg->launch);
+  if (status == MX_ACC_OK) status = acc_bin_take_u32(r, "segment launch", &seg->launch);
   uint32_t *inputs = NULL, *outputs = NULL;
-  if (status == MX_ACC_OK) status = take_u32(r, "segment input count", &seg->num_inputs);
+  if (status == MX_ACC_OK) status = acc_bin_take_u32(r, "segment input count", &seg->num_inputs);
   if (status == MX_ACC_OK && seg->num_inputs > MLU_MAX_FUSION_IO) {
     status = refuse(r->path, r->field, "%" PRIu32 " segment inputs (at most %d)", seg->num_inputs,
                     MLU_MAX_FUSION_IO);
   }
   if (status == MX_ACC_OK) status = take_u32_list(r, seg->num_inputs, "segment inputs", &inputs);
-  if (status == MX_ACC_OK) status = take_u32(r, "segment output count", &seg->num_outputs);
+  if (status == MX_ACC_OK) status = acc_bin_take_u32(r, "segment output count", &seg->num_outputs);
   if (status == MX_ACC_OK && (seg->num_outputs == 0 || seg->num_outputs > MLU_MAX_FUSION_IO)) {
     status = refuse(r->path, r->field, "%" PRIu32 " segment outputs (1 to %d)",
                     seg->num_outputs, MLU_MAX_FUSION_IO);
@@ -968,50 +687,9 @@ static int read_segment(reader *r, uint32_t k, parsed_segment *seg) {
 /* The smallest segment record: one node, one output, one SYNC. */
 enum { kMinSegmentRecord = 4 + 4 + 4 + 4 + 4 + 4 + 8 + 4 + 8 * kReportFields + 8 + 8 + 2 };
 
-static int parse_body(reader *r, parsed_file *p) {
-  const unsigned char *json = NULL;
-  uint64_t json_length = 0;
-  int status = take_uint(r, 8, "graph JSON length", &json_length);
-  if (status == MX_ACC_OK) status = take(r, json_length, "graph JSON", &json);
-  if (status != MX_ACC_OK) return status;
-  size_t json_offset = r->field;
-  if (memchr(json, '\0', (size_t)json_length) != NULL) {
-    return refuse(r->path, json_offset, "the graph JSON holds a NUL byte");
-  }
-  p->json = malloc((size_t)json_length + 1);
-  if (p->json == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: graph JSON");
-  memcpy(p->json, json, (size_t)json_length);
-  p->json[json_length] = '\0';
-  char error[kMessageSize];
-  status = acc_graph_parse(p->json, 1, &p->graph, error, sizeof error);
-  if (status == MX_ACC_ERR_OUT_OF_MEMORY) return acc_fail(status, "import_model: graph JSON");
-  if (status != MX_ACC_OK) return refuse(r->path, json_offset, "graph JSON: %s", error);
-
-  const acc_graph *graph = p->graph;
-  for (size_t i = 0; i < graph->num_nodes; ++i) {
-    p->num_weights += graph->nodes[i].kind == ACC_VAR_WEIGHT;
-  }
-  uint32_t count = 0;
-  status = take_u32(r, "weight count", &count);
-  if (status != MX_ACC_OK) return status;
-  if (count != p->num_weights || count > INT_MAX) {
-    return refuse(r->path, r->field, "%" PRIu32 " weights; the graph has %zu weight variables",
-                  count, p->num_weights);
-  }
-  size_t slots = p->num_weights ? p->num_weights : 1;
-  p->names = calloc(slots, sizeof *p->names);
-  p->tensors = calloc(slots, sizeof *p->tensors);
-  if (p->names == NULL || p->tensors == NULL) {
-    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: weight tables");
-  }
-  size_t k = 0;
-  for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
-    if (graph->nodes[i].kind != ACC_VAR_WEIGHT) continue;
-    p->names[k] = graph->nodes[i].name;
-    status = read_weight(r, k, &graph->nodes[i], &p->tensors[k]);
-    k += 1;
-  }
-  if (status == MX_ACC_OK) status = take_u32(r, "segment count", &p->num_segments);
+static int parse_body(acc_bin_reader *r, parsed_file *p) {
+  int status = acc_bin_read_graph(r, &p->g);
+  if (status == MX_ACC_OK) status = acc_bin_take_u32(r, "segment count", &p->num_segments);
   if (status != MX_ACC_OK) return status;
   p->segments_offset = r->field;
   if (p->num_segments == 0 || p->num_segments > (r->size - r->offset) / kMinSegmentRecord) {
@@ -1125,36 +803,22 @@ static int install_segment(void *context, const mlu_segment_view *view, cnmlFusi
 }
 
 int mlu_model_import(const char *model_id, const char *path, int dev_id, mlu_model **model) {
-  if (!host_is_little_endian()) {
-    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "import_model: not supported on a big-endian host");
-  }
-  FILE *file = fopen(path, "rb");
-  if (file == NULL) return io_error("open", path, errno);
   unsigned char *bytes = NULL;
-  size_t size = 0;
-  int status = read_file(file, path, &bytes, &size);
-  fclose(file); /* read only: nothing to lose */
+  acc_bin_reader r;
+  int status = acc_bin_load(&kFormat, path, &bytes, &r);
   if (status != MX_ACC_OK) return status;
-
-  size_t hashed = size - kChecksumSize;
-  uint64_t stored = get_le(bytes + hashed, 8), computed = fnv1a(FNV_OFFSET_BASIS, bytes, hashed);
-  if (stored != computed) {
-    status = refuse(path, hashed, "checksum 0x%016" PRIx64 " does not match the contents "
-                    "(0x%016" PRIx64 ")", stored, computed);
-  }
   parsed_file parsed = {0};
   parsed.path = path;
-  reader r = {bytes, hashed, kHeaderSize, kHeaderSize, path};
-  if (status == MX_ACC_OK) status = parse_body(&r, &parsed);
+  status = parse_body(&r, &parsed);
   if (status == MX_ACC_OK) {
-    status = mlu_model_create_from(model_id, parsed.json, parsed.names, parsed.tensors,
-                                   (int)parsed.num_weights, dev_id, install_segment, &parsed,
+    status = mlu_model_create_from(model_id, parsed.g.json, parsed.g.names, parsed.g.tensors,
+                                   (int)parsed.g.num_weights, dev_id, install_segment, &parsed,
                                    model);
     if (status != MX_ACC_OK && status != MX_ACC_ERR_OUT_OF_MEMORY && !parsed.refused) {
       /* E.g. an operator this mlu_sim does not run: a file it cannot use. */
       char reason[kMessageSize];
       snprintf(reason, sizeof reason, "%s", acc_last_error());
-      status = refuse(path, kJsonOffset, "the graph cannot be loaded: %s", reason);
+      status = refuse(path, parsed.g.json_offset, "the graph cannot be loaded: %s", reason);
     }
   }
   parsed_file_free(&parsed);

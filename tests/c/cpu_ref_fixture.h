@@ -1,33 +1,15 @@
 /*
- * What the cpu_ref C tests share: the CHECK counter macro and a small
- * annotated conv net (graph JSON, weight buffers, helpers). Included by one
- * test program each, so the static definitions are private to it.
+ * What the cpu_ref C tests share: a small annotated conv net (graph JSON,
+ * weight buffers, helpers), besides check.h. Included by one test program
+ * each, so the static definitions are private to it.
  */
 #ifndef TESTS_C_CPU_REF_FIXTURE_H_
 #define TESTS_C_CPU_REF_FIXTURE_H_
 
 #include <stdint.h>
-#include <stdio.h>
 
+#include "check.h"
 #include "mxnet_acc.h"
-
-static int passed, failed;
-
-#define CHECK(condition)                                                  \
-  do {                                                                    \
-    if (condition) {                                                      \
-      ++passed;                                                           \
-    } else {                                                              \
-      ++failed;                                                           \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, \
-              __LINE__, #condition, accGetLastError());                   \
-    }                                                                     \
-  } while (0)
-
-#define NODE(op, name, attrs, inputs) \
-  "{\"op\":\"" op "\",\"name\":\"" name "\",\"attrs\":{" attrs "},\"inputs\":[" inputs "]}"
-#define OUT(shape) "\"__out_shapes__\":\"[" shape "]\",\"__out_dtypes__\":\"[0]\""
-#define VAR(name, shape, kind) NODE("null", name, OUT(shape) ",\"__kind__\":\"" kind "\"", "")
 
 /* data -> Convolution -> relu -> max Pooling -> Flatten -> FullyConnected -> softmax */
 static const char kGraph[] =
@@ -49,11 +31,6 @@ static const char kGraph[] =
     "],\"arg_nodes\":[0,1,2,7,8],\"heads\":[[10,0,0]]}";
 
 static float data[50], conv_w[54], conv_b[3], fc_w[48], fc_b[4];
-
-static MXTensor host_tensor(void *values, const uint64_t *shape, uint64_t ndim) {
-  MXTensor tensor = {values, shape, ndim, kFloat32, 0, NULL, MX_ACC_HOST_DEVICE};
-  return tensor;
-}
 
 static void fill(float *values, int count, float scale) {
   for (int i = 0; i < count; ++i) values[i] = scale * (float)((i * 7919) % 23 - 11) / 11.0f;

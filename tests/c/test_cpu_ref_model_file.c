@@ -68,62 +68,6 @@ static int is_loaded(const char *id) {
 
 /* ---- files ---------------------------------------------------------------- */
 
-typedef struct buffer {
-  unsigned char *bytes;
-  size_t size;
-} buffer;
-
-static buffer read_all(const char *path) {
-  buffer result = {NULL, 0};
-  FILE *file = fopen(path, "rb");
-  if (file == NULL) return result;
-  if (fseek(file, 0, SEEK_END) == 0) {
-    long end = ftell(file);
-    if (end > 0 && fseek(file, 0, SEEK_SET) == 0) {
-      result.bytes = malloc((size_t)end);
-      if (result.bytes != NULL && fread(result.bytes, 1, (size_t)end, file) == (size_t)end) {
-        result.size = (size_t)end;
-      }
-    }
-  }
-  fclose(file);
-  return result;
-}
-
-static int write_all(const char *path, const unsigned char *bytes, size_t size) {
-  FILE *file = fopen(path, "wb");
-  if (file == NULL) return 0;
-  int ok = fwrite(bytes, 1, size, file) == size;
-  return fclose(file) == 0 && ok;
-}
-
-/* The format's checksum (FNV-1a 64 of everything before the last 8 bytes),
- * written into the last 8 bytes: what a hostile writer would do. */
-static void fix_checksum(unsigned char *bytes, size_t size) {
-  uint64_t hash = UINT64_C(0xcbf29ce484222325);
-  for (size_t i = 0; i + 8 < size; ++i) hash = (hash ^ bytes[i]) * UINT64_C(0x100000001b3);
-  for (int i = 0; i < 8; ++i) bytes[size - 8 + (size_t)i] = (unsigned char)(hash >> (8 * i));
-}
-
-static void put_le(unsigned char *out, uint64_t value, int width) {
-  for (int i = 0; i < width; ++i) out[i] = (unsigned char)(value >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *in, int width) {
-  uint64_t value = 0;
-  for (int i = width - 1; i >= 0; --i) value = (value << 8) | in[i];
-  return value;
-}
-
-/* xorshift64: reproducible "random" positions and values. */
-static uint64_t next_random(void) {
-  static uint64_t state = UINT64_C(0x9E3779B97F4A7C15);
-  state ^= state << 13;
-  state ^= state >> 7;
-  state ^= state << 17;
-  return state;
-}
-
 /* The message of the last import_bytes(). */
 static char import_message[1024];
 

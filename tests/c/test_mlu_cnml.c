@@ -23,21 +23,10 @@
 
 #include "cnml.h"
 #include "cnml_impl.h" /* white-box: tensor shapes */
+#include "check.h"
 #include "half.h"
+#include "mlu_fixture.h"
 #include "mxnet_acc.h"
-
-static int passed, failed;
-
-#define CHECK(condition)                                                                    \
-  do {                                                                                      \
-    if (condition) {                                                                        \
-      ++passed;                                                                             \
-    } else {                                                                                \
-      ++failed;                                                                             \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__,      \
-              #condition, cnmlGetLastError());                                              \
-    }                                                                                       \
-  } while (0)
 
 #define OK(call) CHECK((call) == CNML_STATUS_SUCCESS)
 
@@ -47,13 +36,6 @@ static double now_seconds(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void fill(float *values, int64_t count, unsigned seed) {
-  for (int64_t i = 0; i < count; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    values[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
-  }
 }
 
 static int64_t count_of(const int64_t *dims, int ndim) {
@@ -1265,70 +1247,6 @@ static void test_out_of_memory(void) {
 
 /* ---- the mxnet_acc.h layer, linked directly (LeakSanitizer sees it all) ------------------- */
 
-#define NODE(op, name, attrs, inputs) \
-  "{\"op\":\"" op "\",\"name\":\"" name "\",\"attrs\":{" attrs "},\"inputs\":[" inputs "]}"
-#define OUT(shape) "\"__out_shapes__\":\"[" shape "]\",\"__out_dtypes__\":\"[0]\""
-#define VAR(name, shape, kind) NODE("null", name, OUT(shape) ",\"__kind__\":\"" kind "\"", "")
-
-/* data -> conv -> batch norm -> + offset (a weight flowing as data) -> relu
- * -> max pool -> flatten -> fully connected -> softmax */
-static const char kGraph[] =
-    "{\"nodes\":["
-    VAR("data", "[1,2,5,5]", "data") ","
-    VAR("conv_w", "[3,2,3,3]", "weight") ","
-    VAR("conv_b", "[3]", "weight") ","
-    NODE("Convolution", "conv", OUT("[1,3,5,5]") ",\"kernel\":\"(3, 3)\",\"pad\":\"(1, 1)\","
-         "\"num_filter\":\"3\"", "[0,0,0],[1,0,0],[2,0,0]") ","
-    VAR("gamma", "[3]", "weight") "," VAR("beta", "[3]", "weight") ","
-    VAR("mean", "[3]", "weight") "," VAR("var", "[3]", "weight") ","
-    NODE("BatchNorm", "bn", OUT("[1,3,5,5]") ",\"fix_gamma\":\"False\"",
-         "[3,0,0],[4,0,0],[5,0,0],[6,0,0],[7,0,0]") ","
-    VAR("offset", "[1,3,5,5]", "weight") ","
-    NODE("elemwise_add", "add", OUT("[1,3,5,5]"), "[8,0,0],[9,0,0]") ","
-    NODE("Activation", "relu", OUT("[1,3,5,5]") ",\"act_type\":\"relu\"", "[10,0,0]") ","
-    NODE("Pooling", "pool", OUT("[1,3,2,2]") ",\"kernel\":\"(2, 2)\",\"stride\":\"(2, 2)\"",
-         "[11,0,0]") ","
-    NODE("Flatten", "flat", OUT("[1,12]"), "[12,0,0]") ","
-    VAR("fc_w", "[4,12]", "weight") "," VAR("fc_b", "[4]", "weight") ","
-    NODE("FullyConnected", "fc", OUT("[1,4]") ",\"num_hidden\":\"4\"",
-         "[13,0,0],[14,0,0],[15,0,0]") ","
-    NODE("softmax", "prob", OUT("[1,4]"), "[16,0,0]")
-    "],\"arg_nodes\":[0,1,2,4,5,6,7,9,14,15],\"heads\":[[17,0,0]]}";
-
-enum { kNumVars = 10 };
-static const char *const kVarNames[kNumVars] = {"conv_w", "conv_b", "gamma", "beta", "mean",
-                                                "var", "offset", "fc_w", "fc_b", "data"};
-static const uint64_t kVarShapes[kNumVars][4] = {{3, 2, 3, 3}, {3}, {3}, {3}, {3}, {3},
-                                                 {1, 3, 5, 5}, {4, 12}, {4}, {1, 2, 5, 5}};
-static const uint64_t kVarNdims[kNumVars] = {4, 1, 1, 1, 1, 1, 4, 2, 1, 4};
-static float var_values[kNumVars][75];
-
-static MXTensor host_tensor(void *values, const uint64_t *shape, uint64_t ndim) {
-  MXTensor tensor = {values, shape, ndim, kFloat32, 0, NULL, MX_ACC_HOST_DEVICE};
-  return tensor;
-}
-
-static int load_model(const char *id) {
-  MXTensor tensors[kNumVars];
-  for (int i = 0; i < kNumVars; ++i) {
-    tensors[i] = host_tensor(i + 1 < kNumVars ? var_values[i] : NULL, kVarShapes[i], kVarNdims[i]);
-  }
-  return loadModel(id, kGraph, kVarNames, tensors, kNumVars, 0);
-}
-
-/* Runs the model; weight k (0 .. kNumVars - 2) is passed again if >= 0. */
-static int run_model(const char *id, float *probabilities, int weight) {
-  static const uint64_t out_shape[] = {1, 4};
-  const char *in_names[2] = {"data", weight >= 0 ? kVarNames[weight] : NULL};
-  const char *out_names[] = {"prob_output"};
-  MXTensor in[2] = {host_tensor(var_values[kNumVars - 1], kVarShapes[kNumVars - 1], 4),
-                    host_tensor(weight >= 0 ? var_values[weight] : NULL,
-                                weight >= 0 ? kVarShapes[weight] : NULL,
-                                weight >= 0 ? kVarNdims[weight] : 0)};
-  MXTensor out = host_tensor(probabilities, out_shape, 2);
-  return infer(id, in_names, out_names, in, &out, weight >= 0 ? 2 : 1, 1);
-}
-
 static const char *configure_one(const char *key, const char *value, const char *answer) {
   const char *const keys[] = {key}, *const vals[] = {value};
   const char *const *out_keys = NULL, *const *out_vals = NULL;
@@ -1350,14 +1268,14 @@ static void test_abi_symbolic_cycles(void) {
   char before[32];
   snprintf(before, sizeof before, "%s", in_use ? in_use : "?");
   float first[4] = {0}, changed[4] = {0};
-  CHECK(load_model("m") == MX_ACC_OK);
+  CHECK(load_model("m", 0) == MX_ACC_OK);
   CHECK(run_model("m", first, -1) == MX_ACC_OK);
   CHECK(fabsf(first[0] + first[1] + first[2] + first[3] - 1.0f) < 1e-5f);
   const char *segments = configure_one("model_info", "m", "segments");
   CHECK(segments != NULL && strcmp(segments, "1") == 0);
   const char *folded = configure_one("model_info", "m", "folded_batchnorms");
   CHECK(folded != NULL && strcmp(folded, "1") == 0);
-  CHECK(load_model("m") == MX_ACC_ERR_STATE);
+  CHECK(load_model("m", 0) == MX_ACC_ERR_STATE);
   for (int w = 0; w < 8; ++w) { /* new weight values: rebound, recompiled, used */
     for (int i = 0; i < 75; ++i) var_values[w][i] *= w == 5 ? 2.0f : -1.0f;
     CHECK(run_model("m", changed, w) == MX_ACC_OK);
@@ -1370,7 +1288,7 @@ static void test_abi_symbolic_cycles(void) {
   int clean = 1;
   for (int cycle = 0; cycle < 40 && clean; ++cycle) {
     float again[4];
-    clean = load_model("cycle") == MX_ACC_OK && run_model("cycle", again, -1) == MX_ACC_OK &&
+    clean = load_model("cycle", 0) == MX_ACC_OK && run_model("cycle", again, -1) == MX_ACC_OK &&
             memcmp(again, first, sizeof first) == 0 && unloadModel("cycle") == MX_ACC_OK;
   }
   CHECK(clean);

@@ -17,91 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
+#include "mlu_fixture.h"
 #include "mxnet_acc.h"
-
-static int passed, failed;
-
-#define CHECK(condition)                                                                    \
-  do {                                                                                      \
-    if (condition) {                                                                        \
-      ++passed;                                                                             \
-    } else {                                                                                \
-      ++failed;                                                                             \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__,      \
-              #condition, accGetLastError());                                               \
-    }                                                                                       \
-  } while (0)
-
-#define NODE(op, name, attrs, inputs) \
-  "{\"op\":\"" op "\",\"name\":\"" name "\",\"attrs\":{" attrs "},\"inputs\":[" inputs "]}"
-#define OUT(shape) "\"__out_shapes__\":\"[" shape "]\",\"__out_dtypes__\":\"[0]\""
-#define VAR(name, shape, kind) NODE("null", name, OUT(shape) ",\"__kind__\":\"" kind "\"", "")
-
-/* data -> conv -> batch norm (folded) -> + offset (a weight flowing as data)
- * -> relu -> max pool -> flatten -> fully connected -> softmax */
-static const char kGraph[] =
-    "{\"nodes\":["
-    VAR("data", "[1,2,5,5]", "data") ","
-    VAR("conv_w", "[3,2,3,3]", "weight") ","
-    VAR("conv_b", "[3]", "weight") ","
-    NODE("Convolution", "conv", OUT("[1,3,5,5]") ",\"kernel\":\"(3, 3)\",\"pad\":\"(1, 1)\","
-         "\"num_filter\":\"3\"", "[0,0,0],[1,0,0],[2,0,0]") ","
-    VAR("gamma", "[3]", "weight") "," VAR("beta", "[3]", "weight") ","
-    VAR("mean", "[3]", "weight") "," VAR("var", "[3]", "weight") ","
-    NODE("BatchNorm", "bn", OUT("[1,3,5,5]") ",\"fix_gamma\":\"False\"",
-         "[3,0,0],[4,0,0],[5,0,0],[6,0,0],[7,0,0]") ","
-    VAR("offset", "[1,3,5,5]", "weight") ","
-    NODE("elemwise_add", "add", OUT("[1,3,5,5]"), "[8,0,0],[9,0,0]") ","
-    NODE("Activation", "relu", OUT("[1,3,5,5]") ",\"act_type\":\"relu\"", "[10,0,0]") ","
-    NODE("Pooling", "pool", OUT("[1,3,2,2]") ",\"kernel\":\"(2, 2)\",\"stride\":\"(2, 2)\"",
-         "[11,0,0]") ","
-    NODE("Flatten", "flat", OUT("[1,12]"), "[12,0,0]") ","
-    VAR("fc_w", "[4,12]", "weight") "," VAR("fc_b", "[4]", "weight") ","
-    NODE("FullyConnected", "fc", OUT("[1,4]") ",\"num_hidden\":\"4\"",
-         "[13,0,0],[14,0,0],[15,0,0]") ","
-    NODE("softmax", "prob", OUT("[1,4]"), "[16,0,0]")
-    "],\"arg_nodes\":[0,1,2,4,5,6,7,9,14,15],\"heads\":[[17,0,0]]}";
-
-enum { kNumVars = 10 };
-static const char *const kVarNames[kNumVars] = {"conv_w", "conv_b", "gamma", "beta", "mean",
-                                                "var", "offset", "fc_w", "fc_b", "data"};
-static const uint64_t kVarShapes[kNumVars][4] = {{3, 2, 3, 3}, {3}, {3}, {3}, {3}, {3},
-                                                 {1, 3, 5, 5}, {4, 12}, {4}, {1, 2, 5, 5}};
-static const uint64_t kVarNdims[kNumVars] = {4, 1, 1, 1, 1, 1, 4, 2, 1, 4};
-static float var_values[kNumVars][75];
-
-static void fill(float *values, int count, unsigned seed) {
-  for (int i = 0; i < count; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    values[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
-  }
-}
-
-static MXTensor host_tensor(void *values, const uint64_t *shape, uint64_t ndim) {
-  MXTensor tensor = {values, shape, ndim, kFloat32, 0, NULL, MX_ACC_HOST_DEVICE};
-  return tensor;
-}
-
-static int load_model(const char *id, int dev_id) {
-  MXTensor tensors[kNumVars];
-  for (int i = 0; i < kNumVars; ++i) {
-    tensors[i] = host_tensor(i + 1 < kNumVars ? var_values[i] : NULL, kVarShapes[i], kVarNdims[i]);
-  }
-  return loadModel(id, kGraph, kVarNames, tensors, kNumVars, dev_id);
-}
-
-/* Runs the model; weight k (0 .. kNumVars - 2) is passed again if >= 0. */
-static int run_model(const char *id, float *probabilities, int weight) {
-  static const uint64_t out_shape[] = {1, 4};
-  const char *in_names[2] = {"data", weight >= 0 ? kVarNames[weight] : NULL};
-  const char *out_names[] = {"prob_output"};
-  MXTensor in[2] = {host_tensor(var_values[kNumVars - 1], kVarShapes[kNumVars - 1], 4),
-                    host_tensor(weight >= 0 ? var_values[weight] : NULL,
-                                weight >= 0 ? kVarShapes[weight] : NULL,
-                                weight >= 0 ? kVarNdims[weight] : 0)};
-  MXTensor out = host_tensor(probabilities, out_shape, 2);
-  return infer(id, in_names, out_names, in, &out, weight >= 0 ? 2 : 1, 1);
-}
 
 /* configure(dev_id) with key=value and "path" (when not NULL); the value
  * answered for answer_key goes to answer (when not NULL). */
@@ -140,60 +58,6 @@ static int is_loaded(const char *id) {
 }
 
 /* ---- files ------------------------------------------------------------------------------- */
-
-typedef struct buffer {
-  unsigned char *bytes;
-  size_t size;
-} buffer;
-
-static buffer read_all(const char *path) {
-  buffer result = {NULL, 0};
-  FILE *file = fopen(path, "rb");
-  if (file == NULL) return result;
-  if (fseek(file, 0, SEEK_END) == 0) {
-    long end = ftell(file);
-    if (end > 0 && fseek(file, 0, SEEK_SET) == 0) {
-      result.bytes = malloc((size_t)end);
-      if (result.bytes != NULL && fread(result.bytes, 1, (size_t)end, file) == (size_t)end) {
-        result.size = (size_t)end;
-      }
-    }
-  }
-  fclose(file);
-  return result;
-}
-
-static int write_all(const char *path, const unsigned char *bytes, size_t size) {
-  FILE *file = fopen(path, "wb");
-  if (file == NULL) return 0;
-  int ok = fwrite(bytes, 1, size, file) == size;
-  return fclose(file) == 0 && ok;
-}
-
-/* FNV-1a 64 of everything before the last 8 bytes, written there. */
-static void fix_checksum(unsigned char *bytes, size_t size) {
-  uint64_t hash = UINT64_C(0xcbf29ce484222325);
-  for (size_t i = 0; i + 8 < size; ++i) hash = (hash ^ bytes[i]) * UINT64_C(0x100000001b3);
-  for (int i = 0; i < 8; ++i) bytes[size - 8 + (size_t)i] = (unsigned char)(hash >> (8 * i));
-}
-
-static void put_le(unsigned char *out, uint64_t value, int width) {
-  for (int i = 0; i < width; ++i) out[i] = (unsigned char)(value >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *in, int width) {
-  uint64_t value = 0;
-  for (int i = width - 1; i >= 0; --i) value = (value << 8) | in[i];
-  return value;
-}
-
-static uint64_t next_random(void) {
-  static uint64_t state = UINT64_C(0x9E3779B97F4A7C15);
-  state ^= state << 13;
-  state ^= state >> 7;
-  state ^= state << 17;
-  return state;
-}
 
 static char import_message[1024];
 

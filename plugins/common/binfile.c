@@ -1,0 +1,505 @@
+/* The compiled-model file envelope: see binfile.h. */
+#include "binfile.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor.h"
+
+enum { kMessageSize = 512 };
+
+#define FNV_PRIME UINT64_C(0x100000001b3)
+
+uint64_t acc_fnv1a(uint64_t hash, const void *bytes, size_t count) {
+  const unsigned char *p = bytes;
+  for (size_t i = 0; i < count; ++i) hash = (hash ^ p[i]) * FNV_PRIME;
+  return hash;
+}
+
+void acc_bin_put_le(unsigned char *out, uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) out[i] = (unsigned char)(value >> (8 * i));
+}
+
+uint64_t acc_bin_get_le(const unsigned char *in, int width) {
+  uint64_t value = 0;
+  for (int i = width - 1; i >= 0; --i) value = (value << 8) | in[i];
+  return value;
+}
+
+int acc_bin_host_is_little_endian(void) {
+  const uint16_t probe = 1;
+  unsigned char first;
+  memcpy(&first, &probe, 1);
+  return first == 1;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+acc_bin_out acc_bin_out_memory(const acc_bin_format *format) {
+  acc_bin_out out = {0};
+  out.limit = format->max_size;
+  out.limit_name = format->max_name;
+  out.status = MX_ACC_OK;
+  return out;
+}
+
+int acc_bin_out_open(acc_bin_out *out, const acc_bin_format *format, const char *path) {
+  *out = acc_bin_out_memory(format);
+  out->path = path;
+  out->hash = ACC_FNV1A_BASIS;
+  out->file = fopen(path, "wb");
+  if (out->file == NULL) {
+    return acc_fail(MX_ACC_ERR_INTERNAL, "export_model: cannot open \"%s\": %s", path,
+                    strerror(errno));
+  }
+  return MX_ACC_OK;
+}
+
+static int write_failed(const char *path, int error) {
+  return acc_fail(MX_ACC_ERR_INTERNAL, "export_model: cannot write \"%s\": %s", path,
+                  error != 0 ? strerror(error) : "write failed");
+}
+
+/* Makes room for count more bytes in memory mode. */
+static int reserve(acc_bin_out *out, size_t count) {
+  size_t needed = (size_t)out->size + count; /* <= limit <= SIZE_MAX */
+  if (needed <= out->capacity) return MX_ACC_OK;
+  size_t capacity = out->capacity ? out->capacity : (size_t)1 << 16;
+  while (capacity < needed) capacity = capacity > SIZE_MAX / 2 ? needed : capacity * 2;
+  unsigned char *grown = realloc(out->bytes, capacity);
+  if (grown == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "export_model: file buffer");
+  out->bytes = grown;
+  out->capacity = capacity;
+  return MX_ACC_OK;
+}
+
+void acc_bin_put(acc_bin_out *out, const void *data, size_t count) {
+  if (out->status != MX_ACC_OK || count == 0) return;
+  if (count > out->limit || out->size > out->limit - count) {
+    out->status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: the model needs a file "
+                           "larger than %s (%" PRIu64 " bytes)", out->limit_name, out->limit);
+    return;
+  }
+  if (out->file != NULL) {
+    errno = 0;
+    if (fwrite(data, 1, count, out->file) != count) {
+      out->status = write_failed(out->path, errno);
+      return;
+    }
+    out->hash = acc_fnv1a(out->hash, data, count);
+  } else {
+    out->status = reserve(out, count);
+    if (out->status != MX_ACC_OK) return;
+    memcpy(out->bytes + out->size, data, count);
+  }
+  out->size += count;
+}
+
+void acc_bin_put_uint(acc_bin_out *out, uint64_t value, int width) {
+  unsigned char bytes[8];
+  acc_bin_put_le(bytes, value, width);
+  acc_bin_put(out, bytes, (size_t)width);
+}
+
+void acc_bin_put_header(acc_bin_out *out, const acc_bin_format *format, uint64_t size) {
+  acc_bin_put(out, format->magic, 8);
+  acc_bin_put_uint(out, format->version, 4);
+  acc_bin_put_uint(out, MX_ACC_API_VERSION, 4);
+  acc_bin_put_uint(out, 0, 4); /* flags */
+  acc_bin_put_uint(out, size, 8);
+}
+
+void acc_bin_put_checksum(acc_bin_out *out) {
+  if (out->status != MX_ACC_OK) return;
+  if (out->file != NULL) {
+    acc_bin_put_uint(out, out->hash, 8);
+    return;
+  }
+  if (out->size < ACC_BIN_HEADER_SIZE) {
+    out->status = acc_fail(MX_ACC_ERR_INTERNAL, "export_model: checksum before the header");
+    return;
+  }
+  acc_bin_put_le(out->bytes + ACC_BIN_SIZE_OFFSET, out->size + ACC_BIN_CHECKSUM_SIZE, 8);
+  acc_bin_put_uint(out, acc_fnv1a(ACC_FNV1A_BASIS, out->bytes, (size_t)out->size), 8);
+}
+
+int acc_bin_out_close(acc_bin_out *out) {
+  if (out->file == NULL) return out->status;
+  errno = 0;
+  int closed = fclose(out->file) == 0;
+  int error = errno;
+  out->file = NULL;
+  if (out->status == MX_ACC_OK && !closed) out->status = write_failed(out->path, error);
+  if (out->status != MX_ACC_OK) remove(out->path);
+  return out->status;
+}
+
+void acc_bin_out_free(acc_bin_out *out) {
+  free(out->bytes);
+  out->bytes = NULL;
+  out->capacity = 0;
+}
+
+int acc_bin_write_file(const char *path, const void *bytes, size_t size) {
+  FILE *file = fopen(path, "wb");
+  if (file == NULL) {
+    return acc_fail(MX_ACC_ERR_INTERNAL, "export_model: cannot open \"%s\": %s", path,
+                    strerror(errno));
+  }
+  errno = 0;
+  int written = fwrite(bytes, 1, size, file) == size;
+  int error = errno;
+  if (fclose(file) != 0 && written) {
+    written = 0;
+    error = errno;
+  }
+  if (written) return MX_ACC_OK;
+  remove(path);
+  return write_failed(path, error);
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+static int vrefuse(const char *kind, const char *path, size_t offset, const char *fmt,
+                   va_list args) {
+  char reason[kMessageSize];
+  vsnprintf(reason, sizeof reason, fmt, args);
+  return acc_fail(MX_ACC_ERR_INVALID_ARG, "import_model: \"%s\" is not a valid %s: offset %zu: "
+                  "%s", path, kind, offset, reason);
+}
+
+int acc_bin_refuse(const char *kind, const char *path, size_t offset, const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  int status = vrefuse(kind, path, offset, fmt, args);
+  va_end(args);
+  return status;
+}
+
+int acc_bin_io_error(const char *what, const char *path, int error) {
+  return acc_fail(MX_ACC_ERR_INTERNAL, "import_model: cannot %s \"%s\": %s", what, path,
+                  error != 0 ? strerror(error) : "unexpected end of file");
+}
+
+/* Checks the fixed header against the file's real size. */
+static int check_header(const acc_bin_format *f, const unsigned char *header, uint64_t file_size,
+                        const char *path) {
+  if (memcmp(header, f->magic, 8) != 0) {
+    return acc_bin_refuse(f->kind, path, 0, "the magic bytes are not those of %s", f->a_kind);
+  }
+  uint32_t version = (uint32_t)acc_bin_get_le(header + ACC_BIN_VERSION_OFFSET, 4);
+  if (version != f->version) {
+    return acc_bin_refuse(f->kind, path, ACC_BIN_VERSION_OFFSET, "format version %" PRIu32
+                          "; this %s reads version %" PRIu32, version, f->plugin, f->version);
+  }
+  uint32_t api_version = (uint32_t)acc_bin_get_le(header + ACC_BIN_API_VERSION_OFFSET, 4);
+  if (api_version / 100 != MX_ACC_API_VERSION_MAJOR) {
+    return acc_bin_refuse(f->kind, path, ACC_BIN_API_VERSION_OFFSET, "written for ABI %" PRIu32
+                          ".%" PRIu32 "; this %s implements ABI %d.%d", api_version / 100,
+                          api_version % 100, f->plugin, MX_ACC_API_VERSION_MAJOR,
+                          MX_ACC_API_VERSION_MINOR);
+  }
+  uint32_t flags = (uint32_t)acc_bin_get_le(header + ACC_BIN_FLAGS_OFFSET, 4);
+  if (flags != 0) {
+    return acc_bin_refuse(f->kind, path, ACC_BIN_FLAGS_OFFSET, "unknown flags 0x%" PRIx32, flags);
+  }
+  uint64_t claimed = acc_bin_get_le(header + ACC_BIN_SIZE_OFFSET, 8);
+  if (claimed != file_size) {
+    return acc_bin_refuse(f->kind, path, ACC_BIN_SIZE_OFFSET, "the header gives a file size of %"
+                          PRIu64 " bytes, the file has %" PRIu64 " (truncated or extended)",
+                          claimed, file_size);
+  }
+  return MX_ACC_OK;
+}
+
+/* Reads the whole open file into *contents (malloc'ed, *size bytes),
+ * checking its size against the limits and its header before allocating. */
+static int read_file(const acc_bin_format *f, FILE *file, const char *path,
+                     unsigned char **contents, size_t *size) {
+  errno = 0;
+  if (fseek(file, 0, SEEK_END) != 0) return acc_bin_io_error("seek in", path, errno);
+  long end = ftell(file);
+  if (end < 0) return acc_bin_io_error("tell the size of", path, errno);
+  if (fseek(file, 0, SEEK_SET) != 0) return acc_bin_io_error("seek in", path, errno);
+  uint64_t file_size = (uint64_t)end;
+  if (file_size < f->min_size) {
+    return acc_bin_refuse(f->kind, path, 0, "the file has %" PRIu64 " bytes, fewer than the %"
+                          PRIu64 " of the smallest %s", file_size, f->min_size, f->smallest);
+  }
+  if (file_size > f->max_size) {
+    return acc_bin_refuse(f->kind, path, 0, "the file has %" PRIu64 " bytes, more than %s (%"
+                          PRIu64 ")", file_size, f->max_name, f->max_size);
+  }
+  unsigned char header[ACC_BIN_HEADER_SIZE];
+  errno = 0;
+  if (fread(header, 1, sizeof header, file) != sizeof header) {
+    return acc_bin_io_error("read", path, ferror(file) ? errno : 0);
+  }
+  int status = check_header(f, header, file_size, path);
+  if (status != MX_ACC_OK) return status;
+  unsigned char *bytes = malloc((size_t)file_size);
+  if (bytes == NULL) {
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: cannot allocate %" PRIu64
+                    " bytes for \"%s\"", file_size, path);
+  }
+  memcpy(bytes, header, sizeof header);
+  size_t rest = (size_t)file_size - sizeof header;
+  errno = 0;
+  if (fread(bytes + sizeof header, 1, rest, file) != rest) {
+    free(bytes);
+    /* A short read without an error: the file shrank since its size was
+     * taken. */
+    return ferror(file) ? acc_bin_io_error("read", path, errno)
+                        : acc_bin_refuse(f->kind, path, 0, "the file shrank while it was read");
+  }
+  *contents = bytes;
+  *size = (size_t)file_size;
+  return MX_ACC_OK;
+}
+
+int acc_bin_load(const acc_bin_format *format, const char *path, unsigned char **bytes,
+                 acc_bin_reader *reader) {
+  if (format->min_size < ACC_BIN_HEADER_SIZE + ACC_BIN_CHECKSUM_SIZE ||
+      format->max_size > SIZE_MAX || format->max_size > LONG_MAX) {
+    return acc_fail(MX_ACC_ERR_INTERNAL, "import_model: bad limits of %s", format->kind);
+  }
+  if (!acc_bin_host_is_little_endian()) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "import_model: not supported on a big-endian host");
+  }
+  FILE *file = fopen(path, "rb");
+  if (file == NULL) return acc_bin_io_error("open", path, errno);
+  unsigned char *contents = NULL;
+  size_t size = 0;
+  int status = read_file(format, file, path, &contents, &size);
+  fclose(file); /* opened for reading only: nothing to lose if it fails */
+  if (status != MX_ACC_OK) return status;
+
+  size_t hashed = size - ACC_BIN_CHECKSUM_SIZE;
+  uint64_t stored = acc_bin_get_le(contents + hashed, 8);
+  uint64_t computed = acc_fnv1a(ACC_FNV1A_BASIS, contents, hashed);
+  if (stored != computed) {
+    free(contents);
+    return acc_bin_refuse(format->kind, path, hashed, "checksum 0x%016" PRIx64 " does not match "
+                          "the contents (0x%016" PRIx64 ")", stored, computed);
+  }
+  *bytes = contents;
+  *reader = (acc_bin_reader){contents, hashed, ACC_BIN_HEADER_SIZE, ACC_BIN_HEADER_SIZE, path,
+                             format->kind};
+  return MX_ACC_OK;
+}
+
+int acc_bin_take(acc_bin_reader *r, uint64_t count, const char *field,
+                 const unsigned char **bytes) {
+  size_t left = r->size - r->offset;
+  if (count > left) {
+    return acc_bin_refuse(r->kind, r->path, r->offset, "%s needs %" PRIu64 " bytes, %zu are "
+                          "left", field, count, left);
+  }
+  r->field = r->offset;
+  *bytes = r->data + r->offset;
+  r->offset += (size_t)count;
+  return MX_ACC_OK;
+}
+
+int acc_bin_take_uint(acc_bin_reader *r, int width, const char *field, uint64_t *value) {
+  const unsigned char *bytes = NULL;
+  int status = acc_bin_take(r, (uint64_t)width, field, &bytes);
+  if (status == MX_ACC_OK) *value = acc_bin_get_le(bytes, width);
+  return status;
+}
+
+int acc_bin_take_u32(acc_bin_reader *r, const char *field, uint32_t *value) {
+  uint64_t wide = 0;
+  int status = acc_bin_take_uint(r, 4, field, &wide);
+  if (status == MX_ACC_OK) *value = (uint32_t)wide;
+  return status;
+}
+
+int acc_bin_take_u64(acc_bin_reader *r, const char *field, uint64_t *value) {
+  return acc_bin_take_uint(r, 8, field, value);
+}
+
+/* ---- the graph section ------------------------------------------------------ */
+
+/* Bytes of the values of weight variable node; fails if they would not fit
+ * a size_t (never for a loaded model, whose buffers were allocated). */
+static int weight_bytes(const acc_node *node, size_t *bytes) {
+  return acc_shape_bytes(&node->out_shapes[0], acc_dtype_size(node->out_dtypes[0]), node->name,
+                         bytes);
+}
+
+int acc_bin_put_graph(acc_bin_out *out, const char *json, const acc_graph *graph,
+                      acc_bin_weight_fn weight, const void *context) {
+  size_t json_length = strlen(json);
+  acc_bin_put_uint(out, json_length, 8);
+  acc_bin_put(out, json, json_length);
+  uint64_t count = 0;
+  for (size_t i = 0; i < graph->num_nodes; ++i) count += graph->nodes[i].kind == ACC_VAR_WEIGHT;
+  if (count > UINT32_MAX) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: too many weights");
+  }
+  acc_bin_put_uint(out, count, 4);
+  for (size_t i = 0; i < graph->num_nodes && out->status == MX_ACC_OK; ++i) {
+    const acc_node *node = &graph->nodes[i];
+    if (node->kind != ACC_VAR_WEIGHT) continue;
+    const acc_shape *shape = &node->out_shapes[0];
+    size_t bytes = 0, name_length = strlen(node->name);
+    int status = weight_bytes(node, &bytes);
+    if (status != MX_ACC_OK) return status;
+    if (name_length > UINT32_MAX) {
+      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: weight name too long");
+    }
+    acc_bin_put_uint(out, name_length, 4);
+    acc_bin_put(out, node->name, name_length);
+    acc_bin_put_uint(out, (uint32_t)node->out_dtypes[0], 4);
+    acc_bin_put_uint(out, (uint32_t)shape->ndim, 4);
+    for (int d = 0; d < shape->ndim; ++d) acc_bin_put_uint(out, shape->dims[d], 8);
+    acc_bin_put_uint(out, bytes, 8);
+    acc_bin_put(out, weight(context, i), bytes);
+  }
+  return out->status;
+}
+
+#define REFUSE(r, ...) acc_bin_refuse((r)->kind, (r)->path, (r)->field, __VA_ARGS__)
+
+/* Reads the record of weight number index, which must describe the graph's
+ * weight variable node, and points tensor at its values. */
+static int read_weight(acc_bin_reader *r, size_t index, const acc_node *node, MXTensor *tensor) {
+  const acc_shape *shape = &node->out_shapes[0];
+  const unsigned char *name = NULL, *values = NULL;
+  uint32_t name_length = 0, dtype = 0, ndim = 0;
+  uint64_t extent = 0, byte_length = 0;
+  size_t expected_bytes = 0;
+  int status = acc_bin_take_u32(r, "weight name length", &name_length);
+  if (status == MX_ACC_OK) status = acc_bin_take(r, name_length, "weight name", &name);
+  if (status != MX_ACC_OK) return status;
+  if (name_length != strlen(node->name) || memcmp(name, node->name, name_length) != 0) {
+    return REFUSE(r, "weight %zu is \"%.*s\"; the graph's weight %zu is \"%s\"", index,
+                  (int)(name_length < 64 ? name_length : 64), (const char *)name, index,
+                  node->name);
+  }
+  status = acc_bin_take_u32(r, "weight dtype", &dtype);
+  if (status != MX_ACC_OK) return status;
+  if (dtype != (uint32_t)node->out_dtypes[0]) {
+    return REFUSE(r, "weight \"%s\": dtype %" PRIu32 ", the graph says %s", node->name, dtype,
+                  acc_dtype_name(node->out_dtypes[0]));
+  }
+  status = acc_bin_take_u32(r, "weight ndim", &ndim);
+  if (status != MX_ACC_OK) return status;
+  if (ndim > MX_ACC_MAX_NDIM || ndim != (uint32_t)shape->ndim) {
+    return REFUSE(r, "weight \"%s\": %" PRIu32 " dimensions, the graph says %d", node->name, ndim,
+                  shape->ndim);
+  }
+  for (uint32_t d = 0; d < ndim; ++d) {
+    status = acc_bin_take_u64(r, "weight extent", &extent);
+    if (status != MX_ACC_OK) return status;
+    if (extent != shape->dims[d]) {
+      return REFUSE(r, "weight \"%s\": extent %" PRIu32 " is %" PRIu64 ", the graph says %"
+                    PRIu64, node->name, d, extent, shape->dims[d]);
+    }
+  }
+  status = acc_bin_take_u64(r, "weight byte length", &byte_length);
+  if (status != MX_ACC_OK) return status;
+  if (weight_bytes(node, &expected_bytes) != MX_ACC_OK) { /* the extents overflow a size_t */
+    char reason[kMessageSize];
+    snprintf(reason, sizeof reason, "%s", acc_last_error());
+    return REFUSE(r, "weight \"%s\": %s", node->name, reason);
+  }
+  if (byte_length != expected_bytes) {
+    return REFUSE(r, "weight \"%s\": %" PRIu64 " bytes, its shape and dtype take %zu", node->name,
+                  byte_length, expected_bytes);
+  }
+  status = acc_bin_take(r, byte_length, "weight values", &values);
+  if (status != MX_ACC_OK) return status;
+  /* The models' create functions only read the values (they copy them). */
+  *tensor = (MXTensor){(void *)values, shape->dims, ndim, node->out_dtypes[0], 0, NULL,
+                       MX_ACC_HOST_DEVICE};
+  return MX_ACC_OK;
+}
+
+int acc_bin_read_graph(acc_bin_reader *r, acc_bin_graph *g) {
+  const unsigned char *json = NULL;
+  uint64_t json_length = 0;
+  int status = acc_bin_take_u64(r, "graph JSON length", &json_length);
+  if (status == MX_ACC_OK) status = acc_bin_take(r, json_length, "graph JSON", &json);
+  if (status != MX_ACC_OK) return status;
+  g->json_offset = r->field;
+  if (memchr(json, '\0', (size_t)json_length) != NULL) {
+    return REFUSE(r, "the graph JSON holds a NUL byte");
+  }
+  g->json = malloc((size_t)json_length + 1);
+  if (g->json == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: graph JSON");
+  memcpy(g->json, json, (size_t)json_length);
+  g->json[json_length] = '\0';
+  char error[kMessageSize];
+  status = acc_graph_parse(g->json, 1, &g->graph, error, sizeof error);
+  if (status == MX_ACC_ERR_OUT_OF_MEMORY) return acc_fail(status, "import_model: graph JSON");
+  if (status != MX_ACC_OK) return REFUSE(r, "graph JSON: %s", error);
+
+  const acc_graph *graph = g->graph;
+  for (size_t i = 0; i < graph->num_nodes; ++i) {
+    g->num_weights += graph->nodes[i].kind == ACC_VAR_WEIGHT;
+  }
+  uint32_t count = 0;
+  status = acc_bin_take_u32(r, "weight count", &count);
+  if (status != MX_ACC_OK) return status;
+  if (count != g->num_weights || count > INT_MAX) { /* the create functions take an int */
+    return REFUSE(r, "%" PRIu32 " weights; the graph has %zu weight variables", count,
+                  g->num_weights);
+  }
+  size_t slots = g->num_weights ? g->num_weights : 1;
+  g->names = calloc(slots, sizeof *g->names);
+  g->tensors = calloc(slots, sizeof *g->tensors);
+  if (g->names == NULL || g->tensors == NULL) {
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: weight tables");
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
+    const acc_node *node = &graph->nodes[i];
+    if (node->kind != ACC_VAR_WEIGHT) continue;
+    g->names[k] = node->name;
+    status = read_weight(r, k, node, &g->tensors[k]);
+    k += 1;
+  }
+  return status;
+}
+
+void acc_bin_graph_free(acc_bin_graph *g) {
+  free(g->tensors);
+  free(g->names);
+  acc_graph_free(g->graph);
+  free(g->json);
+  *g = (acc_bin_graph){0};
+}
+
+/* ---- the configure() keys ---------------------------------------------------- */
+
+int acc_bin_configure_path(const char *const *keys, const char *const *vals, int num_in,
+                           const char **path) {
+  int files = 0, paths = 0;
+  *path = NULL;
+  for (int i = 0; i < num_in; ++i) {
+    if (keys[i] == NULL || vals[i] == NULL) continue; /* reported by the caller */
+    files += strcmp(keys[i], "export_model") == 0 || strcmp(keys[i], "import_model") == 0;
+    if (strcmp(keys[i], "path") == 0) {
+      paths += 1;
+      *path = vals[i];
+    }
+  }
+  if (files > 1 || paths > 1) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: at most one export_model or "
+                    "import_model, and one path, per call");
+  }
+  if (files != paths) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: export_model and import_model need "
+                    "a \"path\", and \"path\" is only used with them");
+  }
+  if (*path != NULL && (*path)[0] == '\0') {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: path is empty");
+  }
+  return MX_ACC_OK;
+}
