@@ -37,11 +37,11 @@ def measure(name: str, batch: int, repeat: int) -> float:
     exe = sym.simple_bind(mx.cpu(), data=data.shape)
     for key, value in {**arg_params, **aux_params}.items():
         (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
-    exe.forward(data=data)  # warm-up
+    exe.forward(data=data)[0].wait_to_read()  # warm-up
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        exe.forward(data=data)
+        exe.forward(data=data)[0].wait_to_read()  # forward() only pushes to the engine
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
 
