@@ -77,7 +77,8 @@ def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
         unknown = [entry for entry in entries if entry_shapes[entry] is None]
         if unknown:
             raise InvalidArgumentError(f"cannot annotate: the shape of {node.name!r} is unknown")
-        node_outputs.append([TensorSpec(entry_shapes[entry], entry_dtypes[entry] or np.float32)
+        node_outputs.append([TensorSpec(entry_shapes[entry],
+                                        entry_dtypes[entry] or np.dtype(np.float32))
                              for entry in entries])
     return annotate(json.loads(symbol.tojson()), node_outputs, weights, dev_id)
 

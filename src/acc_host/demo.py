@@ -121,7 +121,11 @@ def real_model(name: str = "squeezenet1_1", repeat: int = 5) -> bool:
         if ctx.library is not None and ctx.library.name == "mlu":
             ctx.configure(reset_stats=1)
         output = exe.forward(data=image)[0].asnumpy()
-        ms = _median_ms(lambda exe=exe: exe.forward(data=image)[0].wait_to_read(), repeat)
+
+        def forward(exe: Any = exe) -> None:
+            exe.forward(data=image)[0].wait_to_read()
+
+        ms = _median_ms(forward, repeat)
         good = bool(np.allclose(output, expected, rtol=RTOL, atol=ATOL))
         ok &= good
         placement = list(exe.placement().values())

@@ -298,9 +298,9 @@ class Executor:
                               for k in seg.nodes]
                 else:
                     device = self._device_context(spec.device_class)
-                    operator = SubgraphOperator(device.library, spec, device.device_id)
                     units.append((seg.nodes[0], tuple(spec.inputs.values()),
-                                  tuple(spec.outputs.values()), operator))
+                                  tuple(spec.outputs.values()),
+                                  SubgraphOperator(device.library, spec, device.device_id)))
         last_reader: dict[int, int] = {}
         for position, (_, inputs, _, _) in enumerate(units):
             for entry in inputs:

@@ -183,7 +183,8 @@ class Graph:
     def _infer(self, given: Mapping[str, Any], seed: Callable[[int, Node], T | None],
                accept: Callable[[int, Node, T], None],
                rule: Callable[[registry.OpDef, Attrs, list[T | None]],
-                              tuple[list[T], list[T]]], what: str) -> list[T | None]:
+                              tuple[Sequence[T | None], Sequence[T]]],
+               what: str) -> list[T | None]:
         names = {node.name for node in self.nodes if node.is_variable}
         unknown = sorted(set(given) - names)
         if unknown:

@@ -88,7 +88,7 @@ def _weights_digest(weights: Mapping[str, np.ndarray]) -> str:
     for name in sorted(weights):
         values = np.ascontiguousarray(weights[name])
         digest.update(f"{name}:{values.dtype.str}:{values.shape};".encode())
-        digest.update(memoryview(values).cast("B"))
+        digest.update(values.data.cast("B"))
     return digest.hexdigest()
 
 

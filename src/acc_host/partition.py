@@ -373,7 +373,7 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
         for verdict in rejected:  # back to the CPU; segment again (neighbours may merge)
             for k in verdict.nodes:
                 classes[local[k]] = CPU
-    subgraphs = []
+    subgraphs: list[SubgraphSpec] = []
     for seg in segments:
         if seg.device_class != CPU:
             subgraphs.append(extract(graph, seg, len(subgraphs), shapes, dtypes, weight_names,

@@ -35,8 +35,9 @@ __all__ = ["OpDef", "register", "get", "find", "all_ops", "Shape", "same_dtype",
 
 Shape = tuple[int, ...]
 Names = Sequence[str] | Callable[[Attrs], Sequence[str]]
-ShapeFn = Callable[[Attrs, list[Shape | None]], tuple[list[Shape | None], list[Shape]]]
-TypeFn = Callable[[Attrs, list[np.dtype | None]], tuple[list[np.dtype], list[np.dtype]]]
+ShapeFn = Callable[[Attrs, list[Shape | None]], tuple[Sequence[Shape | None], Sequence[Shape]]]
+TypeFn = Callable[[Attrs, list[np.dtype | None]],
+                  tuple[Sequence[np.dtype | None], Sequence[np.dtype]]]
 ComputeFn = Callable[[Attrs, list[np.ndarray]], list[np.ndarray]]
 
 # Attributes MXNet operators accept to tune their own implementations; they
