@@ -1,6 +1,8 @@
 /*
  * Straightforward fp32 implementations of the compute kernels in kernels.h
- * (the data kernels are in kernels_data.c).
+ * (the data kernels are in kernels_data.c; convolution, FullyConnected and
+ * the matrix products, on the GEMM of gemm.c, in kernels_dense.c), with
+ * fast paths where a model needs them (max pooling, softmax).
  *
  * These loops are the reference other accelerators are checked against, so
  * they aim to be obviously correct first and reasonably fast second. Results
@@ -24,9 +26,10 @@
 
 #include "parallel.h"
 
-/* Creating a thread costs tens of microseconds, about as much as this many
- * multiply-adds, so smaller jobs are not worth splitting that finely. */
-enum { kMinWorkPerThread = 1 << 16 };
+/* Waking a pool thread costs microseconds, and tens of them when its core
+ * is busy with another process: about as much as this many multiply-adds,
+ * so smaller jobs are not worth splitting that finely. */
+enum { kMinWorkPerThread = 1 << 20 };
 
 static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -43,82 +46,7 @@ static void fill(float *y, int64_t count, float value) {
   for (int64_t i = 0; i < count; ++i) y[i] = value;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Convolution                                                               */
-/* ------------------------------------------------------------------------ */
-
-/* A half-open range of output positions along one axis. */
-typedef struct cr_span {
-  int64_t begin;
-  int64_t end;
-} cr_span;
-
-/* How one kernel tap maps outputs to inputs along one axis: output o reads
- * input o * stride + offset, which lies inside the input exactly for the
- * outputs in `inside`; the others read zero padding. */
-typedef struct cr_tap_axis {
-  int64_t stride;
-  int64_t offset;
-  cr_span inside;
-} cr_tap_axis;
-
-static cr_tap_axis make_tap_axis(const cr_conv_params *params, int axis,
-                                 int64_t tap, int64_t in_size,
-                                 int64_t out_size) {
-  cr_tap_axis t;
-  t.stride = params->stride[axis];
-  t.offset = tap * params->dilate[axis] - params->pad[axis];
-  /* Smallest o with o * stride + offset >= 0. */
-  t.inside.begin = t.offset >= 0 ? 0 : (-t.offset + t.stride - 1) / t.stride;
-  /* One past the largest o with o * stride + offset <= in_size - 1. */
-  const int64_t last_reach = in_size - 1 - t.offset;
-  t.inside.end =
-      last_reach >= 0 ? min_i64(out_size, last_reach / t.stride + 1) : 0;
-  if (t.inside.end < t.inside.begin) t.inside.end = t.inside.begin;
-  return t;
-}
-
-/* y += weight * (the input seen through one kernel tap). Only outputs whose
- * input lies inside the image are visited, since padding adds nothing; this
- * keeps bounds checks out of the innermost loop, which runs along an output
- * row. */
-static void accumulate_tap(float weight, const cr_tap_axis tap[3],
-                           const float *x, const int64_t in[3], float *y,
-                           const int64_t out[3]) {
-  for (int64_t od = tap[0].inside.begin; od < tap[0].inside.end; ++od) {
-    const int64_t id = od * tap[0].stride + tap[0].offset;
-    for (int64_t oh = tap[1].inside.begin; oh < tap[1].inside.end; ++oh) {
-      const int64_t ih = oh * tap[1].stride + tap[1].offset;
-      const float *x_row = x + (id * in[1] + ih) * in[2];
-      float *y_row = y + (od * out[1] + oh) * out[2];
-      for (int64_t ow = tap[2].inside.begin; ow < tap[2].inside.end; ++ow) {
-        y_row[ow] += weight * x_row[ow * tap[2].stride + tap[2].offset];
-      }
-    }
-  }
-}
-
-/* y (one output plane) += one input channel convolved with its kernel
- * slice w (KD x KH x KW). Taps are the outer loops so that each tap's
- * in-bounds output range is worked out once, not per output. */
-static void accumulate_channel(const cr_conv_params *params, const float *x,
-                               const int64_t in[3], const float *w, float *y,
-                               const int64_t out[3]) {
-  const int64_t *k = params->kernel;
-  for (int64_t kd = 0; kd < k[0]; ++kd) {
-    for (int64_t kh = 0; kh < k[1]; ++kh) {
-      for (int64_t kw = 0; kw < k[2]; ++kw) {
-        const cr_tap_axis tap[3] = {
-            make_tap_axis(params, 0, kd, in[0], out[0]),
-            make_tap_axis(params, 1, kh, in[1], out[1]),
-            make_tap_axis(params, 2, kw, in[2], out[2]),
-        };
-        accumulate_tap(w[(kd * k[1] + kh) * k[2] + kw], tap, x, in, y, out);
-      }
-    }
-  }
-}
-
+/* The arguments of one deconvolution, shared by its threads. */
 typedef struct cr_conv_task {
   const cr_conv_params *params;
   const int64_t *x_shape;
@@ -128,52 +56,6 @@ typedef struct cr_conv_task {
   const int64_t *y_shape;
   float *y;
 } cr_conv_task;
-
-static void convolve_plane(const cr_conv_task *task, int64_t n, int64_t o) {
-  const cr_conv_params *params = task->params;
-  const int64_t channels = task->x_shape[1];
-  const int64_t *in = task->x_shape + 2;
-  const int64_t outputs = task->y_shape[1];
-  const int64_t *out = task->y_shape + 2;
-  const int64_t in_plane = in[0] * in[1] * in[2];
-  const int64_t out_plane = out[0] * out[1] * out[2];
-  const int64_t kernel_size =
-      params->kernel[0] * params->kernel[1] * params->kernel[2];
-
-  /* Output o belongs to group o / (outputs per group) and sees only that
-   * group's slice of the input channels. */
-  const int64_t group_channels = channels / params->num_group;
-  const int64_t group = o / (outputs / params->num_group);
-  const float *x = task->x + (n * channels + group * group_channels) * in_plane;
-  const float *w = task->w + o * group_channels * kernel_size;
-  float *y = task->y + (n * outputs + o) * out_plane;
-
-  fill(y, out_plane, task->bias != NULL ? task->bias[o] : 0.0f);
-  for (int64_t c = 0; c < group_channels; ++c) {
-    accumulate_channel(params, x + c * in_plane, in, w + c * kernel_size, y,
-                       out);
-  }
-}
-
-static void convolve_planes(void *context, int64_t begin, int64_t end) {
-  const cr_conv_task *task = context;
-  const int64_t outputs = task->y_shape[1];
-  for (int64_t plane = begin; plane < end; ++plane) {
-    convolve_plane(task, plane / outputs, plane % outputs);
-  }
-}
-
-void cr_convolution(const cr_conv_params *params, const int64_t x_shape[5],
-                    const float *x, const float *w, const float *bias,
-                    const int64_t y_shape[5], float *y, int num_threads) {
-  cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y};
-  const int64_t planes = y_shape[0] * y_shape[1];
-  const int64_t work = planes * y_shape[2] * y_shape[3] * y_shape[4] *
-                       (x_shape[1] / params->num_group) * params->kernel[0] *
-                       params->kernel[1] * params->kernel[2];
-  cr_parallel_for(threads_for_work(num_threads, work), planes, convolve_planes,
-                  &task);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Deconvolution                                                             */
@@ -388,16 +270,165 @@ static void pool_plane(const cr_pool_params *params, const float *x,
   }
 }
 
+/* Max pooling of a padded plane (rows wp apart) in two passes: each row's
+ * maximum over the kw taps of every output column into hmax (rows x out_w),
+ * then each output's maximum over its kh rows. A value wins only when
+ * greater (NaN never does), starting from -FLT_MAX; taking rows in order and
+ * taps in order within each, the first of equal maxima wins, as in the
+ * window's row-major order, so the result is pool_plane's. */
+static void max_pool_passes_generic(const float *padded, int64_t wp, int64_t kh, int64_t kw,
+                                    int64_t sh, int64_t sw, int64_t out_h, int64_t out_w,
+                                    float *hmax, float *y) {
+  const int64_t rows = (out_h - 1) * sh + kh;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = padded + r * wp;
+    float *h = hmax + r * out_w;
+    for (int64_t o = 0; o < out_w; ++o) h[o] = -FLT_MAX;
+    for (int64_t j = 0; j < kw; ++j) {
+      for (int64_t o = 0; o < out_w; ++o) {
+        const float v = row[o * sw + j];
+        h[o] = v > h[o] ? v : h[o];
+      }
+    }
+  }
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    float *y_row = y + oh * out_w;
+    for (int64_t o = 0; o < out_w; ++o) y_row[o] = -FLT_MAX;
+    for (int64_t i = 0; i < kh; ++i) {
+      const float *h = hmax + (oh * sh + i) * out_w;
+      for (int64_t o = 0; o < out_w; ++o) y_row[o] = h[o] > y_row[o] ? h[o] : y_row[o];
+    }
+  }
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#define CR_POOL_AVX512 1
+
+/* max_pool_passes_generic with 16 outputs per vector and masks for the
+ * short rows of small planes (which leave the auto-vectorised loops
+ * scalar); strided taps are gathered. Same comparisons, same results. */
+__attribute__((target("avx512f"))) static void max_pool_passes_avx512(
+    const float *padded, int64_t wp, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+    int64_t out_h, int64_t out_w, float *hmax, float *y) {
+  const int64_t rows = (out_h - 1) * sh + kh;
+  const __m512 lowest = _mm512_set1_ps(-FLT_MAX);
+  const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i steps = _mm512_mullo_epi32(lanes, _mm512_set1_epi32((int)sw));
+  const __m512i evens = _mm512_add_epi32(lanes, lanes);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = padded + r * wp;
+    float *h = hmax + r * out_w;
+    for (int64_t o = 0; o < out_w; o += 16) {
+      const int64_t left = out_w - o;
+      const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+      __m512 acc = lowest;
+      /* Stride 2 reads 2 * count - 1 consecutive values and keeps the even
+       * ones; other strides gather. */
+      const int64_t span = 2 * (left >= 16 ? 16 : left) - 1;
+      const __mmask16 low = span >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << span) - 1u);
+      const __mmask16 high = span > 16 ? (__mmask16)((1u << (span - 16)) - 1u) : 0;
+      for (int64_t j = 0; j < kw; ++j) {
+        const float *base = row + o * sw + j;
+        __m512 v;
+        if (sw == 1) {
+          v = _mm512_maskz_loadu_ps(mask, base);
+        } else if (sw == 2) {
+          v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(low, base), evens,
+                                     _mm512_maskz_loadu_ps(high, base + 16));
+        } else {
+          v = _mm512_mask_i32gather_ps(lowest, mask, steps, base, 4);
+        }
+        acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v);
+      }
+      _mm512_mask_storeu_ps(h + o, mask, acc);
+    }
+  }
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    float *y_row = y + oh * out_w;
+    for (int64_t o = 0; o < out_w; o += 16) {
+      const int64_t left = out_w - o;
+      const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+      __m512 acc = lowest;
+      for (int64_t i = 0; i < kh; ++i) {
+        const __m512 v = _mm512_maskz_loadu_ps(mask, hmax + (oh * sh + i) * out_w + o);
+        acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v);
+      }
+      _mm512_mask_storeu_ps(y_row + o, mask, acc);
+    }
+  }
+}
+#else
+#define CR_POOL_AVX512 0
+#endif
+
+static void max_pool_passes(const float *padded, int64_t wp, int64_t kh, int64_t kw, int64_t sh,
+                            int64_t sw, int64_t out_h, int64_t out_w, float *hmax, float *y) {
+#if CR_POOL_AVX512
+  /* The gather's indices are 32-bit: strides and widths stay far below. */
+  if (cr_gemm_isa() == CR_ISA_AVX512 && sw * 16 < INT32_MAX) {
+    max_pool_passes_avx512(padded, wp, kh, kw, sh, sw, out_h, out_w, hmax, y);
+    return;
+  }
+#endif
+  max_pool_passes_generic(padded, wp, kh, kw, sh, sw, out_h, out_w, hmax, y);
+}
+
+/* The fast case of 2-D max pooling: the plane is copied into one padded
+ * with -FLT_MAX (the value of an empty window, which never wins over the
+ * window's own values), large enough for every window, so the windows need
+ * no clipping. */
+static int is_plain_max_pool(const cr_pool_params *params, const int64_t in[3]) {
+  return params->type == CR_POOL_MAX && in[0] == 1 && params->kernel[0] == 1 &&
+         params->pad[0] == 0 && params->stride[0] == 1;
+}
+
+/* The padded plane's extents, and the floats of scratch a thread needs:
+ * the padded plane and the row maxima. */
+static int64_t plain_max_sizes(const cr_pool_params *p, const int64_t in[3],
+                               const int64_t out[3], int64_t *hp, int64_t *wp) {
+  *hp = max_i64(in[1] + 2 * p->pad[1], (out[1] - 1) * p->stride[1] + p->kernel[1]);
+  *wp = max_i64(in[2] + 2 * p->pad[2], (out[2] - 1) * p->stride[2] + p->kernel[2]);
+  return *hp * *wp + ((out[1] - 1) * p->stride[1] + p->kernel[1]) * out[2];
+}
+
+static void max_pool_plane(const cr_pool_params *p, const float *x, const int64_t in[3],
+                           float *y, const int64_t out[3], float *scratch) {
+  int64_t hp, wp;
+  plain_max_sizes(p, in, out, &hp, &wp);
+  float *padded = scratch, *hmax = scratch + hp * wp;
+  for (int64_t i = 0; i < hp * wp; ++i) padded[i] = -FLT_MAX;
+  for (int64_t h = 0; h < in[1]; ++h) {
+    memcpy(padded + (h + p->pad[1]) * wp + p->pad[2], x + h * in[2],
+           (size_t)in[2] * sizeof *x);
+  }
+  max_pool_passes(padded, wp, p->kernel[1], p->kernel[2], p->stride[1], p->stride[2], out[1],
+                  out[2], hmax, y);
+}
+
 static void pool_planes(void *context, int64_t begin, int64_t end) {
   const cr_pool_task *task = context;
   const int64_t *in = task->x_shape + 2;
   const int64_t *out = task->y_shape + 2;
   const int64_t in_plane = in[0] * in[1] * in[2];
   const int64_t out_plane = out[0] * out[1] * out[2];
-  for (int64_t plane = begin; plane < end; ++plane) {
-    pool_plane(task->params, task->x + plane * in_plane, in,
-               task->y + plane * out_plane, out);
+  float *padded = NULL;
+  if (is_plain_max_pool(task->params, in) && out[1] > 0 && out[2] > 0) {
+    int64_t hp, wp;
+    const int64_t floats = plain_max_sizes(task->params, in, out, &hp, &wp);
+    /* Without it the general loop computes the same values. */
+    padded = malloc((size_t)floats * sizeof *padded);
   }
+  for (int64_t plane = begin; plane < end; ++plane) {
+    if (padded != NULL) {
+      max_pool_plane(task->params, task->x + plane * in_plane, in,
+                     task->y + plane * out_plane, out, padded);
+    } else {
+      pool_plane(task->params, task->x + plane * in_plane, in,
+                 task->y + plane * out_plane, out);
+    }
+  }
+  free(padded);
 }
 
 void cr_pooling(const cr_pool_params *params, const int64_t x_shape[5],
@@ -410,65 +441,6 @@ void cr_pooling(const cr_pool_params *params, const int64_t x_shape[5],
                        params->kernel[2];
   cr_parallel_for(threads_for_work(num_threads, work), planes, pool_planes,
                   &task);
-}
-
-/* ------------------------------------------------------------------------ */
-/* FullyConnected                                                            */
-/* ------------------------------------------------------------------------ */
-
-typedef struct cr_fc_task {
-  int64_t in_dim;
-  int64_t out_dim;
-  const float *x;
-  const float *w;
-  const float *bias;
-  float *y;
-} cr_fc_task;
-
-static float dot(const float *a, const float *b, int64_t count) {
-  float sum = 0.0f;
-  for (int64_t i = 0; i < count; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-/* y[row, column]: the input row against the weight row of that column; both
- * are contiguous because w is stored out_dim x in_dim. */
-static void fc_output(const cr_fc_task *task, int64_t row, int64_t column) {
-  const float *x_row = task->x + row * task->in_dim;
-  const float *w_row = task->w + column * task->in_dim;
-  const float bias = task->bias != NULL ? task->bias[column] : 0.0f;
-  task->y[row * task->out_dim + column] =
-      bias + dot(x_row, w_row, task->in_dim);
-}
-
-static void fc_rows(void *context, int64_t begin, int64_t end) {
-  const cr_fc_task *task = context;
-  for (int64_t row = begin; row < end; ++row) {
-    for (int64_t column = 0; column < task->out_dim; ++column) {
-      fc_output(task, row, column);
-    }
-  }
-}
-
-static void fc_columns_of_row0(void *context, int64_t begin, int64_t end) {
-  const cr_fc_task *task = context;
-  for (int64_t column = begin; column < end; ++column) {
-    fc_output(task, 0, column);
-  }
-}
-
-void cr_fully_connected(int64_t batch, int64_t in_dim, int64_t out_dim,
-                        const float *x, const float *w, const float *bias,
-                        float *y, int num_threads) {
-  cr_fc_task task = {in_dim, out_dim, x, w, bias, y};
-  const int threads = threads_for_work(num_threads, batch * in_dim * out_dim);
-  /* A single input row (typical for inference) gives nothing to split by
-   * rows, so its output columns are shared out instead. */
-  if (batch == 1) {
-    cr_parallel_for(threads, out_dim, fc_columns_of_row0, &task);
-  } else {
-    cr_parallel_for(threads, batch, fc_rows, &task);
-  }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -548,21 +520,39 @@ void cr_batch_norm(int64_t outer, int64_t channels, int64_t inner,
 static void softmax_strided(int64_t length, int64_t stride,
                             double temperature, int log_output,
                             const float *x, float *y) {
+  const int scaled = temperature != 1.0;
   double max_scaled = -INFINITY;
   for (int64_t i = 0; i < length; ++i) {
-    max_scaled = fmax(max_scaled, x[i * stride] / temperature);
+    const double v = scaled ? x[i * stride] / temperature : x[i * stride];
+    max_scaled = fmax(max_scaled, v);
   }
+  if (log_output) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < length; ++i) {
+      const double v = scaled ? x[i * stride] / temperature : x[i * stride];
+      sum += exp(v - max_scaled);
+    }
+    /* log_softmax = shifted - log(sum): exact for the largest entries,
+     * where log(softmax) of a rounded probability would not be. */
+    const double log_sum = log(sum);
+    for (int64_t i = 0; i < length; ++i) {
+      const double v = scaled ? x[i * stride] / temperature : x[i * stride];
+      y[i * stride] = (float)(v - max_scaled - log_sum);
+    }
+    return;
+  }
+  /* exp once per element, kept in y (as float) until the sum is known. x
+   * is read before y is written, so y may equal x. */
   double sum = 0.0;
   for (int64_t i = 0; i < length; ++i) {
-    sum += exp(x[i * stride] / temperature - max_scaled);
+    const double v = scaled ? x[i * stride] / temperature : x[i * stride];
+    const double e = exp(v - max_scaled);
+    sum += e;
+    y[i * stride] = (float)e;
   }
-  /* log_softmax = shifted - log(sum): exact for the largest entries, where
-   * log(softmax) of a rounded probability would not be. */
-  const double log_sum = log(sum);
+  const double inverse_sum = 1.0 / sum;
   for (int64_t i = 0; i < length; ++i) {
-    const double shifted = x[i * stride] / temperature - max_scaled;
-    y[i * stride] =
-        (float)(log_output ? shifted - log_sum : exp(shifted) / sum);
+    y[i * stride] = (float)(y[i * stride] * inverse_sum);
   }
 }
 
@@ -1027,58 +1017,6 @@ void cr_upsampling_sum(int num, const float *const *x, const int64_t *factors,
       }
     }
   }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Matrix products                                                           */
-/* ------------------------------------------------------------------------ */
-
-typedef struct cr_matmul_task {
-  int64_t m, n, k;
-  int transpose_a, transpose_b;
-  const float *a;
-  const float *b;
-  float *y;
-} cr_matmul_task;
-
-/* Rows [begin, end) of all the stacked products, row r being row r % m of
- * product r / m. */
-static void matmul_rows(void *context, int64_t begin, int64_t end) {
-  const cr_matmul_task *t = context;
-  /* Element (i, p) of A and (p, j) of B, for either storage order. */
-  const int64_t a_row_step = t->transpose_a ? 1 : t->k;
-  const int64_t a_inner_step = t->transpose_a ? t->m : 1;
-  const int64_t b_inner_step = t->transpose_b ? 1 : t->n;
-  const int64_t b_column_step = t->transpose_b ? t->k : 1;
-  for (int64_t r = begin; r < end; ++r) {
-    const int64_t pair = r / t->m, i = r % t->m;
-    const float *a = t->a + pair * t->m * t->k + i * a_row_step;
-    const float *b = t->b + pair * t->k * t->n;
-    float *y_row = t->y + r * t->n;
-    for (int64_t j = 0; j < t->n; ++j) {
-      const float *b_column = b + j * b_column_step;
-      double sum = 0.0;
-      for (int64_t p = 0; p < t->k; ++p) {
-        sum += (double)a[p * a_inner_step] * b_column[p * b_inner_step];
-      }
-      y_row[j] = (float)sum;
-    }
-  }
-}
-
-void cr_matmul(int64_t batch, int64_t m, int64_t n, int64_t k,
-               int transpose_a, int transpose_b, const float *a,
-               const float *b, float *y, int num_threads) {
-  cr_matmul_task task = {m, n, k, transpose_a, transpose_b, a, b, y};
-  const int64_t rows = batch * m;
-  if (rows == 0 || n == 0) return;
-  /* rows * n is the output's size, which exists in memory; times k it
-   * might not fit in 64 bits for absurd shapes, so saturate. */
-  const int64_t outputs = rows * n;
-  const int64_t work =
-      k > 0 && outputs > INT64_MAX / k ? INT64_MAX : outputs * k;
-  cr_parallel_for(threads_for_work(num_threads, work), rows, matmul_rows,
-                  &task);
 }
 
 /* ------------------------------------------------------------------------ */

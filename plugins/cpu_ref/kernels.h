@@ -1,6 +1,8 @@
 /*
- * cpu_ref kernels: plain loops with MXNet 1.x semantics. The compute
- * kernels (kernels.c) work on float32; float16 data reaches them widened to
+ * cpu_ref kernels with MXNet 1.x semantics: plain loops (kernels.c), and
+ * the dense ones on a packed, register-blocked GEMM with run-time CPU
+ * dispatch (kernels_dense.c, gemm.c; see docs/cpu_ref_performance.md).
+ * The compute kernels work on float32; float16 data reaches them widened to
  * float32 (see cr_run_float32 in op_impl.h). The data kernels
  * (kernels_data.c) convert between dtypes and move elements of any dtype by
  * their size.
@@ -17,6 +19,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gemm.h"
 
 /* Most dimensions a kernel handles: MX_ACC_MAX_NDIM, restated so that the
  * kernels need nothing from the ABI header (ops.c checks the two agree). */
@@ -42,13 +46,42 @@ typedef struct cr_conv_params {
   int64_t num_group;
 } cr_conv_params;
 
+/* What a producing kernel (convolution, FullyConnected) applies to its
+ * outputs after the bias, in symbolic mode's fused steps: the residual
+ * (a tensor of the output's shape, or NULL) is added, then act. */
+typedef struct cr_fusion {
+  const float *residual;
+  cr_epilogue_act act;
+  float clip_low, clip_high; /* act == CR_EPI_CLIP */
+} cr_fusion;
+
 /* y[n, o, :, :, :] = bias[o] + sum over the group's input channels and the
  * kernel window of x * w, with zero padding.
  * x: (N, C, D, H, W); w: (O, C / num_group, KD, KH, KW); bias: O values or
- * NULL; y: (N, O, OD, OH, OW), sizes already computed by the caller. */
-void cr_convolution(const cr_conv_params *params, const int64_t x_shape[5],
-                    const float *x, const float *w, const float *bias,
-                    const int64_t y_shape[5], float *y, int num_threads);
+ * NULL; y: (N, O, OD, OH, OW), sizes already computed by the caller.
+ * Computed as a GEMM of w by an im2col view of x (kernels_dense.c), or
+ * directly when each group sees one input channel (depthwise). Returns 0,
+ * or -1 when scratch memory cannot be had. */
+int cr_convolution(const cr_conv_params *params, const int64_t x_shape[5],
+                   const float *x, const float *w, const float *bias,
+                   const int64_t y_shape[5], float *y, int num_threads);
+
+/* 1 when the convolution runs directly (no GEMM, no packed weights). */
+int cr_conv_is_direct(const cr_conv_params *params, int64_t group_channels);
+/* Floats the filters w (outputs x group_channels x taps) take packed for
+ * the GEMM (0 for a direct convolution or on overflow), and the packing. */
+size_t cr_conv_packed_floats(const cr_conv_params *params, int64_t outputs,
+                             int64_t group_channels);
+cr_isa cr_conv_pack(const cr_conv_params *params, int64_t outputs,
+                    int64_t group_channels, const float *w, float *packed);
+
+/* cr_convolution with the filters also given packed by cr_conv_pack under
+ * packed_isa (or NULL), and a fused epilogue (or NULL). */
+int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
+                         const float *x, const float *w, const float *packed_w,
+                         cr_isa packed_isa, const float *bias,
+                         const cr_fusion *fusion, const int64_t y_shape[5],
+                         float *y, int num_threads);
 
 /* The transposed convolution (MXNet's Deconvolution) with the same
  * parameters: y[n, o, p] = bias[o] + the sum over the input channels c of
@@ -90,10 +123,21 @@ void cr_pooling(const cr_pool_params *params, const int64_t x_shape[5],
                 int num_threads);
 
 /* y (batch x out_dim) = x (batch x in_dim) . w^T (w: out_dim x in_dim)
- * + bias (out_dim values, or NULL). */
-void cr_fully_connected(int64_t batch, int64_t in_dim, int64_t out_dim,
-                        const float *x, const float *w, const float *bias,
-                        float *y, int num_threads);
+ * + bias (out_dim values, or NULL). Returns 0, or -1 when scratch memory
+ * cannot be had. */
+int cr_fully_connected(int64_t batch, int64_t in_dim, int64_t out_dim,
+                       const float *x, const float *w, const float *bias,
+                       float *y, int num_threads);
+
+/* w packed for the GEMM (as B = w^T), and cr_fully_connected with it (or
+ * NULL) and a fused epilogue (or NULL). */
+size_t cr_fc_packed_floats(int64_t in_dim, int64_t out_dim);
+cr_isa cr_fc_pack(int64_t in_dim, int64_t out_dim, const float *w, float *packed);
+int cr_fully_connected_fused(int64_t batch, int64_t in_dim, int64_t out_dim,
+                             const float *x, const float *w,
+                             const float *packed_w, cr_isa packed_isa,
+                             const float *bias, const cr_fusion *fusion,
+                             float *y, int num_threads);
 
 typedef enum cr_activation_type {
   CR_ACT_RELU,
@@ -297,11 +341,11 @@ int cr_topk(int64_t outer, int64_t length, int64_t inner, int64_t k,
 /* For each of batch pairs: y (m x n) = A . B, where A is m x k (stored
  * k x m, i.e. transposed, when transpose_a) and B is k x n (stored n x k
  * when transpose_b); pair i starts at a + i*m*k, b + i*k*n, y + i*m*n.
- * Sums are accumulated in double, as the host's definition does. y must not
- * overlap a or b. */
-void cr_matmul(int64_t batch, int64_t m, int64_t n, int64_t k,
-               int transpose_a, int transpose_b, const float *a,
-               const float *b, float *y, int num_threads);
+ * Sums are accumulated in float by the GEMM of gemm.h. y must not overlap
+ * a or b. Returns 0, or -1 when scratch memory cannot be had. */
+int cr_matmul(int64_t batch, int64_t m, int64_t n, int64_t k,
+              int transpose_a, int transpose_b, const float *a,
+              const float *b, float *y, int num_threads);
 
 /* ---- Normalisation and activations ------------------------------------- */
 

@@ -384,18 +384,44 @@ void cr_gather(int ndim, const int64_t *dims, const cr_axis_map *maps,
 
 void cr_copy_strided(int ndim, const int64_t *dims, const int64_t *x_strides, size_t elem_size,
                      const void *x, void *y) {
-  cr_axis_map maps[CR_MAX_NDIM];
-  int64_t y_strides[CR_MAX_NDIM];
-  int64_t stride = 1;
-  for (int d = ndim - 1; d >= 0; --d) {
-    maps[d].kind = CR_MAP_STEP;
-    maps[d].offset = 0;
-    maps[d].factor = 1;
-    maps[d].size = dims[d];
-    y_strides[d] = stride;
-    stride *= dims[d];
+  /* Row by row along the last axis: one memcpy per row when x's rows are
+   * contiguous (the usual transposes keep the last axis), else a strided
+   * loop; the outer axes are walked with an odometer. */
+  if (ndim <= 0) {
+    memcpy(y, x, elem_size);
+    return;
   }
-  cr_gather(ndim, dims, maps, x_strides, y_strides, elem_size, x, NULL, y);
+  const int64_t inner = dims[ndim - 1], inner_stride = x_strides[ndim - 1];
+  int64_t outer = 1;
+  for (int d = 0; d < ndim - 1; ++d) outer *= dims[d];
+  if (outer == 0 || inner == 0) return;
+  int64_t index[CR_MAX_NDIM] = {0};
+  int64_t offset = 0; /* in elements of x */
+  const unsigned char *from = x;
+  unsigned char *to = y;
+  const size_t row_bytes = (size_t)inner * elem_size;
+  for (int64_t o = 0; o < outer; ++o, to += row_bytes) {
+    const unsigned char *src = from + offset * (int64_t)elem_size;
+    if (inner_stride == 1) {
+      memcpy(to, src, row_bytes);
+    } else if (elem_size == 4) {
+      uint32_t *dst = (uint32_t *)(void *)to;
+      for (int64_t i = 0; i < inner; ++i) {
+        memcpy(&dst[i], src + i * inner_stride * 4, 4);
+      }
+    } else {
+      for (int64_t i = 0; i < inner; ++i) {
+        copy_element(to + (size_t)i * elem_size, src + i * inner_stride * (int64_t)elem_size,
+                     elem_size);
+      }
+    }
+    for (int d = ndim - 2; d >= 0; --d) {
+      offset += x_strides[d];
+      if (++index[d] < dims[d]) break;
+      offset -= x_strides[d] * dims[d];
+      index[d] = 0;
+    }
+  }
 }
 
 void cr_fill_elements(int64_t count, size_t elem_size, const void *value, void *y) {

@@ -8,13 +8,39 @@
  */
 #include "model.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "kernels.h"
 #include "library.h"
 #include "status.h"
 #include "tensor.h"
+
+/* A Convolution or FullyConnected step as model.c runs it: with its
+ * filters pre-packed for the GEMM when they are weights (re-packed when
+ * infer() is given new values), and with the element-wise steps that follow
+ * it folded in (see fuse_steps). */
+typedef struct cr_dense_plan {
+  int is_conv;
+  int weights_constant;  /* filters (and folded BatchNorm parameters) are weights */
+  int has_bn;            /* a BatchNorm folded into the filters and the bias */
+  size_t bn[4];          /* its gamma, beta, moving mean and moving var entries */
+  double bn_eps;
+  int bn_fix_gamma;
+  int has_residual;      /* an elemwise_add of this entry, fused */
+  size_t residual;
+  cr_epilogue_act act;   /* a fused relu or clip */
+  float clip_low, clip_high;
+  size_t output;         /* the entry the fused chain writes */
+  float *folded_w;       /* the filters and bias with the BatchNorm folded in */
+  float *folded_b;
+  float *packed;         /* the filters packed for the GEMM, or NULL */
+  cr_isa packed_isa;
+} cr_dense_plan;
 
 struct cr_step {
   const cr_op *op;
@@ -23,6 +49,8 @@ struct cr_step {
   size_t inputs[CR_MAX_INPUTS]; /* entry indices */
   int num_outputs;
   size_t outputs; /* entry index of the first output; the others follow it */
+  int fused_away;        /* folded into an earlier step's dense plan */
+  cr_dense_plan *dense;  /* Convolution / FullyConnected run by model.c, or NULL */
 };
 
 enum { kErrorSize = 512, kNameSize = 1024 };
@@ -96,13 +124,22 @@ int cr_model_supported(const char *json, int *ids, int capacity, int *count) {
 void cr_model_free(cr_model *model) {
   if (model == NULL) return;
   for (size_t i = 0; i < model->num_entries; ++i) {
-    if (model->owned != NULL && model->owned[i]) free(model->entries[i].data);
+    if (model->owned != NULL && model->owned[i] == 1) free(model->entries[i].data);
   }
   if (model->head_names != NULL) {
     for (size_t i = 0; i < model->graph->num_heads; ++i) free(model->head_names[i]);
   }
   free(model->head_names);
+  for (size_t s = 0; model->steps != NULL && s < model->num_steps; ++s) {
+    cr_dense_plan *plan = model->steps[s].dense;
+    if (plan == NULL) continue;
+    free(plan->folded_w);
+    free(plan->folded_b);
+    free(plan->packed);
+    free(plan);
+  }
   free(model->steps);
+  free(model->arena);
   free(model->owned);
   free(model->entries);
   free(model->entry_of_node);
@@ -148,6 +185,7 @@ static int allocate_entries(cr_model *model) {
                                    node->name, &bytes);
       if (status != MX_ACC_OK) return status;
       if (node->op == NULL && node->kind == ACC_VAR_DATA) continue; /* bound per infer */
+      if (node->op != NULL) continue; /* operator outputs: placed by plan_memory */
       model->entries[entry].data = malloc(bytes ? bytes : 1);
       if (model->entries[entry].data == NULL) {
         return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", bytes,
@@ -247,6 +285,383 @@ static int load_weights(cr_model *model, const char *const *names, const MXTenso
   return status;
 }
 
+/* ---- Dense steps: pre-packed filters and fused epilogues --------------- */
+
+static int step_is(const cr_step *step, const char *name) {
+  return strcmp(step->op->name, name) == 0;
+}
+
+static int step_all_float32(const cr_step *step) {
+  for (int k = 0; k < step->num_inputs; ++k) {
+    if (step->params.in_dtypes[k] != kFloat32) return 0;
+  }
+  for (int k = 0; k < step->num_outputs; ++k) {
+    if (step->params.out_dtypes[k] != kFloat32) return 0;
+  }
+  return 1;
+}
+
+/* Per-entry facts the fusion pass needs. */
+typedef struct cr_entry_facts {
+  unsigned char *is_weight; /* the value of a weight variable */
+  unsigned char *is_head;   /* a graph output */
+  size_t *uses;             /* how many step inputs read it */
+  size_t *producer;         /* the step writing it; SIZE_MAX for variables */
+} cr_entry_facts;
+
+static void free_facts(cr_entry_facts *f) {
+  free(f->is_weight);
+  free(f->is_head);
+  free(f->uses);
+  free(f->producer);
+}
+
+static int gather_facts(const cr_model *model, cr_entry_facts *f) {
+  const size_t n = model->num_entries ? model->num_entries : 1;
+  f->is_weight = calloc(n, 1);
+  f->is_head = calloc(n, 1);
+  f->uses = calloc(n, sizeof(size_t));
+  f->producer = malloc(n * sizeof(size_t));
+  if (!f->is_weight || !f->is_head || !f->uses || !f->producer) {
+    free_facts(f);
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
+  }
+  const acc_graph *graph = model->graph;
+  for (size_t i = 0; i < n; ++i) f->producer[i] = SIZE_MAX;
+  for (size_t i = 0; i < graph->num_nodes; ++i) {
+    if (graph->nodes[i].op == NULL && graph->nodes[i].kind == ACC_VAR_WEIGHT) {
+      f->is_weight[model->entry_of_node[i]] = 1;
+    }
+  }
+  for (size_t i = 0; i < graph->num_heads; ++i) {
+    f->is_head[model->entry_of_node[graph->heads[i].node] + graph->heads[i].index] = 1;
+  }
+  for (size_t s = 0; s < model->num_steps; ++s) {
+    const cr_step *step = &model->steps[s];
+    for (int k = 0; k < step->num_inputs; ++k) f->uses[step->inputs[k]] += 1;
+    for (int k = 0; k < step->num_outputs; ++k) f->producer[step->outputs + (size_t)k] = s;
+  }
+  return MX_ACC_OK;
+}
+
+/* The one step after `after` that reads entry, or SIZE_MAX. */
+static size_t consumer_of(const cr_model *model, size_t after, size_t entry) {
+  for (size_t s = after + 1; s < model->num_steps; ++s) {
+    const cr_step *step = &model->steps[s];
+    for (int k = 0; k < step->num_inputs; ++k) {
+      if (step->inputs[k] == entry) return s;
+    }
+  }
+  return SIZE_MAX;
+}
+
+/* Folds into dense step s the chain of single-use element-wise steps that
+ * follows it: at most one BatchNorm (of a convolution, with weight
+ * parameters: folded into the filters), then at most one elemwise_add of an
+ * entry computed before s (the residual), then at most one relu or clip. */
+static void fuse_chain(cr_model *model, const cr_entry_facts *f, size_t s) {
+  cr_step *step = &model->steps[s];
+  cr_dense_plan *plan = step->dense;
+  size_t current = step->outputs, last = s;
+  int stage = 0; /* 0: BatchNorm may follow, 1: the add, 2: the activation */
+  while (stage < 3 && !f->is_head[current] && f->uses[current] == 1) {
+    const size_t t = consumer_of(model, last, current);
+    if (t == SIZE_MAX) break;
+    cr_step *next = &model->steps[t];
+    if (!step_all_float32(next) || next->num_outputs != 1) break;
+    if (stage == 0 && plan->is_conv && plan->weights_constant && step_is(next, "BatchNorm") &&
+        next->num_inputs == 5 && next->inputs[0] == current &&
+        next->params.u.batch_norm.axis == 1 && !next->params.u.batch_norm.output_mean_var &&
+        f->is_weight[next->inputs[1]] && f->is_weight[next->inputs[2]] &&
+        f->is_weight[next->inputs[3]] && f->is_weight[next->inputs[4]]) {
+      plan->has_bn = 1;
+      for (int k = 0; k < 4; ++k) plan->bn[k] = next->inputs[k + 1];
+      plan->bn_eps = next->params.u.batch_norm.eps;
+      plan->bn_fix_gamma = next->params.u.batch_norm.fix_gamma;
+      stage = 1;
+    } else if (stage <= 1 && step_is(next, "elemwise_add") && next->num_inputs == 2 &&
+               next->inputs[0] != next->inputs[1]) {
+      const size_t other = next->inputs[0] == current ? next->inputs[1] : next->inputs[0];
+      if (f->producer[other] != SIZE_MAX && f->producer[other] >= s) break;
+      plan->has_residual = 1;
+      plan->residual = other;
+      stage = 2;
+    } else if (step_is(next, "Activation") && next->params.u.activation == CR_ACT_RELU) {
+      plan->act = CR_EPI_RELU;
+      stage = 3;
+    } else if (step_is(next, "clip")) {
+      plan->act = CR_EPI_CLIP;
+      plan->clip_low = next->params.u.clip.low;
+      plan->clip_high = next->params.u.clip.high;
+      stage = 3;
+    } else {
+      break;
+    }
+    next->fused_away = 1;
+    current = next->outputs;
+    last = t;
+  }
+  plan->output = current;
+}
+
+/* Gives every float32 Convolution and FullyConnected step a dense plan,
+ * and folds what follows it in. */
+static int plan_dense_steps(cr_model *model) {
+  cr_entry_facts facts;
+  int status = gather_facts(model, &facts);
+  if (status != MX_ACC_OK) return status;
+  for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
+    cr_step *step = &model->steps[s];
+    const int is_conv = step_is(step, "Convolution");
+    if (step->fused_away || !(is_conv || step_is(step, "FullyConnected")) ||
+        !step_all_float32(step) || step->num_outputs != 1) {
+      continue;
+    }
+    step->dense = calloc(1, sizeof *step->dense);
+    if (step->dense == NULL) {
+      status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model steps");
+      break;
+    }
+    step->dense->is_conv = is_conv;
+    step->dense->weights_constant =
+        facts.is_weight[step->inputs[1]] &&
+        (step->num_inputs < 3 || facts.is_weight[step->inputs[2]]);
+    fuse_chain(model, &facts, s);
+  }
+  free_facts(&facts);
+  return status;
+}
+
+static int64_t entry_elements(const cr_tensor *t) {
+  int64_t count = 1;
+  for (int i = 0; i < t->shape.ndim; ++i) count *= (int64_t)t->shape.dims[i];
+  return count;
+}
+
+/* Folds the BatchNorm into the filters and packs them: at loadModel, and
+ * again when infer() is given new weights. */
+static int prepare_dense(cr_model *model, cr_step *step) {
+  cr_dense_plan *plan = step->dense;
+  if (!plan->weights_constant) return MX_ACC_OK;
+  const cr_tensor *weight = &model->entries[step->inputs[1]];
+  const float *w = weight->data;
+  const int64_t outputs = (int64_t)weight->shape.dims[0];
+  const int64_t w_count = entry_elements(weight);
+  const int64_t per_output = outputs > 0 ? w_count / outputs : 0;
+  if (plan->has_bn) {
+    if (plan->folded_w == NULL) plan->folded_w = malloc((size_t)(w_count ? w_count : 1) * 4);
+    if (plan->folded_b == NULL) plan->folded_b = malloc((size_t)(outputs ? outputs : 1) * 4);
+    if (plan->folded_w == NULL || plan->folded_b == NULL) {
+      return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "folding BatchNorm into \"%s\"",
+                      step->op->name);
+    }
+    const float *bias = step->num_inputs == 3 ? model->entries[step->inputs[2]].data : NULL;
+    const float *gamma = model->entries[plan->bn[0]].data;
+    const float *beta = model->entries[plan->bn[1]].data;
+    const float *mean = model->entries[plan->bn[2]].data;
+    const float *var = model->entries[plan->bn[3]].data;
+    for (int64_t o = 0; o < outputs; ++o) {
+      const double scale =
+          (plan->bn_fix_gamma ? 1.0 : (double)gamma[o]) / sqrt((double)var[o] + plan->bn_eps);
+      for (int64_t i = 0; i < per_output; ++i) {
+        plan->folded_w[o * per_output + i] = (float)(w[o * per_output + i] * scale);
+      }
+      const double b = bias != NULL ? (double)bias[o] : 0.0;
+      plan->folded_b[o] = (float)((b - mean[o]) * scale + beta[o]);
+    }
+    w = plan->folded_w;
+  }
+  free(plan->packed);
+  plan->packed = NULL;
+  size_t floats;
+  if (plan->is_conv) {
+    const cr_conv_params *conv = &step->params.u.convolution.conv;
+    const int64_t group_channels = (int64_t)model->entries[step->inputs[0]].shape.dims[1] /
+                                   conv->num_group;
+    floats = cr_conv_packed_floats(conv, outputs, group_channels);
+    if (floats == 0) return MX_ACC_OK; /* a direct convolution */
+    plan->packed = malloc(floats * sizeof(float));
+    if (plan->packed == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "packing filters");
+    plan->packed_isa = cr_conv_pack(conv, outputs, group_channels, w, plan->packed);
+  } else {
+    floats = cr_fc_packed_floats(per_output, outputs);
+    if (floats == 0) return MX_ACC_OK;
+    plan->packed = malloc(floats * sizeof(float));
+    if (plan->packed == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "packing weights");
+    plan->packed_isa = cr_fc_pack(per_output, outputs, w, plan->packed);
+  }
+  return MX_ACC_OK;
+}
+
+static int prepare_dense_steps(cr_model *model) {
+  for (size_t s = 0; s < model->num_steps; ++s) {
+    if (model->steps[s].dense == NULL) continue;
+    int status = prepare_dense(model, &model->steps[s]);
+    if (status != MX_ACC_OK) return status;
+  }
+  return MX_ACC_OK;
+}
+
+/* The 5-D (N, C, D, H, W) view of a 3- to 5-D shape. */
+static void view_5d(const acc_shape *shape, int64_t out[5]) {
+  const int spatial = shape->ndim - 2;
+  out[0] = (int64_t)shape->dims[0];
+  out[1] = (int64_t)shape->dims[1];
+  for (int i = 0; i < 3; ++i) {
+    const int source = 2 + i - (3 - spatial);
+    out[2 + i] = source >= 2 ? (int64_t)shape->dims[source] : 1;
+  }
+}
+
+static int run_dense(cr_model *model, const cr_step *step, int num_threads) {
+  const cr_dense_plan *plan = step->dense;
+  const cr_tensor *x = &model->entries[step->inputs[0]];
+  const cr_tensor *weight = &model->entries[step->inputs[1]];
+  const float *w = plan->folded_w != NULL ? plan->folded_w : weight->data;
+  const float *bias = plan->has_bn ? plan->folded_b
+                      : step->num_inputs == 3 ? model->entries[step->inputs[2]].data
+                                              : NULL;
+  cr_fusion fusion = {plan->has_residual ? model->entries[plan->residual].data : NULL,
+                      plan->act, plan->clip_low, plan->clip_high};
+  float *y = model->entries[plan->output].data;
+  const cr_tensor *own_output = &model->entries[step->outputs];
+  int failed;
+  if (plan->is_conv) {
+    int64_t x_shape[5], y_shape[5];
+    view_5d(&x->shape, x_shape);
+    view_5d(&own_output->shape, y_shape);
+    failed = cr_convolution_fused(&step->params.u.convolution.conv, x_shape, x->data, w,
+                                  plan->packed, plan->packed_isa, bias, &fusion, y_shape, y,
+                                  num_threads);
+  } else {
+    const int64_t hidden = step->params.u.fully_connected.num_hidden;
+    const int64_t in_dim = (int64_t)weight->shape.dims[1];
+    const int64_t rows = hidden > 0 ? entry_elements(own_output) / hidden : 0;
+    failed = cr_fully_connected_fused(rows, in_dim, hidden, x->data, w, plan->packed,
+                                      plan->packed_isa, bias, &fusion, y, num_threads);
+  }
+  return failed ? acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "%s: out of scratch memory",
+                           step->op->name)
+                : MX_ACC_OK;
+}
+
+/* ---- Memory planning ----------------------------------------------------- */
+
+/* Operator outputs share one arena: each gets a range that no other entry
+ * holds from the step that writes it to the last step that reads it (the
+ * end of infer() for outputs of the graph), placed first-fit. Activations
+ * then stay in cache between steps, as they would not with one buffer per
+ * entry. A step's outputs never share memory with its inputs, since the
+ * inputs are released only after the outputs are placed. Entries inside a
+ * fused chain are never written and get no memory. */
+typedef struct cr_block {
+  size_t begin, end;
+} cr_block;
+
+enum { kArenaAlign = 64 };
+
+static int plan_memory(cr_model *model) {
+  const size_t n = model->num_entries;
+  const acc_graph *graph = model->graph;
+  size_t *first = malloc((n ? n : 1) * sizeof *first);
+  size_t *last = calloc(n ? n : 1, sizeof *last);
+  size_t *offset = calloc(n ? n : 1, sizeof *offset);
+  size_t *bytes = calloc(n ? n : 1, sizeof *bytes);
+  cr_block *live = malloc((n ? n : 1) * sizeof *live);
+  size_t *live_entry = malloc((n ? n : 1) * sizeof *live_entry);
+  int status = first && last && offset && bytes && live && live_entry
+                   ? MX_ACC_OK
+                   : acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
+  for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) first[e] = SIZE_MAX;
+  for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
+    const cr_step *step = &model->steps[s];
+    if (step->fused_away) continue;
+    if (step->dense != NULL) {
+      first[step->dense->output] = s;
+      last[step->dense->output] = s;
+      if (step->dense->has_residual) last[step->dense->residual] = s;
+    } else {
+      for (int k = 0; k < step->num_outputs; ++k) {
+        first[step->outputs + (size_t)k] = s;
+        last[step->outputs + (size_t)k] = s;
+      }
+    }
+    for (int k = 0; k < step->num_inputs; ++k) last[step->inputs[k]] = s;
+  }
+  for (size_t i = 0; i < graph->num_heads && status == MX_ACC_OK; ++i) {
+    last[model->entry_of_node[graph->heads[i].node] + graph->heads[i].index] = SIZE_MAX;
+  }
+  size_t num_live = 0, arena_bytes = 0;
+  for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
+    for (size_t e = 0; e < n; ++e) {
+      if (first[e] != s) continue;
+      size_t size = 0;
+      for (size_t node = 0; node < graph->num_nodes; ++node) {
+        if (model->entry_of_node[node] <= e &&
+            e < model->entry_of_node[node] + (size_t)graph->nodes[node].num_outputs) {
+          size = entry_bytes(model, node, (uint32_t)(e - model->entry_of_node[node]));
+          break;
+        }
+      }
+      if (size > SIZE_MAX - kArenaAlign) {
+        status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model buffers");
+        break;
+      }
+      size = (size + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+      if (size == 0) size = kArenaAlign;
+      /* First fit: the lowest start, 0 or a live block's end, that
+       * overlaps no live block. */
+      size_t best = SIZE_MAX;
+      for (size_t c = 0; c <= num_live; ++c) {
+        const size_t start = c == num_live ? 0 : live[c].end;
+        if (start >= best || start > SIZE_MAX - size) continue;
+        int fits = 1;
+        for (size_t b = 0; b < num_live && fits; ++b) {
+          fits = start + size <= live[b].begin || live[b].end <= start;
+        }
+        if (fits) best = start;
+      }
+      if (best == SIZE_MAX) {
+        status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model buffers");
+        break;
+      }
+      offset[e] = best;
+      bytes[e] = size;
+      live[num_live] = (cr_block){best, best + size};
+      live_entry[num_live++] = e;
+      if (best + size > arena_bytes) arena_bytes = best + size;
+    }
+    for (size_t b = 0; b < num_live;) {
+      if (last[live_entry[b]] == s) {
+        live[b] = live[num_live - 1];
+        live_entry[b] = live_entry[num_live - 1];
+        num_live -= 1;
+      } else {
+        b += 1;
+      }
+    }
+  }
+  if (status == MX_ACC_OK) {
+    model->arena = aligned_alloc(kArenaAlign, arena_bytes ? arena_bytes : kArenaAlign);
+    if (model->arena == NULL) {
+      status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of buffers",
+                        arena_bytes);
+    }
+  }
+  for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) {
+    if (first[e] == SIZE_MAX) continue;
+    model->entries[e].data = (char *)model->arena + offset[e];
+    model->owned[e] = 2; /* in the arena: kept bound, freed with it */
+  }
+  free(first);
+  free(last);
+  free(offset);
+  free(bytes);
+  free(live);
+  free(live_entry);
+  return status;
+}
+
 int cr_model_create(const char *model_id, const char *json, const char *const *names,
                     const MXTensor *data, int num_data, int dev_id, cr_model **result) {
   cr_model *model = calloc(1, sizeof *model);
@@ -263,6 +678,9 @@ int cr_model_create(const char *model_id, const char *json, const char *const *n
   if (status == MX_ACC_OK) status = build_steps(model);
   if (status == MX_ACC_OK) status = name_heads(model);
   if (status == MX_ACC_OK) status = load_weights(model, names, data, num_data);
+  if (status == MX_ACC_OK) status = plan_dense_steps(model);
+  if (status == MX_ACC_OK) status = plan_memory(model);
+  if (status == MX_ACC_OK) status = prepare_dense_steps(model);
   if (status != MX_ACC_OK) {
     cr_model_free(model);
     return status;
@@ -274,7 +692,7 @@ int cr_model_create(const char *model_id, const char *json, const char *const *n
 /* Points data entries at the caller's tensors and refreshes weights given
  * again; fails unless every data input is bound exactly once. */
 static int bind_inputs(cr_model *model, const char *const *in_names, const MXTensor *in_data,
-                       int num_in) {
+                       int num_in, int *weights_given) {
   const acc_graph *graph = model->graph;
   for (int i = 0; i < num_in; ++i) {
     size_t node;
@@ -286,6 +704,7 @@ static int bind_inputs(cr_model *model, const char *const *in_names, const MXTen
     if (status != MX_ACC_OK) return status;
     if (graph->nodes[node].kind == ACC_VAR_WEIGHT) {
       if (bytes > 0) memcpy(model->entries[entry].data, in_data[i].data, bytes);
+      *weights_given = 1;
     } else if (model->entries[entry].data != NULL) {
       return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: input \"%s\" is given twice", in_names[i]);
     } else {
@@ -330,14 +749,39 @@ int cr_model_infer(cr_model *model, const char *const *in_names, const char *con
   size_t *head_of_output = calloc(num_out > 0 ? (size_t)num_out : 1, sizeof(size_t));
   if (head_of_output == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "infer");
   int status = match_outputs(model, out_names, out_data, num_out, head_of_output);
-  if (status == MX_ACC_OK) status = bind_inputs(model, in_names, in_data, num_in);
+  int weights_given = 0;
+  if (status == MX_ACC_OK) status = bind_inputs(model, in_names, in_data, num_in, &weights_given);
+  if (status == MX_ACC_OK && weights_given) status = prepare_dense_steps(model);
   if (status == MX_ACC_OK) {
+    const int profile = getenv("ACC_CPU_REF_PROFILE") != NULL;
     for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
       const cr_step *step = &model->steps[s];
+      if (step->fused_away) continue;
       cr_tensor inputs[CR_MAX_INPUTS];
       for (int k = 0; k < step->num_inputs; ++k) inputs[k] = model->entries[step->inputs[k]];
-      status = step->op->impl->run(&step->params, inputs, step->num_inputs,
-                                   &model->entries[step->outputs], num_threads);
+      struct timespec t0, t1;
+      if (profile) timespec_get(&t0, TIME_UTC);
+      if (step->dense != NULL) {
+        status = run_dense(model, step, num_threads);
+      } else {
+        status = step->op->impl->run(&step->params, inputs, step->num_inputs,
+                                     &model->entries[step->outputs], num_threads);
+      }
+      if (profile) {
+        timespec_get(&t1, TIME_UTC);
+        const acc_shape *in0 = &model->entries[step->inputs[0]].shape;
+        const acc_shape *out0 = &model->entries[step->outputs].shape;
+        fprintf(stderr, "cpu_ref profile: step %zu %s %.1f us in", s, step->op->name,
+                (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3);
+        for (int d = 0; step->num_inputs > 0 && d < in0->ndim; ++d) {
+          fprintf(stderr, " %llu", (unsigned long long)in0->dims[d]);
+        }
+        fprintf(stderr, " out");
+        for (int d = 0; d < out0->ndim; ++d) {
+          fprintf(stderr, " %llu", (unsigned long long)out0->dims[d]);
+        }
+        fprintf(stderr, "\n");
+      }
     }
     for (int i = 0; i < num_out && status == MX_ACC_OK; ++i) {
       acc_entry head = model->graph->heads[head_of_output[i]];

@@ -22,7 +22,9 @@ struct cr_model {
   size_t num_entries;
   size_t *entry_of_node;  /* first entry of each node */
   cr_tensor *entries;     /* one per node output; variables hold their value */
-  unsigned char *owned;   /* nonzero where entries[i].data is owned by the model */
+  unsigned char *owned;   /* 1: entries[i].data is the model's own allocation;
+                           * 2: it lies in arena (operator outputs) */
+  void *arena;            /* the operator outputs' memory (see plan_memory) */
   size_t num_steps;
   cr_step *steps;
   char **head_names;      /* num_heads names of the outputs */

@@ -475,10 +475,14 @@ static int batch_dot_infer(const cr_params *params, const acc_shape *in, int num
   return batch_dot_layout(params, &in[0], &in[1], &dims, out);
 }
 
-static void run_product(const cr_params *params, const product_dims *dims, const cr_tensor *in,
-                        const cr_tensor *out, int num_threads) {
-  cr_matmul(dims->batch, dims->m, dims->n, dims->k, params->u.dot.transpose_a,
-            params->u.dot.transpose_b, in[0].data, in[1].data, out->data, num_threads);
+static int run_product(const cr_params *params, const product_dims *dims, const cr_tensor *in,
+                       const cr_tensor *out, int num_threads) {
+  if (cr_matmul(dims->batch, dims->m, dims->n, dims->k, params->u.dot.transpose_a,
+                params->u.dot.transpose_b, in[0].data, in[1].data, out->data,
+                num_threads) != 0) {
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "matrix product: out of scratch memory");
+  }
+  return MX_ACC_OK;
 }
 
 static int dot_compute(const cr_params *params, const cr_tensor *in, int num_in,
@@ -487,8 +491,7 @@ static int dot_compute(const cr_params *params, const cr_tensor *in, int num_in,
   product_dims dims = {0, 0, 0, 0};
   acc_shape shape;
   dot_layout(params, &in[0].shape, &in[1].shape, &dims, &shape); /* checked at infer */
-  run_product(params, &dims, in, out, num_threads);
-  return MX_ACC_OK;
+  return run_product(params, &dims, in, out, num_threads);
 }
 
 static int batch_dot_compute(const cr_params *params, const cr_tensor *in, int num_in,
@@ -497,8 +500,7 @@ static int batch_dot_compute(const cr_params *params, const cr_tensor *in, int n
   product_dims dims = {0, 0, 0, 0};
   acc_shape shape;
   batch_dot_layout(params, &in[0].shape, &in[1].shape, &dims, &shape); /* checked at infer */
-  run_product(params, &dims, in, out, num_threads);
-  return MX_ACC_OK;
+  return run_product(params, &dims, in, out, num_threads);
 }
 
 CR_DEFINE_FLOAT32_RUN(dot_run, dot_compute)

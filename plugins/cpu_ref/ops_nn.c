@@ -233,8 +233,10 @@ static int convolution_compute(const cr_params *params, const cr_tensor *in, int
   int64_t x_shape[5], y_shape[5];
   view_5d(&in[0].shape, x_shape);
   view_5d(&out->shape, y_shape);
-  cr_convolution(&params->u.convolution.conv, x_shape, in[0].data, in[1].data,
-                 num_in == 3 ? in[2].data : NULL, y_shape, out->data, num_threads);
+  if (cr_convolution(&params->u.convolution.conv, x_shape, in[0].data, in[1].data,
+                     num_in == 3 ? in[2].data : NULL, y_shape, out->data, num_threads) != 0) {
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "Convolution: out of scratch memory");
+  }
   return MX_ACC_OK;
 }
 
@@ -520,8 +522,10 @@ static int fully_connected_compute(const cr_params *params, const cr_tensor *in,
   int64_t hidden = params->u.fully_connected.num_hidden;
   int64_t in_dim = (int64_t)in[1].shape.dims[1];
   int64_t rows = cr_product(&out->shape, 0, out->shape.ndim) / hidden;
-  cr_fully_connected(rows, in_dim, hidden, in[0].data, in[1].data,
-                     num_in == 3 ? in[2].data : NULL, out->data, num_threads);
+  if (cr_fully_connected(rows, in_dim, hidden, in[0].data, in[1].data,
+                         num_in == 3 ? in[2].data : NULL, out->data, num_threads) != 0) {
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "FullyConnected: out of scratch memory");
+  }
   return MX_ACC_OK;
 }
 

@@ -1,10 +1,7 @@
 /*
- * A minimal fork-join loop for the cpu_ref kernels.
- *
- * Threads are created for each call and joined before it returns: the
- * reference plugin favours having no pool, no global state and nothing to
- * shut down over the cost of thread start-up, which kernels avoid paying for
- * small jobs by asking for fewer threads.
+ * The fork-join loop of the cpu_ref kernels, on a persistent pool of
+ * worker threads that sleep on a condition variable between jobs (no
+ * spinning), see parallel.c.
  */
 #ifndef CPU_REF_PARALLEL_H_
 #define CPU_REF_PARALLEL_H_
@@ -13,10 +10,11 @@
 
 /* Calls body(context, begin, end) on contiguous chunks that together cover
  * [0, count) exactly once, using at most num_threads threads including the
- * calling one. Chunk 0 runs on the calling thread; the rest run on threads
- * created for this call, or inline if a thread cannot be created. Everything
- * runs inline when num_threads <= 1 or count < 2. Returns once every chunk
- * has finished. body must be safe to run concurrently on disjoint ranges. */
+ * calling one, which takes chunks too (which thread runs which chunk is not
+ * fixed). Everything runs inline, as one chunk, when num_threads <= 1,
+ * count < 2 or the pool is running another caller's job. Returns once
+ * every chunk has finished. body must be safe to run concurrently on
+ * disjoint ranges. */
 void cr_parallel_for(int num_threads, int64_t count,
                      void (*body)(void *context, int64_t begin, int64_t end),
                      void *context);

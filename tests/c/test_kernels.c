@@ -1312,8 +1312,166 @@ static void test_new_elementwise(void) {
   check_close("upsampling sum", up, want_up, 4, 0);
 }
 
-int main(void) {
+
+/* ------------------------------------------------------------------------ */
+/* GEMM and the convolution paths (run under every ISA, see main)            */
+/* ------------------------------------------------------------------------ */
+
+/* act(sum + row_bias[i] + col_bias[j] + residual) in double, as the GEMM's
+ * epilogue defines it (clip: [-0.5, 0.75]). */
+static void reference_gemm(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                           const float *row_bias, const float *col_bias,
+                           const float *residual, cr_epilogue_act act, float *c) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; ++p) sum += (double)a[i * k + p] * b[p * n + j];
+      if (row_bias != NULL) sum += row_bias[i];
+      if (col_bias != NULL) sum += col_bias[j];
+      if (residual != NULL) sum += residual[i * n + j];
+      if (act == CR_EPI_RELU && sum < 0) sum = 0;
+      if (act == CR_EPI_CLIP) sum = sum > 0.75 ? 0.75 : sum < -0.5 ? -0.5 : sum;
+      c[i * n + j] = (float)sum;
+    }
+  }
+}
+
+static void test_gemm_random(void) {
+  /* Shapes with edge tiles, several k blocks (k > 128), narrow tiles
+   * (n <= 4) and a single element. */
+  const int64_t shapes[][3] = {{1, 1, 1},   {7, 45, 3},  {33, 97, 300}, {9, 2, 50},
+                               {200, 70, 20}, {1, 130, 77}, {16, 49, 129}};
+  rng r = {7};
+  int ok_close = 1, ok_packed = 1, ok_threads = 1;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+    const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    float *a = random_array(&r, m * k), *b = random_array(&r, k * n);
+    float *row_bias = random_array(&r, m), *col_bias = random_array(&r, n);
+    float *residual = random_array(&r, m * n);
+    float *want = zero_array(m * n), *y1 = zero_array(m * n), *y3 = zero_array(m * n);
+    float *pa = malloc(cr_gemm_packed_a_floats(m, k) * sizeof(float));
+    float *pb = malloc(cr_gemm_packed_b_floats(k, n) * sizeof(float));
+    if (!a || !b || !row_bias || !col_bias || !residual || !want || !y1 || !y3 || !pa || !pb) {
+      report(0, "gemm: allocation");
+      return;
+    }
+    for (int variant = 0; variant < 3; ++variant) {
+      const cr_epilogue_act act = variant == 0 ? CR_EPI_NONE
+                                  : variant == 1 ? CR_EPI_RELU
+                                                 : CR_EPI_CLIP;
+      cr_epilogue e = {variant > 0 ? row_bias : NULL, variant == 2 ? col_bias : NULL,
+                       variant > 0 ? residual : NULL, n, act, -0.5f, 0.75f};
+      reference_gemm(m, n, k, a, b, e.row_bias, e.col_bias, e.residual, act, want);
+      cr_gemm_operand oa = {a, k, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+      cr_gemm_operand ob = {b, n, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+      if (cr_gemm(m, n, k, &oa, &ob, y1, n, &e, 1) != 0) ok_close = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        if (!close_enough(y1[i], want[i], 1e-5f)) ok_close = 0;
+      }
+      /* Packed operands hold the same values, so the same results. */
+      oa.packed = pa;
+      oa.packed_isa = cr_gemm_pack_a(m, k, a, k, 1, pa);
+      ob.packed = pb;
+      ob.packed_isa = cr_gemm_pack_b(k, n, b, n, 1, pb);
+      if (cr_gemm(m, n, k, &oa, &ob, y3, n, &e, 1) != 0) ok_packed = 0;
+      if (memcmp(y1, y3, (size_t)(m * n) * sizeof *y1) != 0) ok_packed = 0;
+      /* B transposed (a strided view) and 3 threads. */
+      float *bt = zero_array(k * n);
+      if (bt == NULL) {
+        ok_threads = 0;
+      } else {
+        for (int64_t p = 0; p < k; ++p)
+          for (int64_t j = 0; j < n; ++j) bt[j * k + p] = b[p * n + j];
+        cr_gemm_operand ot = {bt, 1, k, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+        oa.packed = NULL;
+        if (cr_gemm(m, n, k, &oa, &ot, y3, n, &e, 3) != 0) ok_threads = 0;
+        if (memcmp(y1, y3, (size_t)(m * n) * sizeof *y1) != 0) ok_threads = 0;
+        free(bt);
+      }
+    }
+    free(a), free(b), free(row_bias), free(col_bias), free(residual);
+    free(want), free(y1), free(y3), free(pa), free(pb);
+  }
+  report(ok_close, "gemm with epilogues vs the double-precision definition");
+  report(ok_packed, "gemm: pre-packed operands give identical results");
+  report(ok_threads, "gemm: strided B and 3 threads give identical results");
+}
+
+/* Each convolution path of kernels_dense.c (1 x 1, the phase planes at
+ * stride 1 and 2 with dilation, packed or, when deep, read in place on the
+ * wide grid, im2col in 3-D, direct depthwise 3 x 3 and
+ * general) against the direct formula, then fused (pre-packed filters,
+ * residual, relu) against the unfused result with the epilogue applied. */
+static void test_conv_paths(void) {
+  typedef struct {
+    const char *name;
+    cr_conv_params p;
+    int64_t x_shape[5];
+    int64_t outputs;
+  } conv_case;
+  const conv_case cases[] = {
+      {"1x1", {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1}, {2, 5, 1, 6, 7}, 11},
+      {"3x3 pad 1", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1}, {2, 4, 1, 9, 8}, 10},
+      {"3x3 stride 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 3, 1, 11, 10}, 9},
+      /* depth 8 x 9 = 72: read in place on the wide grid */
+      {"3x3 deep", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1}, {2, 8, 1, 9, 11}, 10},
+      {"3x3 deep stride 2 dilated", {{1, 3, 3}, {1, 2, 2}, {1, 2, 1}, {0, 2, 1}, 1},
+       {1, 8, 1, 13, 12}, 7},
+      {"1x1 stride 2", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1}, {1, 6, 1, 9, 8}, 5},
+      {"5x3 dilated, stride 3x1, groups 2", {{1, 5, 3}, {1, 3, 1}, {1, 2, 1}, {0, 2, 1}, 2},
+       {2, 4, 1, 13, 7}, 6},
+      {"3-D", {{2, 2, 2}, {1, 1, 2}, {1, 1, 1}, {1, 0, 1}, 1}, {1, 3, 4, 5, 6}, 4},
+      {"depthwise 3x3", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 6}, {2, 6, 1, 7, 9}, 6},
+      {"depthwise 3x3 stride 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 4},
+       {1, 4, 1, 10, 9}, 4},
+      {"depthwise 5x5 multiplier 2", {{1, 5, 5}, {1, 2, 1}, {1, 1, 2}, {0, 2, 3}, 3},
+       {1, 3, 1, 8, 9}, 6},
+  };
+  rng r = {99};
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {
+    const conv_case *c = &cases[t];
+    int64_t y_shape[5] = {c->x_shape[0], c->outputs, 0, 0, 0};
+    for (int axis = 0; axis < 3; ++axis) {
+      y_shape[2 + axis] = conv_out_size(c->x_shape[2 + axis], c->p.kernel[axis],
+                                        c->p.stride[axis], c->p.dilate[axis], c->p.pad[axis]);
+    }
+    const int64_t group_channels = c->x_shape[1] / c->p.num_group;
+    const int64_t w_count =
+        c->outputs * group_channels * c->p.kernel[0] * c->p.kernel[1] * c->p.kernel[2];
+    const int64_t y_count = product5(y_shape);
+    float *x = random_array(&r, product5(c->x_shape)), *w = random_array(&r, w_count);
+    float *bias = random_array(&r, c->outputs), *residual = random_array(&r, y_count);
+    float *want = zero_array(y_count), *y = zero_array(y_count), *fused = zero_array(y_count);
+    const size_t floats = cr_conv_packed_floats(&c->p, c->outputs, group_channels);
+    float *packed = floats ? malloc(floats * sizeof(float)) : NULL;
+    char name[128];
+    reference_convolution(&c->p, c->x_shape, x, w, bias, y_shape, want);
+    int status = cr_convolution(&c->p, c->x_shape, x, w, bias, y_shape, y, 1);
+    snprintf(name, sizeof name, "conv %s vs direct formula", c->name);
+    report(status == 0, name);
+    check_close(name, y, want, y_count, 1e-5f);
+    const cr_isa isa = packed ? cr_conv_pack(&c->p, c->outputs, group_channels, w, packed)
+                              : CR_ISA_GENERIC;
+    const cr_fusion fusion = {residual, CR_EPI_RELU, 0.0f, 0.0f};
+    status = cr_convolution_fused(&c->p, c->x_shape, x, w, packed, isa, bias, &fusion, y_shape,
+                                  fused, 2);
+    for (int64_t i = 0; i < y_count; ++i) {
+      const float v = y[i] + residual[i];
+      want[i] = v < 0.0f ? 0.0f : v;
+    }
+    snprintf(name, sizeof name, "conv %s fused with residual and relu", c->name);
+    report(status == 0, name);
+    check_identical(name, fused, want, y_count);
+    free(x), free(w), free(bias), free(residual), free(want), free(y), free(fused);
+    free(packed);
+  }
+}
+
+/* Every test, once per GEMM ISA this CPU has (the portable path always). */
+static void run_all(void) {
   test_parallel_for_covers_each_index_once();
+  test_gemm_random();
+  test_conv_paths();
   test_conv_valid_stride1();
   test_conv_pad_stride();
   test_conv_groups_dilation();
@@ -1350,6 +1508,15 @@ int main(void) {
   test_instance_norm_and_lp_pooling();
   test_searches();
   test_new_elementwise();
+}
+
+int main(void) {
+  const cr_isa isas[] = {CR_ISA_GENERIC, CR_ISA_AVX2, CR_ISA_AVX512};
+  for (int i = 0; i < 3; ++i) {
+    if (cr_gemm_set_isa(isas[i]) != isas[i]) continue; /* not on this CPU */
+    printf("== GEMM ISA %s\n", cr_isa_name(isas[i]));
+    run_all();
+  }
   printf("%d passed, %d failed\n", counts.passed, counts.failed);
   return counts.failed == 0 ? 0 : 1;
 }

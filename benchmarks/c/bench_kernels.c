@@ -1,0 +1,106 @@
+/*
+ * GFLOP/s of cpu_ref's GEMM and convolution kernels (driven by
+ * benchmarks/cpu_ref_kernels.py, which builds this file with the plugins'
+ * release flags).
+ *
+ * Usage: bench_kernels ISA THREADS REPEAT gemm M N K [a|b]
+ *        bench_kernels ISA THREADS REPEAT conv N C H W O KH KW STRIDE PAD GROUPS
+ * ISA: generic, avx2 or avx512 (capped at what the CPU has). Prints
+ * "<isa> <median seconds> <GFLOP/s>".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gemm.h"
+#include "kernels.h"
+
+static double now(void) {
+  struct timespec t;
+  timespec_get(&t, TIME_UTC);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int compare(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static float *random_floats(size_t count) {
+  float *p = malloc((count ? count : 1) * sizeof *p);
+  if (p == NULL) return NULL;
+  unsigned state = 12345;
+  for (size_t i = 0; i < count; ++i) {
+    state = state * 1103515245u + 12345u;
+    p[i] = (float)((state >> 9) & 0xffff) / 65536.0f - 0.5f;
+  }
+  return p;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 5) return 2;
+  cr_isa isa = strcmp(argv[1], "generic") == 0 ? CR_ISA_GENERIC
+               : strcmp(argv[1], "avx2") == 0  ? CR_ISA_AVX2
+                                               : CR_ISA_AVX512;
+  isa = cr_gemm_set_isa(isa);
+  const int threads = atoi(argv[2]), repeat = atoi(argv[3]);
+  double *times = calloc((size_t)repeat, sizeof *times);
+  double flops = 0.0;
+  int status = 0;
+  if (strcmp(argv[4], "gemm") == 0 && argc >= 8) {
+    const int64_t m = atoll(argv[5]), n = atoll(argv[6]), k = atoll(argv[7]);
+    /* "a" or "b": that operand is packed beforehand (as weights are). */
+    const char *packed = argc > 8 ? argv[8] : "";
+    float *a = random_floats((size_t)(m * k)), *b = random_floats((size_t)(k * n));
+    float *c = random_floats((size_t)(m * n));
+    float *pa = NULL, *pb = NULL;
+    cr_gemm_operand oa = {a, k, 1, NULL, NULL, NULL, isa, NULL};
+    cr_gemm_operand ob = {b, n, 1, NULL, NULL, NULL, isa, NULL};
+    if (strcmp(packed, "a") == 0) {
+      pa = malloc(cr_gemm_packed_a_floats(m, k) * sizeof(float));
+      if (pa != NULL) cr_gemm_pack_a(m, k, a, k, 1, pa);
+      oa.packed = pa;
+    } else if (strcmp(packed, "b") == 0) {
+      pb = malloc(cr_gemm_packed_b_floats(k, n) * sizeof(float));
+      if (pb != NULL) cr_gemm_pack_b(k, n, b, n, 1, pb);
+      ob.packed = pb;
+    }
+    for (int r = 0; r < repeat; ++r) {
+      double t0 = now();
+      status |= cr_gemm(m, n, k, &oa, &ob, c, n, NULL, threads);
+      times[r] = now() - t0;
+    }
+    flops = 2.0 * (double)m * (double)n * (double)k;
+    free(a), free(b), free(c), free(pa), free(pb);
+  } else if (strcmp(argv[4], "conv") == 0 && argc >= 15) {
+    const int64_t n = atoll(argv[5]), ch = atoll(argv[6]), h = atoll(argv[7]),
+                  w = atoll(argv[8]), o = atoll(argv[9]), kh = atoll(argv[10]),
+                  kw = atoll(argv[11]), s = atoll(argv[12]), pad = atoll(argv[13]),
+                  groups = atoll(argv[14]);
+    cr_conv_params p = {{1, kh, kw}, {1, s, s}, {1, 1, 1}, {0, pad, pad}, groups};
+    const int64_t oh = (h + 2 * pad - kh) / s + 1, ow = (w + 2 * pad - kw) / s + 1;
+    const int64_t xs[5] = {n, ch, 1, h, w}, ys[5] = {n, o, 1, oh, ow};
+    float *x = random_floats((size_t)(n * ch * h * w));
+    float *wt = random_floats((size_t)(o * (ch / groups) * kh * kw));
+    float *bias = random_floats((size_t)o);
+    float *y = malloc((size_t)(n * o * oh * ow) * sizeof *y);
+    size_t floats = cr_conv_packed_floats(&p, o, ch / groups);
+    float *pw = floats ? malloc(floats * sizeof(float)) : NULL;
+    cr_isa pisa = pw ? cr_conv_pack(&p, o, ch / groups, wt, pw) : isa;
+    for (int r = 0; r < repeat; ++r) {
+      double t0 = now();
+      status |= cr_convolution_fused(&p, xs, x, wt, pw, pisa, bias, NULL, ys, y, threads);
+      times[r] = now() - t0;
+    }
+    flops = 2.0 * (double)(n * o * oh * ow) * (double)((ch / groups) * kh * kw);
+    free(x), free(wt), free(bias), free(y), free(pw);
+  } else {
+    return 2;
+  }
+  qsort(times, (size_t)repeat, sizeof *times, compare);
+  const double median = times[repeat / 2];
+  printf("%s %.9f %.2f\n", cr_isa_name(isa), median, flops / median * 1e-9);
+  free(times);
+  return status != 0;
+}

@@ -1,0 +1,692 @@
+/*
+ * The packed, register-blocked GEMM of gemm.h.
+ *
+ * Loop nest (per thread, over its share of C's row or column panels):
+ *
+ *   for each block of NC columns of B            (B block: KC x NC, in L2)
+ *     for each block of KC along k
+ *       pack B's block into NR-column panels     (unless pre-packed)
+ *       for each block of MC rows of A            (A block: MC x KC)
+ *         pack A's block into MR-row panels       (unless pre-packed)
+ *         for each B panel, for each A panel: micro-kernel -> MR x NR tile
+ *
+ * The micro-kernel keeps the MR x NR tile in vector registers, loads one
+ * row of the B panel and broadcasts one value of the A panel per row each
+ * step along k, and adds the tile to C (or stores it, for the first k
+ * block). Tiles cut by the matrix edge go through a scratch tile. The
+ * epilogue runs on each tile right after its last k block, while the tile
+ * is still in cache.
+ */
+#include "gemm.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define CR_GEMM_X86 1
+#include <immintrin.h>
+#else
+#define CR_GEMM_X86 0
+#endif
+
+enum {
+  kKC = 128,        /* k block: a B panel (KC x NR) stays in L1 */
+  kNCPanels = 24,   /* B block of up to 24 panels: KC x 1152 floats in L2 */
+  kMCPanels = 16,   /* A block of up to 16 panels (128 rows for AVX-512) */
+  kMaxMR = 8,
+  kMaxNR = 48,
+  kAlign = 64
+};
+
+/* The epilogue of one tile, its pointers moved to the tile's first row and
+ * column; NULL pointers are left out. */
+typedef struct cr_tile_epilogue {
+  const float *row_bias;
+  const float *col_bias;
+  const float *residual;
+  int64_t ld_residual;
+  cr_epilogue_act act;
+  float clip_low, clip_high;
+} cr_tile_epilogue;
+
+/* Multiplies the A panel a (kc x MR, row r of step p at a[p * MR + r]) by
+ * the B panel b (kc x NR, row p at b + b_rows[p]: p * NR for a packed
+ * panel, anywhere for B read in place) into rows [0, rows) of the tile at c (row
+ * stride ldc): c = acc, or c += acc when accumulate; then applies e (when
+ * not NULL) as cr_epilogue_apply would. */
+typedef void (*cr_micro_kernel)(int rows, int64_t kc, const float *a, const float *b,
+                                const int64_t *b_rows, float *c, int64_t ldc, int accumulate,
+                                const cr_tile_epilogue *e);
+
+static void tile_epilogue_apply(const cr_tile_epilogue *e, int rows, int64_t cols, float *c,
+                                int64_t ldc);
+
+typedef struct cr_gemm_arch {
+  cr_isa isa;
+  int mr, nr;
+  cr_micro_kernel kernel;
+} cr_gemm_arch;
+
+/* ---- Portable micro-kernel: 4 x 16, plain C ----------------------------- */
+
+static void micro_generic(int rows, int64_t kc, const float *a, const float *b,
+                          const int64_t *b_rows,
+                          float *c, int64_t ldc, int accumulate, const cr_tile_epilogue *e) {
+  enum { MR = 4, NR = 16 };
+  float acc[MR][NR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t p = 0; p < kc; ++p) {
+    const float *bp = b + b_rows[p];
+    for (int r = 0; r < MR; ++r) {
+      const float ar = a[p * MR + r];
+      for (int j = 0; j < NR; ++j) acc[r][j] += ar * bp[j];
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    float *cr = c + r * ldc;
+    if (accumulate) {
+      for (int j = 0; j < NR; ++j) cr[j] += acc[r][j];
+    } else {
+      for (int j = 0; j < NR; ++j) cr[j] = acc[r][j];
+    }
+  }
+  if (e != NULL) tile_epilogue_apply(e, rows, NR, c, ldc);
+}
+
+#if CR_GEMM_X86
+
+/* ---- AVX2 + FMA micro-kernel: 6 x 16 (12 accumulators) ------------------ */
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 epilogue_avx2(
+    __m256 v, const cr_tile_epilogue *e, int r, int j) {
+  if (e->row_bias != NULL) v = _mm256_add_ps(v, _mm256_set1_ps(e->row_bias[r]));
+  if (e->col_bias != NULL) v = _mm256_add_ps(v, _mm256_loadu_ps(e->col_bias + j));
+  if (e->residual != NULL) {
+    v = _mm256_add_ps(v, _mm256_loadu_ps(e->residual + r * e->ld_residual + j));
+  }
+  if (e->act == CR_EPI_RELU) {
+    v = _mm256_max_ps(_mm256_setzero_ps(), v); /* max(0, NaN) is NaN: kept */
+  } else if (e->act == CR_EPI_CLIP) {
+    const __m256 low = _mm256_set1_ps(e->clip_low), high = _mm256_set1_ps(e->clip_high);
+    const __m256 t = _mm256_blendv_ps(v, low, _mm256_cmp_ps(v, low, _CMP_LT_OQ));
+    v = _mm256_blendv_ps(t, high, _mm256_cmp_ps(v, high, _CMP_GT_OQ));
+  }
+  return v;
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void micro_avx2_rows(
+    const int rows, int64_t kc, const float *a, const float *b, const int64_t *b_rows, float *c,
+    int64_t ldc, int accumulate, const cr_tile_epilogue *e) {
+  __m256 c0[6], c1[6];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) {
+    c0[r] = _mm256_setzero_ps();
+    c1[r] = _mm256_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const float *bp = b + b_rows[p];
+    const __m256 b0 = _mm256_loadu_ps(bp);
+    const __m256 b1 = _mm256_loadu_ps(bp + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; ++r) {
+      if (r < rows) {
+        const __m256 ar = _mm256_broadcast_ss(a + r);
+        c0[r] = _mm256_fmadd_ps(ar, b0, c0[r]);
+        c1[r] = _mm256_fmadd_ps(ar, b1, c1[r]);
+      }
+    }
+    a += 6;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) {
+    if (r < rows) {
+      float *cr = c + r * ldc;
+      if (accumulate) {
+        c0[r] = _mm256_add_ps(_mm256_loadu_ps(cr), c0[r]);
+        c1[r] = _mm256_add_ps(_mm256_loadu_ps(cr + 8), c1[r]);
+      }
+      if (e != NULL) {
+        c0[r] = epilogue_avx2(c0[r], e, r, 0);
+        c1[r] = epilogue_avx2(c1[r], e, r, 8);
+      }
+      _mm256_storeu_ps(cr, c0[r]);
+      _mm256_storeu_ps(cr + 8, c1[r]);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) static void micro_avx2(int rows, int64_t kc, const float *a,
+                                                           const float *b,
+                                                           const int64_t *b_rows,
+                                                           float *c, int64_t ldc,
+                                                           int accumulate,
+                                                           const cr_tile_epilogue *e) {
+  switch (rows) {
+    case 1: micro_avx2_rows(1, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 2: micro_avx2_rows(2, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 3: micro_avx2_rows(3, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 4: micro_avx2_rows(4, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 5: micro_avx2_rows(5, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    default: micro_avx2_rows(6, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+  }
+}
+
+/* ---- AVX-512 micro-kernel: 8 x 48 (24 accumulators) --------------------- */
+
+__attribute__((target("avx512f"), always_inline)) static inline __m512 epilogue_avx512(
+    __m512 v, const cr_tile_epilogue *e, int r, int j) {
+  if (e->row_bias != NULL) v = _mm512_add_ps(v, _mm512_set1_ps(e->row_bias[r]));
+  if (e->col_bias != NULL) v = _mm512_add_ps(v, _mm512_loadu_ps(e->col_bias + j));
+  if (e->residual != NULL) {
+    v = _mm512_add_ps(v, _mm512_loadu_ps(e->residual + r * e->ld_residual + j));
+  }
+  if (e->act == CR_EPI_RELU) {
+    v = _mm512_max_ps(_mm512_setzero_ps(), v); /* max(0, NaN) is NaN: kept */
+  } else if (e->act == CR_EPI_CLIP) {
+    const __m512 low = _mm512_set1_ps(e->clip_low), high = _mm512_set1_ps(e->clip_high);
+    const __m512 t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), v, low);
+    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), t, high);
+  }
+  return v;
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void micro_avx512_rows(
+    const int rows, int64_t kc, const float *a, const float *b, const int64_t *b_rows, float *c,
+    int64_t ldc, int accumulate, const cr_tile_epilogue *e) {
+  __m512 c0[8], c1[8], c2[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    c0[r] = _mm512_setzero_ps();
+    c1[r] = _mm512_setzero_ps();
+    c2[r] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const float *bp = b + b_rows[p];
+    const __m512 b0 = _mm512_loadu_ps(bp);
+    const __m512 b1 = _mm512_loadu_ps(bp + 16);
+    const __m512 b2 = _mm512_loadu_ps(bp + 32);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      if (r < rows) {
+        const __m512 ar = _mm512_set1_ps(a[r]);
+        c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
+        c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+        c2[r] = _mm512_fmadd_ps(ar, b2, c2[r]);
+      }
+    }
+    a += 8;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    if (r < rows) {
+      float *cr = c + r * ldc;
+      if (accumulate) {
+        c0[r] = _mm512_add_ps(_mm512_loadu_ps(cr), c0[r]);
+        c1[r] = _mm512_add_ps(_mm512_loadu_ps(cr + 16), c1[r]);
+        c2[r] = _mm512_add_ps(_mm512_loadu_ps(cr + 32), c2[r]);
+      }
+      if (e != NULL) {
+        c0[r] = epilogue_avx512(c0[r], e, r, 0);
+        c1[r] = epilogue_avx512(c1[r], e, r, 16);
+        c2[r] = epilogue_avx512(c2[r], e, r, 32);
+      }
+      _mm512_storeu_ps(cr, c0[r]);
+      _mm512_storeu_ps(cr + 16, c1[r]);
+      _mm512_storeu_ps(cr + 32, c2[r]);
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) static void micro_avx512(int rows, int64_t kc,
+                                                            const float *a, const float *b,
+                                                            const int64_t *b_rows, float *c,
+                                                            int64_t ldc, int accumulate,
+                                                            const cr_tile_epilogue *e) {
+  switch (rows) {
+    case 1: micro_avx512_rows(1, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 2: micro_avx512_rows(2, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 3: micro_avx512_rows(3, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 4: micro_avx512_rows(4, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 5: micro_avx512_rows(5, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 6: micro_avx512_rows(6, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    case 7: micro_avx512_rows(7, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+    default: micro_avx512_rows(8, kc, a, b, b_rows, c, ldc, accumulate, e); break;
+  }
+}
+
+#endif /* CR_GEMM_X86 */
+
+/* ---- Narrow tiles --------------------------------------------------------- */
+
+/* Tiles of at most kNarrowColumns columns (a GEMM with a tiny n, such as a
+ * 1 x 1 convolution of a 1 x 1 image) would waste most of a micro-kernel's
+ * lanes, so they are computed column by column with the lanes along the
+ * panel's rows instead: tile[r * ldt + j] = the sum over p of a[p * mr + r]
+ * * b[p * nr + j]. */
+enum { kNarrowColumns = 4 };
+
+CR_TARGET_CLONES static void narrow_tile(int mr, int64_t nr, int64_t cols, int64_t kc,
+                                         const float *a, const float *b, float *tile,
+                                         int64_t ldt) {
+  for (int64_t j = 0; j < cols; ++j) {
+    float acc[kMaxMR] = {0};
+    if (mr == 8) {
+      for (int64_t p = 0; p < kc; ++p) {
+        const float bj = b[p * nr + j];
+        for (int r = 0; r < 8; ++r) acc[r] += a[p * 8 + r] * bj;
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const float bj = b[p * nr + j];
+        for (int r = 0; r < mr; ++r) acc[r] += a[p * mr + r] * bj;
+      }
+    }
+    for (int r = 0; r < mr; ++r) tile[r * ldt + j] = acc[r];
+  }
+}
+
+/* ---- Run-time dispatch -------------------------------------------------- */
+
+static const cr_gemm_arch kArchs[] = {
+    {CR_ISA_GENERIC, 4, 16, micro_generic},
+#if CR_GEMM_X86
+    {CR_ISA_AVX2, 6, 16, micro_avx2},
+    {CR_ISA_AVX512, 8, 48, micro_avx512},
+#endif
+};
+
+static cr_isa best_supported(void) {
+#if CR_GEMM_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return CR_ISA_AVX512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CR_ISA_AVX2;
+#endif
+  return CR_ISA_GENERIC;
+}
+
+/* -1 until first use; then the ISA in use. */
+static atomic_int g_isa = -1;
+
+static cr_isa cap_isa(cr_isa wanted) {
+  cr_isa best = best_supported();
+  return wanted < best ? wanted : best;
+}
+
+cr_isa cr_gemm_isa(void) {
+  int isa = atomic_load(&g_isa);
+  if (isa >= 0) return (cr_isa)isa;
+  cr_isa chosen = CR_ISA_AVX512;
+  const char *env = getenv("ACC_CPU_REF_ISA");
+  if (env != NULL) {
+    if (strcmp(env, "generic") == 0) chosen = CR_ISA_GENERIC;
+    if (strcmp(env, "avx2") == 0) chosen = CR_ISA_AVX2;
+  }
+  chosen = cap_isa(chosen);
+  atomic_store(&g_isa, (int)chosen);
+  return chosen;
+}
+
+cr_isa cr_gemm_set_isa(cr_isa isa) {
+  cr_isa chosen = cap_isa(isa);
+  atomic_store(&g_isa, (int)chosen);
+  return chosen;
+}
+
+const char *cr_isa_name(cr_isa isa) {
+  switch (isa) {
+    case CR_ISA_AVX512: return "avx512";
+    case CR_ISA_AVX2: return "avx2";
+    default: return "generic";
+  }
+}
+
+static const cr_gemm_arch *arch_for(cr_isa isa) {
+  for (size_t i = 0; i < sizeof kArchs / sizeof kArchs[0]; ++i) {
+    if (kArchs[i].isa == isa) return &kArchs[i];
+  }
+  return &kArchs[0];
+}
+
+/* ---- Packing ------------------------------------------------------------ */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* count x per floats, or 0 when it overflows size_t. */
+static size_t checked_floats(int64_t count, int64_t per) {
+  if (count <= 0 || per <= 0) return 0;
+  if ((uint64_t)count > SIZE_MAX / sizeof(float) / (uint64_t)per) return 0;
+  return (size_t)count * (size_t)per;
+}
+
+/* Rows [i0, i0 + panels * mr) and columns [k0, k0 + kc) of A into panels of
+ * mr rows, zero past row m. */
+static void pack_a_block(const float *a, int64_t rs, int64_t cs, int64_t m, int64_t i0,
+                         int64_t panels, int mr, int64_t k0, int64_t kc, float *dst) {
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    for (int r = 0; r < mr; ++r) {
+      const int64_t row = i0 + panel * mr + r;
+      float *out = dst + panel * kc * mr + r;
+      if (row >= m) {
+        for (int64_t p = 0; p < kc; ++p) out[p * mr] = 0.0f;
+      } else {
+        const float *in = a + row * rs + k0 * cs;
+        for (int64_t p = 0; p < kc; ++p) out[p * mr] = in[p * cs];
+      }
+    }
+  }
+}
+
+typedef struct cr_view {
+  const float *data;
+  int64_t rs, cs, n;
+} cr_view;
+
+/* The pack_b of a strided view (context: a cr_view). */
+static void pack_b_view(const void *context, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                        int nr, float *dst) {
+  const cr_view *v = context;
+  const int64_t panels = ceil_div(nc, nr);
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    const int64_t j0 = n0 + panel * nr;
+    const int64_t width = min_i64(nr, n0 + nc - j0);
+    float *out = dst + panel * kc * nr;
+    for (int64_t p = 0; p < kc; ++p, out += nr) {
+      const float *in = v->data + (k0 + p) * v->rs + j0 * v->cs;
+      if (v->cs == 1) {
+        memcpy(out, in, (size_t)width * sizeof *out);
+      } else {
+        for (int64_t j = 0; j < width; ++j) out[j] = in[j * v->cs];
+      }
+      for (int64_t j = width; j < nr; ++j) out[j] = 0.0f;
+    }
+  }
+}
+
+/* One panel of a B given by row offsets: row p, column j at data[row_offsets[p]
+ * + j]. */
+static void pack_b_rows(const cr_gemm_operand *b, int64_t k0, int64_t kc, int64_t j0,
+                        int64_t width, int nr, float *dst) {
+  for (int64_t p = 0; p < kc; ++p, dst += nr) {
+    const float *src = b->data + b->row_offsets[k0 + p] + j0;
+    for (int64_t j = 0; j < width; ++j) dst[j] = src[j];
+    for (int64_t j = width; j < nr; ++j) dst[j] = 0.0f;
+  }
+}
+
+size_t cr_gemm_packed_a_floats(int64_t m, int64_t k) {
+  const cr_gemm_arch *arch = arch_for(cr_gemm_isa());
+  return checked_floats(ceil_div(m, arch->mr) * arch->mr, k);
+}
+
+size_t cr_gemm_packed_b_floats(int64_t k, int64_t n) {
+  const cr_gemm_arch *arch = arch_for(cr_gemm_isa());
+  return checked_floats(ceil_div(n, arch->nr) * arch->nr, k);
+}
+
+/* Whole packed layout: k block kb (kc = min(KC, k - kb * KC) deep) starts
+ * at kb * KC * panels * width, and holds the panels one after another, kc x
+ * width floats each. */
+cr_isa cr_gemm_pack_a(int64_t m, int64_t k, const float *a, int64_t rs, int64_t cs,
+                      float *packed) {
+  const cr_isa isa = cr_gemm_isa();
+  const cr_gemm_arch *arch = arch_for(isa);
+  const int64_t panels = ceil_div(m, arch->mr);
+  for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+    const int64_t kc = min_i64(kKC, k - k0);
+    pack_a_block(a, rs, cs, m, 0, panels, arch->mr, k0, kc, packed + k0 * panels * arch->mr);
+  }
+  return isa;
+}
+
+cr_isa cr_gemm_pack_b(int64_t k, int64_t n, const float *b, int64_t rs, int64_t cs,
+                      float *packed) {
+  const cr_isa isa = cr_gemm_isa();
+  const cr_gemm_arch *arch = arch_for(isa);
+  const int64_t panels = ceil_div(n, arch->nr);
+  const cr_view view = {b, rs, cs, n};
+  for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+    const int64_t kc = min_i64(kKC, k - k0);
+    pack_b_view(&view, k0, kc, 0, n, arch->nr, packed + k0 * panels * arch->nr);
+  }
+  return isa;
+}
+
+/* ---- Epilogue ------------------------------------------------------------ */
+
+static void tile_epilogue_apply(const cr_tile_epilogue *e, int rows, int64_t cols, float *c,
+                                int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float *row = c + i * ldc;
+    if (e->row_bias != NULL) {
+      const float bias = e->row_bias[i];
+      for (int64_t j = 0; j < cols; ++j) row[j] += bias;
+    }
+    if (e->col_bias != NULL) {
+      for (int64_t j = 0; j < cols; ++j) row[j] += e->col_bias[j];
+    }
+    if (e->residual != NULL) {
+      const float *res = e->residual + i * e->ld_residual;
+      for (int64_t j = 0; j < cols; ++j) row[j] += res[j];
+    }
+    if (e->act == CR_EPI_RELU) {
+      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+    } else if (e->act == CR_EPI_CLIP) {
+      const float low = e->clip_low, high = e->clip_high;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = row[j];
+        const float t = v < low ? low : v;
+        row[j] = v > high ? high : t;
+      }
+    }
+  }
+}
+
+/* e moved to the tile whose first element is (i0, j0). */
+static cr_tile_epilogue tile_epilogue(const cr_epilogue *e, int64_t i0, int64_t j0) {
+  cr_tile_epilogue t;
+  t.row_bias = e->row_bias != NULL ? e->row_bias + i0 : NULL;
+  t.col_bias = e->col_bias != NULL ? e->col_bias + j0 : NULL;
+  t.residual = e->residual != NULL ? e->residual + i0 * e->ld_residual + j0 : NULL;
+  t.ld_residual = e->ld_residual;
+  t.act = e->act;
+  t.clip_low = e->clip_low;
+  t.clip_high = e->clip_high;
+  return t;
+}
+
+void cr_epilogue_apply(const cr_epilogue *e, int64_t i0, int64_t rows, int64_t j0,
+                       int64_t cols, float *c, int64_t ldc) {
+  if (e == NULL) return;
+  for (int64_t i = i0; i < i0 + rows; ++i) {
+    const cr_tile_epilogue t = tile_epilogue(e, i, j0);
+    tile_epilogue_apply(&t, 1, cols, c + i * ldc + j0, ldc);
+  }
+}
+
+static int epilogue_is_empty(const cr_epilogue *e) {
+  return e == NULL || (e->row_bias == NULL && e->col_bias == NULL && e->residual == NULL &&
+                       e->act == CR_EPI_NONE);
+}
+
+/* ---- The blocked product ------------------------------------------------ */
+
+typedef struct cr_gemm_job {
+  const cr_gemm_arch *arch;
+  int64_t m, n, k;
+  const cr_gemm_operand *a, *b;
+  cr_view b_view;
+  float *c;
+  int64_t ldc;
+  const cr_epilogue *epilogue;
+  int split_rows; /* threads share row panels (1) or column panels (0) */
+  atomic_int failed;
+} cr_gemm_job;
+
+static void *aligned_floats(size_t count) {
+  size_t bytes = count * sizeof(float);
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  return aligned_alloc(kAlign, bytes ? bytes : kAlign);
+}
+
+/* C's row panels [p0, p1) by column panels [q0, q1). */
+static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int64_t q1) {
+  const cr_gemm_arch *arch = job->arch;
+  const int mr = arch->mr, nr = arch->nr;
+  const int64_t m = job->m, n = job->n, k = job->k;
+  const int64_t m_panels = ceil_div(m, mr), n_panels = ceil_div(n, nr);
+  const int a_packed = job->a->packed != NULL && job->a->packed_isa == arch->isa;
+  const int b_packed = job->b->packed != NULL && job->b->packed_isa == arch->isa;
+  const int64_t kc_max = min_i64(kKC, k);
+  float *b_buffer = NULL, *a_buffer = NULL;
+  /* Scratch sized to this range's blocks (small products take little). */
+  const int64_t b_panels = min_i64(kNCPanels, q1 - q0), a_panels = min_i64(kMCPanels, p1 - p0);
+  if (!b_packed) b_buffer = aligned_floats((size_t)(kc_max * b_panels * nr));
+  if (!a_packed) a_buffer = aligned_floats((size_t)(kc_max * a_panels * mr));
+  if ((!b_packed && b_buffer == NULL) || (!a_packed && a_buffer == NULL)) {
+    atomic_store(&job->failed, 1);
+    free(b_buffer);
+    free(a_buffer);
+    return;
+  }
+  float tile[kMaxMR * kMaxNR];
+  int64_t packed_rows[kKC]; /* row p of a packed panel */
+  for (int64_t p = 0; p < kKC; ++p) packed_rows[p] = p * nr;
+  /* B read in place through its row offsets (full panels only). */
+  const int b_indirect = !b_packed && job->b->row_offsets != NULL;
+  const cr_pack_b_fn pack_b = job->b->pack_b != NULL ? job->b->pack_b : pack_b_view;
+  const void *pack_context = job->b->pack_b != NULL ? job->b->pack_context : &job->b_view;
+
+  for (int64_t qc = q0; qc < q1; qc += kNCPanels) {
+    const int64_t q_count = min_i64(kNCPanels, q1 - qc);
+    const int64_t j_begin = qc * nr, j_end = min_i64(n, (qc + q_count) * nr);
+    for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+      const int64_t kc = min_i64(kKC, k - k0);
+      const int first = k0 == 0, last = k0 + kc >= k;
+      const float *b_block;
+      if (b_packed) {
+        b_block = job->b->packed + k0 * n_panels * nr + qc * kc * nr;
+      } else if (b_indirect) {
+        b_block = b_buffer;
+        const int64_t last_panel = (qc + q_count - 1) * nr;
+        if (j_end - last_panel < nr) {
+          pack_b_rows(job->b, k0, kc, last_panel, j_end - last_panel, nr, b_buffer);
+        }
+      } else {
+        pack_b(pack_context, k0, kc, j_begin, j_end - j_begin, nr, b_buffer);
+        b_block = b_buffer;
+      }
+      for (int64_t pc = p0; pc < p1; pc += kMCPanels) {
+        const int64_t p_count = min_i64(kMCPanels, p1 - pc);
+        const float *a_block;
+        if (a_packed) {
+          a_block = job->a->packed + k0 * m_panels * mr + pc * kc * mr;
+        } else {
+          pack_a_block(job->a->data, job->a->rs, job->a->cs, m, pc * mr, p_count, mr, k0, kc,
+                       a_buffer);
+          a_block = a_buffer;
+        }
+        for (int64_t q = 0; q < q_count; ++q) {
+          const int64_t j0 = (qc + q) * nr;
+          const int64_t cols = min_i64(nr, n - j0);
+          const float *b_panel = b_block + q * kc * nr;
+          const int64_t *b_rows = packed_rows;
+          if (b_indirect && cols == nr) {
+            b_panel = job->b->data + j0;
+            b_rows = job->b->row_offsets + k0;
+          } else if (b_indirect) {
+            b_panel = b_buffer;
+          }
+          for (int64_t p = 0; p < p_count; ++p) {
+            const int64_t i0 = (pc + p) * mr;
+            const int rows = (int)min_i64(mr, m - i0);
+            const float *a_panel = a_block + p * kc * mr;
+            float *c_tile = job->c + i0 * job->ldc + j0;
+            cr_tile_epilogue te;
+            const cr_tile_epilogue *e = NULL;
+            if (last && job->epilogue != NULL) {
+              te = tile_epilogue(job->epilogue, i0, j0);
+              e = &te;
+            }
+            if (cols == nr) {
+              arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
+            } else {
+              if (cols <= kNarrowColumns) {
+                narrow_tile(mr, nr, cols, kc, a_panel, b_panel, tile, nr);
+              } else {
+                arch->kernel(rows, kc, a_panel, b_panel, b_rows, tile, nr, 0, NULL);
+              }
+              for (int r = 0; r < rows; ++r) {
+                float *out = c_tile + r * job->ldc;
+                const float *in = tile + r * nr;
+                if (first) {
+                  for (int64_t j = 0; j < cols; ++j) out[j] = in[j];
+                } else {
+                  for (int64_t j = 0; j < cols; ++j) out[j] += in[j];
+                }
+              }
+              if (e != NULL) tile_epilogue_apply(e, rows, cols, c_tile, job->ldc);
+            }
+          }
+        }
+      }
+    }
+  }
+  free(b_buffer);
+  free(a_buffer);
+}
+
+static void gemm_chunk(void *context, int64_t begin, int64_t end) {
+  cr_gemm_job *job = context;
+  const int64_t m_panels = ceil_div(job->m, job->arch->mr);
+  const int64_t n_panels = ceil_div(job->n, job->arch->nr);
+  if (job->split_rows) {
+    gemm_range(job, begin, end, 0, n_panels);
+  } else {
+    gemm_range(job, 0, m_panels, begin, end);
+  }
+}
+
+/* A thread is worth about this many multiply-adds (waking it, tens of
+ * microseconds when its core is busy, and the duplicated packing cost
+ * some). */
+enum { kMinFlopsPerThread = 1 << 21 };
+
+int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_gemm_operand *b,
+            float *c, int64_t ldc, const cr_epilogue *epilogue, int num_threads) {
+  if (m <= 0 || n <= 0) return 0;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i) memset(c + i * ldc, 0, (size_t)n * sizeof *c);
+    if (!epilogue_is_empty(epilogue)) cr_epilogue_apply(epilogue, 0, m, 0, n, c, ldc);
+    return 0;
+  }
+  cr_gemm_job job;
+  job.arch = arch_for(cr_gemm_isa());
+  job.m = m;
+  job.n = n;
+  job.k = k;
+  job.a = a;
+  job.b = b;
+  job.b_view = (cr_view){b->data, b->rs, b->cs, n};
+  job.c = c;
+  job.ldc = ldc;
+  job.epilogue = epilogue_is_empty(epilogue) ? NULL : epilogue;
+  atomic_init(&job.failed, 0);
+
+  const int64_t m_panels = ceil_div(m, job.arch->mr), n_panels = ceil_div(n, job.arch->nr);
+  /* Threads take whole panels of the larger dimension (columns unless rows
+   * are more), so each tile is computed whole by one thread. */
+  job.split_rows = m_panels > n_panels;
+  const int64_t panels = job.split_rows ? m_panels : n_panels;
+  const double flops = (double)m * (double)n * (double)k;
+  int threads = num_threads;
+  if (flops / kMinFlopsPerThread < threads) threads = (int)(flops / kMinFlopsPerThread);
+  if (threads > panels) threads = (int)panels;
+  if (threads < 1) threads = 1;
+  cr_parallel_for(threads, panels, gemm_chunk, &job);
+  return atomic_load(&job.failed) ? -1 : 0;
+}

@@ -1,0 +1,112 @@
+/*
+ * cpu_ref's single-precision GEMM: C (m x n) = A (m x k) . B (k x n), then an
+ * optional epilogue (bias, residual add, activation) applied to each tile
+ * of C as it is finished.
+ *
+ * The design is the usual one of BLIS and OpenBLAS: A is packed into panels
+ * of MR rows and B into panels of NR columns, K is cut into blocks of KC,
+ * and a register-blocked micro-kernel multiplies one A panel by one B panel
+ * into an MR x NR tile of C held in registers. The micro-kernel is chosen
+ * at run time from the CPU's features (AVX-512, AVX2 + FMA, or portable C),
+ * so the library is built without -march flags and runs on any x86-64 (or
+ * other) CPU. Setting the environment variable ACC_CPU_REF_ISA to
+ * "generic", "avx2" or "avx512" before the first GEMM caps the choice (the
+ * tests use it to run the portable path); cr_gemm_set_isa does the same.
+ *
+ * Each element of C is summed over k in the same order whatever the thread
+ * count and whichever tile it lies in, so results do not depend on
+ * num_threads. They depend on the ISA only through fused multiply-add
+ * rounding (the portable path rounds each product and sum separately).
+ */
+#ifndef CPU_REF_GEMM_H_
+#define CPU_REF_GEMM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Loops that gain from wider vectors are compiled for AVX-512, AVX2 and the
+ * baseline, the variant picked at load time by the CPU (GCC's function
+ * multi-versioning, on x86-64 Linux; elsewhere one baseline version).
+ * Without -ffast-math (and with ISO C's default of no contraction into
+ * fused multiply-adds) every variant computes the same results. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define CR_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CR_TARGET_CLONES
+#endif
+
+typedef enum cr_isa { CR_ISA_GENERIC = 0, CR_ISA_AVX2 = 1, CR_ISA_AVX512 = 2 } cr_isa;
+
+/* The ISA the GEMM uses now (detected once, capped by ACC_CPU_REF_ISA). */
+cr_isa cr_gemm_isa(void);
+/* Caps the ISA at isa (never above what the CPU supports); returns the ISA
+ * in use afterwards. Not thread-safe against concurrent GEMMs: call it
+ * before running any. */
+cr_isa cr_gemm_set_isa(cr_isa isa);
+const char *cr_isa_name(cr_isa isa);
+
+/* Activations an epilogue can apply. */
+typedef enum cr_epilogue_act {
+  CR_EPI_NONE = 0,
+  CR_EPI_RELU, /* x > 0 ? x : 0, NaN kept (as cr_activation) */
+  CR_EPI_CLIP  /* x > high ? high : (x < low ? low : x), as cr_clip */
+} cr_epilogue_act;
+
+/* What happens to each value v of C once its sum is complete:
+ * v = act(v + row_bias[i] + col_bias[j] + residual[i * ld_residual + j]),
+ * each term only when its pointer is not NULL, added in that order. */
+typedef struct cr_epilogue {
+  const float *row_bias;
+  const float *col_bias;
+  const float *residual;
+  int64_t ld_residual;
+  cr_epilogue_act act;
+  float clip_low, clip_high;
+} cr_epilogue;
+
+/* Packs rows [k0, k0 + kc) and columns [n0, n0 + nc) of B into panels of nr
+ * columns, zero-filled past nc: panel j holds kc rows of nr values. */
+typedef void (*cr_pack_b_fn)(const void *context, int64_t k0, int64_t kc, int64_t n0,
+                             int64_t nc, int nr, float *dst);
+
+/* One operand of cr_gemm. Element (i, j) is data[i * rs + j * cs], unless
+ * pack_b is set (B only: it packs B, e.g. an im2col view of an image) or
+ * row_offsets is (B only: element (p, j) is data[row_offsets[p] + j], read
+ * in place by the micro-kernel without packing).
+ * packed, when not NULL, holds the whole operand packed by cr_gemm_pack_a
+ * (A) or cr_gemm_pack_b (B) under packed_isa; it is used when packed_isa is
+ * the ISA in use, and the view otherwise. */
+typedef struct cr_gemm_operand {
+  const float *data;
+  int64_t rs, cs;
+  cr_pack_b_fn pack_b;
+  const void *pack_context;
+  const float *packed;
+  cr_isa packed_isa;
+  const int64_t *row_offsets;
+} cr_gemm_operand;
+
+/* Floats a whole packed A (m x k) or B (k x n) takes under the ISA in use;
+ * 0 when the count would not fit in size_t. */
+size_t cr_gemm_packed_a_floats(int64_t m, int64_t k);
+size_t cr_gemm_packed_b_floats(int64_t k, int64_t n);
+/* Packs A (element (i, j) at a[i * rs + j * cs]) or B for the ISA in use
+ * into packed (cr_gemm_packed_*_floats floats); returns that ISA. */
+cr_isa cr_gemm_pack_a(int64_t m, int64_t k, const float *a, int64_t rs, int64_t cs,
+                      float *packed);
+cr_isa cr_gemm_pack_b(int64_t k, int64_t n, const float *b, int64_t rs, int64_t cs,
+                      float *packed);
+
+/* C (element (i, j) at c[i * ldc + j], not overlapping A or B) = A . B,
+ * then epilogue (NULL: none). k = 0 gives zeros before the epilogue. Uses at
+ * most num_threads threads. Returns 0, or -1 when scratch memory cannot be
+ * had (C is then unspecified). */
+int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_gemm_operand *b,
+            float *c, int64_t ldc, const cr_epilogue *epilogue, int num_threads);
+
+/* Applies epilogue to rows [i0, i0 + rows) and columns [j0, j0 + cols) of C
+ * (for kernels that compute C without cr_gemm, e.g. depthwise convolution). */
+void cr_epilogue_apply(const cr_epilogue *epilogue, int64_t i0, int64_t rows, int64_t j0,
+                       int64_t cols, float *c, int64_t ldc);
+
+#endif /* CPU_REF_GEMM_H_ */

@@ -1,0 +1,687 @@
+/*
+ * The dense kernels on top of gemm.c: convolution as a GEMM of the filters
+ * (pre-packed at loadModel in symbolic mode) by an im2col view of the
+ * image that is never materialised: 1 x 1 convolutions use the image
+ * itself; other 2-D ones use zero-padded phase planes (see below) that the
+ * GEMM packs with plain copies or, for deep products, reads in place; 3-D
+ * ones pack the im2col view directly into the GEMM's panels. Depthwise
+ * convolutions run directly (a GEMM of depth KD*KH*KW would be all
+ * overhead). Then FullyConnected and the matrix products of dot and
+ * batch_dot. Bias, residual and activation are applied by the GEMM's
+ * epilogue (or right after the direct loop), while the output is in cache.
+ *
+ * Each output value is computed by one thread in an order that does not
+ * depend on the thread count (see gemm.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "kernels.h"
+#include "parallel.h"
+
+static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+
+static int64_t kernel_size_of(const cr_conv_params *p) {
+  return p->kernel[0] * p->kernel[1] * p->kernel[2];
+}
+
+static cr_epilogue make_epilogue(const cr_fusion *fusion) {
+  cr_epilogue e;
+  memset(&e, 0, sizeof e);
+  if (fusion != NULL) {
+    e.act = fusion->act;
+    e.clip_low = fusion->clip_low;
+    e.clip_high = fusion->clip_high;
+  }
+  return e;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Convolution                                                               */
+/* ------------------------------------------------------------------------ */
+
+int cr_conv_is_direct(const cr_conv_params *params, int64_t group_channels) {
+  (void)params;
+  return group_channels == 1;
+}
+
+size_t cr_conv_packed_floats(const cr_conv_params *params, int64_t outputs,
+                             int64_t group_channels) {
+  if (cr_conv_is_direct(params, group_channels)) return 0;
+  const int64_t groups = params->num_group;
+  const size_t per_group =
+      cr_gemm_packed_a_floats(outputs / groups, group_channels * kernel_size_of(params));
+  if (per_group == 0 || (size_t)groups > SIZE_MAX / sizeof(float) / per_group) return 0;
+  return per_group * (size_t)groups;
+}
+
+cr_isa cr_conv_pack(const cr_conv_params *params, int64_t outputs, int64_t group_channels,
+                    const float *w, float *packed) {
+  const int64_t groups = params->num_group, group_outputs = outputs / groups;
+  const int64_t depth = group_channels * kernel_size_of(params);
+  const size_t per_group = cr_gemm_packed_a_floats(group_outputs, depth);
+  cr_isa isa = cr_gemm_isa();
+  for (int64_t g = 0; g < groups; ++g) {
+    isa = cr_gemm_pack_a(group_outputs, depth, w + g * group_outputs * depth, depth, 1,
+                         packed + (size_t)g * per_group);
+  }
+  return isa;
+}
+
+/* The im2col view of one group of one image: row kk = (c, kd, kh, kw) and
+ * column (od, oh, ow) hold x[c, od*s0 - p0 + kd*d0, oh*s1 - p1 + kh*d1,
+ * ow*s2 - p2 + kw*d2], or 0 in the padding. */
+typedef struct cr_im2col {
+  const cr_conv_params *params;
+  const float *x;
+  int64_t in[3];
+  int64_t out[3];
+} cr_im2col;
+
+/* Columns [j, j + count) of one im2col row whose outputs lie on one output
+ * row: input row x_row (NULL when the kernel row falls in the padding),
+ * read at base + t * stride for t < count, zeros outside [0, width). */
+static void im2col_segment(const float *x_row, int64_t width, int64_t base, int64_t stride,
+                           int64_t count, float *dst) {
+  int64_t lo = 0, hi = 0;
+  if (x_row != NULL) {
+    lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
+    hi = width - 1 - base >= 0 ? (width - 1 - base) / stride + 1 : 0;
+    if (lo > count) lo = count;
+    if (hi > count) hi = count;
+    if (hi < lo) hi = lo;
+  }
+  for (int64_t t = 0; t < lo; ++t) dst[t] = 0.0f;
+  if (stride == 1) {
+    if (hi > lo) memcpy(dst + lo, x_row + base + lo, (size_t)(hi - lo) * sizeof *dst);
+  } else {
+    for (int64_t t = lo; t < hi; ++t) dst[t] = x_row[base + t * stride];
+  }
+  for (int64_t t = hi; t < count; ++t) dst[t] = 0.0f;
+}
+
+static void pack_im2col(const void *context, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                        int nr, float *dst) {
+  const cr_im2col *v = context;
+  const cr_conv_params *p = v->params;
+  const int64_t *in = v->in, *out = v->out, *k = p->kernel;
+  const int64_t in_plane = in[0] * in[1] * in[2];
+  const int64_t ks = k[0] * k[1] * k[2];
+  const int64_t panels = (nc + nr - 1) / nr;
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    const int64_t j0 = n0 + panel * nr;
+    const int64_t width = min_i64(nr, n0 + nc - j0);
+    const int64_t ow0 = j0 % out[2], oh0 = (j0 / out[2]) % out[1], od0 = j0 / (out[2] * out[1]);
+    float *row_out = dst + panel * kc * nr;
+    for (int64_t r = 0; r < kc; ++r, row_out += nr) {
+      const int64_t kk = k0 + r;
+      const int64_t c = kk / ks, tap = kk % ks;
+      const int64_t kw = tap % k[2], kh = (tap / k[2]) % k[1], kd = tap / (k[2] * k[1]);
+      const float *xc = v->x + c * in_plane;
+      int64_t od = od0, oh = oh0, ow = ow0;
+      for (int64_t j = 0; j < width;) {
+        const int64_t count = min_i64(width - j, out[2] - ow);
+        const int64_t id = od * p->stride[0] - p->pad[0] + kd * p->dilate[0];
+        const int64_t ih = oh * p->stride[1] - p->pad[1] + kh * p->dilate[1];
+        const int inside = id >= 0 && id < in[0] && ih >= 0 && ih < in[1];
+        im2col_segment(inside ? xc + (id * in[1] + ih) * in[2] : NULL, in[2],
+                       ow * p->stride[2] - p->pad[2] + kw * p->dilate[2], p->stride[2], count,
+                       row_out + j);
+        j += count;
+        ow += count;
+        if (ow == out[2]) {
+          ow = 0;
+          if (++oh == out[1]) {
+            oh = 0;
+            ++od;
+          }
+        }
+      }
+      for (int64_t j = width; j < nr; ++j) row_out[j] = 0.0f;
+    }
+  }
+}
+
+/* ---- 2-D convolution on the padded, wide grid ---------------------------- */
+
+/* The input is zero-padded and split by the stride into phase planes:
+ * phase (a, b) of channel c holds padded[c][i * s1 + a][j * s2 + b] at
+ * (i, j), hq x wq per plane. Output (oh, ow) through tap (kh, kw) reads
+ * padded row oh * s1 + kh * d1, that is phase row oh + (kh * d1) / s1 of
+ * phase (kh * d1) % s1 (and likewise for columns). Each output row's part
+ * of an im2col row is then one contiguous run of a phase plane, at an
+ * offset fixed per im2col row: packing is plain copies (pack_phases). On
+ * the "wide" grid q = oh * wq + ow a whole im2col row is one run, which
+ * the GEMM reads in place through the row offsets, no packing at all; the
+ * columns ow >= the output width are computed too and dropped when the
+ * result is compacted. For stride 1 the phase plane is just the padded
+ * plane. */
+typedef struct cr_wide_view {
+  const float *phases;
+  const int64_t *offsets; /* per im2col row */
+  int64_t wq;             /* phase plane row length */
+  int64_t out_w;          /* output row length */
+} cr_wide_view;
+
+/* Packs the im2col matrix in the output's own column order: column j =
+ * (oh, ow) of row k is phases[offsets[k] + oh * wq + ow], so each output
+ * row's part of a panel row is one contiguous copy. */
+CR_TARGET_CLONES static void pack_phases(const void *context, int64_t k0, int64_t kc,
+                                         int64_t n0, int64_t nc, int nr, float *dst) {
+  const cr_wide_view *v = context;
+  const int64_t panels = (nc + nr - 1) / nr;
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    const int64_t j0 = n0 + panel * nr;
+    const int64_t width = min_i64(nr, n0 + nc - j0);
+    const int64_t oh0 = j0 / v->out_w, ow0 = j0 % v->out_w;
+    float *out = dst + panel * kc * nr;
+    for (int64_t r = 0; r < kc; ++r, out += nr) {
+      const float *src = v->phases + v->offsets[k0 + r] + oh0 * v->wq + ow0;
+      int64_t count = min_i64(width, v->out_w - ow0);
+      for (int64_t j = 0; j < width;) {
+        for (int64_t t = 0; t < count; ++t) out[j + t] = src[t];
+        j += count;
+        src += count + (v->wq - v->out_w);
+        count = min_i64(width - j, v->out_w);
+      }
+      for (int64_t j = width; j < nr; ++j) out[j] = 0.0f;
+    }
+  }
+}
+
+/* A 2-D convolution the wide grid serves: a kernel larger than 1 x 1, or
+ * a strided 1 x 1 (plain 1 x 1 convolutions need no im2col at all). */
+static int is_wide_case(const cr_conv_params *p, int64_t ks, const int64_t x_shape[5]) {
+  return x_shape[2] == 1 && p->kernel[0] == 1 && p->stride[0] == 1 && p->pad[0] == 0 &&
+         (ks > 1 || p->stride[1] > 1 || p->stride[2] > 1);
+}
+
+/* y rows (oh, :) = the wide rows, then + residual and act when a residual
+ * is given (the wide buffer holds outputs x wide_count values, row oh of
+ * output o at o * wide_count + oh * wq). */
+static void compact_wide(const float *wide, int64_t wide_count, int64_t wq, int64_t outputs,
+                         const int64_t out[3], const cr_fusion *fusion, const float *residual,
+                         float *y) {
+  const int64_t plane = out[1] * out[2];
+  for (int64_t o = 0; o < outputs; ++o) {
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      memcpy(y + o * plane + oh * out[2], wide + o * wide_count + oh * wq,
+             (size_t)out[2] * sizeof *y);
+    }
+    if (residual != NULL) {
+      cr_epilogue e = make_epilogue(fusion);
+      e.residual = residual + o * plane;
+      e.ld_residual = plane;
+      cr_epilogue_apply(&e, 0, 1, 0, plane, y + o * plane, plane);
+    }
+  }
+}
+
+enum { kWideMinDepth = 64 };
+
+static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], const float *x,
+                         const float *w, const float *packed_w, cr_isa packed_isa,
+                         const float *bias, const cr_fusion *fusion, const int64_t y_shape[5],
+                         float *y, int num_threads) {
+  const int64_t batch = x_shape[0], channels = x_shape[1], outputs = y_shape[1];
+  const int64_t groups = p->num_group;
+  const int64_t group_channels = channels / groups, group_outputs = outputs / groups;
+  const int64_t h = x_shape[3], wd = x_shape[4], *out = y_shape + 2;
+  const int64_t s1 = p->stride[1], s2 = p->stride[2];
+  const int64_t hp = h + 2 * p->pad[1], wp = wd + 2 * p->pad[2];
+  const int64_t hq = (hp + s1 - 1) / s1, wq = (wp + s2 - 1) / s2;
+  const int64_t phase_plane = hq * wq, channel_size = s1 * s2 * phase_plane;
+  const int64_t kh = p->kernel[1], kw = p->kernel[2];
+  const int64_t depth = group_channels * kh * kw;
+  const int64_t in_plane = h * wd, out_plane = out[1] * out[2];
+  const size_t per_group = packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, depth) : 0;
+
+  float *phases = calloc((size_t)(group_channels * channel_size), sizeof *phases);
+  int64_t *offsets = malloc((size_t)depth * sizeof *offsets);
+  int status = phases != NULL && offsets != NULL ? 0 : -1;
+  /* Deep products read the phase planes in place, computing the wide grid
+   * q = oh * wq + ow (the columns ow >= the output width dropped by
+   * compact_wide); shallow ones, whose output would cost more to compact
+   * than packing costs, pack the output's own columns (pack_phases). */
+  const int64_t wide_count = (out[1] - 1) * wq + out[2];
+  float *wide = NULL;
+  if (depth >= kWideMinDepth && status == 0) {
+    wide = malloc((size_t)(group_outputs * wide_count) * sizeof *wide);
+    if (wide == NULL) status = -1;
+  }
+  for (int64_t kk = 0; kk < depth && status == 0; ++kk) {
+    const int64_t c = kk / (kh * kw), tap = kk % (kh * kw);
+    const int64_t row = (tap / kw) * p->dilate[1], col = (tap % kw) * p->dilate[2];
+    offsets[kk] = c * channel_size + ((row % s1) * s2 + col % s2) * phase_plane +
+                  (row / s1) * wq + col / s2;
+  }
+  for (int64_t n = 0; n < batch && status == 0; ++n) {
+    for (int64_t g = 0; g < groups && status == 0; ++g) {
+      const float *x_group = x + (n * channels + g * group_channels) * in_plane;
+      for (int64_t c = 0; c < group_channels; ++c) {
+        for (int64_t r = 0; r < h; ++r) {
+          const int64_t pr = r + p->pad[1];
+          const float *src = x_group + (c * h + r) * wd;
+          float *dst = phases + c * channel_size + (pr % s1) * s2 * phase_plane +
+                       (pr / s1) * wq;
+          if (s2 == 1) {
+            memcpy(dst + p->pad[2], src, (size_t)wd * sizeof *dst);
+          } else {
+            /* Padded column pc goes to phase pc % s2, position pc / s2. */
+            int64_t phase = p->pad[2] % s2, at = p->pad[2] / s2;
+            for (int64_t col = 0; col < wd; ++col) {
+              dst[phase * phase_plane + at] = src[col];
+              if (++phase == s2) {
+                phase = 0;
+                ++at;
+              }
+            }
+          }
+        }
+      }
+      const int64_t first_output = n * outputs + g * group_outputs;
+      cr_gemm_operand a = {w + g * group_outputs * depth, depth, 1, NULL, NULL,
+                           packed_w != NULL ? packed_w + (size_t)g * per_group : NULL,
+                           packed_isa, NULL};
+      cr_epilogue e = make_epilogue(fusion);
+      e.row_bias = bias != NULL ? bias + g * group_outputs : NULL;
+      const float *residual = fusion != NULL && fusion->residual != NULL
+                                  ? fusion->residual + first_output * out_plane
+                                  : NULL;
+      if (wide != NULL) {
+        /* Deep enough to read B in place on the wide grid; the activation
+         * waits for the residual when there is one. */
+        cr_gemm_operand b = {phases, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, offsets};
+        if (residual != NULL) e.act = CR_EPI_NONE;
+        status = cr_gemm(group_outputs, wide_count, depth, &a, &b, wide, wide_count, &e,
+                         num_threads);
+        if (status == 0) {
+          compact_wide(wide, wide_count, wq, group_outputs, out, fusion, residual,
+                       y + first_output * out_plane);
+        }
+      } else {
+        cr_wide_view view = {phases, offsets, wq, out[2]};
+        cr_gemm_operand b = {NULL, 0, 0, pack_phases, &view, NULL, CR_ISA_GENERIC, NULL};
+        e.residual = residual;
+        e.ld_residual = out_plane;
+        status = cr_gemm(group_outputs, out_plane, depth, &a, &b, y + first_output * out_plane,
+                         out_plane, &e, num_threads);
+      }
+    }
+  }
+  free(phases);
+  free(offsets);
+  free(wide);
+  return status;
+}
+
+/* ---- Direct (depthwise) convolution ------------------------------------ */
+
+typedef struct cr_conv_task {
+  const cr_conv_params *params;
+  const int64_t *x_shape;
+  const float *x;
+  const float *w;
+  const float *bias;
+  const int64_t *y_shape;
+  float *y;
+  const cr_fusion *fusion;
+} cr_conv_task;
+
+/* 3 x 3 taps, dilation 1, over a zero-padded plane of row length wp:
+ * out[q] = bias + sum over (kh, kw) in order of w[kh * 3 + kw] *
+ * xp[stride * q + kh * wp + kw], for q < count. With stride 1, output
+ * q = oh * wp + ow is output (oh, ow): the columns ow >= the output width
+ * are computed and dropped, which lets one loop run over a whole plane. */
+CR_TARGET_CLONES static void depthwise_3x3(const float *xp, int64_t wp, int64_t stride,
+                                           const float *w, float bias, int64_t count,
+                                           float *out) {
+  const float *r0 = xp, *r1 = xp + wp, *r2 = xp + 2 * wp;
+  const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6],
+              w7 = w[7], w8 = w[8];
+  if (stride == 1) {
+    for (int64_t q = 0; q < count; ++q) {
+      float acc = bias;
+      acc = acc + w0 * r0[q];
+      acc = acc + w1 * r0[q + 1];
+      acc = acc + w2 * r0[q + 2];
+      acc = acc + w3 * r1[q];
+      acc = acc + w4 * r1[q + 1];
+      acc = acc + w5 * r1[q + 2];
+      acc = acc + w6 * r2[q];
+      acc = acc + w7 * r2[q + 1];
+      acc = acc + w8 * r2[q + 2];
+      out[q] = acc;
+    }
+  } else {
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t i = 2 * q;
+      float acc = bias;
+      acc = acc + w0 * r0[i];
+      acc = acc + w1 * r0[i + 1];
+      acc = acc + w2 * r0[i + 2];
+      acc = acc + w3 * r1[i];
+      acc = acc + w4 * r1[i + 1];
+      acc = acc + w5 * r1[i + 2];
+      acc = acc + w6 * r2[i];
+      acc = acc + w7 * r2[i + 1];
+      acc = acc + w8 * r2[i + 2];
+      out[q] = acc;
+    }
+  }
+}
+
+/* The general case of one output row: y[ow] += the taps of one kernel row
+ * in order, w[kj] * x_row[ow * stride + kj * dilate - pad], reading zeros
+ * outside [0, width). */
+static void depthwise_row(const float *x_row, int64_t width, const float *w, int64_t taps,
+                          int64_t stride, int64_t dilate, int64_t pad, float *y, int64_t out) {
+  for (int64_t o = 0; o < out; ++o) {
+    float acc = y[o];
+    for (int64_t kj = 0; kj < taps; ++kj) {
+      const int64_t iw = o * stride + kj * dilate - pad;
+      if (iw >= 0 && iw < width) acc += w[kj] * x_row[iw];
+    }
+    y[o] = acc;
+  }
+}
+
+/* The case depthwise_3x3 handles: 2-D, 3 x 3, dilation 1, the same stride
+ * (1 or 2) along both axes. */
+static int is_plain_3x3(const cr_conv_params *p) {
+  return p->kernel[0] == 1 && p->kernel[1] == 3 && p->kernel[2] == 3 && p->pad[0] == 0 &&
+         p->stride[0] == 1 && p->dilate[1] == 1 && p->dilate[2] == 1 &&
+         p->stride[1] == p->stride[2] && (p->stride[1] == 1 || p->stride[1] == 2);
+}
+
+/* The padded plane's row length and size, and the wide output's size, for
+ * is_plain_3x3 convolutions. Rows and columns are padded at least to what
+ * the outputs read, the dropped columns of stride 1 included. */
+static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const int64_t out[3],
+                            int64_t *wp, int64_t *padded, int64_t *wide) {
+  const int64_t s = p->stride[1];
+  *wp = in[2] + 2 * p->pad[2];
+  if (*wp < (out[2] - 1) * s + 3) *wp = (out[2] - 1) * s + 3;
+  int64_t hp = in[1] + 2 * p->pad[1];
+  if (hp < (out[1] - 1) * s + 3) hp = (out[1] - 1) * s + 3;
+  *padded = (hp + 1) * *wp; /* one spare row for the dropped columns' reads */
+  *wide = out[1] * *wp;
+}
+
+/* One output plane (n, o) of a convolution whose groups see one input
+ * channel each: bias, then the taps in (kd, kh, kw) order (padding adds
+ * w * 0), then the fused residual and activation. scratch: the floats
+ * plain_3x3_sizes gives when is_plain_3x3, else NULL. */
+static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *scratch) {
+  const cr_conv_params *p = task->params;
+  const int64_t channels = task->x_shape[1], outputs = task->y_shape[1];
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2, *k = p->kernel;
+  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = out[0] * out[1] * out[2];
+  const int64_t group = o / (outputs / p->num_group);
+  const float *x = task->x + (n * channels + group) * in_plane;
+  const float *w = task->w + o * kernel_size_of(p);
+  float *y = task->y + (n * outputs + o) * out_plane;
+  const float bias = task->bias != NULL ? task->bias[o] : 0.0f;
+  if (scratch != NULL) {
+    int64_t wp, padded, wide;
+    plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
+    float *xp = scratch, *wide_out = scratch + padded;
+    memset(xp, 0, (size_t)padded * sizeof *xp);
+    for (int64_t h = 0; h < in[1]; ++h) {
+      memcpy(xp + (h + p->pad[1]) * wp + p->pad[2], x + h * in[2], (size_t)in[2] * sizeof *x);
+    }
+    if (p->stride[1] == 1) {
+      depthwise_3x3(xp, wp, 1, w, bias, (out[1] - 1) * wp + out[2], wide_out);
+    } else {
+      for (int64_t oh = 0; oh < out[1]; ++oh) {
+        depthwise_3x3(xp + 2 * oh * wp, wp, 2, w, bias, out[2], wide_out + oh * wp);
+      }
+    }
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      memcpy(y + oh * out[2], wide_out + oh * wp, (size_t)out[2] * sizeof *y);
+    }
+  } else {
+    for (int64_t od = 0; od < out[0]; ++od) {
+      for (int64_t oh = 0; oh < out[1]; ++oh) {
+        float *y_row = y + (od * out[1] + oh) * out[2];
+        for (int64_t ow = 0; ow < out[2]; ++ow) y_row[ow] = bias;
+        for (int64_t kd = 0; kd < k[0]; ++kd) {
+          const int64_t id = od * p->stride[0] + kd * p->dilate[0] - p->pad[0];
+          if (id < 0 || id >= in[0]) continue;
+          for (int64_t kh = 0; kh < k[1]; ++kh) {
+            const int64_t ih = oh * p->stride[1] + kh * p->dilate[1] - p->pad[1];
+            if (ih < 0 || ih >= in[1]) continue;
+            depthwise_row(x + (id * in[1] + ih) * in[2], in[2], w + (kd * k[1] + kh) * k[2],
+                          k[2], p->stride[2], p->dilate[2], p->pad[2], y_row, out[2]);
+          }
+        }
+      }
+    }
+  }
+  if (task->fusion != NULL) {
+    cr_epilogue e = make_epilogue(task->fusion);
+    if (task->fusion->residual != NULL) {
+      e.residual = task->fusion->residual + (n * outputs + o) * out_plane;
+      e.ld_residual = out_plane;
+    }
+    cr_epilogue_apply(&e, 0, 1, 0, out_plane, y, out_plane);
+  }
+}
+
+static void direct_planes(void *context, int64_t begin, int64_t end) {
+  const cr_conv_task *task = context;
+  const int64_t outputs = task->y_shape[1];
+  float *scratch = NULL;
+  if (is_plain_3x3(task->params)) {
+    int64_t wp, padded, wide;
+    plain_3x3_sizes(task->params, task->x_shape + 2, task->y_shape + 2, &wp, &padded, &wide);
+    /* Without scratch the general loop computes the same values. */
+    scratch = malloc((size_t)(padded + wide) * sizeof *scratch);
+  }
+  for (int64_t plane = begin; plane < end; ++plane) {
+    direct_plane(task, plane / outputs, plane % outputs, scratch);
+  }
+  free(scratch);
+}
+
+/* Waking a pool thread (tens of microseconds when its core is busy) costs
+ * about as much as this many multiply-adds. */
+enum { kMinWorkPerThread = 1 << 20 };
+
+static int threads_for_work(int num_threads, int64_t work) {
+  const int64_t useful = work / kMinWorkPerThread;
+  if (useful <= 1) return 1;
+  return useful < num_threads ? (int)useful : num_threads;
+}
+
+/* Images [begin, end) of a convolution, one thread each. */
+typedef struct cr_conv_batch_task {
+  const cr_conv_params *params;
+  const int64_t *x_shape;
+  const float *x;
+  const float *w;
+  const float *packed_w;
+  cr_isa packed_isa;
+  const float *bias;
+  const cr_fusion *fusion;
+  const int64_t *y_shape;
+  float *y;
+  int failed;
+} cr_conv_batch_task;
+
+static void conv_images(void *context, int64_t begin, int64_t end) {
+  cr_conv_batch_task *t = context;
+  const int64_t in_image = t->x_shape[1] * t->x_shape[2] * t->x_shape[3] * t->x_shape[4];
+  const int64_t out_image = t->y_shape[1] * t->y_shape[2] * t->y_shape[3] * t->y_shape[4];
+  int64_t x_shape[5], y_shape[5];
+  memcpy(x_shape, t->x_shape, sizeof x_shape);
+  memcpy(y_shape, t->y_shape, sizeof y_shape);
+  x_shape[0] = y_shape[0] = end - begin;
+  cr_fusion fusion;
+  if (t->fusion != NULL) {
+    fusion = *t->fusion;
+    if (fusion.residual != NULL) fusion.residual += begin * out_image;
+  }
+  if (cr_convolution_fused(t->params, x_shape, t->x + begin * in_image, t->w, t->packed_w,
+                           t->packed_isa, t->bias, t->fusion != NULL ? &fusion : NULL, y_shape,
+                           t->y + begin * out_image, 1) != 0) {
+    __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+  }
+}
+
+int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5], const float *x,
+                         const float *w, const float *packed_w, cr_isa packed_isa,
+                         const float *bias, const cr_fusion *fusion, const int64_t y_shape[5],
+                         float *y, int num_threads) {
+  const int64_t batch = x_shape[0], channels = x_shape[1], outputs = y_shape[1];
+  const int64_t groups = params->num_group;
+  const int64_t group_channels = channels / groups, group_outputs = outputs / groups;
+  const int64_t ks = kernel_size_of(params);
+  const int64_t in_plane = x_shape[2] * x_shape[3] * x_shape[4];
+  const int64_t out_plane = y_shape[2] * y_shape[3] * y_shape[4];
+  if (batch == 0 || outputs == 0 || out_plane == 0) return 0;
+
+  if (cr_conv_is_direct(params, group_channels)) {
+    cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y, fusion};
+    const int64_t planes = batch * outputs;
+    cr_parallel_for(threads_for_work(num_threads, planes * out_plane * ks), planes,
+                    direct_planes, &task);
+    return 0;
+  }
+
+  /* A batch is shared out image by image: one synchronisation per layer
+   * rather than one per image's product. */
+  const int64_t work = batch * outputs * out_plane * group_channels * ks;
+  if (batch > 1 && num_threads > 1 && threads_for_work(num_threads, work) > 1) {
+    cr_conv_batch_task task = {params, x_shape, x, w, packed_w, packed_isa, bias,
+                               fusion, y_shape, y, 0};
+    cr_parallel_for(threads_for_work(num_threads, work), batch, conv_images, &task);
+    return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
+  }
+
+  if (is_wide_case(params, ks, x_shape)) {
+    return convolve_wide(params, x_shape, x, w, packed_w, packed_isa, bias, fusion, y_shape, y,
+                         num_threads);
+  }
+  const int64_t depth = group_channels * ks;
+  const int pointwise = ks == 1 && params->stride[0] == 1 && params->stride[1] == 1 &&
+                        params->stride[2] == 1 && params->pad[0] == 0 && params->pad[1] == 0 &&
+                        params->pad[2] == 0;
+  const size_t per_group = packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, depth) : 0;
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float *x_group = x + (n * channels + g * group_channels) * in_plane;
+      const int64_t first_output = n * outputs + g * group_outputs;
+      cr_gemm_operand a = {w + g * group_outputs * depth, depth, 1, NULL, NULL,
+                           packed_w != NULL ? packed_w + (size_t)g * per_group : NULL,
+                           packed_isa, NULL};
+      cr_im2col view = {params, x_group, {x_shape[2], x_shape[3], x_shape[4]},
+                        {y_shape[2], y_shape[3], y_shape[4]}};
+      cr_gemm_operand b = {x_group, in_plane, 1, pointwise ? NULL : pack_im2col,
+                           pointwise ? NULL : &view, NULL, CR_ISA_GENERIC, NULL};
+      cr_epilogue e = make_epilogue(fusion);
+      e.row_bias = bias != NULL ? bias + g * group_outputs : NULL;
+      if (fusion != NULL && fusion->residual != NULL) {
+        e.residual = fusion->residual + first_output * out_plane;
+        e.ld_residual = out_plane;
+      }
+      if (cr_gemm(group_outputs, out_plane, depth, &a, &b, y + first_output * out_plane,
+                  out_plane, &e, num_threads) != 0) {
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+int cr_convolution(const cr_conv_params *params, const int64_t x_shape[5], const float *x,
+                   const float *w, const float *bias, const int64_t y_shape[5], float *y,
+                   int num_threads) {
+  return cr_convolution_fused(params, x_shape, x, w, NULL, CR_ISA_GENERIC, bias, NULL, y_shape,
+                              y, num_threads);
+}
+
+/* ------------------------------------------------------------------------ */
+/* FullyConnected                                                            */
+/* ------------------------------------------------------------------------ */
+
+size_t cr_fc_packed_floats(int64_t in_dim, int64_t out_dim) {
+  return cr_gemm_packed_b_floats(in_dim, out_dim);
+}
+
+cr_isa cr_fc_pack(int64_t in_dim, int64_t out_dim, const float *w, float *packed) {
+  /* B = w^T: element (k, j) is w[j * in_dim + k]. */
+  return cr_gemm_pack_b(in_dim, out_dim, w, 1, in_dim, packed);
+}
+
+int cr_fully_connected_fused(int64_t batch, int64_t in_dim, int64_t out_dim, const float *x,
+                             const float *w, const float *packed_w, cr_isa packed_isa,
+                             const float *bias, const cr_fusion *fusion, float *y,
+                             int num_threads) {
+  cr_gemm_operand a = {x, in_dim, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  cr_gemm_operand b = {w, 1, in_dim, NULL, NULL, packed_w, packed_isa, NULL};
+  cr_epilogue e = make_epilogue(fusion);
+  e.col_bias = bias;
+  if (fusion != NULL && fusion->residual != NULL) {
+    e.residual = fusion->residual;
+    e.ld_residual = out_dim;
+  }
+  return cr_gemm(batch, out_dim, in_dim, &a, &b, y, out_dim, &e, num_threads);
+}
+
+int cr_fully_connected(int64_t batch, int64_t in_dim, int64_t out_dim, const float *x,
+                       const float *w, const float *bias, float *y, int num_threads) {
+  return cr_fully_connected_fused(batch, in_dim, out_dim, x, w, NULL, CR_ISA_GENERIC, bias,
+                                  NULL, y, num_threads);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matrix products                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct cr_matmul_task {
+  int64_t m, n, k;
+  int transpose_a, transpose_b;
+  const float *a;
+  const float *b;
+  float *y;
+  int threads_per_pair;
+  int failed;
+} cr_matmul_task;
+
+static int matmul_pair(const cr_matmul_task *t, int64_t pair) {
+  cr_gemm_operand a = {t->a + pair * t->m * t->k, t->transpose_a ? 1 : t->k,
+                       t->transpose_a ? t->m : 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  cr_gemm_operand b = {t->b + pair * t->k * t->n, t->transpose_b ? 1 : t->n,
+                       t->transpose_b ? t->k : 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  return cr_gemm(t->m, t->n, t->k, &a, &b, t->y + pair * t->m * t->n, t->n, NULL,
+                 t->threads_per_pair);
+}
+
+static void matmul_pairs(void *context, int64_t begin, int64_t end) {
+  cr_matmul_task *t = context;
+  for (int64_t pair = begin; pair < end; ++pair) {
+    /* Only ever set to 1, by any thread: a benign flag, but keep it
+     * race-free by writing through a per-call result. */
+    if (matmul_pair(t, pair) != 0) __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+  }
+}
+
+int cr_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
+              const float *a, const float *b, float *y, int num_threads) {
+  if (batch <= 0 || m == 0 || n == 0) return 0;
+  cr_matmul_task task = {m, n, k, transpose_a, transpose_b, a, b, y, 1, 0};
+  if (batch == 1) {
+    task.threads_per_pair = num_threads;
+    return matmul_pair(&task, 0);
+  }
+  /* Many products: each on one thread, the pairs shared out. */
+  const double work = (double)batch * (double)m * (double)n * (double)(k > 0 ? k : 1);
+  const int threads = threads_for_work(num_threads, work > (double)INT64_MAX / 2
+                                                        ? INT64_MAX / 2
+                                                        : (int64_t)work);
+  cr_parallel_for(threads, batch, matmul_pairs, &task);
+  return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
+}

@@ -1,0 +1,103 @@
+"""cpu_ref's symbolic mode folds BatchNorm into convolution filters, fuses
+bias, residual elemwise_add and relu/clip into the producing Convolution or
+FullyConnected step, and pre-packs weights at loadModel (again when infer()
+passes new weights): results match the host's unfused CPU path. The
+portable (generic) GEMM path runs the real models too."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acc_host as mx
+from acc_host.annotate import annotate_symbol
+from acc_host.symbolic import LoadedModel
+
+ROOT = Path(__file__).resolve().parent.parent
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _graph() -> mx.sym.Symbol:
+    data = mx.sym.Variable("data")
+    stem = mx.sym.Convolution(data, num_filter=8, kernel=(3, 3), pad=(1, 1), name="stem")
+    stem = mx.sym.Activation(stem, act_type="relu", name="stem_relu")
+    # Conv -> BatchNorm -> + residual -> relu: all four fold into one step.
+    body = mx.sym.Convolution(stem, num_filter=8, kernel=(3, 3), pad=(1, 1), name="body")
+    body = mx.sym.BatchNorm(body, fix_gamma=False, eps=1e-3, name="body_bn")
+    body = mx.sym.elemwise_add(body, stem, name="add")
+    body = mx.sym.Activation(body, act_type="relu", name="body_relu")
+    # Depthwise with relu6 (clip), strided pointwise without bias.
+    dw = mx.sym.Convolution(body, num_filter=8, num_group=8, kernel=(3, 3), pad=(1, 1),
+                            name="dw")
+    dw = mx.sym.clip(dw, a_min=0.0, a_max=6.0, name="dw_clip")
+    pw = mx.sym.Convolution(dw, num_filter=16, kernel=(1, 1), stride=(2, 2), no_bias=True,
+                            name="pw")
+    fc = mx.sym.FullyConnected(pw, num_hidden=10, name="fc")
+    fc = mx.sym.Activation(fc, act_type="relu", name="fc_relu")
+    # A second head reads an intermediate entry: that step must stay unfused.
+    return mx.sym.Group([fc, mx.sym.Activation(pw, act_type="relu", name="pw_relu")])
+
+
+def _weights(sym: mx.sym.Symbol, shapes: dict, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    names = sym.list_arguments() + sym.list_auxiliary_states()
+    weights = {}
+    for name, shape in zip(names, arg_shapes + aux_shapes):
+        if name in shapes:
+            continue
+        value = rng.standard_normal(shape).astype(np.float32) * 0.3
+        if name.endswith("moving_var"):
+            value = np.abs(value) + 0.5
+        weights[name] = value
+    return weights
+
+
+def _host(sym: mx.sym.Symbol, data: np.ndarray, weights: dict) -> list[np.ndarray]:
+    exe = sym.simple_bind(mx.cpu(), data=data.shape)
+    for key, value in weights.items():
+        (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
+    return [out.asnumpy() for out in exe.forward(data=data)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_graph_matches_host(threads: int) -> None:
+    sym = _graph()
+    data = np.random.default_rng(0).standard_normal((2, 3, 12, 12)).astype(np.float32)
+    weights = _weights(sym, {"data": data.shape}, seed=1)
+    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
+    library = mx.get_library("cpu_ref")
+    mx.cpu_ref(0).configure(num_threads=threads)
+    try:
+        with LoadedModel(library, graph, weights) as model:
+            got = list(model.infer({"data": data}).values())
+            for ours, theirs in zip(got, _host(sym, data, weights)):
+                np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
+            # New weights at infer: BatchNorm is folded and filters packed again.
+            fresh = _weights(sym, {"data": data.shape}, seed=2)
+            got = list(model.infer({"data": data}, weights=fresh).values())
+            for ours, theirs in zip(got, _host(sym, data, fresh)):
+                np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
+            # ... and they stay in use.
+            got = list(model.infer({"data": data}).values())
+            for ours, theirs in zip(got, _host(sym, data, fresh)):
+                np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
+    finally:
+        mx.cpu_ref(0).configure(num_threads=1)
+
+
+def test_models_on_the_generic_path() -> None:
+    """The real models with the GEMM capped at its portable C micro-kernel
+    (ACC_CPU_REF_ISA=generic), in a fresh process: the ISA is chosen once."""
+    env = dict(os.environ, ACC_CPU_REF_ISA="generic")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         str(ROOT / "tests" / "test_cpu_ref_models.py"),
+         str(ROOT / "tests" / "test_cpu_ref_fusion.py") + "::test_fused_graph_matches_host"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
