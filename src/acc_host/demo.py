@@ -99,15 +99,15 @@ def _find_model(name: str) -> Path | None:
     return None
 
 
-def real_model(name: str = "squeezenet1_1", repeat: int = 5) -> bool:
+def real_model(name: str = "squeezenet1_1", repeat: int = 5) -> bool | None:
     """A real MXNet 1.9.1 checkpoint on the CPU and on every bundled
     accelerator: where each operator ran, latency, and the check against the
-    output MXNet itself computed."""
+    output MXNet itself computed. None when the model files are not found."""
     folder = _find_model(name)
     if folder is None:
         print(f"\n(real-model part skipped: tests/models/{name} is not under the working "
               "directory; run the demo from the acc-host checkout)")
-        return True
+        return None
     sym_, arg_params, aux_params = load_checkpoint(str(folder / "model"), 0)
     image = np.load(folder / "input_0.npy")
     expected = np.load(folder / "expected_0.npy")
@@ -190,9 +190,14 @@ def main(repeat: int = 20) -> int:
     ok &= _report("imperative (accGetExecutor per op)", imperative, expected, imperative_ms)
     print(f"  {'host CPU path (numpy executor)':<34} {reference_ms:8.3f} ms")
     print(f"\ntop class: {int(np.argmax(expected))} (p = {float(expected.max()):.4f})")
-    ok &= real_model(repeat=max(3, repeat // 4))
-    print("\ndemo passed: both modes match the CPU path, and the real model matches MXNet"
-          if ok else "\ndemo FAILED")
+    real = real_model(repeat=max(3, repeat // 4))
+    ok &= real is not False
+    if not ok:
+        print("\ndemo FAILED")
+    elif real is None:
+        print("\ndemo passed: both modes match the CPU path (the real model was not run)")
+    else:
+        print("\ndemo passed: both modes match the CPU path, and the real model matches MXNet")
     return 0 if ok else 1
 
 
