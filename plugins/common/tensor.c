@@ -1,6 +1,7 @@
 #include "tensor.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "status.h"
@@ -177,4 +178,60 @@ int acc_match_outputs(const acc_graph *graph, const char *const *head_names,
     if (status != MX_ACC_OK) return status;
   }
   return MX_ACC_OK;
+}
+
+int acc_check_copy(const MXTensor *device_side, const MXTensor *host_side, const char *call,
+                   size_t *bytes) {
+  if (device_side == NULL || host_side == NULL) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: a tensor is NULL", call);
+  }
+  if (host_side->dev_id != MX_ACC_HOST_DEVICE) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: host tensor has dev_id %d", call,
+                    (int)host_side->dev_id);
+  }
+  if (device_side->isSparse || host_side->isSparse) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: sparse tensors are not supported", call);
+  }
+  acc_shape device_shape, host_shape;
+  int status = acc_tensor_shape(device_side, call, &device_shape);
+  if (status == MX_ACC_OK) status = acc_tensor_shape(host_side, call, &host_shape);
+  if (status != MX_ACC_OK) return status;
+  size_t element = acc_dtype_size(device_side->dtype), device_bytes, host_bytes;
+  if (element == 0 || device_side->dtype != host_side->dtype) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: dtypes %s and %s", call,
+                    acc_dtype_name(device_side->dtype), acc_dtype_name(host_side->dtype));
+  }
+  status = acc_shape_bytes(&device_shape, element, call, &device_bytes);
+  if (status == MX_ACC_OK) status = acc_shape_bytes(&host_shape, element, call, &host_bytes);
+  if (status != MX_ACC_OK) return status;
+  if (device_bytes != host_bytes) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: sizes differ (%zu and %zu bytes)", call,
+                    device_bytes, host_bytes);
+  }
+  if (host_bytes > 0 && host_side->data == NULL) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: host data is NULL", call);
+  }
+  *bytes = device_bytes;
+  return MX_ACC_OK;
+}
+
+int acc_graph_head_names(const acc_graph *graph, char ***names) {
+  *names = calloc(graph->num_heads ? graph->num_heads : 1, sizeof(char *));
+  if (*names == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model heads");
+  for (size_t i = 0; i < graph->num_heads; ++i) {
+    char name[1024];
+    if (acc_graph_output_name(graph, graph->heads[i], name, sizeof name) != 0) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "output %zu has too long a name", i);
+    }
+    size_t length = strlen(name) + 1;
+    (*names)[i] = malloc(length);
+    if ((*names)[i] == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model heads");
+    memcpy((*names)[i], name, length);
+  }
+  return MX_ACC_OK;
+}
+
+void acc_free_head_names(const acc_graph *graph, char **names) {
+  for (size_t i = 0; names != NULL && i < graph->num_heads; ++i) free(names[i]);
+  free(names);
 }

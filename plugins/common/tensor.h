@@ -54,6 +54,21 @@ int acc_tensor_expect(const MXTensor *tensor, const char *what, int32_t dtype,
 int acc_check_named_tensors(const char *call, const char *const *names,
                             const MXTensor *tensors, int count);
 
+/* Checks the arguments of copyToAcc()/copyFromAcc() as far as the ABI
+ * defines them: both descriptors present, the host one on
+ * MX_ACC_HOST_DEVICE, dense, well-formed shapes, one known dtype, the same
+ * byte size, host data present when there are bytes. *bytes (out) receives
+ * that size. Whether device_side's device and data are the plugin's own is
+ * the plugin's to check. call names the function in messages. */
+int acc_check_copy(const MXTensor *device_side, const MXTensor *host_side, const char *call,
+                   size_t *bytes);
+
+/* The names of graph's heads (acc_graph_output_name), for
+ * acc_match_outputs(). *names (out) is owned by the caller, also on
+ * failure (then partly filled): free it with acc_free_head_names(). */
+int acc_graph_head_names(const acc_graph *graph, char ***names);
+void acc_free_head_names(const acc_graph *graph, char **names);
+
 /* For infer(): maps each requested output name to the head of graph with
  * that name (head_names holds acc_graph_output_name() of every head), every
  * head exactly once, and checks each descriptor against its head's

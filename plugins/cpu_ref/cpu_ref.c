@@ -153,41 +153,14 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
   return MX_ACC_OK;
 }
 
-/* Checks a copy between host and device memory and returns its size. */
+/* Checks a copy between host and device memory (acc_check_copy) on one
+ * of this plugin's devices and returns its size. */
 static int check_copy(const MXTensor *device_side, const MXTensor *host_side, const char *call,
                       size_t *bytes) {
-  if (device_side == NULL || host_side == NULL) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: a tensor is NULL", call);
-  }
-  if (host_side->dev_id != MX_ACC_HOST_DEVICE) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: host tensor has dev_id %d", call,
-                    (int)host_side->dev_id);
-  }
-  acc_shape device_shape, host_shape;
-  int status = acc_tensor_shape(device_side, call, &device_shape);
-  if (status == MX_ACC_OK) status = acc_tensor_shape(host_side, call, &host_shape);
+  int status = acc_check_copy(device_side, host_side, call, bytes);
   if (status != MX_ACC_OK) return status;
-  size_t element = acc_dtype_size(device_side->dtype), device_bytes, host_bytes;
-  if (element == 0 || device_side->dtype != host_side->dtype) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: dtypes %s and %s", call,
-                    acc_dtype_name(device_side->dtype), acc_dtype_name(host_side->dtype));
-  }
-  if (device_side->isSparse || host_side->isSparse) {
-    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: sparse tensors are not supported", call);
-  }
-  status = acc_shape_bytes(&device_shape, element, call, &device_bytes);
-  if (status == MX_ACC_OK) status = acc_shape_bytes(&host_shape, element, call, &host_bytes);
-  if (status != MX_ACC_OK) return status;
-  if (device_bytes != host_bytes) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: sizes differ (%zu and %zu bytes)", call,
-                    device_bytes, host_bytes);
-  }
-  if (host_bytes > 0 && host_side->data == NULL) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: host data is NULL", call);
-  }
   if (cr_device_get(device_side->dev_id) == NULL) return device_error(device_side->dev_id);
-  *bytes = device_bytes;
-  return cr_check_data(device_side->dev_id, device_side, device_bytes, call);
+  return cr_check_data(device_side->dev_id, device_side, *bytes, call);
 }
 
 MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {

@@ -126,10 +126,7 @@ void cr_model_free(cr_model *model) {
   for (size_t i = 0; i < model->num_entries; ++i) {
     if (model->owned != NULL && model->owned[i] == 1) free(model->entries[i].data);
   }
-  if (model->head_names != NULL) {
-    for (size_t i = 0; i < model->graph->num_heads; ++i) free(model->head_names[i]);
-  }
-  free(model->head_names);
+  acc_free_head_names(model->graph, model->head_names);
   for (size_t s = 0; model->steps != NULL && s < model->num_steps; ++s) {
     cr_dense_plan *plan = model->steps[s].dense;
     if (plan == NULL) continue;
@@ -214,21 +211,6 @@ static int build_steps(cr_model *model) {
     step->num_outputs = node->num_outputs;
     step->outputs = model->entry_of_node[i];
     model->num_steps += 1;
-  }
-  return MX_ACC_OK;
-}
-
-static int name_heads(cr_model *model) {
-  const acc_graph *graph = model->graph;
-  model->head_names = calloc(graph->num_heads ? graph->num_heads : 1, sizeof(char *));
-  if (model->head_names == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model heads");
-  for (size_t i = 0; i < graph->num_heads; ++i) {
-    char name[kNameSize];
-    if (acc_graph_output_name(graph, graph->heads[i], name, sizeof name) != 0) {
-      return acc_fail(MX_ACC_ERR_INVALID_ARG, "output %zu has too long a name", i);
-    }
-    model->head_names[i] = copy_string(name);
-    if (model->head_names[i] == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model heads");
   }
   return MX_ACC_OK;
 }
@@ -676,7 +658,7 @@ int cr_model_create(const char *model_id, const char *json, const char *const *n
   }
   if (status == MX_ACC_OK) status = allocate_entries(model);
   if (status == MX_ACC_OK) status = build_steps(model);
-  if (status == MX_ACC_OK) status = name_heads(model);
+  if (status == MX_ACC_OK) status = acc_graph_head_names(model->graph, &model->head_names);
   if (status == MX_ACC_OK) status = load_weights(model, names, data, num_data);
   if (status == MX_ACC_OK) status = plan_dense_steps(model);
   if (status == MX_ACC_OK) status = plan_memory(model);

@@ -673,21 +673,6 @@ static int refresh_weight(mlu_model *model, size_t var, const MXTensor *value) {
 
 /* ---- creating and freeing ------------------------------------------------------------------- */
 
-static int name_heads(struct mlu_model_state *s) {
-  const acc_graph *graph = s->graph;
-  s->head_names = calloc(graph->num_heads ? graph->num_heads : 1, sizeof(char *));
-  if (s->head_names == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model heads");
-  for (size_t i = 0; i < graph->num_heads; ++i) {
-    char name[kNameSize];
-    if (acc_graph_output_name(graph, graph->heads[i], name, sizeof name) != 0) {
-      return acc_fail(MX_ACC_ERR_INVALID_ARG, "output %zu has too long a name", i);
-    }
-    s->head_names[i] = copy_string(name);
-    if (s->head_names[i] == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model heads");
-  }
-  return MX_ACC_OK;
-}
-
 /* Weights that flow as data (e.g. elemwise_add(x, w)) go to their buffers. */
 static int upload_weights(mlu_model *model, const MXTensor **given) {
   const acc_graph *graph = model->state->graph;
@@ -735,7 +720,7 @@ int mlu_model_create_from(const char *model_id, const char *json, const char *co
   if (status == MX_ACC_OK) status = build_segments(s);
   if (status == MX_ACC_OK) status = compile_segments(s, source, context);
   if (status == MX_ACC_OK) status = upload_weights(model, given);
-  if (status == MX_ACC_OK) status = name_heads(s);
+  if (status == MX_ACC_OK) status = acc_graph_head_names(s->graph, &s->head_names);
   free(given);
   if (status != MX_ACC_OK) {
     mlu_model_free(model);
@@ -765,8 +750,7 @@ void mlu_model_free(mlu_model *model) {
   for (size_t i = 0; s->tensors != NULL && i < s->num_entries; ++i) {
     cnmlDestroyTensor(&s->tensors[i]);
   }
-  for (size_t i = 0; s->head_names != NULL && i < s->graph->num_heads; ++i) free(s->head_names[i]);
-  free(s->head_names);
+  acc_free_head_names(s->graph, s->head_names);
   for (size_t i = 0; s->weight_values != NULL && i < s->graph->num_nodes; ++i) {
     free(s->weight_values[i]);
   }
