@@ -238,19 +238,19 @@ class Executor:
         contexts = [context for context in self._node_ctx.values() if context.is_accelerator]
         library = contexts[0].library
         devices = sorted({context.device_id for context in contexts})
-        supported = {dev_id: self._supported_ops(library, dev_id) for dev_id in devices}
+        weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
+        supported = {dev_id: self._supported_ops(library, dev_id, weights) for dev_id in devices}
         placement = {k: context.device_id if context.is_accelerator else None
                      for k, context in self._node_ctx.items()}
-        weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
         costs = {dev_id: costs_of(library, dev_id) for dev_id in devices}
         return partition_graph(graph, library.name, lambda dev_id: supported[dev_id], devices,
                                self._shapes, self._dtypes, weights, placement, costs.get)
 
-    def _supported_ops(self, library: Any, dev_id: int) -> list[int]:
-        """supportedOps() of the graph annotated for device dev_id: the
-        operator nodes the plugin runs there."""
+    def _supported_ops(self, library: Any, dev_id: int, weights: frozenset[str]) -> list[int]:
+        """supportedOps() of the graph annotated for device dev_id (weights:
+        the arguments and auxiliary states that are not data): the operator
+        nodes the plugin runs there."""
         graph = self._graph
-        weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
         shapes = {name: array.shape for name, array in {**self.arg_dict, **self.aux_dict}.items()}
         dtypes = {name: array.dtype for name, array in {**self.arg_dict, **self.aux_dict}.items()}
         data = {name: TensorSpec(self.arg_dict[name].shape, self.arg_dict[name].dtype)
