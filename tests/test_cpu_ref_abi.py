@@ -224,3 +224,56 @@ def test_scalar_and_strided_inputs(library) -> None:
                                       np.maximum(strided, 0))
         with pytest.raises(mx.TensorError, match="not C-contiguous"):
             model.infer({"data": strided}, {"act_output": np.empty((2, 3), np.float32).T})
+
+
+def test_infer_host_checks_name_what_is_wrong(library) -> None:
+    """LoadedModel.infer's per-call path points at arrays in place and sends
+    everything else through checks naming the tensor."""
+    with LoadedModel(library, _relu_graph(), {"w": np.ones((2, 3), np.float32)}) as model:
+        data = np.arange(6, dtype=np.float32).reshape(2, 3)
+        with pytest.raises(mx.InvalidArgumentError, match="inputs \\['x'\\] do not match"):
+            model.infer({"x": data})
+        with pytest.raises(mx.InvalidArgumentError, match="outputs \\['y'\\] do not match"):
+            model.infer({"data": data}, {"y": np.empty((2, 3), np.float32)})
+        with pytest.raises(mx.TensorError, match="data: got \\(3, 2\\) float32"):
+            model.infer({"data": data.reshape(3, 2)})
+        with pytest.raises(mx.TensorError, match="data: got \\(2, 3\\) float64"):
+            model.infer({"data": data.astype(np.float64)})
+        with pytest.raises(mx.TensorError, match="data: expected a numpy array"):
+            model.infer({"data": data.tolist()})
+        frozen = np.empty((2, 3), np.float32)
+        frozen.flags.writeable = False
+        with pytest.raises(mx.TensorError, match="read-only"):
+            model.infer({"data": data}, {"act_output": frozen})
+        strided = np.empty((2, 6), np.float32)[:, ::2]
+        with pytest.raises(mx.TensorError, match="not C-contiguous"):
+            model.infer({"data": data}, {"act_output": strided})
+        # A strided input is copied, not refused; results match numpy.
+        wide = np.arange(12, dtype=np.float32).reshape(2, 6) - 6
+        np.testing.assert_array_equal(model.infer({"data": wide[:, ::2]})["act_output"],
+                                      np.maximum(wide[:, ::2] + 1, 0))
+        # The arrays of the last call are not kept alive by the model.
+        out = np.empty((2, 3), np.float32)
+        model.infer({"data": data}, {"act_output": out})
+        np.testing.assert_array_equal(out, data + 1)
+
+
+def test_executor_outputs_are_written_in_place(library, monkeypatch) -> None:
+    """A forward on cpu_ref copies the given input in (copyToAcc) and lets the
+    subgraph write the output buffer itself: nothing goes device -> host ->
+    device on the way out."""
+    relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
+    exe = relu.simple_bind(mx.cpu_ref(0), data=(2, 3))
+    calls = []
+    for method in ("to_host", "copy_from_host"):
+        original = getattr(DeviceBuffer, method)
+        monkeypatch.setattr(DeviceBuffer, method,
+                            lambda self, *a, _m=method, _o=original, **k:
+                            (calls.append(_m), _o(self, *a, **k))[1])
+    data = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
+    for _ in range(3):
+        calls.clear()
+        exe.forward(data=data)
+        exe.outputs[0].wait_to_read()
+        assert calls == ["copy_from_host"]
+        np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(data, 0))

@@ -417,4 +417,40 @@ def test_push_sync_now_runs_on_the_caller_only_when_it_could_start_at_once(
     release.set()
     threaded.wait_for_var(var)
     assert [name for name, _ in order] == ["free", "slow", "queued"]
-    assert order[2][1] is not caller and var.version == 2
+    # The queued one ran once "slow" was done: on the worker, or on this
+    # thread while it waited (Worker.help), whichever came first.
+    assert var.version == 2
+
+
+def test_a_waiting_thread_helps_but_keeps_a_workers_order_and_width() -> None:
+    """Worker.help runs queued blocks on the calling thread, in queue order,
+    never while the worker's one thread is running a block."""
+    from acc_host.engine.workers import Worker
+
+    started, running, order, overlap = threading.Event(), [], [], []
+    gate = threading.Event()
+
+    def run(block: object, _stream: str) -> None:
+        running.append(block)
+        if len(running) > 1:
+            overlap.append(block)
+        if block == 0:
+            started.set()
+            gate.wait(5)
+        order.append(block)
+        running.remove(block)
+
+    worker = Worker("test", 1, run)
+    try:
+        worker.put(0)
+        assert started.wait(5)
+        for block in range(1, 200):
+            worker.put(block)
+        assert not worker.help()  # the worker's only thread is busy with block 0
+        gate.set()
+        helped = 0
+        while len(order) < 200:
+            helped += worker.help()
+        assert order == list(range(200)) and not overlap
+    finally:
+        worker.stop()

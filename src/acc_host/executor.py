@@ -158,6 +158,17 @@ class Executor:
         self._readers = self._count_readers()
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
+        # What every forward pushes, worked out once: each step's context and
+        # output vars; each output is copied out (or written in place) by the
+        # step that computes it (no extra operation, no hand-off to another
+        # worker); an output that is an argument by an operation of its own.
+        self._subgraphs = [step.subgraph for step in self._steps if step.subgraph is not None]
+        self._contexts = [self._step_context(step) for step in self._steps]
+        self._output_vars = [tuple(self._entry_vars[entry] for entry in step.outputs)
+                             for step in self._steps]
+        self._copies: dict[int | None, list[tuple[NDArray, int]]] = {}
+        for output, entry in zip(self.outputs, self._heads):
+            self._copies.setdefault(self._producer.get(entry), []).append((output, entry))
 
     # ---- binding -----------------------------------------------------------------------
 
@@ -377,24 +388,19 @@ class Executor:
         weights = {**self.arg_dict, **self.aux_dict}
         run = _Forward(self._readers)
         current = engine.get()
-        compiling = any(step.subgraph is not None and step.subgraph.loads == 0
-                        and not step.subgraph.declined for step in self._steps)
-        # Each output is copied out by the step that computes it (no extra
-        # operation, no hand-off to another worker); an output that is an
-        # argument is copied by an operation of its own.
-        copies: dict[int | None, list[tuple[NDArray, int]]] = {}
-        for output, entry in zip(self.outputs, self._heads):
-            copies.setdefault(self._producer.get(entry), []).append((output, entry))
+        compiling = any(operator.loads == 0 and not operator.declined
+                        for operator in self._subgraphs)
+        copies = self._copies
         for index, step in enumerate(self._steps):
             reads = [self._var(entry, weights) for entry in step.inputs]
             if step.subgraph is not None:
                 reads += [weights[name]._var for name in step.subgraph.spec.weights]
-            outputs = copies.get(index, [])
+            outputs = copies.get(index, ())
             current.push_sync(self._step_function(step, run, weights, outputs),
-                              self._step_context(step),
-                              reads, [*(self._entry_vars[entry] for entry in step.outputs),
+                              self._contexts[index],
+                              reads, [*self._output_vars[index],
                                       *(output._var for output, _ in outputs)])
-        for output, entry in copies.get(None, []):
+        for output, entry in copies.get(None, ()):
             current.push_sync(self._output_function(output, entry, run, weights), cpu(),
                               [self._var(entry, weights)], [output._var])
         if compiling:
@@ -420,14 +426,21 @@ class Executor:
         def run_step(_run_ctx: engine.RunContext) -> None:
             self._fetch(step.inputs, run, weights)
             values = run.values
+            written: dict[int, tuple[NDArray, Value]] = {}
             if step.subgraph is not None and not step.subgraph.declined:
-                values.update(self._run_subgraph(step.subgraph, step.inputs, values, weights))
+                written = _targets(step.subgraph, outputs)
+                values.update(self._run_subgraph(
+                    step.subgraph, step.inputs, values, weights,
+                    {entry: target for entry, (_, target) in written.items()}))
             elif step.subgraph is not None:
                 self._run_on_cpu(step.subgraph.spec.nodes, values)
             else:
                 self._run_on_cpu((step.node,), values)
             for output, entry in outputs:
-                output._write_now(np.asarray(to_host(values[entry])))
+                target = written.get(entry)
+                if target is None or target[0] is not output or values[entry] is not target[1]:
+                    output._write_now(np.asarray(to_host(values[entry])))
+                # else the subgraph wrote this output in place
             run.done_with([entry for entry in set(step.inputs) if entry in self._readers]
                           + [entry for entry in step.outputs if self._readers.get(entry) == 0])
 
@@ -451,13 +464,15 @@ class Executor:
             values.update(zip(self._node_entries(k), results))
 
     def _run_subgraph(self, operator: SubgraphOperator, inputs: Sequence[int],
-                      values: dict[int, Value], weights: Mapping[str, NDArray]
-                      ) -> dict[int, Value]:
-        """The subgraph on the accelerator; if the plugin declines to compile
-        it after all (MX_ACC_ERR_UNSUPPORTED from loadModel), its operators
-        run on the CPU from then on, as the ABI promises."""
+                      values: dict[int, Value], weights: Mapping[str, NDArray],
+                      targets: Mapping[int, Value]) -> dict[int, Value]:
+        """The subgraph on the accelerator (writing the outputs in targets in
+        place); if the plugin declines to compile it after all
+        (MX_ACC_ERR_UNSUPPORTED from loadModel), its operators run on the CPU
+        from then on, as the ABI promises."""
         try:
-            return operator.forward({entry: values[entry] for entry in inputs}, weights)
+            return operator.forward({entry: values[entry] for entry in inputs}, weights,
+                                    targets)
         except PluginUnsupportedError as error:
             if operator.loads:
                 raise
@@ -485,6 +500,25 @@ class Executor:
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} @{self._ctx}>"
+
+
+def _targets(operator: SubgraphOperator, outputs: Sequence[tuple[NDArray, int]]
+             ) -> dict[int, tuple[NDArray, Value]]:
+    """The executor outputs a subgraph can write in place, by entry (one
+    output per entry): the output and its device buffer when it lives on the
+    subgraph's device, or its host array when the plugin works in host
+    memory. The others are copied after the subgraph ran."""
+    targets: dict[int, tuple[NDArray, Value]] = {}
+    for output, entry in outputs:
+        storage = output._storage
+        if output._view is not None or entry in targets:
+            continue
+        if operator.device_memory:
+            if storage.host is None and operator.on_device(storage.device):
+                targets[entry] = (output, storage.device)
+        elif storage.host is not None and storage.host.flags.c_contiguous:
+            targets[entry] = (output, storage.host)
+    return targets
 
 
 def _node_contexts(graph: Graph, ctx: Context, group2ctx: Mapping[str, Context]

@@ -210,9 +210,12 @@ class NDArray:
         """Writes a copy of values (same shape): at once when nothing is
         pending on the array, else pushed; the version is bumped when it is
         done."""
-        snapshot = np.array(values, copy=True)
-        _engine.get().push_sync_now(lambda _run_ctx: self._write_now(snapshot), self._ctx, (),
-                                    [self._storage.var])
+        current = _engine.get()
+        var = self._storage.var
+        if current.run_now(lambda _run_ctx: self._write_now(values), self._ctx, (), [var]):
+            return
+        snapshot = np.array(values, copy=True)  # the caller may change values meanwhile
+        current.push_sync(lambda _run_ctx: self._write_now(snapshot), self._ctx, (), [var])
 
     def _assign(self, source: NDArray) -> None:
         """Pushes a write of source's elements (same shape) into this array."""

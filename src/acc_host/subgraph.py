@@ -59,8 +59,8 @@ class SubgraphOperator:
         self.device_memory = library.supports_imperative
         self._model: LoadedModel | None = None
         self._versions: dict[str, int] = {}
-        signature_data = [name for name in spec.inputs if name not in spec.weights]
-        self._data_names = signature_data
+        self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
+                              if name not in spec.weights]
         self._staging: dict[str, DeviceBuffer] = {}
         self._outputs: dict[str, DeviceBuffer] = {}
         self.loads = 0
@@ -71,7 +71,8 @@ class SubgraphOperator:
 
     # ---- values -------------------------------------------------------------------
 
-    def _on_device(self, value: Any) -> bool:
+    def on_device(self, value: Any) -> bool:
+        """Whether value is a buffer on this subgraph's device."""
         return (isinstance(value, DeviceBuffer) and value.library is self.library
                 and value.dev_id == self.dev_id)
 
@@ -79,7 +80,7 @@ class SubgraphOperator:
         """value as the plugin should receive it: as it is when already on
         this device; in a staging buffer (copyToAcc) when the plugin keeps
         its own memory; else in host memory."""
-        if self._on_device(value):
+        if self.on_device(value):
             return value
         host = to_host(value)
         if not self.device_memory:
@@ -93,7 +94,7 @@ class SubgraphOperator:
 
     def _weight_value(self, array: NDArray) -> Value:
         storage = array._storage
-        if array._view is None and storage.host is None and self._on_device(storage.device):
+        if array._view is None and storage.host is None and self.on_device(storage.device):
             return storage.device
         return array._read()
 
@@ -152,20 +153,33 @@ class SubgraphOperator:
             self.weight_refreshes += 1
         return changed
 
-    def forward(self, entries: Mapping[int, Value],
-                weights: Mapping[str, NDArray]) -> dict[int, Value]:
+    def forward(self, entries: Mapping[int, Value], weights: Mapping[str, NDArray],
+                targets: Mapping[int, Value] | None = None) -> dict[int, Value]:
         """Runs the subgraph on the values of its input entries; returns the
-        values of its output entries."""
+        values of its output entries. targets: output entries to write in
+        place (a buffer on this device when the plugin has its own memory, a
+        host array otherwise, of the output's shape and dtype)."""
         if self._model is None:
             self._load(weights)
             changed: dict[str, Value] = {}
         else:
             changed = self._changed_weights(weights)
-        assert self._model is not None
-        inputs = {name: self._stage(name, entries[self.spec.inputs[name]])
-                  for name in self._data_names}
-        outputs = dict(self._outputs) if self.device_memory else None
-        results = self._model.infer(inputs, outputs, weights=changed or None)
+        model = self._model
+        assert model is not None
+        inputs = {name: self._stage(name, entries[entry]) for name, entry in self._data_entries}
+        if self.device_memory:
+            outputs: dict[str, Value] | None = dict(self._outputs)
+        elif targets:
+            outputs = {name: np.empty(spec.shape, spec.dtype)
+                       for name, spec in model.signature.outputs.items()}
+        else:
+            outputs = None
+        if targets and outputs is not None:
+            for name, entry in self.spec.outputs.items():
+                target = targets.get(entry)
+                if target is not None:
+                    outputs[name] = target
+        results = model.infer(inputs, outputs, weights=changed or None)
         return {self.spec.outputs[name]: value for name, value in results.items()}
 
     def decline(self, reason: str) -> None:

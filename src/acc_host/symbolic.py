@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ._abi import ffi
+from ._abi import HOST_DEVICE, ffi
 from .annotate import GraphSignature, signature
 from .errors import InvalidArgumentError, TensorError
 from .library import AccLibrary
 from .memory import DeviceBuffer
-from .tensor import CStrings, TensorArray, contiguous
+from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
+
+_from_buffer = ffi.from_buffer
 
 __all__ = ["LoadedModel", "ArrayLike"]
 
@@ -87,9 +89,15 @@ class LoadedModel:
         self._finalizer.atexit = False
         self._model_id_text = ffi.new("char[]", self.model_id.encode("utf-8"))
         self._in_names = CStrings(list(self.signature.data))
-        self._inputs = TensorArray(list(self.signature.data.values()))
+        self._inputs = TensorArray(list(self.signature.data.values()),
+                                   names=list(self.signature.data))
         self._out_names = CStrings(list(self.signature.outputs))
-        self._outputs = TensorArray(list(self.signature.outputs.values()))
+        self._outputs = TensorArray(list(self.signature.outputs.values()),
+                                    names=list(self.signature.outputs))
+        self._in_slots = self._inputs.slots()
+        self._out_slots = self._outputs.slots()
+        self._lock = library.device_lock(dev_id)
+        self._infer = library.lib.infer
 
     def _point(self, array: TensorArray, index: int, name: str, value: ArrayLike,
                writable: bool) -> None:
@@ -114,37 +122,87 @@ class LoadedModel:
               weights: Mapping[str, ArrayLike] | None = None) -> dict[str, ArrayLike]:
         """Runs the model. inputs must name every data input; outputs, when
         given, are filled in place (otherwise new numpy arrays are returned);
-        weights, when given, replace the plugin's copies from now on."""
+        weights, when given, replace the plugin's copies from now on.
+
+        This is the per-forward path, so it does only what each call needs:
+        the descriptors were built once; a C-contiguous numpy array of the
+        expected shape and dtype (or a DeviceBuffer of this device) is
+        pointed at in place, never copied; anything else goes through the
+        checked path, which copies a strided array and names what is wrong."""
         if not self._finalizer.alive:
             raise InvalidArgumentError(f"model {self.model_id} was unloaded")
-        if set(inputs) != set(self.signature.data):
-            raise InvalidArgumentError(
-                f"model {self.model_id}: inputs {sorted(inputs)} do not match the data inputs "
-                f"{sorted(self.signature.data)}")
-        results: dict[str, ArrayLike] = dict(outputs) if outputs is not None else {
-            name: np.empty(spec.shape, spec.dtype) for name, spec in self.signature.outputs.items()}
-        if set(results) != set(self.signature.outputs):
-            raise InvalidArgumentError(
-                f"model {self.model_id}: outputs {sorted(results)} do not match "
-                f"{sorted(self.signature.outputs)}")
-        in_names, in_array = self._in_names, self._inputs
-        if weights:
-            in_names, in_array = self._with_weights(weights)
-        for index, name in enumerate(self.signature.data):
-            self._point(in_array, index, name, inputs[name], writable=False)
-        for index, name in enumerate(self.signature.outputs):
-            self._point(self._outputs, index, name, results[name], writable=True)
-        try:
-            with self.library.device_lock(self.dev_id):
-                status = self.library.lib.infer(
-                    self._model_id_text, in_names.pointer,
-                    self._out_names.pointer, in_array.pointer, self._outputs.pointer,
-                    len(in_array), len(self._outputs))
+        if len(inputs) != len(self._in_slots):
+            self._mismatch("inputs", inputs, self.signature.data)
+        if outputs is None:
+            results: dict[str, ArrayLike] = {
+                name: np.empty(spec.shape, spec.dtype)
+                for name, spec in self.signature.outputs.items()}
+        else:
+            if len(outputs) != len(self._out_slots):
+                self._mismatch("outputs", outputs, self.signature.outputs)
+            results = dict(outputs)
+        keep: list[Any] = []  # the buffers the descriptors point into, alive for the call
+        with self._lock:
+            in_names, in_array, in_slots = self._in_names, self._inputs, self._in_slots
+            if weights:
+                in_names, in_array = self._with_weights(weights)
+                in_slots = in_array.slots()[:len(self._in_slots)]
+            try:
+                for name, tensor, spec in in_slots:
+                    keep.append(self._bind(tensor, spec, name, inputs[name], False))
+                for name, tensor, spec in self._out_slots:
+                    keep.append(self._bind(tensor, spec, name, results[name], True))
+            except KeyError:
+                self._mismatch("inputs", inputs, self.signature.data)
+                self._mismatch("outputs", results, self.signature.outputs)
+                raise
+            status = self._infer(self._model_id_text, in_names.pointer, self._out_names.pointer,
+                                 in_array.pointer, self._outputs.pointer, len(in_array),
+                                 len(self._outputs))
+        if status:
             self.library.check(self.library.name, "infer", status, self.model_id)
-        finally:
-            in_array.clear()
-            self._outputs.clear()
         return results
+
+    def _bind(self, tensor: Any, spec: TensorSpec, name: str, value: ArrayLike,
+              writable: bool) -> Any:
+        """Points one descriptor at value; returns what keeps the memory alive."""
+        if (type(value) is np.ndarray and value.shape == spec.shape
+                and value.dtype == spec.dtype and value.flags.c_contiguous
+                and (not writable or value.flags.writeable)):
+            buffer = _from_buffer(value, require_writable=writable)
+            tensor.data = buffer
+            if tensor.dev_id != HOST_DEVICE:
+                tensor.dev_id = HOST_DEVICE
+            return buffer
+        if isinstance(value, DeviceBuffer):
+            if value.library is not self.library or value.dev_id != self.dev_id or value.closed:
+                raise TensorError(f"{name}: {value!r} is not usable on "
+                                  f"{self.library.name}({self.dev_id})")
+            if value.spec != spec:
+                raise TensorError(f"{name}: {value!r} does not match {spec.shape} {spec.dtype}")
+            tensor.data = value.pointer
+            tensor.dev_id = self.dev_id
+            return value
+        if not isinstance(value, np.ndarray):
+            raise TensorError(f"{name}: expected a numpy array or DeviceBuffer, got "
+                              f"{type(value).__name__}")
+        if value.shape != spec.shape or value.dtype != spec.dtype:
+            raise TensorError(f"{name}: got {value.shape} {value.dtype}, the graph expects "
+                              f"{spec.shape} {spec.dtype}")
+        if writable:
+            buffer = host_pointer(value, writable=True)  # names a strided or read-only output
+        else:
+            buffer = host_pointer(contiguous(value))
+        tensor.data = buffer
+        tensor.dev_id = HOST_DEVICE
+        return buffer
+
+    def _mismatch(self, what: str, given: Mapping[str, Any],
+                  expected: Mapping[str, Any]) -> None:
+        if set(given) != set(expected):
+            raise InvalidArgumentError(
+                f"model {self.model_id}: {what} {sorted(given)} do not match the "
+                f"{'data inputs' if what == 'inputs' else 'outputs'} {sorted(expected)}")
 
     def _with_weights(self, weights: Mapping[str, ArrayLike]) -> tuple[CStrings, TensorArray]:
         unknown = sorted(set(weights) - set(self.signature.weights))
@@ -152,7 +210,8 @@ class LoadedModel:
             raise InvalidArgumentError(f"model {self.model_id}: {unknown} are not weights")
         names = [*self.signature.data, *weights]
         array = TensorArray([*self.signature.data.values(),
-                             *(self.signature.weights[name] for name in weights)])
+                             *(self.signature.weights[name] for name in weights)],
+                            names=names)
         for offset, (name, value) in enumerate(weights.items()):
             self._point(array, len(self.signature.data) + offset, name, value, writable=False)
         return CStrings(names), array

@@ -105,8 +105,12 @@ class TensorArray:
     to.
     """
 
-    def __init__(self, specs: Sequence[TensorSpec], dev_id: int = _abi.HOST_DEVICE) -> None:
+    def __init__(self, specs: Sequence[TensorSpec], dev_id: int = _abi.HOST_DEVICE,
+                 names: Sequence[str] | None = None) -> None:
         self.specs = tuple(specs)
+        self.names = tuple(names) if names is not None else tuple(map(str, range(len(specs))))
+        if len(self.names) != len(self.specs):
+            raise InvalidArgumentError(f"{len(self.names)} names for {len(self.specs)} tensors")
         self._tensors = ffi.new("MXTensor[]", max(len(self.specs), 1))
         self._keep: list[Any] = [None] * len(self.specs)
         self._shapes = []
@@ -129,6 +133,14 @@ class TensorArray:
     def pointer(self) -> Any:
         """``MXTensor *`` to pass to the plugin (NULL when empty)."""
         return self._tensors if self.specs else ffi.NULL
+
+    def slots(self) -> list[tuple[str, Any, TensorSpec]]:
+        """(name, descriptor, spec) of every tensor: the descriptor is the
+        ``MXTensor`` cdata inside this array, for callers that refresh data
+        pointers themselves on a hot path (they must keep the memory alive
+        for each call, and keep this array alive)."""
+        return [(name, self._tensors[index], spec)
+                for index, (name, spec) in enumerate(zip(self.names, self.specs))]
 
     def set_data(self, index: int, pointer: Any, dev_id: int, keep_alive: Any = None) -> None:
         """Points descriptor index at pointer (device memory of dev_id, or host

@@ -118,7 +118,16 @@ class Engine(ABC):
         """push_sync for short work that may run on the calling thread: an
         engine runs it there, at once, when it could start at once anyway
         (saving a hand-off to a worker); otherwise it is queued as usual."""
-        self.push_sync(fn, ctx, const_vars, mutate_vars)
+        if not self.run_now(fn, ctx, const_vars, mutate_vars):
+            self.push_sync(fn, ctx, const_vars, mutate_vars)
+
+    def run_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
+                mutate_vars: Sequence[Var] = ()) -> bool:
+        """Runs fn on the calling thread, as a pushed operation, if it can
+        start at once (nothing pending on its vars); returns whether it ran.
+        Lets a caller skip work that only a deferred run needs, such as a
+        snapshot of its arguments."""
+        return False
 
     def push_async(self, fn: AsyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
                    mutate_vars: Sequence[Var] = ()) -> None:

@@ -7,9 +7,19 @@ site on the stack, and nothing is stored on the vars.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import EngineError
-from .base import Engine, OpBlock, RunContext, check_waitable, enter_operation, leave_operation
+from .base import (
+    Engine,
+    OpBlock,
+    RunContext,
+    SyncFn,
+    check_waitable,
+    enter_operation,
+    leave_operation,
+)
 from .var import Var
 
 __all__ = ["NaiveEngine"]
@@ -31,6 +41,11 @@ class NaiveEngine(Engine):
         if block.counts:
             for var in block.mutate_vars:
                 var.version += 1
+
+    def run_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
+                mutate_vars: Sequence[Var] = ()) -> bool:
+        self.push_sync(fn, ctx, const_vars, mutate_vars)
+        return True
 
     def wait_for_var(self, var: Var) -> None:
         check_waitable(var, "wait_for_var")

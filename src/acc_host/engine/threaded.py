@@ -73,26 +73,27 @@ class ThreadedEngine(Engine):
         if waiting == 0:
             self._dispatch((block,))
 
-    def push_sync_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
-                      mutate_vars: Sequence[Var] = ()) -> None:
+    def run_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
+                mutate_vars: Sequence[Var] = ()) -> bool:
+        if in_operation():
+            return False
         const, mutate = normalize_vars(const_vars, mutate_vars)
         block = OpBlock(fn, False, ctx, const, mutate)
-        if not in_operation():
-            with self._lock:
-                free = (not self._stopped
-                        and all(not var.write_pending and var.exception is None for var in const)
-                        and all(var.idle and var.exception is None for var in mutate))
-                if free:  # granted at once, exactly as _push would
-                    self._pending += 1
-                    self._pushed += 1
-                    for var in const:
-                        var.add_read(block)
-                    for var in mutate:
-                        var.add_write(block)
-            if free:
-                self._execute(block, "caller")
-                return
-        self._push(block)
+        with self._lock:
+            free = (not self._stopped
+                    and all(not var.write_pending and var.exception is None for var in const)
+                    and all(var.idle and var.exception is None for var in mutate))
+            if not free:
+                return False
+            # Granted at once, exactly as _push would.
+            self._pending += 1
+            self._pushed += 1
+            for var in const:
+                var.add_read(block)
+            for var in mutate:
+                var.add_write(block)
+        self._execute(block, "caller")
+        return True
 
     def _worker(self, ctx: Any) -> Worker:
         library = getattr(ctx, "library", None)
@@ -121,7 +122,7 @@ class ThreadedEngine(Engine):
             if failure is not None:
                 ready.extend(self._finish(block, failure))
                 continue
-            self._worker(block.ctx).queue.put(block)
+            self._worker(block.ctx).put(block)
 
     # ---- running ------------------------------------------------------------------------
 
@@ -196,8 +197,18 @@ class ThreadedEngine(Engine):
             block = OpBlock(None, False, None, () if write else (var,), (var,) if write else (),
                             counts=False, marker=marker)
             self._push(block)
-            marker.wait()
+            while not marker.is_set():
+                if not self._help():
+                    marker.wait()
         self._deliver(var)
+
+    def _help(self) -> bool:
+        """Runs one queued block on the waiting thread when a worker has one
+        and no free thread is already on it (see Worker.help); returns
+        whether it did."""
+        with self._devices_lock:
+            workers = [self._cpu, *self._devices.values()]
+        return any(worker.help() for worker in workers)
 
     def _deliver(self, var: Var) -> None:
         with self._lock:
@@ -234,9 +245,14 @@ class ThreadedEngine(Engine):
         if in_operation():
             raise EngineError("waiting for all operations inside a pushed function would "
                               "deadlock")
-        with self._idle:
-            while self._pending:
-                self._idle.wait()
+        while True:
+            with self._idle:
+                if not self._pending:
+                    return
+            if not self._help():
+                with self._idle:
+                    if self._pending:
+                        self._idle.wait()
 
     # ---- lifetime ------------------------------------------------------------------------
 
