@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 import acc_host as mx
 
@@ -30,3 +36,88 @@ def in_threads(work: list[Callable[[], None]]) -> float:
     for thread in threads:
         thread.join()
     return time.perf_counter() - start
+
+
+# ---- the benchmark models ---------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+MX_MODELS = ("squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes")
+ONNX_MODELS = ("resnet_small", "dwsep_small", "vit_small", "bert_small")
+# Their graphs reshape with constant shapes that hold the batch of 2 they were
+# exported with, so they run at that batch only.
+FIXED_BATCH = {"vit_small": 2, "bert_small": 2}
+TRANSFORMERS = frozenset({"transformer_enc", "transformer_enc_mxcodes", "vit_small", "bert_small"})
+
+
+@dataclass
+class BenchModel:
+    """One benchmark model at one batch size: its MXNet symbol and weights
+    (for acc-host), its inputs, and an ONNX file of the same graph (for
+    onnxruntime, and for acc-host's ONNX backend when kind is "onnx")."""
+
+    name: str
+    kind: str  # "mxnet" (tests/models) or "onnx" (tests/onnx_models)
+    batch: int
+    symbol: Any
+    params: dict[str, np.ndarray]
+    feeds: dict[str, np.ndarray]
+    onnx_path: Path
+
+
+def batched(array: np.ndarray, batch: int) -> np.ndarray:
+    """batch copies of the first sample, floats slightly perturbed per copy."""
+    base = np.concatenate([array[:1]] * batch)
+    if np.issubdtype(array.dtype, np.floating):
+        rng = np.random.default_rng(0)
+        return (base + 0.01 * rng.standard_normal(base.shape)).astype(array.dtype)
+    return base
+
+
+def load_model(name: str, batch: int, workdir: Path) -> BenchModel:
+    """A model of tests/models (exported to ONNX with mx.onnx.export_model)
+    or of tests/onnx_models (imported with mx.onnx.import_model)."""
+    if name in MX_MODELS:
+        folder = ROOT / "tests" / "models" / name
+        sym, arg_params, aux_params = mx.model.load_checkpoint(str(folder / "model"), 0)
+        data = batched(np.load(folder / "input_0.npy"), batch)
+        path = workdir / f"{name}_b{batch}.onnx"
+        if not path.exists():
+            mx.onnx.export_model(sym, [arg_params, aux_params], [data.shape], data.dtype,
+                                 onnx_file_path=str(path))
+        params = {key: value.asnumpy() for key, value in {**arg_params, **aux_params}.items()}
+        return BenchModel(name, "mxnet", batch, sym, params, {"data": data}, path)
+    import onnx
+
+    model = onnx.load(str(ROOT / "tests" / "onnx_models" / f"{name}.onnx"))
+    batch = FIXED_BATCH.get(name, batch)
+    samples = np.load(ROOT / "tests" / "onnx_models" / f"{name}.npz")
+    feeds = {value.name: batched(samples[value.name], batch) for value in model.graph.input}
+    for value in [*model.graph.input, *model.graph.output]:  # fix the batch of this run
+        dims = value.type.tensor_type.shape.dim
+        if dims:
+            dims[0].ClearField("dim_param")
+            dims[0].dim_value = batch
+    path = workdir / f"{name}_b{batch}.onnx"
+    onnx.save(model, str(path))
+    sym, arg_params, aux_params = mx.onnx.import_model(str(path))
+    params = {key: (value.asnumpy() if hasattr(value, "asnumpy") else np.asarray(value))
+              for key, value in {**arg_params, **aux_params}.items()}
+    return BenchModel(name, "onnx", batch, sym, params, feeds, path)
+
+
+def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
+                warmup: int = 2) -> dict[str, float]:
+    """Median seconds per call of each function, measured alternately in
+    blocks of a few calls so that load from other processes hits them alike."""
+    for function in functions.values():
+        for _ in range(warmup):
+            function()
+    samples: dict[str, list[float]] = {name: [] for name in functions}
+    block = max(1, repeat // 5)
+    while min(len(times) for times in samples.values()) < repeat:
+        for name, function in functions.items():
+            for _ in range(block):
+                start = time.perf_counter()
+                function()
+                samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in samples.items()}

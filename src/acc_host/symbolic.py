@@ -98,6 +98,10 @@ class LoadedModel:
         self._out_slots = self._outputs.slots()
         self._lock = library.device_lock(dev_id)
         self._infer = library.lib.infer
+        # infer()'s arguments but the data pointers, which the descriptors hold.
+        self._call: tuple[Any, ...] | None = (
+            self._model_id_text, self._in_names.pointer, self._out_names.pointer,
+            self._inputs.pointer, self._outputs.pointer, len(self._inputs), len(self._outputs))
 
     def _point(self, array: TensorArray, index: int, name: str, value: ArrayLike,
                writable: bool) -> None:
@@ -129,7 +133,7 @@ class LoadedModel:
         expected shape and dtype (or a DeviceBuffer of this device) is
         pointed at in place, never copied; anything else goes through the
         checked path, which copies a strided array and names what is wrong."""
-        if not self._finalizer.alive:
+        if self._call is None:
             raise InvalidArgumentError(f"model {self.model_id} was unloaded")
         if len(inputs) != len(self._in_slots):
             self._mismatch("inputs", inputs, self.signature.data)
@@ -142,23 +146,35 @@ class LoadedModel:
                 self._mismatch("outputs", outputs, self.signature.outputs)
             results = dict(outputs)
         keep: list[Any] = []  # the buffers the descriptors point into, alive for the call
+        ndarray, from_buffer = np.ndarray, _from_buffer
         with self._lock:
-            in_names, in_array, in_slots = self._in_names, self._inputs, self._in_slots
+            call, in_slots = self._call, self._in_slots
             if weights:
                 in_names, in_array = self._with_weights(weights)
-                in_slots = in_array.slots()[:len(self._in_slots)]
+                call = (call[0], in_names.pointer, call[2], in_array.pointer, call[4],
+                        len(in_array), call[6])
+                in_slots = in_array.slots()[:len(in_slots)]
             try:
-                for name, tensor, spec in in_slots:
-                    keep.append(self._bind(tensor, spec, name, inputs[name], False))
-                for name, tensor, spec in self._out_slots:
-                    keep.append(self._bind(tensor, spec, name, results[name], True))
+                for slots, values, writable in ((in_slots, inputs, False),
+                                                (self._out_slots, results, True)):
+                    for name, tensor, spec in slots:
+                        value = values[name]
+                        # The common case inline: an array to point at as it is.
+                        if (type(value) is ndarray and value.shape == spec.shape
+                                and value.dtype == spec.dtype and value.flags.c_contiguous
+                                and (not writable or value.flags.writeable)):
+                            buffer = from_buffer(value, require_writable=writable)
+                            tensor.data = buffer
+                            if tensor.dev_id != HOST_DEVICE:
+                                tensor.dev_id = HOST_DEVICE
+                            keep.append(buffer)
+                        else:
+                            keep.append(self._bind(tensor, spec, name, value, writable))
             except KeyError:
                 self._mismatch("inputs", inputs, self.signature.data)
                 self._mismatch("outputs", results, self.signature.outputs)
                 raise
-            status = self._infer(self._model_id_text, in_names.pointer, self._out_names.pointer,
-                                 in_array.pointer, self._outputs.pointer, len(in_array),
-                                 len(self._outputs))
+            status = self._infer(*call)
         if status:
             self.library.check(self.library.name, "infer", status, self.model_id)
         return results
@@ -218,6 +234,7 @@ class LoadedModel:
 
     def close(self) -> None:
         """unloadModel() now (idempotent)."""
+        self._call = None
         self._finalizer()
 
     def __enter__(self) -> LoadedModel:

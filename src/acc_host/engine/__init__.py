@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..blas_threads import apply_policy as apply_blas_policy
 from ..errors import EngineError
 from .base import AsyncFn, Engine, Operator, RunContext, SyncFn, in_operation
 from .naive import NaiveEngine
@@ -47,6 +48,7 @@ def _cpu_threads() -> int:
 
 
 def _create(kind: str) -> Engine:
+    apply_blas_policy()  # the CPU path's BLAS threads, before any CPU work runs
     if kind == "NaiveEngine":
         return NaiveEngine()
     if kind in _THREADED_NAMES:

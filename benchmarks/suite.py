@@ -1,0 +1,455 @@
+"""acc-host's benchmark suite: every performance figure of the project in one run.
+
+Usage:
+    python benchmarks/suite.py [--out docs/benchmarks] [--repeat N] [--quick]
+                               [--models NAME ...] [--mxnet-python PATH]
+
+Writes ``suite.json`` (every figure, with the machine and versions),
+``suite.md`` (the tables) and ``models.png`` (the model table as a plot) into
+--out, and prints the tables as it goes. Sections:
+
+1. Models: each model of tests/models and tests/onnx_models at batch 1 and 8
+   (the two ONNX transformers at their fixed batch of 2), with 1 and 2
+   threads: acc-host's CPU path (numpy, BLAS limited to the thread count),
+   cpu_ref through an executor (what a user pays) and as one loaded model
+   (loadModel/infer: the plugin's kernels), mlu_sim (host wall time and the
+   simulated card's time), onnxruntime (CPUExecutionProvider,
+   intra_op_num_threads = threads) and MXNet 1.9.1 when a side environment
+   has it (--mxnet-python, or ACC_HOST_BENCH_MXNET_PYTHON; MXNet models only).
+   Medians of --repeat calls, engines measured alternately in blocks within
+   one run; ratios are to onnxruntime in the same run.
+2. Host overhead per forward of a one-operator subgraph (relu of 16 floats on
+   cpu_ref): the raw cffi infer() call with prebuilt arguments, LoadedModel,
+   a bound executor under both engines, next to onnxruntime's run() and
+   io_binding on a one-node model.
+3. Partitioner time for 10k/100k/1M-node graphs.
+4. Engine throughput and push-to-done latency, both engines.
+5. Compile time on mlu_sim, cold and from the compiled-model cache.
+
+--quick runs a small subset (for the test that keeps this script working);
+its figures are not meant to be quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_common import (
+    FIXED_BATCH,
+    MX_MODELS,
+    ONNX_MODELS,
+    ROOT,
+    TRANSFORMERS,
+    BenchModel,
+    interleaved,
+    load_model,
+)
+
+import acc_host as mx
+from acc_host import engine
+from acc_host.annotate import annotate_symbol
+from acc_host.errors import InvalidArgumentError
+from acc_host.symbolic import LoadedModel
+
+MXNET_ENV = "ACC_HOST_BENCH_MXNET_PYTHON"
+ENGINES = ("cpu", "cpu_ref", "cpu_ref_model", "mlu_host", "mlu_sim", "onnxruntime", "mxnet")
+LABELS = {"cpu": "acc-host CPU path", "cpu_ref": "cpu_ref (executor)",
+          "cpu_ref_model": "cpu_ref (loaded model)", "mlu_host": "mlu_sim host wall",
+          "mlu_sim": "mlu_sim simulated", "onnxruntime": "onnxruntime", "mxnet": "MXNet 1.9.1"}
+
+
+# ---- 1. models -------------------------------------------------------------------------
+
+
+def _session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _runner(model: BenchModel, ctx: mx.Context) -> Callable[[], list[np.ndarray]]:
+    """A forward of model on ctx that returns its outputs as numpy arrays:
+    an executor for MXNet models, the ONNX backend (which binds one) for
+    ONNX models."""
+    if model.kind == "onnx":
+        import onnx
+
+        from acc_host.onnx.backend import prepare
+
+        rep = prepare(onnx.load(str(model.onnx_path)), accelerator=ctx)
+        return lambda: list(rep.run(model.feeds))
+    exe = model.symbol.simple_bind(ctx, **{key: value.shape for key, value in model.feeds.items()})
+    for key, value in model.params.items():
+        (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
+    return lambda: [output.asnumpy() for output in exe.forward(**model.feeds)]
+
+
+def _loaded_model(model: BenchModel) -> LoadedModel | None:
+    """The whole graph as one cpu_ref model, or None when the annotator
+    cannot infer its shapes (bert_small's, resolved by the ONNX importer's
+    constant folding only)."""
+    try:
+        graph = annotate_symbol(model.symbol, {k: v.shape for k, v in model.feeds.items()},
+                                weights=list(model.params),
+                                dtypes={k: v.dtype for k, v in model.feeds.items()})
+    except InvalidArgumentError:
+        return None
+    return LoadedModel(mx.get_library("cpu_ref"), graph, model.params)
+
+
+def _mxnet_ms(python: str, name: str, batch: int, threads: int, repeat: int) -> float | None:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MXNET_ENGINE_TYPE": "NaiveEngine",
+           "OPENBLAS_NUM_THREADS": str(threads)}
+    folder = ROOT / "tests" / "models" / name
+    done = subprocess.run([python, str(Path(__file__).with_name("mxnet_side.py")), str(folder),
+                           str(batch), str(repeat)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    if done.returncode != 0:
+        print(f"  MXNet side run failed: {done.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["ms"])
+
+
+def measure_model(model: BenchModel, threads: int, repeat: int,
+                  mxnet_python: str | None) -> dict[str, Any]:
+    from threadpoolctl import threadpool_limits
+
+    mx.cpu_ref(0).configure(num_threads=threads)
+    session = _session(model.onnx_path, threads)
+    feeds = {value.name: model.feeds[value.name] for value in session.get_inputs()}
+    cpu, cpu_ref, mlu = (_runner(model, ctx) for ctx in (mx.cpu(), mx.cpu_ref(0), mx.mlu(0)))
+    loaded = _loaded_model(model)
+    expected = session.run(None, feeds)
+    mlu_calls = [0]
+
+    def mlu_counted() -> list[np.ndarray]:
+        mlu_calls[0] += 1
+        return mlu()
+
+    functions: dict[str, Callable[[], object]] = {
+        "cpu": cpu, "cpu_ref": cpu_ref, "mlu_host": mlu_counted,
+        "onnxruntime": lambda: session.run(None, feeds)}
+    if loaded is not None:
+        functions["cpu_ref_model"] = lambda: loaded.infer(model.feeds)
+    worst = 0.0
+    for label in ("cpu", "cpu_ref", "mlu_host"):
+        for ours, theirs in zip(functions[label](), expected):  # type: ignore[call-overload]
+            scale = float(np.abs(theirs).max()) or 1.0
+            worst = max(worst, float(np.abs(ours - theirs).max()) / scale)
+    with threadpool_limits(limits=threads, user_api="blas"):
+        mx.mlu(0).configure(reset_stats=1)
+        mlu_calls[0] = 0
+        seconds = interleaved(functions, repeat)
+    stats = mx.mlu(0).configure(query="stats")
+    if loaded is not None:
+        loaded.close()
+    mx.cpu_ref(0).configure(num_threads=1)
+    row: dict[str, Any] = {"model": model.name, "batch": model.batch, "threads": threads,
+                           "max_rel_error_vs_onnxruntime": worst}
+    row.update({f"{label}_ms": value * 1e3 for label, value in seconds.items()})
+    # The simulated card's time per forward (its clock, not the host's).
+    row["mlu_sim_ms"] = float(stats["sim_time_ns"]) / mlu_calls[0] / 1e6
+    if mxnet_python and model.kind == "mxnet":
+        row["mxnet_ms"] = _mxnet_ms(mxnet_python, model.name, model.batch, threads, repeat)
+    ort_ms = row["onnxruntime_ms"]
+    for label in ("cpu", "cpu_ref", "cpu_ref_model", "mlu_host", "mxnet"):
+        if row.get(f"{label}_ms"):
+            row[f"{label}_vs_ort"] = row[f"{label}_ms"] / ort_ms
+    row["target_vs_ort"] = 1.5 if model.name in TRANSFORMERS else 1.3
+    return row
+
+
+def models_section(names: list[str], batches: list[int], threads_list: list[int], repeat: int,
+                   mxnet_python: str | None) -> list[dict[str, Any]]:
+    rows = []
+    print("\n## 1. Models: median ms per forward (ratio to onnxruntime, same run)")
+    print(_model_header())
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            for batch in ([FIXED_BATCH[name]] if name in FIXED_BATCH else batches):
+                model = load_model(name, batch, Path(tmp))
+                for threads in threads_list:
+                    row = measure_model(model, threads, repeat, mxnet_python)
+                    rows.append(row)
+                    print(_model_line(row), flush=True)
+    return rows
+
+
+def _model_header() -> str:
+    columns = ["model", "batch", "threads", *(LABELS[e] for e in ENGINES), "cpu_ref / ort",
+               "target"]
+    return "| " + " | ".join(columns) + " |\n|" + "---|" * 3 + "---:|" * (len(columns) - 3)
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value < 1 else f"{value:.2f}" if value < 100 else f"{value:.0f}"
+
+
+def _model_line(row: dict[str, Any]) -> str:
+    cells = [row["model"], str(row["batch"]), str(row["threads"]),
+             *(_fmt(row.get(f"{engine_}_ms")) for engine_ in ENGINES),
+             f"{row.get('cpu_ref_vs_ort', float('nan')):.2f}"
+             + (f" ({row['cpu_ref_model_vs_ort']:.2f})" if "cpu_ref_model_vs_ort" in row else ""),
+             f"{row['target_vs_ort']:.1f}"]
+    return "| " + " | ".join(cells) + " |"
+
+
+# ---- 2. one-op overhead ------------------------------------------------------------------
+
+
+def overhead_section(repeat: int) -> dict[str, float]:
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    library = mx.get_library("cpu_ref")
+    relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
+    graph = annotate_symbol(relu, {"data": (1, 16)}, weights=[])
+    x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+    out = np.empty_like(x)
+    model = LoadedModel(library, graph, {})
+    model.infer({"data": x}, {"relu_output": out})
+    raw_model = LoadedModel(library, graph, {})  # its descriptors are set once, by hand
+    raw_model._inputs.set_host_array(0, x)
+    raw_model._outputs.set_host_array(0, out, writable=True)
+    raw_args = (raw_model._model_id_text, raw_model._in_names.pointer,
+                raw_model._out_names.pointer, raw_model._inputs.pointer,
+                raw_model._outputs.pointer, 1, 1)
+    infer = library.lib.infer
+
+    node = helper.make_node("Relu", ["x"], ["y"])
+    onnx_graph = helper.make_graph([node], "relu", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 16])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 16])])
+    onnx_model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", 17)],
+                                   ir_version=8)
+    session = _session_from_bytes(ort, onnx_model.SerializeToString())
+    binding = session.io_binding()
+    y = np.empty_like(x)
+    binding.bind_cpu_input("x", x)
+    binding.bind_output("y", "cpu", 0, np.float32, y.shape, y.ctypes.data)
+    del onnx
+
+    def many(function: Callable[[], object], inner: int) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(inner):
+                function()
+        return run
+
+    inner = 200
+    figures = {}
+    timed = {"raw_cffi": many(lambda: infer(*raw_args), inner),
+             "loaded_model": many(lambda: model.infer({"data": x}, {"relu_output": out}), inner),
+             "onnxruntime_run": many(lambda: session.run(None, {"x": x}), inner),
+             "onnxruntime_io_binding": many(lambda: session.run_with_iobinding(binding), inner)}
+    for kind in ("ThreadedEngine", "NaiveEngine"):
+        engine.set_engine_type(kind)
+        exe = relu.simple_bind(mx.cpu_ref(0), data=(1, 16))
+        timed[f"executor_{kind}"] = many(lambda exe=exe: exe.forward(data=x)[0].wait_to_read(),
+                                         inner // 4)
+    # Both engines' executors in one interleaved run: switch per block.
+    results = {}
+    for label, function in timed.items():
+        if label.startswith("executor_"):
+            engine.set_engine_type(label.removeprefix("executor_"))
+        results[label] = interleaved({label: function}, repeat)[label]
+    engine.set_engine_type("ThreadedEngine")
+    for label, seconds in results.items():
+        per_call = inner // 4 if label.startswith("executor_") else inner
+        figures[f"{label}_us"] = seconds / per_call * 1e6
+    figures["loaded_model_above_raw_us"] = figures["loaded_model_us"] - figures["raw_cffi_us"]
+    model.close()
+    raw_model.close()
+    print("\n## 2. One-operator subgraph: median microseconds per forward")
+    for key, value in figures.items():
+        print(f"  {key:<34}{value:9.2f}")
+    return figures
+
+
+def _session_from_bytes(ort: Any, data: bytes) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+# ---- 3. partitioner, 4. engine, 5. compile cache ----------------------------------------
+
+
+def partition_section(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
+    from partition_scaling import segment, synthetic
+
+    rows = []
+    print("\n## 3. Partitioner")
+    for size in sizes:
+        predecessors, classes = synthetic(size)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            segments = segment(size, predecessors, classes)
+            times.append(time.perf_counter() - start)
+        seconds = statistics.median(times)
+        rows.append({"nodes": size, "segments": len(segments), "seconds": seconds,
+                     "us_per_node": seconds / size * 1e6})
+        print(f"  {size:>9} nodes: {seconds:.3f} s ({seconds / size * 1e6:.2f} us/node)")
+    return rows
+
+
+def engine_section(ops: int) -> dict[str, float]:
+    from engine_throughput import latency, throughput
+
+    from acc_host.engine.naive import NaiveEngine
+    from acc_host.engine.threaded import ThreadedEngine
+
+    figures = {}
+    print("\n## 4. Engine")
+    for label, maker in (("naive", NaiveEngine), ("threaded", ThreadedEngine)):
+        instance = maker()
+        figures[f"{label}_ops_per_s"] = statistics.median(throughput(instance, ops)
+                                                          for _ in range(3))
+        figures[f"{label}_latency_us"] = latency(instance, max(ops // 10, 100)) * 1e6
+        instance.shutdown()
+        print(f"  {label:<9}{figures[f'{label}_ops_per_s']:>12,.0f} ops/s"
+              f"{figures[f'{label}_latency_us']:>9.1f} us push-to-done")
+    return figures
+
+
+def cache_section(names: list[str], repeat: int) -> list[dict[str, Any]]:
+    try:
+        from compile_cache import measure as measure_cache
+    except ImportError:
+        print("\n## 5. mlu_sim compile cache: benchmarks/compile_cache.py is missing")
+        return []
+
+    print("\n## 5. mlu_sim compile: cold and from the cache")
+    rows = []
+    for name in names:
+        row = measure_cache(name, repeat)
+        rows.append(row)
+        print(f"  {name:<26}cold {row['cold_ms']:8.2f} ms  cache {row['cache_ms']:7.2f} ms"
+              f"  {row['cold_ms'] / row['cache_ms']:6.1f}x")
+    return rows
+
+
+# ---- output ------------------------------------------------------------------------------
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = ["# acc-host benchmark results", "",
+             f"Machine: {results['machine']['cpus']} CPUs, {results['machine']['processor']}; "
+             f"load average at start {results['machine']['load_average']:.2f}; "
+             f"repeat {results['repeat']}. Generated by `python benchmarks/suite.py`.", "",
+             "## 1. Models", "", "Median ms per forward; last columns: cpu_ref through an "
+             "executor / onnxruntime (as one loaded model in parentheses), and the target.", "",
+             _model_header()]
+    lines += [_model_line(row) for row in results["models"]]
+    lines += ["", "![model latency](models.png)", "", "## 2. One-operator subgraph overhead",
+              "", "| what | us per forward |", "|---|---:|"]
+    lines += [f"| {key.removesuffix('_us')} | {value:.2f} |"
+              for key, value in results["overhead"].items()]
+    lines += ["", "## 3. Partitioner", "", "| nodes | seconds | us/node |", "|---:|---:|---:|"]
+    lines += [f"| {row['nodes']} | {row['seconds']:.3f} | {row['us_per_node']:.2f} |"
+              for row in results["partition"]]
+    lines += ["", "## 4. Engine", "", "| engine | ops/s | push-to-done us |", "|---|---:|---:|"]
+    for label in ("naive", "threaded"):
+        lines.append(f"| {label} | {results['engine'][f'{label}_ops_per_s']:,.0f} | "
+                     f"{results['engine'][f'{label}_latency_us']:.1f} |")
+    if results.get("cache"):
+        lines += ["", "## 5. mlu_sim compile, cold and from the cache", "",
+                  "| model | cold ms | from cache ms | ratio |", "|---|---:|---:|---:|"]
+        lines += [f"| {row['model']} | {row['cold_ms']:.2f} | {row['cache_ms']:.2f} | "
+                  f"{row['cold_ms'] / row['cache_ms']:.1f}x |" for row in results["cache"]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [engine_ for engine_ in ENGINES if engine_ != "cpu_ref_model"]
+    one_thread = [row for row in rows if row["threads"] == 1]
+    panels = [("batch 1", [r for r in one_thread if r["batch"] in (1, 2)]),
+              ("batch 8", [r for r in one_thread if r["batch"] == 8])]
+    panels = [(title, panel) for title, panel in panels if panel]
+    figure, axes = plt.subplots(len(panels), 1, figsize=(12, 4.2 * len(panels)), squeeze=False)
+    width = 0.8 / len(shown)
+    for axis, (title, panel) in zip(axes[:, 0], panels):
+        for index, engine_ in enumerate(shown):
+            values = [row.get(f"{engine_}_ms") or np.nan for row in panel]
+            axis.bar(np.arange(len(panel)) + index * width, values, width, label=LABELS[engine_])
+        axis.set_xticks(np.arange(len(panel)) + 0.4 - width / 2)
+        axis.set_xticklabels([f"{row['model']}\n(batch {row['batch']})" for row in panel],
+                             fontsize=8)
+        axis.set_yscale("log")
+        axis.set_ylabel("ms per forward (log)")
+        axis.set_title(f"{title}, 1 thread")
+        axis.grid(axis="y", alpha=0.3)
+    axes[0, 0].legend(fontsize=8, ncol=4)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--models", nargs="+", default=[*MX_MODELS, *ONNX_MODELS],
+                        choices=[*MX_MODELS, *ONNX_MODELS])
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--mxnet-python", default=os.environ.get(MXNET_ENV),
+                        help=f"python of a side environment with mxnet==1.9.1 (or ${MXNET_ENV})")
+    parser.add_argument("--quick", action="store_true",
+                        help="a small subset, to check the script works")
+    args = parser.parse_args(argv)
+    sizes = [10_000, 100_000, 1_000_000]
+    engine_ops = 20_000
+    cache_models = list(MX_MODELS)
+    if args.quick:
+        args.models, args.batch, args.threads, args.repeat = (["transformer_enc"], [1], [1],
+                                                              min(args.repeat, 3))
+        sizes, engine_ops, cache_models = [1_000, 10_000], 1_000, ["transformer_enc"]
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+                    "python": platform.python_version(), "load_average": load},
+        "repeat": args.repeat, "quick": args.quick}
+    print(f"acc-host benchmark suite: {os.cpu_count()} CPUs, load average {load:.2f}, "
+          f"repeat {args.repeat}")
+    results["models"] = models_section(args.models, args.batch, args.threads, args.repeat,
+                                       args.mxnet_python)
+    results["overhead"] = overhead_section(args.repeat)
+    results["partition"] = partition_section(sizes, 3)
+    results["engine"] = engine_section(engine_ops)
+    results["cache"] = cache_section(cache_models, max(3, args.repeat // 3))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "suite.json").write_text(json.dumps(results, indent=1))
+    (args.out / "suite.md").write_text(markdown(results))
+    plot(results["models"], args.out / "models.png")
+    print(f"\nwrote {args.out / 'suite.json'}, suite.md and models.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
