@@ -26,6 +26,76 @@
 
 #include "parallel.h"
 
+/* ------------------------------------------------------------------------ */
+/* Float exp and erfc for the element-wise fast paths                        */
+/* ------------------------------------------------------------------------ */
+
+/* exp(x) in float to about 1 ulp, branch-free so that the loops calling it
+ * vectorise (libm's exp is a call per element, the slowest part of softmax).
+ * x is clamped to [-87, 88], where exp stays a normal float: below, it
+ * gives exp(-87) ~ 1.6e-38 instead of a subnormal or 0. NaN stays NaN.
+ * x = n ln2 + r with |r| <= ln2 / 2; exp(r) by its Taylor series to r^7
+ * (truncation below 2.1e-8); 2^n put together in the exponent bits. Adding
+ * 1.5 * 2^23 rounds x / ln2 to the integer n held in the low bits, with no
+ * float-to-int conversion (undefined for NaN). */
+static inline float exp_float(float x) {
+  const float kShifter = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
+  x = x > 88.0f ? 88.0f : x;
+  x = x < -87.0f ? -87.0f : x;
+  const float t = x * 1.44269504f + kShifter;
+  const float n = t - kShifter;
+  float r = x - n * 0.693145751953125f; /* ln2's high bits: n * them is exact */
+  r = r - n * 1.428606765330187e-06f;   /* ln2's low bits */
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  union { float f; uint32_t u; } bits = {t}, scale;
+  scale.u = (bits.u - 0x4B400000u + 127u) << 23;
+  return p * scale.f;
+}
+
+/* erfc(z) for z >= 0 in float: the Chebyshev fit of Numerical Recipes
+ * (erfcc, relative error below 1.2e-7 in exact arithmetic), with exp_float;
+ * float rounding of the exponent adds a relative error of about
+ * z^2 * 6e-8. */
+static inline float erfc_nonnegative_float(float z) {
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  return t * exp_float(p - z * z);
+}
+
+/* GELU, 0.5 x (1 + erf(x / sqrt 2)), in float: 1 + erf(v) is erfc(-v)
+ * for v < 0 and 2 - erfc(v) otherwise, so negative inputs keep their
+ * relative precision. Within about 1e-6 relative (or 1e-12 absolute) of the
+ * double-precision formula. */
+CR_TARGET_CLONES static void gelu_float(int64_t count, const float *x, float *y) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float v = x[i] * 0.70710678118654752f;
+    const float e = erfc_nonnegative_float(v < 0.0f ? -v : v);
+    const float one_plus_erf = v < 0.0f ? e : 2.0f - e;
+    y[i] = 0.5f * x[i] * one_plus_erf;
+  }
+}
+
+/* y[i] = exp_float(x[i] - shift), vectorised. */
+CR_TARGET_CLONES static void exp_shifted(int64_t count, const float *x, float shift, float *y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = exp_float(x[i] - shift);
+}
+
 /* Waking a pool thread costs microseconds, and tens of them when its core
  * is busy with another process: about as much as this many multiply-adds,
  * so smaller jobs are not worth splitting that finely. */
@@ -397,6 +467,12 @@ static void max_pool_plane(const cr_pool_params *p, const float *x, const int64_
   int64_t hp, wp;
   plain_max_sizes(p, in, out, &hp, &wp);
   float *padded = scratch, *hmax = scratch + hp * wp;
+  if (p->pad[1] == 0 && p->pad[2] == 0 && hp == in[1] && wp == in[2]) {
+    /* Every window lies inside the plane: no padded copy needed. */
+    max_pool_passes(x, in[2], p->kernel[1], p->kernel[2], p->stride[1], p->stride[2], out[1],
+                    out[2], hmax, y);
+    return;
+  }
   for (int64_t i = 0; i < hp * wp; ++i) padded[i] = -FLT_MAX;
   for (int64_t h = 0; h < in[1]; ++h) {
     memcpy(padded + (h + p->pad[1]) * wp + p->pad[2], x + h * in[2],
@@ -556,8 +632,29 @@ static void softmax_strided(int64_t length, int64_t stride,
   }
 }
 
+/* Softmax of one contiguous row at temperature 1: exp in float
+ * (exp_float), the sum in double. */
+static void softmax_row(int64_t length, const float *x, float *y) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < length; ++i) max = x[i] > max ? x[i] : max;
+  if (!(max > -INFINITY && max < INFINITY)) {
+    /* NaN, infinities or an empty row: the general path. */
+    softmax_strided(length, 1, 1.0, 0, x, y);
+    return;
+  }
+  exp_shifted(length, x, max, y);
+  double sum = 0.0;
+  for (int64_t i = 0; i < length; ++i) sum += y[i];
+  const float inverse_sum = (float)(1.0 / sum);
+  for (int64_t i = 0; i < length; ++i) y[i] *= inverse_sum;
+}
+
 void cr_softmax(int64_t outer, int64_t length, int64_t inner,
                 double temperature, int log, const float *x, float *y) {
+  if (inner == 1 && temperature == 1.0 && !log) {
+    for (int64_t o = 0; o < outer; ++o) softmax_row(length, x + o * length, y + o * length);
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t start = o * length * inner + i;
@@ -1041,9 +1138,53 @@ static void moments(const float *x, int64_t count, int64_t stride,
   *variance = count > 0 ? squares / (double)count : 0.0;
 }
 
+/* Sum of x[0..count) in double, in 8 interleaved partial sums (one
+ * vector's worth) added at the end: a fixed order, vectorised. */
+CR_TARGET_CLONES static double sum_double(const float *x, int64_t count, double shift,
+                                          int squares) {
+  double partial[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    for (int j = 0; j < 8; ++j) {
+      const double d = x[i + j] - shift;
+      partial[j] += squares ? d * d : d;
+    }
+  }
+  for (int j = 0; i < count; ++i, ++j) {
+    const double d = x[i] - shift;
+    partial[j] += squares ? d * d : d;
+  }
+  return ((partial[0] + partial[4]) + (partial[2] + partial[6])) +
+         ((partial[1] + partial[5]) + (partial[3] + partial[7]));
+}
+
+/* LayerNorm of one contiguous row: moments() with the sums vectorised. */
+CR_TARGET_CLONES static void layer_norm_row(int64_t channels, const float *x,
+                                            const float *gamma, const float *beta, double eps,
+                                            float *y, double *mean, double *sigma) {
+  const double mu = sum_double(x, channels, 0.0, 0) / (double)channels;
+  const double variance = sum_double(x, channels, mu, 1) / (double)channels;
+  const double s = sqrt(variance + eps), inverse = 1.0 / s;
+  for (int64_t c = 0; c < channels; ++c) {
+    y[c] = (float)((x[c] - mu) * inverse * gamma[c] + beta[c]);
+  }
+  *mean = mu;
+  *sigma = s;
+}
+
 void cr_layer_norm(int64_t outer, int64_t channels, int64_t inner,
                    const float *x, const float *gamma, const float *beta,
                    double eps, float *y, float *mean, float *std) {
+  if (inner == 1 && channels > 0) {
+    for (int64_t o = 0; o < outer; ++o) {
+      double mu, sigma;
+      layer_norm_row(channels, x + o * channels, gamma, beta, eps, y + o * channels, &mu,
+                     &sigma);
+      if (mean != NULL) mean[o] = (float)mu;
+      if (std != NULL) std[o] = (float)sigma;
+    }
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const float *xs = x + o * channels * inner + i;
@@ -1102,6 +1243,10 @@ static double leaky_value(cr_leaky_type type, double slope, double x) {
 
 void cr_leaky_relu(cr_leaky_type type, double slope, int64_t count,
                    const float *x, float *y) {
+  if (type == CR_LEAKY_GELU) {
+    gelu_float(count, x, y);
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     y[i] = (float)leaky_value(type, slope, x[i]);
   }

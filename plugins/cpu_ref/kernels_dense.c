@@ -330,47 +330,76 @@ typedef struct cr_conv_task {
   const cr_fusion *fusion;
 } cr_conv_task;
 
-/* 3 x 3 taps, dilation 1, over a zero-padded plane of row length wp:
- * out[q] = bias + sum over (kh, kw) in order of w[kh * 3 + kw] *
- * xp[stride * q + kh * wp + kw], for q < count. With stride 1, output
- * q = oh * wp + ow is output (oh, ow): the columns ow >= the output width
- * are computed and dropped, which lets one loop run over a whole plane. */
-CR_TARGET_CLONES static void depthwise_3x3(const float *xp, int64_t wp, int64_t stride,
-                                           const float *w, float bias, int64_t count,
-                                           float *out) {
+/* 3 x 3 taps, dilation 1, stride 1, over a zero-padded plane of row
+ * length wp: out[q] = bias + sum over (kh, kw) in order of w[kh * 3 + kw] *
+ * xp[q + kh * wp + kw], for q < count. Output q = oh * wp + ow is output
+ * (oh, ow): the columns ow >= the output width are computed and dropped,
+ * which lets one loop run over a whole plane. */
+CR_TARGET_CLONES static void depthwise_3x3(const float *xp, int64_t wp, const float *w,
+                                           float bias, int64_t count, float *out) {
   const float *r0 = xp, *r1 = xp + wp, *r2 = xp + 2 * wp;
   const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6],
               w7 = w[7], w8 = w[8];
-  if (stride == 1) {
-    for (int64_t q = 0; q < count; ++q) {
-      float acc = bias;
-      acc = acc + w0 * r0[q];
-      acc = acc + w1 * r0[q + 1];
-      acc = acc + w2 * r0[q + 2];
-      acc = acc + w3 * r1[q];
-      acc = acc + w4 * r1[q + 1];
-      acc = acc + w5 * r1[q + 2];
-      acc = acc + w6 * r2[q];
-      acc = acc + w7 * r2[q + 1];
-      acc = acc + w8 * r2[q + 2];
-      out[q] = acc;
-    }
-  } else {
-    for (int64_t q = 0; q < count; ++q) {
-      const int64_t i = 2 * q;
-      float acc = bias;
-      acc = acc + w0 * r0[i];
-      acc = acc + w1 * r0[i + 1];
-      acc = acc + w2 * r0[i + 2];
-      acc = acc + w3 * r1[i];
-      acc = acc + w4 * r1[i + 1];
-      acc = acc + w5 * r1[i + 2];
-      acc = acc + w6 * r2[i];
-      acc = acc + w7 * r2[i + 1];
-      acc = acc + w8 * r2[i + 2];
-      out[q] = acc;
-    }
+  for (int64_t q = 0; q < count; ++q) {
+    float acc = bias;
+    acc = acc + w0 * r0[q];
+    acc = acc + w1 * r0[q + 1];
+    acc = acc + w2 * r0[q + 2];
+    acc = acc + w3 * r1[q];
+    acc = acc + w4 * r1[q + 1];
+    acc = acc + w5 * r1[q + 2];
+    acc = acc + w6 * r2[q];
+    acc = acc + w7 * r2[q + 1];
+    acc = acc + w8 * r2[q + 2];
+    out[q] = acc;
   }
+}
+
+/* Stride 2 on the padded plane's columns split by parity (even[j] =
+ * padded[2j], odd[j] = padded[2j + 1], per padded row): out[q] = bias +
+ * the taps w[kh * 3 + kw] * padded[kh][2q + kw] in the same order as
+ * depthwise_3x3, read with unit stride (e* and o* are the even and odd
+ * halves of the three input rows). */
+CR_TARGET_CLONES static void depthwise_3x3_split(const float *e0, const float *o0,
+                                                 const float *e1, const float *o1,
+                                                 const float *e2, const float *o2,
+                                                 const float *w, float bias, int64_t count,
+                                                 float *out) {
+  const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6],
+              w7 = w[7], w8 = w[8];
+  for (int64_t q = 0; q < count; ++q) {
+    float acc = bias;
+    acc = acc + w0 * e0[q];
+    acc = acc + w1 * o0[q];
+    acc = acc + w2 * e0[q + 1];
+    acc = acc + w3 * e1[q];
+    acc = acc + w4 * o1[q];
+    acc = acc + w5 * e1[q + 1];
+    acc = acc + w6 * e2[q];
+    acc = acc + w7 * o2[q];
+    acc = acc + w8 * e2[q + 1];
+    out[q] = acc;
+  }
+}
+
+/* One padded row (input row x_row, NULL in the padding; pad zero columns on
+ * the left) split into even and odd columns, half values each, zeros past
+ * the input. */
+CR_TARGET_CLONES static void split_row(const float *x_row, int64_t width, int64_t pad,
+                                       int64_t half, float *even, float *odd) {
+  for (int64_t j = 0; j < half; ++j) even[j] = odd[j] = 0.0f;
+  if (x_row == NULL) return;
+  /* even[j] = x_row[2j - pad] and odd[j] = x_row[2j + 1 - pad] inside the
+   * row: input column i goes to (i + pad) % 2 at (i + pad) / 2. */
+  float *first = pad % 2 == 0 ? even : odd, *second = pad % 2 == 0 ? odd : even;
+  first += pad / 2;
+  second += (pad + 1) / 2;
+  const int64_t pairs = width / 2;
+  for (int64_t t = 0; t < pairs; ++t) {
+    first[t] = x_row[2 * t];
+    second[t] = x_row[2 * t + 1];
+  }
+  if (width % 2 != 0) first[pairs] = x_row[width - 1];
 }
 
 /* The general case of one output row: y[ow] += the taps of one kernel row
@@ -398,7 +427,9 @@ static int is_plain_3x3(const cr_conv_params *p) {
 
 /* The padded plane's row length and size, and the wide output's size, for
  * is_plain_3x3 convolutions. Rows and columns are padded at least to what
- * the outputs read, the dropped columns of stride 1 included. */
+ * the outputs read, the dropped columns of stride 1 included. At stride 2
+ * the padded size is that of the hp rows split into even and odd halves of
+ * wp / 2 + 2 values each (and the wide output goes unused). */
 static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const int64_t out[3],
                             int64_t *wp, int64_t *padded, int64_t *wide) {
   const int64_t s = p->stride[1];
@@ -407,6 +438,7 @@ static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const 
   int64_t hp = in[1] + 2 * p->pad[1];
   if (hp < (out[1] - 1) * s + 3) hp = (out[1] - 1) * s + 3;
   *padded = (hp + 1) * *wp; /* one spare row for the dropped columns' reads */
+  if (s == 2) *padded = hp * 2 * (*wp / 2 + 2); /* the rows split by parity */
   *wide = out[1] * *wp;
 }
 
@@ -424,7 +456,22 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
   const float *w = task->w + o * kernel_size_of(p);
   float *y = task->y + (n * outputs + o) * out_plane;
   const float bias = task->bias != NULL ? task->bias[o] : 0.0f;
-  if (scratch != NULL) {
+  if (scratch != NULL && p->stride[1] == 2) {
+    /* Rows split by column parity, the outputs written in place. */
+    int64_t wp, padded, wide;
+    plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
+    const int64_t half = wp / 2 + 2, rows = padded / (2 * half);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t ih = r - p->pad[1];
+      split_row(ih >= 0 && ih < in[1] ? x + ih * in[2] : NULL, in[2], p->pad[2], half,
+                scratch + 2 * r * half, scratch + (2 * r + 1) * half);
+    }
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      const float *e0 = scratch + 2 * (2 * oh) * half;
+      depthwise_3x3_split(e0, e0 + half, e0 + 2 * half, e0 + 3 * half, e0 + 4 * half,
+                          e0 + 5 * half, w, bias, out[2], y + oh * out[2]);
+    }
+  } else if (scratch != NULL) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
     float *xp = scratch, *wide_out = scratch + padded;
@@ -432,13 +479,7 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
     for (int64_t h = 0; h < in[1]; ++h) {
       memcpy(xp + (h + p->pad[1]) * wp + p->pad[2], x + h * in[2], (size_t)in[2] * sizeof *x);
     }
-    if (p->stride[1] == 1) {
-      depthwise_3x3(xp, wp, 1, w, bias, (out[1] - 1) * wp + out[2], wide_out);
-    } else {
-      for (int64_t oh = 0; oh < out[1]; ++oh) {
-        depthwise_3x3(xp + 2 * oh * wp, wp, 2, w, bias, out[2], wide_out + oh * wp);
-      }
-    }
+    depthwise_3x3(xp, wp, w, bias, (out[1] - 1) * wp + out[2], wide_out);
     for (int64_t oh = 0; oh < out[1]; ++oh) {
       memcpy(y + oh * out[2], wide_out + oh * wp, (size_t)out[2] * sizeof *y);
     }

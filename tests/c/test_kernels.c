@@ -388,6 +388,35 @@ static void test_pool_2d(void) {
   check_close("pool 2-D max pad", y, want_max, 9, kTolerance);
 }
 
+static void test_pool_2d_max_unpadded(void) {
+  /* No padding and every window inside the plane: the passes read the
+   * input in place. Planes of 7 x 9 and 7 x 10 (the last column unread),
+   * kernel 3, stride 2, two planes, against the window maxima by hand. */
+  const cr_pool_params max = {{1, 3, 3}, {1, 2, 2}, {0, 0, 0}, CR_POOL_MAX, 1, 0};
+  for (int64_t width = 9; width <= 10; ++width) {
+    const int64_t x_shape[5] = {1, 2, 1, 7, width};
+    const int64_t y_shape[5] = {1, 2, 1, 3, 4};
+    float x[2 * 7 * 10], y[2 * 3 * 4], want[2 * 3 * 4];
+    for (int64_t i = 0; i < 2 * 7 * width; ++i) x[i] = (float)((i * 37) % 23) - 11.0f;
+    for (int64_t c = 0; c < 2; ++c) {
+      for (int64_t oh = 0; oh < 3; ++oh) {
+        for (int64_t ow = 0; ow < 4; ++ow) {
+          float m = -FLT_MAX;
+          for (int64_t i = 0; i < 3; ++i) {
+            for (int64_t j = 0; j < 3; ++j) {
+              const float v = x[(c * 7 + 2 * oh + i) * width + 2 * ow + j];
+              m = v > m ? v : m;
+            }
+          }
+          want[(c * 3 + oh) * 4 + ow] = m;
+        }
+      }
+    }
+    cr_pooling(&max, x_shape, x, y_shape, y, 2);
+    check_close("pool 2-D max without padding, read in place", y, want, 24, 0.0f);
+  }
+}
+
 static void test_pool_3d_channels(void) {
   /* Two planes of a 2x2x2 cube (N = 1, C = 2), one 2x2x2 window each. The
    * second plane is negative so max must not be fooled by zero padding. */
@@ -1424,6 +1453,12 @@ static void test_conv_paths(void) {
       {"depthwise 3x3", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 6}, {2, 6, 1, 7, 9}, 6},
       {"depthwise 3x3 stride 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 4},
        {1, 4, 1, 10, 9}, 4},
+      /* the stride-2 path splits rows by column parity: odd and even
+       * widths, no padding and a padding of 2 */
+      {"depthwise 3x3 stride 2 pad 0", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 3},
+       {2, 3, 1, 11, 12}, 3},
+      {"depthwise 3x3 stride 2 pad 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
+       {1, 2, 1, 7, 8}, 2},
       {"depthwise 5x5 multiplier 2", {{1, 5, 5}, {1, 2, 1}, {1, 1, 2}, {0, 2, 3}, 3},
        {1, 3, 1, 8, 9}, 6},
   };
@@ -1475,6 +1510,7 @@ static void run_all(void) {
   test_conv_valid_stride1();
   test_conv_pad_stride();
   test_conv_groups_dilation();
+  test_pool_2d_max_unpadded();
   test_conv_1d();
   test_conv_3d_random();
   test_pool_full_convention_1d();
