@@ -147,6 +147,7 @@ class LoadedModel:
             results = dict(outputs)
         keep: list[Any] = []  # the buffers the descriptors point into, alive for the call
         ndarray, from_buffer = np.ndarray, _from_buffer
+        library, dev_id = self.library, self.dev_id
         with self._lock:
             call, in_slots = self._call, self._in_slots
             if weights:
@@ -168,6 +169,13 @@ class LoadedModel:
                             if tensor.dev_id != HOST_DEVICE:
                                 tensor.dev_id = HOST_DEVICE
                             keep.append(buffer)
+                        elif (type(value) is DeviceBuffer and value.library is library
+                              and value.dev_id == dev_id and value.spec == spec
+                              and not value.closed):
+                            tensor.data = value.pointer
+                            if tensor.dev_id != dev_id:
+                                tensor.dev_id = dev_id
+                            keep.append(value)
                         else:
                             keep.append(self._bind(tensor, spec, name, value, writable))
             except KeyError:
