@@ -5,7 +5,6 @@ loading a test model, and planting a model file the host's checks accept."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -55,7 +54,7 @@ def replace_entry_file(model_file: Path, content: bytes) -> CacheEntry:
     model_file.write_bytes(content)
     meta_file = model_file.with_suffix(".json")
     meta = json.loads(meta_file.read_text())
-    meta.update(model_size=len(content), model_sha256=hashlib.sha256(content).hexdigest())
+    meta.update(model_size=len(content), model_tail=content[-16:].hex())
     meta_file.write_text(json.dumps(meta, sort_keys=True, indent=1))
-    key_meta = {k: v for k, v in meta.items() if k not in ("model_size", "model_sha256")}
+    key_meta = {k: v for k, v in meta.items() if k not in ("model_size", "model_tail")}
     return CacheEntry(model_file.stem, model_file, meta_file, key_meta)

@@ -6,6 +6,8 @@ without the variable. Also configure() export/import directly."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import textwrap
 from pathlib import Path
 
@@ -14,8 +16,9 @@ import pytest
 from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 
 import acc_host as mx
+from acc_host import model_cache
 from acc_host.annotate import annotate_symbol
-from acc_host.model_cache import ENV_VAR, ModelCache, supports_cache
+from acc_host.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
 from acc_host.symbolic import LoadedModel
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -123,7 +126,7 @@ def test_damaged_entry_is_rebuilt(squeezenet, cache_dir: Path) -> None:
     damaged = bytearray(original)
     damaged[len(damaged) // 2] ^= 0x40
     model_file.write_bytes(bytes(damaged))
-    source, output = _forward(squeezenet)  # the host's SHA-256 finds the damage
+    source, output = _forward(squeezenet)  # the plugin's checksum finds the damage
     assert source == "compiled"
     np.testing.assert_array_equal(output, expected)
     assert cache_entries(cache_dir) == {model_file.stem: model_file}
@@ -167,6 +170,85 @@ def test_another_weight_value_is_another_entry(squeezenet, cache_dir: Path) -> N
     source, output = _forward(squeezenet)
     assert source == "cache"
     np.testing.assert_array_equal(output, expected)
+
+
+def test_swapped_or_resized_file_is_caught_by_the_host(squeezenet, cache_dir: Path) -> None:
+    """The host does not read the file, but its metadata pins the file's
+    size and last 16 bytes (the plugin's checksum): another entry's file, or
+    one whose length changed, is discarded before the plugin sees it."""
+    source, expected = _forward(squeezenet)
+    (model_file,) = cache_entries(cache_dir).values()
+    original = model_file.read_bytes()
+    meta = json.loads(model_file.with_suffix(".json").read_text())
+    assert meta["model_size"] == len(original) and meta["model_tail"] == original[-16:].hex()
+    assert "model_sha256" not in meta
+    key_meta = {k: v for k, v in meta.items() if k not in ("model_size", "model_tail")}
+    entry = CacheEntry(model_file.stem, model_file, model_file.with_suffix(".json"), key_meta)
+    for content in (original[:-16] + bytes(16), original + b"\0"):
+        model_file.write_bytes(content)
+        assert not ModelCache(cache_dir).valid(entry)
+        assert cache_entries(cache_dir) == {}  # discarded
+        source, output = _forward(squeezenet)
+        assert source == "compiled"
+        np.testing.assert_array_equal(output, expected)
+        assert model_file.read_bytes() == original
+
+
+class _CountingHash:
+    """Counts the bytes model_cache hashes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bytes = 0
+        hash_all = model_cache._hash_all
+
+        def counting(pieces):
+            self.bytes += sum(len(piece) for piece in pieces)
+            return hash_all(pieces)
+
+        monkeypatch.setattr(model_cache, "_hash_all", counting)
+
+
+def test_weight_digests_are_remembered_per_array_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An NDArray's digest is reused while its version (its writes) does
+    not change, never for a view; any write makes it hash again."""
+    counter = _CountingHash(monkeypatch)
+    rng = np.random.default_rng(0)
+    arrays = {"w": mx.nd.array(rng.standard_normal((300, 1000)).astype(np.float32)),
+              "b": mx.nd.array(rng.standard_normal(7).astype(np.float32))}
+    sources = {name: array.asnumpy for name, array in arrays.items()}
+    plain = model_cache._weights_digest({n: a.asnumpy() for n, a in arrays.items()})
+    counted = counter.bytes
+    assert counted == 300 * 1000 * 4 + 7 * 4
+    first = model_cache._weights_digest(sources, arrays)
+    assert first == plain and counter.bytes == 2 * counted
+    assert model_cache._weights_digest(sources, arrays) == first
+    assert counter.bytes == 2 * counted  # nothing hashed again
+    arrays["b"][:] = 0.5  # a write: b is hashed again, w is not
+    changed = model_cache._weights_digest(sources, arrays)
+    assert changed != first and counter.bytes == 2 * counted + 7 * 4
+    arrays["b"][:] = arrays["b"].asnumpy()  # same values written again: still hashed
+    assert model_cache._weights_digest(sources, arrays) == changed
+    assert counter.bytes == 2 * counted + 2 * 7 * 4
+    # Dtype and shape are part of the digest; a view is never remembered.
+    view = {"w": arrays["w"][:150], "b": arrays["b"]}
+    before = counter.bytes
+    model_cache._weights_digest({n: a.asnumpy for n, a in view.items()}, view)
+    model_cache._weights_digest({n: a.asnumpy for n, a in view.items()}, view)
+    assert counter.bytes == before + 2 * 150 * 1000 * 4
+    assert model_cache._weights_digest(
+        {"w": arrays["w"].asnumpy().astype(np.float64), "b": arrays["b"].asnumpy()}) != changed
+
+
+def test_weight_digest_of_large_weights_uses_chunks_and_threads() -> None:
+    """A weight over 1 MiB is hashed per 1 MiB chunk (the digest is the
+    SHA-256 of the chunks' SHA-256s), the same in threads as serially."""
+    values = np.arange(3 * (1 << 20) // 4 + 5, dtype=np.float32)
+    data = memoryview(values).cast("B")
+    chunks = [data[at:at + (1 << 20)] for at in range(0, len(data), 1 << 20)]
+    tree = hashlib.sha256(b"".join(hashlib.sha256(c).digest() for c in chunks)).hexdigest()
+    expected = hashlib.sha256(f"w:{values.dtype.str}:{values.shape}:{tree};".encode()).hexdigest()
+    assert model_cache._weights_digest({"w": values}) == expected
+    assert model_cache._hash_chunks(chunks) == model_cache._hash_all(chunks)
 
 
 def test_nothing_is_written_without_the_variable(squeezenet, tmp_path: Path,

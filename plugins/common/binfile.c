@@ -20,6 +20,117 @@ uint64_t acc_fnv1a(uint64_t hash, const void *bytes, size_t count) {
   return hash;
 }
 
+/* ---- XXH64 (doc/xxhash_spec.md of github.com/Cyan4973/xxHash) ------------- */
+
+#define XXH_P1 UINT64_C(0x9E3779B185EBCA87)
+#define XXH_P2 UINT64_C(0xC2B2AE3D27D4EB4F)
+#define XXH_P3 UINT64_C(0x165667B19E3779F9)
+#define XXH_P4 UINT64_C(0x85EBCA77C2B2AE63)
+#define XXH_P5 UINT64_C(0x27D4EB2F165667C5)
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+/* The little-endian u64 at p (one load on a little-endian host). */
+static uint64_t read_le64(const unsigned char *p) {
+  uint64_t value;
+  memcpy(&value, p, sizeof value);
+  return acc_bin_host_is_little_endian() ? value : acc_bin_get_le(p, 8);
+}
+
+static uint64_t xxh_round(uint64_t lane, uint64_t word) {
+  lane += word * XXH_P2;
+  lane = rotl64(lane, 31);
+  return lane * XXH_P1;
+}
+
+static uint64_t xxh_merge(uint64_t hash, uint64_t lane) {
+  hash ^= xxh_round(0, lane);
+  return hash * XXH_P1 + XXH_P4;
+}
+
+/* Takes count / 32 whole stripes of p; returns the bytes taken. */
+static size_t xxh_stripes(uint64_t lanes[4], const unsigned char *p, size_t count) {
+  uint64_t v1 = lanes[0], v2 = lanes[1], v3 = lanes[2], v4 = lanes[3];
+  size_t done = 0;
+  for (; count - done >= 32; done += 32) {
+    v1 = xxh_round(v1, read_le64(p + done));
+    v2 = xxh_round(v2, read_le64(p + done + 8));
+    v3 = xxh_round(v3, read_le64(p + done + 16));
+    v4 = xxh_round(v4, read_le64(p + done + 24));
+  }
+  lanes[0] = v1;
+  lanes[1] = v2;
+  lanes[2] = v3;
+  lanes[3] = v4;
+  return done;
+}
+
+void acc_xxh64_init(acc_xxh64_state *state, uint64_t seed) {
+  *state = (acc_xxh64_state){{seed + XXH_P1 + XXH_P2, seed + XXH_P2, seed, seed - XXH_P1}, 0,
+                             {0}, 0, seed};
+}
+
+void acc_xxh64_update(acc_xxh64_state *state, const void *bytes, size_t count) {
+  const unsigned char *p = bytes;
+  state->total += count;
+  if (state->buffered > 0) { /* complete the stripe begun */
+    size_t take = 32 - state->buffered < count ? 32 - state->buffered : count;
+    memcpy(state->stripe + state->buffered, p, take);
+    state->buffered += take;
+    p += take;
+    count -= take;
+    if (state->buffered < 32) return;
+    xxh_stripes(state->lanes, state->stripe, 32);
+    state->buffered = 0;
+  }
+  size_t done = xxh_stripes(state->lanes, p, count);
+  if (done < count) memcpy(state->stripe, p + done, count - done);
+  state->buffered = count - done;
+}
+
+uint64_t acc_xxh64_digest(const acc_xxh64_state *state) {
+  uint64_t hash;
+  if (state->total >= 32) {
+    const uint64_t *v = state->lanes;
+    hash = rotl64(v[0], 1) + rotl64(v[1], 7) + rotl64(v[2], 12) + rotl64(v[3], 18);
+    for (int i = 0; i < 4; ++i) hash = xxh_merge(hash, v[i]);
+  } else {
+    hash = state->seed + XXH_P5;
+  }
+  hash += state->total;
+  const unsigned char *p = state->stripe;
+  size_t left = state->buffered;
+  for (; left >= 8; p += 8, left -= 8) {
+    hash ^= xxh_round(0, read_le64(p));
+    hash = rotl64(hash, 27) * XXH_P1 + XXH_P4;
+  }
+  if (left >= 4) {
+    hash ^= acc_bin_get_le(p, 4) * XXH_P1;
+    hash = rotl64(hash, 23) * XXH_P2 + XXH_P3;
+    p += 4;
+    left -= 4;
+  }
+  for (; left > 0; ++p, --left) {
+    hash ^= *p * XXH_P5;
+    hash = rotl64(hash, 11) * XXH_P1;
+  }
+  hash ^= hash >> 33;
+  hash *= XXH_P2;
+  hash ^= hash >> 29;
+  hash *= XXH_P3;
+  hash ^= hash >> 32;
+  return hash;
+}
+
+uint64_t acc_xxh64(const void *bytes, size_t count, uint64_t seed) {
+  acc_xxh64_state state;
+  acc_xxh64_init(&state, seed);
+  acc_xxh64_update(&state, bytes, count);
+  return acc_xxh64_digest(&state);
+}
+
+/* ---- integers ------------------------------------------------------------- */
+
 void acc_bin_put_le(unsigned char *out, uint64_t value, int width) {
   for (int i = 0; i < width; ++i) out[i] = (unsigned char)(value >> (8 * i));
 }
@@ -44,6 +155,7 @@ acc_bin_out acc_bin_out_memory(const acc_bin_format *format) {
   out.limit = format->max_size;
   out.limit_name = format->max_name;
   out.status = MX_ACC_OK;
+  out.checksum = ACC_BIN_FNV1A;
   return out;
 }
 
@@ -116,6 +228,11 @@ void acc_bin_put_header(acc_bin_out *out, const acc_bin_format *format, uint64_t
 void acc_bin_put_checksum(acc_bin_out *out) {
   if (out->status != MX_ACC_OK) return;
   if (out->file != NULL) {
+    if (out->checksum != ACC_BIN_FNV1A) {
+      out->status = acc_fail(MX_ACC_ERR_INTERNAL, "export_model: a streamed file has an FNV-1a "
+                             "checksum");
+      return;
+    }
     acc_bin_put_uint(out, out->hash, 8);
     return;
   }
@@ -124,7 +241,10 @@ void acc_bin_put_checksum(acc_bin_out *out) {
     return;
   }
   acc_bin_put_le(out->bytes + ACC_BIN_SIZE_OFFSET, out->size + ACC_BIN_CHECKSUM_SIZE, 8);
-  acc_bin_put_uint(out, acc_fnv1a(ACC_FNV1A_BASIS, out->bytes, (size_t)out->size), 8);
+  uint64_t sum = out->checksum == ACC_BIN_XXH64 ? acc_xxh64(out->bytes, (size_t)out->size, 0)
+                                                : acc_fnv1a(ACC_FNV1A_BASIS, out->bytes,
+                                                            (size_t)out->size);
+  acc_bin_put_uint(out, sum, 8);
 }
 
 int acc_bin_out_close(acc_bin_out *out) {
@@ -216,10 +336,41 @@ static int check_header(const acc_bin_format *f, const unsigned char *header, ui
   return MX_ACC_OK;
 }
 
+/* The checksum of the bytes read so far, of either algorithm. */
+typedef struct running_sum {
+  acc_bin_checksum kind;
+  uint64_t fnv1a;
+  acc_xxh64_state xxh64;
+} running_sum;
+
+static void sum_init(running_sum *sum, acc_bin_checksum kind) {
+  sum->kind = kind;
+  sum->fnv1a = ACC_FNV1A_BASIS;
+  acc_xxh64_init(&sum->xxh64, 0);
+}
+
+static void sum_update(running_sum *sum, const unsigned char *bytes, size_t count) {
+  if (sum->kind == ACC_BIN_XXH64) {
+    acc_xxh64_update(&sum->xxh64, bytes, count);
+  } else {
+    sum->fnv1a = acc_fnv1a(sum->fnv1a, bytes, count);
+  }
+}
+
+static uint64_t sum_value(const running_sum *sum) {
+  return sum->kind == ACC_BIN_XXH64 ? acc_xxh64_digest(&sum->xxh64) : sum->fnv1a;
+}
+
+/* Bytes read (and summed) at a time: small enough that the checksum finds
+ * them still in the CPU's cache, a multiple of XXH64's 32-byte stripe. */
+enum { kReadBlock = 1 << 18 };
+
 /* Reads the whole open file into *contents (malloc'ed, *size bytes),
- * checking its size against the limits and its header before allocating. */
-static int read_file(const acc_bin_format *f, FILE *file, const char *path,
-                     unsigned char **contents, size_t *size) {
+ * checking its size against the limits and its header before allocating;
+ * *computed is the checksum of every byte before the last 8. */
+static int read_file(const acc_bin_format *f, acc_bin_checksum checksum, FILE *file,
+                     const char *path, unsigned char **contents, size_t *size,
+                     uint64_t *computed) {
   errno = 0;
   if (fseek(file, 0, SEEK_END) != 0) return acc_bin_io_error("seek in", path, errno);
   long end = ftell(file);
@@ -247,22 +398,36 @@ static int read_file(const acc_bin_format *f, FILE *file, const char *path,
                     " bytes for \"%s\"", file_size, path);
   }
   memcpy(bytes, header, sizeof header);
-  size_t rest = (size_t)file_size - sizeof header;
-  errno = 0;
-  if (fread(bytes + sizeof header, 1, rest, file) != rest) {
-    free(bytes);
-    /* A short read without an error: the file shrank since its size was
-     * taken. */
-    return ferror(file) ? acc_bin_io_error("read", path, errno)
-                        : acc_bin_refuse(f->kind, path, 0, "the file shrank while it was read");
+  running_sum sum;
+  sum_init(&sum, checksum);
+  /* The bytes summed: all but the checksum (min_size >= header + checksum). */
+  size_t summed = (size_t)file_size - ACC_BIN_CHECKSUM_SIZE, done = sizeof header;
+  sum_update(&sum, bytes, done);
+  while (done < (size_t)file_size) {
+    size_t want = (size_t)file_size - done;
+    if (want > kReadBlock) want = kReadBlock;
+    errno = 0;
+    if (fread(bytes + done, 1, want, file) != want) {
+      free(bytes);
+      /* A short read without an error: the file shrank since its size was
+       * taken. */
+      return ferror(file) ? acc_bin_io_error("read", path, errno)
+                          : acc_bin_refuse(f->kind, path, 0, "the file shrank while it was read");
+    }
+    if (done < summed) {
+      size_t stop = done + want < summed ? done + want : summed;
+      sum_update(&sum, bytes + done, stop - done);
+    }
+    done += want;
   }
   *contents = bytes;
   *size = (size_t)file_size;
+  *computed = sum_value(&sum);
   return MX_ACC_OK;
 }
 
-int acc_bin_load(const acc_bin_format *format, const char *path, unsigned char **bytes,
-                 acc_bin_reader *reader) {
+int acc_bin_load_with(const acc_bin_format *format, acc_bin_checksum checksum, const char *path,
+                      unsigned char **bytes, acc_bin_reader *reader) {
   if (format->min_size < ACC_BIN_HEADER_SIZE + ACC_BIN_CHECKSUM_SIZE ||
       format->max_size > SIZE_MAX || format->max_size > LONG_MAX) {
     return acc_fail(MX_ACC_ERR_INTERNAL, "import_model: bad limits of %s", format->kind);
@@ -274,22 +439,28 @@ int acc_bin_load(const acc_bin_format *format, const char *path, unsigned char *
   if (file == NULL) return acc_bin_io_error("open", path, errno);
   unsigned char *contents = NULL;
   size_t size = 0;
-  int status = read_file(format, file, path, &contents, &size);
+  uint64_t computed = 0;
+  int status = read_file(format, checksum, file, path, &contents, &size, &computed);
   fclose(file); /* opened for reading only: nothing to lose if it fails */
   if (status != MX_ACC_OK) return status;
 
   size_t hashed = size - ACC_BIN_CHECKSUM_SIZE;
   uint64_t stored = acc_bin_get_le(contents + hashed, 8);
-  uint64_t computed = acc_fnv1a(ACC_FNV1A_BASIS, contents, hashed);
   if (stored != computed) {
     free(contents);
     return acc_bin_refuse(format->kind, path, hashed, "checksum 0x%016" PRIx64 " does not match "
-                          "the contents (0x%016" PRIx64 ")", stored, computed);
+                          "the contents (0x%016" PRIx64 ", %s)", stored, computed,
+                          checksum == ACC_BIN_XXH64 ? "XXH64" : "FNV-1a 64");
   }
   *bytes = contents;
   *reader = (acc_bin_reader){contents, hashed, ACC_BIN_HEADER_SIZE, ACC_BIN_HEADER_SIZE, path,
                              format->kind};
   return MX_ACC_OK;
+}
+
+int acc_bin_load(const acc_bin_format *format, const char *path, unsigned char **bytes,
+                 acc_bin_reader *reader) {
+  return acc_bin_load_with(format, ACC_BIN_FNV1A, path, bytes, reader);
 }
 
 int acc_bin_take(acc_bin_reader *r, uint64_t count, const char *field,

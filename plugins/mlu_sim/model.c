@@ -46,6 +46,12 @@ struct mlu_model_state {
   char **head_names;
   char *json;              /* the graph as loadModel() received it (export_model) */
   void **weight_values;    /* per node: a weight's current values, host bytes (export_model) */
+  /* Per operator node: 1 while its BaseOp's parameter tensors hold no data.
+   * An imported model's segments run the file's programs, which hold the
+   * transformed constants: its BaseOps' parameters are bound from
+   * weight_values only when a segment must compile again (see
+   * bind_pending), not at import. */
+  unsigned char *unbound;
   /* Guards the segments' compiled programs against configure's
    * "model_info" reading them while infer recompiles one. */
   pthread_mutex_t program_lock;
@@ -175,10 +181,11 @@ static int allocate_tables(struct mlu_model_state *s) {
   s->segment = calloc(nodes, sizeof *s->segment);
   s->used_outside = calloc(nodes, 1);
   s->weight_values = calloc(nodes, sizeof *s->weight_values);
+  s->unbound = calloc(nodes, 1);
   s->buffers = calloc(entries * MLU_MAX_CARDS, sizeof *s->buffers);
   if (s->node_of_entry == NULL || s->tensors == NULL || s->built == NULL || s->kind == NULL ||
       s->card == NULL || s->segment == NULL || s->used_outside == NULL || s->buffers == NULL ||
-      s->weight_values == NULL) {
+      s->weight_values == NULL || s->unbound == NULL) {
     return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
   }
   for (size_t i = 0; i < graph->num_nodes; ++i) {
@@ -304,7 +311,10 @@ static int keep_weights(mlu_model *model, const MXTensor **given) {
 
 /* ---- BaseOps ------------------------------------------------------------------------------- */
 
-static int build_node(mlu_model *model, size_t index, mlu_node_spec *spec, const MXTensor **given) {
+/* Builds the BaseOp of operator node index; with bind 0 its parameter
+ * tensors are made without data (an imported model: see unbound). */
+static int build_node(mlu_model *model, size_t index, mlu_node_spec *spec, const MXTensor **given,
+                      int bind) {
   struct mlu_model_state *s = model->state;
   const acc_node *node = &s->graph->nodes[index];
   int status = resolve_node(s->graph, index, spec);
@@ -319,26 +329,62 @@ static int build_node(mlu_model *model, size_t index, mlu_node_spec *spec, const
   for (size_t j = 0; j < node->num_inputs && status == MX_ACC_OK; ++j) {
     acc_entry input = node->inputs[j];
     if (mlu_is_param_input(spec->op->kind, (int)j)) {
-      status = host_view(model, given[input.node], entry_bytes(s->graph, input.node, 0), &params[j],
-                         &temps[j]);
+      if (bind) {
+        status = host_view(model, given[input.node], entry_bytes(s->graph, input.node, 0),
+                           &params[j], &temps[j]);
+      }
     } else {
       status = entry_tensor(s, input, &data[j]);
     }
   }
   acc_entry self = {(uint32_t)index, 0};
   if (status == MX_ACC_OK) status = entry_tensor(s, self, &output);
-  if (status == MX_ACC_OK) status = mlu_build_node(spec, data, output, params, &s->built[index]);
+  if (status == MX_ACC_OK) {
+    status = mlu_build_node(spec, data, output, bind ? params : NULL, &s->built[index]);
+  }
+  if (status == MX_ACC_OK) s->unbound[index] = !bind && s->built[index].num_params > 0;
   for (size_t j = 0; j < node->num_inputs; ++j) free(temps[j]);
   return status;
 }
 
-static int build_nodes(mlu_model *model, const MXTensor **given) {
+/* Binds the parameters of the segment's BaseOps that hold no data yet
+ * (unbound) to the weights' current values, before the segment compiles. */
+static int bind_pending(struct mlu_model_state *s, const mlu_segment *seg) {
+  const acc_graph *graph = s->graph;
+  for (size_t i = 0; i < seg->num_nodes; ++i) {
+    uint32_t node = seg->nodes[i];
+    if (!s->unbound[node]) continue;
+    mlu_built_node *built = &s->built[node];
+    for (int k = 0; k < built->num_params; ++k) {
+      uint32_t var = graph->nodes[node].inputs[built->param_input[k]].node;
+      if (s->weight_values[var] == NULL) { /* parameters are weights: collect_given */
+        return acc_fail(MX_ACC_ERR_INTERNAL, "\"%s\": parameter %d has no values",
+                        graph->nodes[node].name, k);
+      }
+      int status = mlu_bind_param(built, k, s->weight_values[var], graph->nodes[var].out_dtypes[0],
+                                  &graph->nodes[var].out_shapes[0]);
+      if (status != MX_ACC_OK) return status;
+    }
+    s->unbound[node] = 0;
+  }
+  return MX_ACC_OK;
+}
+
+/* Compiles a segment whose weights changed since its program was made. */
+static int recompile_segment(struct mlu_model_state *s, mlu_segment *seg) {
+  int status = bind_pending(s, seg);
+  if (status == MX_ACC_OK) status = cnmlCompileFusionOp(seg->fusion, mlu_card_for(seg->card));
+  if (status == MX_ACC_OK) seg->dirty = 0;
+  return status;
+}
+
+static int build_nodes(mlu_model *model, const MXTensor **given, int bind) {
   const acc_graph *graph = model->state->graph;
   mlu_node_spec *spec = malloc(sizeof *spec);
   if (spec == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
   int status = MX_ACC_OK;
   for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
-    if (graph->nodes[i].op != NULL) status = build_node(model, i, spec, given);
+    if (graph->nodes[i].op != NULL) status = build_node(model, i, spec, given, bind);
   }
   free(spec);
   for (size_t h = 0; h < graph->num_heads && status == MX_ACC_OK; ++h) {
@@ -716,7 +762,9 @@ int mlu_model_create_from(const char *model_id, const char *json, const char *co
   }
   if (status == MX_ACC_OK) status = collect_given(model, names, data, num_data, given);
   if (status == MX_ACC_OK) status = keep_weights(model, given);
-  if (status == MX_ACC_OK) status = build_nodes(model, given);
+  /* An imported model (source) binds its BaseOps' parameters only if it
+   * must compile (bind_pending). */
+  if (status == MX_ACC_OK) status = build_nodes(model, given, source == NULL);
   if (status == MX_ACC_OK) status = build_segments(s);
   if (status == MX_ACC_OK) status = compile_segments(s, source, context);
   if (status == MX_ACC_OK) status = upload_weights(model, given);
@@ -755,6 +803,7 @@ void mlu_model_free(mlu_model *model) {
     free(s->weight_values[i]);
   }
   free(s->weight_values);
+  free(s->unbound);
   free(s->json);
   free(s->buffers);
   free(s->used_outside);
@@ -844,9 +893,8 @@ static int launch_segment(mlu_model *model, mlu_segment *seg) {
   int status = MX_ACC_OK;
   if (seg->dirty) { /* weights changed: compile again with the new values */
     pthread_mutex_lock(&s->program_lock);
-    status = cnmlCompileFusionOp(seg->fusion, mlu_card_for(seg->card));
+    status = recompile_segment(s, seg);
     pthread_mutex_unlock(&s->program_lock);
-    if (status == MX_ACC_OK) seg->dirty = 0;
   }
   if (status == MX_ACC_OK) status = gather_inputs(model, seg);
   if (status != MX_ACC_OK) return status;
@@ -922,10 +970,7 @@ int mlu_model_segment_program(mlu_model *model, size_t k, mlu_program **program)
   mlu_segment *seg = &s->segments[k];
   int status = MX_ACC_OK;
   pthread_mutex_lock(&s->program_lock);
-  if (seg->dirty) {
-    status = cnmlCompileFusionOp(seg->fusion, mlu_card_for(seg->card));
-    if (status == MX_ACC_OK) seg->dirty = 0;
-  }
+  if (seg->dirty) status = recompile_segment(s, seg);
   if (status == MX_ACC_OK) status = cnmlSimGetFusionOpProgram(seg->fusion, program);
   pthread_mutex_unlock(&s->program_lock);
   return status;

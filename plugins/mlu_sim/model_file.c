@@ -12,9 +12,13 @@
  * transformed constants (re-laid-out filters, folded batch norms, biases)
  * as they lie in device memory, its on-chip and DRAM scratch sizes and its
  * compile report. Besides that, the graph JSON and the weights' current
- * values: import builds the model's BaseOps from them (cheap, no compiling)
- * so that weights given again to infer() rebind and recompile exactly as
- * after loadModel(), and weights that flow as data are uploaded.
+ * values: import builds the model's BaseOps (cheap, no compiling) without
+ * binding their parameters, keeps the values (for a later export) and
+ * uploads the weights that flow as data; weights given again to infer()
+ * rebind and recompile exactly as after loadModel() (a segment that must
+ * compile binds its BaseOps' parameters to the kept values first). The raw
+ * values are needed for that: the constants are transformed (folded batch
+ * norms, re-laid-out filters) and cannot give them back.
  *
  * Import parses the graph and cuts it into segments again (host-side
  * bookkeeping, deterministic), requires the file's segments to match them
@@ -24,13 +28,15 @@
  * from one card imports on another. The card statistic "compiles" does not
  * change on import.
  *
- * Format, version 2 (version 1 lacked the int8 fields). Integers are little-endian with the widths shown,
- * offsets in bytes, no padding; i64 is two's complement, f32/f64 are the
- * IEEE-754 bits as u32/u64.
+ * Format, version 3 (version 2 had a byte-wise FNV-1a 64 checksum, about
+ * 14 times slower to compute than XXH64; version 1 lacked the int8
+ * fields). Integers are little-endian with the widths shown, offsets
+ * in bytes, no padding; i64 is two's complement, f32/f64 are the IEEE-754
+ * bits as u32/u64.
  *
  *   offset   size      field
  *   0        8         magic 89 4D 4C 55 0D 0A 1A 0A ("\x89MLU\r\n\x1a\n")
- *   8        u32       format version, 2
+ *   8        u32       format version, 3
  *   12       u32       MX_ACC_API_VERSION of the writer (same MAJOR required)
  *   16       u32       flags, 0 (a set bit is refused)
  *   20       u64       size of the whole file, checksum included
@@ -56,7 +62,7 @@
  *                                scratch_bytes
  *              u64 C, C bytes    the constants, as uploaded to the card
  *              u64 P, P records  the instructions (below), SYNC last
- *   size-8   u64       checksum: FNV-1a 64 of bytes 0 .. size-9
+ *   size-8   u64       checksum: XXH64 (seed 0) of bytes 0 .. size-9
  *
  * An instruction record is u8 opcode, u8 dtype, then the fields of its
  * struct in isa.h, in declaration order: uint64_t as u64, int64_t as i64,
@@ -68,7 +74,9 @@
  * instruction that may name int8 storage, and only in the constants.
  *
  * Safety. The checksum detects damage (truncation, flipped bits, another
- * file), not tampering; safety rests on the reader. It checks the file's
+ * file), not tampering; safety rests on the reader. It is computed while
+ * the file is read, 256 KiB at a time, at memory speed (binfile.h); the
+ * host's cache relies on it and does not hash the file itself. It checks the file's
  * size against MLU_MODEL_FILE_MAX and the header before allocating, every
  * length against the bytes really left before using it (so no allocation
  * exceeds a small multiple of the file's size), every enumerator, and every
@@ -115,7 +123,7 @@ enum {
 #define LIMIT_DRAM ((uint64_t)1 << 40)
 
 static const acc_bin_format kFormat = {
-  kMagic, 2, "mlu_sim", "mlu_sim offline model", "an mlu_sim offline model", "offline model",
+  kMagic, 3, "mlu_sim", "mlu_sim offline model", "an mlu_sim offline model", "offline model",
   kMinFileSize, MLU_MODEL_FILE_MAX, "MLU_MODEL_FILE_MAX"
 };
 
@@ -534,6 +542,7 @@ int mlu_model_export(mlu_model *model, const char *path, uint64_t *bytes) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: not supported on a big-endian host");
   }
   acc_bin_out b = acc_bin_out_memory(&kFormat);
+  b.checksum = ACC_BIN_XXH64;
   int status = put_model(&b, model);
   if (status == MX_ACC_OK) status = acc_bin_write_file(path, b.bytes, (size_t)b.size);
   if (status == MX_ACC_OK) *bytes = b.size;
@@ -805,7 +814,7 @@ static int install_segment(void *context, const mlu_segment_view *view, cnmlFusi
 int mlu_model_import(const char *model_id, const char *path, int dev_id, mlu_model **model) {
   unsigned char *bytes = NULL;
   acc_bin_reader r;
-  int status = acc_bin_load(&kFormat, path, &bytes, &r);
+  int status = acc_bin_load_with(&kFormat, ACC_BIN_XXH64, path, &bytes, &r);
   if (status != MX_ACC_OK) return status;
   parsed_file parsed = {0};
   parsed.path = path;

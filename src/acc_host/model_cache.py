@@ -10,12 +10,25 @@ those files in the directory named by ``MXNET_ACC_CACHE_DIR``:
 * the key is a SHA-256 over the plugin's identity (name, its own version
   string, the ABI version and a hash of the library file), the device's
   compile settings (the optional "compile_config" query), the annotated
-  subgraph JSON and every weight's name, dtype, shape and bytes;
+  subgraph JSON and every weight's name, dtype, shape and bytes (a
+  weight's bytes as their SHA-256 up to 1 MiB, else as the SHA-256 of the
+  SHA-256s of its 1 MiB chunks; with more than 1 MiB to hash, a few threads
+  share the chunks: hashlib releases the GIL);
+* a weight given as an NDArray (what the executor passes) has its digest
+  remembered with the array's storage and version, which counts its writes
+  (the executor already relies on it to notice changed weights): binding or
+  reloading the same, unwritten weights again never hashes them again;
 * each entry is ``<key>.model`` (the plugin's file) and ``<key>.json``
-  (what the key covered, the file's size and SHA-256), written atomically;
-* an entry whose metadata or file is missing, unreadable or does not match
-  its checksum, or that the plugin refuses to import, is deleted and
-  rebuilt: the cache is never trusted blindly.
+  (what the key covered, the file's size and its last 16 bytes), written
+  atomically;
+* a lookup checks the metadata, the file's size and its last 16 bytes (where
+  both bundled plugins keep their checksum of everything before it, so a
+  file swapped for another entry's is caught) without reading the file: the
+  plugin reads it at import, verifies its own checksum and every field, and
+  must refuse a damaged file (section 9 makes that the plugin's duty). An
+  entry whose metadata or file is missing or does not match, or that the
+  plugin refuses to import, is deleted and rebuilt: the cache is never
+  trusted blindly.
 """
 
 from __future__ import annotations
@@ -25,7 +38,10 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +54,13 @@ from .library import AccLibrary
 __all__ = ["ENV_VAR", "ModelCache", "cache_from_environment"]
 
 ENV_VAR = "MXNET_ACC_CACHE_DIR"
-_FORMAT = 1
+# 2: the metadata holds the file's size and last bytes, no SHA-256 of it;
+# weights hashed per 1 MiB chunk.
+_FORMAT = 2
+_CHUNK = 1 << 20
+_TAIL = 16
+# Below this many bytes to hash, threads cost more than they save.
+_PARALLEL_BYTES = 1 << 20
 
 
 @functools.cache
@@ -83,13 +105,139 @@ def _compile_config(library: AccLibrary, dev_id: int) -> str:
         return ""
 
 
-def _weights_digest(weights: Mapping[str, np.ndarray]) -> str:
-    digest = hashlib.sha256()
-    for name in sorted(weights):
-        values = np.ascontiguousarray(weights[name])
-        digest.update(f"{name}:{values.dtype.str}:{values.shape};".encode())
-        digest.update(values.data.cast("B"))
-    return digest.hexdigest()
+# ---- weight digests ------------------------------------------------------------------
+
+WeightSource = np.ndarray | Callable[[], np.ndarray]
+"""A weight's values, or a function returning them (called only when its
+digest is not remembered: reading device memory costs a copy)."""
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+# Threads besides the caller's that hash weights: one per further core, at most 3.
+_HELPERS = min(3, (os.cpu_count() or 1) - 1)
+
+
+def _hash_pool() -> ThreadPoolExecutor | None:
+    global _pool
+    if _HELPERS < 1:
+        return None
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_HELPERS, thread_name_prefix="acc_host-hash")
+        return _pool
+
+
+def _chunks(values: np.ndarray) -> list[memoryview]:
+    """values' bytes in pieces of at most _CHUNK."""
+    data = np.ascontiguousarray(values).data.cast("B")
+    return [data[at:at + _CHUNK] for at in range(0, max(len(data), 1), _CHUNK)]
+
+
+def _hash_all(pieces: list[memoryview]) -> list[bytes]:
+    return [hashlib.sha256(piece).digest() for piece in pieces]
+
+
+def _hash_chunks(chunks: list[memoryview]) -> list[bytes]:
+    """The SHA-256 of every chunk, in order: in a few threads when there are
+    enough bytes (each thread takes a contiguous run of chunks of about the
+    same size; the calling thread takes the last)."""
+    total = sum(len(chunk) for chunk in chunks)
+    pool = _hash_pool() if total >= _PARALLEL_BYTES and len(chunks) > 1 else None
+    if pool is None:
+        return _hash_all(chunks)
+    parts = min(_HELPERS + 1, len(chunks))  # the pool's threads and this one
+    runs: list[list[memoryview]] = [[]]
+    share, filled = total / parts, 0
+    for chunk in chunks:
+        if filled >= share * len(runs) and len(runs) < parts:
+            runs.append([])
+        runs[-1].append(chunk)
+        filled += len(chunk)
+    futures = [pool.submit(_hash_all, run) for run in runs[:-1]]
+    last = _hash_all(runs[-1])
+    return [digest for future in futures for digest in future.result()] + last
+
+
+class _DigestMemo:
+    """Weight digests remembered per NDArray storage: its engine var (held
+    weakly, so the entry goes with the array) and the var's version when
+    the bytes were hashed, with the dtype and shape."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._digests: weakref.WeakKeyDictionary[Any, tuple[int, str, tuple, str]] = (
+            weakref.WeakKeyDictionary())
+
+    @staticmethod
+    def _state(array: Any) -> tuple[Any, int, str, tuple] | None:
+        """(var, version, dtype, shape) of an NDArray that is its whole
+        storage; None for a view or anything else."""
+        if getattr(array, "_view", True) is not None:
+            return None
+        var = array._storage.var
+        return var, var.version, np.dtype(array.dtype).str, tuple(array.shape)
+
+    def get(self, array: Any) -> str | None:
+        state = self._state(array)
+        if state is None:
+            return None
+        with self._lock:
+            found = self._digests.get(state[0])
+        return found[3] if found is not None and found[:3] == state[1:] else None
+
+    def put(self, array: Any, state: tuple[Any, int, str, tuple] | None, digest: str) -> None:
+        """Remembers digest for array as it was in state (taken before its
+        bytes were read) unless it was written since."""
+        if state is None or self._state(array) != state:
+            return
+        with self._lock:
+            self._digests[state[0]] = (*state[1:], digest)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._digests.clear()
+
+
+_memo = _DigestMemo()
+
+
+def _weights_digest(weights: Mapping[str, WeightSource],
+                    arrays: Mapping[str, Any] | None = None) -> str:
+    """SHA-256 over every weight's name, dtype, shape and bytes (through
+    per-weight digests, remembered for the NDArrays of arrays)."""
+    arrays = arrays or {}
+    described: dict[str, str] = {}
+    pending: list[tuple[str, np.ndarray, Any, list[memoryview]]] = []
+    for name in weights:
+        array = arrays.get(name)
+        remembered = _memo.get(array) if array is not None else None
+        if remembered is not None:
+            described[name] = remembered
+            continue
+        state = _memo._state(array) if array is not None else None
+        source = weights[name]
+        values = source() if callable(source) else source
+        pending.append((name, values, state, _chunks(values)))
+    hashed = iter(_hash_chunks([chunk for _, _, _, parts in pending for chunk in parts]))
+    for name, values, state, parts in pending:
+        if len(parts) == 1:  # up to 1 MiB: the SHA-256 of the bytes
+            content = next(hashed).hex()
+        else:  # larger: the SHA-256 of its chunks' SHA-256s
+            content = hashlib.sha256(b"".join(next(hashed) for _ in parts)).hexdigest()
+        digest = f"{np.dtype(values.dtype).str}:{tuple(values.shape)}:{content}"
+        described[name] = digest
+        if name in arrays:
+            _memo.put(arrays[name], state, digest)
+    total = hashlib.sha256()
+    for name in sorted(described):
+        total.update(f"{name}:{described[name]};".encode())
+    return total.hexdigest()
+
+
+def _tail(path: Path, size: int) -> str:
+    with open(path, "rb") as handle:
+        handle.seek(max(size - _TAIL, 0))
+        return handle.read(_TAIL).hex()
 
 
 @dataclass(frozen=True)
@@ -106,28 +254,32 @@ class ModelCache:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
 
-    def entry(self, library: AccLibrary, graph_json: str,
-              weights: Mapping[str, np.ndarray], dev_id: int = 0) -> CacheEntry:
+    def entry(self, library: AccLibrary, graph_json: str, weights: Mapping[str, WeightSource],
+              dev_id: int = 0, arrays: Mapping[str, Any] | None = None) -> CacheEntry:
+        """The entry of a subgraph: weights maps each weight's name to its
+        values (or a function returning them); arrays, when given, maps the
+        names to the NDArrays they were read from, whose digests are then
+        remembered (see the module's docstring)."""
         meta = {"format": _FORMAT, **_identity(library),
                 "compile_config": _compile_config(library, dev_id),
                 "graph_sha256": hashlib.sha256(graph_json.encode()).hexdigest(),
-                "weights_sha256": _weights_digest(weights)}
+                "weights_sha256": _weights_digest(weights, arrays)}
         key = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
         return CacheEntry(key, self.directory / f"{key}.model", self.directory / f"{key}.json",
                           meta)
 
     def valid(self, entry: CacheEntry) -> bool:
-        """Whether the entry exists and its file matches its metadata;
-        deletes what is left of an invalid entry."""
+        """Whether the entry exists and its file matches its metadata (its
+        size and last bytes; the plugin checks the rest at import); deletes
+        what is left of an invalid entry."""
         try:
             stored = json.loads(entry.meta_path.read_text())
-            data = entry.model_path.read_bytes()
+            size = entry.model_path.stat().st_size
+            tail = _tail(entry.model_path, size)
         except (OSError, ValueError):
             self.discard(entry)
             return False
-        expected = {**entry.meta, "model_size": len(data),
-                    "model_sha256": hashlib.sha256(data).hexdigest()}
-        if stored != expected:
+        if stored != {**entry.meta, "model_size": size, "model_tail": tail}:
             self.discard(entry)
             return False
         return True
@@ -135,9 +287,8 @@ class ModelCache:
     def store(self, entry: CacheEntry, exported: Path) -> None:
         """Moves an exported model file into the cache with its metadata."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        data = exported.read_bytes()
-        meta = {**entry.meta, "model_size": len(data),
-                "model_sha256": hashlib.sha256(data).hexdigest()}
+        size = exported.stat().st_size
+        meta = {**entry.meta, "model_size": size, "model_tail": _tail(exported, size)}
         os.replace(exported, entry.model_path)
         _write_atomically(entry.meta_path, json.dumps(meta, sort_keys=True, indent=1))
 

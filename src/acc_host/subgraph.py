@@ -18,6 +18,7 @@ memory and nothing is copied.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import warnings
@@ -105,7 +106,7 @@ class SubgraphOperator:
         start = time.perf_counter()
         cache = cache_from_environment()
         if cache is not None and supports_cache(self.library):
-            self._model = self._load_through_cache(cache, values)
+            self._model = self._load_through_cache(cache, values, weights)
         else:
             self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
             self.load_source = "compiled"
@@ -116,13 +117,17 @@ class SubgraphOperator:
             self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
                              for name, spec in self._model.signature.outputs.items()}
 
-    def _load_through_cache(self, cache: ModelCache, values: Mapping[str, Value]) -> LoadedModel:
+    def _load_through_cache(self, cache: ModelCache, values: Mapping[str, Value],
+                            weights: Mapping[str, NDArray]) -> LoadedModel:
         """Imports the compiled model when the cache holds a valid one;
-        otherwise compiles it and exports it for next time."""
+        otherwise compiles it and exports it for next time. The weights'
+        digests are remembered per NDArray and version: device values are
+        copied to the host only to be hashed."""
         graph_json = json.dumps(self.spec.graph, sort_keys=True)
         entry = cache.entry(self.library, graph_json,
-                            {name: to_host(value) for name, value in values.items()},
-                            self.dev_id)
+                            {name: functools.partial(to_host, value)
+                             for name, value in values.items()},
+                            self.dev_id, arrays={name: weights[name] for name in values})
         if cache.valid(entry):
             model_id = LoadedModel.new_id()
             try:

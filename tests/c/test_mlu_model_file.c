@@ -5,7 +5,9 @@
  * path: export -> import (on the same and on another card) gives bitwise
  * the same outputs without compiling; weights given again to infer() after
  * import behave as after loadModel(); every truncation, every single-bit
- * flip of an exported file is refused with MX_ACC_ERR_INVALID_ARG; hostile
+ * flip of an exported file is refused with MX_ACC_ERR_INVALID_ARG (the
+ * format's XXH64 checksum is checked against known answers, and a file
+ * with version 2's FNV-1a checksum is refused); hostile
  * length fields and random changes with the checksum recomputed (so that
  * only the reader's checks stand between them and the simulator) are
  * refused or load a model that runs, never crashing or leaking.
@@ -17,9 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binfile.h"
 #include "check.h"
 #include "mlu_fixture.h"
 #include "mxnet_acc.h"
+
+/* The format's checksum (XXH64, seed 0, of everything before the last 8
+ * bytes), written into the last 8 bytes (size >= 8): what a hostile writer
+ * would do. */
+static void fix_xxh64(unsigned char *bytes, size_t size) {
+  put_le(bytes + size - 8, acc_xxh64(bytes, size - 8, 0), 8);
+}
 
 /* configure(dev_id) with key=value and "path" (when not NULL); the value
  * answered for answer_key goes to answer (when not NULL). */
@@ -200,6 +210,43 @@ static void test_bad_calls(void) {
   CHECK(import_bytes(garbage, 0) == MX_ACC_ERR_INVALID_ARG);
 }
 
+/* XXH64 against known answers: bytes (7 i + 3) mod 256, i = 0 .. n - 1;
+ * the low 32 bits of each agree with zstd's frame checksum of the same
+ * bytes (which is XXH64's low half), and n = 0 is the specification's
+ * 0xEF46DB3751D8E999. Fed in uneven pieces, the streamed hash agrees. */
+static void test_xxh64(void) {
+  static const struct {
+    size_t length;
+    uint64_t hash;
+  } kAnswers[] = {
+      {0, UINT64_C(0xef46db3751d8e999)},      {1, UINT64_C(0x1f25c8d0bc1f4bb6)},
+      {3, UINT64_C(0x31d2363f52e564c9)},      {4, UINT64_C(0x9bb64b7d66ee9fda)},
+      {8, UINT64_C(0xdab99d95c6f90092)},      {31, UINT64_C(0xa2aa5f33cc4a6119)},
+      {32, UINT64_C(0x23c3c17ef790fd97)},     {33, UINT64_C(0x50a7cfc7ba588784)},
+      {100, UINT64_C(0xa61f8d4c170fe531)},    {1000, UINT64_C(0x5f235fa033f1a3fb)},
+      {100003, UINT64_C(0x924a64f3ae9ea839)},
+  };
+  unsigned char *bytes = malloc(100003);
+  if (bytes == NULL) {
+    CHECK(0);
+    return;
+  }
+  for (size_t i = 0; i < 100003; ++i) bytes[i] = (unsigned char)((7 * i + 3) & 0xff);
+  for (size_t k = 0; k < sizeof kAnswers / sizeof kAnswers[0]; ++k) {
+    size_t n = kAnswers[k].length;
+    CHECK(acc_xxh64(bytes, n, 0) == kAnswers[k].hash);
+    acc_xxh64_state state;
+    acc_xxh64_init(&state, 0);
+    for (size_t at = 0, step = 1; at < n; step = step * 5 % 67 + 1) {
+      size_t take = step < n - at ? step : n - at;
+      acc_xxh64_update(&state, bytes + at, take);
+      at += take;
+    }
+    CHECK(acc_xxh64_digest(&state) == kAnswers[k].hash);
+  }
+  free(bytes);
+}
+
 static void test_every_truncation_and_bit_flip(void) {
   buffer file = read_all("m.model");
   CHECK(file.size > 100);
@@ -216,6 +263,12 @@ static void test_every_truncation_and_bit_flip(void) {
     flips &= import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG;
   }
   CHECK(flips);
+  if (copy != NULL) { /* version 2's checksum (byte-wise FNV-1a) under version 3 */
+    memcpy(copy, file.bytes, file.size);
+    fix_checksum(copy, file.size);
+    CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
+    CHECK(strstr(import_message, "checksum") != NULL);
+  }
   if (copy != NULL) { /* one byte too many */
     memcpy(copy, file.bytes, file.size);
     copy[file.size] = 0;
@@ -232,7 +285,7 @@ static int import_with(const buffer *file, size_t offset, uint64_t value, int wi
   if (copy == NULL) return -1;
   memcpy(copy, file->bytes, file->size);
   put_le(copy + offset, value, width);
-  fix_checksum(copy, file->size);
+  fix_xxh64(copy, file->size);
   int status = import_bytes(copy, file->size);
   free(copy);
   return status;
@@ -254,7 +307,8 @@ static void test_hostile_fields(void) {
   } cases[] = {
       {0, 1, 0x88},                          /* magic */
       {8, 4, 1},                             /* format version 1 (pre-int8) */
-      {8, 4, 3},                             /* a later format version */
+      {8, 4, 2},                             /* version 2 (FNV-1a checksum) */
+      {8, 4, 4},                             /* a later format version */
       {12, 4, 200},                          /* ABI 2.0 */
       {16, 4, 1},                            /* flags */
       {20, 8, file.size - 1},                /* size */
@@ -316,7 +370,7 @@ static void test_hostile_fields(void) {
     for (int c = 0; c < changes; ++c) {
       copy[next_random() % (file.size - 8)] = (unsigned char)next_random();
     }
-    fix_checksum(copy, file.size);
+    fix_xxh64(copy, file.size);
     int status = import_bytes(copy, file.size);
     survived &= status == MX_ACC_OK || status == MX_ACC_ERR_INVALID_ARG;
   }
@@ -330,6 +384,7 @@ int main(void) {
   CHECK(getNumAcc() >= 2);
   long long before = stat_of(0, "memory", "bytes_in_use");
   long long before1 = stat_of(1, "memory", "bytes_in_use");
+  test_xxh64();
   test_round_trip();
   test_bad_calls();
   test_every_truncation_and_bit_flip();
