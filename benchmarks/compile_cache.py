@@ -114,6 +114,31 @@ def load_all(operators, weights, cache_dir: str | None, forget_digests: bool,
     return total
 
 
+def load_times(operators, weights, directory: str, repeat: int) -> dict[str, float]:
+    """Median ms to load every subgraph: cold, from the cache as a new
+    process would (digests forgotten), from the cache with the same weights."""
+    load_all(operators, weights, directory, True, "compiled")  # compiles, exports
+    runs: dict[str, list[float]] = {"cold": [], "cache_first": [], "cache_same": []}
+    for _ in range(repeat):
+        runs["cold"].append(load_all(operators, weights, None, False))
+        runs["cache_first"].append(load_all(operators, weights, directory, True))
+        runs["cache_same"].append(load_all(operators, weights, directory, False))
+    os.environ.pop(ENV_VAR, None)
+    return {key: 1e3 * statistics.median(values) for key, values in runs.items()}
+
+
+def measure(name: str, repeat: int) -> dict[str, float]:
+    """The load times of one shared model (for benchmarks/suite.py)."""
+    exe, operators, weights = bind(name)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-cache-") as directory:
+            ms = load_times(operators, weights, directory, repeat)
+    finally:
+        exe.close()
+    return {"model": name, "subgraphs": len(operators), "cold_ms": ms["cold"],
+            "cache_ms": ms["cache_first"], "cache_same_weights_ms": ms["cache_same"]}
+
+
 def breakdown(operators, weights, cache: ModelCache, repeat: int) -> dict[str, float]:
     parts: dict[str, float] = {}
     for op in operators:
@@ -204,13 +229,8 @@ def main() -> None:
     for name in args.models:
         exe, operators, weights = bind(name)
         with tempfile.TemporaryDirectory(prefix="bench-cache-") as directory:
-            load_all(operators, weights, directory, True, "compiled")  # compiles, exports
-            runs: dict[str, list[float]] = {"cold": [], "cache_first": [], "cache_same": []}
-            for _ in range(args.repeat):
-                runs["cold"].append(load_all(operators, weights, None, False))
-                runs["cache_first"].append(load_all(operators, weights, directory, True))
-                runs["cache_same"].append(load_all(operators, weights, directory, False))
-            ms = {key: 1e3 * statistics.median(values) for key, values in runs.items()}
+            ms = load_times(operators, weights, directory, args.repeat)
+            os.environ[ENV_VAR] = directory  # the breakdown reads through the cache
             parts = breakdown(operators, weights, ModelCache(directory), args.repeat)
             c_parts = (c_breakdown(binary, operators, Path(directory), args.repeat)
                        if binary is not None else {})
