@@ -13,7 +13,8 @@
  * The micro-kernel keeps the MR x NR tile in vector registers, loads one
  * row of the B panel and broadcasts one value of the A panel per row each
  * step along k, and adds the tile to C (or stores it, for the first k
- * block). Tiles cut by the matrix edge go through a scratch tile. The
+ * block). Tiles cut by the matrix edge run an AVX-512 edge kernel with
+ * masked stores (other ISAs: the full kernel into a scratch tile). The
  * epilogue runs on each tile right after its last k block, while the tile
  * is still in cache.
  */
@@ -62,8 +63,10 @@ typedef void (*cr_micro_kernel)(int rows, int64_t kc, const float *a, const floa
                                 const int64_t *b_rows, float *c, int64_t ldc, int accumulate,
                                 const cr_tile_epilogue *e);
 
-static void tile_epilogue_apply(const cr_tile_epilogue *e, int rows, int64_t cols, float *c,
-                                int64_t ldc);
+/* Vectorised per ISA (target clones): the depthwise and pooled paths apply
+ * it to whole planes. */
+CR_TARGET_CLONES static void tile_epilogue_apply(const cr_tile_epilogue *e, int rows,
+                                                 int64_t cols, float *c, int64_t ldc);
 
 typedef struct cr_gemm_arch {
   cr_isa isa;
@@ -257,6 +260,102 @@ __attribute__((target("avx512f"))) static void micro_avx512(int rows, int64_t kc
     default: micro_avx512_rows(8, kc, a, b, b_rows, c, ldc, accumulate, e); break;
   }
 }
+
+/* A tile cut by the matrix edge: columns [0, cols), 4 < cols < 48, in
+ * vectors = ceil(cols / 16) vectors, the last one masked for C's loads and
+ * stores (the B panel is packed NR = 48 wide, zero-padded, so its rows are
+ * read whole). The same operations in the same order as micro_avx512_rows
+ * on the columns it keeps, so the same results as the full kernel run into
+ * a scratch tile, without computing (or copying) the dropped columns. */
+__attribute__((target("avx512f"), always_inline)) static inline void micro_avx512_edge_rows(
+    const int rows, const int vectors, __mmask16 last_mask, int64_t kc, const float *a,
+    const float *b, const int64_t *b_rows, float *c, int64_t ldc, int accumulate,
+    const cr_tile_epilogue *e) {
+  __m512 acc[8][3];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const float *bp = b + b_rows[p];
+    __m512 bv[3];
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; ++v) bv[v] = v < vectors ? _mm512_loadu_ps(bp + 16 * v) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      if (r < rows) {
+        const __m512 ar = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 3
+        for (int v = 0; v < 3; ++v) {
+          if (v < vectors) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+        }
+      }
+    }
+    a += 8;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    if (r < rows) {
+      float *cr = c + r * ldc;
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; ++v) {
+        if (v >= vectors) continue;
+        const __mmask16 mask = v == vectors - 1 ? last_mask : (__mmask16)0xFFFF;
+        __m512 value = acc[r][v];
+        if (accumulate) {
+          value = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cr + 16 * v), value);
+        }
+        if (e != NULL) {
+          if (e->row_bias != NULL) value = _mm512_add_ps(value, _mm512_set1_ps(e->row_bias[r]));
+          if (e->col_bias != NULL) {
+            value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, e->col_bias + 16 * v));
+          }
+          if (e->residual != NULL) {
+            value = _mm512_add_ps(
+                value, _mm512_maskz_loadu_ps(mask, e->residual + r * e->ld_residual + 16 * v));
+          }
+          if (e->act == CR_EPI_RELU) {
+            value = _mm512_max_ps(_mm512_setzero_ps(), value);
+          } else if (e->act == CR_EPI_CLIP) {
+            const __m512 low = _mm512_set1_ps(e->clip_low), high = _mm512_set1_ps(e->clip_high);
+            const __m512 t =
+                _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, low, _CMP_LT_OQ), value, low);
+            value = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, high, _CMP_GT_OQ), t, high);
+          }
+        }
+        _mm512_mask_storeu_ps(cr + 16 * v, mask, value);
+      }
+    }
+  }
+}
+
+#define CR_EDGE_ROWS(vectors)                                                                \
+  switch (rows) {                                                                            \
+    case 1: micro_avx512_edge_rows(1, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+    case 2: micro_avx512_edge_rows(2, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+    case 3: micro_avx512_edge_rows(3, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+    case 4: micro_avx512_edge_rows(4, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+    case 5: micro_avx512_edge_rows(5, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+    case 6: micro_avx512_edge_rows(6, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+    case 7: micro_avx512_edge_rows(7, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+    default: micro_avx512_edge_rows(8, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+  }
+
+__attribute__((target("avx512f"))) static void micro_avx512_edge(
+    int rows, int64_t cols, int64_t kc, const float *a, const float *b, const int64_t *b_rows,
+    float *c, int64_t ldc, int acc, const cr_tile_epilogue *e) {
+  const int vectors = (int)((cols + 15) / 16);
+  const int tail = (int)(cols - 16 * (vectors - 1));
+  const __mmask16 mask = (__mmask16)((1u << tail) - 1u);
+  switch (vectors) {
+    case 1: CR_EDGE_ROWS(1); break;
+    case 2: CR_EDGE_ROWS(2); break;
+    default: CR_EDGE_ROWS(3); break;
+  }
+}
+
+#undef CR_EDGE_ROWS
 
 #endif /* CR_GEMM_X86 */
 
@@ -458,8 +557,8 @@ cr_isa cr_gemm_pack_b(int64_t k, int64_t n, const float *b, int64_t rs, int64_t 
 
 /* ---- Epilogue ------------------------------------------------------------ */
 
-static void tile_epilogue_apply(const cr_tile_epilogue *e, int rows, int64_t cols, float *c,
-                                int64_t ldc) {
+CR_TARGET_CLONES static void tile_epilogue_apply(const cr_tile_epilogue *e, int rows,
+                                                 int64_t cols, float *c, int64_t ldc) {
   for (int64_t i = 0; i < rows; ++i) {
     float *row = c + i * ldc;
     if (e->row_bias != NULL) {
@@ -614,6 +713,11 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
             }
             if (cols == nr) {
               arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
+#if CR_GEMM_X86
+            } else if (arch->isa == CR_ISA_AVX512 && cols > kNarrowColumns) {
+              micro_avx512_edge(rows, cols, kc, a_panel, b_panel, b_rows, c_tile, job->ldc,
+                                !first, e);
+#endif
             } else {
               if (cols <= kNarrowColumns) {
                 narrow_tile(mr, nr, cols, kc, a_panel, b_panel, tile, nr);

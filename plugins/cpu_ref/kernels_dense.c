@@ -191,6 +191,22 @@ CR_TARGET_CLONES static void pack_phases(const void *context, int64_t k0, int64_
   }
 }
 
+/* One input row of wd values into the phase planes of its padded row:
+ * padded column pc = col + pad goes to phase pc % s2 at position pc / s2
+ * (dst is the row in phase 0; phase b's row is phase_plane further). One
+ * strided loop per phase, without branches. */
+CR_TARGET_CLONES static void split_columns(const float *src, int64_t wd, int64_t pad,
+                                           int64_t s2, int64_t phase_plane, float *dst) {
+  for (int64_t b = 0; b < s2; ++b) {
+    const int64_t first = ((b - pad) % s2 + s2) % s2; /* first col with (col + pad) % s2 == b */
+    if (first >= wd) continue;
+    float *out = dst + b * phase_plane + (first + pad) / s2;
+    const float *in = src + first;
+    const int64_t count = (wd - first + s2 - 1) / s2;
+    for (int64_t t = 0; t < count; ++t) out[t] = in[t * s2];
+  }
+}
+
 /* A 2-D convolution the wide grid serves: a kernel larger than 1 x 1, or
  * a strided 1 x 1 (plain 1 x 1 convolutions need no im2col at all). */
 static int is_wide_case(const cr_conv_params *p, int64_t ks, const int64_t x_shape[5]) {
@@ -269,15 +285,7 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
           if (s2 == 1) {
             memcpy(dst + p->pad[2], src, (size_t)wd * sizeof *dst);
           } else {
-            /* Padded column pc goes to phase pc % s2, position pc / s2. */
-            int64_t phase = p->pad[2] % s2, at = p->pad[2] / s2;
-            for (int64_t col = 0; col < wd; ++col) {
-              dst[phase * phase_plane + at] = src[col];
-              if (++phase == s2) {
-                phase = 0;
-                ++at;
-              }
-            }
+            split_columns(src, wd, p->pad[2], s2, phase_plane, dst);
           }
         }
       }
@@ -314,6 +322,56 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   free(phases);
   free(offsets);
   free(wide);
+  return status;
+}
+
+/* ---- Strided 1 x 1 convolution ------------------------------------------ */
+
+/* A 1 x 1 convolution with a stride and no padding (a ResNet shortcut)
+ * reads one input position in s1 * s2: those are gathered into a compact
+ * image first, which is then the GEMM's B as for a plain 1 x 1. */
+static int convolve_strided_pointwise(const cr_conv_params *p, const int64_t x_shape[5],
+                                      const float *x, const float *w, const float *packed_w,
+                                      cr_isa packed_isa, const float *bias,
+                                      const cr_fusion *fusion, const int64_t y_shape[5],
+                                      float *y, int num_threads) {
+  const int64_t batch = x_shape[0], channels = x_shape[1], outputs = y_shape[1];
+  const int64_t groups = p->num_group;
+  const int64_t group_channels = channels / groups, group_outputs = outputs / groups;
+  const int64_t h = x_shape[3], wd = x_shape[4], oh = y_shape[3], ow = y_shape[4];
+  const int64_t s1 = p->stride[1], s2 = p->stride[2];
+  const int64_t in_plane = h * wd, out_plane = oh * ow;
+  const size_t per_group =
+      packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, group_channels) : 0;
+  float *compact = malloc((size_t)(group_channels * out_plane) * sizeof *compact);
+  if (compact == NULL) return -1;
+  int status = 0;
+  for (int64_t n = 0; n < batch && status == 0; ++n) {
+    for (int64_t g = 0; g < groups && status == 0; ++g) {
+      const float *x_group = x + (n * channels + g * group_channels) * in_plane;
+      for (int64_t c = 0; c < group_channels; ++c) {
+        for (int64_t r = 0; r < oh; ++r) {
+          const float *src = x_group + c * in_plane + r * s1 * wd;
+          float *dst = compact + c * out_plane + r * ow;
+          for (int64_t col = 0; col < ow; ++col) dst[col] = src[col * s2];
+        }
+      }
+      const int64_t first_output = n * outputs + g * group_outputs;
+      cr_gemm_operand a = {w + g * group_outputs * group_channels, group_channels, 1, NULL,
+                           NULL, packed_w != NULL ? packed_w + (size_t)g * per_group : NULL,
+                           packed_isa, NULL};
+      cr_gemm_operand b = {compact, out_plane, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+      cr_epilogue e = make_epilogue(fusion);
+      e.row_bias = bias != NULL ? bias + g * group_outputs : NULL;
+      if (fusion != NULL && fusion->residual != NULL) {
+        e.residual = fusion->residual + first_output * out_plane;
+        e.ld_residual = out_plane;
+      }
+      status = cr_gemm(group_outputs, out_plane, group_channels, &a, &b,
+                       y + first_output * out_plane, out_plane, &e, num_threads);
+    }
+  }
+  free(compact);
   return status;
 }
 
@@ -383,12 +441,11 @@ CR_TARGET_CLONES static void depthwise_3x3_split(const float *e0, const float *o
 }
 
 /* One padded row (input row x_row, NULL in the padding; pad zero columns on
- * the left) split into even and odd columns, half values each, zeros past
- * the input. */
+ * the left) split into even and odd columns. Only the input's own columns
+ * are written: the zeros around them come from the zeroed scratch. */
 CR_TARGET_CLONES static void split_row(const float *x_row, int64_t width, int64_t pad,
-                                       int64_t half, float *even, float *odd) {
-  for (int64_t j = 0; j < half; ++j) even[j] = odd[j] = 0.0f;
-  if (x_row == NULL) return;
+                                       float *even, float *odd) {
+  if (x_row == NULL) return; /* the scratch starts zeroed and padding is never written */
   /* even[j] = x_row[2j - pad] and odd[j] = x_row[2j + 1 - pad] inside the
    * row: input column i goes to (i + pad) % 2 at (i + pad) / 2. */
   float *first = pad % 2 == 0 ? even : odd, *second = pad % 2 == 0 ? odd : even;
@@ -442,6 +499,9 @@ static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const 
   *wide = out[1] * *wp;
 }
 
+/* Output rows at least this long are computed one by one in place. */
+enum { kDepthwiseRowMin = 32 };
+
 /* One output plane (n, o) of a convolution whose groups see one input
  * channel each: bias, then the taps in (kd, kh, kw) order (padding adds
  * w * 0), then the fused residual and activation. scratch: the floats
@@ -463,7 +523,7 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
     const int64_t half = wp / 2 + 2, rows = padded / (2 * half);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t ih = r - p->pad[1];
-      split_row(ih >= 0 && ih < in[1] ? x + ih * in[2] : NULL, in[2], p->pad[2], half,
+      split_row(ih >= 0 && ih < in[1] ? x + ih * in[2] : NULL, in[2], p->pad[2],
                 scratch + 2 * r * half, scratch + (2 * r + 1) * half);
     }
     for (int64_t oh = 0; oh < out[1]; ++oh) {
@@ -475,10 +535,27 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
     int64_t wp, padded, wide;
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
     float *xp = scratch, *wide_out = scratch + padded;
-    memset(xp, 0, (size_t)padded * sizeof *xp);
     for (int64_t h = 0; h < in[1]; ++h) {
       memcpy(xp + (h + p->pad[1]) * wp + p->pad[2], x + h * in[2], (size_t)in[2] * sizeof *x);
     }
+    if (out[2] >= kDepthwiseRowMin) {
+      /* Wide rows: each output row straight into y, and its epilogue while
+       * it is in L1 (mobilenet's 112 x 112 planes overflow L1). */
+      for (int64_t oh = 0; oh < out[1]; ++oh) {
+        float *y_row = y + oh * out[2];
+        depthwise_3x3(xp + oh * wp, wp, w, bias, out[2], y_row);
+        if (task->fusion != NULL) {
+          cr_epilogue e = make_epilogue(task->fusion);
+          if (task->fusion->residual != NULL) {
+            e.residual = task->fusion->residual + (n * outputs + o) * out_plane + oh * out[2];
+            e.ld_residual = out[2];
+          }
+          cr_epilogue_apply(&e, 0, 1, 0, out[2], y_row, out[2]);
+        }
+      }
+      return;
+    }
+    /* Narrow rows: one loop over the whole wide grid, then compacted. */
     depthwise_3x3(xp, wp, w, bias, (out[1] - 1) * wp + out[2], wide_out);
     for (int64_t oh = 0; oh < out[1]; ++oh) {
       memcpy(y + oh * out[2], wide_out + oh * wp, (size_t)out[2] * sizeof *y);
@@ -519,7 +596,9 @@ static void direct_planes(void *context, int64_t begin, int64_t end) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(task->params, task->x_shape + 2, task->y_shape + 2, &wp, &padded, &wide);
     /* Without scratch the general loop computes the same values. */
-    scratch = malloc((size_t)(padded + wide) * sizeof *scratch);
+    /* Zeroed once: every plane writes the same interior positions, so the
+     * padding stays zero from plane to plane. */
+    scratch = calloc((size_t)(padded + wide), sizeof *scratch);
   }
   for (int64_t plane = begin; plane < end; ++plane) {
     direct_plane(task, plane / outputs, plane % outputs, scratch);
@@ -602,6 +681,12 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
   }
 
+  if (ks == 1 && x_shape[2] == 1 && params->stride[0] == 1 && params->pad[0] == 0 &&
+      params->pad[1] == 0 && params->pad[2] == 0 &&
+      (params->stride[1] > 1 || params->stride[2] > 1)) {
+    return convolve_strided_pointwise(params, x_shape, x, w, packed_w, packed_isa, bias, fusion,
+                                      y_shape, y, num_threads);
+  }
   if (is_wide_case(params, ks, x_shape)) {
     return convolve_wide(params, x_shape, x, w, packed_w, packed_isa, bias, fusion, y_shape, y,
                          num_threads);

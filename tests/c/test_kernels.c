@@ -1366,10 +1366,12 @@ static void reference_gemm(int64_t m, int64_t n, int64_t k, const float *a, cons
 }
 
 static void test_gemm_random(void) {
-  /* Shapes with edge tiles, several k blocks (k > 128), narrow tiles
+  /* Shapes with edge tiles (1 to 3 vectors of the AVX-512 edge kernel,
+   * also over several k blocks), several k blocks (k > 128), narrow tiles
    * (n <= 4) and a single element. */
-  const int64_t shapes[][3] = {{1, 1, 1},   {7, 45, 3},  {33, 97, 300}, {9, 2, 50},
-                               {200, 70, 20}, {1, 130, 77}, {16, 49, 129}};
+  const int64_t shapes[][3] = {{1, 1, 1},     {7, 45, 3},   {33, 97, 300}, {9, 2, 50},
+                               {200, 70, 20}, {1, 130, 77}, {16, 49, 129}, {10, 60, 260},
+                               {13, 112, 140}};
   rng r = {7};
   int ok_close = 1, ok_packed = 1, ok_threads = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
@@ -1447,10 +1449,15 @@ static void test_conv_paths(void) {
       {"3x3 deep stride 2 dilated", {{1, 3, 3}, {1, 2, 2}, {1, 2, 1}, {0, 2, 1}, 1},
        {1, 8, 1, 13, 12}, 7},
       {"1x1 stride 2", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1}, {1, 6, 1, 9, 8}, 5},
+      {"1x1 stride 3x2, groups 2", {{1, 1, 1}, {1, 3, 2}, {1, 1, 1}, {0, 0, 0}, 2},
+       {2, 6, 1, 10, 9}, 4},
       {"5x3 dilated, stride 3x1, groups 2", {{1, 5, 3}, {1, 3, 1}, {1, 2, 1}, {0, 2, 1}, 2},
        {2, 4, 1, 13, 7}, 6},
       {"3-D", {{2, 2, 2}, {1, 1, 2}, {1, 1, 1}, {1, 0, 1}, 1}, {1, 3, 4, 5, 6}, 4},
       {"depthwise 3x3", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 6}, {2, 6, 1, 7, 9}, 6},
+      /* output rows of 32 or more: computed row by row in place */
+      {"depthwise 3x3 wide rows", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 3},
+       {2, 3, 1, 4, 37}, 3},
       {"depthwise 3x3 stride 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 4},
        {1, 4, 1, 10, 9}, 4},
       /* the stride-2 path splits rows by column parity: odd and even
