@@ -8,9 +8,11 @@ Models: the MXNet models of tests/models (exported to ONNX with
 ``mx.onnx.export_model`` for onnxruntime) and the PyTorch-exported ONNX
 models of tests/onnx_models (imported with ``mx.onnx.import_model`` for
 cpu_ref). cpu_ref runs the whole graph as one loaded model (loadModel then
-infer, the timed part being infer alone; a graph whose shapes the annotator
-cannot infer, bert_small's, runs through the ONNX backend's executor on
-cpu_ref instead, which adds the host executor's time); onnxruntime runs the same graph in
+infer, the timed part being infer alone; the graph is annotated with the
+weight arrays, whose shapes and dtypes cover the imported models' scalar
+constants; a graph whose shapes still cannot be inferred would run through
+the ONNX backend's executor on cpu_ref instead, labelled so, which adds the
+host executor's time); onnxruntime runs the same graph in
 an InferenceSession of the CPUExecutionProvider with intra_op_num_threads set
 to the same thread count (and inter-op parallelism off). Each figure is the
 median of --repeat calls after --warmup untimed ones; the two engines are
@@ -118,13 +120,13 @@ def measure(name: str, batch: int, threads: int, repeat: int, warmup: int,
     library = mx.get_library("cpu_ref")
     mx.cpu_ref(0).configure(num_threads=threads)
     try:
-        graph = annotate_symbol(sym, shapes, weights=list(params),
+        graph = annotate_symbol(sym, shapes, weights=weights,
                                 dtypes={key: value.dtype for key, value in feeds.items()})
         via = "loaded model"
     except InvalidArgumentError:
-        # Shapes that only the importer's constant folding resolves (bert's
-        # Expand): run the ONNX backend's executor on cpu_ref instead; the
-        # time then includes the host's executor and any CPU fallback.
+        # Shapes that inference cannot resolve: run the ONNX backend's
+        # executor on cpu_ref instead; the time then includes the host's
+        # executor and any CPU fallback.
         graph = None
         via = "onnx backend"
 

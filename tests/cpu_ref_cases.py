@@ -614,6 +614,21 @@ ONNX_CASES: list[Case] = [
     Case("_onnx_gemm", {"trans_a": True, "trans_b": True}, [(4, 3), (5, 4), (3, 1)]),
     Case("_onnx_gemm", {"has_c": False, "trans_b": True}, [(2, 3), (4, 3)], "float16"),
     Case("_onnx_gemm", {"alpha": 1.5, "has_c": False}, [(2, 3), (3, 2)], "int32"),
+    # float32 products through the packed GEMM (gemm.h): batched, broadcast
+    # batch axes, vectors, enough work to share out among threads, and Gemm's
+    # C as residual, row or column bias, or scaled
+    Case("_onnx_matmul", {}, [(2, 4, 17, 16), (2, 4, 16, 17)]),
+    Case("_onnx_matmul", {}, [(3, 1, 5, 7), (4, 7, 6)]),
+    Case("_onnx_matmul", {}, [(8, 40, 33), (8, 33, 41)]),
+    Case("_onnx_matmul", {}, [(70, 90), (90, 65)]),
+    Case("_onnx_matmul", {}, [(2, 0, 3), (3, 4)]),
+    Case("_onnx_matmul", {}, [(2, 3, 0), (0, 4)]),
+    Case("_onnx_gemm", {}, [(5, 6), (6, 7), (5, 7)]),
+    Case("_onnx_gemm", {"trans_a": True}, [(6, 5), (6, 7), (5, 1)]),
+    Case("_onnx_gemm", {"trans_b": True}, [(5, 6), (7, 6), (1, 7)]),
+    Case("_onnx_gemm", {"alpha": 0.5, "beta": -2.0, "trans_a": True, "trans_b": True},
+         [(6, 5), (7, 6), (5, 7)]),
+    Case("_onnx_gemm", {"beta": 0.0}, [(70, 80), (80, 90), ()]),
     *_each("_onnx_lrn", {"size": 3}, [(2, 5, 3, 3)], _FLOATS),
     Case("_onnx_lrn", {"size": 4, "alpha": 0.01, "beta": 0.5, "bias": 2.0}, [(1, 6, 2)]),
     *_each("_onnx_mvn", {}, [(2, 3, 4, 5)], _FLOATS),

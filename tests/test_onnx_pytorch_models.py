@@ -272,3 +272,159 @@ def test_add_of_equal_shapes_is_elementwise_and_flatten_of_computed_value_is_mxn
     feeds = {"x": rng.standard_normal((2, 3, 4, 4)).astype(np.float32),
              "v": rng.standard_normal((3, 1, 1)).astype(np.float32)}
     assert _check(model, feeds) == ["Activation", "elemwise_add", "broadcast_add", "Flatten"]
+
+
+# ---- the transformers as one loaded cpu_ref model ------------------------------------------
+
+
+def _imported_with_fixed_batch(name: str) -> tuple[Any, dict, dict, dict[str, np.ndarray]]:
+    model, feeds, _ = _sample(name)
+    sym, arg_params, aux_params = mx.onnx.import_model(model)
+    weights = {key: value.asnumpy() for key, value in {**arg_params, **aux_params}.items()}
+    return model, sym, weights, feeds
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["vit_small", "bert_small"])
+def test_transformer_annotates_and_loads_as_one_cpu_ref_model(name, threads):
+    """With the weights' shapes and dtypes (a mapping of arrays), the imported
+    graph's shapes are all known: it loads as one cpu_ref model, which
+    matches onnxruntime; the ONNX backend runs it as one cpu_ref subgraph."""
+    from acc_host.annotate import annotate_symbol
+    from acc_host.symbolic import LoadedModel
+
+    model, sym, weights, feeds = _imported_with_fixed_batch(name)
+    expected = _onnxruntime(model, feeds)
+    graph = annotate_symbol(sym, {key: value.shape for key, value in feeds.items()},
+                            weights=weights,
+                            dtypes={key: value.dtype for key, value in feeds.items()})
+    ctx = _context("cpu_ref")
+    ctx.configure(num_threads=threads)
+    try:
+        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as loaded:
+            outputs = list(loaded.infer(feeds).values())
+    finally:
+        ctx.configure(num_threads=1)
+    assert len(outputs) == len(expected)
+    for ours, oracle in zip(outputs, expected):
+        np.testing.assert_allclose(ours, oracle, rtol=RTOL, atol=ATOL)
+    if threads == 1:
+        rep = prepare(model, accelerator=ctx)
+        for ours, oracle in zip(rep.run(feeds), expected):
+            np.testing.assert_allclose(ours, oracle, rtol=RTOL, atol=ATOL)
+        assert set(rep._executor.placement().values()) == {str(ctx)}
+        assert len(rep._executor.partition.subgraphs) == 1
+
+
+def test_constants_carry_shape_and_dtype_hints():
+    """An initializer read only by Gather (its table) or a Concat is known to
+    shape inference from the imported symbol alone."""
+    rng = np.random.default_rng(6)
+    consts = {"table": rng.standard_normal((10, 4)).astype(np.float32),
+              "cls": rng.standard_normal((2, 1, 4)).astype(np.float32)}
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["rows"]),
+             helper.make_node("Concat", ["cls", "rows"], ["y"], axis=1)]
+    model = _model(nodes, [_value("ids", (2, 3), TensorProto.INT64)], [_value("y", (2, 4, 4))],
+                   consts)
+    ids = np.array([[0, 9, 3], [1, 1, 2]], np.int64)
+    assert _check(model, {"ids": ids}, ("cpu", "cpu_ref")) == ["_onnx_gather", "Concat"]
+    sym, _, _ = mx.onnx.import_model(model)
+    _, out_shapes, _ = sym.infer_shape(ids=(2, 3))
+    assert out_shapes == [(2, 4, 4)]
+    _, out_types, _ = sym.infer_type(ids=np.int64)
+    assert out_types == [np.float32]
+
+
+def test_annotate_symbol_takes_weight_arrays():
+    """A scalar weight (shape ()) cannot carry a shape hint: the mapping form
+    of annotate_symbol's weights gives it; a non-array value is refused."""
+    from acc_host.annotate import annotate_symbol
+    from acc_host.errors import InvalidArgumentError
+
+    out = mx.sym.broadcast_add(mx.sym.Variable("data"), mx.sym.Variable("w"), name="add")
+    with pytest.raises(InvalidArgumentError):
+        annotate_symbol(out, {"data": (2, 3)}, weights=["w"])
+    graph = annotate_symbol(out, {"data": (2, 3)}, weights={"w": np.float32(2.0) * np.ones(())})
+    assert json.loads(graph["nodes"][-1]["attrs"]["__out_shapes__"]) == [[2, 3]]
+    with pytest.raises(InvalidArgumentError, match="expected an array"):
+        annotate_symbol(out, {"data": (2, 3)}, weights={"w": 2.0})
+
+
+def _gelu_nodes(x: str, form: str) -> list:
+    """0.5 x (1 + erf(x / sqrt 2)) as PyTorch exports it (form "div": nn.GELU;
+    "half_first": x * 0.5 * (1 + erf(x * (1 / sqrt 2))))."""
+    if form == "div":
+        return [helper.make_node("Div", [x, "sqrt2"], ["d"]),
+                helper.make_node("Erf", ["d"], ["e"]),
+                helper.make_node("Add", ["e", "one"], ["a"]),
+                helper.make_node("Mul", [x, "a"], ["m"]),
+                helper.make_node("Mul", ["m", "half"], ["y"])]
+    return [helper.make_node("Mul", ["inv_sqrt2", x], ["d"]),
+            helper.make_node("Erf", ["d"], ["e"]),
+            helper.make_node("Add", ["one", "e"], ["a"]),
+            helper.make_node("Mul", ["half", x], ["m"]),
+            helper.make_node("Mul", ["a", "m"], ["y"])]
+
+
+_GELU_CONSTS = {"sqrt2": np.array(2 ** 0.5, np.float32), "one": np.array(1.0, np.float32),
+                "half": np.array(0.5, np.float32),
+                "inv_sqrt2": np.array(0.5 ** 0.5, np.float32)}
+
+
+@pytest.mark.parametrize("form", ["div", "half_first"])
+def test_erf_gelu_chain_is_leaky_relu_gelu(form):
+    rng = np.random.default_rng(7)
+    model = _model(_gelu_nodes("x", form), [_value("x", (2, 5, 8))], [_value("y", (2, 5, 8))],
+                   _GELU_CONSTS)
+    x = (rng.standard_normal((2, 5, 8)) * 3).astype(np.float32)
+    assert _check(model, {"x": x}) == ["LeakyReLU"]
+
+
+def test_erf_gelu_chain_with_a_shared_intermediate_is_kept():
+    rng = np.random.default_rng(8)
+    nodes = _gelu_nodes("x", "div") + [helper.make_node("Add", ["e", "y"], ["z"])]
+    model = _model(nodes, [_value("x", (3, 8))], [_value("z", (3, 8))], _GELU_CONSTS)
+    ops = _check(model, {"x": rng.standard_normal((3, 8)).astype(np.float32)})
+    assert "LeakyReLU" not in ops and "erf" in ops
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_last_axis_layer_normalization_is_mxnet_layer_norm(bias):
+    rng = np.random.default_rng(9)
+    consts = {"scale": rng.standard_normal(8).astype(np.float32)}
+    if bias:
+        consts["bias"] = rng.standard_normal(8).astype(np.float32)
+    node = helper.make_node("LayerNormalization", ["x", "scale"] + (["bias"] if bias else []),
+                            ["y"], epsilon=1e-3)
+    model = _model([node], [_value("x", (2, 5, 8))], [_value("y", (2, 5, 8))], consts)
+    x = (rng.standard_normal((2, 5, 8)) * 2 + 1).astype(np.float32)
+    assert _check(model, {"x": x}) == ["LayerNorm"]
+
+
+def test_layer_normalization_over_several_axes_stays_onnx_norm():
+    rng = np.random.default_rng(10)
+    consts = {"scale": rng.standard_normal((5, 8)).astype(np.float32)}
+    node = helper.make_node("LayerNormalization", ["x", "scale"], ["y"], axis=1)
+    model = _model([node], [_value("x", (2, 5, 8))], [_value("y", (2, 5, 8))], consts)
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    assert _check(model, {"x": x}) == ["_onnx_norm"]
+
+
+def test_float_arithmetic_with_a_scalar_constant_is_a_scalar_operator():
+    rng = np.random.default_rng(11)
+    consts = {"two": np.array(2.0, np.float32), "one": np.array([1.0], np.float32),
+              "v": np.array([[0.25]], np.float32), "k": np.array([3], np.int32)}
+    nodes = [helper.make_node("Mul", ["x", "two"], ["a"]),
+             helper.make_node("Sub", ["one", "a"], ["b"]),
+             helper.make_node("Div", ["b", "v"], ["c"]),
+             helper.make_node("Div", ["two", "c"], ["d"]),
+             helper.make_node("Add", ["d", "x"], ["y"]),
+             helper.make_node("Div", ["i", "k"], ["q"]),      # integers: truncation
+             helper.make_node("Div", ["y", "x"], ["r"])]      # floats: broadcast_div
+    model = _model(nodes, [_value("x", (3, 4)), _value("i", (3, 4), TensorProto.INT32)],
+                   [_value("r", (3, 4)), _value("q", (3, 4), TensorProto.INT32)], consts)
+    feeds = {"x": (rng.standard_normal((3, 4)) + 3).astype(np.float32),
+             "i": rng.integers(-20, 20, (3, 4)).astype(np.int32)}
+    assert _check(model, feeds, ("cpu", "cpu_ref")) == [
+        "_mul_scalar", "_rminus_scalar", "_div_scalar", "_rdiv_scalar", "elemwise_add",
+        "broadcast_div", "_onnx_binary"]

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "ops_onnx_impl.h"
+#include "parallel.h"
 #include "status.h"
 
 /* ======================================================================= */
@@ -58,6 +60,67 @@ static int block_results(int64_t count, double **y_f, int64_t **y_i) {
 
 static int same_in_out_dtypes(const cr_params *params) { return cr_dtypes_any(params); }
 
+/* float32 products go through cr_gemm (gemm.h): each product of the batch
+ * (numpy's broadcast of the operands' leading axes) is one GEMM reading the
+ * operands in place; several products are shared out among the threads, one
+ * product per thread at a time, and a single one uses all of them. The sums
+ * are float32 (the generic path's are float64): the difference is the
+ * rounding of the float32 GEMM of FullyConnected and batch_dot. */
+
+/* Below this many multiply-adds in all, the products run on one thread:
+ * waking the pool would cost more than it saves. */
+#define MATMUL_PARALLEL_MIN_WORK ((int64_t)1 << 16)
+
+/* Whether a * b * c multiply-adds reach the parallel threshold (in double:
+ * the product may not fit in int64_t). */
+static int enough_work(int64_t a, int64_t b, int64_t c) {
+  const double work = (double)a * (double)b * (double)c;
+  return work >= (double)MATMUL_PARALLEL_MIN_WORK;
+}
+
+typedef struct matmul_f32_task {
+  const float *a;
+  const float *b;
+  float *y;
+  const acc_shape *a_batch, *b_batch, *outer;
+  int64_t m, n, k;
+  int threads_per_product;
+  int failed; /* set (atomically) when a GEMM found no scratch memory */
+} matmul_f32_task;
+
+static int matmul_f32_product(const matmul_f32_task *t, int64_t index) {
+  const int64_t a_off = offset_in(t->a_batch, t->outer, index) * t->m * t->k;
+  const int64_t b_off = offset_in(t->b_batch, t->outer, index) * t->k * t->n;
+  const cr_gemm_operand a = {t->a + a_off, t->k, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  const cr_gemm_operand b = {t->b + b_off, t->n, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  return cr_gemm(t->m, t->n, t->k, &a, &b, t->y + index * t->m * t->n, t->n, NULL,
+                 t->threads_per_product);
+}
+
+static void matmul_f32_products(void *context, int64_t begin, int64_t end) {
+  matmul_f32_task *t = context;
+  for (int64_t index = begin; index < end; ++index) {
+    if (matmul_f32_product(t, index) != 0) __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+  }
+}
+
+static int matmul_f32(const float *a, const float *b, float *y, const acc_shape *a_batch,
+                      const acc_shape *b_batch, const acc_shape *outer, int64_t batches,
+                      int64_t m, int64_t n, int64_t k, int num_threads) {
+  if (batches == 0 || m == 0 || n == 0) return MX_ACC_OK;
+  const int threads = enough_work(batches * m, n, k > 0 ? k : 1) && num_threads > 1
+                          ? num_threads : 1;
+  matmul_f32_task task = {a, b, y, a_batch, b_batch, outer, m, n, k, 1, 0};
+  if (batches == 1 || threads == 1) {
+    task.threads_per_product = threads;
+    matmul_f32_products(&task, 0, batches);
+  } else {
+    cr_parallel_for(threads, batches, matmul_f32_products, &task);
+  }
+  return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? out_of_memory("matmul")
+                                                         : MX_ACC_OK;
+}
+
 static int matmul_infer(const cr_params *params, const acc_shape *in, int num_in,
                         acc_shape *out) {
   (void)params;
@@ -88,7 +151,6 @@ static int matmul_infer(const cr_params *params, const acc_shape *in, int num_in
 static int matmul_run(const cr_params *params, const cr_tensor *in, int num_in,
                       const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   acc_shape a = in[0].shape, b = in[1].shape;
   if (a.ndim == 1) {
     a.ndim = 2;
@@ -107,6 +169,10 @@ static int matmul_run(const cr_params *params, const cr_tensor *in, int num_in,
   broadcast_shapes(batch, 2, &outer);
   const int64_t batches = count_of(&outer);
   const cr_dtype dtype = cr_in_dtype(params, 0);
+  if (dtype == CR_FLOAT32) {
+    return matmul_f32(in[0].data, in[1].data, out->data, &batch[0], &batch[1], &outer, batches,
+                      m, n, k, num_threads);
+  }
   double *yf = NULL;
   int64_t *yi = NULL;
   if (!block_results(m * n, &yf, &yi)) return out_of_memory("matmul");
@@ -159,9 +225,52 @@ static int gemm_infer(const cr_params *params, const acc_shape *in, int num_in, 
   return MX_ACC_OK;
 }
 
+/* The float32 Gemm when the result is m x n (C, if any, broadcasts to it):
+ * one cr_gemm, C added by its epilogue (a row or column bias, or a
+ * residual) when alpha and beta are 1, otherwise by a pass over the result. */
+static int gemm_f32(const onnx_p *p, const cr_tensor *in, int num_in, const cr_tensor *out,
+                    int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs, int64_t b_rs,
+                    int64_t b_cs, int num_threads) {
+  const float *c = num_in > 2 ? (const float *)in[2].data : NULL;
+  const acc_shape *c_shape = num_in > 2 ? &in[2].shape : NULL;
+  float *y = out->data;
+  if (m == 0 || n == 0) return MX_ACC_OK;
+  const float alpha = (float)p->f[0], beta = (float)p->f[1];
+  cr_epilogue epilogue = {NULL, NULL, NULL, 0, CR_EPI_NONE, 0.0f, 0.0f};
+  int c_done = c == NULL;
+  if (c != NULL && p->f[0] == 1.0 && p->f[1] == 1.0) {
+    /* C right-aligned against (m, n): its last extent (n or 1) and the one
+     * before it (m or 1, or none) */
+    const int64_t c_cols = c_shape->ndim >= 1 ? (int64_t)c_shape->dims[c_shape->ndim - 1] : 1;
+    const int64_t c_rows = c_shape->ndim >= 2 ? (int64_t)c_shape->dims[c_shape->ndim - 2] : 1;
+    if (c_rows == m && c_cols == n) {
+      epilogue.residual = c;
+      epilogue.ld_residual = n;
+      c_done = 1;
+    } else if (c_rows == 1 && c_cols == n) {
+      epilogue.col_bias = c;
+      c_done = 1;
+    } else if (c_rows == m && c_cols == 1) {
+      epilogue.row_bias = c;
+      c_done = 1;
+    }
+  }
+  const cr_gemm_operand a = {in[0].data, a_rs, a_cs, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  const cr_gemm_operand b = {in[1].data, b_rs, b_cs, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  const int threads = enough_work(m, n, k > 0 ? k : 1) ? num_threads : 1;
+  if (cr_gemm(m, n, k, &a, &b, y, n, &epilogue, threads) != 0) return out_of_memory("gemm");
+  if (!c_done || alpha != 1.0f) {
+    for (int64_t e = 0; e < m * n; ++e) {
+      float value = alpha * y[e];
+      if (!c_done) value += beta * c[offset_in(c_shape, &out->shape, e)];
+      y[e] = value;
+    }
+  }
+  return MX_ACC_OK;
+}
+
 static int gemm_run(const cr_params *params, const cr_tensor *in, int num_in,
                     const cr_tensor *out, int num_threads) {
-  (void)num_threads;
   const onnx_p *p = P(params);
   const acc_shape *a = &in[0].shape, *b = &in[1].shape;
   const int64_t m = (int64_t)a->dims[p->flag[0] ? 1 : 0], k = (int64_t)a->dims[p->flag[0] ? 0 : 1];
@@ -169,6 +278,10 @@ static int gemm_run(const cr_params *params, const cr_tensor *in, int num_in,
   const int64_t a_rs = p->flag[0] ? 1 : k, a_cs = p->flag[0] ? m : 1;
   const int64_t b_rs = p->flag[1] ? 1 : n, b_cs = p->flag[1] ? k : 1;
   const cr_dtype dtype = cr_in_dtype(params, 0);
+  if (dtype == CR_FLOAT32 && out->shape.ndim == 2 && (int64_t)out->shape.dims[0] == m &&
+      (int64_t)out->shape.dims[1] == n) {
+    return gemm_f32(p, in, num_in, out, m, n, k, a_rs, a_cs, b_rs, b_cs, num_threads);
+  }
   double *yf = NULL;
   int64_t *yi = NULL;
   if (!block_results(m * n, &yf, &yi)) return out_of_memory("gemm");

@@ -64,13 +64,35 @@ def annotate(graph: Mapping[str, Any], node_outputs: Sequence[Sequence[TensorSpe
 
 
 def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
-                    weights: Iterable[str], dtypes: Mapping[str, Any] | None = None,
+                    weights: Iterable[str] | Mapping[str, Any],
+                    dtypes: Mapping[str, Any] | None = None,
                     dev_id: int = 0) -> dict[str, Any]:
     """The annotated JSON of a Symbol, inferring every node's output shapes
-    and dtypes from the given input shapes (and dtypes, float32 by default)."""
+    and dtypes from the given input shapes (and dtypes, float32 by default).
+
+    weights names the variables that are weights; a mapping of names to
+    arrays (numpy arrays, NDArrays: anything with ``shape`` and ``dtype``)
+    also gives their shapes and dtypes where shapes and dtypes do not, which
+    a weight read only by operators that cannot infer it backwards (a
+    scalar operand, Gather's table, a Concat operand: an imported ONNX
+    model's constants) needs."""
     graph = symbol.graph
+    shapes = dict(shapes)
+    dtypes = dict(dtypes or {})
+    if isinstance(weights, Mapping):
+        names = {node.name for node in graph.nodes if node.is_variable}
+        for name, value in weights.items():
+            if name not in names:
+                continue
+            shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+            if shape is None or dtype is None:
+                raise InvalidArgumentError(
+                    f"weight {name!r}: expected an array (with shape and dtype), got "
+                    f"{type(value).__name__}")
+            shapes.setdefault(name, tuple(int(d) for d in shape))
+            dtypes.setdefault(name, np.dtype(dtype))
     entry_shapes = graph.infer_shapes(shapes)
-    entry_dtypes = graph.infer_dtypes(dtypes or {})
+    entry_dtypes = graph.infer_dtypes(dtypes)
     node_outputs = []
     for k, node in enumerate(graph.nodes):
         entries = range(graph.entry_start[k], graph.entry_start[k] + graph.num_visible(k))

@@ -21,7 +21,8 @@ import numpy as np
 from .. import ndarray as nd
 from .. import symbol as sym_mod
 from ..context import cpu
-from ..errors import AccHostError, UnsupportedOnnxOperatorError
+from ..errors import AccHostError, TensorError, UnsupportedOnnxOperatorError
+from ..tensor import dtype_code
 from ._onnx import require_onnx
 from .translators import TRANSLATORS, Unsupported, translator_for
 
@@ -92,6 +93,11 @@ class Context:
         self.node_name = "node"
         self.consumed: set[str] = set()
         self.dtypes: dict[str, np.dtype] = {}
+        # the ONNX node computing each value, and how many node inputs read
+        # each value (a graph output counts once): for translators that
+        # recognise a pattern of several nodes (the erf form of GELU)
+        self.producers: dict[str, Any] = {}
+        self.readers: dict[str, int] = {}
         # MatMul outputs translated to FullyConnected(no_bias): value -> (data
         # symbol, transposed weight's name, width), for folding a bias Add into it
         self.linear: dict[str, tuple[Any, str, int]] = {}
@@ -118,7 +124,7 @@ class Context:
         if name in self.symbols:
             return self.symbols[name]
         if name in self.consts:
-            self.symbols[name] = sym_mod.Variable(name)
+            self.symbols[name] = constant_variable(name, self.consts[name])
             return self.symbols[name]
         raise Unsupported(f"input {name!r} is produced by no node")
 
@@ -158,6 +164,22 @@ class Context:
         return None
 
 
+def constant_variable(name: str, value: np.ndarray) -> Any:
+    """The variable of a constant (an initializer or a folded value), with its
+    shape and dtype as "__shape__"/"__dtype__" hints, so that shape and dtype
+    inference (``annotate_symbol``, a loaded model) need only the data
+    inputs' shapes: a constant read by an operator that cannot infer it
+    backwards (Gather's table, Concat's or Add's other operand) is known."""
+    shape = tuple(int(d) for d in value.shape)
+    hint = shape if shape and all(d > 0 for d in shape) else None
+    try:
+        dtype_code(value.dtype)
+        dtype: np.dtype | None = value.dtype
+    except TensorError:
+        dtype = None  # no TensorDType (bool, 16-bit integers): the host path reads it
+    return sym_mod.Variable(name, shape=hint, dtype=dtype)
+
+
 def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
                  frozen: dict[str, np.ndarray] | None = None) -> Imported:
     """The import; shapes overrides the declared shapes of graph inputs and
@@ -189,6 +211,13 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
         cx.consts[name] = np.asarray(value)
     cx.consumed = {name for node in graph.node for name in node.input if name}
     cx.consumed.update(value.name for value in graph.output)
+    for node in graph.node:
+        cx.producers.update((name, node) for name in node.output if name)
+        for name in node.input:
+            if name:
+                cx.readers[name] = cx.readers.get(name, 0) + 1
+    for value in graph.output:
+        cx.readers[value.name] = cx.readers.get(value.name, 0) + 1
     for init in graph.sparse_initializer:
         raise UnsupportedOnnxOperatorError(
             f"ONNX import: sparse initializer {init.values.name!r} is not supported")

@@ -257,10 +257,125 @@ def _binary(fn: str) -> Translator:
                     # same shapes (a residual connection): the element-wise form,
                     # which more accelerators know than the broadcasting one
                     return [cx.op("elemwise_add", cx.sym(inputs[0]), rhs)]
+        if fn == "mul" and opset >= 7:
+            gelu = _gelu_input(cx, inputs)
+            if gelu is not None:
+                return [cx.op("LeakyReLU", cx.sym(gelu), act_type="gelu")]
+        if opset >= 7 and fn in _SCALAR_OPS:
+            scalar = _with_scalar(cx, fn, inputs)
+            if scalar is not None:
+                return [scalar]
         if fn in _MX_BINARY:
             return [cx.op(_MX_BINARY[fn], cx.sym(inputs[0]), rhs)]
+        if fn == "div" and _is_float(cx, inputs):
+            # numpy's true division, as ONNX's for floats (integers truncate,
+            # which broadcast_div does not)
+            return [cx.op("broadcast_div", cx.sym(inputs[0]), rhs)]
         return [cx.op("_onnx_binary", cx.sym(inputs[0]), rhs, fn=fn)]
     return translate
+
+
+# fn -> (operator with the scalar on the right, operator with it on the left)
+_SCALAR_OPS = {"add": ("_plus_scalar", "_plus_scalar"), "sub": ("_minus_scalar", "_rminus_scalar"),
+               "mul": ("_mul_scalar", "_mul_scalar"), "div": ("_div_scalar", "_rdiv_scalar")}
+
+
+def _with_scalar(cx, fn: str, inputs: list[str]) -> Any:
+    """A float32 operation with a one-element float32 constant operand that
+    does not raise the other operand's rank: the scalar operator (one pass,
+    no broadcasting), the scalar as its attribute (a float32 value is exact
+    as a Python float); None otherwise."""
+    for position in (1, 0):
+        const = cx.const(inputs[position])
+        other = inputs[1 - position]
+        if (const is None or const.size != 1 or const.dtype != np.float32
+                or cx.is_const(other) or cx.dtype(other) not in (None, np.float32)):
+            continue
+        if const.ndim > 0:
+            shape = cx.shape(other) or cx.infer_shape(other)
+            if shape is None or len(shape) < const.ndim:
+                continue
+        value = float(const.reshape(-1)[0])
+        return cx.op(_SCALAR_OPS[fn][0 if position == 1 else 1], cx.sym(other), scalar=value)
+    return None
+
+
+def _is_float(cx, inputs: list[str]) -> bool:
+    """Whether an operand is known to be floating point (ONNX's binary
+    operators take operands of one type)."""
+    return any((dtype := cx.dtype(name)) is not None and np.dtype(dtype).kind == "f"
+               for name in inputs[:2])
+
+
+def _scalar_const(cx, name: str) -> float | None:
+    """The value of a one-element floating-point constant, or None."""
+    value = cx.const(name)
+    if value is None or value.size != 1 or value.dtype.kind != "f":
+        return None
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+def _only(cx, name: str, op_type: str) -> Any:
+    """The node of type op_type computing name when nothing else reads name
+    (so that a pattern can replace it), or None."""
+    node = cx.producers.get(name)
+    if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx"):
+        return None
+    return node if cx.readers.get(name, 0) == 1 else None
+
+
+def _close(value: float | None, expected: float) -> bool:
+    return value is not None and abs(value - expected) <= 1e-6 * abs(expected)
+
+
+def _gelu_input(cx, inputs: list[str]) -> str | None:
+    """x when Mul(inputs) is the erf form of GELU that PyTorch exports,
+    0.5 x (1 + erf(x / sqrt 2)): Mul(Mul(x, A), 0.5) or Mul(Mul(x, 0.5), A)
+    with A = Add(Erf(Div(x, sqrt 2) or Mul(x, 1 / sqrt 2)), 1), any operand
+    order, the intermediate values read by nothing else. The whole chain is
+    then LeakyReLU(act_type="gelu"), whose kernels compute the same
+    function in one pass."""
+    def erf_plus_one(name: str) -> str | None:
+        add = _only(cx, name, "Add")
+        if add is None or len(add.input) != 2:
+            return None
+        for erf_name, one in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+            erf = _only(cx, erf_name, "Erf")
+            if erf is None or not _close(_scalar_const(cx, one), 1.0):
+                continue
+            scaled = cx.producers.get(erf.input[0])
+            if scaled is None or cx.readers.get(erf.input[0], 0) != 1 or len(scaled.input) != 2:
+                continue
+            x, factor = scaled.input
+            if scaled.op_type == "Div" and _close(_scalar_const(cx, factor), 2 ** 0.5):
+                return x
+            if scaled.op_type == "Mul":
+                for x, factor in ((scaled.input[0], scaled.input[1]),
+                                  (scaled.input[1], scaled.input[0])):
+                    if _close(_scalar_const(cx, factor), 0.5 ** 0.5):
+                        return x
+        return None
+
+    if len(inputs) != 2 or any(cx.is_const(name) and cx.const(name).size != 1
+                               for name in inputs):
+        return None
+    for inner_name, outer in ((inputs[0], inputs[1]), (inputs[1], inputs[0])):
+        inner = _only(cx, inner_name, "Mul")
+        if inner is None or len(inner.input) != 2:
+            continue
+        a, b = inner.input
+        if _close(_scalar_const(cx, outer), 0.5):
+            # Mul(Mul(x, A), 0.5)
+            for x, other in ((a, b), (b, a)):
+                if erf_plus_one(other) == x and not cx.is_const(x):
+                    return x
+        else:
+            # Mul(Mul(x, 0.5), A)
+            for x, half in ((a, b), (b, a)):
+                if (_close(_scalar_const(cx, half), 0.5) and not cx.is_const(x)
+                        and erf_plus_one(outer) == x):
+                    return x
+    return None
 
 
 def _add_to_linear(cx, inputs: list[str]) -> Any:
@@ -597,11 +712,39 @@ def _instance_norm(cx, node, attrs, inputs, opset):
 
 @onnx_op("LayerNormalization", "RMSNormalization")
 def _layer_norm(cx, node, attrs, inputs, opset):
+    if node.op_type == "LayerNormalization":
+        last = _last_axis_layer_norm(cx, node, attrs, inputs)
+        if last is not None:
+            return [last]
     args = [cx.sym(name) for name in inputs if name]
     result = cx.op("_onnx_norm", *args, axis=attrs.get("axis", -1),
                    eps=attrs.get("epsilon", 1e-5), has_bias=len(args) > 2,
                    rms=node.op_type == "RMSNormalization")
     return [result[0], result[1], result[2]]
+
+
+def _last_axis_layer_norm(cx, node, attrs, inputs: list[str]) -> Any:
+    """LayerNormalization over the last axis alone, with a scale (and bias)
+    of that axis's width and its mean and inverse deviation unused: MXNet's
+    LayerNorm (which accelerators know), a zero beta standing in for an
+    absent bias; None otherwise."""
+    if any(cx.used(name) for name in node.output[1:]):
+        return None
+    shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
+    if not shape or attrs.get("axis", -1) % len(shape) != len(shape) - 1:
+        return None
+    width = shape[-1]
+    scale = inputs[1]
+    bias = _input(inputs, 2)
+    dtype = cx.dtype(scale)
+    if (dtype is None or np.dtype(dtype) != np.float32 or cx.shape(scale) != (width,)
+            or (bias and (cx.shape(bias) != (width,) or cx.dtype(bias) != np.float32))):
+        return None
+    if not bias:
+        bias = f"{scale}_zero_bias"
+        cx.consts.setdefault(bias, np.zeros(width, np.float32))
+    return cx.op("LayerNorm", cx.sym(inputs[0]), cx.sym(scale), cx.sym(bias), axis=-1,
+                 eps=attrs.get("epsilon", 1e-5))
 
 
 @onnx_op("Swish")
