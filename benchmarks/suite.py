@@ -101,12 +101,11 @@ def _runner(model: BenchModel, ctx: mx.Context) -> Callable[[], list[np.ndarray]
 
 
 def _loaded_model(model: BenchModel) -> LoadedModel | None:
-    """The whole graph as one cpu_ref model, or None when the annotator
-    cannot infer its shapes (bert_small's, resolved by the ONNX importer's
-    constant folding only)."""
+    """The whole graph as one cpu_ref model (None if the annotator cannot
+    infer its shapes; the weights' own shapes and dtypes are given)."""
     try:
         graph = annotate_symbol(model.symbol, {k: v.shape for k, v in model.feeds.items()},
-                                weights=list(model.params),
+                                weights=model.params,
                                 dtypes={k: v.dtype for k, v in model.feeds.items()})
     except InvalidArgumentError:
         return None
