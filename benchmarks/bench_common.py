@@ -108,7 +108,9 @@ def load_model(name: str, batch: int, workdir: Path) -> BenchModel:
 def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
                 warmup: int = 2) -> dict[str, float]:
     """Median seconds per call of each function, measured alternately in
-    blocks of a few calls so that load from other processes hits them alike."""
+    blocks of a few calls so that load from other processes hits them alike.
+    Each block starts with an untimed call, so that every figure is taken
+    with the function's data in the caches, not evicted by the one before."""
     for function in functions.values():
         for _ in range(warmup):
             function()
@@ -116,6 +118,7 @@ def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
     block = max(1, repeat // 5)
     while min(len(times) for times in samples.values()) < repeat:
         for name, function in functions.items():
+            function()
             for _ in range(block):
                 start = time.perf_counter()
                 function()

@@ -162,8 +162,10 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
     row: dict[str, Any] = {"model": model.name, "batch": model.batch, "threads": threads,
                            "max_rel_error_vs_onnxruntime": worst}
     row.update({f"{label}_ms": value * 1e3 for label, value in seconds.items()})
-    # The simulated card's time per forward (its clock, not the host's).
-    row["mlu_sim_ms"] = float(stats["sim_time_ns"]) / mlu_calls[0] / 1e6
+    # The simulated card's time per forward (its clock, not the host's);
+    # None when nothing of the model ran on the card.
+    simulated = float(stats["sim_time_ns"])
+    row["mlu_sim_ms"] = simulated / mlu_calls[0] / 1e6 if simulated else None
     if mxnet_python and model.kind == "mxnet":
         row["mxnet_ms"] = _mxnet_ms(mxnet_python, model.name, model.batch, threads, repeat)
     ort_ms = row["onnxruntime_ms"]
