@@ -454,3 +454,29 @@ def test_a_waiting_thread_helps_but_keeps_a_workers_order_and_width() -> None:
         assert order == list(range(200)) and not overlap
     finally:
         worker.stop()
+
+
+@pytest.mark.parametrize("lingering", [True, False])
+def test_work_nobody_waits_for_starts_whether_the_worker_lingers_or_sleeps(
+        lingering: bool) -> None:
+    """A push to a worker that ran a block less than LINGER ago does not
+    notify its threads (they poll every POLL), one to a worker idle for
+    longer does: either way the block runs without anyone waiting for it,
+    within a bounded time."""
+    from acc_host.engine import workers
+
+    ran = [threading.Event() for _ in range(2)]
+    worker = workers.Worker("test", 1, lambda block, _stream: ran[block].set())
+    try:
+        worker.put(0)
+        assert ran[0].wait(5)
+        if not lingering:
+            time.sleep(workers.LINGER * 3)
+            assert worker._asleep == 1  # the idle thread sleeps until notified
+        start = time.monotonic()
+        worker.put(1)
+        assert ran[1].wait(5)
+        # bounded by POLL when lingering; generous for a loaded machine
+        assert time.monotonic() - start < 1.0
+    finally:
+        worker.stop()
