@@ -13,6 +13,7 @@ directory named by ``MXNET_ACC_LIBRARIES`` (see :mod:`acc_host.discovery`).
 
 from __future__ import annotations
 
+import os as _os
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
@@ -79,4 +80,8 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_state.by_name})
 
 
+if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are recorded
+    from . import trace as _trace
+
+    _trace.start_from_environment()
 _discover()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "AccHostError",
+    "TraceError",
     "LibraryError",
     "LibraryNotFoundError",
     "NotALibraryError",
@@ -189,6 +190,10 @@ class GraphError(InvalidArgumentError):
 class ModelFileError(AccHostError, ValueError):
     """A model or parameter file is corrupt, truncated or not in the
     expected format; the message names the file and the offset."""
+
+
+class TraceError(AccHostError, ValueError):
+    """A call trace cannot be written, read or replayed (acc_host.trace)."""
 
 
 # ---- the dependency engine ----------------------------------------------------------

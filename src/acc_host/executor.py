@@ -39,6 +39,7 @@ from .ops.registry import OpDef
 from .partition import Partition, offerable_region, partition_graph, region_graph
 from .subgraph import SubgraphOperator, Value, to_host
 from .tensor import TensorSpec, dtype_code
+from .trace import recorder as trace_recorder
 
 __all__ = ["Executor"]
 
@@ -456,12 +457,17 @@ class Executor:
 
     def _run_on_cpu(self, nodes: Sequence[int], values: dict[int, Value]) -> None:
         graph = self._graph
+        tracer = trace_recorder.current()
         for k in nodes:
             op, attrs = graph.ops[k], graph.attrs[k]
             assert op is not None and attrs is not None
+            start = tracer.now() if tracer is not None else 0
             results = op.compute(attrs, [to_host(values[entry])
                                          for entry in graph.input_entries(k)])
             values.update(zip(self._node_entries(k), results))
+            if tracer is not None:
+                tracer.span("cpu_op", f"{graph.nodes[k].op} {graph.nodes[k].name}", start,
+                            tracer.now())
 
     def _run_subgraph(self, operator: SubgraphOperator, inputs: Sequence[int],
                       values: dict[int, Value], weights: Mapping[str, NDArray],

@@ -84,9 +84,10 @@ class Executor:
         self._bind(self._outputs, outputs, "output")
         try:
             with self.library.device_lock(self.dev_id):
-                status = self._handle.forward(self._handle, self._inputs.pointer,
-                                              len(self._inputs), self._outputs.pointer,
-                                              len(self._outputs))
+                forward = self.library.lib.executor_forward if self.library.traced \
+                    else self._handle.forward
+                status = forward(self._handle, self._inputs.pointer, len(self._inputs),
+                                 self._outputs.pointer, len(self._outputs))
             self.library.check(self.library.name, "executor forward", status, self.op_name)
         finally:
             self._inputs.clear()

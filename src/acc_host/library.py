@@ -69,7 +69,12 @@ class AccLibrary:
 
     def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None) -> None:
         self.path = os.path.realpath(os.fspath(path))
-        self._lib = self._open()
+        self._raw_lib = self._lib = self._open()
+        from .trace import recorder
+
+        tracer = recorder.current()
+        if tracer is not None:
+            self._trace(tracer)
         self._check_symbols(REQUIRED_SYMBOLS)
         self._last_error = self._lib.accGetLastError if self._has("accGetLastError") else None
         self.api_version = int(self._lib.getAccApiVersion())
@@ -184,8 +189,24 @@ class AccLibrary:
 
     @property
     def lib(self) -> Any:
-        """The raw cffi library (for the modules that marshal their own calls)."""
+        """The cffi library (for the modules that marshal their own calls):
+        the plugin's own functions, or their recording stand-ins while a
+        trace is active (:mod:`acc_host.trace`)."""
         return self._lib
+
+    @property
+    def traced(self) -> bool:
+        return self._lib is not self._raw_lib
+
+    def _known_name(self) -> str | None:
+        return getattr(self, "name", None)  # None while the constructor runs
+
+    def _trace(self, tracer: Any) -> None:
+        """Routes later calls through tracer (None: back to the plugin)."""
+        from .trace.recorder import TracedLib
+
+        self._lib = self._raw_lib if tracer is None else TracedLib(self._raw_lib, tracer,
+                                                                   self.path, self._known_name())
 
     def device_lock(self, dev_id: int) -> threading.RLock:
         """The lock that serializes calls for one device, as the ABI promises."""
