@@ -9,6 +9,7 @@ runtimes preloaded (.ci/run shows how).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -79,3 +80,22 @@ def offload_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     check a plugin's numerics or placement on small graphs want every
     supported operator offered, whatever it would cost."""
     monkeypatch.setenv("MXNET_ACC_OFFLOAD_COST", "0")
+
+
+@pytest.fixture(scope="session")
+def perturbed_cpu_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """cpu_ref with one changed kernel: average pooling 0.1% too large
+    (for the tools that must find it: trace replay, differential checks)."""
+    out = tmp_path_factory.mktemp("perturbed")
+    source_dir = out / "cpu_ref"
+    shutil.copytree(ROOT / "plugins" / "cpu_ref", source_dir)
+    kernels = source_dir / "kernels.c"
+    text = kernels.read_text()
+    original = "return window_average(params, x, in, window);"
+    assert text.count(original) == 1, "the average pooling kernel moved: update this test"
+    kernels.write_text(text.replace(original, "return 1.001f * window_average(params, x, in, "
+                                              "window);"))
+    sources = sorted(source_dir.glob("*.c")) + sorted(build_plugins.COMMON_DIR.glob("*.c"))
+    return build_plugins.compile_library(
+        sources, out / build_plugins.library_name("cpu_ref"), include_dirs=[source_dir],
+        sanitize=SANITIZE)

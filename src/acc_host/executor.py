@@ -145,6 +145,7 @@ class Executor:
         if missing:
             raise ShapeError(f"cannot infer the shapes of {', '.join(missing)}")
         self._shapes, self._dtypes = shapes, dtypes
+        self._differential: Any = None  # acc_host.differential's checker during check()
         self._heads = [graph.entry(node, output) for node, output in symbol._outputs]
         self._variables = {graph.entry_start[k]: graph.nodes[k].name
                            for k, node in enumerate(graph.nodes) if node.is_variable}
@@ -477,8 +478,11 @@ class Executor:
         (MX_ACC_ERR_UNSUPPORTED from loadModel), its operators run on the CPU
         from then on, as the ABI promises."""
         try:
-            return operator.forward({entry: values[entry] for entry in inputs}, weights,
-                                    targets)
+            produced = operator.forward({entry: values[entry] for entry in inputs}, weights,
+                                        targets)
+            if self._differential is not None:
+                self._differential.after_subgraph(self, operator, values, weights, produced)
+            return produced
         except PluginUnsupportedError as error:
             if operator.loads:
                 raise
