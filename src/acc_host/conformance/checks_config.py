@@ -95,30 +95,45 @@ def check_unknown_query(session: Session) -> str:
     return "refused with MX_ACC_ERR_NOT_FOUND"
 
 
-def _unload_unknown(session: Session) -> tuple[int, str]:
+def _failing_unload(session: Session, model_id: str = UNKNOWN_MODEL) -> tuple[int, str]:
+    """unloadModel of an id never loaded: (status, the calling thread's message)."""
     library = session.require_library()
     dev = session.require_devices()[0]
     with library.device_lock(dev):
-        status = int(library.lib.unloadModel(ffi.new("char[]", UNKNOWN_MODEL.encode())))
+        status = int(library.lib.unloadModel(ffi.new("char[]", model_id.encode())))
+        return status, library.last_error() if status != _abi.OK else ""
+
+
+def _failing_supported_ops(session: Session) -> tuple[int, str]:
+    """supportedOps on malformed JSON: (status, the calling thread's message)."""
+    library = session.require_library()
+    dev = session.require_devices()[0]
+    ids, count = ffi.new("int[]", 4), ffi.new("int *", -1)
+    with library.device_lock(dev):
+        status = int(library.lib.supportedOps(ffi.new("char[]", b'{"nodes": ['), ffi.NULL,
+                                              ffi.NULL, 0, dev, ids, 4, count))
         return status, library.last_error() if status != _abi.OK else ""
 
 
 def check_message(session: Session) -> str:
     """Failing calls leave a message for accGetLastError() on the calling
-    thread (unloadModel of an unknown id, which must be
-    MX_ACC_ERR_NOT_FOUND; configure with an unknown key)."""
-    status, unload_message = _unload_unknown(session)
+    thread: unloadModel of an unknown id (which must be
+    MX_ACC_ERR_NOT_FOUND) and supportedOps on malformed JSON (which must
+    fail)."""
+    status, unload_message = _failing_unload(session)
     session.expect_status(f"unloadModel({UNKNOWN_MODEL!r})", status, ERR_NOT_FOUND)
+    status, json_message = _failing_supported_ops(session)
+    if status == _abi.OK:
+        raise CheckFailed("supportedOps accepted malformed graph JSON ('{\"nodes\": [')")
     if not session.has_last_error():
         raise CheckSkipped("accGetLastError is not exported (optional): failures carry only "
                            "their status code")
-    dev = session.devices[0]
-    status, configure_message = raw_configure(session, dev, {UNKNOWN_KEY: "1"})
     empty = [call for call, message in (("unloadModel", unload_message),
-                                        ("configure", configure_message)) if not message.strip()]
+                                        ("supportedOps", json_message)) if not message.strip()]
     if empty:
         raise CheckFailed(f"accGetLastError() is empty after a failing {' and '.join(empty)}")
-    return f"unloadModel: {unload_message[:60]!r}; configure: {configure_message[:60]!r}"
+    return (f"unloadModel: {unload_message[:60]!r}; supportedOps({_abi.status_name(status)}): "
+            f"{json_message[:60]!r}")
 
 
 def check_per_thread(session: Session) -> str:
@@ -128,18 +143,16 @@ def check_per_thread(session: Session) -> str:
     library = session.require_library()
     if not session.has_last_error():
         raise CheckSkipped("accGetLastError is not exported (optional)")
-    dev = session.require_devices()[0]
-    first_status, first_message = raw_configure(session, dev, {UNKNOWN_KEY: "first"})
+    first_status, first_message = _failing_unload(session, UNKNOWN_MODEL + ".first")
     if first_status == _abi.OK or not first_message:
-        raise CheckSkipped("configure with an unknown key left no message (see "
-                           "configure.unknown_key, errors.message)")
+        raise CheckSkipped("unloadModel of an unknown id left no message (see errors.message)")
     seen: dict[str, Any] = {}
 
     def other_thread() -> None:
         try:
             seen["before"] = library.last_error()
-            other_key = UNKNOWN_KEY + "_other"
-            seen["status"], seen["message"] = raw_configure(session, dev, {other_key: "x"})
+            seen["status"], seen["message"] = _failing_unload(session,
+                                                              UNKNOWN_MODEL + ".other")
         except Exception as error:  # noqa: BLE001
             seen["error"] = error
 
