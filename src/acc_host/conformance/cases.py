@@ -176,8 +176,9 @@ class Instance:
 
 def _values(case: OpCase, dtype: str, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    arrays = []
+    arrays: list[np.ndarray] = []
     for shape, input_dtype in zip(case.shapes, case.input_dtypes(dtype)):
+        value: np.ndarray
         if input_dtype.kind == "u":
             value = rng.integers(0, 20, shape)
         elif input_dtype.kind == "i":

@@ -8,6 +8,7 @@ memory.copy_mismatch, memory.balance.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -105,14 +106,14 @@ def check_copy_mismatch(session: Session) -> str:
     library = session.require_imperative()
     lib = library.lib
     dev = session.require_devices()[0]
-    device = DeviceBuffer(library, dev, TensorSpec((4, 4), np.float32))
+    device = DeviceBuffer(library, dev, TensorSpec((4, 4), np.dtype(np.float32)))
     try:
         device.copy_from_host(np.arange(16, dtype=np.float32).reshape(4, 4))
         # Read back through copyFromAcc itself (memory.roundtrip.* check that
         # it is faithful): a refused copy must not change what it reads.
         before = device.to_host()
-        cases = (("element count", TensorSpec((3, 4), np.float32)),
-                 ("dtype", TensorSpec((4, 4), np.int32)))
+        cases = (("element count", TensorSpec((3, 4), np.dtype(np.float32))),
+                 ("dtype", TensorSpec((4, 4), np.dtype(np.int32))))
         for what, host_spec in cases:
             host = np.full(host_spec.shape, 7, host_spec.dtype)
             host_side = _descriptor(host_spec, _abi.HOST_DEVICE,
@@ -196,7 +197,7 @@ def check_balance(session: Session) -> str:
 
 def checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
     for dtype in DTYPES:
-        yield f"memory.roundtrip.{dtype}", lambda dtype=dtype: check_roundtrip(session, dtype)
+        yield f"memory.roundtrip.{dtype}", functools.partial(check_roundtrip, session, dtype)
     yield "memory.zero_size", lambda: check_zero_size(session)
     yield "memory.copy_mismatch", lambda: check_copy_mismatch(session)
     yield "memory.balance", lambda: check_balance(session)

@@ -12,6 +12,7 @@ symbolic.weight_update, imperative.unknown_op, imperative.numerics.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -333,7 +334,7 @@ def check_graphs(session: Session) -> str:
     return f"{ran} network(s) match the CPU path" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _first_runnable(session: Session, with_weights: bool = False) -> cases.Instance:
+def first_runnable(session: Session, with_weights: bool = False) -> cases.Instance:
     """A claimed case (float32 first) whose model loads, for lifetime checks."""
     library = session.require_library()
     dev = session.require_devices()[0]
@@ -379,7 +380,7 @@ def check_unload_reload(session: Session) -> str:
     and loading the same id again works and computes the same result."""
     library = session.require_library()
     dev = session.devices[0]
-    instance = _first_runnable(session)
+    instance = first_runnable(session)
     model_id = "acc_conformance.reload"
     graph = on_device(instance.graph, dev)
     with LoadedModel(library, graph, instance.weights, dev, model_id=model_id) as model:
@@ -405,7 +406,7 @@ def check_duplicate_id(session: Session) -> str:
     """loadModel with an id that is loaded already fails with MX_ACC_ERR_STATE."""
     library = session.require_library()
     dev = session.devices[0]
-    instance = _first_runnable(session)
+    instance = first_runnable(session)
     model_id = "acc_conformance.duplicate"
     with LoadedModel(library, on_device(instance.graph, dev), instance.weights, dev,
                      model_id=model_id):
@@ -420,7 +421,7 @@ def check_weight_update(session: Session) -> str:
     """Weights given to infer replace the compiled ones from then on."""
     library = session.require_library()
     dev = session.devices[0]
-    instance = _first_runnable(session, with_weights=True)
+    instance = first_runnable(session, with_weights=True)
     data, weights, _ = cases.new_values(instance, seed=23)
     values = [instance.data["data"], *weights.values()]
     expected = cases.reference(instance.case.op, instance.case.attrs, values)
@@ -439,7 +440,7 @@ def check_unknown_op(session: Session) -> str:
     """accGetExecutor of an operator nobody has is MX_ACC_ERR_UNSUPPORTED."""
     library = session.require_imperative()
     dev = session.require_devices()[0]
-    spec = TensorSpec((2, 3), np.float32)
+    spec = TensorSpec((2, 3), np.dtype(np.float32))
     try:
         executor = Executor(library, "AccConformanceNoSuchOp", [spec], [spec], {}, dev)
     except PluginUnsupportedError:
@@ -508,7 +509,7 @@ def checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
     if not groups:
         yield "symbolic.numerics", lambda: _no_numerics(session)
     for check_id, group in groups.items():
-        yield check_id, lambda group=group: check_numerics(session, group)
+        yield check_id, functools.partial(check_numerics, session, group)
     yield "symbolic.graphs", lambda: check_graphs(session)
     yield "symbolic.unload_reload", lambda: check_unload_reload(session)
     yield "symbolic.duplicate_id", lambda: check_duplicate_id(session)

@@ -14,13 +14,13 @@ at a time per device. Ids: threads.repeated, threads.concurrent.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
 from ..symbolic import LoadedModel
 from . import cases
-from .checks_symbolic import _first_runnable, on_device
+from .checks_symbolic import first_runnable, on_device
 from .report import CheckFailed
 from .session import Session
 
@@ -31,7 +31,7 @@ _MODELS_PER_DEVICE = 2
 _ROUNDS = 8
 
 
-def _equal(a: dict[str, object], b: dict[str, object]) -> bool:
+def _equal(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
     return a.keys() == b.keys() and all(
         np.array_equal(np.asarray(a[name]), np.asarray(b[name]), equal_nan=True) for name in a)
 
@@ -41,7 +41,7 @@ def check_repeated(session: Session) -> str:
     also when calls on other data come in between (no hidden state)."""
     library = session.require_library()
     dev = session.require_devices()[0]
-    instance = _first_runnable(session)
+    instance = first_runnable(session)
     other = cases.new_values(instance, seed=5)[0]
     with LoadedModel(library, on_device(instance.graph, dev), instance.weights, dev) as model:
         first = model.infer(instance.data)
@@ -61,7 +61,7 @@ def check_concurrent(session: Session) -> str:
     time, compute what they compute alone."""
     library = session.require_library()
     devices = session.require_devices()
-    instance = _first_runnable(session)
+    instance = first_runnable(session)
     models, inputs, expected = [], [], []
     try:
         for dev in devices:
