@@ -1,0 +1,111 @@
+"""Repeated and concurrent calls.
+
+The ABI has no way for a plugin to declare thread safety: the header fixes
+one threading contract for every plugin. The host calls initialize() alone;
+afterwards calls naming different devices may run concurrently, and calls
+for one device are serialized by the host. So the kit checks exactly that
+contract: several models on every tested device, each driven by its own
+thread, with acc_host's per-device locks serializing the calls for one
+device (as the host always does) while devices run in parallel. A plugin
+with one device is still run from several threads on separate models, one
+at a time per device. Ids: threads.repeated, threads.concurrent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+
+from ..symbolic import LoadedModel
+from . import cases
+from .checks_symbolic import first_runnable, on_device
+from .report import CheckFailed
+from .session import Session
+
+__all__ = ["checks"]
+
+_REPEATS = 12
+_MODELS_PER_DEVICE = 2
+_ROUNDS = 8
+
+
+def _equal(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(np.asarray(a[name]), np.asarray(b[name]), equal_nan=True) for name in a)
+
+
+def check_repeated(session: Session) -> str:
+    """The same model called again and again gives bitwise the same outputs,
+    also when calls on other data come in between (no hidden state)."""
+    library = session.require_library()
+    dev = session.require_devices()[0]
+    instance = first_runnable(session)
+    other = cases.new_values(instance, seed=5)[0]
+    with LoadedModel(library, on_device(instance.graph, dev), instance.weights, dev) as model:
+        first = model.infer(instance.data)
+        reference_other = model.infer(other)
+        for index in range(_REPEATS):
+            again = model.infer(instance.data)
+            if not _equal(first, again):
+                raise CheckFailed(f"call {index + 2} on the same data differs from the first")
+            if not _equal(reference_other, model.infer(other)):
+                raise CheckFailed(f"call {index + 2} on other data differs from the first")
+    return (f"{instance.case.label()} {instance.dtype}: {2 * _REPEATS + 2} calls, identical "
+            "outputs")
+
+
+def check_concurrent(session: Session) -> str:
+    """Models on every device, each driven by its own thread at the same
+    time, compute what they compute alone."""
+    library = session.require_library()
+    devices = session.require_devices()
+    instance = first_runnable(session)
+    models, inputs, expected = [], [], []
+    try:
+        for dev in devices:
+            graph = on_device(instance.graph, dev)
+            for index in range(_MODELS_PER_DEVICE):
+                model = LoadedModel(library, graph, instance.weights, dev)
+                data = cases.new_values(instance, seed=100 + 10 * dev + index)[0]
+                models.append(model)
+                inputs.append(data)
+                expected.append(model.infer(data))  # alone, before any concurrency
+        errors: list[str] = []
+        barrier = threading.Barrier(len(models))
+
+        def drive(position: int) -> None:
+            try:
+                barrier.wait(timeout=60)
+                for round_index in range(_ROUNDS):
+                    result = models[position].infer(inputs[position])
+                    if not _equal(result, expected[position]):
+                        errors.append(f"model {position} (device {models[position].dev_id}) "
+                                      f"round {round_index}: outputs differ from the model "
+                                      "run alone")
+                        return
+            except Exception as error:  # noqa: BLE001
+                errors.append(f"model {position}: {type(error).__name__}: {error}")
+
+        threads = [threading.Thread(target=drive, args=(position,), daemon=True,
+                                    name=f"acc-conformance-{position}")
+                   for position in range(len(models))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        if any(thread.is_alive() for thread in threads):
+            raise CheckFailed("threads did not finish within 300 s (a deadlock?)")
+        if errors:
+            raise CheckFailed("; ".join(errors[:3]))
+    finally:
+        for model in models:
+            model.close()
+    return (f"{len(models)} threads on {len(devices)} device(s) ({_MODELS_PER_DEVICE} models "
+            f"each, calls per device serialized by the host), {_ROUNDS} rounds, same outputs")
+
+
+def checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
+    yield "threads.repeated", lambda: check_repeated(session)
+    yield "threads.concurrent", lambda: check_concurrent(session)

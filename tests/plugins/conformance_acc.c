@@ -1,0 +1,684 @@
+/*
+ * A small but complete plugin for the conformance kit's tests
+ * (tests/test_conformance.py): imperative memory on CONF_NUM_ACC devices
+ * (default 2), and symbolic graphs made of Activation(act_type="relu") and
+ * elemwise_add nodes on float32 tensors. Built as it is, it passes the kit;
+ * each build option breaks one rule of mxnet_acc.h on purpose, so that the
+ * tests can show the kit fails it on the right check:
+ *
+ *   CONF_ANY_VERSION          initialize() accepts every host version
+ *   CONF_BAD_IDS              supportedOps() adds an id past the last node
+ *   CONF_UNSTABLE_OPS         supportedOps() answers nothing on every second call
+ *   CONF_CORRUPT_COPY         copyFromAcc() flips a bit of the last byte
+ *   CONF_LEAKY_FREE           mx_free() returns MX_ACC_OK and frees nothing
+ *   CONF_RELEASE_KEEPS_ONE    mx_releaseAll() leaves the newest allocation alive
+ *   CONF_ACCEPT_UNKNOWN_KEYS  configure() ignores keys it does not know
+ *   CONF_WRONG_ADD            elemwise_add computes a + 1.01 * b
+ *   CONF_NO_MESSAGE           failures leave no message for accGetLastError()
+ *   CONF_GLOBAL_MESSAGE       one message buffer shared by every thread
+ *   CONF_UNLOAD_KEEPS         unloadModel() returns MX_ACC_OK and keeps the model
+ *   CONF_SHARED_SCRATCH       infer() passes every output through one static
+ *                             buffer (a data race between devices)
+ *   CONF_NAIVE_FREE           mx_free() of an unknown pointer calls free() on it
+ *                             anyway (a double free aborts the process)
+ *
+ * Compiled with the sources of plugins/common (graph.h parses the graphs).
+ * Accelerator memory is host memory from malloc, tracked per device.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph.h"
+#include "mxnet_acc.h"
+
+#ifndef CONF_NUM_ACC
+#define CONF_NUM_ACC 2
+#endif
+#define CONF_MAX_BLOCKS 4096
+#define CONF_MAX_MODELS 256
+#define CONF_ID_MAX 128
+#define CONF_MAX_KEYS 8
+
+#ifdef CONF_GLOBAL_MESSAGE
+#define CONF_THREAD_LOCAL
+#else
+#define CONF_THREAD_LOCAL _Thread_local
+#endif
+
+/* ---- errors ------------------------------------------------------------- */
+
+static CONF_THREAD_LOCAL char last_error[256];
+
+static void clear_error(void) { last_error[0] = '\0'; }
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int fail(int code, const char *format, ...) {
+#ifdef CONF_NO_MESSAGE
+  (void)format;
+#else
+  va_list args;
+  va_start(args, format);
+  vsnprintf(last_error, sizeof last_error, format, args);
+  va_end(args);
+#endif
+  return code;
+}
+
+MX_ACC_EXPORT const char *accGetLastError(void) { return last_error; }
+
+/* ---- identification ----------------------------------------------------- */
+
+MX_ACC_EXPORT int getAccApiVersion(void) { return MX_ACC_API_VERSION; }
+
+MX_ACC_EXPORT int initialize(int version) {
+  clear_error();
+#ifndef CONF_ANY_VERSION
+  if (version / 100 != MX_ACC_API_VERSION_MAJOR) {
+    return fail(MX_ACC_ERR_VERSION, "confacc implements ABI major %d, not %d",
+                MX_ACC_API_VERSION_MAJOR, version / 100);
+  }
+#else
+  (void)version;
+#endif
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int getAccName(char *name, size_t name_size) {
+  static const char kName[] = "confacc";
+  clear_error();
+  if (name == NULL || name_size < sizeof kName) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "getAccName: the name needs %zu bytes", sizeof kName);
+  }
+  memcpy(name, kName, sizeof kName);
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int getNumAcc(void) { return CONF_NUM_ACC; }
+
+MX_ACC_EXPORT int supportsImperative(void) { return 1; }
+
+static int check_device(const char *call, int dev_id) {
+  if (dev_id >= 0 && dev_id < CONF_NUM_ACC) return MX_ACC_OK;
+  return fail(MX_ACC_ERR_DEVICE, "%s: device %d does not exist", call, dev_id);
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+typedef struct block {
+  void *ptr;
+  size_t size;
+} block;
+
+typedef struct device_memory {
+  pthread_mutex_t lock;
+  block blocks[CONF_MAX_BLOCKS];
+  size_t count;
+} device_memory;
+
+static device_memory memory[CONF_NUM_ACC];
+static pthread_once_t memory_once = PTHREAD_ONCE_INIT;
+
+static void init_memory(void) {
+  for (int d = 0; d < CONF_NUM_ACC; ++d) pthread_mutex_init(&memory[d].lock, NULL);
+}
+
+/* Index of ptr among dev's blocks, or -1; the caller holds the lock. */
+static long find_block(const device_memory *mem, const void *ptr) {
+  for (size_t i = 0; i < mem->count; ++i) {
+    if (mem->blocks[i].ptr == ptr) return (long)i;
+  }
+  return -1;
+}
+
+MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
+  clear_error();
+  int status = check_device("mx_alloc", dev_id);
+  if (status != MX_ACC_OK) return status;
+  if (ptr == NULL) return fail(MX_ACC_ERR_INVALID_ARG, "mx_alloc: ptr is NULL");
+  pthread_once(&memory_once, init_memory);
+  void *data = malloc(size > 0 ? size : 1);
+  if (data == NULL) return fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
+  device_memory *mem = &memory[dev_id];
+  pthread_mutex_lock(&mem->lock);
+  int full = mem->count == CONF_MAX_BLOCKS;
+  if (!full) mem->blocks[mem->count++] = (block){data, size};
+  pthread_mutex_unlock(&mem->lock);
+  if (full) {
+    free(data);
+    return fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: more than %d allocations", CONF_MAX_BLOCKS);
+  }
+  *ptr = data;
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
+  clear_error();
+  int status = check_device("mx_free", dev_id);
+  if (status != MX_ACC_OK || ptr == NULL) return status;
+  pthread_once(&memory_once, init_memory);
+  device_memory *mem = &memory[dev_id];
+  pthread_mutex_lock(&mem->lock);
+  long index = find_block(mem, ptr);
+#ifdef CONF_LEAKY_FREE
+  pthread_mutex_unlock(&mem->lock);
+  return index < 0 ? fail(MX_ACC_ERR_NOT_FOUND, "mx_free: unknown pointer") : MX_ACC_OK;
+#else
+  if (index >= 0) mem->blocks[index] = mem->blocks[--mem->count];
+  pthread_mutex_unlock(&mem->lock);
+#ifdef CONF_NAIVE_FREE
+  if (index < 0) {
+    free(ptr); /* trusts the caller: a second free of one pointer aborts */
+    return MX_ACC_OK;
+  }
+#endif
+  if (index < 0) {
+    return fail(MX_ACC_ERR_NOT_FOUND, "mx_free: %p is not allocated on device %d", ptr, dev_id);
+  }
+  free(ptr);
+  return MX_ACC_OK;
+#endif
+}
+
+MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
+  clear_error();
+  int status = check_device("mx_releaseAll", dev_id);
+  if (status != MX_ACC_OK) return status;
+  pthread_once(&memory_once, init_memory);
+  device_memory *mem = &memory[dev_id];
+  pthread_mutex_lock(&mem->lock);
+  size_t keep = 0;
+#ifdef CONF_RELEASE_KEEPS_ONE
+  keep = mem->count > 0 ? 1 : 0;
+#endif
+  for (size_t i = 0; i + keep < mem->count; ++i) free(mem->blocks[i].ptr);
+  if (keep) mem->blocks[0] = mem->blocks[mem->count - 1];
+  mem->count = keep;
+  pthread_mutex_unlock(&mem->lock);
+  return MX_ACC_OK;
+}
+
+static size_t dtype_size(int32_t dtype) {
+  switch (dtype) {
+    case kFloat32: case kInt32: return 4;
+    case kFloat64: case kInt64: return 8;
+    case kFloat16: return 2;
+    case kUint8: case kInt8: return 1;
+    default: return 0;
+  }
+}
+
+/* Bytes of a dense tensor, or 0 with *ok = 0 when it is invalid. */
+static size_t tensor_bytes(const MXTensor *tensor, int *ok) {
+  size_t bytes = dtype_size(tensor->dtype);
+  *ok = bytes > 0 && !tensor->isSparse && tensor->shape_len <= MX_ACC_MAX_NDIM &&
+        (tensor->shape_len == 0 || tensor->shape != NULL);
+  for (uint64_t d = 0; *ok && d < tensor->shape_len; ++d) {
+    uint64_t extent = tensor->shape[d];
+    if (extent != 0 && bytes > SIZE_MAX / extent) *ok = 0;
+    bytes *= (size_t)extent;
+  }
+  return *ok ? bytes : 0;
+}
+
+static uint64_t element_count(const MXTensor *tensor) {
+  uint64_t count = 1;
+  for (uint64_t d = 0; d < tensor->shape_len; ++d) count *= tensor->shape[d];
+  return count;
+}
+
+/* Checks one copy: host is the host side, acc the device side. */
+static int check_copy(const char *call, const MXTensor *acc, const MXTensor *host,
+                      size_t *bytes) {
+  if (acc == NULL || host == NULL) return fail(MX_ACC_ERR_INVALID_ARG, "%s: NULL tensor", call);
+  int status = check_device(call, acc->dev_id);
+  if (status != MX_ACC_OK) return status;
+  if (host->dev_id != MX_ACC_HOST_DEVICE) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "%s: the host side is not host memory", call);
+  }
+  int acc_ok, host_ok;
+  size_t acc_bytes = tensor_bytes(acc, &acc_ok), host_bytes = tensor_bytes(host, &host_ok);
+  if (!acc_ok || !host_ok) return fail(MX_ACC_ERR_INVALID_ARG, "%s: invalid tensor", call);
+  if (acc->dtype != host->dtype || element_count(acc) != element_count(host) ||
+      acc_bytes != host_bytes) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "%s: dtypes or element counts differ", call);
+  }
+  if (acc_bytes > 0 && (acc->data == NULL || host->data == NULL)) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "%s: NULL data", call);
+  }
+  pthread_once(&memory_once, init_memory);
+  device_memory *mem = &memory[acc->dev_id];
+  pthread_mutex_lock(&mem->lock);
+  long index = find_block(mem, acc->data);
+  int fits = index >= 0 && mem->blocks[index].size >= acc_bytes;
+  pthread_mutex_unlock(&mem->lock);
+  if (!fits) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "%s: the device pointer is not an allocation of %zu "
+                "bytes or more on device %d", call, acc_bytes, acc->dev_id);
+  }
+  *bytes = acc_bytes;
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {
+  clear_error();
+  size_t bytes = 0;
+  int status = check_copy("copyToAcc", dst, src, &bytes);
+  if (status != MX_ACC_OK) return status;
+  if (bytes > 0) memcpy(dst->data, src->data, bytes);
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) {
+  clear_error();
+  size_t bytes = 0;
+  int status = check_copy("copyFromAcc", src, dst, &bytes);
+  if (status != MX_ACC_OK) return status;
+  if (bytes > 0) {
+    memcpy(dst->data, src->data, bytes);
+#ifdef CONF_CORRUPT_COPY
+    ((unsigned char *)dst->data)[bytes - 1] ^= 1u;
+#endif
+  }
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
+                                 const MXTensor *outputs, int num_in, int num_out,
+                                 const char *const *attr_keys, const char *const *attr_vals,
+                                 int num_attrs, int dev_id, MXAccExecutor **executor) {
+  (void)inputs, (void)outputs, (void)num_in, (void)num_out, (void)attr_keys, (void)attr_vals;
+  (void)num_attrs, (void)executor;
+  clear_error();
+  int status = check_device("accGetExecutor", dev_id);
+  if (status != MX_ACC_OK) return status;
+  return fail(MX_ACC_ERR_UNSUPPORTED, "confacc runs %s in graphs only",
+              op_name != NULL ? op_name : "(null)");
+}
+
+/* ---- graphs ------------------------------------------------------------- */
+
+/* 1 if node is a float32 relu or elemwise_add at operator version 1. */
+static int node_supported(const acc_graph *graph, const acc_node *node) {
+  const char *version = acc_node_attr(node, "__op_version__");
+  if (node->op == NULL || (version != NULL && strcmp(version, "1") != 0) ||
+      node->num_outputs != 1 || node->out_dtypes[0] != kFloat32) {
+    return 0;
+  }
+  if (strcmp(node->op, "Activation") == 0) {
+    const char *act_type = acc_node_attr(node, "act_type");
+    if (act_type == NULL || strcmp(act_type, "relu") != 0 || node->num_inputs != 1) return 0;
+  } else if (strcmp(node->op, "elemwise_add") != 0 || node->num_inputs != 2) {
+    return 0;
+  }
+  for (size_t i = 0; i < node->num_inputs; ++i) {
+    const acc_entry entry = node->inputs[i];
+    const acc_node *source = &graph->nodes[entry.node];
+    if (source->out_dtypes[entry.index] != kFloat32) return 0;
+  }
+  return 1;
+}
+
+static int parse(const char *call, const char *json, acc_graph **graph) {
+  char message[200];
+  if (json == NULL) return fail(MX_ACC_ERR_INVALID_ARG, "%s: json is NULL", call);
+  int status = acc_graph_parse(json, 1, graph, message, sizeof message);
+  return status == MX_ACC_OK ? MX_ACC_OK : fail(status, "%s: %s", call, message);
+}
+
+#ifdef CONF_UNSTABLE_OPS
+static unsigned long supported_calls;
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
+MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
+                               const MXTensor *data, int num_data, int dev_id, int *ids,
+                               int ids_capacity, int *num_ids) {
+  (void)data_names, (void)data, (void)num_data;
+  clear_error();
+  int status = check_device("supportedOps", dev_id);
+  if (status != MX_ACC_OK) return status;
+  if (num_ids == NULL || ids_capacity < 0 || (ids_capacity > 0 && ids == NULL)) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: invalid ids or num_ids");
+  }
+  acc_graph *graph = NULL;
+  status = parse("supportedOps", json, &graph);
+  if (status != MX_ACC_OK) return status;
+  int count = 0;
+  for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
+    if (!node_supported(graph, &graph->nodes[i])) continue;
+    if (count == ids_capacity) {
+      status = fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: ids holds only %d", ids_capacity);
+    } else {
+      ids[count++] = (int)i;
+    }
+  }
+#ifdef CONF_BAD_IDS
+  if (status == MX_ACC_OK && count > 0 && count < ids_capacity) {
+    ids[count++] = (int)graph->num_nodes + 5;
+  }
+#endif
+#ifdef CONF_UNSTABLE_OPS
+  pthread_mutex_lock(&calls_lock);
+  if (++supported_calls % 2 == 0) count = 0;
+  pthread_mutex_unlock(&calls_lock);
+#endif
+  acc_graph_free(graph);
+  if (status == MX_ACC_OK) *num_ids = count;
+  return status;
+}
+
+/* ---- models --------------------------------------------------------------- */
+
+typedef struct model {
+  int used;
+  char id[CONF_ID_MAX];
+  int dev_id;
+  acc_graph *graph;
+  float **weights; /* per node: the copy of a weight variable's values, or NULL */
+} model;
+
+static model models[CONF_MAX_MODELS];
+static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t shape_count(const acc_shape *shape) {
+  uint64_t count = 1;
+  for (int d = 0; d < shape->ndim; ++d) count *= shape->dims[d];
+  return count;
+}
+
+static void free_model(model *m) {
+  if (m->weights != NULL) {
+    for (size_t i = 0; i < m->graph->num_nodes; ++i) free(m->weights[i]);
+    free(m->weights);
+  }
+  acc_graph_free(m->graph);
+  memset(m, 0, sizeof *m);
+}
+
+static int find_name(const char *const *names, int count, const char *name) {
+  for (int i = 0; names != NULL && i < count; ++i) {
+    if (names[i] != NULL && strcmp(names[i], name) == 0) return i;
+  }
+  return -1;
+}
+
+/* Checks that tensor is dense float32 data of shape, in host memory or on dev_id. */
+static int check_tensor(const char *call, const char *name, const MXTensor *tensor,
+                        const acc_shape *shape, int dev_id) {
+  if (tensor->isSparse || tensor->dtype != kFloat32 || tensor->data == NULL ||
+      (tensor->dev_id != MX_ACC_HOST_DEVICE && tensor->dev_id != dev_id) ||
+      tensor->shape_len != (uint64_t)shape->ndim || (shape->ndim > 0 && tensor->shape == NULL)) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "%s: %s is not a dense float32 tensor of the graph's "
+                "shape on this device", call, name);
+  }
+  for (int d = 0; d < shape->ndim; ++d) {
+    if (tensor->shape[d] != shape->dims[d]) {
+      return fail(MX_ACC_ERR_INVALID_ARG, "%s: %s: extent %d differs", call, name, d);
+    }
+  }
+  return MX_ACC_OK;
+}
+
+/* Copies the weights given to loadModel (or infer) into m->weights. */
+static int take_weights(const char *call, model *m, const char *const *names,
+                        const MXTensor *data, int count, int require_all) {
+  for (size_t i = 0; i < m->graph->num_nodes; ++i) {
+    const acc_node *node = &m->graph->nodes[i];
+    if (node->op != NULL || node->kind != ACC_VAR_WEIGHT) continue;
+    int index = find_name(names, count, node->name);
+    if (index < 0) {
+      if (require_all) return fail(MX_ACC_ERR_INVALID_ARG, "%s: weight %s is missing", call,
+                                   node->name);
+      continue;
+    }
+    int status = check_tensor(call, node->name, &data[index], &node->out_shapes[0], m->dev_id);
+    if (status != MX_ACC_OK) return status;
+    uint64_t n = shape_count(&node->out_shapes[0]);
+    if (m->weights[i] == NULL) m->weights[i] = malloc((n > 0 ? n : 1) * sizeof(float));
+    if (m->weights[i] == NULL) return fail(MX_ACC_ERR_OUT_OF_MEMORY, "%s", call);
+    memcpy(m->weights[i], data[index].data, n * sizeof(float));
+  }
+  return MX_ACC_OK;
+}
+
+static model *find_model(const char *id) {
+  for (int i = 0; i < CONF_MAX_MODELS; ++i) {
+    if (models[i].used && strcmp(models[i].id, id) == 0) return &models[i];
+  }
+  return NULL;
+}
+
+MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
+                            const char *const *data_names, const MXTensor *data, int num_data,
+                            int dev_id) {
+  clear_error();
+  int status = check_device("loadModel", dev_id);
+  if (status != MX_ACC_OK) return status;
+  if (model_id == NULL || strlen(model_id) >= CONF_ID_MAX || num_data < 0 ||
+      (num_data > 0 && (data_names == NULL || data == NULL))) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "loadModel: invalid model id or data");
+  }
+  model m = {0};
+  status = parse("loadModel", json, &m.graph);
+  if (status != MX_ACC_OK) return status;
+  for (size_t i = 0; i < m.graph->num_nodes && status == MX_ACC_OK; ++i) {
+    const acc_node *node = &m.graph->nodes[i];
+    if (node->op != NULL && !node_supported(m.graph, node)) {
+      status = fail(MX_ACC_ERR_UNSUPPORTED, "loadModel: node %s (%s) is not supported",
+                    node->name, node->op);
+    }
+  }
+  m.used = 1;
+  m.dev_id = dev_id;
+  snprintf(m.id, sizeof m.id, "%s", model_id);
+  if (status == MX_ACC_OK) {
+    m.weights = calloc(m.graph->num_nodes + 1, sizeof *m.weights);
+    if (m.weights == NULL) status = fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
+  }
+  if (status == MX_ACC_OK) status = take_weights("loadModel", &m, data_names, data, num_data, 1);
+  if (status == MX_ACC_OK) {
+    pthread_mutex_lock(&models_lock);
+    model *slot = NULL;
+    if (find_model(model_id) != NULL) {
+      status = fail(MX_ACC_ERR_STATE, "loadModel: model %s is loaded already", model_id);
+    } else {
+      for (int i = 0; i < CONF_MAX_MODELS && slot == NULL; ++i) {
+        if (!models[i].used) slot = &models[i];
+      }
+      if (slot == NULL) status = fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel: too many models");
+      else *slot = m;
+    }
+    pthread_mutex_unlock(&models_lock);
+  }
+  if (status != MX_ACC_OK) free_model(&m);
+  return status;
+}
+
+MX_ACC_EXPORT int unloadModel(const char *model_id) {
+  clear_error();
+  if (model_id == NULL) return fail(MX_ACC_ERR_INVALID_ARG, "unloadModel: model id is NULL");
+  pthread_mutex_lock(&models_lock);
+  model *found = find_model(model_id);
+#ifndef CONF_UNLOAD_KEEPS
+  if (found != NULL) free_model(found);
+#endif
+  pthread_mutex_unlock(&models_lock);
+  if (found == NULL) return fail(MX_ACC_ERR_NOT_FOUND, "unloadModel: %s is not loaded", model_id);
+  return MX_ACC_OK;
+}
+
+#ifdef CONF_SHARED_SCRATCH
+static float scratch[1 << 16];
+#endif
+
+static void write_output(float *out, const float *value, uint64_t count) {
+#ifdef CONF_SHARED_SCRATCH
+  if (count <= sizeof scratch / sizeof scratch[0]) {
+    memcpy(scratch, value, count * sizeof(float));
+    struct timespec pause = {0, 2000000};
+    nanosleep(&pause, NULL);
+    memcpy(out, scratch, count * sizeof(float));
+    return;
+  }
+#endif
+  memcpy(out, value, count * sizeof(float));
+}
+
+/* Runs m with the given inputs; values[i] is node i's output. */
+static int run(model *m, const char *const *in_names, const MXTensor *in_data, int num_in,
+               float **values, int *owned) {
+  const acc_graph *graph = m->graph;
+  for (size_t i = 0; i < graph->num_nodes; ++i) {
+    const acc_node *node = &graph->nodes[i];
+    uint64_t count = shape_count(&node->out_shapes[0]);
+    if (node->op == NULL) {
+      if (node->kind == ACC_VAR_WEIGHT) {
+        values[i] = m->weights[i];
+        continue;
+      }
+      int index = find_name(in_names, num_in, node->name);
+      if (index < 0) return fail(MX_ACC_ERR_INVALID_ARG, "infer: input %s is missing", node->name);
+      int status = check_tensor("infer", node->name, &in_data[index], &node->out_shapes[0],
+                                m->dev_id);
+      if (status != MX_ACC_OK) return status;
+      values[i] = in_data[index].data;
+      continue;
+    }
+    values[i] = malloc((count > 0 ? count : 1) * sizeof(float));
+    if (values[i] == NULL) return fail(MX_ACC_ERR_OUT_OF_MEMORY, "infer: %s", node->name);
+    owned[i] = 1;
+    const float *a = values[node->inputs[0].node];
+    if (strcmp(node->op, "Activation") == 0) {
+      for (uint64_t k = 0; k < count; ++k) values[i][k] = a[k] > 0.0f ? a[k] : 0.0f;
+    } else {
+      const float *b = values[node->inputs[1].node];
+      for (uint64_t k = 0; k < count; ++k) {
+#ifdef CONF_WRONG_ADD
+        values[i][k] = a[k] + 1.01f * b[k];
+#else
+        values[i][k] = a[k] + b[k];
+#endif
+      }
+    }
+  }
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
+                        const char *const *out_names, const MXTensor *in_data,
+                        const MXTensor *out_data, int num_in, int num_out) {
+  clear_error();
+  if (model_id == NULL || num_in < 0 || num_out < 0 || (num_in > 0 && in_data == NULL) ||
+      (num_out > 0 && (out_data == NULL || out_names == NULL))) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "infer: invalid arguments");
+  }
+  pthread_mutex_lock(&models_lock);
+  model *m = find_model(model_id);
+  pthread_mutex_unlock(&models_lock);
+  /* m stays valid: the host serializes unloadModel with the model's other calls. */
+  if (m == NULL) return fail(MX_ACC_ERR_NOT_FOUND, "infer: model %s is not loaded", model_id);
+  int status = take_weights("infer", m, in_names, in_data, num_in, 0);
+  if (status != MX_ACC_OK) return status;
+  size_t num_nodes = m->graph->num_nodes;
+  float **values = calloc(num_nodes + 1, sizeof *values);
+  int *owned = calloc(num_nodes + 1, sizeof *owned);
+  if (values == NULL || owned == NULL) status = fail(MX_ACC_ERR_OUT_OF_MEMORY, "infer");
+  if (status == MX_ACC_OK) status = run(m, in_names, in_data, num_in, values, owned);
+  for (size_t h = 0; status == MX_ACC_OK && h < m->graph->num_heads; ++h) {
+    char name[CONF_ID_MAX + 16];
+    acc_entry head = m->graph->heads[h];
+    const acc_node *node = &m->graph->nodes[head.node];
+    if (acc_graph_output_name(m->graph, head, name, sizeof name) != 0) {
+      status = fail(MX_ACC_ERR_INTERNAL, "infer: head %zu has no name", h);
+      break;
+    }
+    int index = find_name(out_names, num_out, name);
+    if (index < 0) {
+      status = fail(MX_ACC_ERR_INVALID_ARG, "infer: output %s is missing", name);
+      break;
+    }
+    status = check_tensor("infer", name, &out_data[index], &node->out_shapes[0], m->dev_id);
+    if (status == MX_ACC_OK) {
+      write_output(out_data[index].data, values[head.node], shape_count(&node->out_shapes[0]));
+    }
+  }
+  for (size_t i = 0; values != NULL && owned != NULL && i < num_nodes; ++i) {
+    if (owned[i]) free(values[i]);
+  }
+  free(values);
+  free(owned);
+  return status;
+}
+
+/* ---- configure ------------------------------------------------------------ */
+
+static char answer_text[CONF_MAX_KEYS][64];
+static const char *answer_keys[CONF_MAX_KEYS];
+static const char *answer_vals[CONF_MAX_KEYS];
+
+MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
+                            int dev_id, const char *const **out_keys,
+                            const char *const **out_vals, int *num_out) {
+  clear_error();
+  int status = check_device("configure", dev_id);
+  if (status != MX_ACC_OK) return status;
+  if (num_in < 0 || num_in > CONF_MAX_KEYS / 2 || (num_in > 0 && (in_keys == NULL ||
+      in_vals == NULL)) || out_keys == NULL || out_vals == NULL || num_out == NULL) {
+    return fail(MX_ACC_ERR_INVALID_ARG, "configure: invalid arrays or more than %d keys",
+                CONF_MAX_KEYS / 2);
+  }
+  int count = 0;
+  for (int i = 0; i < num_in; ++i) {
+    if (in_keys[i] == NULL || in_vals[i] == NULL) {
+      return fail(MX_ACC_ERR_INVALID_ARG, "configure: key or value %d is NULL", i);
+    }
+    if (strcmp(in_keys[i], "query") != 0) {
+#ifdef CONF_ACCEPT_UNKNOWN_KEYS
+      continue;
+#else
+      return fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key \"%.64s\" (confacc knows: "
+                  "query)", in_keys[i]);
+#endif
+    }
+    const char *query = in_vals[i];
+    if (strcmp(query, "keys") == 0) {
+      answer_keys[count] = "keys";
+      answer_vals[count++] = "query";
+    } else if (strcmp(query, "ops") == 0) {
+      answer_keys[count] = "ops";
+      answer_vals[count++] = "Activation:1,elemwise_add:1";
+    } else if (strcmp(query, "version") == 0) {
+      answer_keys[count] = "version";
+      answer_vals[count++] = "1.0.0";
+    } else if (strcmp(query, "memory") == 0) {
+      pthread_once(&memory_once, init_memory);
+      device_memory *mem = &memory[dev_id];
+      size_t bytes = 0, blocks;
+      pthread_mutex_lock(&mem->lock);
+      blocks = mem->count;
+      for (size_t b = 0; b < mem->count; ++b) bytes += mem->blocks[b].size;
+      pthread_mutex_unlock(&mem->lock);
+      snprintf(answer_text[count], sizeof answer_text[count], "%zu", blocks);
+      answer_keys[count] = "allocations";
+      answer_vals[count] = answer_text[count];
+      ++count;
+      snprintf(answer_text[count], sizeof answer_text[count], "%zu", bytes);
+      answer_keys[count] = "bytes_in_use";
+      answer_vals[count] = answer_text[count];
+      ++count;
+    } else {
+      return fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query \"%.64s\"", query);
+    }
+  }
+  *out_keys = answer_keys;
+  *out_vals = answer_vals;
+  *num_out = count;
+  return MX_ACC_OK;
+}
