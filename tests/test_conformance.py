@@ -211,8 +211,9 @@ def test_report_text_and_json(confacc) -> None:
 
 def _pytest(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """pytest in a child, with this checkout's acc_host and the plugin loaded
-    explicitly (an installed acc-host registers it through its entry point)."""
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    explicitly; entry-point plugins are not loaded, so an installed acc-host
+    (which registers it through its entry point) does not register it twice."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
                            "acc_host.conformance.pytest_plugin", *args], cwd=directory,
                           capture_output=True, text=True, timeout=300, check=False, env=env)
