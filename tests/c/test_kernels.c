@@ -1466,6 +1466,14 @@ static void test_conv_paths(void) {
        {2, 3, 1, 11, 12}, 3},
       {"depthwise 3x3 stride 2 pad 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
        {1, 2, 1, 7, 8}, 2},
+      /* AVX-512: rows of whole vectors of 16, and whole vectors plus a
+       * masked tail, at stride 1 and 2 */
+      {"depthwise 3x3 rows of 16", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 2},
+       {2, 2, 1, 5, 16}, 2},
+      {"depthwise 3x3 rows of 20", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 3},
+       {1, 3, 1, 6, 20}, 3},
+      {"depthwise 3x3 stride 2 rows of 17", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 2},
+       {2, 2, 1, 9, 33}, 2},
       {"depthwise 5x5 multiplier 2", {{1, 5, 5}, {1, 2, 1}, {1, 1, 2}, {0, 2, 3}, 3},
        {1, 3, 1, 8, 9}, 6},
   };
