@@ -760,6 +760,9 @@ static void gemm_chunk(void *context, int64_t begin, int64_t end) {
  * some). */
 enum { kMinFlopsPerThread = 1 << 21 };
 
+/* The largest B (floats) packed once for all threads (16 MiB). */
+enum { kMaxSharedBFloats = 1 << 22 };
+
 int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_gemm_operand *b,
             float *c, int64_t ldc, const cr_epilogue *epilogue, int num_threads) {
   if (m <= 0 || n <= 0) return 0;
@@ -791,6 +794,30 @@ int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_
   if (flops / kMinFlopsPerThread < threads) threads = (int)(flops / kMinFlopsPerThread);
   if (threads > panels) threads = (int)panels;
   if (threads < 1) threads = 1;
+  /* Threads sharing A's row panels would each pack the whole of B, once per
+   * chunk: pack it once here instead, and let them read it as pre-packed
+   * (the same panels, so the same results). */
+  float *shared_b = NULL;
+  cr_gemm_operand b_shared;
+  const int b_ready = (b->packed != NULL && b->packed_isa == job.arch->isa) ||
+                      b->row_offsets != NULL;
+  if (threads > 1 && job.split_rows && !b_ready) {
+    const size_t floats = checked_floats(n_panels * job.arch->nr, k);
+    if (floats != 0 && floats <= kMaxSharedBFloats) shared_b = aligned_floats(floats);
+    if (shared_b != NULL) {
+      const cr_pack_b_fn pack = b->pack_b != NULL ? b->pack_b : pack_b_view;
+      const void *context = b->pack_b != NULL ? b->pack_context : &job.b_view;
+      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+        pack(context, k0, min_i64(kKC, k - k0), 0, n, job.arch->nr,
+             shared_b + k0 * n_panels * job.arch->nr);
+      }
+      b_shared = *b;
+      b_shared.packed = shared_b;
+      b_shared.packed_isa = job.arch->isa;
+      job.b = &b_shared;
+    }
+  }
   cr_parallel_for(threads, panels, gemm_chunk, &job);
+  free(shared_b);
   return atomic_load(&job.failed) ? -1 : 0;
 }
