@@ -261,7 +261,7 @@ __attribute__((target("avx512f"))) static void micro_avx512(int rows, int64_t kc
   }
 }
 
-/* A tile cut by the matrix edge: columns [0, cols), 4 < cols < 48, in
+/* A tile cut by the matrix edge: columns [0, cols), 1 < cols < 48, in
  * vectors = ceil(cols / 16) vectors, the last one masked for C's loads and
  * stores (the B panel is packed NR = 48 wide, zero-padded, so its rows are
  * read whole). The same operations in the same order as micro_avx512_rows
@@ -362,8 +362,11 @@ __attribute__((target("avx512f"))) static void micro_avx512_edge(
 /* ---- Narrow tiles --------------------------------------------------------- */
 
 /* Tiles of at most kNarrowColumns columns (a GEMM with a tiny n, such as a
- * 1 x 1 convolution of a 1 x 1 image) would waste most of a micro-kernel's
- * lanes, so they are computed column by column with the lanes along the
+ * 1 x 1 convolution of a 1 x 1 image; under AVX-512 only single columns,
+ * the edge kernel taking 2 to 4: its eight rows are eight independent
+ * chains, where this loop's one chain per column is latency-bound, e.g. the
+ * last 4 of 196 columns of a 14 x 14 plane) would waste most of a
+ * micro-kernel's lanes, so they are computed column by column with the lanes along the
  * panel's rows instead: tile[r * ldt + j] = the sum over p of a[p * mr + r]
  * * b[p * nr + j]. */
 enum { kNarrowColumns = 4 };
@@ -714,7 +717,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
             if (cols == nr) {
               arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
 #if CR_GEMM_X86
-            } else if (arch->isa == CR_ISA_AVX512 && cols > kNarrowColumns) {
+            } else if (arch->isa == CR_ISA_AVX512 && cols > 1) {
               micro_avx512_edge(rows, cols, kc, a_panel, b_panel, b_rows, c_tile, job->ldc,
                                 !first, e);
 #endif
