@@ -261,7 +261,7 @@ __attribute__((target("avx512f"))) static void micro_avx512(int rows, int64_t kc
   }
 }
 
-/* A tile cut by the matrix edge: columns [0, cols), 4 < cols < 48, in
+/* A tile cut by the matrix edge: columns [0, cols), 1 < cols < 48, in
  * vectors = ceil(cols / 16) vectors, the last one masked for C's loads and
  * stores (the B panel is packed NR = 48 wide, zero-padded, so its rows are
  * read whole). The same operations in the same order as micro_avx512_rows
@@ -362,8 +362,11 @@ __attribute__((target("avx512f"))) static void micro_avx512_edge(
 /* ---- Narrow tiles --------------------------------------------------------- */
 
 /* Tiles of at most kNarrowColumns columns (a GEMM with a tiny n, such as a
- * 1 x 1 convolution of a 1 x 1 image) would waste most of a micro-kernel's
- * lanes, so they are computed column by column with the lanes along the
+ * 1 x 1 convolution of a 1 x 1 image; under AVX-512 only single columns,
+ * the edge kernel taking 2 to 4: its eight rows are eight independent
+ * chains, where this loop's one chain per column is latency-bound, e.g. the
+ * last 4 of 196 columns of a 14 x 14 plane) would waste most of a
+ * micro-kernel's lanes, so they are computed column by column with the lanes along the
  * panel's rows instead: tile[r * ldt + j] = the sum over p of a[p * mr + r]
  * * b[p * nr + j]. */
 enum { kNarrowColumns = 4 };
@@ -714,7 +717,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
             if (cols == nr) {
               arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
 #if CR_GEMM_X86
-            } else if (arch->isa == CR_ISA_AVX512 && cols > kNarrowColumns) {
+            } else if (arch->isa == CR_ISA_AVX512 && cols > 1) {
               micro_avx512_edge(rows, cols, kc, a_panel, b_panel, b_rows, c_tile, job->ldc,
                                 !first, e);
 #endif
@@ -760,6 +763,9 @@ static void gemm_chunk(void *context, int64_t begin, int64_t end) {
  * some). */
 enum { kMinFlopsPerThread = 1 << 21 };
 
+/* The largest B (floats) packed once for all threads (16 MiB). */
+enum { kMaxSharedBFloats = 1 << 22 };
+
 int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_gemm_operand *b,
             float *c, int64_t ldc, const cr_epilogue *epilogue, int num_threads) {
   if (m <= 0 || n <= 0) return 0;
@@ -791,6 +797,30 @@ int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_
   if (flops / kMinFlopsPerThread < threads) threads = (int)(flops / kMinFlopsPerThread);
   if (threads > panels) threads = (int)panels;
   if (threads < 1) threads = 1;
+  /* Threads sharing A's row panels would each pack the whole of B, once per
+   * chunk: pack it once here instead, and let them read it as pre-packed
+   * (the same panels, so the same results). */
+  float *shared_b = NULL;
+  cr_gemm_operand b_shared;
+  const int b_ready = (b->packed != NULL && b->packed_isa == job.arch->isa) ||
+                      b->row_offsets != NULL;
+  if (threads > 1 && job.split_rows && !b_ready) {
+    const size_t floats = checked_floats(n_panels * job.arch->nr, k);
+    if (floats != 0 && floats <= kMaxSharedBFloats) shared_b = aligned_floats(floats);
+    if (shared_b != NULL) {
+      const cr_pack_b_fn pack = b->pack_b != NULL ? b->pack_b : pack_b_view;
+      const void *context = b->pack_b != NULL ? b->pack_context : &job.b_view;
+      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+        pack(context, k0, min_i64(kKC, k - k0), 0, n, job.arch->nr,
+             shared_b + k0 * n_panels * job.arch->nr);
+      }
+      b_shared = *b;
+      b_shared.packed = shared_b;
+      b_shared.packed_isa = job.arch->isa;
+      job.b = &b_shared;
+    }
+  }
   cr_parallel_for(threads, panels, gemm_chunk, &job);
+  free(shared_b);
   return atomic_load(&job.failed) ? -1 : 0;
 }

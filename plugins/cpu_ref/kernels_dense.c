@@ -20,6 +20,13 @@
 #include "kernels.h"
 #include "parallel.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CR_DENSE_X86 1
+#include <immintrin.h>
+#else
+#define CR_DENSE_X86 0
+#endif
+
 static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 
@@ -386,6 +393,7 @@ typedef struct cr_conv_task {
   const int64_t *y_shape;
   float *y;
   const cr_fusion *fusion;
+  int avx512; /* the GEMM's ISA is AVX-512: 3 x 3 planes use depthwise_plane_avx512 */
 } cr_conv_task;
 
 /* 3 x 3 taps, dilation 1, stride 1, over a zero-padded plane of row
@@ -474,6 +482,78 @@ static void depthwise_row(const float *x_row, int64_t width, const float *w, int
   }
 }
 
+#if CR_DENSE_X86
+/* The output rows of one 3 x 3 depthwise plane in AVX-512 vectors of 16
+ * outputs, the last of each row masked (no scalar tail): row r, output q
+ * is bias + the taps t, in order, of w[t] * src[r * ld_src + offsets[t] +
+ * q], accumulated with fused multiply-adds (so, like the GEMM, it differs
+ * from the portable loops by FMA rounding only); then the fused residual
+ * (residual[r * count + q], when not NULL) and activation, in the order of
+ * tile_epilogue_apply, in registers (no second pass over the plane). For
+ * stride 1 src is the padded plane and the taps read columns +0, +1, +2
+ * of three padded rows; for stride 2 it is the rows split into even and
+ * odd halves. out: rows x count values. Only the tails use masked loads
+ * (they cost an extra uop each). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 depthwise_vector(
+    const __m512 wv[9], __m512 bias, const float *x, const int64_t offsets[9], __mmask16 mask,
+    int masked) {
+  __m512 acc = bias;
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) {
+    /* Masked loads cost an extra uop: only the tail uses them. */
+    const __m512 value =
+        masked ? _mm512_maskz_loadu_ps(mask, x + offsets[t]) : _mm512_loadu_ps(x + offsets[t]);
+    acc = _mm512_fmadd_ps(wv[t], value, acc);
+  }
+  return acc;
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline __m512 depthwise_epilogue(
+    __m512 value, const float *residual, __mmask16 mask, cr_epilogue_act act, __m512 low,
+    __m512 high) {
+  if (residual != NULL) value = _mm512_add_ps(value, _mm512_maskz_loadu_ps(mask, residual));
+  if (act == CR_EPI_RELU) {
+    value = _mm512_max_ps(_mm512_setzero_ps(), value); /* max(0, NaN) is NaN: kept */
+  } else if (act == CR_EPI_CLIP) {
+    const __m512 t =
+        _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, low, _CMP_LT_OQ), value, low);
+    value = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, high, _CMP_GT_OQ), t, high);
+  }
+  return value;
+}
+
+__attribute__((target("avx512f"))) static void depthwise_plane_avx512(
+    const float *src, int64_t ld_src, const int64_t offsets[9], int64_t rows, int64_t count,
+    const float *w, float bias, const float *residual, const cr_fusion *fusion, float *out) {
+  __m512 wv[9];
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const __m512 bias_v = _mm512_set1_ps(bias);
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
+  const __m512 low = _mm512_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
+  const __m512 high = _mm512_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  const int64_t full = count / 16 * 16, tail = count - full;
+  const __mmask16 tail_mask = (__mmask16)((1u << tail) - 1u);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = src + r * ld_src;
+    float *out_row = out + r * count;
+    const float *res_row = residual != NULL ? residual + r * count : NULL;
+    for (int64_t q = 0; q < full; q += 16) {
+      __m512 acc = depthwise_vector(wv, bias_v, row + q, offsets, 0xFFFF, 0);
+      acc = depthwise_epilogue(acc, res_row != NULL ? res_row + q : NULL, 0xFFFF, act, low,
+                               high);
+      _mm512_storeu_ps(out_row + q, acc);
+    }
+    if (tail > 0) {
+      __m512 acc = depthwise_vector(wv, bias_v, row + full, offsets, tail_mask, 1);
+      acc = depthwise_epilogue(acc, res_row != NULL ? res_row + full : NULL, tail_mask, act,
+                               low, high);
+      _mm512_mask_storeu_ps(out_row + full, tail_mask, acc);
+    }
+  }
+}
+#endif
+
 /* The case depthwise_3x3 handles: 2-D, 3 x 3, dilation 1, the same stride
  * (1 or 2) along both axes. */
 static int is_plain_3x3(const cr_conv_params *p) {
@@ -502,6 +582,15 @@ static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const 
 /* Output rows at least this long are computed one by one in place. */
 enum { kDepthwiseRowMin = 32 };
 
+#if CR_DENSE_X86
+/* The fused residual of output plane (n, o), or NULL. */
+static const float *plane_residual(const cr_conv_task *task, int64_t n, int64_t o) {
+  if (task->fusion == NULL || task->fusion->residual == NULL) return NULL;
+  const int64_t out_plane = task->y_shape[2] * task->y_shape[3] * task->y_shape[4];
+  return task->fusion->residual + (n * task->y_shape[1] + o) * out_plane;
+}
+#endif
+
 /* One output plane (n, o) of a convolution whose groups see one input
  * channel each: bias, then the taps in (kd, kh, kw) order (padding adds
  * w * 0), then the fused residual and activation. scratch: the floats
@@ -526,6 +615,16 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
       split_row(ih >= 0 && ih < in[1] ? x + ih * in[2] : NULL, in[2], p->pad[2],
                 scratch + 2 * r * half, scratch + (2 * r + 1) * half);
     }
+#if CR_DENSE_X86
+    if (task->avx512) {
+      /* Every row with its epilogue, the tails masked. */
+      const int64_t offsets[9] = {0,        half,     1,        2 * half, 3 * half,
+                                  2 * half + 1, 4 * half, 5 * half, 4 * half + 1};
+      depthwise_plane_avx512(scratch, 4 * half, offsets, out[1], out[2], w, bias,
+                             plane_residual(task, n, o), task->fusion, y);
+      return;
+    }
+#endif
     for (int64_t oh = 0; oh < out[1]; ++oh) {
       const float *e0 = scratch + 2 * (2 * oh) * half;
       depthwise_3x3_split(e0, e0 + half, e0 + 2 * half, e0 + 3 * half, e0 + 4 * half,
@@ -538,6 +637,15 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
     for (int64_t h = 0; h < in[1]; ++h) {
       memcpy(xp + (h + p->pad[1]) * wp + p->pad[2], x + h * in[2], (size_t)in[2] * sizeof *x);
     }
+#if CR_DENSE_X86
+    if (task->avx512) {
+      const int64_t offsets[9] = {0,      1,          2,          wp,         wp + 1,
+                                  wp + 2, 2 * wp, 2 * wp + 1, 2 * wp + 2};
+      depthwise_plane_avx512(xp, wp, offsets, out[1], out[2], w, bias,
+                             plane_residual(task, n, o), task->fusion, y);
+      return;
+    }
+#endif
     if (out[2] >= kDepthwiseRowMin) {
       /* Wide rows: each output row straight into y, and its epilogue while
        * it is in L1 (mobilenet's 112 x 112 planes overflow L1). */
@@ -664,7 +772,8 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
   if (batch == 0 || outputs == 0 || out_plane == 0) return 0;
 
   if (cr_conv_is_direct(params, group_channels)) {
-    cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y, fusion};
+    cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y, fusion,
+                         cr_gemm_isa() == CR_ISA_AVX512};
     const int64_t planes = batch * outputs;
     cr_parallel_for(threads_for_work(num_threads, planes * out_plane * ks), planes,
                     direct_planes, &task);

@@ -1371,7 +1371,10 @@ static void test_gemm_random(void) {
    * (n <= 4) and a single element. */
   const int64_t shapes[][3] = {{1, 1, 1},     {7, 45, 3},   {33, 97, 300}, {9, 2, 50},
                                {200, 70, 20}, {1, 130, 77}, {16, 49, 129}, {10, 60, 260},
-                               {13, 112, 140}};
+                               {13, 112, 140},
+                               /* tall enough for 3 threads sharing A's row
+                                * panels: B is packed once for all */
+                               {600, 50, 200}, {300, 70, 300}};
   rng r = {7};
   int ok_close = 1, ok_packed = 1, ok_threads = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
@@ -1466,6 +1469,18 @@ static void test_conv_paths(void) {
        {2, 3, 1, 11, 12}, 3},
       {"depthwise 3x3 stride 2 pad 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
        {1, 2, 1, 7, 8}, 2},
+      /* many outputs, a small image: 2 threads share the filters' row
+       * panels and one packing of the phase planes */
+      {"3x3 shallow, 640 outputs", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 6, 1, 12, 12}, 640},
+      /* AVX-512: rows of whole vectors of 16, and whole vectors plus a
+       * masked tail, at stride 1 and 2 */
+      {"depthwise 3x3 rows of 16", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 2},
+       {2, 2, 1, 5, 16}, 2},
+      {"depthwise 3x3 rows of 20", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 3},
+       {1, 3, 1, 6, 20}, 3},
+      {"depthwise 3x3 stride 2 rows of 17", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 2},
+       {2, 2, 1, 9, 33}, 2},
       {"depthwise 5x5 multiplier 2", {{1, 5, 5}, {1, 2, 1}, {1, 1, 2}, {0, 2, 3}, 3},
        {1, 3, 1, 8, 9}, 6},
   };
