@@ -233,7 +233,7 @@ class _Context:
                                  f"{earlier} on {self._label(device)}: merging them would make "
                                  f"a cycle through {via}")
         if placement is not None and len(devices) > 1 and placement.get(k) == device:
-            return "placed", f"its __ctx_group__ places it on {self._label(device)}"
+            return "placed", f"{self._placed_by(k)} places it on {self._label(device)}"
         refused = [dev for dev in devices[:devices.index(device)]
                    if k not in self.offered.get(dev, ())]
         if refused:
@@ -251,7 +251,7 @@ class _Context:
                                   f"[{shown}]: {verdict.reason}")
         placement = self.partition.placement
         if placement is not None and k in placement and placement[k] is None:
-            return "placed_cpu", "its __ctx_group__ places it on cpu(0)"
+            return "placed_cpu", f"{self._placed_by(k)} places it on cpu(0)"
         bad = self._abi_dtype_problem(k)
         if bad is not None:
             return "no_abi_dtype", f"{bad}: never offered to the plugin"
@@ -267,6 +267,10 @@ class _Context:
                     return refined
         listed = ", ".join(self._label(d) for d in devices)
         return "unsupported", f"supportedOps on {listed} did not accept {node.op} ({dtype})"
+
+    def _placed_by(self, k: int) -> str:
+        group = self.graph.nodes[k].attrs.get("__ctx_group__")
+        return f"its __ctx_group__ {group!r}" if group else "the executor's context"
 
     def _dtype_text(self, k: int) -> str:
         dtypes = self.partition.dtypes

@@ -41,8 +41,8 @@ def add_parser(commands: Any) -> None:
 def refiner(library: Any, partition: Any) -> Any:
     """refine(node, dev_id) for explain(): offers the refused operator alone
     (its attributes and shapes, as in the graph), then again with float32
-    in place of its other float dtypes, to tell an unsupported operator
-    from an unsupported dtype. Answers are cached per operator signature."""
+    in place of its other dtypes, to tell an unsupported operator from an
+    unsupported dtype. Answers are cached per operator signature."""
     import numpy as np
 
     from ..annotate import signature
@@ -71,19 +71,18 @@ def refiner(library: Any, partition: Any) -> Any:
     def _classify(k: int, dev_id: int, own: list[Any], entries: list[int]
                   ) -> tuple[str, str] | None:
         op, label = graph.nodes[k].op, f"{partition.accelerator}({dev_id})"
-        floats = sorted({str(d) for d in own if d.kind == "f" and d != np.float32})
+        others = sorted({str(d) for d in own if d != np.float32})
         try:
             if accepted(k, dev_id, partition.dtypes):
                 return ("unsupported", f"supportedOps on {label} accepts this {op} alone, not "
                         "within this graph")
-            if floats:
+            if others:
                 as_float32 = list(partition.dtypes)
                 for entry in entries:
-                    if np.dtype(as_float32[entry]).kind == "f":
-                        as_float32[entry] = np.dtype(np.float32)
+                    as_float32[entry] = np.dtype(np.float32)
                 if accepted(k, dev_id, as_float32):
                     return ("unsupported_dtype", f"{label} runs {op} in float32, not in "
-                            f"{', '.join(floats)}")
+                            f"{', '.join(others)}")
         except AccHostError:
             return None
         dtype = ", ".join(sorted({str(d) for d in own}))
