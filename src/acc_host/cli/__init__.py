@@ -56,6 +56,16 @@ def _error(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null, so that flushing it at exit cannot fail
+    again once the reader of a pipe has gone."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def _exit_code(error: BaseException) -> int:
     """The exit status of an acc_host error or OSError: 3 for what the
     environment lacks (files, loadable libraries, the onnx package), 1 for
@@ -89,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as error:
         _error(str(error))
         return error.code
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        _silence_stdout()
+        return FAILURE
     except (AccHostError, OSError) as error:
         _error(str(error))
         return _exit_code(error)
