@@ -166,8 +166,9 @@ def _primary(data_names: Sequence[str]) -> str:
 
 def _assign(data_names: Sequence[str], shapes: Mapping[str, Shape],
             arrays: Mapping[str, np.ndarray]) -> dict[str, Shape]:
-    """Shapes given for the data inputs, by name (unnamed ones resolved;
-    arrays given as --input are moved under their input's name)."""
+    """Shapes given for the data inputs (by --shape, or by the --input
+    arrays' shapes), by input name; an unnamed one is the model's only
+    data input's."""
     result: dict[str, Shape] = {}
     for source in (shapes, {name: array.shape for name, array in arrays.items()}):
         for name, shape in source.items():

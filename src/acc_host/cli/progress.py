@@ -37,6 +37,7 @@ class Progress:
         self.show = show
         self.stream = stream if stream is not None else sys.stderr
         self.start = time.perf_counter()
+        self._width = 0  # of the line last drawn, to blank what a shorter one leaves
         self._draw()
 
     def advance(self, steps: int = 1, label: str | None = None) -> None:
@@ -64,5 +65,7 @@ class Progress:
         filled = _WIDTH * self.done // self.total
         bar = "#" * filled + "." * (_WIDTH - filled)
         elapsed = time.perf_counter() - self.start
-        self.stream.write(f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:6.1f}s")
+        line = f"{self.label} [{bar}] {self.done}/{self.total} {elapsed:6.1f}s"
+        self.stream.write(f"\r{line:<{self._width}}")
+        self._width = max(self._width, len(line))
         self.stream.flush()
