@@ -1,7 +1,8 @@
-"""``python -m acc_host`` runs the demo."""
+"""``python -m acc_host``: the ``acc-host`` command (acc_host.cli). The demo
+is ``python -m acc_host.demo`` (or ``acc-host demo``)."""
 
 import sys
 
-from .demo import main
+from .cli import main
 
 sys.exit(main())

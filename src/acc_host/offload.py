@@ -40,7 +40,8 @@ import numpy as np
 from .errors import AccHostError, PluginContractError
 from .graph import Graph
 
-__all__ = ["OffloadCosts", "KeptOnCpu", "costs_of", "node_ops", "judge"]
+__all__ = ["OffloadCosts", "KeptOnCpu", "MIN_SIZE", "NOT_PAYING", "costs_of", "node_ops",
+           "judge"]
 
 HOST_OPS_VAR = "MXNET_ACC_HOST_OPS_PER_S"
 SWITCH_VAR = "MXNET_ACC_OFFLOAD_COST"
@@ -63,13 +64,27 @@ class OffloadCosts:
     host_ops_per_s: float
 
 
+MIN_SIZE = "below_min_size"
+NOT_PAYING = "not_paying"
+
+
 @dataclass(frozen=True)
 class KeptOnCpu:
-    """A candidate subgraph the partitioner left on the CPU, and why."""
+    """A candidate subgraph the partitioner left on the CPU, and why.
+
+    ``kind`` is :data:`MIN_SIZE` (fewer operators than the plugin's
+    ``min_subgraph_ops``) or :data:`NOT_PAYING` (copies and launch would
+    cost more than the gain); for the latter, ``cost_s``, ``gain_s``,
+    ``work_ops`` and ``bytes_moved`` are the estimate's figures."""
 
     nodes: tuple[int, ...]
     device: int
     reason: str
+    kind: str = NOT_PAYING
+    cost_s: float = 0.0
+    gain_s: float = 0.0
+    work_ops: float = 0.0
+    bytes_moved: int = 0
 
 
 def costs_of(library: Any, dev_id: int) -> OffloadCosts | None:
@@ -144,7 +159,7 @@ def judge(graph: Graph, nodes: Sequence[int], device: int, costs: OffloadCosts,
     when offloading it pays."""
     if len(nodes) < costs.min_subgraph_ops:
         return KeptOnCpu(tuple(nodes), device, f"{len(nodes)} operators, fewer than the "
-                         f"plugin's min_subgraph_ops {costs.min_subgraph_ops}")
+                         f"plugin's min_subgraph_ops {costs.min_subgraph_ops}", MIN_SIZE)
     members = set(nodes)
     inputs: set[int] = set()
     for k in nodes:
@@ -163,4 +178,5 @@ def judge(graph: Graph, nodes: Sequence[int], device: int, costs: OffloadCosts,
     if cost <= gain:
         return None
     return KeptOnCpu(tuple(nodes), device, f"estimated copies and launch {cost * 1e6:.1f} us > "
-                     f"gain {gain * 1e6:.1f} us ({work:.3g} ops, {moved} bytes moved)")
+                     f"gain {gain * 1e6:.1f} us ({work:.3g} ops, {moved} bytes moved)",
+                     NOT_PAYING, cost, gain, work, int(moved))

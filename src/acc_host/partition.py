@@ -29,13 +29,16 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .annotate import annotate, output_name
 from .graph import Graph
 from .offload import KeptOnCpu, OffloadCosts, judge
 from .tensor import TensorSpec
+
+if TYPE_CHECKING:
+    from .explain import Explanation, Refine
 
 __all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph",
            "offerable_region", "region_graph"]
@@ -239,6 +242,14 @@ class Partition:
     accelerator: str
     devices: tuple[int, ...]  # device id of each accelerator class (class k -> devices[k - 1])
     kept_on_cpu: tuple[KeptOnCpu, ...] = ()  # candidates that would not pay (offload.py)
+    # What the partition was made from, kept (by reference, nothing copied)
+    # for explain(): supportedOps' answer per device, the placement, and the
+    # graph's entry shapes and dtypes and weight names.
+    offered: Mapping[int, Sequence[int]] = field(default_factory=dict, compare=False)
+    placement: Mapping[int, int | None] | None = field(default=None, compare=False)
+    shapes: Sequence[Any] = field(default=(), compare=False)
+    dtypes: Sequence[Any] = field(default=(), compare=False)
+    weight_names: frozenset[str] = field(default=frozenset(), compare=False)
 
     def summary(self) -> str:
         """One line per segment: where it runs, how many operators, which."""
@@ -306,33 +317,63 @@ class Partition:
                 "arg_nodes": [i for i, node in enumerate(nodes) if node["op"] == "null"],
                 "heads": heads, "attrs": {"mxnet_version": ["int", 10901]}}
 
-    def to_dot(self) -> str:
-        """Graphviz DOT of the operators, filled by where they run."""
+    def explain(self, refine: Refine | None = None,
+                device_memory: bool | None = None) -> Explanation:
+        """Why every operator runs where it does, and the tensors (and bytes)
+        crossing every subgraph boundary; see :mod:`acc_host.explain`.
+        refine(node, dev_id) may name the reason a node was refused more
+        precisely (the op, or its dtype) than supportedOps' answer can;
+        device_memory: whether the plugin keeps its own memory."""
+        from .explain import explain
+
+        return explain(self, refine, device_memory)
+
+    def to_dot(self, explanation: Explanation | None = None) -> str:
+        """Graphviz DOT of the operators, filled by where they run; with an
+        explanation, CPU operators also say why, and edges crossing a
+        boundary carry the bytes of the tensor."""
         palette = ["#dddddd", "#8ecae6", "#ffb703", "#90be6d", "#f28482", "#cdb4db"]
         graph = self.graph
+        why = {} if explanation is None else {
+            item.node: item.kind for item in explanation.nodes if item.subgraph is None}
+        crossing = {} if explanation is None else explanation.entry_bytes()
+        segment_of = {k: number for number, seg in enumerate(self.segments) for k in seg.nodes}
         lines = ["digraph partition {", "  rankdir=TB;", '  node [shape=box, style=filled];']
         for number, seg in enumerate(self.segments):
             color = palette[seg.device_class % len(palette)]
             where = "cpu(0)" if seg.device_class == CPU else \
                 f"{self.accelerator}({self.devices[seg.device_class - 1]})"
             lines.append(f"  subgraph cluster_{number} {{")
-            lines.append(f'    label="{where}"; color="{color}";')
+            lines.append(f'    label="{_dot_text(where)}"; color="{color}";')
             for k in seg.nodes:
                 node = graph.nodes[k]
-                lines.append(f'    n{k} [label="{node.name}\\n{node.op}", fillcolor="{color}"];')
+                label = f"{_dot_text(node.name)}\\n{_dot_text(node.op)}"
+                if k in why:
+                    label += f"\\n({_dot_text(why[k])})"
+                lines.append(f'    n{k} [label="{label}", fillcolor="{color}"];')
             lines.append("  }")
         for k, node in enumerate(graph.nodes):
             if node.is_variable:
                 continue
-            for producer, _, _ in node.inputs:
+            for producer, output, _ in node.inputs:
                 p = graph.index[id(producer)]
-                if not producer.is_variable:
+                if producer.is_variable:
+                    continue
+                entry = graph.entry(producer, output)
+                if segment_of.get(p) != segment_of.get(k) and entry in crossing:
+                    lines.append(f'  n{p} -> n{k} [label="{crossing[entry]} B"];')
+                else:
                     lines.append(f"  n{p} -> n{k};")
         lines.append("}")
         return "\n".join(lines)
 
     def to_json_text(self) -> str:
         return json.dumps(self.to_json(), indent=2)
+
+
+def _dot_text(text: str) -> str:
+    """text inside a double-quoted DOT string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], Sequence[int]],
@@ -352,8 +393,10 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
     op_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
     local = {k: i for i, k in enumerate(op_nodes)}
     classes = [CPU] * len(op_nodes)
+    offered: dict[int, Sequence[int]] = {}
     for number, dev_id in enumerate(devices, start=1):
-        for k in supported(dev_id):
+        offered[dev_id] = supported(dev_id)
+        for k in offered[dev_id]:
             if k in local and classes[local[k]] == CPU and (
                     placement is None or placement.get(k) == dev_id):
                 classes[local[k]] = number
@@ -378,7 +421,8 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
         if seg.device_class != CPU:
             subgraphs.append(extract(graph, seg, len(subgraphs), shapes, dtypes, weight_names,
                                      leaving, devices[seg.device_class - 1]))
-    return Partition(graph, segments, tuple(subgraphs), accelerator, tuple(devices), tuple(kept))
+    return Partition(graph, segments, tuple(subgraphs), accelerator, tuple(devices), tuple(kept),
+                     offered, placement, shapes, dtypes, weight_names)
 
 
 def _not_paying(graph: Graph, segments: Sequence[Segment], devices: Sequence[int],

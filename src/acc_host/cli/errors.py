@@ -1,0 +1,40 @@
+"""Exit codes of the ``acc-host`` command and the error that carries one.
+
+Scripts can rely on these (docs/cli.md):
+
+* 0 (:data:`OK`): the command did what was asked;
+* 1 (:data:`FAILURE`): the thing asked failed: a check failed, a run or a
+  partition raised an acc_host error;
+* 2 (:data:`USAGE`): the command line is wrong (argparse's own code);
+* 3 (:data:`ENVIRONMENT`): something the command needs is missing or
+  unusable: a file, a library that cannot load, an accelerator name nobody
+  registered, Graphviz, the conformance kit.
+"""
+
+from __future__ import annotations
+
+__all__ = ["OK", "FAILURE", "USAGE", "ENVIRONMENT", "CliError", "environment", "failure"]
+
+OK = 0
+FAILURE = 1
+USAGE = 2
+ENVIRONMENT = 3
+
+
+class CliError(Exception):
+    """An error the command reports as ``acc-host: error: <message>`` and
+    exits with ``code``."""
+
+    def __init__(self, message: str, code: int = FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def environment(message: str) -> CliError:
+    """A CliError for a missing or unusable prerequisite (exit 3)."""
+    return CliError(message, ENVIRONMENT)
+
+
+def failure(message: str) -> CliError:
+    """A CliError for a failure of the thing asked (exit 1)."""
+    return CliError(message, FAILURE)

@@ -1,0 +1,88 @@
+"""``acc-host list``: every accelerator library discovery found, loaded or
+not, with why not."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from .errors import OK
+
+__all__ = ["add_parser", "run", "records"]
+
+HELP = "list every accelerator found (bundled, MXNET_ACC_LIBRARIES, entry points)"
+DESCRIPTION = """\
+List every accelerator library acc_host found when it was imported: the
+plugins bundled with the package (unless MXNET_ACC_BUNDLED=0), every shared
+library in the directory named by MXNET_ACC_LIBRARIES, and libraries
+registered through entry points, when discovery provides them. For each:
+its path, name, ABI version, device count and execution modes, or the
+reason it could not be loaded. Exit status 0, even when some failed."""
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("list", help=HELP, description=DESCRIPTION)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(handler=run)
+
+
+def _modes(library: Any) -> list[str]:
+    return ["imperative", "symbolic"] if library.supports_imperative else ["symbolic"]
+
+
+def records() -> list[dict[str, Any]]:
+    """One dict per library discovery looked at (and per library loaded
+    some other way in this process)."""
+    from .. import _abi
+    from ..discovery import report
+    from ..registry import libraries
+
+    found: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for item in report():
+        library = item.library
+        if library is None:
+            found.append({"path": str(item.path), "source": item.source, "loaded": False,
+                          "error": item.error})
+            continue
+        seen.add(library.path)
+        found.append(_loaded(library, item.source, _abi))
+    for library in libraries():
+        if library.path not in seen:
+            found.append(_loaded(library, "load_acc", _abi))
+    return found
+
+
+def _loaded(library: Any, source: str, abi: Any) -> dict[str, Any]:
+    return {"path": library.path, "source": source, "loaded": True, "name": library.name,
+            "api_version": library.api_version,
+            "api_version_text": abi.version_text(library.api_version),
+            "devices": library.num_devices, "modes": _modes(library)}
+
+
+def format_table(found: list[dict[str, Any]]) -> str:
+    """The records as aligned text."""
+    if not found:
+        return ("no accelerator libraries found (bundled plugins missing or MXNET_ACC_BUNDLED=0,"
+                " and MXNET_ACC_LIBRARIES not set)")
+    rows = [("NAME", "ABI", "DEVICES", "MODES", "SOURCE", "PATH")]
+    failures = []
+    for record in found:
+        if record["loaded"]:
+            rows.append((record["name"], record["api_version_text"], str(record["devices"]),
+                         "+".join(record["modes"]), record["source"], record["path"]))
+        else:
+            failures.append(f"  {record['path']} ({record['source']}): {record['error']}")
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[5]
+             for row in rows]
+    if failures:
+        lines += ["", f"failed to load ({len(failures)}):", *failures]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    found = records()
+    print(json.dumps(found, indent=2) if args.json else format_table(found))
+    return OK

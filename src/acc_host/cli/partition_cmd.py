@@ -1,0 +1,147 @@
+"""``acc-host partition MODEL --acc ...``: the partition of a model and, for
+every operator, why it runs where it does."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .errors import OK, USAGE, CliError
+from .run_cmd import add_model_arguments, prepare
+
+__all__ = ["add_parser", "run", "refiner"]
+
+HELP = "show how a model is partitioned, why each operator is where it is, and boundary bytes"
+DESCRIPTION = """\
+Partition MODEL for an accelerator (nothing is compiled or run) and print
+the segments and an explain report: for every operator, why it is where it
+is (offloaded; unsupported op or dtype, as supportedOps answered and probing
+the operator alone shows; a dtype the ABI cannot describe; kept on the CPU
+because offloading would not pay or the candidate is below the plugin's
+minimum subgraph size; cut from an earlier subgraph to avoid a cycle; on
+another device), and every tensor crossing a subgraph boundary with its
+shape, dtype and bytes. --format json is for scripts, dot for Graphviz, svg
+renders the dot through Graphviz's 'dot' program (exit 3 when it is not
+installed)."""
+
+FORMATS = ("text", "json", "dot", "svg")
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("partition", help=HELP, description=DESCRIPTION)
+    add_model_arguments(parser, acc_required=True)
+    parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    parser.add_argument("--output", "-o", default=None, metavar="FILE",
+                        help="write there instead of stdout")
+    parser.set_defaults(handler=run)
+
+
+def refiner(library: Any, partition: Any) -> Any:
+    """refine(node, dev_id) for explain(): offers the refused operator alone
+    (its attributes and shapes, as in the graph), then again with float32
+    in place of its other dtypes, to tell an unsupported operator from an
+    unsupported dtype. Answers are cached per operator signature."""
+    import numpy as np
+
+    from ..annotate import signature
+    from ..errors import AccHostError
+    from ..partition import region_graph
+
+    graph = partition.graph
+    cache: dict[tuple[Any, ...], tuple[str, str] | None] = {}
+
+    def accepted(k: int, dev_id: int, dtypes: Any) -> bool:
+        annotated, to_graph = region_graph(graph, [k], partition.shapes, dtypes,
+                                           partition.weight_names, dev_id)
+        ids = library.supported_ops(json.dumps(annotated), signature(annotated).data,
+                                    len(annotated["nodes"]), dev_id)
+        return any(to_graph.get(i) == k for i in ids)
+
+    def refine(k: int, dev_id: int) -> tuple[str, str] | None:
+        node = graph.nodes[k]
+        entries = [*graph.input_entries(k), graph.entry_start[k]]
+        own = [np.dtype(partition.dtypes[e]) for e in entries]
+        key = (node.op, tuple(sorted(node.attrs.items())), tuple(map(str, own)), dev_id)
+        if key not in cache:
+            cache[key] = _classify(k, dev_id, own, entries)
+        return cache[key]
+
+    def _classify(k: int, dev_id: int, own: list[Any], entries: list[int]
+                  ) -> tuple[str, str] | None:
+        op, label = graph.nodes[k].op, f"{partition.accelerator}({dev_id})"
+        others = sorted({str(d) for d in own if d != np.float32})
+        try:
+            if accepted(k, dev_id, partition.dtypes):
+                return ("unsupported", f"supportedOps on {label} accepts this {op} alone, not "
+                        "within this graph")
+            if others:
+                as_float32 = list(partition.dtypes)
+                for entry in entries:
+                    as_float32[entry] = np.dtype(np.float32)
+                if accepted(k, dev_id, as_float32):
+                    return ("unsupported_dtype", f"{label} runs {op} in float32, not in "
+                            f"{', '.join(others)}")
+        except AccHostError:
+            return None
+        dtype = ", ".join(sorted({str(d) for d in own}))
+        return ("unsupported_op", f"supportedOps on {label} does not accept {op} "
+                f"({dtype}, with these attributes and shapes)")
+
+    return refine
+
+
+def run(args: argparse.Namespace) -> int:
+    model, ctx, _ = prepare(args)
+    if not ctx.is_accelerator:
+        raise CliError("partition needs an accelerator: --acc NAME|PATH (not cpu)", USAGE)
+    from .models import bind
+
+    exe = bind(model, ctx)
+    try:
+        partition = exe.partition
+        explanation = partition.explain(refiner(ctx.library, partition),
+                                        ctx.library.supports_imperative)
+        text = _render(args.format, model, partition, explanation)
+    finally:
+        exe.close()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as file:
+            file.write(text)
+    else:
+        sys.stdout.write(text)
+    return OK
+
+
+def _render(form: str, model: Any, partition: Any, explanation: Any) -> str:
+    if form == "json":
+        return json.dumps(_json(model, partition, explanation), indent=2) + "\n"
+    if form in ("dot", "svg"):
+        dot = partition.to_dot(explanation) + "\n"
+        if form == "dot":
+            return dot
+        from .render import to_svg
+
+        return to_svg(dot)
+    operators = len(explanation.nodes)
+    offloaded = sum(1 for item in explanation.nodes if item.subgraph is not None)
+    head = (f"{model.source}: {offloaded}/{operators} operators on {partition.accelerator} in "
+            f"{len(partition.subgraphs)} subgraph(s)")
+    return "\n".join([head, partition.summary(), "", explanation.format_text()]) + "\n"
+
+
+def _json(model: Any, partition: Any, explanation: Any) -> dict[str, Any]:
+    graph = partition.graph
+    return {
+        "model": model.source, "accelerator": partition.accelerator,
+        "devices": list(partition.devices),
+        "segments": [{"index": number,
+                      "where": "cpu(0)" if seg.device_class == 0 else
+                      f"{partition.accelerator}({partition.devices[seg.device_class - 1]})",
+                      "nodes": [graph.nodes[k].name for k in seg.nodes]}
+                     for number, seg in enumerate(partition.segments)],
+        "summary": partition.summary().splitlines(),
+        "explain": explanation.to_json(),
+        "graph": partition.to_json(),
+    }
