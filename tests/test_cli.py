@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -316,14 +317,50 @@ def test_svg_without_graphviz_and_with_a_failing_one(models: dict[str, str],
 # ---- check and demo --------------------------------------------------------------------------
 
 
-def test_check_without_the_conformance_kit_exits_3() -> None:
-    try:
-        import acc_host.conformance  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("acc_host.conformance is installed: its own tests cover check")
-    assert_error(cli("check", "cpu_ref"), 3, "conformance kit", "not installed")
+def test_check_passes_a_good_plugin_and_fails_a_broken_one(build_fake: Any) -> None:
+    done = cli("check", "mlu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout and "FAIL" not in done.stdout.replace("0 failed", "")
+    broken = build_fake("cli_check_version", FAKE_REFUSE_VERSION=True)
+    failed = cli("check", str(broken))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "FAIL" in failed.stdout and "abi.load" in failed.stdout
+    assert_error(cli("check", "/no/such/libx.so"), 3, "not found")
+
+
+# ---- run --check, --trace, replay and timeline -------------------------------------------
+
+
+def test_run_check_trace_replay_and_timeline(tmp_path: Path, perturbed_cpu_ref: Path) -> None:
+    trace = tmp_path / "run.trace"
+    done = cli("run", str(SQUEEZENET / "model"), "--acc", "cpu_ref", "--input",
+               str(SQUEEZENET / "input_0.npy"), "--repeat", "1", "--check", "--trace", str(trace))
+    assert done.returncode == 0, done.stderr
+    assert "all within tolerance" in done.stdout
+    same = cli("replay", str(trace))
+    assert same.returncode == 0 and "no divergence" in same.stdout, same.stdout + same.stderr
+    changed = cli("replay", str(trace), "--lib", f"cpu_ref={perturbed_cpu_ref}", "--only",
+                  "cpu_ref", "--json")
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    divergence = json.loads(changed.stdout)["divergence"]
+    assert divergence["library"] == "cpu_ref" and "differs" in divergence["what"]
+    timeline = cli("timeline", str(trace), str(tmp_path / "timeline.json"))
+    assert timeline.returncode == 0, timeline.stderr
+    events = json.loads((tmp_path / "timeline.json").read_text())["traceEvents"]
+    assert any(event.get("cat") == "infer" for event in events)
+    assert_error(cli("replay", str(tmp_path / "missing.trace")), 3, "trace not found")
+    (tmp_path / "bad.trace").write_text("{}\n")
+    assert_error(cli("replay", str(tmp_path / "bad.trace")), 3, "not an acc-host trace")
+    assert_error(cli("replay", str(trace), "--lib", "cpu_ref"), 2, "NAME=PATH")
+
+
+def test_run_check_fails_on_a_changed_kernel_and_names_the_node(perturbed_cpu_ref: Path) -> None:
+    done = cli("run", str(SQUEEZENET / "model"), "--acc", str(perturbed_cpu_ref), "--input",
+               str(SQUEEZENET / "input_0.npy"), "--repeat", "0", "--check",
+               env={"MXNET_ACC_BUNDLED": "0"})  # the bundled cpu_ref would hold the name
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "MISMATCH" in done.stdout and "first diverging node" in done.stdout
+    assert "(Pooling)" in done.stdout
 
 
 def test_demo_runs_the_main_job() -> None:

@@ -19,6 +19,7 @@ from . import (
     list_cmd,
     partition_cmd,
     run_cmd,
+    trace_cmd,
 )
 from .errors import ENVIRONMENT, FAILURE, USAGE, CliError
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(commands)
+    trace_cmd.add_parsers(commands)
     return parser
 
 

@@ -9,7 +9,7 @@ import statistics
 import time
 from typing import Any
 
-from .errors import OK, USAGE, CliError
+from .errors import FAILURE, OK, USAGE, CliError
 from .progress import Progress, enabled
 
 __all__ = ["add_parser", "add_model_arguments", "run"]
@@ -54,6 +54,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
+    parser.add_argument("--check", action="store_true",
+                        help="differential mode: also run every offloaded subgraph on the CPU "
+                        "path, compare, and narrow a mismatch to its first diverging node "
+                        "(exit 1 on a mismatch)")
+    parser.add_argument("--trace", metavar="PATH",
+                        help="record every ABI call to PATH (see 'acc-host replay')")
     parser.set_defaults(handler=run)
 
 
@@ -110,24 +116,42 @@ def run(args: argparse.Namespace) -> int:
 
     if args.repeat < 0:
         raise CliError("--repeat must be at least 0", USAGE)
+    if args.trace:
+        from ..trace import start as start_trace
+
+        start_trace(args.trace)
     model, ctx, values = prepare(args)
     show = enabled(args.progress)
     start = time.perf_counter()
     exe = bind(model, ctx)
     bind_s = time.perf_counter() - start
+    checked = None
     try:
         timing = execute(exe, values, args.repeat, show)
         where = _where(exe, ctx)
+        if args.check:
+            from ..differential import check
+
+            checked = check(exe, **values)
     finally:
         exe.close()
+        if args.trace:
+            from ..trace import stop as stop_trace
+
+            stop_trace()
     outputs = [summarize(name, array) for name, array in
                zip(model.symbol.list_outputs(), timing.pop("outputs"))]
     report = {"model": model.source, "format": model.kind,
               "inputs": {name: {"shape": list(model.shapes[name]),
                                 "dtype": str(model.dtypes[name])} for name in model.data_names},
               "where": where, "bind_s": bind_s, **timing, "outputs": outputs}
-    print(json.dumps(report, indent=2) if args.json else _format(report))
-    return OK
+    if checked is not None:
+        report["check"] = {"subgraphs": checked.subgraphs_checked,
+                           "outputs": checked.outputs_checked,
+                           "mismatches": [str(mismatch) for mismatch in checked.mismatches]}
+    text = _format(report) + (f"\n{checked.format_text()}" if checked is not None else "")
+    print(json.dumps(report, indent=2) if args.json else text)
+    return FAILURE if checked is not None and not checked.ok else OK
 
 
 def _ms(seconds: float | None) -> str:
