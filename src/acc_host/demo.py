@@ -4,7 +4,7 @@ path (the numpy operator implementations of acc_host.ops); then run a real
 MXNet model on the CPU and on every bundled accelerator, showing what ran
 where and how fast, checked against MXNet's own output.
 
-Run with ``python -m acc_host.demo`` (or ``python -m acc_host``).
+Run with ``python -m acc_host.demo`` (or ``acc-host demo``).
 """
 
 from __future__ import annotations
