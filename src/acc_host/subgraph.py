@@ -62,6 +62,8 @@ class SubgraphOperator:
         self._versions: dict[str, int] = {}
         self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
                               if name not in spec.weights]
+        self._weight_names = tuple(spec.weights)
+        self._output_items = tuple(spec.outputs.items())
         self._staging: dict[str, DeviceBuffer] = {}
         self._outputs: dict[str, DeviceBuffer] = {}
         self.loads = 0
@@ -164,14 +166,21 @@ class SubgraphOperator:
         values of its output entries. targets: output entries to write in
         place (a buffer on this device when the plugin has its own memory, a
         host array otherwise, of the output's shape and dtype)."""
-        if self._model is None:
-            self._load(weights)
-            changed: dict[str, Value] = {}
-        else:
-            changed = self._changed_weights(weights)
         model = self._model
-        assert model is not None
-        inputs = {name: self._stage(name, entries[entry]) for name, entry in self._data_entries}
+        changed: dict[str, Value] | None = None
+        if model is None:
+            self._load(weights)
+            model = self._model
+            assert model is not None
+        elif self._weight_names:
+            changed = self._changed_weights(weights) or None
+        library, dev_id = self.library, self.dev_id
+        inputs: dict[str, Value] = {}
+        for name, entry in self._data_entries:
+            value = entries[entry]
+            on_device = (isinstance(value, DeviceBuffer) and value.library is library
+                         and value.dev_id == dev_id)
+            inputs[name] = value if on_device else self._stage(name, value)
         if self.device_memory:
             outputs: dict[str, Value] | None = dict(self._outputs)
         elif targets:
@@ -180,12 +189,13 @@ class SubgraphOperator:
         else:
             outputs = None
         if targets and outputs is not None:
-            for name, entry in self.spec.outputs.items():
+            for name, entry in self._output_items:
                 target = targets.get(entry)
                 if target is not None:
                     outputs[name] = target
-        results = model.infer(inputs, outputs, weights=changed or None)
-        return {self.spec.outputs[name]: value for name, value in results.items()}
+        results = model.infer(inputs, outputs, weights=changed)
+        output_entries = self.spec.outputs
+        return {output_entries[name]: value for name, value in results.items()}
 
     def decline(self, reason: str) -> None:
         """Marks the subgraph as refused by the plugin: it runs on the CPU."""
