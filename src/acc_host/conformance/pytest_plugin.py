@@ -1,9 +1,10 @@
 """The conformance kit as a pytest plugin: ``pytest --acc-lib=path/libx.so``.
 
-Registered through the ``pytest11`` entry point ``acc_host_conformance``
-(or loaded with ``-p acc_host.conformance.pytest_plugin``). Without
-``--acc-lib`` it only declares its options: no items, fixtures or markers.
-With it, the kit runs once per library at collection time and every check
+The ``pytest11`` entry point ``acc_host_conformance`` is the light module
+:mod:`acc_host_pytest` (or ``-p acc_host_pytest``): it declares the options
+and registers this module only when ``--acc-lib`` is given, so that an
+installed acc-host never imports acc_host (and loads plugins) into an
+unrelated pytest run. With it, the kit runs once per library at collection time and every check
 becomes one test item, ``<library>::check[<check id>]``, that passes, fails
 with the check's detail, or is skipped with its reason. The items carry the
 marker ``acc_conformance``, so ``pytest --acc-lib=libx.so -m acc_conformance``
@@ -22,34 +23,16 @@ from typing import Any
 
 import pytest
 
+from acc_host_pytest import MARKER
+
 from . import check_library
 from .report import FAIL, SKIP, CheckResult, Report
 
-__all__ = ["pytest_addoption", "pytest_configure", "pytest_collection_modifyitems",
-           "ConformanceLibrary", "ConformanceItem"]
-
-MARKER = "acc_conformance"
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("acc-host conformance", "conformance kit for accelerator plugins")
-    group.addoption("--acc-lib", action="append", default=[], metavar="PATH",
-                    help="run the acc-host conformance kit against this accelerator library "
-                         "(repeatable); each check becomes a test")
-    group.addoption("--acc-devices", default=None, metavar="IDS",
-                    help="comma-separated device ids to check (default: all)")
-    group.addoption("--acc-no-isolate", action="store_true", default=False,
-                    help="run the checks in the pytest process (a crashing plugin then takes "
-                         "pytest down)")
+__all__ = ["pytest_collection_modifyitems", "ConformanceLibrary", "ConformanceItem"]
 
 
 def _libraries(config: pytest.Config) -> list[str]:
     return list(config.getoption("acc_lib") or [])
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if _libraries(config):
-        config.addinivalue_line("markers", f"{MARKER}: a check of the acc-host conformance kit")
 
 
 class ConformanceFailure(Exception):
