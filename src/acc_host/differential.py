@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .compare import mismatch
 from .errors import AccHostError
-from .partition import Segment, _leaving_entries, extract
+from .partition import region_spec
 from .subgraph import to_host
 from .symbolic import LoadedModel
 
@@ -88,22 +89,7 @@ class DifferentialReport:
 def _difference(got: np.ndarray, want: np.ndarray,
                 overrides: Mapping[str, tuple[float, float]] | None) -> str | None:
     """None when got matches want within the dtype's tolerance."""
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return f"{got.shape} {got.dtype}, the CPU gives {want.shape} {want.dtype}"
-    rtol, atol = tolerance(want.dtype, overrides)
-    a, b = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
-    error = np.abs(a - b)
-    error[np.isnan(a) & np.isnan(b)] = 0.0
-    error[np.isnan(error)] = np.inf
-    finite = np.abs(b[np.isfinite(b)])
-    scale = float(finite.max()) if finite.size else 0.0
-    allowed = rtol * np.abs(b) + atol * scale
-    bad = error > allowed
-    if not bad.any():
-        return None
-    worst = int(np.argmax(np.where(bad, error, -1.0)))
-    return (f"{int(bad.sum())} of {b.size} elements beyond rtol={rtol:g}, atol={atol:g} x "
-            f"{scale:.3g}; worst at flat index {worst}: {a[worst]:.6g} against {b[worst]:.6g}")
+    return mismatch(got, want, *tolerance(want.dtype, overrides))
 
 
 class _Checker:
@@ -140,13 +126,8 @@ class _Checker:
 
     def _prefix_diverges(self, executor: Executor, operator: SubgraphOperator,
                          prefix: Sequence[int], cpu_values: Mapping[int, Value]) -> bool:
-        graph = executor._graph
-        seg = Segment(1, tuple(prefix))
-        rest = Segment(0, tuple(k for k, node in enumerate(graph.nodes)
-                                if not node.is_variable and k not in set(prefix)))
-        spec = extract(graph, seg, 0, executor._shapes, executor._dtypes,
-                       operator.spec.weights, _leaving_entries(graph, [seg, rest]),
-                       operator.dev_id)
+        spec = region_spec(executor._graph, prefix, executor._shapes, executor._dtypes,
+                           operator.spec.weights, operator.dev_id)
         model = LoadedModel(operator.library, spec.graph,
                             {name: cpu_values[spec.inputs[name]] for name in spec.weights},
                             operator.dev_id)

@@ -33,6 +33,7 @@ between subgraphs of one device).
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -286,8 +287,7 @@ class _Context:
         if not dtypes:
             return None
         graph = self.graph
-        entries = [*graph.input_entries(k),
-                   *range(graph.entry_start[k], graph.entry_start[k] + graph.num_visible(k))]
+        entries = [*graph.input_entries(k), *graph.output_entries(k)]
         for entry in entries:
             dtype = dtypes[entry]
             if dtype is None:
@@ -303,7 +303,7 @@ class _Context:
     def boundary(self, spec: SubgraphSpec) -> list[BoundaryTensor]:
         device = self.partition.devices[spec.device_class - 1]
         where = self._label(device)
-        producers = self._producers()
+        producers = self._producers
         tensors = []
         for name, entry in spec.inputs.items():
             producer = producers.get(entry)
@@ -314,7 +314,7 @@ class _Context:
             else:
                 transfer, peer = self._transfer_from(producer, device)
             tensors.append(self._tensor(spec.index, where, "in", name, entry, transfer, peer))
-        readers = self._readers()
+        readers = self._readers
         heads = {self.graph.entry(node, output) for node, output in self.graph.heads}
         for name, entry in spec.outputs.items():
             transfer, peer = self._transfer_to(readers.get(entry, []), entry in heads, spec,
@@ -330,23 +330,21 @@ class _Context:
         return BoundaryTensor(subgraph, where, direction, name, entry, shape, str(dtype), nbytes,
                               transfer, peer)
 
+    @functools.cached_property
     def _producers(self) -> dict[int, int]:
-        if not hasattr(self, "_producer_map"):
-            graph = self.graph
-            self._producer_map = {entry: k for k in range(len(graph.nodes))
-                                  if not graph.nodes[k].is_variable
-                                  for entry in range(graph.entry_start[k],
-                                                     graph.entry_start[k] + graph.num_visible(k))}
-        return self._producer_map
+        """The operator node producing each entry."""
+        graph = self.graph
+        return {entry: k for k, node in enumerate(graph.nodes) if not node.is_variable
+                for entry in graph.output_entries(k)}
 
+    @functools.cached_property
     def _readers(self) -> dict[int, list[int]]:
-        if not hasattr(self, "_reader_map"):
-            readers: dict[int, list[int]] = {}
-            for k, node in enumerate(self.graph.nodes):
-                for producer, output, _ in node.inputs:
-                    readers.setdefault(self.graph.entry(producer, output), []).append(k)
-            self._reader_map = readers
-        return self._reader_map
+        """The nodes reading each entry."""
+        readers: dict[int, list[int]] = {}
+        for k, node in enumerate(self.graph.nodes):
+            for producer, output, _ in node.inputs:
+                readers.setdefault(self.graph.entry(producer, output), []).append(k)
+        return readers
 
     def _transfer_from(self, producer: int, device: int) -> tuple[str, str]:
         where, subgraph, other = self.where(producer)

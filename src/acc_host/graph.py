@@ -125,6 +125,10 @@ class Graph:
     def input_entries(self, k: int) -> list[int]:
         return [self.entry(producer, output) for producer, output, _ in self.nodes[k].inputs]
 
+    def output_entries(self, k: int) -> range:
+        """The entries of node k's visible outputs."""
+        return range(self.entry_start[k], self.entry_start[k] + self.num_visible(k))
+
     # ---- argument roles ----------------------------------------------------------
 
     def aux_variables(self) -> set[int]:

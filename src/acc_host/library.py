@@ -205,8 +205,8 @@ class AccLibrary:
         """Routes later calls through tracer (None: back to the plugin)."""
         from .trace.recorder import TracedLib
 
-        self._lib = self._raw_lib if tracer is None else TracedLib(self._raw_lib, tracer,
-                                                                   self.path, self._known_name())
+        self._lib = self._raw_lib if tracer is None else TracedLib(
+            self._raw_lib, tracer, self.path, self._known_name(), self.last_error)
 
     def device_lock(self, dev_id: int) -> threading.RLock:
         """The lock that serializes calls for one device, as the ABI promises."""

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .explain import Explanation, Refine
 
 __all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph",
-           "offerable_region", "region_graph"]
+           "offerable_region", "region_spec", "region_graph"]
 
 CPU = 0
 
@@ -179,7 +179,7 @@ def extract(graph: Graph, seg: Segment, index: int, shapes: Sequence[Any],
 
 
 def _node_entries(graph: Graph, k: int) -> list[int]:
-    return list(range(graph.entry_start[k], graph.entry_start[k] + graph.num_visible(k)))
+    return list(graph.output_entries(k))
 
 
 def _leaving_entries(graph: Graph, segments: Sequence[Segment]) -> set[int]:
@@ -215,16 +215,24 @@ def offerable_region(graph: Graph, dtypes: Sequence[Any],
     return region
 
 
+def region_spec(graph: Graph, region: Sequence[int], shapes: Sequence[Any],
+                dtypes: Sequence[Any], weight_names: frozenset[str], dev_id: int) -> SubgraphSpec:
+    """region alone as a subgraph: inputs from outside it become variables,
+    and every entry read outside it (or returned by graph) is an output."""
+    members = set(region)
+    seg = Segment(1, tuple(region))
+    rest = Segment(CPU, tuple(k for k, node in enumerate(graph.nodes)
+                              if not node.is_variable and k not in members))
+    return extract(graph, seg, 0, shapes, dtypes, weight_names,
+                   _leaving_entries(graph, [seg, rest]), dev_id)
+
+
 def region_graph(graph: Graph, region: Sequence[int], shapes: Sequence[Any],
                  dtypes: Sequence[Any], weight_names: frozenset[str],
                  dev_id: int) -> tuple[dict[str, Any], dict[int, int]]:
     """The annotated graph of region alone (inputs from outside it become
     variables) and the map from its operator node ids to graph's."""
-    seg = Segment(1, tuple(region))
-    rest = Segment(CPU, tuple(k for k, node in enumerate(graph.nodes)
-                              if not node.is_variable and k not in set(region)))
-    spec = extract(graph, seg, 0, shapes, dtypes, weight_names,
-                   _leaving_entries(graph, [seg, rest]), dev_id)
+    spec = region_spec(graph, region, shapes, dtypes, weight_names, dev_id)
     operator_ids = [i for i, node in enumerate(spec.graph["nodes"]) if node["op"] != "null"]
     return spec.graph, dict(zip(operator_ids, region))
 

@@ -174,13 +174,7 @@ class SubgraphOperator:
             assert model is not None
         elif self._weight_names:
             changed = self._changed_weights(weights) or None
-        library, dev_id = self.library, self.dev_id
-        inputs: dict[str, Value] = {}
-        for name, entry in self._data_entries:
-            value = entries[entry]
-            on_device = (isinstance(value, DeviceBuffer) and value.library is library
-                         and value.dev_id == dev_id)
-            inputs[name] = value if on_device else self._stage(name, value)
+        inputs = {name: self._stage(name, entries[entry]) for name, entry in self._data_entries}
         if self.device_memory:
             outputs: dict[str, Value] | None = dict(self._outputs)
         elif targets:

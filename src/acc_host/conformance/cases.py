@@ -22,6 +22,7 @@ import numpy as np
 from .. import ops
 from .. import symbol as sym
 from ..annotate import annotate_symbol, output_name
+from ..compare import mismatch
 
 __all__ = ["OpCase", "Instance", "OP_CASES", "GRAPH_CASES", "GraphCase", "instances",
            "compare", "TOLERANCES"]
@@ -30,7 +31,8 @@ FLOATS = ("float32", "float16", "float64")
 INTEGERS = ("int8", "uint8", "int32", "int64")
 ALL = (*FLOATS, *INTEGERS)
 
-# (rtol, atol) per output dtype; atol is scaled by max(1, largest |reference|).
+# (rtol, atol) per output dtype for acc_host.compare.mismatch; atol is scaled
+# by max(1, largest |reference|).
 # float16: about ten float16 roundings (a plugin may compute in float32 and
 # round once, the host in float16 or float64); float32: accumulation order;
 # float64: the same, in double. Integers must be equal.
@@ -255,21 +257,10 @@ def compare(name: str, result: np.ndarray, expected: np.ndarray) -> str | None:
         return f"{name}: shape {result.shape}, expected {expected.shape}"
     if result.dtype != expected.dtype:
         return f"{name}: dtype {result.dtype}, expected {expected.dtype}"
-    if expected.dtype.kind in "iub":
-        wrong = int(np.count_nonzero(result != expected))
-        return None if wrong == 0 else f"{name}: {wrong} of {expected.size} elements differ"
-    rtol, atol = TOLERANCES.get(expected.dtype.name, TOLERANCES["float32"])
-    got, want = result.astype(np.float64), expected.astype(np.float64)
-    finite = np.isfinite(want)
-    scale = max(1.0, float(np.max(np.abs(want[finite]), initial=0.0)))
-    close = np.isclose(got, want, rtol=rtol, atol=atol * scale, equal_nan=True)
-    if bool(np.all(close)):
-        return None
-    error = np.abs(got - want)
-    worst = int(np.nanargmax(np.where(close, -1.0, np.nan_to_num(error, nan=np.inf))))
-    return (f"{name}: {int(np.count_nonzero(~close))} of {expected.size} elements off (worst "
-            f"{got.flat[worst]:.6g} vs {want.flat[worst]:.6g}; rtol {rtol:g}, atol "
-            f"{atol * scale:.3g})")
+    rtol, atol = (0.0, 0.0) if expected.dtype.kind in "iub" else \
+        TOLERANCES.get(expected.dtype.name, TOLERANCES["float32"])
+    difference = mismatch(result, expected, rtol, atol, scale_floor=1.0)
+    return None if difference is None else f"{name}: {difference}"
 
 
 def max_error(result: np.ndarray, expected: np.ndarray) -> float:

@@ -15,7 +15,8 @@ from typing import Any
 
 from .. import _abi
 from .._abi import ffi
-from ..tensor import numpy_dtype
+from ..errors import AccHostError
+from ..tensor import TensorSpec, numpy_dtype
 from .format import BlobStore
 
 __all__ = ["ENCODERS", "STATUS_CALLS", "tensor", "pointer"]
@@ -41,14 +42,12 @@ def _texts(array: Any, count: int) -> list[str | None]:
 
 
 def _nbytes(shape: list[int], dtype: int) -> int:
+    """The bytes of a tensor as described (0 when the description is not
+    one: the call itself will say so)."""
     try:
-        itemsize = numpy_dtype(dtype).itemsize
-    except Exception:
+        return TensorSpec(tuple(shape), numpy_dtype(dtype)).nbytes
+    except AccHostError:
         return 0
-    total = itemsize
-    for extent in shape:
-        total *= extent
-    return total
 
 
 def tensor(blobs: BlobStore, value: Any, with_data: bool) -> dict[str, Any]:

@@ -13,8 +13,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,14 +86,6 @@ class Tracer:
         self._write({"kind": "span", "cat": cat, "name": name, "t": start, "dur": end - start,
                      "thread": threading.current_thread().name, "device": device})
 
-    @contextmanager
-    def timed(self, cat: str, name: str, device: str = "cpu(0)") -> Iterator[None]:
-        start = self.now()
-        try:
-            yield
-        finally:
-            self.span(cat, name, start, self.now(), device)
-
     def close(self) -> None:
         with self._lock:
             self._stream.close()
@@ -103,18 +94,12 @@ class Tracer:
 class TracedLib:
     """The cffi library of one plugin, recording each ABI function it calls."""
 
-    def __init__(self, raw: Any, tracer: Tracer, path: str, name: str | None = None) -> None:
+    def __init__(self, raw: Any, tracer: Tracer, path: str, name: str | None,
+                 last_error: Callable[[], str]) -> None:
         self._raw = raw
         self._tracer = tracer
         self._index = tracer.library_index(path, name)
-        try:
-            self._last_error: Any = raw.accGetLastError
-        except AttributeError:  # the function is optional
-            self._last_error = None
-
-    @property
-    def raw(self) -> Any:
-        return self._raw
+        self._last_error = last_error  # the plugin's message for a failed call
 
     def __getattr__(self, name: str) -> Any:
         if name == "executor_forward":  # an MXAccExecutor's forward, not a library symbol
@@ -127,12 +112,6 @@ class TracedLib:
         wrapped = self._wrap(name, function)
         setattr(self, name, wrapped)  # later lookups skip __getattr__
         return wrapped
-
-    def _message(self) -> str:
-        if self._last_error is None:
-            return ""
-        text = self._last_error()
-        return "" if text == _abi.ffi.NULL else _abi.ffi.string(text).decode("utf-8", "replace")
 
     def _wrap(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
         before, after = encode.ENCODERS[name]
@@ -151,10 +130,9 @@ class TracedLib:
                 out = after(tracer.blobs, status, *args)
             except Exception as error:
                 out = {"unrecorded": f"{type(error).__name__}: {error}"}
-            error_text = self._message() if status != _abi.OK and name in encode.STATUS_CALLS \
+            error_text = self._last_error() if status != _abi.OK and name in encode.STATUS_CALLS \
                 else ""
-            tracer.call(index, name, recorded, int(result) if isinstance(result, int) else 0,
-                        out, error_text, start, end)
+            tracer.call(index, name, recorded, status, out, error_text, start, end)
             return result
 
         traced.__name__ = name

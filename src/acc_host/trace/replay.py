@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import _abi
 from .._abi import ffi
+from ..compare import mismatch
 from ..errors import TraceError
 from ..tensor import numpy_dtype
 from .format import BlobStore, Trace, read_trace
@@ -76,15 +77,12 @@ class ReplayReport:
 class _Replayed:
     """One library opened for replay, with its pointer and executor maps."""
 
-    def __init__(self, path: str, scratch: Path) -> None:
-        self.path = path
-        copy = scratch / f"{len(list(scratch.iterdir()))}-{os.path.basename(path)}"
+    def __init__(self, path: str, copy: Path) -> None:
         try:
             shutil.copyfile(path, copy)
             self.lib = ffi.dlopen(str(copy), ffi.RTLD_NOW | ffi.RTLD_LOCAL)
         except OSError as error:
             raise TraceError(f"cannot open {path} for replay: {error}") from None
-        self.name = os.path.basename(path)
         self._bases: list[int] = []                  # recorded allocation starts, sorted
         self._allocations: dict[int, tuple[int, int]] = {}  # recorded -> (new, size)
         self.executors: dict[int, Any] = {}
@@ -177,19 +175,13 @@ def _compare_tensor(blobs: BlobStore, recorded: dict[str, Any], data: bytes | by
     expected = blobs.get(recorded["data"])
     if expected == bytes(data):
         return None
+    label = f"output {recorded['shape']} differs"
     try:
         dtype = numpy_dtype(recorded["dtype"])
-        want = np.frombuffer(expected, dtype).astype(np.float64)
-        got = np.frombuffer(bytes(data), dtype).astype(np.float64)
-        difference = np.abs(want - got)
-        worst = int(np.nanargmax(difference)) if difference.size else 0
-        scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
-        return (f"output {recorded['shape']} differs in {int(np.sum(want != got))} of "
-                f"{want.size} elements; largest absolute difference "
-                f"{float(difference[worst]):.3g} at flat index {worst}, relative to the "
-                f"largest value {float(difference[worst]) / scale:.3g}")
+        difference = mismatch(np.frombuffer(bytes(data), dtype), np.frombuffer(expected, dtype))
     except (TraceError, ValueError, TypeError):
-        return f"output {recorded['shape']} differs"
+        return label
+    return f"{label}: {difference or 'in its bytes only (signed zeros or NaN payloads)'}"
 
 
 def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple[int, str | None]:
@@ -286,9 +278,10 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
     raise TraceError(f"call {record['seq']}: unknown function {fn!r}")
 
 
-def _choose(trace: Trace, replacements: Mapping[str, str]) -> dict[int, str]:
-    """The library file to replay each traced library against."""
-    names = trace.library_names()
+def _choose(trace: Trace, names: Mapping[int, str], replacements: Mapping[str, str]
+            ) -> dict[int, str]:
+    """The library file to replay each traced library against (names: the
+    traced libraries' accelerator names)."""
     chosen = {}
     for index, info in trace.libraries.items():
         recorded = info["path"]
@@ -309,8 +302,8 @@ def replay(path: str | os.PathLike[str], libraries: Mapping[str, str] | None = N
     (default: the traced file itself); only, when given, replays the calls
     of that accelerator alone. Stops at the first divergence."""
     trace = read_trace(path)
-    chosen = _choose(trace, libraries or {})
     names = trace.library_names()
+    chosen = _choose(trace, names, libraries or {})
     report = ReplayReport(trace.path, {trace.libraries[index]["path"]: used
                                        for index, used in chosen.items()})
     with tempfile.TemporaryDirectory(prefix="acc-host-replay-") as scratch:
@@ -329,7 +322,8 @@ def replay(path: str | os.PathLike[str], libraries: Mapping[str, str] | None = N
                                  "completely; it cannot be replayed")
             library = opened.get(index)
             if library is None:
-                library = opened[index] = _Replayed(chosen[index], Path(scratch))
+                copy = Path(scratch) / f"{index}-{os.path.basename(chosen[index])}"
+                library = opened[index] = _Replayed(chosen[index], copy)
                 if record["fn"] not in ("getAccApiVersion", "initialize"):
                     # traced after the library was loaded: make its handshake first
                     status = int(library.lib.initialize(trace.header.get("host_api",
