@@ -204,6 +204,19 @@ CR_TARGET_CLONES static void pack_phases(const void *context, int64_t k0, int64_
  * strided loop per phase, without branches. */
 CR_TARGET_CLONES static void split_columns(const float *src, int64_t wd, int64_t pad,
                                            int64_t s2, int64_t phase_plane, float *dst) {
+  if (s2 == 2) {
+    /* The common stride, with constant strides the compiler turns into
+     * vector shuffles (a variable stride becomes gathers, or scalar code). */
+    float *even = dst + (pad % 2) * phase_plane + pad / 2; /* column 2t: padded 2t + pad */
+    float *odd = dst + ((pad + 1) % 2) * phase_plane + (pad + 1) / 2;
+    const int64_t pairs = wd / 2;
+    for (int64_t t = 0; t < pairs; ++t) {
+      even[t] = src[2 * t];
+      odd[t] = src[2 * t + 1];
+    }
+    if (wd % 2 != 0) even[pairs] = src[wd - 1];
+    return;
+  }
   for (int64_t b = 0; b < s2; ++b) {
     const int64_t first = ((b - pad) % s2 + s2) % s2; /* first col with (col + pad) % s2 == b */
     if (first >= wd) continue;
@@ -274,26 +287,30 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
     wide = malloc((size_t)(group_outputs * wide_count) * sizeof *wide);
     if (wide == NULL) status = -1;
   }
-  for (int64_t kk = 0; kk < depth && status == 0; ++kk) {
-    const int64_t c = kk / (kh * kw), tap = kk % (kh * kw);
+  /* The taps' offsets in one channel, then the same per channel further. */
+  for (int64_t tap = 0; tap < kh * kw && status == 0; ++tap) {
     const int64_t row = (tap / kw) * p->dilate[1], col = (tap % kw) * p->dilate[2];
-    offsets[kk] = c * channel_size + ((row % s1) * s2 + col % s2) * phase_plane +
-                  (row / s1) * wq + col / s2;
+    offsets[tap] = ((row % s1) * s2 + col % s2) * phase_plane + (row / s1) * wq + col / s2;
+  }
+  for (int64_t kk = kh * kw; kk < depth && status == 0; ++kk) {
+    offsets[kk] = offsets[kk - kh * kw] + channel_size;
   }
   for (int64_t n = 0; n < batch && status == 0; ++n) {
     for (int64_t g = 0; g < groups && status == 0; ++g) {
       const float *x_group = x + (n * channels + g * group_channels) * in_plane;
       for (int64_t c = 0; c < group_channels; ++c) {
+        /* padded row r + pad goes to row phase (r + pad) % s1, at (r + pad) / s1 */
+        int64_t row_phase = p->pad[1] % s1, row_index = p->pad[1] / s1;
         for (int64_t r = 0; r < h; ++r) {
-          const int64_t pr = r + p->pad[1];
           const float *src = x_group + (c * h + r) * wd;
-          float *dst = phases + c * channel_size + (pr % s1) * s2 * phase_plane +
-                       (pr / s1) * wq;
+          float *dst = phases + c * channel_size + row_phase * s2 * phase_plane +
+                       row_index * wq;
           if (s2 == 1) {
             memcpy(dst + p->pad[2], src, (size_t)wd * sizeof *dst);
           } else {
             split_columns(src, wd, p->pad[2], s2, phase_plane, dst);
           }
+          if (++row_phase == s1) row_phase = 0, ++row_index;
         }
       }
       const int64_t first_output = n * outputs + g * group_outputs;
