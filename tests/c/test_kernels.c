@@ -1528,6 +1528,15 @@ static void test_conv_paths(void) {
        {2, 2, 1, 9, 33}, 2},
       {"depthwise 5x5 multiplier 2", {{1, 5, 5}, {1, 2, 1}, {1, 1, 2}, {0, 2, 3}, 3},
        {1, 3, 1, 8, 9}, 6},
+      /* stride-2 planes too large to split whole (more than kSmallSplit
+       * floats): a ring of three split rows, bottom padding rows zeroed in
+       * the ring; odd and even widths and pads */
+      {"depthwise 3x3 stride 2, ring of rows", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 2},
+       {2, 2, 1, 70, 67}, 2},
+      {"depthwise 3x3 stride 2 pad 2, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
+       {1, 2, 1, 65, 72}, 2},
+      {"depthwise 3x3 stride 2 pad 0, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
+       {1, 1, 1, 81, 90}, 1},
   };
   rng r = {99};
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {
