@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ import build_plugins
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "packaging.md"
 HEADER = ROOT / "include" / "mxnet_acc.h"
+TEST_PLUGINS = ROOT / "tests" / "plugins"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```[ \t]*$", re.M | re.S)
 SUFFIX = build_plugins.SHARED_SUFFIX
 BIN = "Scripts" if sys.platform == "win32" else "bin"
@@ -165,8 +166,7 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
 
 
 @pytest.fixture(scope="session")
-def vendor_wheel(build_fake: Callable[..., Path],
-                 tmp_path_factory: pytest.TempPathFactory) -> Path:
+def vendor_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The myacc-plugin package of docs/packaging.md, with a one-device,
     symbolic-only test plugin as its libmyacc library, built as a wheel."""
     project = tmp_path_factory.mktemp("vendor") / "myacc-plugin"
@@ -176,9 +176,11 @@ def vendor_wheel(build_fake: Callable[..., Path],
     (project / "setup.py").write_text(doc_block("python", "# setup.py of myacc-plugin"))
     module = doc_block("python", "# src/myacc_plugin/__init__.py")
     (package / "__init__.py").write_text(module)
-    library = build_fake("pkgmyacc", FAKE_NAME='"myacc"', FAKE_NUM_ACC=1)
-    shutil.copy2(library, package / ("libmyacc.dylib" if sys.platform == "darwin"
-                                     else "libmyacc.so"))
+    # A release build even when conftest builds sanitized plugins: the venv
+    # has no sanitizer runtime preloaded.
+    build_plugins.compile_library(
+        [TEST_PLUGINS / "fake_acc.c"], package / build_plugins.library_name("myacc"),
+        extra_flags=['-DFAKE_NAME="myacc"', "-DFAKE_NUM_ACC=1"])
     return pip_wheel(project, tmp_path_factory.mktemp("vendor_dist"))
 
 
