@@ -91,10 +91,15 @@ def perturbed_cpu_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(ROOT / "plugins" / "cpu_ref", source_dir)
     kernels = source_dir / "kernels.c"
     text = kernels.read_text()
-    original = "return window_average(params, x, in, window);"
-    assert text.count(original) == 1, "the average pooling kernel moved: update this test"
-    kernels.write_text(text.replace(original, "return 1.001f * window_average(params, x, in, "
-                                              "window);"))
+    # The general windows and the whole-plane (global) fast path.
+    for original, changed in (
+            ("return window_average(params, x, in, window);",
+             "return 1.001f * window_average(params, x, in, window);"),
+            ("y[p + b] = acc[b] / (float)size;", "y[p + b] = 1.001f * acc[b] / (float)size;"),
+            ("y[p] = acc / (float)size;", "y[p] = 1.001f * acc / (float)size;")):
+        assert text.count(original) == 1, "the average pooling kernel moved: update this test"
+        text = text.replace(original, changed)
+    kernels.write_text(text)
     sources = sorted(source_dir.glob("*.c")) + sorted(build_plugins.COMMON_DIR.glob("*.c"))
     return build_plugins.compile_library(
         sources, out / build_plugins.library_name("cpu_ref"), include_dirs=[source_dir],
