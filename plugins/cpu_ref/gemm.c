@@ -371,16 +371,38 @@ __attribute__((target("avx512f"))) static void micro_avx512_edge(
  * * b[p * nr + j]. */
 enum { kNarrowColumns = 4 };
 
+/* Eight floats as one value (GCC's and Clang's vector extension: one AVX
+ * register, or two SSE ones); loaded with memcpy, from any alignment. */
+typedef float v8sf __attribute__((vector_size(32)));
+
 CR_TARGET_CLONES static void narrow_tile(int mr, int64_t nr, int64_t cols, int64_t kc,
                                          const float *a, const float *b, float *tile,
                                          int64_t ldt) {
   for (int64_t j = 0; j < cols; ++j) {
     float acc[kMaxMR] = {0};
     if (mr == 8) {
-      for (int64_t p = 0; p < kc; ++p) {
-        const float bj = b[p * nr + j];
-        for (int r = 0; r < 8; ++r) acc[r] += a[p * 8 + r] * bj;
+      /* Four partial sums (p mod 4), added up in a fixed order at the end:
+       * four independent chains of vector adds instead of one, which was
+       * latency-bound (a matrix-vector product, e.g. mobilenet's 1280 ->
+       * 1000 classifier on a 1 x 1 image). */
+      v8sf part0 = {0}, part1 = {0}, part2 = {0}, part3 = {0}, r0, r1, r2, r3;
+      int64_t p = 0;
+      for (; p + 4 <= kc; p += 4) {
+        memcpy(&r0, a + p * 8, sizeof r0);
+        memcpy(&r1, a + p * 8 + 8, sizeof r1);
+        memcpy(&r2, a + p * 8 + 16, sizeof r2);
+        memcpy(&r3, a + p * 8 + 24, sizeof r3);
+        part0 += r0 * b[p * nr + j];
+        part1 += r1 * b[(p + 1) * nr + j];
+        part2 += r2 * b[(p + 2) * nr + j];
+        part3 += r3 * b[(p + 3) * nr + j];
       }
+      for (; p < kc; ++p) {
+        memcpy(&r0, a + p * 8, sizeof r0);
+        part0 += r0 * b[p * nr + j];
+      }
+      const v8sf sum = (part0 + part1) + (part2 + part3);
+      for (int r = 0; r < 8; ++r) acc[r] = sum[r];
     } else {
       for (int64_t p = 0; p < kc; ++p) {
         const float bj = b[p * nr + j];

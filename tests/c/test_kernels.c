@@ -1417,6 +1417,9 @@ static void test_gemm_random(void) {
   const int64_t shapes[][3] = {{1, 1, 1},     {7, 45, 3},   {33, 97, 300}, {9, 2, 50},
                                {200, 70, 20}, {1, 130, 77}, {16, 49, 129}, {10, 60, 260},
                                {13, 112, 140},
+                               /* matrix-vector products: single columns,
+                                * k not a multiple of the four partial sums */
+                               {21, 1, 131}, {8, 1, 4}, {17, 1, 258},
                                /* tall enough for 3 threads sharing A's row
                                 * panels: B is packed once for all */
                                {600, 50, 200}, {300, 70, 300}};
