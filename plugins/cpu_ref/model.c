@@ -17,6 +17,7 @@
 
 #include "kernels.h"
 #include "library.h"
+#include "op_impl.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -50,6 +51,7 @@ struct cr_step {
   int num_outputs;
   size_t outputs; /* entry index of the first output; the others follow it */
   int fused_away;        /* folded into an earlier step's dense plan */
+  int elided;            /* a Concat whose inputs are written in place into its output */
   cr_dense_plan *dense;  /* Convolution / FullyConnected run by model.c, or NULL */
 };
 
@@ -540,6 +542,55 @@ typedef struct cr_block {
   size_t begin, end;
 } cr_block;
 
+/* Concat along an axis with nothing but extent-1 axes before it (channels
+ * of one image): each input is one contiguous run of the output, so the
+ * steps computing the inputs can write them there and the concatenation
+ * itself copies nothing (squeezenet's fire modules). Taken when every
+ * input is a distinct operator output that only the Concat reads and no
+ * graph output: its memory is then the output's from the first producer
+ * on (first[] moves there; the inputs get no block of their own), and
+ * view[input] / view_offset[input] say where it lies. */
+static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_t *view_offset) {
+  cr_entry_facts facts;
+  int status = gather_facts(model, &facts);
+  if (status != MX_ACC_OK) return status;
+  for (size_t s = 0; s < model->num_steps; ++s) {
+    cr_step *step = &model->steps[s];
+    if (step->fused_away || step->num_outputs != 1 || step->num_inputs < 1 ||
+        !(step_is(step, "Concat") || step_is(step, "concat"))) {
+      continue;
+    }
+    const cr_tensor *out = &model->entries[step->outputs];
+    int axis = 0;
+    if (cr_resolve_axis(step->params.u.concat.axis, out->shape.ndim, &axis) != MX_ACC_OK ||
+        cr_product(&out->shape, 0, axis) != 1) {
+      continue;
+    }
+    int ok = first[step->outputs] != SIZE_MAX;
+    size_t earliest = s;
+    for (int k = 0; k < step->num_inputs && ok; ++k) {
+      const size_t e = step->inputs[k];
+      ok = facts.uses[e] == 1 && !facts.is_head[e] && first[e] != SIZE_MAX && view[e] == SIZE_MAX;
+      if (ok && first[e] < earliest) earliest = first[e];
+    }
+    if (!ok) continue;
+    const size_t element = acc_dtype_size(step->params.out_dtypes[0]);
+    size_t offset = 0;
+    for (int k = 0; k < step->num_inputs; ++k) {
+      const size_t e = step->inputs[k];
+      view[e] = step->outputs;
+      view_offset[e] = offset;
+      first[e] = SIZE_MAX;
+      offset += (size_t)cr_product(&model->entries[e].shape, 0, model->entries[e].shape.ndim) *
+                element;
+    }
+    first[step->outputs] = earliest;
+    step->elided = 1;
+  }
+  free_facts(&facts);
+  return MX_ACC_OK;
+}
+
 enum { kArenaAlign = 64 };
 
 static int plan_memory(cr_model *model) {
@@ -551,7 +602,9 @@ static int plan_memory(cr_model *model) {
   size_t *bytes = calloc(n ? n : 1, sizeof *bytes);
   cr_block *live = malloc((n ? n : 1) * sizeof *live);
   size_t *live_entry = malloc((n ? n : 1) * sizeof *live_entry);
-  int status = first && last && offset && bytes && live && live_entry
+  size_t *view = malloc((n ? n : 1) * sizeof *view);
+  size_t *view_offset = calloc(n ? n : 1, sizeof *view_offset);
+  int status = first && last && offset && bytes && live && live_entry && view && view_offset
                    ? MX_ACC_OK
                    : acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
   for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) first[e] = SIZE_MAX;
@@ -573,6 +626,8 @@ static int plan_memory(cr_model *model) {
   for (size_t i = 0; i < graph->num_heads && status == MX_ACC_OK; ++i) {
     last[model->entry_of_node[graph->heads[i].node] + graph->heads[i].index] = SIZE_MAX;
   }
+  for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) view[e] = SIZE_MAX;
+  if (status == MX_ACC_OK) status = plan_concat_views(model, first, view, view_offset);
   size_t num_live = 0, arena_bytes = 0;
   for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
     for (size_t e = 0; e < n; ++e) {
@@ -635,6 +690,13 @@ static int plan_memory(cr_model *model) {
     model->entries[e].data = (char *)model->arena + offset[e];
     model->owned[e] = 2; /* in the arena: kept bound, freed with it */
   }
+  for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) {
+    if (view[e] == SIZE_MAX) continue;
+    model->entries[e].data = (char *)model->arena + offset[view[e]] + view_offset[e];
+    model->owned[e] = 2;
+  }
+  free(view);
+  free(view_offset);
   free(first);
   free(last);
   free(offset);
@@ -738,7 +800,7 @@ int cr_model_infer(cr_model *model, const char *const *in_names, const char *con
     const int profile = getenv("ACC_CPU_REF_PROFILE") != NULL;
     for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
       const cr_step *step = &model->steps[s];
-      if (step->fused_away) continue;
+      if (step->fused_away || step->elided) continue;
       cr_tensor inputs[CR_MAX_INPUTS];
       for (int k = 0; k < step->num_inputs; ++k) inputs[k] = model->entries[step->inputs[k]];
       struct timespec t0, t1;
