@@ -210,16 +210,30 @@ def test_skips_are_few() -> None:
     assert len(skipped) <= MAX_SKIPS, "\n".join(skipped)
 
 
+def _without_code(text: str) -> str:
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's ids of the page's headings."""
+    headings = re.findall(r"^#+ (.+)$", _without_code(page.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in headings}
+
+
 def test_relative_links_resolve() -> None:
     broken = []
     for page in PAGES:
-        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
-        for match in LINK.finditer(text):
-            target = match["target"].split("#")[0]
-            if not target or re.match(r"[a-z]+:", target):
+        for match in LINK.finditer(_without_code(page.read_text(encoding="utf-8"))):
+            target, _, anchor = match["target"].partition("#")
+            if re.match(r"[a-z]+:", target):
                 continue
-            if not (page.parent / target).exists() and Path(target).name not in PENDING_PAGES:
-                broken.append(f"{page.relative_to(ROOT)}: {match['target']}")
+            path = page.parent / target if target else page
+            if not path.exists():
+                if Path(target).name not in PENDING_PAGES:
+                    broken.append(f"{page_id(page)}: {match['target']}")
+            elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+                broken.append(f"{page_id(page)}: {match['target']} (no such heading)")
     assert not broken, "\n".join(broken)
 
 
