@@ -20,11 +20,19 @@ kernels' element-wise inner loops SIMD; without ``-ffast-math`` nothing is
 reassociated, so results are bit-identical to scalar code) with warnings on
 and no ``-march=native``, so the libraries run on any CPU of the target
 architecture.
+
+Compilers and platforms: GCC or Clang on Linux (glibc or musl) and Clang on
+macOS, where the libraries are built with ``-dynamiclib`` for the
+architectures named by ``$ARCHFLAGS`` (``-arch x86_64``, as cibuildwheel
+sets it when it cross-builds). A library is rebuilt whenever its compile
+command or the compiler's target changes, so one source tree can build
+wheels for several architectures in turn.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -42,9 +50,9 @@ SDK_DIR = "sdk"  # under the output directory: the copy of plugins/common
 
 SHARED_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
 
-BASE_FLAGS = ["-std=c11", "-fPIC", "-shared", "-pthread", "-Wall", "-Wextra",
-              "-fvisibility=hidden"]
-RELEASE_FLAGS = ["-O2", "-fvect-cost-model=dynamic"]
+BASE_FLAGS = ["-std=c11", "-fPIC", "-pthread", "-Wall", "-Wextra", "-fvisibility=hidden"]
+RELEASE_FLAGS = ["-O2"]
+GCC_RELEASE_FLAGS = ["-fvect-cost-model=dynamic"]  # Clang has no such flag (and warns)
 SANITIZE_FLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
 LIBS = ["-lm"]
 
@@ -59,6 +67,38 @@ def compiler() -> str:
         if candidate and shutil.which(candidate):
             return candidate
     raise BuildError("no C compiler found: install gcc or clang, or set CC")
+
+
+@functools.cache
+def _predefined_macros(cc: str) -> frozenset[str]:
+    """Names of the macros cc predefines (``__clang__``, ``__APPLE__``, ...)."""
+    result = subprocess.run([cc, "-dM", "-E", "-x", "c", os.devnull], capture_output=True,
+                            text=True, check=False)
+    return frozenset(line.split()[1] for line in result.stdout.splitlines()
+                     if line.startswith("#define "))
+
+
+def is_clang(cc: str) -> bool:
+    return "__clang__" in _predefined_macros(cc)
+
+
+@functools.cache
+def target_triple(cc: str) -> str:
+    """What cc builds for (``x86_64-linux-gnu``, ``x86_64-alpine-linux-musl``,
+    ``arm64-apple-darwin23``): part of the recipe, so that a library built
+    for another target is never taken as up to date."""
+    result = subprocess.run([cc, "-dumpmachine"], capture_output=True, text=True, check=False)
+    return result.stdout.strip() or "unknown"
+
+
+def platform_flags(output: Path) -> list[str]:
+    """The flags that make output a shared library on this platform: on
+    macOS a dylib for the architectures of $ARCHFLAGS (the compiler's own
+    when unset), where undefined symbols are link errors by default."""
+    if sys.platform == "darwin":
+        return ["-dynamiclib", f"-Wl,-install_name,@rpath/{output.name}",
+                *os.environ.get("ARCHFLAGS", "").split()]
+    return ["-shared"]
 
 
 def library_name(plugin: str) -> str:
@@ -80,20 +120,39 @@ def compile_library(sources: Sequence[Path], output: Path, *, sanitize: bool = F
 
     This is also how the tests build their deliberately broken plugins.
     """
-    flags = [*BASE_FLAGS, *(SANITIZE_FLAGS if sanitize else RELEASE_FLAGS)]
-    if werror:
-        flags.append("-Werror")
-    if not sanitize and sys.platform.startswith("linux"):
-        flags.append("-Wl,-z,defs")  # an unresolved symbol fails the build, not the dlopen
-    includes = [f"-I{path}" for path in (INCLUDE_DIR, COMMON_DIR, *include_dirs)]
+    command = compile_command(sources, output, sanitize=sanitize, werror=werror,
+                              include_dirs=include_dirs, extra_flags=extra_flags)
     output.parent.mkdir(parents=True, exist_ok=True)
-    command = [compiler(), *flags, *extra_flags, *includes, *map(str, sources),
-               "-o", str(output), *LIBS]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise BuildError(f"building {output.name} failed:\n{' '.join(command)}\n"
                          f"{result.stdout}{result.stderr}")
     return output
+
+
+def compile_command(sources: Sequence[Path], output: Path, *, sanitize: bool = False,
+                    werror: bool = False, include_dirs: Sequence[Path] = (),
+                    extra_flags: Sequence[str] = ()) -> list[str]:
+    """The compiler command line compile_library runs."""
+    cc = compiler()
+    flags = [*BASE_FLAGS, *platform_flags(output)]
+    if sanitize:
+        flags += SANITIZE_FLAGS
+    else:
+        flags += RELEASE_FLAGS + ([] if is_clang(cc) else GCC_RELEASE_FLAGS)
+    if werror:
+        flags.append("-Werror")
+    if not sanitize and sys.platform.startswith("linux"):
+        flags.append("-Wl,-z,defs")  # an unresolved symbol fails the build, not the dlopen
+    includes = [f"-I{path}" for path in (INCLUDE_DIR, COMMON_DIR, *include_dirs)]
+    return [cc, *flags, *extra_flags, *includes, *map(str, sources), "-o", str(output), *LIBS]
+
+
+def _relative_to_root(command: Sequence[str]) -> str:
+    """The command with this tree's paths relative to it, so that a copy of
+    the tree with its built libraries needs no rebuild."""
+    root = f"{ROOT}{os.sep}"
+    return " ".join(arg.replace(root, "") for arg in command)
 
 
 def _is_fresh(output: Path, inputs: Sequence[Path]) -> bool:
@@ -110,10 +169,13 @@ def build_plugin(source_dir: Path, out_dir: Path, *, sanitize: bool = False,
     sources = sorted(source_dir.glob("*.c")) + sorted(COMMON_DIR.glob("*.c"))
     headers = [HEADER, *source_dir.glob("*.h"), *COMMON_DIR.glob("*.h")]
     output = out_dir / library_name(source_dir.name)
-    # The stamp records how the library was built, so that switching between
-    # a release and a sanitizer build always recompiles.
+    # The stamp records how and for what the library was built, so that
+    # switching between a release and a sanitizer build, or to another
+    # compiler, target or architecture, always recompiles.
     stamp = output.with_suffix(".stamp")
-    recipe = f"sanitize={sanitize} werror={werror}"
+    command = compile_command(sources, output, sanitize=sanitize, werror=werror,
+                              include_dirs=[source_dir])
+    recipe = f"target={target_triple(command[0])}\n{_relative_to_root(command)}\n"
     up_to_date = (_is_fresh(output, [*sources, *headers, Path(__file__)])
                   and stamp.exists() and stamp.read_text() == recipe)
     if up_to_date and not force:
@@ -144,14 +206,28 @@ def copy_sdk(out_dir: Path) -> Path:
 def build_all(out_dir: Path = DEFAULT_OUT, *, sanitize: bool = False, werror: bool = False,
               force: bool = False, log=print) -> list[Path]:
     """Builds every plugin into out_dir and copies the header and the SDK
-    sources beside them (copy_sdk)."""
+    sources beside them (copy_sdk).
+
+    In the package's own _bundled/ directory, libraries of plugins that no
+    longer exist (or of another platform's suffix) are removed, since every
+    library there ships in the wheel and is loaded at import."""
     copy_sdk(out_dir)
     built = []
     for source_dir in plugin_dirs():
         path = build_plugin(source_dir, out_dir, sanitize=sanitize, werror=werror, force=force)
         log(f"built {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
         built.append(path)
+    if out_dir.resolve() == DEFAULT_OUT.resolve():
+        _remove_stale(out_dir, built, log)
     return built
+
+
+def _remove_stale(out_dir: Path, built: Sequence[Path], log) -> None:
+    keep = {path.name for path in built} | {path.with_suffix(".stamp").name for path in built}
+    for path in out_dir.glob("lib*"):
+        if path.suffix in (".so", ".dylib", ".stamp") and path.name not in keep:
+            path.unlink()
+            log(f"removed stale {path.name}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

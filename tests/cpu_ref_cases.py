@@ -34,6 +34,16 @@ _FLOAT32: list[tuple[Any, ...]] = [
                      "stride": (2, 2)}, [(2, 4, 8, 8), (4, 1, 3, 3), (4,)]),
     ("Convolution", {"kernel": (1, 1), "num_filter": 3, "no_bias": True},
      [(1, 5, 4, 4), (3, 5, 1, 1)]),
+    # Stride 2 on both axes (split into phase planes by the stride-2 fast
+    # path): odd and even padding and widths, deep (the wide grid) and shallow.
+    ("Convolution", {"kernel": (3, 3), "num_filter": 5, "stride": (2, 2), "pad": (1, 1)},
+     [(2, 9, 9, 7), (5, 9, 3, 3), (5,)]),
+    ("Convolution", {"kernel": (3, 3), "num_filter": 5, "stride": (2, 2), "pad": (2, 2)},
+     [(1, 9, 8, 9), (5, 9, 3, 3), (5,)]),
+    ("Convolution", {"kernel": (3, 3), "num_filter": 4, "stride": (2, 2)},
+     [(1, 3, 9, 10), (4, 3, 3, 3), (4,)]),
+    ("Convolution", {"kernel": (3, 3), "num_filter": 4, "stride": (2, 2), "pad": (1, 1)},
+     [(1, 3, 6, 11), (4, 3, 3, 3), (4,)]),
     ("Convolution", {"kernel": (3,), "num_filter": 2, "pad": (1,), "stride": (2,)},
      [(2, 3, 10), (2, 3, 3), (2,)]),
     ("Convolution", {"kernel": (2, 2, 2), "num_filter": 2, "pad": (1, 0, 1)},

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 import acc_host as mx
+import build_plugins
 from acc_host.library import AccLibrary
 
-BUNDLED = Path(mx.__file__).parent / "_bundled" / "libcpu_ref.so"
+BUNDLED = Path(mx.__file__).parent / "_bundled" / build_plugins.library_name("cpu_ref")
 
 
 # ---- the bundled reference plugin and contexts ---------------------------------
@@ -227,6 +228,7 @@ def _import_in_child(env_dir: Path | None, code: str,
     env = dict(os.environ)
     env.pop("MXNET_ACC_LIBRARIES", None)
     env["MXNET_ACC_BUNDLED"] = "1" if bundled else "0"
+    env["MXNET_ACC_ENTRY_POINTS"] = "0"  # whatever packages are installed here
     if env_dir is not None:
         env["MXNET_ACC_LIBRARIES"] = str(env_dir)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

@@ -109,6 +109,23 @@ int main(int argc, char **argv) {
     }
     flops = 2.0 * (double)(n * o * oh * ow) * (double)((ch / groups) * kh * kw);
     free(x), free(wt), free(bias), free(y), free(pw);
+  } else if (strcmp(argv[4], "maxpool") == 0 && argc >= 11) {
+    /* N C H W K S: K x K max pooling, stride S, no padding, "valid" windows */
+    const int64_t n = atoll(argv[5]), ch = atoll(argv[6]), h = atoll(argv[7]),
+                  w = atoll(argv[8]), k = atoll(argv[9]), s = atoll(argv[10]);
+    const cr_pool_params p = {{1, k, k}, {1, s, s}, {0, 0, 0}, CR_POOL_MAX, 1, 0};
+    const int64_t oh = (h - k) / s + 1, ow = (w - k) / s + 1;
+    const int64_t xs[5] = {n, ch, 1, h, w}, ys[5] = {n, ch, 1, oh, ow};
+    float *x = random_floats((size_t)(n * ch * h * w));
+    float *y = malloc((size_t)(n * ch * oh * ow) * sizeof *y);
+    for (int r = 0; r < repeat && x != NULL && y != NULL; ++r) {
+      flush_caches();
+      double t0 = now();
+      cr_pooling(&p, xs, x, ys, y, threads);
+      times[r] = now() - t0;
+    }
+    flops = (double)(n * ch * oh * ow * k * k); /* comparisons */
+    free(x), free(y);
   } else {
     return 2;
   }

@@ -26,10 +26,14 @@
 
 /* Loops that gain from wider vectors are compiled for AVX-512, AVX2 and the
  * baseline, the variant picked at load time by the CPU (GCC's function
- * multi-versioning, on x86-64 Linux; elsewhere one baseline version).
+ * multi-versioning, on x86-64 Linux with glibc; elsewhere one baseline
+ * version). Multi-versioning resolves through IFUNC relocations, which
+ * musl's loader does not support (and GCC for musl targets refuses), so
+ * __GLIBC__ (defined by <stdint.h> above) is required too.
  * Without -ffast-math (and with ISO C's default of no contraction into
  * fused multiply-adds) every variant computes the same results. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    defined(__GLIBC__)
 #define CR_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CR_TARGET_CLONES

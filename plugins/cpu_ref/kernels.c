@@ -377,7 +377,8 @@ static void max_pool_passes_generic(const float *padded, int64_t wp, int64_t kh,
 
 /* max_pool_passes_generic with 16 outputs per vector and masks for the
  * short rows of small planes (which leave the auto-vectorised loops
- * scalar); strided taps are gathered. Same comparisons, same results. */
+ * scalar); strided taps are gathered. max_ps(v, acc) is v > acc ? v : acc
+ * (acc when v is NaN or equal): the same comparison, so the same results. */
 __attribute__((target("avx512f"))) static void max_pool_passes_avx512(
     const float *padded, int64_t wp, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
     int64_t out_h, int64_t out_w, float *hmax, float *y) {
@@ -389,27 +390,51 @@ __attribute__((target("avx512f"))) static void max_pool_passes_avx512(
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = padded + r * wp;
     float *h = hmax + r * out_w;
-    for (int64_t o = 0; o < out_w; o += 16) {
+    int64_t o = 0;
+    if (sw == 2) {
+      /* Two whole vectors at a time (two independent chains of maxima);
+       * each tap reads 31 values, the 32nd lane masked off (it may lie past
+       * the plane). */
+      for (; o + 32 <= out_w; o += 32) {
+        __m512 acc0 = lowest, acc1 = lowest;
+        const float *base = row + 2 * o;
+        for (int64_t j = 0; j < kw; ++j) {
+          const __m512 v0 = _mm512_permutex2var_ps(_mm512_loadu_ps(base + j), evens,
+                                                   _mm512_loadu_ps(base + j + 16));
+          const __m512 v1 = _mm512_permutex2var_ps(
+              _mm512_loadu_ps(base + j + 32), evens,
+              _mm512_maskz_loadu_ps((__mmask16)0x7FFF, base + j + 48));
+          acc0 = _mm512_max_ps(v0, acc0);
+          acc1 = _mm512_max_ps(v1, acc1);
+        }
+        _mm512_storeu_ps(h + o, acc0);
+        _mm512_storeu_ps(h + o + 16, acc1);
+      }
+    }
+    for (; o < out_w; o += 16) {
       const int64_t left = out_w - o;
       const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
       __m512 acc = lowest;
-      /* Stride 2 reads 2 * count - 1 consecutive values and keeps the even
-       * ones; other strides gather. */
-      const int64_t span = 2 * (left >= 16 ? 16 : left) - 1;
-      const __mmask16 low = span >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << span) - 1u);
-      const __mmask16 high = span > 16 ? (__mmask16)((1u << (span - 16)) - 1u) : 0;
-      for (int64_t j = 0; j < kw; ++j) {
-        const float *base = row + o * sw + j;
-        __m512 v;
-        if (sw == 1) {
-          v = _mm512_maskz_loadu_ps(mask, base);
-        } else if (sw == 2) {
-          v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(low, base), evens,
-                                     _mm512_maskz_loadu_ps(high, base + 16));
-        } else {
-          v = _mm512_mask_i32gather_ps(lowest, mask, steps, base, 4);
+      const float *base = row + o * sw;
+      if (sw == 1) {
+        for (int64_t j = 0; j < kw; ++j) {
+          acc = _mm512_max_ps(_mm512_maskz_loadu_ps(mask, base + j), acc);
         }
-        acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v);
+      } else if (sw == 2) {
+        /* Stride 2 reads 2 * count - 1 consecutive values per tap and
+         * keeps the even ones. */
+        const int64_t span = 2 * (left >= 16 ? 16 : left) - 1;
+        const __mmask16 low = span >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << span) - 1u);
+        const __mmask16 high = span > 16 ? (__mmask16)((1u << (span - 16)) - 1u) : 0;
+        for (int64_t j = 0; j < kw; ++j) {
+          const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(low, base + j), evens,
+                                                  _mm512_maskz_loadu_ps(high, base + j + 16));
+          acc = _mm512_max_ps(v, acc);
+        }
+      } else {
+        for (int64_t j = 0; j < kw; ++j) {
+          acc = _mm512_max_ps(_mm512_mask_i32gather_ps(lowest, mask, steps, base + j, 4), acc);
+        }
       }
       _mm512_mask_storeu_ps(h + o, mask, acc);
     }
@@ -421,8 +446,7 @@ __attribute__((target("avx512f"))) static void max_pool_passes_avx512(
       const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
       __m512 acc = lowest;
       for (int64_t i = 0; i < kh; ++i) {
-        const __m512 v = _mm512_maskz_loadu_ps(mask, hmax + (oh * sh + i) * out_w + o);
-        acc = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, acc, _CMP_GT_OQ), acc, v);
+        acc = _mm512_max_ps(_mm512_maskz_loadu_ps(mask, hmax + (oh * sh + i) * out_w + o), acc);
       }
       _mm512_mask_storeu_ps(y_row + o, mask, acc);
     }
@@ -482,12 +506,50 @@ static void max_pool_plane(const cr_pool_params *p, const float *x, const int64_
                   out[2], hmax, y);
 }
 
+/* Average pooling whose one window is the whole plane (global pooling):
+ * the divisor is the plane's size whether padding counts or not. */
+static int is_whole_plane_average(const cr_pool_params *params, const int64_t in[3],
+                                  const int64_t out[3]) {
+  for (int axis = 0; axis < 3; ++axis) {
+    if (out[axis] != 1 || params->pad[axis] != 0 || params->kernel[axis] < in[axis]) return 0;
+  }
+  return params->type == CR_POOL_AVG && in[0] * in[1] * in[2] > 0;
+}
+
+enum { kPlaneBlock = 16 };
+
+/* y[p] = the mean of plane p of x (planes of size values, [begin, end)).
+ * Each plane is summed in its own order, as window_sum does (so the same
+ * results), but kPlaneBlock planes at a time: independent sums that run
+ * side by side instead of one chain of dependent additions. */
+CR_TARGET_CLONES static void plane_means(const float *x, int64_t size, int64_t begin,
+                                         int64_t end, float *y) {
+  int64_t p = begin;
+  for (; p + kPlaneBlock <= end; p += kPlaneBlock) {
+    float acc[kPlaneBlock] = {0};
+    const float *base = x + p * size;
+    for (int64_t i = 0; i < size; ++i) {
+      for (int b = 0; b < kPlaneBlock; ++b) acc[b] += base[b * size + i];
+    }
+    for (int b = 0; b < kPlaneBlock; ++b) y[p + b] = acc[b] / (float)size;
+  }
+  for (; p < end; ++p) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < size; ++i) acc += x[p * size + i];
+    y[p] = acc / (float)size;
+  }
+}
+
 static void pool_planes(void *context, int64_t begin, int64_t end) {
   const cr_pool_task *task = context;
   const int64_t *in = task->x_shape + 2;
   const int64_t *out = task->y_shape + 2;
   const int64_t in_plane = in[0] * in[1] * in[2];
   const int64_t out_plane = out[0] * out[1] * out[2];
+  if (is_whole_plane_average(task->params, in, out)) {
+    plane_means(task->x, in_plane, begin, end, task->y);
+    return;
+  }
   float *padded = NULL;
   if (is_plain_max_pool(task->params, in) && out[1] > 0 && out[2] > 0) {
     int64_t hp, wp;

@@ -204,6 +204,19 @@ CR_TARGET_CLONES static void pack_phases(const void *context, int64_t k0, int64_
  * strided loop per phase, without branches. */
 CR_TARGET_CLONES static void split_columns(const float *src, int64_t wd, int64_t pad,
                                            int64_t s2, int64_t phase_plane, float *dst) {
+  if (s2 == 2) {
+    /* The common stride, with constant strides the compiler turns into
+     * vector shuffles (a variable stride becomes gathers, or scalar code). */
+    float *even = dst + (pad % 2) * phase_plane + pad / 2; /* column 2t: padded 2t + pad */
+    float *odd = dst + ((pad + 1) % 2) * phase_plane + (pad + 1) / 2;
+    const int64_t pairs = wd / 2;
+    for (int64_t t = 0; t < pairs; ++t) {
+      even[t] = src[2 * t];
+      odd[t] = src[2 * t + 1];
+    }
+    if (wd % 2 != 0) even[pairs] = src[wd - 1];
+    return;
+  }
   for (int64_t b = 0; b < s2; ++b) {
     const int64_t first = ((b - pad) % s2 + s2) % s2; /* first col with (col + pad) % s2 == b */
     if (first >= wd) continue;
@@ -274,26 +287,30 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
     wide = malloc((size_t)(group_outputs * wide_count) * sizeof *wide);
     if (wide == NULL) status = -1;
   }
-  for (int64_t kk = 0; kk < depth && status == 0; ++kk) {
-    const int64_t c = kk / (kh * kw), tap = kk % (kh * kw);
+  /* The taps' offsets in one channel, then the same per channel further. */
+  for (int64_t tap = 0; tap < kh * kw && status == 0; ++tap) {
     const int64_t row = (tap / kw) * p->dilate[1], col = (tap % kw) * p->dilate[2];
-    offsets[kk] = c * channel_size + ((row % s1) * s2 + col % s2) * phase_plane +
-                  (row / s1) * wq + col / s2;
+    offsets[tap] = ((row % s1) * s2 + col % s2) * phase_plane + (row / s1) * wq + col / s2;
+  }
+  for (int64_t kk = kh * kw; kk < depth && status == 0; ++kk) {
+    offsets[kk] = offsets[kk - kh * kw] + channel_size;
   }
   for (int64_t n = 0; n < batch && status == 0; ++n) {
     for (int64_t g = 0; g < groups && status == 0; ++g) {
       const float *x_group = x + (n * channels + g * group_channels) * in_plane;
       for (int64_t c = 0; c < group_channels; ++c) {
+        /* padded row r + pad goes to row phase (r + pad) % s1, at (r + pad) / s1 */
+        int64_t row_phase = p->pad[1] % s1, row_index = p->pad[1] / s1;
         for (int64_t r = 0; r < h; ++r) {
-          const int64_t pr = r + p->pad[1];
           const float *src = x_group + (c * h + r) * wd;
-          float *dst = phases + c * channel_size + (pr % s1) * s2 * phase_plane +
-                       (pr / s1) * wq;
+          float *dst = phases + c * channel_size + row_phase * s2 * phase_plane +
+                       row_index * wq;
           if (s2 == 1) {
             memcpy(dst + p->pad[2], src, (size_t)wd * sizeof *dst);
           } else {
             split_columns(src, wd, p->pad[2], s2, phase_plane, dst);
           }
+          if (++row_phase == s1) row_phase = 0, ++row_index;
         }
       }
       const int64_t first_output = n * outputs + g * group_outputs;
@@ -562,11 +579,15 @@ static int is_plain_3x3(const cr_conv_params *p) {
          p->stride[1] == p->stride[2] && (p->stride[1] == 1 || p->stride[1] == 2);
 }
 
+/* Stride-2 depthwise planes whose rows, split by parity, take at most this
+ * many floats are split whole (in L1); larger ones through a ring of rows. */
+enum { kSmallSplit = 8192 };
+
 /* The padded plane's row length and size, and the wide output's size, for
  * is_plain_3x3 convolutions. Rows and columns are padded at least to what
  * the outputs read, the dropped columns of stride 1 included. At stride 2
- * the padded size is that of the hp rows split into even and odd halves of
- * wp / 2 + 2 values each (and the wide output goes unused). */
+ * the padded size is that of three rows split into even and odd halves of
+ * wp / 2 + 2 values each (a ring; the wide output goes unused). */
 static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const int64_t out[3],
                             int64_t *wp, int64_t *padded, int64_t *wide) {
   const int64_t s = p->stride[1];
@@ -575,7 +596,11 @@ static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const 
   int64_t hp = in[1] + 2 * p->pad[1];
   if (hp < (out[1] - 1) * s + 3) hp = (out[1] - 1) * s + 3;
   *padded = (hp + 1) * *wp; /* one spare row for the dropped columns' reads */
-  if (s == 2) *padded = hp * 2 * (*wp / 2 + 2); /* the rows split by parity */
+  if (s == 2) {
+    /* every row of a small plane, split by parity, else a ring of three */
+    const int64_t slot = 2 * (*wp / 2 + 2), rows = 2 * out[1] + 1;
+    *padded = rows * slot <= kSmallSplit ? rows * slot : 3 * slot;
+  }
   *wide = out[1] * *wp;
 }
 
@@ -590,6 +615,88 @@ static const float *plane_residual(const cr_conv_task *task, int64_t n, int64_t 
   return task->fusion->residual + (n * task->y_shape[1] + o) * out_plane;
 }
 #endif
+
+/* A stride-2 3 x 3 depthwise plane and its scratch: rows of the padded plane
+ * are split by column parity into an even half and an odd half of ``half``
+ * floats each (see split_row). */
+typedef struct split_plane {
+  const float *x;
+  const int64_t *in, *out;
+  int64_t pad_rows, pad_cols, half;
+  float *scratch;
+} split_plane;
+
+/* Output row oh from the split rows r0, r1, r2 (the padded rows 2 oh ..
+ * 2 oh + 2), with the epilogue when the AVX-512 kernel runs it. */
+static void depthwise_split_row(const split_plane *sp, const float *r0, const float *r1,
+                                const float *r2, const float *w, float bias, int avx512,
+                                const float *residual, const cr_fusion *fusion, float *y_row) {
+  const int64_t half = sp->half, count = sp->out[2];
+#if CR_DENSE_X86
+  if (avx512) {
+    const float *base = sp->scratch;
+    const int64_t a = r0 - base, b = r1 - base, c = r2 - base;
+    const int64_t offsets[9] = {a, a + half, a + 1, b, b + half, b + 1, c, c + half, c + 1};
+    depthwise_plane_avx512(base, 0, offsets, 1, count, w, bias, residual, fusion, y_row);
+    return;
+  }
+#endif
+  (void)avx512, (void)residual, (void)fusion;
+  depthwise_3x3_split(r0, r0 + half, r1, r1 + half, r2, r2 + half, w, bias, count, y_row);
+}
+
+/* A small plane: every padded row split at once (padding rows stay zero:
+ * the scratch starts zeroed and they are never written), then the rows. */
+static void depthwise_split_whole(const split_plane *sp, const float *w, float bias, int avx512,
+                                  const float *residual, const cr_fusion *fusion, float *y) {
+  const int64_t slot = 2 * sp->half, *in = sp->in, *out = sp->out;
+  for (int64_t r = 0; r < 2 * out[1] + 1; ++r) {
+    const int64_t ih = r - sp->pad_rows;
+    split_row(ih >= 0 && ih < in[1] ? sp->x + ih * in[2] : NULL, in[2], sp->pad_cols,
+              sp->scratch + r * slot, sp->scratch + r * slot + sp->half);
+  }
+#if CR_DENSE_X86
+  if (avx512) { /* one pass over every row, output row oh reading from row 2 oh */
+    const int64_t half = sp->half;
+    const int64_t offsets[9] = {0,        half,     1,        slot,    slot + half,
+                                slot + 1, 2 * slot, 2 * slot + half, 2 * slot + 1};
+    depthwise_plane_avx512(sp->scratch, 2 * slot, offsets, out[1], out[2], w, bias, residual,
+                           fusion, y);
+    return;
+  }
+#endif
+  for (int64_t oh = 0; oh < out[1]; ++oh) {
+    const float *r0 = sp->scratch + 2 * oh * slot;
+    depthwise_split_row(sp, r0, r0 + slot, r0 + 2 * slot, w, bias, avx512,
+                        residual != NULL ? residual + oh * out[2] : NULL, fusion,
+                        y + oh * out[2]);
+  }
+}
+
+/* A large plane: a ring of three split rows (padded row r in slot r % 3),
+ * each output row computed as soon as its rows are split, so the split
+ * stays in L1 instead of going through the plane twice. */
+static void depthwise_split_ring(const split_plane *sp, const float *w, float bias, int avx512,
+                                 const float *residual, const cr_fusion *fusion, float *y) {
+  const int64_t slot = 2 * sp->half, *in = sp->in, *out = sp->out;
+  int64_t next = 0; /* the next padded row to split */
+  for (int64_t oh = 0; oh < out[1]; ++oh) {
+    for (; next <= 2 * oh + 2; ++next) {
+      float *even = sp->scratch + (next % 3) * slot;
+      const int64_t ih = next - sp->pad_rows;
+      if (ih >= 0 && ih < in[1]) {
+        split_row(sp->x + ih * in[2], in[2], sp->pad_cols, even, even + sp->half);
+      } else {
+        memset(even, 0, (size_t)slot * sizeof *even); /* a padding row */
+      }
+    }
+    depthwise_split_row(sp, sp->scratch + (2 * oh % 3) * slot,
+                        sp->scratch + ((2 * oh + 1) % 3) * slot,
+                        sp->scratch + ((2 * oh + 2) % 3) * slot, w, bias, avx512,
+                        residual != NULL ? residual + oh * out[2] : NULL, fusion,
+                        y + oh * out[2]);
+  }
+}
 
 /* One output plane (n, o) of a convolution whose groups see one input
  * channel each: bias, then the taps in (kd, kh, kw) order (padding adds
@@ -606,30 +713,20 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
   float *y = task->y + (n * outputs + o) * out_plane;
   const float bias = task->bias != NULL ? task->bias[o] : 0.0f;
   if (scratch != NULL && p->stride[1] == 2) {
-    /* Rows split by column parity, the outputs written in place. */
     int64_t wp, padded, wide;
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
-    const int64_t half = wp / 2 + 2, rows = padded / (2 * half);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t ih = r - p->pad[1];
-      split_row(ih >= 0 && ih < in[1] ? x + ih * in[2] : NULL, in[2], p->pad[2],
-                scratch + 2 * r * half, scratch + (2 * r + 1) * half);
-    }
+    const int64_t half = wp / 2 + 2, rows = 2 * out[1] + 1;
+    const split_plane plane = {x, in, out, p->pad[1], p->pad[2], half, scratch};
+    const float *residual = NULL;
 #if CR_DENSE_X86
-    if (task->avx512) {
-      /* Every row with its epilogue, the tails masked. */
-      const int64_t offsets[9] = {0,        half,     1,        2 * half, 3 * half,
-                                  2 * half + 1, 4 * half, 5 * half, 4 * half + 1};
-      depthwise_plane_avx512(scratch, 4 * half, offsets, out[1], out[2], w, bias,
-                             plane_residual(task, n, o), task->fusion, y);
-      return;
-    }
+    residual = plane_residual(task, n, o);
 #endif
-    for (int64_t oh = 0; oh < out[1]; ++oh) {
-      const float *e0 = scratch + 2 * (2 * oh) * half;
-      depthwise_3x3_split(e0, e0 + half, e0 + 2 * half, e0 + 3 * half, e0 + 4 * half,
-                          e0 + 5 * half, w, bias, out[2], y + oh * out[2]);
+    if (rows * 2 * half <= kSmallSplit) {
+      depthwise_split_whole(&plane, w, bias, task->avx512, residual, task->fusion, y);
+    } else {
+      depthwise_split_ring(&plane, w, bias, task->avx512, residual, task->fusion, y);
     }
+    if (task->avx512) return; /* the vector kernel applied the epilogue */
   } else if (scratch != NULL) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);

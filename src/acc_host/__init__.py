@@ -7,8 +7,10 @@ Use as ``import acc_host as mx``::
     mx.test_utils.list_acc(mx.acc())         # [0, ..., getNumAcc() - 1]
     ctx.configure(num_threads=2)             # vendor-specific settings
 
-Importing the package loads the bundled plugins and every library in the
-directory named by ``MXNET_ACC_LIBRARIES`` (see :mod:`acc_host.discovery`).
+Importing the package loads the bundled plugins, every library in the
+directory named by ``MXNET_ACC_LIBRARIES`` and the libraries installed
+packages register in the ``acc_host.plugins`` entry-point group (see
+:mod:`acc_host.discovery` and :mod:`acc_host.entry_points`).
 """
 
 from __future__ import annotations

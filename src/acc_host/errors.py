@@ -19,6 +19,7 @@ __all__ = [
     "InvalidAccNameError",
     "AccNameConflictError",
     "NoDeviceError",
+    "EntryPointError",
     "PluginError",
     "PluginUnsupportedError",
     "PluginOutOfMemoryError",
@@ -90,6 +91,17 @@ class AccNameConflictError(LibraryError):
 
 class NoDeviceError(LibraryError):
     """The library reports no device (getNumAcc() < 1)."""
+
+
+class EntryPointError(LibraryError):
+    """An entry point of the ``acc_host.plugins`` group gave no usable library
+    path: its module failed to import, its function raised, or it returned
+    something that is not an absolute path. ``entry_point`` is its label,
+    ``entry point DISTRIBUTION:NAME``."""
+
+    def __init__(self, message: str, entry_point: str) -> None:
+        super().__init__(message)
+        self.entry_point = entry_point
 
 
 # ---- calls into a loaded library -------------------------------------------------

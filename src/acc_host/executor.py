@@ -99,6 +99,23 @@ class _Forward:
                     self.values.pop(entry, None)
 
 
+@dataclass(frozen=True)
+class _Push:
+    """What a forward pushes for one step, worked out at bind: its context
+    and (normalized) dependencies, the executor outputs it writes, the
+    bound arrays it reads (``fetch``: those it needs when it runs on an
+    accelerator, the data; ``variables``: all of them, for the CPU), and
+    the entries it is done with."""
+
+    context: Context
+    reads: tuple[engine.Var, ...]
+    writes: tuple[engine.Var, ...]
+    outputs: tuple[tuple[NDArray, int], ...]
+    fetch: tuple[tuple[int, NDArray], ...]
+    variables: tuple[tuple[int, NDArray], ...]
+    done: tuple[int, ...]
+
+
 def _stored(array: NDArray) -> Value:
     """An argument's value where it lives: its device buffer when it is in
     accelerator memory (copied to the host only if a CPU operator reads it),
@@ -171,6 +188,11 @@ class Executor:
         self._copies: dict[int | None, list[tuple[NDArray, int]]] = {}
         for output, entry in zip(self.outputs, self._heads):
             self._copies.setdefault(self._producer.get(entry), []).append((output, entry))
+        # The arrays bound, as in MXNet: writing into arg_dict's arrays
+        # changes the next forward; putting another array in the dict does
+        # not rebind. So each step's dependencies are worked out once.
+        self._bound = {**arg_dict, **aux_dict}
+        self._pushes = [self._step_push(index, step) for index, step in enumerate(self._steps)]
 
     # ---- binding -----------------------------------------------------------------------
 
@@ -330,6 +352,25 @@ class Executor:
             steps.append(_Step(k, op, attrs, inputs, outputs, release, operator))
         return steps
 
+    def _step_push(self, index: int, step: _Step) -> _Push:
+        bound = self._bound
+        reads = [self._var(entry, bound) for entry in step.inputs]
+        if step.subgraph is not None:
+            reads += [bound[name]._var for name in step.subgraph.spec.weights]
+        outputs = tuple(self._copies.get(index, ()))
+        const, mutate = engine.base.normalize_vars(
+            reads, [*self._output_vars[index], *(output._var for output, _ in outputs)])
+        variables = tuple((entry, bound[self._variables[entry]]) for entry in step.inputs
+                          if entry in self._variables)
+        if step.subgraph is not None:
+            data = {entry for _, entry in step.subgraph._data_entries}
+            fetch = tuple(item for item in variables if item[0] in data)
+        else:
+            fetch = variables
+        done = tuple([entry for entry in set(step.inputs) if entry in self._readers]
+                     + [entry for entry in step.outputs if self._readers.get(entry) == 0])
+        return _Push(self._contexts[index], const, mutate, outputs, fetch, variables, done)
+
     def _count_readers(self) -> dict[int, int]:
         """For each entry some step releases: the steps that read it (0 for
         an output nobody reads)."""
@@ -387,22 +428,15 @@ class Executor:
                 raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor "
                                  f"was bound with {target.shape}")
             target._write(source)
-        weights = {**self.arg_dict, **self.aux_dict}
+        weights = self._bound
         run = _Forward(self._readers)
         current = engine.get()
         compiling = any(operator.loads == 0 and not operator.declined
                         for operator in self._subgraphs)
-        copies = self._copies
-        for index, step in enumerate(self._steps):
-            reads = [self._var(entry, weights) for entry in step.inputs]
-            if step.subgraph is not None:
-                reads += [weights[name]._var for name in step.subgraph.spec.weights]
-            outputs = copies.get(index, ())
-            current.push_sync(self._step_function(step, run, weights, outputs),
-                              self._contexts[index],
-                              reads, [*self._output_vars[index],
-                                      *(output._var for output, _ in outputs)])
-        for output, entry in copies.get(None, ()):
+        for step, push in zip(self._steps, self._pushes):
+            current.push_sync_normalized(self._step_function(step, push, run, weights),
+                                         push.context, push.reads, push.writes)
+        for output, entry in self._copies.get(None, ()):
             current.push_sync(self._output_function(output, entry, run, weights), cpu(),
                               [self._var(entry, weights)], [output._var])
         if compiling:
@@ -423,28 +457,33 @@ class Executor:
             if name is not None:
                 run.values[entry] = _stored(weights[name])
 
-    def _step_function(self, step: _Step, run: _Forward, weights: Mapping[str, NDArray],
-                       outputs: Sequence[tuple[NDArray, int]]) -> engine.base.SyncFn:
+    def _step_function(self, step: _Step, push: _Push, run: _Forward,
+                       weights: Mapping[str, NDArray]) -> engine.base.SyncFn:
         def run_step(_run_ctx: engine.RunContext) -> None:
-            self._fetch(step.inputs, run, weights)
             values = run.values
-            written: dict[int, tuple[NDArray, Value]] = {}
-            if step.subgraph is not None and not step.subgraph.declined:
-                written = _targets(step.subgraph, outputs)
+            operator = step.subgraph
+            if operator is not None and not operator.declined:
+                for entry, array in push.fetch:
+                    values[entry] = _stored(array)
+                if self._differential is not None:  # it reads every input, weights included
+                    for entry, array in push.variables:
+                        values[entry] = _stored(array)
+                written = _targets(operator, push.outputs)
                 values.update(self._run_subgraph(
-                    step.subgraph, step.inputs, values, weights,
+                    operator, push, values, weights,
                     {entry: target for entry, (_, target) in written.items()}))
-            elif step.subgraph is not None:
-                self._run_on_cpu(step.subgraph.spec.nodes, values)
             else:
-                self._run_on_cpu((step.node,), values)
-            for output, entry in outputs:
+                for entry, array in push.variables:
+                    values[entry] = _stored(array)
+                written = {}
+                self._run_on_cpu(operator.spec.nodes if operator is not None else (step.node,),
+                                 values)
+            for output, entry in push.outputs:
                 target = written.get(entry)
                 if target is None or target[0] is not output or values[entry] is not target[1]:
                     output._write_now(np.asarray(to_host(values[entry])))
                 # else the subgraph wrote this output in place
-            run.done_with([entry for entry in set(step.inputs) if entry in self._readers]
-                          + [entry for entry in step.outputs if self._readers.get(entry) == 0])
+            run.done_with(push.done)
 
         return run_step
 
@@ -470,7 +509,7 @@ class Executor:
                 tracer.span("cpu_op", f"{graph.nodes[k].op} {graph.nodes[k].name}", start,
                             tracer.now())
 
-    def _run_subgraph(self, operator: SubgraphOperator, inputs: Sequence[int],
+    def _run_subgraph(self, operator: SubgraphOperator, push: _Push,
                       values: dict[int, Value], weights: Mapping[str, NDArray],
                       targets: Mapping[int, Value]) -> dict[int, Value]:
         """The subgraph on the accelerator (writing the outputs in targets in
@@ -478,8 +517,7 @@ class Executor:
         (MX_ACC_ERR_UNSUPPORTED from loadModel), its operators run on the CPU
         from then on, as the ABI promises."""
         try:
-            produced = operator.forward({entry: values[entry] for entry in inputs}, weights,
-                                        targets)
+            produced = operator.forward(values, weights, targets)
             if self._differential is not None:
                 self._differential.after_subgraph(self, operator, values, weights, produced)
             return produced
@@ -487,6 +525,8 @@ class Executor:
             if operator.loads:
                 raise
             operator.decline(str(error))
+            for entry, array in push.variables:
+                values[entry] = _stored(array)
             self._run_on_cpu(operator.spec.nodes, values)
             return {}
 

@@ -31,6 +31,7 @@ from .errors import AccHostError
 from .library import AccLibrary
 from .memory import DeviceBuffer
 from .model_cache import ModelCache, cache_from_environment, supports_cache
+from .engine.base import in_operation
 from .ndarray import NDArray
 from .partition import SubgraphSpec
 from .symbolic import LoadedModel
@@ -59,7 +60,7 @@ class SubgraphOperator:
         self.dev_id = dev_id
         self.device_memory = library.supports_imperative
         self._model: LoadedModel | None = None
-        self._versions: dict[str, int] = {}
+        self._versions: list[int] = []
         self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
                               if name not in spec.weights]
         self._weight_names = tuple(spec.weights)
@@ -113,7 +114,7 @@ class SubgraphOperator:
             self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
             self.load_source = "compiled"
         self.load_seconds = time.perf_counter() - start
-        self._versions = {name: weights[name].version for name in self.spec.weights}
+        self._versions = [weights[name].version for name in self._weight_names]
         self.loads += 1
         if self.device_memory:
             self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
@@ -151,13 +152,21 @@ class SubgraphOperator:
             scratch.unlink(missing_ok=True)
         return model
 
-    def _changed_weights(self, weights: Mapping[str, NDArray]) -> dict[str, Value]:
-        changed = {name: self._weight_value(weights[name]) for name in self.spec.weights
-                   if weights[name].version != self._versions[name]}
-        for name in changed:
-            self._versions[name] = weights[name].version
-        if changed:
-            self.weight_refreshes += 1
+    def _changed_weights(self, weights: Mapping[str, NDArray]) -> dict[str, Value] | None:
+        """The weights written since the model last saw them, or None. Inside
+        a pushed operation (a forward step) every write to them is done, so
+        their vars' versions are read directly."""
+        names = self._weight_names
+        if in_operation():
+            versions = [weights[name]._storage.var.version for name in names]
+        else:
+            versions = [weights[name].version for name in names]
+        if versions == self._versions:
+            return None
+        changed = {name: self._weight_value(weights[name])
+                   for name, old, new in zip(names, self._versions, versions) if old != new}
+        self._versions = versions
+        self.weight_refreshes += 1
         return changed
 
     def forward(self, entries: Mapping[int, Value], weights: Mapping[str, NDArray],
@@ -173,7 +182,7 @@ class SubgraphOperator:
             model = self._model
             assert model is not None
         elif self._weight_names:
-            changed = self._changed_weights(weights) or None
+            changed = self._changed_weights(weights)
         inputs = {name: self._stage(name, entries[entry]) for name, entry in self._data_entries}
         if self.device_memory:
             outputs: dict[str, Value] | None = dict(self._outputs)

@@ -417,6 +417,51 @@ static void test_pool_2d_max_unpadded(void) {
   }
 }
 
+static void test_pool_2d_max_wide_rows_nan(void) {
+  /* Rows of 40 outputs (two whole vectors at a time, then a tail), stride
+   * 2, with NaNs (which never win) and repeated values: against the window
+   * maxima taken in row-major order by hand, bit for bit. */
+  enum { kH = 5, kW = 81, kOH = 2, kOW = 40 };
+  const cr_pool_params max = {{1, 3, 3}, {1, 2, 2}, {0, 0, 0}, CR_POOL_MAX, 1, 0};
+  const int64_t x_shape[5] = {1, 1, 1, kH, kW}, y_shape[5] = {1, 1, 1, kOH, kOW};
+  static float x[kH * kW], y[kOH * kOW], want[kOH * kOW];
+  for (int64_t i = 0; i < kH * kW; ++i) {
+    x[i] = i % 7 == 3 ? NAN : (float)((i * 29) % 17) - 8.0f;
+  }
+  for (int64_t oh = 0; oh < kOH; ++oh) {
+    for (int64_t ow = 0; ow < kOW; ++ow) {
+      float m = -FLT_MAX;
+      for (int64_t i = 0; i < 3; ++i) {
+        for (int64_t j = 0; j < 3; ++j) {
+          const float v = x[(2 * oh + i) * kW + 2 * ow + j];
+          m = v > m ? v : m;
+        }
+      }
+      want[oh * kOW + ow] = m;
+    }
+  }
+  cr_pooling(&max, x_shape, x, y_shape, y, 1);
+  check_identical("pool 2-D max, wide rows with NaNs", y, want, kOH * kOW);
+}
+
+static void test_pool_global_average(void) {
+  /* 19 planes of 3 x 5 averaged whole (blocks of planes summed side by
+   * side, then the rest one by one): each plane's sum in row-major order
+   * in float, as the window loop takes it, so bit for bit. */
+  enum { kPlanes = 19, kSize = 15 };
+  const cr_pool_params avg = {{1, 3, 5}, {1, 1, 1}, {0, 0, 0}, CR_POOL_AVG, 1, 0};
+  const int64_t x_shape[5] = {1, kPlanes, 1, 3, 5}, y_shape[5] = {1, kPlanes, 1, 1, 1};
+  float x[kPlanes * kSize], y[kPlanes], want[kPlanes];
+  for (int64_t i = 0; i < kPlanes * kSize; ++i) x[i] = (float)((i * 13) % 11) * 0.1f - 0.37f;
+  for (int64_t p = 0; p < kPlanes; ++p) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < kSize; ++i) sum += x[p * kSize + i];
+    want[p] = sum / (float)kSize;
+  }
+  cr_pooling(&avg, x_shape, x, y_shape, y, 1);
+  check_identical("pool global average", y, want, kPlanes);
+}
+
 static void test_pool_3d_channels(void) {
   /* Two planes of a 2x2x2 cube (N = 1, C = 2), one 2x2x2 window each. The
    * second plane is negative so max must not be fooled by zero padding. */
@@ -1483,6 +1528,15 @@ static void test_conv_paths(void) {
        {2, 2, 1, 9, 33}, 2},
       {"depthwise 5x5 multiplier 2", {{1, 5, 5}, {1, 2, 1}, {1, 1, 2}, {0, 2, 3}, 3},
        {1, 3, 1, 8, 9}, 6},
+      /* stride-2 planes too large to split whole (more than kSmallSplit
+       * floats): a ring of three split rows, bottom padding rows zeroed in
+       * the ring; odd and even widths and pads */
+      {"depthwise 3x3 stride 2, ring of rows", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 2},
+       {2, 2, 1, 70, 67}, 2},
+      {"depthwise 3x3 stride 2 pad 2, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
+       {1, 2, 1, 65, 72}, 2},
+      {"depthwise 3x3 stride 2 pad 0, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
+       {1, 1, 1, 81, 90}, 1},
   };
   rng r = {99};
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {
@@ -1533,6 +1587,8 @@ static void run_all(void) {
   test_conv_pad_stride();
   test_conv_groups_dilation();
   test_pool_2d_max_unpadded();
+  test_pool_2d_max_wide_rows_nan();
+  test_pool_global_average();
   test_conv_1d();
   test_conv_3d_random();
   test_pool_full_convention_1d();

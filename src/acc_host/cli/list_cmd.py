@@ -13,12 +13,14 @@ __all__ = ["add_parser", "run", "records"]
 
 HELP = "list every accelerator found (bundled, MXNET_ACC_LIBRARIES, entry points)"
 DESCRIPTION = """\
-List every accelerator library acc_host found when it was imported: the
-plugins bundled with the package (unless MXNET_ACC_BUNDLED=0), every shared
-library in the directory named by MXNET_ACC_LIBRARIES, and libraries
-registered through entry points, when discovery provides them. For each:
-its path, name, ABI version, device count and execution modes, or the
-reason it could not be loaded. Exit status 0, even when some failed."""
+List every accelerator library acc_host found when it was imported, in the
+order discovery looked at them: the plugins bundled with the package
+(unless MXNET_ACC_BUNDLED=0), every shared library in the directory named by
+MXNET_ACC_LIBRARIES, and the libraries installed packages register through
+the acc_host.plugins entry-point group (unless MXNET_ACC_ENTRY_POINTS=0;
+SOURCE is then 'entry point DISTRIBUTION:NAME'). For each: its path, name,
+ABI version, device count and execution modes, or the reason it could not
+be loaded. Exit status 0, even when some failed."""
 
 
 def add_parser(commands: Any) -> None:
@@ -42,9 +44,9 @@ def records() -> list[dict[str, Any]]:
     seen: set[str] = set()
     for item in report():
         library = item.library
-        if library is None:
-            found.append({"path": str(item.path), "source": item.source, "loaded": False,
-                          "error": item.error})
+        if library is None:  # path None: an entry point that gave no path
+            found.append({"path": None if item.path is None else str(item.path),
+                          "source": item.source, "loaded": False, "error": item.error})
             continue
         seen.add(library.path)
         found.append(_loaded(library, item.source, _abi))
@@ -65,13 +67,15 @@ def format_table(found: list[dict[str, Any]]) -> str:
     """The records as aligned text."""
     if not found:
         return ("no accelerator libraries found (bundled plugins missing or MXNET_ACC_BUNDLED=0,"
-                " and MXNET_ACC_LIBRARIES not set)")
+                " MXNET_ACC_LIBRARIES not set, and no acc_host.plugins entry point)")
     rows = [("NAME", "ABI", "DEVICES", "MODES", "SOURCE", "PATH")]
     failures = []
     for record in found:
         if record["loaded"]:
             rows.append((record["name"], record["api_version_text"], str(record["devices"]),
                          "+".join(record["modes"]), record["source"], record["path"]))
+        elif record["path"] is None:  # the error starts with the entry point's label
+            failures.append(f"  {record['error']}")
         else:
             failures.append(f"  {record['path']} ({record['source']}): {record['error']}")
     widths = [max(len(row[i]) for row in rows) for i in range(5)]

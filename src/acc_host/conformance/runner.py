@@ -101,6 +101,7 @@ def _child_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(
         [package_root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     env["MXNET_ACC_BUNDLED"] = "0"  # the child loads only the library under test
+    env["MXNET_ACC_ENTRY_POINTS"] = "0"
     env.pop("MXNET_ACC_LIBRARIES", None)
     return env
 

@@ -113,6 +113,13 @@ class Engine(ABC):
         const, mutate = normalize_vars(const_vars, mutate_vars)
         self._push(OpBlock(fn, False, ctx, const, mutate))
 
+    def push_sync_normalized(self, fn: SyncFn, ctx: Any, const_vars: tuple[Var, ...],
+                             mutate_vars: tuple[Var, ...]) -> None:
+        """push_sync for a caller that pushes the same dependencies many
+        times: const_vars and mutate_vars are as :func:`normalize_vars`
+        returned them (checked once), so they are not checked again."""
+        self._push(OpBlock(fn, False, ctx, const_vars, mutate_vars))
+
     def push_sync_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
                       mutate_vars: Sequence[Var] = ()) -> None:
         """push_sync for short work that may run on the calling thread: an

@@ -38,6 +38,8 @@ from .workers import Worker
 
 __all__ = ["ThreadedEngine"]
 
+_HELP_ROUNDS = 8  # queued blocks a waiter runs before it waits behind a marker
+
 
 class ThreadedEngine(Engine):
     name = "ThreadedEngine"
@@ -53,6 +55,7 @@ class ThreadedEngine(Engine):
         self._cpu = Worker("cpu", cpu_threads, self._execute)
         self._devices: dict[tuple[int, int], Worker] = {}
         self._devices_lock = threading.Lock()
+        self._workers: tuple[Worker, ...] = (self._cpu,)  # replaced, never changed in place
 
     # ---- pushing ----------------------------------------------------------------------
 
@@ -106,6 +109,7 @@ class ThreadedEngine(Engine):
                 worker = self._devices.get(key)
                 if worker is None:
                     worker = self._devices[key] = Worker(str(ctx), 1, self._execute)
+                    self._workers = (*self._workers, worker)
         return worker
 
     def _dispatch(self, blocks: Iterable[OpBlock]) -> None:
@@ -190,6 +194,14 @@ class ThreadedEngine(Engine):
     # ---- waiting ------------------------------------------------------------------------
 
     def _wait_marker(self, var: Var, write: bool) -> None:
+        # First run what is queued on the waiting thread (see Worker.help):
+        # in the common "push, then wait" pattern that finishes the var's
+        # operations without a marker. A few rounds at most, so that pushes
+        # from other threads cannot keep the waiter busy; then a marker
+        # orders the wait after everything pushed so far.
+        for _ in range(_HELP_ROUNDS):
+            if not (not var.idle if write else var.write_pending) or not self._help():
+                break
         with self._lock:
             busy = not var.idle if write else var.write_pending
         if busy:
@@ -206,11 +218,11 @@ class ThreadedEngine(Engine):
         """Runs one queued block on the waiting thread when a worker has one
         and no free thread is already on it (see Worker.help); returns
         whether it did."""
-        with self._devices_lock:
-            workers = [self._cpu, *self._devices.values()]
-        return any(worker.help() for worker in workers)
+        return any(worker.help() for worker in self._workers)
 
     def _deliver(self, var: Var) -> None:
+        if var.exception is None:  # set only under the lock, by a failing operation
+            return
         with self._lock:
             failure = var.exception
             if failure is None:
