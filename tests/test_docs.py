@@ -72,8 +72,12 @@ SAMPLES = {"text", "plain", "output"}
 CLEARED_PREFIXES = ("MXNET_", "CPU_REF_", "ACC_CPU_REF_", "MLU_SIM_")
 MAX_SKIPS = 8  # skips must stay few (5 in README.md, onnx.md and performance.md)
 BLOCK_TIMEOUT = 300.0
-# Pages other branches add (links to them are allowed before they land).
-PENDING_PAGES = {"packaging.md", "robustness.md"}
+# A page and variables of another branch (the hardening work): links to the
+# page and rows for the variables are allowed before it lands.
+PENDING_PAGES = {"robustness.md"}
+PENDING_VARIABLES = {"MXNET_ACC_MAX_ALLOC_BYTES", "MXNET_ACC_CHECK_OUTPUTS"}
+# Variables the environment table need not name.
+GENERIC_VARIABLES = {"PATH", "PYTHONPATH", "HOME", "TMPDIR"}
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>[^`\n]*)$")
 MARKER = re.compile(r"^\s*<!--\s*doc-test:\s*(?P<body>.*?)\s*-->\s*$")
@@ -504,8 +508,8 @@ def test_every_environment_variable_is_documented() -> None:
     for path in (ROOT / "plugins").rglob("*.c"):
         read.update(re.findall(r'(?:getenv|read_env)\("([A-Z][A-Z0-9_]*)"',
                                path.read_text(encoding="utf-8")))
-    assert read - documented == set(), "missing from docs/user_guide.md's table"
-    assert documented - read == set(), "documented but read nowhere"
+    assert read - GENERIC_VARIABLES - documented == set(), "missing from docs/user_guide.md"
+    assert documented - read - PENDING_VARIABLES == set(), "documented but read nowhere"
 
 
 def test_abi_changelog_starts_at_the_header_version() -> None:
