@@ -3,10 +3,12 @@
 
 Every directory ``plugins/<name>/`` holding ``.c`` files becomes
 ``lib<name>.so`` (``.dylib`` on macOS), compiled together with the shared
-sources of ``plugins/common/`` against ``include/mxnet_acc.h``. The libraries
-and a copy of the header go to ``src/acc_host/_bundled/``, where the installed
-package finds them (``pip install .`` and ``pip install -e .`` run this
-script through ``setup.py``).
+sources of ``plugins/common/`` against ``include/mxnet_acc.h``. The libraries,
+a copy of the header and, in ``sdk/``, a copy of ``plugins/common/`` (the C
+helpers a plugin built outside this tree compiles in: ``acc-host sdk``) go to
+``src/acc_host/_bundled/``, where the installed package finds them
+(``pip install .`` and ``pip install -e .`` run this script through
+``setup.py``).
 
 Usage::
 
@@ -44,6 +46,7 @@ HEADER = INCLUDE_DIR / "mxnet_acc.h"
 PLUGINS_DIR = ROOT / "plugins"
 COMMON_DIR = PLUGINS_DIR / "common"
 DEFAULT_OUT = ROOT / "src" / "acc_host" / "_bundled"
+SDK_DIR = "sdk"  # under the output directory: the copy of plugins/common
 
 SHARED_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
 
@@ -183,15 +186,32 @@ def build_plugin(source_dir: Path, out_dir: Path, *, sanitize: bool = False,
     return output
 
 
+def copy_sdk(out_dir: Path) -> Path:
+    """Copies the header to out_dir and the C sources and headers of
+    plugins/common to out_dir/sdk (removing files no longer there);
+    returns the sdk directory."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(HEADER, out_dir / HEADER.name)
+    sdk = out_dir / SDK_DIR
+    sdk.mkdir(exist_ok=True)
+    sources = {path.name: path for path in [*COMMON_DIR.glob("*.c"), *COMMON_DIR.glob("*.h")]}
+    for stale in sdk.iterdir():
+        if stale.name not in sources:
+            stale.unlink()
+    for name, path in sorted(sources.items()):
+        shutil.copy2(path, sdk / name)
+    return sdk
+
+
 def build_all(out_dir: Path = DEFAULT_OUT, *, sanitize: bool = False, werror: bool = False,
               force: bool = False, log=print) -> list[Path]:
-    """Builds every plugin into out_dir and copies the header beside them.
+    """Builds every plugin into out_dir and copies the header and the SDK
+    sources beside them (copy_sdk).
 
     In the package's own _bundled/ directory, libraries of plugins that no
     longer exist (or of another platform's suffix) are removed, since every
     library there ships in the wheel and is loaded at import."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(HEADER, out_dir / HEADER.name)
+    copy_sdk(out_dir)
     built = []
     for source_dir in plugin_dirs():
         path = build_plugin(source_dir, out_dir, sanitize=sanitize, werror=werror, force=force)

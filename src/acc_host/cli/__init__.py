@@ -19,6 +19,7 @@ from . import (
     list_cmd,
     partition_cmd,
     run_cmd,
+    sdk_cmd,
     trace_cmd,
 )
 from .errors import ENVIRONMENT, FAILURE, USAGE, CliError
@@ -26,11 +27,12 @@ from .errors import ENVIRONMENT, FAILURE, USAGE, CliError
 __all__ = ["main", "build_parser", "PROG"]
 
 PROG = "acc-host"
-COMMANDS = (list_cmd, inspect_cmd, run_cmd, partition_cmd, check_cmd, demo_cmd)
+COMMANDS = (list_cmd, inspect_cmd, run_cmd, partition_cmd, check_cmd, demo_cmd, sdk_cmd)
 EPILOG = """\
 exit status: 0 success; 1 the thing asked failed (a check failed, a run
 raised an acc_host error); 2 usage error; 3 environment problem (a missing
-file, a library that cannot load, Graphviz or the conformance kit missing).
+file, a library that cannot load, Graphviz, the conformance kit or the SDK
+sources missing).
 See docs/cli.md."""
 
 

@@ -1,0 +1,84 @@
+"""``acc-host sdk``: where the header and the SDK's C sources are, for
+building a plugin against an installed acc-host (``acc_host.sdk``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .errors import OK, environment
+
+__all__ = ["add_parser", "run", "BUILD_EXAMPLE"]
+
+HELP = "compiler flags and paths to build a plugin against the installed mxnet_acc.h"
+BUILD_EXAMPLE = """\
+cc -std=c11 -O2 -Wall -Wextra -pthread -fPIC -shared -fvisibility=hidden \\
+   $(acc-host sdk --cflags) myacc.c $(acc-host sdk --sources) -o libmyacc.so -lm"""
+DESCRIPTION = f"""\
+Print what a plugin is compiled against: the ABI header mxnet_acc.h (the copy
+this acc_host reads itself) and the SDK, the C helpers the bundled plugins
+compile in (JSON and graph parsing, attributes, status messages, tensors).
+Without an option, a summary and a build command; with one, only that value,
+for use in $(...). Exit status 0, 3 when the SDK sources are not installed.
+To build a plugin from myacc.c:
+
+{BUILD_EXAMPLE}"""
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("sdk", help=HELP, description=DESCRIPTION,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--cflags", dest="show", action="store_const", const="cflags",
+                      help="the -I flags of the header's and the SDK's directories")
+    what.add_argument("--include-dir", dest="show", action="store_const", const="include_dir",
+                      help="the directory holding mxnet_acc.h")
+    what.add_argument("--header", dest="show", action="store_const", const="header",
+                      help="the path of mxnet_acc.h")
+    what.add_argument("--source-dir", dest="show", action="store_const", const="source_dir",
+                      help="the directory of the SDK's C sources and headers")
+    what.add_argument("--sources", dest="show", action="store_const", const="sources",
+                      help="the SDK's C files, space-separated (compile them into the plugin)")
+    what.add_argument("--abi-version", dest="show", action="store_const", const="abi_version",
+                      help="the header's ABI version, MAJOR.MINOR")
+    parser.set_defaults(handler=run, show=None)
+
+
+def _value(show: str) -> str:
+    from .. import _abi, sdk
+
+    if show == "cflags":
+        return " ".join(sdk.cflags())
+    if show == "include_dir":
+        return str(sdk.include_dir())
+    if show == "header":
+        return str(sdk.header())
+    if show == "source_dir":
+        return str(sdk.source_dir())
+    if show == "sources":
+        return " ".join(map(str, sdk.sources()))
+    return _abi.version_text(sdk.abi_version())
+
+
+def _summary() -> str:
+    from .. import _abi, sdk
+
+    version = sdk.abi_version()
+    names = " ".join(path.name for path in sdk.sources())
+    rows = [("ABI version", f"{_abi.version_text(version)} (MX_ACC_API_VERSION {version})"),
+            ("header", str(sdk.header())),
+            ("SDK sources", f"{sdk.source_dir()}: {names}"),
+            ("cflags", " ".join(sdk.cflags()))]
+    lines = [f"  {label:<12} {value}" for label, value in rows]
+    return "\n".join(["acc-host SDK", *lines, "", "build a plugin (docs/plugin_guide.md):",
+                      BUILD_EXAMPLE])
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..sdk import SdkNotFoundError
+
+    try:
+        print(_summary() if args.show is None else _value(args.show))
+    except SdkNotFoundError as error:
+        raise environment(str(error)) from None
+    return OK
