@@ -240,8 +240,11 @@ def test_wheel_is_py3_none_for_this_platform_and_holds_plugins_and_header(wheel:
         names = set(archive.namelist())
         assert archive.read("acc_host/_bundled/mxnet_acc.h") == HEADER.read_bytes()
     bundled = {name for name in names if name.startswith("acc_host/_bundled/")}
+    sdk = {f"acc_host/_bundled/sdk/{path.name}"
+           for path in (ROOT / "plugins" / "common").glob("*.[ch]")}
     assert bundled == {f"acc_host/_bundled/libcpu_ref{SUFFIX}",
-                       f"acc_host/_bundled/libmlu_sim{SUFFIX}", "acc_host/_bundled/mxnet_acc.h"}
+                       f"acc_host/_bundled/libmlu_sim{SUFFIX}",
+                       "acc_host/_bundled/mxnet_acc.h"} | sdk
     assert "acc_host/__init__.py" in names and "acc_host_pytest/__init__.py" in names
     assert not any(name.startswith(("tests/", "plugins/", "include/")) for name in names)
 
