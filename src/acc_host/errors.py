@@ -36,6 +36,10 @@ __all__ = [
     "ModelFileError",
     "EngineError",
     "DeletedVarError",
+    "IsolationError",
+    "PluginCrashedError",
+    "PluginTimeoutError",
+    "LibraryDeadError",
 ]
 
 
@@ -218,3 +222,51 @@ class EngineError(AccHostError, RuntimeError):
 
 class DeletedVarError(EngineError):
     """A var deleted with push_delete() was used again."""
+
+
+# ---- isolated libraries (acc_host.isolate) ------------------------------------------
+
+
+class IsolationError(LibraryError):
+    """An isolated library's plugin process cannot be started or talked to
+    (see docs/isolation.md). ``accelerator`` names the library."""
+
+    def __init__(self, message: str, path: str | None = None, accelerator: str = "") -> None:
+        super().__init__(message, path)
+        self.accelerator = accelerator
+
+
+class PluginCrashedError(IsolationError):
+    """The plugin process of an isolated library died during a call: a
+    signal (``signal`` is its name, e.g. ``"SIGSEGV"``) or an exit
+    (``exit_code``). ``function`` is the ABI function that was running. The
+    host is unaffected; the library is unusable until it is loaded again."""
+
+    def __init__(self, message: str, path: str | None = None, accelerator: str = "",
+                 function: str = "", signal: str | None = None,
+                 exit_code: int | None = None) -> None:
+        super().__init__(message, path, accelerator)
+        self.function = function
+        self.signal = signal
+        self.exit_code = exit_code
+
+
+class PluginTimeoutError(PluginCrashedError, TimeoutError):
+    """A call into an isolated library did not return within ``timeout``
+    seconds; the host killed the plugin process."""
+
+    def __init__(self, message: str, path: str | None = None, accelerator: str = "",
+                 function: str = "", timeout: float = 0.0) -> None:
+        super().__init__(message, path, accelerator, function, "SIGKILL", None)
+        self.timeout = timeout
+
+
+class LibraryDeadError(IsolationError):
+    """A call into an isolated library whose plugin process died earlier;
+    ``cause`` is the error that reported the death. Load the library again
+    (``mx.load_acc(path, isolate=True)``) to start a new process."""
+
+    def __init__(self, message: str, path: str | None = None, accelerator: str = "",
+                 cause: BaseException | None = None) -> None:
+        super().__init__(message, path, accelerator)
+        self.cause = cause

@@ -193,6 +193,9 @@ class Executor:
         # not rebind. So each step's dependencies are worked out once.
         self._bound = {**arg_dict, **aux_dict}
         self._pushes = [self._step_push(index, step) for index, step in enumerate(self._steps)]
+        # Serializes forward() calls (see forward); public, so that a thread
+        # can pair its forward with the reading of its outputs.
+        self.lock = threading.RLock()
 
     # ---- binding -----------------------------------------------------------------------
 
@@ -416,6 +419,17 @@ class Executor:
     # ---- running -------------------------------------------------------------------------
 
     def forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
+        """Runs the graph (see _forward). Threads may share an executor:
+        their forward() calls are serialized by ``self.lock``, each running
+        whole on the inputs given to it (its argument writes and pushes are
+        not interleaved with another's, and under NaiveEngine its whole
+        run); the outputs then hold the latest forward's result. A thread
+        that must read the outputs of its own forward holds ``self.lock``
+        over the forward and the reading."""
+        with self.lock:
+            return self._forward(is_train, **kwargs)
+
+    def _forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
         """Runs the graph (inference semantics whatever is_train says);
         keyword arguments are copied into the argument arrays first."""
         for name, value in kwargs.items():

@@ -64,8 +64,11 @@ class AccLibrary:
     """A loaded, initialized accelerator library.
 
     Attributes: ``path`` (resolved), ``name`` (the context type), ``api_version``
-    (the plugin's), ``num_devices``, ``supports_imperative``.
+    (the plugin's), ``num_devices``, ``supports_imperative``, ``isolated``
+    (True for :class:`acc_host.isolate.IsolatedLibrary`).
     """
+
+    isolated = False
 
     def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None) -> None:
         self.path = os.path.realpath(os.fspath(path))
@@ -95,11 +98,14 @@ class AccLibrary:
 
     # ---- loading -------------------------------------------------------------
 
-    def _open(self) -> Any:
+    def _check_file(self) -> None:
         if not os.path.exists(self.path):
             raise LibraryNotFoundError(f"accelerator library not found: {self.path}", self.path)
         if not os.path.isfile(self.path):
             raise NotALibraryError(f"{self.path} is not a file", self.path)
+
+    def _open(self) -> Any:
+        self._check_file()
         try:
             return ffi.dlopen(self.path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
         except OSError as error:
@@ -186,6 +192,12 @@ class AccLibrary:
 
     def _call(self, function: str, *args: Any, context: str = "") -> None:
         self.check(self.name, function, getattr(self._lib, function)(*args), context)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the library can still be called: False only for an
+        isolated library whose plugin process died (load_acc loads it anew)."""
+        return True
 
     @property
     def lib(self) -> Any:

@@ -16,7 +16,14 @@ import threading
 from dataclasses import dataclass
 
 from .context import BUILTIN_DEVICE_TYPES, Context
-from .errors import AccNameConflictError, ContextError, InvalidAccNameError, LibraryNotFoundError
+from .errors import (
+    AccNameConflictError,
+    ContextError,
+    InvalidAccNameError,
+    LibraryError,
+    LibraryNotFoundError,
+)
+from .isolate import IsolatedLibrary, isolate_by_default
 from .library import AccLibrary
 
 __all__ = ["load_acc", "acc", "get_library", "libraries", "type_id"]
@@ -56,14 +63,14 @@ def _reserved_names() -> frozenset[str]:
     return frozenset({*_RESERVED, *acc_host.__all__, *submodules})
 
 
-def _check_free_name(library: AccLibrary) -> None:
+def _check_free_name(library: AccLibrary, replaced: AccLibrary | None = None) -> None:
     name = library.name
     if name in _reserved_names():
         raise InvalidAccNameError(
             f"{library.path}: accelerator name {name!r} is reserved by acc_host; load it with "
             "load_acc(path, acc_name=...) to choose another", library.path)
     other = _state.by_name.get(name)
-    if other is not None:
+    if other is not None and other is not replaced:
         raise AccNameConflictError(
             f"{library.path}: accelerator name {name!r} is already used by {other.path}; load "
             "one of them with load_acc(path, acc_name=...) to choose another name", library.path)
@@ -76,35 +83,57 @@ def _release_all_devices() -> None:
                 library.lib.mx_releaseAll(dev_id)
 
 
-def register(path: str | os.PathLike[str], acc_name: str | None = None) -> AccLibrary:
-    """Loads the library at path unless that file is loaded already."""
+def register(path: str | os.PathLike[str], acc_name: str | None = None,
+             isolate: bool | None = None) -> AccLibrary:
+    """Loads the library at path unless that file is loaded already (an
+    isolated library whose process died is loaded anew, replacing it).
+    isolate: run the plugin in a child process (None: as MXNET_ACC_ISOLATE
+    says; a file already loaded the other way is an error)."""
     with _lock:
         key = _file_key(os.fspath(path))
         loaded = _state.by_file.get(key)
-        if loaded is not None:
+        if loaded is not None and loaded.alive:
             if acc_name is not None and acc_name != loaded.name:
                 raise AccNameConflictError(
                     f"{loaded.path} is already loaded as {loaded.name!r}; it cannot also be "
                     f"{acc_name!r}", loaded.path)
+            if isolate is not None and isolate != loaded.isolated:
+                mode = "in a child process" if loaded.isolated else "in this process"
+                raise LibraryError(
+                    f"{loaded.path} is already loaded {mode} (as {loaded.name!r}); a file is "
+                    "loaded once, so it cannot also be loaded with "
+                    f"isolate={isolate}", loaded.path)
             return loaded
-        library = AccLibrary(path, acc_name)
-        _check_free_name(library)
+        isolated = isolate_by_default() if isolate is None else isolate
+        library = IsolatedLibrary(path, acc_name) if isolated else AccLibrary(path, acc_name)
+        try:
+            _check_free_name(library, loaded)
+        except BaseException:
+            if isinstance(library, IsolatedLibrary):
+                library.close()
+            raise
+        if loaded is not None:  # a dead isolated library: forgotten, its contexts fail
+            del _state.by_name[loaded.name]
         _state.by_file[key] = library
         _state.by_name[library.name] = library
-        _state.type_ids[library.name] = 64 + len(_state.type_ids)
+        _state.type_ids.setdefault(library.name, 64 + len(_state.type_ids))
         if not _state.exit_hook:
             atexit.register(_release_all_devices)
             _state.exit_hook = True
         return library
 
 
-def load_acc(path: str | os.PathLike[str], acc_name: str | None = None) -> Context:
+def load_acc(path: str | os.PathLike[str], acc_name: str | None = None, *,
+             isolate: bool | None = None) -> Context:
     """Loads an accelerator library and returns the context of its device 0.
 
     acc_name overrides the name the library gives itself (getAccName). The
-    library becomes the default for :func:`acc`.
+    library becomes the default for :func:`acc`. isolate=True runs the
+    plugin in a child process, where a crash or a hang becomes an exception
+    here (docs/isolation.md); None follows MXNET_ACC_ISOLATE. Loading an
+    isolated library whose process died starts a new one.
     """
-    library = register(path, acc_name)
+    library = register(path, acc_name, isolate)
     with _lock:
         _state.default = library.name
     return Context(library.name, 0)

@@ -1,0 +1,164 @@
+"""The cost of isolated mode (docs/isolation.md): cpu_ref in this process
+against the same library file (a copy, loaded under another name) in a
+child process, in one run.
+
+Usage: python benchmarks/isolation_overhead.py [--repeat N] [--json out.json]
+
+1. Per call, with negligible work in the plugin (relu on 16 floats):
+   LoadedModel.infer() on host arrays, a DeviceBuffer copy to the device,
+   a bound executor's forward() (copy in, infer, copy out, through the
+   engine) and one imperative operator (mx.nd.Activation on device arrays).
+2. Per megabyte, for 1, 16 and 64 MB of float32: copyToAcc and
+   copyFromAcc (DeviceBuffer), and infer() of relu from host array to host
+   array: staged (the host arrays are copied into shared memory and the
+   output back) and from arrays in shared memory (isolate.shared_empty: no
+   copy).
+Medians of repeated runs; ratios and differences are taken within this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import acc_host as mx
+from acc_host import isolate
+from acc_host.annotate import annotate_symbol
+from acc_host.library import AccLibrary
+from acc_host.memory import DeviceBuffer
+from acc_host.symbolic import LoadedModel
+from acc_host.tensor import TensorSpec
+
+SIZES_MB = (1, 16, 64)
+
+
+def median_seconds(function: Callable[[], object], repeat: int, inner: int = 1) -> float:
+    function()  # warm
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(inner):
+            function()
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+def relu_model(library: AccLibrary, shape: tuple[int, ...]) -> LoadedModel:
+    relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
+    return LoadedModel(library, annotate_symbol(relu, {"data": shape}, weights=[]), {})
+
+
+def per_call(contexts: dict[str, mx.Context], repeat: int) -> dict[str, dict[str, float]]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16)).astype(np.float32)
+    relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
+    results: dict[str, dict[str, float]] = {}
+    for mode, ctx in contexts.items():
+        library = ctx.library
+        model = relu_model(library, x.shape)
+        out = np.empty_like(x)
+        buffer = DeviceBuffer(library, 0, TensorSpec.of(x))
+        exe = relu.simple_bind(ctx, data=x.shape)
+        on_device = mx.nd.array(x, ctx=ctx)
+
+        def forward() -> None:
+            exe.forward(data=x)[0].wait_to_read()
+
+        def imperative() -> None:
+            mx.nd.Activation(on_device, act_type="relu").wait_to_read()
+
+        results[mode] = {
+            "infer": median_seconds(lambda: model.infer({"data": x}, {"relu_output": out}),
+                                    repeat, 200),
+            "copy_to_device": median_seconds(lambda: buffer.copy_from_host(x), repeat, 200),
+            "executor_forward": median_seconds(forward, repeat, 50),
+            "imperative_op": median_seconds(imperative, repeat, 50),
+        }
+        model.close()
+        buffer.free()
+        exe.close()
+    return results
+
+
+def per_megabyte(contexts: dict[str, mx.Context], repeat: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for megabytes in SIZES_MB:
+        shape = (megabytes * 1024 * 1024 // 4,)
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        out = np.empty_like(x)
+        row: dict[str, float] = {}
+        for mode, ctx in contexts.items():
+            library = ctx.library
+            buffer = DeviceBuffer(library, 0, TensorSpec.of(x))
+            model = relu_model(library, shape)
+            row[f"{mode}.copy_to_device"] = median_seconds(lambda: buffer.copy_from_host(x),
+                                                           repeat)
+            row[f"{mode}.copy_from_device"] = median_seconds(lambda: buffer.to_host(out),
+                                                             repeat)
+            row[f"{mode}.infer"] = median_seconds(
+                lambda: model.infer({"data": x}, {"relu_output": out}), repeat)
+            if library.isolated:
+                shared_x, shared_out = isolate.shared_array(x), isolate.shared_empty(shape)
+                row[f"{mode}.infer_shared"] = median_seconds(
+                    lambda: model.infer({"data": shared_x}, {"relu_output": shared_out}),
+                    repeat)
+            model.close()
+            buffer.free()
+        results[f"{megabytes}MB"] = row
+    return results
+
+
+def report(calls: dict[str, dict[str, float]], sizes: dict[str, Any]) -> str:
+    lines = ["Per call (relu on 16 floats): microseconds, median",
+             f"{'path':<18}{'in-process':>12}{'isolated':>12}{'extra':>10}{'ratio':>8}"]
+    for key in calls["in_process"]:
+        base, iso = calls["in_process"][key] * 1e6, calls["isolated"][key] * 1e6
+        lines.append(f"{key:<18}{base:>12.1f}{iso:>12.1f}{iso - base:>10.1f}{iso / base:>8.2f}")
+    lines += ["", "Per size: milliseconds, median; extra per MB in microseconds",
+              f"{'size':<6}{'path':<18}{'in-process':>12}{'isolated':>12}{'shared':>10}"
+              f"{'extra/MB':>10}"]
+    for size, row in sizes.items():
+        megabytes = int(size[:-2])
+        for key in ("copy_to_device", "copy_from_device", "infer"):
+            base, iso = row[f"in_process.{key}"] * 1e3, row[f"isolated.{key}"] * 1e3
+            shared_ms = row.get(f"isolated.{key}_shared")
+            shared_text = f"{shared_ms * 1e3:>10.2f}" if shared_ms is not None else f"{'-':>10}"
+            lines.append(f"{size:<6}{key:<18}{base:>12.2f}{iso:>12.2f}{shared_text}"
+                         f"{(iso - base) * 1e3 / megabytes:>10.0f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    directory = Path(tempfile.mkdtemp(prefix="isolation_bench"))
+    try:
+        copy = directory / "libcpu_ref_isolated.so"
+        shutil.copy(mx.get_library("cpu_ref").path, copy)
+        contexts = {"in_process": mx.cpu_ref(0),
+                    "isolated": mx.load_acc(copy, acc_name="cpu_ref_isolated", isolate=True)}
+        calls = per_call(contexts, args.repeat)
+        sizes = per_megabyte(contexts, args.repeat)
+        print(report(calls, sizes))
+        if args.json is not None:
+            args.json.write_text(json.dumps({"per_call_s": calls, "per_size_s": sizes},
+                                            indent=2) + "\n")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

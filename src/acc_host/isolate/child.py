@@ -1,0 +1,350 @@
+"""The process an isolated accelerator library runs in.
+
+``python child.py LIBRARY CONTROL_FD``: started by
+:class:`acc_host.isolate.process.PluginProcess`, which talks to it through
+the socket CONTROL_FD (see ``wire.py`` for the framing). This file runs as a
+script, not as part of the acc_host package: it loads only the cffi
+declarations (``_abi.py``) and the framing, so a child starts in about a
+tenth of a second and never runs discovery.
+
+Requests on the control socket: ``("start",)`` dlopens the library and
+answers ``("ready", {"pid", "symbols"})`` or ``("error", text)``;
+``("channel",)`` with a socket descriptor attached starts a thread serving
+calls on it (no answer). When the control socket closes (the host ended, or closed the
+library), the process exits at once, whatever the plugin is doing.
+
+A call request is ``(function, segments, gone, args)``: segments to map
+first (``(id, size)``, their descriptors attached in order), segments to
+unmap, and the arguments encoded as ``arguments.py`` describes. The answer
+is ``("ok", value)``, or ``("exc", text)`` when the request itself was
+wrong; a failure status is part of the value, with the plugin's message
+(accGetLastError on the same thread, at once) beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.realpath(__file__))
+# Run as a script, this directory heads sys.path: nothing here may shadow
+# the standard library, and nothing here is imported by name.
+sys.path[:] = [entry for entry in sys.path if os.path.realpath(entry or ".") != _HERE]
+
+import importlib.util  # noqa: E402
+import mmap  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+from types import ModuleType  # noqa: E402
+from typing import Any  # noqa: E402
+
+_CONFIGURE_MAX = 1 << 16  # configure() answers read at most this many pairs
+# The requests a channel serves: the ABI functions, an executor's two, "map".
+_CALLS = frozenset({
+    "getAccApiVersion", "initialize", "getAccName", "getNumAcc", "supportsImperative",
+    "mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc", "accGetExecutor",
+    "executor_forward", "executor_release", "supportedOps", "loadModel", "unloadModel", "infer",
+    "configure"})
+
+
+def _load(name: str, path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+wire = _load("_acc_host_isolate_wire", os.path.join(_HERE, "wire.py"))
+abi = _load("_acc_host_isolate_abi", os.path.join(os.path.dirname(_HERE), "_abi.py"))
+ffi = abi.ffi
+NULL = ffi.NULL
+
+
+class Server:
+    """Serves the calls for one dlopened library."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        self.symbols = sorted(name for name in dir(lib) if self._exported(name))
+        self._segments: dict[int, tuple[mmap.mmap, Any, int]] = {}
+        self._segments_lock = threading.Lock()
+        self._executors: dict[int, Any] = {}
+        self._last_error = lib.accGetLastError if "accGetLastError" in self.symbols else None
+
+    def _exported(self, name: str) -> bool:
+        try:
+            value = getattr(self.lib, name)
+        except (AttributeError, NotImplementedError):
+            return False
+        return isinstance(value, ffi.CData) and ffi.typeof(value).kind == "function"
+
+    # ---- serving ---------------------------------------------------------------------
+
+    def serve(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                (function, segments, gone, args), fds = wire.recv(sock)
+            except wire.Closed:
+                return
+            try:
+                self._map(segments, fds)
+                self._unmap(gone)
+                if function == "map":
+                    reply: tuple[str, Any] = ("ok", None)
+                elif function in _CALLS:
+                    reply = ("ok", getattr(self, function)(*args))
+                else:
+                    reply = ("exc", f"unknown request {function!r}")
+            except Exception as error:  # noqa: BLE001  (reported to the host)
+                reply = ("exc", f"{type(error).__name__}: {error}")
+            try:
+                wire.send(sock, reply)
+            except wire.Closed:
+                return
+
+    def _map(self, segments: list[tuple[int, int]], fds: list[int]) -> None:
+        for index, fd in enumerate(fds):
+            try:
+                if index >= len(segments):
+                    continue
+                segment_id, size = segments[index]
+                with self._segments_lock:
+                    if segment_id in self._segments:
+                        continue
+                    mapped = mmap.mmap(fd, size)
+                    pointer = ffi.from_buffer(mapped)
+                    self._segments[segment_id] = (mapped, pointer,
+                                                  int(ffi.cast("uintptr_t", pointer)))
+            finally:
+                os.close(fd)
+
+    def _unmap(self, gone: list[int]) -> None:
+        for segment_id in gone:
+            with self._segments_lock:
+                entry = self._segments.pop(segment_id, None)
+            if entry is not None:
+                ffi.release(entry[1])
+                entry[0].close()
+
+    # ---- arguments -------------------------------------------------------------------
+
+    def _status(self, status: int) -> tuple[int, str | None]:
+        """A status and, for a failure, the plugin's message for it."""
+        status = int(status)
+        if status == 0 or self._last_error is None:
+            return status, None
+        message = self._last_error()
+        return status, "" if message == NULL else ffi.string(message).decode("utf-8", "replace")
+
+    @staticmethod
+    def _text(value: bytes | None, keep: list[Any]) -> Any:
+        if value is None:
+            return NULL
+        buffer = ffi.new("char[]", value)
+        keep.append(buffer)
+        return buffer
+
+    def _texts(self, values: list[bytes | None] | None, keep: list[Any]) -> Any:
+        if values is None:
+            return NULL
+        array = ffi.new("const char *[]", [self._text(value, keep) for value in values] or [NULL])
+        keep.append(array)
+        return array
+
+    def _tensors(self, encoded: list[list[Any]] | None, keep: list[Any]) -> Any:
+        if encoded is None:
+            return NULL
+        array = ffi.new("MXTensor[]", max(len(encoded), 1))
+        keep.append(array)
+        for index, (data, shape, dtype, sparse, layout, dev_id) in enumerate(encoded):
+            tensor = array[index]
+            if data is None:
+                tensor.data = NULL
+            elif isinstance(data, int):
+                tensor.data = ffi.cast("void *", data)
+            else:
+                segment_id, offset = data
+                tensor.data = ffi.cast("void *", self._segments[segment_id][2] + offset)
+            if shape is None:
+                tensor.shape = NULL
+                tensor.shape_len = 0
+            else:
+                extents = ffi.new("uint64_t[]", shape or [0])
+                keep.append(extents)
+                tensor.shape = extents
+                tensor.shape_len = len(shape)
+            tensor.dtype = dtype
+            tensor.isSparse = sparse
+            tensor.layout = self._text(layout, keep)
+            tensor.dev_id = dev_id
+        return array
+
+    # ---- the ABI ---------------------------------------------------------------------
+
+    def getAccApiVersion(self) -> int:
+        return int(self.lib.getAccApiVersion())
+
+    def initialize(self, version: int) -> tuple[int, str | None]:
+        return self._status(self.lib.initialize(version))
+
+    def getAccName(self, size: int) -> tuple[tuple[int, str | None], bytes]:
+        buffer = ffi.new("char[]", max(size, 1))
+        status = self._status(self.lib.getAccName(buffer, size))
+        return status, bytes(ffi.buffer(buffer, size))
+
+    def getNumAcc(self) -> int:
+        return int(self.lib.getNumAcc())
+
+    def supportsImperative(self) -> int:
+        return int(self.lib.supportsImperative())
+
+    def mx_alloc(self, dev_id: int, size: int) -> tuple[tuple[int, str | None], int]:
+        out = ffi.new("void **")
+        status = self._status(self.lib.mx_alloc(dev_id, size, out))
+        return status, int(ffi.cast("uintptr_t", out[0]))
+
+    def mx_free(self, dev_id: int, pointer: int) -> tuple[int, str | None]:
+        return self._status(self.lib.mx_free(dev_id, ffi.cast("void *", pointer)))
+
+    def mx_releaseAll(self, dev_id: int) -> tuple[int, str | None]:
+        return self._status(self.lib.mx_releaseAll(dev_id))
+
+    def copyToAcc(self, dst: Any, src: Any) -> tuple[int, str | None]:
+        keep: list[Any] = []
+        return self._status(self.lib.copyToAcc(self._tensors(dst, keep), self._tensors(src, keep)))
+
+    def copyFromAcc(self, dst: Any, src: Any) -> tuple[int, str | None]:
+        keep: list[Any] = []
+        return self._status(self.lib.copyFromAcc(self._tensors(dst, keep),
+                                                 self._tensors(src, keep)))
+
+    def accGetExecutor(self, op_name: bytes | None, inputs: Any, outputs: Any, num_in: int,
+                       num_out: int, keys: Any, values: Any, num_attrs: int,
+                       dev_id: int) -> tuple[tuple[int, str | None], int, bool, bool]:
+        keep: list[Any] = []
+        out = ffi.new("MXAccExecutor **")
+        status = self._status(self.lib.accGetExecutor(
+            self._text(op_name, keep), self._tensors(inputs, keep), self._tensors(outputs, keep),
+            num_in, num_out, self._texts(keys, keep), self._texts(values, keep), num_attrs,
+            dev_id, out))
+        executor = out[0]
+        if executor == NULL:
+            return status, 0, False, False
+        handle = int(ffi.cast("uintptr_t", executor))
+        self._executors[handle] = executor
+        return status, handle, executor.forward != NULL, executor.release != NULL
+
+    def executor_forward(self, handle: int, inputs: Any, num_in: int, outputs: Any,
+                         num_out: int) -> tuple[int, str | None]:
+        keep: list[Any] = []
+        executor = self._executors[handle]
+        return self._status(executor.forward(executor, self._tensors(inputs, keep), num_in,
+                                             self._tensors(outputs, keep), num_out))
+
+    def executor_release(self, handle: int) -> None:
+        executor = self._executors.pop(handle)
+        executor.release(executor)
+
+    def supportedOps(self, json: bytes | None, names: Any, data: Any, num_data: int,
+                     dev_id: int, ids: list[int] | None, capacity: int,
+                     num_ids: int | None) -> tuple[tuple[int, str | None], list[int] | None,
+                                                   int | None]:
+        keep: list[Any] = []
+        id_array = NULL if ids is None else ffi.new("int[]", ids or [0])
+        count = NULL if num_ids is None else ffi.new("int *", num_ids)
+        status = self._status(self.lib.supportedOps(
+            self._text(json, keep), self._texts(names, keep), self._tensors(data, keep),
+            num_data, dev_id, id_array, capacity, count))
+        return (status, None if ids is None else list(id_array[0:len(ids)]),
+                None if num_ids is None else int(count[0]))
+
+    def loadModel(self, model_id: bytes | None, json: bytes | None, names: Any, data: Any,
+                  num_data: int, dev_id: int) -> tuple[int, str | None]:
+        keep: list[Any] = []
+        return self._status(self.lib.loadModel(
+            self._text(model_id, keep), self._text(json, keep), self._texts(names, keep),
+            self._tensors(data, keep), num_data, dev_id))
+
+    def unloadModel(self, model_id: bytes | None) -> tuple[int, str | None]:
+        keep: list[Any] = []
+        return self._status(self.lib.unloadModel(self._text(model_id, keep)))
+
+    def infer(self, model_id: bytes | None, in_names: Any, out_names: Any, inputs: Any,
+              outputs: Any, num_in: int, num_out: int) -> tuple[int, str | None]:
+        keep: list[Any] = []
+        return self._status(self.lib.infer(
+            self._text(model_id, keep), self._texts(in_names, keep), self._texts(out_names, keep),
+            self._tensors(inputs, keep), self._tensors(outputs, keep), num_in, num_out))
+
+    def configure(self, keys: Any, values: Any, count: int, dev_id: int,
+                  num_out: int) -> tuple[tuple[int, str | None], int, Any, Any]:
+        keep: list[Any] = []
+        out_keys = ffi.new("const char *const **")
+        out_values = ffi.new("const char *const **")
+        out_count = ffi.new("int *", num_out)
+        status = self._status(self.lib.configure(
+            self._texts(keys, keep), self._texts(values, keep), count, dev_id, out_keys,
+            out_values, out_count))
+        answered = int(out_count[0])
+        readable = 0 <= answered <= _CONFIGURE_MAX
+        return (status, answered, self._answer(out_keys[0], answered, readable),
+                self._answer(out_values[0], answered, readable))
+
+    @staticmethod
+    def _answer(array: Any, count: int, readable: bool) -> list[bytes | None] | None:
+        if array == NULL or not readable:
+            return None
+        return [None if array[index] == NULL else ffi.string(array[index])
+                for index in range(count)]
+
+
+def _serve_control(control: socket.socket, path: str) -> int:
+    server: Server | None = None
+    while True:
+        try:
+            message, fds = wire.recv(control)
+        except wire.Closed:
+            return 0
+        if message[0] == "start" and server is None:
+            try:
+                lib = ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+            except OSError as error:
+                wire.send(control, ("error", str(error)))
+                return 3
+            server = Server(lib)
+            wire.send(control, ("ready", {"pid": os.getpid(), "symbols": server.symbols}))
+        elif message[0] == "channel" and server is not None and fds:
+            for extra in fds[1:]:
+                os.close(extra)
+            channel = socket.socket(fileno=fds[0])
+            threading.Thread(target=server.serve, args=(channel,), daemon=True,
+                             name=f"channel-{fds[0]}").start()
+        else:  # nothing else is sent; never answered
+            for fd in fds:
+                os.close(fd)
+
+
+def main(argv: list[str]) -> int:
+    path, control_fd = argv[1], int(argv[2])
+    control = socket.socket(fileno=control_fd)
+    try:
+        return _serve_control(control, path)
+    except wire.Closed:
+        return 0
+
+
+def _exit(code: int) -> None:
+    """Exits at once (plugin threads may still run, so no interpreter
+    teardown), after flushing what the plugin printed through stdio."""
+    import ctypes
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ctypes.CDLL(None).fflush(None)
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _exit(main(sys.argv))

@@ -1,0 +1,424 @@
+/*
+ * A test plugin that crashes, aborts, exits or hangs when asked to
+ * (tests/test_isolation.py): it runs float32 relu, as graphs of
+ * Activation(act_type="relu") nodes through loadModel()/infer() and as an
+ * imperative executor, on one device whose memory is ordinary malloc()
+ * memory. It is compiled with the sources of plugins/common.
+ *
+ * A failure is armed as "WHERE:HOW", by configure(fail="WHERE:HOW") (and
+ * disarmed by fail="none") or, before the first configure(), by the
+ * environment variable CRASHACC_FAIL:
+ *   WHERE  initialize | supported | load | infer | forward | alloc | copy
+ *   HOW    segv (writes through NULL) | abort | exit (_exit(3)) | hang
+ *          (sleeps for ever) | error (returns MX_ACC_ERR_INTERNAL)
+ * configure(query="stats") answers "pid" (the process the plugin runs in)
+ * and "infers".
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graph.h"
+#include "mxnet_acc.h"
+#include "status.h"
+
+#define CRASH_MAX_MODELS 64
+#define CRASH_ID_MAX 128
+#define CRASH_MAX_BLOCKS 1024
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char armed[64];
+static int armed_set;
+static long infers;
+
+/* ---- failing on request -------------------------------------------------- */
+
+static int maybe_fail(const char *where) {
+  char spec[64];
+  pthread_mutex_lock(&lock);
+  const char *source = armed_set ? armed : getenv("CRASHACC_FAIL");
+  snprintf(spec, sizeof spec, "%s", source != NULL ? source : "");
+  pthread_mutex_unlock(&lock);
+  size_t length = strlen(where);
+  if (strncmp(spec, where, length) != 0 || spec[length] != ':') return MX_ACC_OK;
+  const char *how = spec + length + 1;
+  if (strcmp(how, "segv") == 0) {
+    volatile int *nowhere = NULL;
+    *nowhere = 1;
+  } else if (strcmp(how, "abort") == 0) {
+    abort();
+  } else if (strcmp(how, "exit") == 0) {
+    _exit(3);
+  } else if (strcmp(how, "hang") == 0) {
+    for (;;) sleep(1);
+  } else if (strcmp(how, "error") == 0) {
+    return acc_fail(MX_ACC_ERR_INTERNAL, "%s failed on request", where);
+  }
+  return MX_ACC_OK;
+}
+
+/* ---- identification ------------------------------------------------------ */
+
+MX_ACC_EXPORT int getAccApiVersion(void) { return MX_ACC_API_VERSION; }
+
+MX_ACC_EXPORT int initialize(int version) {
+  acc_clear_error();
+  int status = maybe_fail("initialize");
+  if (status != MX_ACC_OK) return status;
+  return version / 100 == MX_ACC_API_VERSION_MAJOR
+             ? MX_ACC_OK
+             : acc_fail(MX_ACC_ERR_VERSION, "crashacc needs ABI major %d",
+                        MX_ACC_API_VERSION_MAJOR);
+}
+
+MX_ACC_EXPORT int getAccName(char *name, size_t size) {
+  static const char kName[] = "crashacc";
+  if (name == NULL || size < sizeof kName) return acc_fail(MX_ACC_ERR_INVALID_ARG, "buffer");
+  memcpy(name, kName, sizeof kName);
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int getNumAcc(void) { return 1; }
+
+MX_ACC_EXPORT int supportsImperative(void) { return 1; }
+
+MX_ACC_EXPORT const char *accGetLastError(void) { return acc_last_error(); }
+
+/* ---- memory -------------------------------------------------------------- */
+
+static void *blocks[CRASH_MAX_BLOCKS];
+
+static int check_device(int dev_id) {
+  return dev_id == 0 ? MX_ACC_OK
+                     : acc_fail(MX_ACC_ERR_DEVICE, "device %d does not exist", dev_id);
+}
+
+MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
+  acc_clear_error();
+  int status = check_device(dev_id);
+  if (status == MX_ACC_OK) status = maybe_fail("alloc");
+  if (status != MX_ACC_OK) return status;
+  if (ptr == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "ptr is NULL");
+  void *block = malloc(size > 0 ? size : 1);
+  if (block == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "%zu bytes", size);
+  pthread_mutex_lock(&lock);
+  int slot = -1;
+  for (int i = 0; i < CRASH_MAX_BLOCKS && slot < 0; ++i) {
+    if (blocks[i] == NULL) slot = i;
+  }
+  if (slot >= 0) blocks[slot] = block;
+  pthread_mutex_unlock(&lock);
+  if (slot < 0) {
+    free(block);
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "more than %d blocks", CRASH_MAX_BLOCKS);
+  }
+  *ptr = block;
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
+  acc_clear_error();
+  int status = check_device(dev_id);
+  if (status != MX_ACC_OK || ptr == NULL) return status;
+  int found = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < CRASH_MAX_BLOCKS && !found; ++i) {
+    if (blocks[i] == ptr) {
+      blocks[i] = NULL;
+      found = 1;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  if (!found) return acc_fail(MX_ACC_ERR_NOT_FOUND, "%p was not allocated", ptr);
+  free(ptr);
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
+  acc_clear_error();
+  int status = check_device(dev_id);
+  if (status != MX_ACC_OK) return status;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < CRASH_MAX_BLOCKS; ++i) {
+    free(blocks[i]);
+    blocks[i] = NULL;
+  }
+  pthread_mutex_unlock(&lock);
+  return MX_ACC_OK;
+}
+
+static uint64_t count_of(const MXTensor *tensor) {
+  uint64_t count = 1;
+  for (uint64_t d = 0; d < tensor->shape_len; ++d) count *= tensor->shape[d];
+  return count;
+}
+
+static int copy(const MXTensor *dst, const MXTensor *src) {
+  acc_clear_error();
+  int status = maybe_fail("copy");
+  if (status != MX_ACC_OK) return status;
+  if (dst == NULL || src == NULL || dst->dtype != kFloat32 || src->dtype != kFloat32 ||
+      count_of(dst) != count_of(src)) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "copies are of float32 tensors of one size");
+  }
+  memcpy(dst->data, src->data, count_of(src) * sizeof(float));
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) { return copy(dst, src); }
+
+MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) { return copy(dst, src); }
+
+/* ---- relu ------------------------------------------------------------------ */
+
+static void relu(const MXTensor *in, const MXTensor *out) {
+  const float *x = in->data;
+  float *y = out->data;
+  for (uint64_t k = 0, n = count_of(in); k < n; ++k) y[k] = x[k] > 0.0f ? x[k] : 0.0f;
+}
+
+static int is_relu(const char *op, const char *act_type) {
+  return op != NULL && strcmp(op, "Activation") == 0 && act_type != NULL &&
+         strcmp(act_type, "relu") == 0;
+}
+
+/* ---- imperative ------------------------------------------------------------ */
+
+static int executor_forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
+                            const MXTensor *outputs, int num_out) {
+  (void)self;
+  acc_clear_error();
+  int status = maybe_fail("forward");
+  if (status != MX_ACC_OK) return status;
+  if (num_in != 1 || num_out != 1) return acc_fail(MX_ACC_ERR_INVALID_ARG, "relu: 1 in, 1 out");
+  relu(&inputs[0], &outputs[0]);
+  return MX_ACC_OK;
+}
+
+static void executor_release(MXAccExecutor *self) { free(self); }
+
+MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
+                                 const MXTensor *outputs, int num_in, int num_out,
+                                 const char *const *attr_keys, const char *const *attr_vals,
+                                 int num_attrs, int dev_id, MXAccExecutor **executor) {
+  acc_clear_error();
+  int status = check_device(dev_id);
+  if (status != MX_ACC_OK) return status;
+  const char *act_type = NULL;
+  for (int i = 0; i < num_attrs; ++i) {
+    if (strcmp(attr_keys[i], "act_type") == 0) act_type = attr_vals[i];
+  }
+  if (!is_relu(op_name, act_type) || num_in != 1 || num_out != 1 ||
+      inputs[0].dtype != kFloat32 || outputs[0].dtype != kFloat32) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "crashacc runs float32 relu only");
+  }
+  MXAccExecutor *made = calloc(1, sizeof *made);
+  if (made == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "executor");
+  made->forward = executor_forward;
+  made->release = executor_release;
+  *executor = made;
+  return MX_ACC_OK;
+}
+
+/* ---- symbolic -------------------------------------------------------------- */
+
+typedef struct model {
+  char id[CRASH_ID_MAX];
+  acc_graph *graph;
+} model;
+
+static model models[CRASH_MAX_MODELS];
+
+static int node_supported(const acc_node *node) {
+  return is_relu(node->op, acc_node_attr(node, "act_type")) && node->num_inputs == 1 &&
+         node->num_outputs == 1 && node->out_dtypes[0] == kFloat32;
+}
+
+static int parse(const char *json, acc_graph **graph) {
+  char message[256];
+  if (json == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "json is NULL");
+  int status = acc_graph_parse(json, 1, graph, message, sizeof message);
+  return status == MX_ACC_OK ? MX_ACC_OK : acc_fail(status, "%s", message);
+}
+
+MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
+                               const MXTensor *data, int num_data, int dev_id, int *ids,
+                               int ids_capacity, int *num_ids) {
+  (void)data_names, (void)data, (void)num_data;
+  acc_clear_error();
+  int status = check_device(dev_id);
+  if (status == MX_ACC_OK) status = maybe_fail("supported");
+  if (status != MX_ACC_OK) return status;
+  acc_graph *graph = NULL;
+  status = parse(json, &graph);
+  if (status != MX_ACC_OK) return status;
+  int count = 0;
+  for (size_t i = 0; i < graph->num_nodes && count < ids_capacity; ++i) {
+    if (graph->nodes[i].op != NULL && node_supported(&graph->nodes[i])) ids[count++] = (int)i;
+  }
+  acc_graph_free(graph);
+  *num_ids = count;
+  return MX_ACC_OK;
+}
+
+static model *find_model(const char *id) {
+  for (int i = 0; i < CRASH_MAX_MODELS; ++i) {
+    if (models[i].graph != NULL && strcmp(models[i].id, id) == 0) return &models[i];
+  }
+  return NULL;
+}
+
+MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
+                            const char *const *data_names, const MXTensor *data, int num_data,
+                            int dev_id) {
+  (void)data_names, (void)data, (void)num_data;
+  acc_clear_error();
+  int status = check_device(dev_id);
+  if (status == MX_ACC_OK) status = maybe_fail("load");
+  if (status != MX_ACC_OK) return status;
+  if (model_id == NULL || strlen(model_id) >= CRASH_ID_MAX) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "model id is NULL or too long");
+  }
+  acc_graph *graph = NULL;
+  status = parse(json, &graph);
+  if (status != MX_ACC_OK) return status;
+  pthread_mutex_lock(&lock);
+  model *slot = NULL;
+  for (int i = 0; i < CRASH_MAX_MODELS && slot == NULL && find_model(model_id) == NULL; ++i) {
+    if (models[i].graph == NULL) slot = &models[i];
+  }
+  if (slot != NULL) {
+    snprintf(slot->id, sizeof slot->id, "%s", model_id);
+    slot->graph = graph;
+  }
+  pthread_mutex_unlock(&lock);
+  if (slot == NULL) {
+    acc_graph_free(graph);
+    return acc_fail(MX_ACC_ERR_STATE, "model %s is loaded already, or no slot is free",
+                    model_id);
+  }
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int unloadModel(const char *model_id) {
+  acc_clear_error();
+  if (model_id == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "model id is NULL");
+  pthread_mutex_lock(&lock);
+  model *found = find_model(model_id);
+  acc_graph *graph = found != NULL ? found->graph : NULL;
+  if (found != NULL) found->graph = NULL;
+  pthread_mutex_unlock(&lock);
+  if (graph == NULL) return acc_fail(MX_ACC_ERR_NOT_FOUND, "model %s is not loaded", model_id);
+  acc_graph_free(graph);
+  return MX_ACC_OK;
+}
+
+static int find_name(const char *const *names, int count, const char *name) {
+  for (int i = 0; i < count; ++i) {
+    if (names[i] != NULL && strcmp(names[i], name) == 0) return i;
+  }
+  return -1;
+}
+
+/* The graph as a chain of relus: every operator node reads one value, so
+ * each head is relu of its input variable; values[i] is node i's value. */
+static int run(const acc_graph *graph, const char *const *in_names, const MXTensor *in_data,
+               int num_in, const char *const *out_names, const MXTensor *out_data,
+               int num_out) {
+  for (size_t h = 0; h < graph->num_heads; ++h) {
+    char name[256];
+    acc_entry head = graph->heads[h];
+    if (acc_graph_output_name(graph, head, name, sizeof name) != 0) {
+      return acc_fail(MX_ACC_ERR_INTERNAL, "head %zu has no name", h);
+    }
+    int out = find_name(out_names, num_out, name);
+    if (out < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "output %s is missing", name);
+    uint32_t node = head.node;
+    while (graph->nodes[node].op != NULL) node = graph->nodes[node].inputs[0].node;
+    int in = find_name(in_names, num_in, graph->nodes[node].name);
+    if (in < 0) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "input %s is missing", graph->nodes[node].name);
+    }
+    if (count_of(&in_data[in]) != count_of(&out_data[out])) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: sizes differ", name);
+    }
+    relu(&in_data[in], &out_data[out]);
+  }
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
+                        const char *const *out_names, const MXTensor *in_data,
+                        const MXTensor *out_data, int num_in, int num_out) {
+  acc_clear_error();
+  int status = maybe_fail("infer");
+  if (status != MX_ACC_OK) return status;
+  if (model_id == NULL || num_in < 0 || num_out < 0) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "invalid arguments");
+  }
+  pthread_mutex_lock(&lock);
+  model *found = find_model(model_id);
+  status = found == NULL
+               ? acc_fail(MX_ACC_ERR_NOT_FOUND, "model %s is not loaded", model_id)
+               : run(found->graph, in_names, in_data, num_in, out_names, out_data, num_out);
+  if (status == MX_ACC_OK) ++infers;
+  pthread_mutex_unlock(&lock);
+  return status;
+}
+
+/* ---- configure --------------------------------------------------------------- */
+
+static char answer_text[2][64];
+static const char *answer_keys[2];
+static const char *answer_vals[2];
+
+MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
+                            int dev_id, const char *const **out_keys,
+                            const char *const **out_vals, int *num_out) {
+  acc_clear_error();
+  int status = check_device(dev_id);
+  if (status != MX_ACC_OK) return status;
+  if (out_keys == NULL || out_vals == NULL || num_out == NULL ||
+      (num_in > 0 && (in_keys == NULL || in_vals == NULL))) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "NULL argument");
+  }
+  *out_keys = answer_keys;
+  *out_vals = answer_vals;
+  *num_out = 0;
+  for (int i = 0; i < num_in; ++i) {
+    const char *key = in_keys[i], *value = in_vals[i];
+    if (strcmp(key, "fail") == 0) {
+      pthread_mutex_lock(&lock);
+      snprintf(armed, sizeof armed, "%s", value);
+      armed_set = 1;
+      pthread_mutex_unlock(&lock);
+    } else if (strcmp(key, "query") == 0 && strcmp(value, "keys") == 0) {
+      answer_keys[0] = "keys";
+      answer_vals[0] = "query,fail";
+      *num_out = 1;
+    } else if (strcmp(key, "query") == 0 && strcmp(value, "ops") == 0) {
+      answer_keys[0] = "ops";
+      answer_vals[0] = "Activation:1";
+      *num_out = 1;
+    } else if (strcmp(key, "query") == 0 && strcmp(value, "version") == 0) {
+      answer_keys[0] = "version";
+      answer_vals[0] = "1.0";
+      *num_out = 1;
+    } else if (strcmp(key, "query") == 0 && strcmp(value, "stats") == 0) {
+      pthread_mutex_lock(&lock);
+      snprintf(answer_text[0], sizeof answer_text[0], "%ld", (long)getpid());
+      snprintf(answer_text[1], sizeof answer_text[1], "%ld", infers);
+      pthread_mutex_unlock(&lock);
+      answer_keys[0] = "pid";
+      answer_vals[0] = answer_text[0];
+      answer_keys[1] = "infers";
+      answer_vals[1] = answer_text[1];
+      *num_out = 2;
+    } else {
+      return acc_fail(MX_ACC_ERR_NOT_FOUND, "unknown key %s=%s", key, value);
+    }
+  }
+  return MX_ACC_OK;
+}
