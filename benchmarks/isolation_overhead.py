@@ -9,10 +9,10 @@ Usage: python benchmarks/isolation_overhead.py [--repeat N] [--json out.json]
    a bound executor's forward() (copy in, infer, copy out, through the
    engine) and one imperative operator (mx.nd.Activation on device arrays).
 2. Per megabyte, for 1, 16 and 64 MB of float32: copyToAcc and
-   copyFromAcc (DeviceBuffer), and infer() of relu from host array to host
-   array: staged (the host arrays are copied into shared memory and the
-   output back) and from arrays in shared memory (isolate.shared_empty: no
-   copy).
+   copyFromAcc (DeviceBuffer), and infer() of identity (the plugin copies
+   its input to its output) from host array to host array: staged (the
+   host arrays are copied into shared memory and the output back) and from
+   arrays in shared memory (isolate.shared_empty: no copy).
 Medians of repeated runs; ratios and differences are taken within this run.
 """
 
@@ -42,15 +42,20 @@ from acc_host.tensor import TensorSpec
 SIZES_MB = (1, 16, 64)
 
 
-def median_seconds(function: Callable[[], object], repeat: int, inner: int = 1) -> float:
-    function()  # warm
-    samples = []
+def medians(functions: dict[str, Callable[[], object]], repeat: int,
+            inner: int = 1) -> dict[str, float]:
+    """The median seconds of one call of each function; samples of the
+    functions alternate, so that a busy machine slows them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in functions}
+    for function in functions.values():
+        function()  # warm
     for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(inner):
-            function()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples)
+        for name, function in functions.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                function()
+            samples[name].append((time.perf_counter() - start) / inner)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def relu_model(library: AccLibrary, shape: tuple[int, ...]) -> LoadedModel:
@@ -58,36 +63,58 @@ def relu_model(library: AccLibrary, shape: tuple[int, ...]) -> LoadedModel:
     return LoadedModel(library, annotate_symbol(relu, {"data": shape}, weights=[]), {})
 
 
+def copy_model(library: AccLibrary, shape: tuple[int, ...]) -> LoadedModel:
+    """identity: the plugin's work is one copy, input to output."""
+    copy = mx.sym.identity(mx.sym.Variable("data"), name="copy")
+    return LoadedModel(library, annotate_symbol(copy, {"data": shape}, weights=[]), {})
+
+
 def per_call(contexts: dict[str, mx.Context], repeat: int) -> dict[str, dict[str, float]]:
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 16)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+    out = np.empty_like(x)
     relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
-    results: dict[str, dict[str, float]] = {}
+    paths: dict[str, dict[str, Callable[[], object]]] = {}
+    keep: list[Any] = []
     for mode, ctx in contexts.items():
         library = ctx.library
         model = relu_model(library, x.shape)
-        out = np.empty_like(x)
         buffer = DeviceBuffer(library, 0, TensorSpec.of(x))
         exe = relu.simple_bind(ctx, data=x.shape)
         on_device = mx.nd.array(x, ctx=ctx)
-
-        def forward() -> None:
-            exe.forward(data=x)[0].wait_to_read()
-
-        def imperative() -> None:
-            mx.nd.Activation(on_device, act_type="relu").wait_to_read()
-
-        results[mode] = {
-            "infer": median_seconds(lambda: model.infer({"data": x}, {"relu_output": out}),
-                                    repeat, 200),
-            "copy_to_device": median_seconds(lambda: buffer.copy_from_host(x), repeat, 200),
-            "executor_forward": median_seconds(forward, repeat, 50),
-            "imperative_op": median_seconds(imperative, repeat, 50),
+        keep += [model, buffer, exe, on_device]
+        paths[mode] = {
+            "infer": lambda m=model: m.infer({"data": x}, {"relu_output": out}),
+            "copy_to_device": lambda b=buffer: b.copy_from_host(x),
+            "executor_forward": lambda e=exe: e.forward(data=x)[0].wait_to_read(),
+            "imperative_op": lambda a=on_device: mx.nd.Activation(
+                a, act_type="relu").wait_to_read(),
         }
-        model.close()
-        buffer.free()
-        exe.close()
+    inner = {"infer": 200, "copy_to_device": 200, "executor_forward": 50, "imperative_op": 50}
+    results: dict[str, dict[str, float]] = {mode: {} for mode in contexts}
+    for path, count in inner.items():
+        found = medians({mode: paths[mode][path] for mode in contexts}, repeat, count)
+        for mode, seconds in found.items():
+            results[mode][path] = seconds
+    for item in keep:
+        if hasattr(item, "close"):
+            item.close()
     return results
+
+
+def _size_paths(library: AccLibrary, x: np.ndarray, out: np.ndarray,
+                shared: tuple[np.ndarray, np.ndarray]) -> tuple[dict[str, Any], list[Any]]:
+    """What is timed for one library and one size, and what to free after."""
+    buffer = DeviceBuffer(library, 0, TensorSpec.of(x))
+    model = copy_model(library, x.shape)
+    paths: dict[str, Callable[[], object]] = {
+        "copy_to_device": lambda: buffer.copy_from_host(x),
+        "copy_from_device": lambda: buffer.to_host(out),
+        "infer": lambda: model.infer({"data": x}, {"copy_output": out}),
+    }
+    if library.isolated:
+        paths["infer_shared"] = lambda: model.infer({"data": shared[0]},
+                                                    {"copy_output": shared[1]})
+    return paths, [buffer.free, model.close]
 
 
 def per_megabyte(contexts: dict[str, mx.Context], repeat: int) -> dict[str, Any]:
@@ -95,26 +122,16 @@ def per_megabyte(contexts: dict[str, mx.Context], repeat: int) -> dict[str, Any]
     for megabytes in SIZES_MB:
         shape = (megabytes * 1024 * 1024 // 4,)
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-        out = np.empty_like(x)
-        row: dict[str, float] = {}
+        shared = (isolate.shared_array(x), isolate.shared_empty(shape))
+        functions: dict[str, Callable[[], object]] = {}
+        cleanup: list[Callable[[], object]] = []
         for mode, ctx in contexts.items():
-            library = ctx.library
-            buffer = DeviceBuffer(library, 0, TensorSpec.of(x))
-            model = relu_model(library, shape)
-            row[f"{mode}.copy_to_device"] = median_seconds(lambda: buffer.copy_from_host(x),
-                                                           repeat)
-            row[f"{mode}.copy_from_device"] = median_seconds(lambda: buffer.to_host(out),
-                                                             repeat)
-            row[f"{mode}.infer"] = median_seconds(
-                lambda: model.infer({"data": x}, {"relu_output": out}), repeat)
-            if library.isolated:
-                shared_x, shared_out = isolate.shared_array(x), isolate.shared_empty(shape)
-                row[f"{mode}.infer_shared"] = median_seconds(
-                    lambda: model.infer({"data": shared_x}, {"relu_output": shared_out}),
-                    repeat)
-            model.close()
-            buffer.free()
-        results[f"{megabytes}MB"] = row
+            paths, frees = _size_paths(ctx.library, x, np.empty_like(x), shared)
+            functions.update({f"{mode}.{path}": function for path, function in paths.items()})
+            cleanup += frees
+        results[f"{megabytes}MB"] = medians(functions, repeat)
+        for free in cleanup:
+            free()
     return results
 
 
@@ -140,7 +157,7 @@ def report(calls: dict[str, dict[str, float]], sizes: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     directory = Path(tempfile.mkdtemp(prefix="isolation_bench"))

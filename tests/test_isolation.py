@@ -364,6 +364,19 @@ def test_close_and_reload(crashacc: Callable[..., mx.Context]) -> None:
     assert mx.load_acc(library.path, isolate=True).library.alive
 
 
+def test_reload_keeps_the_given_name(crashacc_path: Path, tmp_path: Path) -> None:
+    copy = shutil.copy(crashacc_path, tmp_path / "libcrash_renamed.so")
+    ctx = mx.load_acc(copy, acc_name="crash_renamed", isolate=True)
+    ctx.configure(fail="infer:abort")
+    with pytest.raises(mx.PluginCrashedError):
+        _forward(ctx, np.ones(2, np.float32))
+    _settle()
+    again = mx.load_acc(copy, isolate=True)  # no acc_name: the dead library's
+    assert again == mx.Context("crash_renamed", 0) and again.library.alive
+    assert np.array_equal(_forward(mx.crash_renamed(0), -np.ones(2, np.float32)), np.zeros(2))
+    again.library.close()
+
+
 # ---- loading ----------------------------------------------------------------------------
 
 

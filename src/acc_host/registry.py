@@ -105,6 +105,8 @@ def register(path: str | os.PathLike[str], acc_name: str | None = None,
                     f"isolate={isolate}", loaded.path)
             return loaded
         isolated = isolate_by_default() if isolate is None else isolate
+        if loaded is not None and acc_name is None:
+            acc_name = loaded.name  # a reload keeps the name the dead library had
         library = IsolatedLibrary(path, acc_name) if isolated else AccLibrary(path, acc_name)
         try:
             _check_free_name(library, loaded)

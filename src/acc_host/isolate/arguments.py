@@ -2,7 +2,7 @@
 plugin process, and its answers back.
 
 Strings and string arrays are sent by value. An ``MXTensor`` is sent as
-``[data, shape, dtype, isSparse, layout, dev_id]`` where data is None (a
+``[data, shape, shape_len, dtype, isSparse, layout, dev_id]`` where data is None (a
 NULL pointer, or a descriptor whose data the plugin must not read), an int
 (accelerator memory: the child's own address, passed back as it is) or
 ``(segment id, offset)`` (host memory the child maps). Host memory inside a
@@ -21,14 +21,19 @@ from ..errors import TensorError
 from ..tensor import numpy_dtype
 from . import shared
 
-__all__ = ["CallMemory", "text", "texts", "address"]
+__all__ = ["CallMemory", "text", "texts", "address", "readable"]
 
 Encoded = list[Any]
 
 
+_UINTPTR = ffi.typeof("uintptr_t")
+_CHAR_P = ffi.typeof("char *")
+_NULL = ffi.NULL
+
+
 def address(pointer: Any) -> int:
     """The address a cdata pointer holds (0 for NULL)."""
-    return int(ffi.cast("uintptr_t", pointer))
+    return int(ffi.cast(_UINTPTR, pointer))
 
 
 def text(value: Any) -> bytes | None:
@@ -40,13 +45,24 @@ def text(value: Any) -> bytes | None:
     return ffi.string(value)
 
 
+def readable(array: Any, count: int) -> int:
+    """How many of count entries of array can be read: all of them for a
+    pointer, at most its length for an array cdata (a caller that passes a
+    count larger than its array, to see the plugin refuse it, gets no read
+    past the array here)."""
+    try:
+        return max(min(count, len(array)), 0)
+    except TypeError:
+        return max(count, 0)
+
+
 def texts(array: Any, count: int) -> list[bytes | None] | None:
     """The strings of a ``const char *const *`` argument of count entries
     (None for a NULL array, None entries for NULL strings)."""
     if array is None or array == ffi.NULL:
         return None
     return [None if array[index] == ffi.NULL else ffi.string(array[index])
-            for index in range(max(count, 0))]
+            for index in range(readable(array, count))]
 
 
 class _Staged:
@@ -77,22 +93,23 @@ class CallMemory:
         if pointer is None or pointer == ffi.NULL:
             return None
         return [self._tensor(pointer[index], data, write, copy_in)
-                for index in range(max(count, 0))]
+                for index in range(readable(pointer, count))]
 
     def _tensor(self, tensor: Any, data: bool, write: bool, copy_in: bool) -> Encoded:
-        shape = None if tensor.shape == ffi.NULL else list(tensor.shape[0:tensor.shape_len])
-        layout = None if tensor.layout == ffi.NULL else ffi.string(tensor.layout)
-        encoded: Encoded = [None, shape, int(tensor.dtype), int(tensor.isSparse), layout,
-                            int(tensor.dev_id)]
-        where = address(tensor.data)
+        shape_len, extents, layout_text = tensor.shape_len, tensor.shape, tensor.layout
+        shape = None if extents == _NULL else list(extents[0:min(shape_len, _abi.MAX_NDIM)])
+        layout = None if layout_text == _NULL else ffi.string(layout_text)
+        dtype, sparse, dev_id = tensor.dtype, tensor.isSparse, tensor.dev_id
+        encoded: Encoded = [None, shape, shape_len, dtype, sparse, layout, dev_id]
+        where = int(ffi.cast(_UINTPTR, tensor.data))
         if not data or where == 0:
             return encoded
-        if tensor.dev_id != _abi.HOST_DEVICE:
+        if dev_id != _abi.HOST_DEVICE:
             encoded[0] = where
             return encoded
-        if tensor.isSparse:
+        if sparse:
             raise TensorError("isolated mode passes dense host tensors only (isSparse is set)")
-        nbytes = numpy_dtype(tensor.dtype).itemsize
+        nbytes = numpy_dtype(dtype).itemsize
         for extent in shape or ():
             nbytes *= extent
         segment = shared.find(where, nbytes)
@@ -112,7 +129,7 @@ class CallMemory:
             item.offset = offset
             item.encoded[0] = (staging.id, offset)
             if item.nbytes and item.copy_in:
-                ffi.memmove(staging.pointer(offset), ffi.cast("char *", item.address),
+                ffi.memmove(staging.pointer(offset), ffi.cast(_CHAR_P, item.address),
                             item.nbytes)
                 copied += item.nbytes
             offset += shared.round_up(item.nbytes, shared.ALIGNMENT)
@@ -127,7 +144,7 @@ class CallMemory:
             return copied
         for item in self.staged:
             if item.write and item.nbytes:
-                ffi.memmove(ffi.cast("char *", item.address), staging.pointer(item.offset),
+                ffi.memmove(ffi.cast(_CHAR_P, item.address), staging.pointer(item.offset),
                             item.nbytes)
                 copied += item.nbytes
         return copied

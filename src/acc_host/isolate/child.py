@@ -56,10 +56,20 @@ def _load(name: str, path: str) -> ModuleType:
     return module
 
 
+def _written(pointer: Any) -> int | None:
+    """The address an out pointer holds, None if the plugin left it unset."""
+    value = int(ffi.cast("uintptr_t", pointer))
+    return None if value == _UNSET_ADDRESS else value
+
+
 wire = _load("_acc_host_isolate_wire", os.path.join(_HERE, "wire.py"))
 abi = _load("_acc_host_isolate_abi", os.path.join(os.path.dirname(_HERE), "_abi.py"))
 ffi = abi.ffi
 NULL = ffi.NULL
+# What out pointers hold before a call: an address no allocation returns, so
+# that an out pointer the plugin left alone is told from one it wrote.
+_UNSET_ADDRESS = 1
+_UNSET = ffi.cast("void *", _UNSET_ADDRESS)
 
 
 class Server:
@@ -131,12 +141,13 @@ class Server:
     # ---- arguments -------------------------------------------------------------------
 
     def _status(self, status: int) -> tuple[int, str | None]:
-        """A status and, for a failure, the plugin's message for it."""
-        status = int(status)
-        if status == 0 or self._last_error is None:
-            return status, None
+        """A status and the plugin's message after the call (None: no
+        accGetLastError, or it returned NULL), read at once on this thread."""
+        if self._last_error is None:
+            return int(status), None
         message = self._last_error()
-        return status, "" if message == NULL else ffi.string(message).decode("utf-8", "replace")
+        return int(status), None if message == NULL else \
+            ffi.string(message).decode("utf-8", "replace")
 
     @staticmethod
     def _text(value: bytes | None, keep: list[Any]) -> Any:
@@ -158,7 +169,7 @@ class Server:
             return NULL
         array = ffi.new("MXTensor[]", max(len(encoded), 1))
         keep.append(array)
-        for index, (data, shape, dtype, sparse, layout, dev_id) in enumerate(encoded):
+        for index, (data, shape, shape_len, dtype, sparse, layout, dev_id) in enumerate(encoded):
             tensor = array[index]
             if data is None:
                 tensor.data = NULL
@@ -169,12 +180,11 @@ class Server:
                 tensor.data = ffi.cast("void *", self._segments[segment_id][2] + offset)
             if shape is None:
                 tensor.shape = NULL
-                tensor.shape_len = 0
             else:
                 extents = ffi.new("uint64_t[]", shape or [0])
                 keep.append(extents)
                 tensor.shape = extents
-                tensor.shape_len = len(shape)
+            tensor.shape_len = shape_len
             tensor.dtype = dtype
             tensor.isSparse = sparse
             tensor.layout = self._text(layout, keep)
@@ -189,10 +199,10 @@ class Server:
     def initialize(self, version: int) -> tuple[int, str | None]:
         return self._status(self.lib.initialize(version))
 
-    def getAccName(self, size: int) -> tuple[tuple[int, str | None], bytes]:
-        buffer = ffi.new("char[]", max(size, 1))
+    def getAccName(self, size: int, null: bool) -> tuple[tuple[int, str | None], bytes]:
+        buffer = NULL if null else ffi.new("char[]", max(size, 1))
         status = self._status(self.lib.getAccName(buffer, size))
-        return status, bytes(ffi.buffer(buffer, size))
+        return status, b"" if null else bytes(ffi.buffer(buffer, max(size, 0)))
 
     def getNumAcc(self) -> int:
         return int(self.lib.getNumAcc())
@@ -200,10 +210,11 @@ class Server:
     def supportsImperative(self) -> int:
         return int(self.lib.supportsImperative())
 
-    def mx_alloc(self, dev_id: int, size: int) -> tuple[tuple[int, str | None], int]:
-        out = ffi.new("void **")
+    def mx_alloc(self, dev_id: int, size: int,
+                 null: bool) -> tuple[tuple[int, str | None], int | None]:
+        out = NULL if null else ffi.new("void **", _UNSET)
         status = self._status(self.lib.mx_alloc(dev_id, size, out))
-        return status, int(ffi.cast("uintptr_t", out[0]))
+        return status, None if null else _written(out[0])
 
     def mx_free(self, dev_id: int, pointer: int) -> tuple[int, str | None]:
         return self._status(self.lib.mx_free(dev_id, ffi.cast("void *", pointer)))
@@ -222,17 +233,17 @@ class Server:
 
     def accGetExecutor(self, op_name: bytes | None, inputs: Any, outputs: Any, num_in: int,
                        num_out: int, keys: Any, values: Any, num_attrs: int,
-                       dev_id: int) -> tuple[tuple[int, str | None], int, bool, bool]:
+                       dev_id: int, null: bool) -> tuple[tuple[int, str | None], int, bool, bool]:
         keep: list[Any] = []
-        out = ffi.new("MXAccExecutor **")
+        out = NULL if null else ffi.new("MXAccExecutor **", ffi.cast("MXAccExecutor *", _UNSET))
         status = self._status(self.lib.accGetExecutor(
             self._text(op_name, keep), self._tensors(inputs, keep), self._tensors(outputs, keep),
             num_in, num_out, self._texts(keys, keep), self._texts(values, keep), num_attrs,
             dev_id, out))
+        handle = None if null else _written(out[0])
+        if not handle:  # unset (None), or NULL (0)
+            return status, handle, False, False
         executor = out[0]
-        if executor == NULL:
-            return status, 0, False, False
-        handle = int(ffi.cast("uintptr_t", executor))
         self._executors[handle] = executor
         return status, handle, executor.forward != NULL, executor.release != NULL
 
@@ -278,24 +289,25 @@ class Server:
             self._text(model_id, keep), self._texts(in_names, keep), self._texts(out_names, keep),
             self._tensors(inputs, keep), self._tensors(outputs, keep), num_in, num_out))
 
-    def configure(self, keys: Any, values: Any, count: int, dev_id: int,
-                  num_out: int) -> tuple[tuple[int, str | None], int, Any, Any]:
+    def configure(self, keys: Any, values: Any, count: int, dev_id: int, num_out: int | None,
+                  nulls: tuple[bool, bool]) -> tuple[tuple[int, str | None], int | None, Any, Any]:
         keep: list[Any] = []
-        out_keys = ffi.new("const char *const **")
-        out_values = ffi.new("const char *const **")
-        out_count = ffi.new("int *", num_out)
+        out_keys = NULL if nulls[0] else ffi.new("const char *const **")
+        out_values = NULL if nulls[1] else ffi.new("const char *const **")
+        out_count = NULL if num_out is None else ffi.new("int *", num_out)
         status = self._status(self.lib.configure(
             self._texts(keys, keep), self._texts(values, keep), count, dev_id, out_keys,
             out_values, out_count))
-        answered = int(out_count[0])
-        readable = 0 <= answered <= _CONFIGURE_MAX
-        return (status, answered, self._answer(out_keys[0], answered, readable),
-                self._answer(out_values[0], answered, readable))
+        answered = None if num_out is None else int(out_count[0])
+        readable = answered is not None and 0 <= answered <= _CONFIGURE_MAX
+        return (status, answered, self._answer(out_keys, answered, readable),
+                self._answer(out_values, answered, readable))
 
     @staticmethod
-    def _answer(array: Any, count: int, readable: bool) -> list[bytes | None] | None:
-        if array == NULL or not readable:
+    def _answer(out: Any, count: int | None, readable: bool) -> list[bytes | None] | None:
+        if out == NULL or out[0] == NULL or not readable or count is None:
             return None
+        array = out[0]
         return [None if array[index] == NULL else ffi.string(array[index])
                 for index in range(count)]
 

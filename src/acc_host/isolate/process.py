@@ -251,8 +251,9 @@ class PluginProcess:
                   fds: tuple[int, ...] | list[int], deadline: float) -> Any:
         """Sends message and returns the reply; a dead child, a timeout or a
         reply that is not plain data becomes the matching error."""
+        frame = wire.encode(message)  # outside: a message that cannot be sent is not the child's
         try:
-            wire.send(sock, message, fds)
+            wire.send(sock, frame, fds)
             reply, extra = wire.recv(sock, deadline, wire.loads_plain)
         except TimeoutError:
             raise self._timed_out(function, context) from None

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import _abi
 from .._abi import ffi
-from .arguments import CallMemory, address, text, texts
+from .arguments import CallMemory, address, readable, text, texts
 from .process import PluginProcess
 
 __all__ = ["RemoteLib", "ABI_FUNCTIONS"]
@@ -44,10 +44,18 @@ def _context(value: Any) -> str:
 
 
 class _Executor:
-    __slots__ = ("struct", "handle", "op_name")
+    """A host-side executor: its struct, the child's, and the tensor counts
+    it was made for (forward reads no more descriptors than these: a
+    pointer from C has no length, and a count larger than the array a
+    caller passes, which the plugin would refuse unread, must not make the
+    host read past it)."""
 
-    def __init__(self, struct: Any, handle: int, op_name: str) -> None:
+    __slots__ = ("struct", "handle", "op_name", "num_in", "num_out")
+
+    def __init__(self, struct: Any, handle: int, op_name: str, num_in: int,
+                 num_out: int) -> None:
         self.struct, self.handle, self.op_name = struct, handle, op_name
+        self.num_in, self.num_out = num_in, num_out
 
 
 class RemoteLib:
@@ -76,9 +84,10 @@ class RemoteLib:
     # ---- errors -------------------------------------------------------------------------
 
     def _status(self, answer: tuple[int, str | None]) -> int:
+        """The status of a call; what accGetLastError() answered in the child
+        right after it is what it answers on this thread from now on."""
         status, message = answer
-        if message is not None:
-            self._local.message = message
+        self._local.message = message
         return int(status)
 
     def _abi_accGetLastError(self) -> Any:
@@ -103,8 +112,10 @@ class RemoteLib:
         return self._status(self._process.call("initialize", (int(version),)))
 
     def _abi_getAccName(self, buffer: Any, size: int) -> int:
-        status, raw = self._process.call("getAccName", (int(size),))
-        ffi.memmove(buffer, raw, min(len(raw), int(size)))
+        null = buffer == ffi.NULL
+        status, raw = self._process.call("getAccName", (int(size), null))
+        if not null:
+            ffi.memmove(buffer, raw, min(len(raw), int(size)))
         return self._status(status)
 
     def _abi_getNumAcc(self) -> int:
@@ -116,9 +127,11 @@ class RemoteLib:
     # ---- memory -------------------------------------------------------------------------
 
     def _abi_mx_alloc(self, dev_id: int, size: int, out: Any) -> int:
-        status, pointer = self._process.call("mx_alloc", (int(dev_id), int(size)),
+        null = out == ffi.NULL
+        status, pointer = self._process.call("mx_alloc", (int(dev_id), int(size), null),
                                              context=f"{int(size)} bytes")
-        out[0] = ffi.cast("void *", pointer)
+        if pointer is not None:  # else the plugin left *ptr alone
+            out[0] = ffi.cast("void *", pointer)
         return self._status(status)
 
     def _abi_mx_free(self, dev_id: int, pointer: Any) -> int:
@@ -150,9 +163,12 @@ class RemoteLib:
         name = _context(op_name)
         args = (text(op_name), memory.tensors(inputs, num_in, data=False),
                 memory.tensors(outputs, num_out, data=False), int(num_in), int(num_out),
-                texts(keys, num_attrs), texts(values, num_attrs), int(num_attrs), int(dev_id))
+                texts(keys, num_attrs), texts(values, num_attrs), int(num_attrs), int(dev_id),
+                out == ffi.NULL)
         status, handle, has_forward, has_release = self._process.call(
             "accGetExecutor", args, memory, context=name)
+        if handle is None:  # out is NULL, or the plugin left it alone
+            return self._status(status)
         if not handle:
             out[0] = ffi.NULL
             return self._status(status)
@@ -161,7 +177,8 @@ class RemoteLib:
         struct.release = self._release if has_release else ffi.NULL
         struct.state = ffi.cast("void *", handle)
         with self._executors_lock:
-            self._executors[address(struct)] = _Executor(struct, handle, name)
+            self._executors[address(struct)] = _Executor(struct, handle, name, int(num_in),
+                                                         int(num_out))
         out[0] = struct
         return self._status(status)
 
@@ -171,8 +188,10 @@ class RemoteLib:
         try:
             executor = self._executors[address(struct)]
             memory = CallMemory()
-            args = (executor.handle, memory.tensors(inputs, num_in), int(num_in),
-                    memory.tensors(outputs, num_out, write=True), int(num_out))
+            args = (executor.handle, memory.tensors(inputs, min(num_in, executor.num_in)),
+                    int(num_in),
+                    memory.tensors(outputs, min(num_out, executor.num_out), write=True),
+                    int(num_out))
             return self._status(self._process.call("executor_forward", args, memory,
                                                    context=executor.op_name))
         except BaseException as error:  # noqa: BLE001  (C cannot carry it: kept for check())
@@ -198,11 +217,9 @@ class RemoteLib:
         if ids == ffi.NULL:
             initial = None
         else:
-            try:
-                length = len(ids)  # an int[] the host made: all of it (a guard may follow)
-            except TypeError:
-                length = max(int(capacity), 0)
-            initial = list(ids[0:length])
+            # An int[] the host made: all of it (a guard may follow the
+            # capacity); a pointer: the capacity.
+            initial = list(ids[0:readable(ids, 1 << 30) if _sized(ids) else max(capacity, 0)])
         count = None if num_ids == ffi.NULL else int(num_ids[0])
         args = (text(json), texts(names, num_data), memory.tensors(data, num_data, data=False),
                 int(num_data), int(dev_id), initial, int(capacity), count)
@@ -241,17 +258,30 @@ class RemoteLib:
     def _abi_configure(self, keys: Any, values: Any, count: int, dev_id: int, out_keys: Any,
                        out_values: Any, num_out: Any) -> int:
         names = texts(keys, count)
-        args = (names, texts(values, count), int(count), int(dev_id), int(num_out[0]))
+        null_keys, null_values = out_keys == ffi.NULL, out_values == ffi.NULL
+        args = (names, texts(values, count), int(count), int(dev_id),
+                None if num_out == ffi.NULL else int(num_out[0]), (null_keys, null_values))
         context = ", ".join(name.decode("utf-8", "replace") for name in names or () if name)
         status, answered, answer_keys, answer_values = self._process.call(
             "configure", args, context=context)
         key_array, key_buffers = _strings(answer_keys)
         value_array, value_buffers = _strings(answer_values)
         self._answer = (key_array, key_buffers, value_array, value_buffers)
-        out_keys[0] = key_array
-        out_values[0] = value_array
-        num_out[0] = answered
+        if not null_keys:
+            out_keys[0] = key_array
+        if not null_values:
+            out_values[0] = value_array
+        if answered is not None:
+            num_out[0] = answered
         return self._status(status)
+
+
+def _sized(array: Any) -> bool:
+    try:
+        len(array)
+    except TypeError:
+        return False
+    return True
 
 
 def _strings(values: list[bytes | None] | None) -> tuple[Any, list[Any]]:

@@ -22,7 +22,7 @@ import struct
 import time
 from typing import Any
 
-__all__ = ["HEADER", "MAX_FDS", "Closed", "send", "recv", "loads_plain"]
+__all__ = ["HEADER", "MAX_FDS", "Closed", "encode", "send", "recv", "loads_plain"]
 
 HEADER = struct.Struct("<Q")
 MAX_FDS = 8
@@ -43,10 +43,16 @@ def loads_plain(data: bytes | bytearray) -> Any:
     return _PlainUnpickler(io.BytesIO(data)).load()
 
 
-def send(sock: socket.socket, message: Any, fds: list[int] | tuple[int, ...] = ()) -> None:
-    """Sends one message, with fds attached (at most MAX_FDS)."""
+def encode(message: Any) -> bytes:
+    """The frame of one message."""
     body = pickle.dumps(message, protocol=5)
-    data = memoryview(HEADER.pack(len(body)) + body)
+    return HEADER.pack(len(body)) + body
+
+
+def send(sock: socket.socket, message: Any, fds: list[int] | tuple[int, ...] = ()) -> None:
+    """Sends one message (or a frame from :func:`encode`), with fds attached
+    (at most MAX_FDS)."""
+    data = memoryview(message if isinstance(message, bytes) else encode(message))
     try:
         if fds:
             sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
