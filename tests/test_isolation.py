@@ -247,6 +247,8 @@ def test_segfault_in_infer(crashacc: Callable[..., mx.Context], engine_kind: str
     data = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
     exe = _relu_graph().simple_bind(ctx, data=data.shape)
     assert np.array_equal(exe.forward(data=data)[0].asnumpy(), np.maximum(data, 0))
+    buffer = DeviceBuffer(library, 0, TensorSpec.of(data))
+    model = LoadedModel(library, annotate_symbol(_relu_graph(), {"data": data.shape}, []), {})
     ctx.configure(fail="infer:segv")
     with pytest.raises(mx.PluginCrashedError) as caught:
         exe.forward(data=data)[0].asnumpy()
@@ -264,6 +266,10 @@ def test_segfault_in_infer(crashacc: Callable[..., mx.Context], engine_kind: str
         ctx.configure(query="stats")
     with pytest.raises(mx.LibraryDeadError):
         mx.nd.array(data, ctx=ctx)
+    # What would be released went with the process: releasing succeeds.
+    buffer.free()
+    model.close()
+    exe.close()
     # This process is fine, and the library loads again in a new process.
     assert np.array_equal(_forward(mx.cpu_ref(0), data), np.maximum(data, 0))
     again = mx.load_acc(library.path, isolate=True)

@@ -44,6 +44,9 @@ __all__ = ["PluginProcess", "CHILD_SCRIPT"]
 CHILD_SCRIPT = Path(__file__).resolve().parent / "child.py"
 _REAP_SECONDS = 5.0
 _MIN_STAGING = 1 << 20
+# A channel keeps its staging segment for its next calls up to this size; a
+# larger one (weights of a big model at loadModel) is dropped after its call.
+_KEEP_STAGING = 256 << 20
 
 
 def _shown(function: str) -> str:
@@ -93,6 +96,7 @@ class PluginProcess:
         self._channels: list[_Channel] = []
         self._known: set[int] = set()  # shared segments the child mapped
         self._gone: list[int] = []  # segments to unmap, sent with the next request
+        self._in_flight: dict[int, str] = {}  # the calls waiting for the child, by socket
         # Bytes of host memory copied into and out of staging segments (a
         # statistic: not updated atomically across threads).
         self.copied_bytes = 0
@@ -164,6 +168,11 @@ class PluginProcess:
                                          (function, segments, gone, args), fds, deadline)
             if memory is not None and channel.staging is not None and kind == "ok":
                 self.copied_bytes += memory.copy_back(channel.staging, value)
+            if channel.staging is not None and channel.staging.size > _KEEP_STAGING:
+                with self._state_lock:
+                    self._gone.append(channel.staging.id)
+                channel.staging.close()
+                channel.staging = None
             healthy = True
         finally:
             self._release(channel, healthy)
@@ -234,9 +243,7 @@ class PluginProcess:
                 wire.send(self._control, ("channel",), (child_end.fileno(),))
         except (wire.Closed, OSError):
             host_end.close()
-            if self._death is not None:  # closed meanwhile
-                raise self.dead_error(function) from None
-            raise self._crashed(function, "") from None
+            raise self._crashed(function, "", in_flight=False) from None
         except BaseException:
             host_end.close()
             raise
@@ -252,6 +259,9 @@ class PluginProcess:
         """Sends message and returns the reply; a dead child, a timeout or a
         reply that is not plain data becomes the matching error."""
         frame = wire.encode(message)  # outside: a message that cannot be sent is not the child's
+        token = id(sock)
+        with self._state_lock:
+            self._in_flight[token] = self._where(function, context)
         try:
             wire.send(sock, frame, fds)
             reply, extra = wire.recv(sock, deadline, wire.loads_plain)
@@ -261,6 +271,9 @@ class PluginProcess:
             raise self._crashed(function, context) from None
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as error:
             raise self._broken(function, f"an unreadable reply ({error})") from None
+        finally:
+            with self._state_lock:
+                self._in_flight.pop(token, None)
         for fd in extra:
             os.close(fd)
         return reply
@@ -274,25 +287,38 @@ class PluginProcess:
         return (f"Load the library again to start a new process: "
                 f"mx.load_acc({self.path!r}, isolate=True)")
 
-    def _crashed(self, function: str, context: str) -> BaseException:
-        """The error of a call whose connection closed under it."""
+    def _crashed(self, function: str, context: str, in_flight: bool = True) -> BaseException:
+        """The error of a call that found the child gone: in_flight, its
+        connection closed under it (PluginCrashedError); else it found the
+        process dead before its request was sent (LibraryDeadError). The
+        death is recorded once, naming the calls that were running."""
         with self._state_lock:
             earlier = self._death
             if earlier is None:
-                returncode = self._reap(kill=False)
-            elif isinstance(earlier, PluginCrashedError) and \
-                    not isinstance(earlier, PluginTimeoutError):
-                returncode = self._popen.returncode  # the crash another call saw
-            else:  # killed after another call timed out, or closed
-                return PluginCrashedError(
-                    f"{self.label}: the plugin process (pid {self.pid}) was stopped during "
-                    f"{self._where(function, context)}: {earlier}", self.path, self.label,
-                    function, "SIGKILL", None)
-        what, signal_name, exit_code = _describe_exit(returncode)
-        return self._record(PluginCrashedError(
-            f"{self.label}: the plugin process (pid {self.pid}) of {self.path} {what} during "
-            f"{self._where(function, context)}; this process is unaffected. "
-            f"{self._reload_hint()}", self.path, self.label, function, signal_name, exit_code))
+                what, signal_name, exit_code = _describe_exit(self._reap(kill=False))
+                running = list(self._in_flight.values())
+                if not running:
+                    during = "while no call was running"
+                elif len(running) == 1:
+                    during = f"during {running[0]}"
+                else:
+                    during = f"during one of {', '.join(running)}"
+                death = self._record(PluginCrashedError(
+                    f"{self.label}: the plugin process (pid {self.pid}) of {self.path} {what} "
+                    f"{during}; this process is unaffected. {self._reload_hint()}", self.path,
+                    self.label, function if in_flight else "", signal_name, exit_code))
+        if not in_flight:
+            return self.dead_error(function)
+        if earlier is None:
+            return death
+        if isinstance(earlier, PluginCrashedError) and not isinstance(earlier, PluginTimeoutError):
+            # The death another running call saw first.
+            return PluginCrashedError(str(earlier), self.path, self.label, function,
+                                      earlier.signal, earlier.exit_code)
+        return PluginCrashedError(  # killed after another call timed out, or closed
+            f"{self.label}: the plugin process (pid {self.pid}) was stopped during "
+            f"{self._where(function, context)}: {earlier}", self.path, self.label, function,
+            "SIGKILL", None)
 
     def _timed_out(self, function: str, context: str) -> BaseException:
         seconds = self.timeouts.of(function)

@@ -24,6 +24,7 @@ from typing import Any
 
 from .. import _abi
 from .._abi import ffi
+from ..errors import LibraryDeadError, PluginCrashedError
 from .arguments import CallMemory, address, readable, text, texts
 from .process import PluginProcess
 
@@ -134,15 +135,24 @@ class RemoteLib:
             out[0] = ffi.cast("void *", pointer)
         return self._status(status)
 
-    def _abi_mx_free(self, dev_id: int, pointer: Any) -> int:
-        if not self._process.alive:
-            return _abi.OK  # the memory went with the process
-        return self._status(self._process.call("mx_free", (int(dev_id), address(pointer))))
-
-    def _abi_mx_releaseAll(self, dev_id: int) -> int:
+    def _release_call(self, function: str, args: tuple[Any, ...], context: str = "") -> int:
+        """A call that releases memory, a model or an executor: once the
+        process is dead (or dies meanwhile), what it would release went
+        with it, so the call succeeds (the death is kept for later calls;
+        these run from finalizers too, where an exception has no caller)."""
         if not self._process.alive:
             return _abi.OK
-        return self._status(self._process.call("mx_releaseAll", (int(dev_id),)))
+        try:
+            answer = self._process.call(function, args, context=context)
+        except (PluginCrashedError, LibraryDeadError):
+            return _abi.OK
+        return _abi.OK if answer is None else self._status(answer)  # None: release is void
+
+    def _abi_mx_free(self, dev_id: int, pointer: Any) -> int:
+        return self._release_call("mx_free", (int(dev_id), address(pointer)))
+
+    def _abi_mx_releaseAll(self, dev_id: int) -> int:
+        return self._release_call("mx_releaseAll", (int(dev_id),))
 
     def _abi_copyToAcc(self, dst: Any, src: Any) -> int:
         memory = CallMemory()
@@ -201,13 +211,8 @@ class RemoteLib:
     def _executor_release(self, struct: Any) -> None:
         with self._executors_lock:
             executor = self._executors.pop(address(struct), None)
-        if executor is None or not self._process.alive:
-            return  # an executor of a dead process went with it
-        try:
-            self._process.call("executor_release", (executor.handle,),
-                               context=executor.op_name)
-        except Exception:  # noqa: BLE001  (release has no caller to tell; the death is kept)
-            pass
+        if executor is not None:
+            self._release_call("executor_release", (executor.handle,), executor.op_name)
 
     # ---- symbolic ---------------------------------------------------------------------------
 
@@ -239,10 +244,7 @@ class RemoteLib:
                                                context=_context(model_id)))
 
     def _abi_unloadModel(self, model_id: Any) -> int:
-        if not self._process.alive:
-            return _abi.OK  # the model went with the process
-        return self._status(self._process.call("unloadModel", (text(model_id),),
-                                               context=_context(model_id)))
+        return self._release_call("unloadModel", (text(model_id),), _context(model_id))
 
     def _abi_infer(self, model_id: Any, in_names: Any, out_names: Any, inputs: Any,
                    outputs: Any, num_in: int, num_out: int) -> int:
