@@ -2,10 +2,11 @@
 
 The child (``child.py``, run by this interpreter as a script) dlopens the
 plugin and serves calls. The control socket, served by the child's main
-thread, only starts the library and opens channels; each channel is a socket pair served by a
-thread of its own in the child, used by one host thread at a time (a pool:
-as many channels as host threads have called at once). A call sends one
-request and waits, up to its timeout, for one reply.
+thread, only starts the library and opens channels; each channel is a
+socket pair served by a thread of its own in the child, used by one host
+thread at a time (a pool: as many channels as host threads have called at
+once). A call sends one request and waits, up to its timeout, for one
+reply.
 
 When the child dies (a signal, an exit) the call waiting on it raises
 :class:`PluginCrashedError` naming the signal; a call that times out kills
@@ -115,8 +116,12 @@ class PluginProcess:
             child.close()
         self.pid = self._popen.pid
         shared.subscribe(self)
-        reply = self._exchange(self._control, "start", "", ("start",), (),
-                               time.monotonic() + timeouts.load)
+        try:
+            reply = self._exchange(self._control, "start", "", ("start",), (),
+                                   time.monotonic() + timeouts.load)
+        except BaseException:
+            self.stop()  # the child is dead or killed already: closes the socket
+            raise
         if reply[0] == "error":
             self.stop()
             reason = str(reply[1]).split("  Additionally, ctypes.util", 1)[0]
