@@ -146,7 +146,10 @@ class LoadedModel:
             self._model_id_text, self._in_names.pointer, self._out_names.pointer,
             self._inputs.pointer, self._outputs.pointer, len(self._inputs), len(self._outputs))
         if check_outputs_enabled():
-            self.infer = self._checked_infer  # type: ignore[method-assign]
+            # The checking infer() replaces the plain one for this model only
+            # (a class, not a bound method stored on self: no reference cycle
+            # delays the unload), so models loaded without it pay nothing.
+            self.__class__ = _CheckedModel
 
     def _point(self, array: TensorArray, index: int, name: str, value: ArrayLike,
                writable: bool) -> None:
@@ -232,34 +235,6 @@ class LoadedModel:
             self.library.check(self.library.name, "infer", status, self.model_id)
         return results
 
-    def _checked_infer(self, inputs: Mapping[str, ArrayLike],
-                       outputs: Mapping[str, ArrayLike] | None = None,
-                       weights: Mapping[str, ArrayLike] | None = None) -> dict[str, ArrayLike]:
-        """infer() with every output filled with the canary before the call
-        and checked after it (MXNET_ACC_CHECK_OUTPUTS)."""
-        if outputs is None:
-            outputs = {name: np.empty(spec.shape, spec.dtype)
-                       for name, spec in self.signature.outputs.items()}
-        for value in outputs.values():
-            if isinstance(value, DeviceBuffer):
-                canary = np.empty(value.spec.shape, value.spec.dtype)
-                _fill_canary(canary)
-                value.copy_from_host(canary)
-            elif isinstance(value, np.ndarray) and value.flags.writeable:
-                _fill_canary(value)
-        results = LoadedModel.infer(self, inputs, outputs, weights)
-        for name, value in results.items():
-            host = value.to_host() if isinstance(value, DeviceBuffer) else value
-            if not isinstance(host, np.ndarray):
-                continue
-            missing = _unwritten(host)
-            if missing:
-                raise PluginContractError(
-                    f"{self.library.name}: infer ({self.model_id}) returned MX_ACC_OK but left "
-                    f"{missing} of the {host.size} elements of output {name!r} unwritten (they "
-                    f"still hold the canary {CHECK_OUTPUTS_VARIABLE} wrote before the call)")
-        return results
-
     def _bind(self, tensor: Any, spec: TensorSpec, name: str, value: ArrayLike,
               writable: bool) -> Any:
         """Points one descriptor at value; returns what keeps the memory alive."""
@@ -323,3 +298,35 @@ class LoadedModel:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class _CheckedModel(LoadedModel):
+    """A LoadedModel loaded under MXNET_ACC_CHECK_OUTPUTS."""
+
+    def infer(self, inputs: Mapping[str, ArrayLike],
+              outputs: Mapping[str, ArrayLike] | None = None,
+              weights: Mapping[str, ArrayLike] | None = None) -> dict[str, ArrayLike]:
+        """infer() with every output filled with the canary before the call
+        and checked after it (MXNET_ACC_CHECK_OUTPUTS)."""
+        if outputs is None:
+            outputs = {name: np.empty(spec.shape, spec.dtype)
+                       for name, spec in self.signature.outputs.items()}
+        for value in outputs.values():
+            if isinstance(value, DeviceBuffer):
+                canary = np.empty(value.spec.shape, value.spec.dtype)
+                _fill_canary(canary)
+                value.copy_from_host(canary)
+            elif isinstance(value, np.ndarray) and value.flags.writeable:
+                _fill_canary(value)
+        results = super().infer(inputs, outputs, weights)
+        for name, value in results.items():
+            host = value.to_host() if isinstance(value, DeviceBuffer) else value
+            if not isinstance(host, np.ndarray):
+                continue
+            missing = _unwritten(host)
+            if missing:
+                raise PluginContractError(
+                    f"{self.library.name}: infer ({self.model_id}) returned MX_ACC_OK but left "
+                    f"{missing} of the {host.size} elements of output {name!r} unwritten (they "
+                    f"still hold the canary {CHECK_OUTPUTS_VARIABLE} wrote before the call)")
+        return results
