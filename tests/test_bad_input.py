@@ -518,8 +518,6 @@ NAN_CASES: dict[str, tuple[Any, Callable[..., np.ndarray]]] = {
 # Where an accelerator drops NaN instead of propagating it: a known
 # difference, reported (docs/robustness.md), not a crash.
 NAN_DROPPED = {
-    ("cpu_ref", "relu"): "cpu_ref's relu maps NaN to 0 (MXNet's relu, numpy and the CPU path "
-                         "keep NaN)",
     ("cpu_ref", "max_pooling"): "cpu_ref's max pooling skips NaN (numpy and the CPU path "
                                 "propagate it; MXNet's own pooling skips it too)",
 }
