@@ -28,6 +28,14 @@ import build_plugins  # noqa: E402
 SANITIZE = os.environ.get("ACC_HOST_SANITIZE") == "1"
 build_plugins.build_all(sanitize=SANITIZE, log=lambda message: None)
 
+# Discovery's probe results go to a cache of this run, not the user's
+# ~/.cache (child processes the tests start inherit it).
+if "MXNET_ACC_PROBE_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["MXNET_ACC_PROBE_CACHE"] = str(
+        Path(tempfile.mkdtemp(prefix="acc-host-tests-")) / "probe-cache.json")
+
 def _plugin_builder(out_dir: Path, sources: Callable[..., list[Path]],
                     include_dirs: Sequence[Path] = ()) -> Callable[..., Path]:
     """A function (*source_args, label, NAME=value, ...) -> library path that

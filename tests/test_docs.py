@@ -72,10 +72,6 @@ SAMPLES = {"text", "plain", "output"}
 CLEARED_PREFIXES = ("MXNET_", "CPU_REF_", "ACC_CPU_REF_", "MLU_SIM_")
 MAX_SKIPS = 8  # skips must stay few (5 in README.md, onnx.md and performance.md)
 BLOCK_TIMEOUT = 300.0
-# A page and variables of another branch (the hardening work): links to the
-# page and rows for the variables are allowed before it lands.
-PENDING_PAGES = {"robustness.md"}
-PENDING_VARIABLES = {"MXNET_ACC_MAX_ALLOC_BYTES", "MXNET_ACC_CHECK_OUTPUTS"}
 # Variables the environment table need not name.
 GENERIC_VARIABLES = {"PATH", "PYTHONPATH", "HOME", "TMPDIR"}
 
@@ -234,8 +230,7 @@ def test_relative_links_resolve() -> None:
                 continue
             path = page.parent / target if target else page
             if not path.exists():
-                if Path(target).name not in PENDING_PAGES:
-                    broken.append(f"{page_id(page)}: {match['target']}")
+                broken.append(f"{page_id(page)}: {match['target']}")
             elif anchor and path.suffix == ".md" and anchor not in anchors(path):
                 broken.append(f"{page_id(page)}: {match['target']} (no such heading)")
     assert not broken, "\n".join(broken)
@@ -509,7 +504,7 @@ def test_every_environment_variable_is_documented() -> None:
         read.update(re.findall(r'(?:getenv|read_env)\("([A-Z][A-Z0-9_]*)"',
                                path.read_text(encoding="utf-8")))
     assert read - GENERIC_VARIABLES - documented == set(), "missing from docs/user_guide.md"
-    assert documented - read - PENDING_VARIABLES == set(), "documented but read nowhere"
+    assert documented - read == set(), "documented but read nowhere"
 
 
 def test_abi_changelog_starts_at_the_header_version() -> None:

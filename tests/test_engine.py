@@ -480,3 +480,21 @@ def test_work_nobody_waits_for_starts_whether_the_worker_lingers_or_sleeps(
         assert time.monotonic() - start < 1.0
     finally:
         worker.stop()
+
+
+def test_at_exit_only_failures_no_wait_raised_are_reported() -> None:
+    """One failure is stored on every var its operation wrote; once a wait
+    raised it through one of them, what is left to report at exit
+    (never_raised) leaves it out. A failure nobody waited for is kept."""
+    if mx.engine.engine_type() != "ThreadedEngine":
+        pytest.skip("deferred failures need the threaded engine")
+    current = mx.engine.get()
+    a, b = mx.engine.new_var(), mx.engine.new_var()
+    mx.engine.push_sync(_fails, None, [], [a, b])
+    with pytest.raises(ValueError, match="pushed function failed"):
+        mx.engine.wait_to_read(a)
+    assert current.never_raised() == []
+    mx.engine.push_sync(_fails, None, [], [a])
+    [failure] = current.never_raised()
+    assert isinstance(failure, ValueError)
+    mx.nd.waitall()

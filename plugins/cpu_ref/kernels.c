@@ -608,7 +608,7 @@ static float activate(cr_activation_type type, float x) {
     case CR_ACT_MISH:
       return x * tanhf(softrelu(x));
     case CR_ACT_RELU:
-      return x > 0.0f ? x : 0.0f;
+      return x < 0.0f ? 0.0f : x; /* NaN stays NaN, as in MXNet and the fused epilogue */
     case CR_ACT_SIGMOID:
       return sigmoid(x);
     case CR_ACT_TANH:

@@ -484,6 +484,30 @@ CR_TARGET_CLONES static void split_row(const float *x_row, int64_t width, int64_
   if (width % 2 != 0) first[pairs] = x_row[width - 1];
 }
 
+/* split_row for padded rows [0, rows) of a plane of in_h x in_w, row r into
+ * dst + r * slot (its odd half at + half): one call per plane, not per row
+ * (small planes have many short rows). Padding rows are not written. */
+CR_TARGET_CLONES static void split_rows(const float *x, int64_t in_h, int64_t in_w,
+                                        int64_t pad_rows, int64_t pad_cols, int64_t rows,
+                                        int64_t slot, int64_t half, float *dst) {
+  const int64_t begin = pad_rows < rows ? pad_rows : rows;
+  const int64_t end = in_h + pad_rows < rows ? in_h + pad_rows : rows;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *x_row = x + (r - pad_rows) * in_w;
+    float *row = dst + r * slot;
+    float *first = pad_cols % 2 == 0 ? row : row + half;
+    float *second = pad_cols % 2 == 0 ? row + half : row;
+    first += pad_cols / 2;
+    second += (pad_cols + 1) / 2;
+    const int64_t pairs = in_w / 2;
+    for (int64_t t = 0; t < pairs; ++t) {
+      first[t] = x_row[2 * t];
+      second[t] = x_row[2 * t + 1];
+    }
+    if (in_w % 2 != 0) first[pairs] = x_row[in_w - 1];
+  }
+}
+
 /* The general case of one output row: y[ow] += the taps of one kernel row
  * in order, w[kj] * x_row[ow * stride + kj * dilate - pad], reading zeros
  * outside [0, width). */
@@ -650,11 +674,8 @@ static void depthwise_split_row(const split_plane *sp, const float *r0, const fl
 static void depthwise_split_whole(const split_plane *sp, const float *w, float bias, int avx512,
                                   const float *residual, const cr_fusion *fusion, float *y) {
   const int64_t slot = 2 * sp->half, *in = sp->in, *out = sp->out;
-  for (int64_t r = 0; r < 2 * out[1] + 1; ++r) {
-    const int64_t ih = r - sp->pad_rows;
-    split_row(ih >= 0 && ih < in[1] ? sp->x + ih * in[2] : NULL, in[2], sp->pad_cols,
-              sp->scratch + r * slot, sp->scratch + r * slot + sp->half);
-  }
+  split_rows(sp->x, in[1], in[2], sp->pad_rows, sp->pad_cols, 2 * out[1] + 1, slot, sp->half,
+             sp->scratch);
 #if CR_DENSE_X86
   if (avx512) { /* one pass over every row, output row oh reading from row 2 oh */
     const int64_t half = sp->half;

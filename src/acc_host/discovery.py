@@ -11,11 +11,21 @@ Three places are searched, in this order:
    ``MXNET_ACC_ENTRY_POINTS=0``), by distribution and entry-point name; see
    :mod:`acc_host.entry_points` for the contract.
 
+The bundled plugins are part of the installed package and load directly.
+Every other library must first pass the trust checks of
+:mod:`acc_host.trust` (the file, the directories above it and the
+``MXNET_ACC_LIBRARIES`` directory writable only by the user or root; unless
+``MXNET_ACC_STRICT_MODES=0``), then is loaded once in a probe process
+(:mod:`acc_host.discovery_probe`, unless ``MXNET_ACC_PROBE=0``; results are
+cached): one that crashes, aborts, exits or hangs there is not loaded here.
+docs/security.md has the trust model.
+
 Every library looked at is recorded in :func:`report` with its source
-(``bundled``, ``MXNET_ACC_LIBRARIES`` or ``entry point DIST:NAME``). One
-that fails to load, or an entry point that gives no usable path, is
-reported with an :class:`AccLibraryWarning` naming it and the reason; the
-import itself never fails because of one.
+(``bundled``, ``MXNET_ACC_LIBRARIES`` or ``entry point DIST:NAME``), the
+real file when the path goes through symlinks, and the probe's result. One
+that is refused or fails to load, or an entry point that gives no usable
+path, is reported with an :class:`AccLibraryWarning` naming it and the
+reason; the import itself never fails because of one.
 """
 
 from __future__ import annotations
@@ -26,7 +36,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import entry_points
+from . import discovery_probe, entry_points, trust
+from .discovery_probe import ProbeResult
 from .errors import AccHostError, EntryPointError
 from .library import AccLibrary
 from .registry import register
@@ -38,20 +49,42 @@ ENV_VAR = "MXNET_ACC_LIBRARIES"
 BUNDLED_ENV_VAR = "MXNET_ACC_BUNDLED"  # "0": do not load the bundled plugins
 ENTRY_POINTS_ENV_VAR = entry_points.ENV_VAR  # "0": do not look at the entry points
 _LIBRARY_NAME = re.compile(r".*(\.so(\.\d+)*|\.dylib|\.dll)\Z")
+# Warnings point at the caller of discover(): _warn <- a helper <- discover <- caller.
+_STACKLEVEL = 4
 
 
 class AccLibraryWarning(UserWarning):
-    """An accelerator library found by discovery could not be loaded."""
+    """An accelerator library found by discovery was refused or could not be loaded."""
 
 
 @dataclass(frozen=True)
 class Found:
-    """One library discovery looked at: loaded, or the reason it was not."""
+    """One library discovery looked at: loaded, or the reason it was not.
+
+    ``target`` is the real file when ``path`` goes through a symlink (the
+    file the trust checks looked at and the loader loads), else None.
+    ``probe`` is the probe's result, None when the library was not probed
+    (bundled, ``MXNET_ACC_PROBE=0``, refused before, or no such file).
+    """
 
     path: Path | None  # None: an entry point that gave no usable path
     source: str  # "bundled", ENV_VAR or "entry point DIST:NAME"
     library: AccLibrary | None
     error: str | None
+    target: Path | None = None
+    probe: ProbeResult | None = None
+
+
+@dataclass
+class _Candidate:
+    """A library to check, probe and load, or the reason it will not be."""
+
+    path: Path | None
+    source: str
+    error: str | None = None
+    warned: bool = False  # its warning was given already (with its whole directory's)
+    target: Path | None = None
+    probe: ProbeResult | None = None
 
 
 _report: list[Found] = []
@@ -67,32 +100,121 @@ def library_files(directory: Path) -> list[Path]:
                   if path.is_file() and _LIBRARY_NAME.match(path.name))
 
 
-def _load(path: Path, source: str, stacklevel: int = 3) -> None:
+def _warn(message: str) -> None:
+    warnings.warn(message, AccLibraryWarning, stacklevel=_STACKLEVEL)
+
+
+def _load(candidate: _Candidate) -> None:
+    """Registers the candidate's library unless it was refused; records
+    what happened."""
+    path, source = candidate.path, candidate.source
+    library = None
+    error = candidate.error
+    if error is None and path is not None:  # (an entry point without a path has an error)
+        try:
+            library = register(path)
+        except AccHostError as failure:
+            error = str(failure)
+        except Exception as failure:  # a plugin can make anything go wrong
+            error = f"{type(failure).__name__}: {failure}"
+    _report.append(Found(path, source, library, error, candidate.target, candidate.probe))
+    if error is None or candidate.warned:
+        return
+    if path is None:  # the error starts with the entry point's label
+        _warn(f"acc_host: skipped {error}")
+    else:
+        _warn(f"acc_host: skipped accelerator library {path} (from {source}): {error}")
+
+
+def _directory_candidates(directory: str) -> list[_Candidate]:
+    """The libraries of the MXNET_ACC_LIBRARIES directory; all refused when
+    the directory fails the trust checks."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        _warn(f"acc_host: {ENV_VAR}={directory!r} is not a directory")
+        return []
     try:
-        _report.append(Found(path, source, register(path), None))
-    except AccHostError as error:
-        _report.append(Found(path, source, None, str(error)))
-        warnings.warn(f"acc_host: skipped accelerator library {path} (from {source}): {error}",
-                      AccLibraryWarning, stacklevel=stacklevel)
+        found = [_Candidate(path, ENV_VAR) for path in library_files(folder)]
+    except OSError as error:
+        _warn(f"acc_host: {ENV_VAR}={directory!r} cannot be read: {error}")
+        return []
+    if trust.strict_modes():
+        try:
+            trust.check_directory(folder)
+        except Exception as error:  # UntrustedLibraryError; anything else refuses as well
+            reason = str(error) if isinstance(error, AccHostError) else (
+                f"not trusted: the trust checks failed: {type(error).__name__}: {error}")
+            _warn(f"acc_host: skipped every library in {ENV_VAR}={directory!r}: {reason}")
+            for candidate in found:
+                candidate.error, candidate.warned = reason, True
+    return found
 
 
-def _load_entry_points() -> None:
+def _entry_point_candidates() -> list[_Candidate]:
     try:
         points = entry_points.plugin_entry_points()
     except Exception as error:  # broken metadata of some installed distribution
-        warnings.warn(f"acc_host: reading the {entry_points.GROUP} entry points failed: "
-                      f"{type(error).__name__}: {error}", AccLibraryWarning, stacklevel=3)
-        return
+        _warn(f"acc_host: reading the {entry_points.GROUP} entry points failed: "
+              f"{type(error).__name__}: {error}")
+        return []
+    found = []
     for point in points:
         source = entry_points.label(point)
         try:
             paths = entry_points.library_paths(point)
         except EntryPointError as error:
-            _report.append(Found(None, source, None, str(error)))
-            warnings.warn(f"acc_host: skipped {error}", AccLibraryWarning, stacklevel=3)
+            found.append(_Candidate(None, source, str(error)))
             continue
-        for path in paths:
-            _load(path, source, stacklevel=4)
+        found += [_Candidate(path, source) for path in paths]
+    return found
+
+
+def _check_trust(candidates: list[_Candidate]) -> None:
+    """Resolves every candidate's symlinks; refuses those failing the trust
+    checks (unless MXNET_ACC_STRICT_MODES=0)."""
+    strict = trust.strict_modes()
+    for candidate in candidates:
+        if candidate.path is None:
+            continue
+        try:
+            resolved, problems = trust.library_problems(candidate.path)
+        except Exception as error:  # never fatal: refuse what could not be checked
+            candidate.error = candidate.error or (
+                f"not trusted: the trust checks failed: {type(error).__name__}: {error}")
+            continue
+        if resolved.is_link:
+            candidate.target = Path(resolved.target)
+        if problems and strict and candidate.error is None:
+            candidate.error = str(trust.refusal(resolved.path, problems))
+
+
+def _probe(candidates: list[_Candidate]) -> None:
+    """Loads every candidate not refused yet in a probe process (or finds
+    the result in the cache); refuses those that did not survive it."""
+    if not discovery_probe.enabled():
+        return
+    todo = [candidate for candidate in candidates if candidate.error is None
+            and candidate.path is not None and candidate.path.is_file()]
+    if not todo:
+        return
+    timeout, problem = discovery_probe.timeout_from_environment()
+    if problem:
+        _warn(f"acc_host: {problem}")
+    try:
+        results = discovery_probe.probe_many([candidate.path for candidate in todo
+                                              if candidate.path is not None], timeout)
+    except Exception as error:  # never fatal: what could not be probed is not loaded
+        for candidate in todo:
+            candidate.error = (f"could not be probed: {type(error).__name__}: {error} (set "
+                               f"{discovery_probe.PROBE_ENV_VAR}=0 to load libraries without "
+                               "probing them)")
+        return
+    for candidate, result in zip(todo, results):
+        candidate.probe = result
+        if not result.safe:
+            candidate.error = result.detail + (
+                f" (a cached result: the file is probed again once it changes, or with "
+                f"{discovery_probe.CACHE_ENV_VAR}=0)" if result.cached else "")
 
 
 def discover() -> list[Found]:
@@ -102,17 +224,17 @@ def discover() -> list[Found]:
     bundled = bundled_dir()
     if bundled.is_dir() and os.environ.get(BUNDLED_ENV_VAR, "1") != "0":
         for path in library_files(bundled):
-            _load(path, "bundled")
+            _load(_Candidate(path, "bundled"))
+    candidates: list[_Candidate] = []
     directory = os.environ.get(ENV_VAR)
     if directory:
-        if Path(directory).is_dir():
-            for path in library_files(Path(directory)):
-                _load(path, ENV_VAR)
-        else:
-            warnings.warn(f"acc_host: {ENV_VAR}={directory!r} is not a directory",
-                          AccLibraryWarning, stacklevel=2)
+        candidates += _directory_candidates(directory)
     if entry_points.enabled():
-        _load_entry_points()
+        candidates += _entry_point_candidates()
+    _check_trust(candidates)
+    _probe(candidates)
+    for candidate in candidates:
+        _load(candidate)
     return _report[start:]
 
 

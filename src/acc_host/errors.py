@@ -33,6 +33,7 @@ __all__ = [
     "UnsupportedOnnxExportError",
     "ShapeError",
     "GraphError",
+    "AllocationTooLargeError",
     "ModelFileError",
     "EngineError",
     "DeletedVarError",
@@ -201,6 +202,17 @@ class ShapeError(OperatorError):
 class GraphError(InvalidArgumentError):
     """A symbol graph is malformed: a cycle, a dangling input, a missing
     argument or parameter."""
+
+
+class AllocationTooLargeError(InvalidArgumentError, MemoryError):
+    """Declared shapes need more memory than the machine has (or than
+    ``MXNET_ACC_MAX_ALLOC_BYTES`` allows); refused before anything is
+    allocated. ``nbytes`` is what was asked for, ``limit`` the limit."""
+
+    def __init__(self, message: str, nbytes: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.nbytes = nbytes
+        self.limit = limit
 
 
 class ModelFileError(AccHostError, ValueError):

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine
+from . import engine, limits
 from .annotate import annotate_symbol
 from .context import Context, cpu
 from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
@@ -67,6 +67,24 @@ def _by_name(names: list[str], values: Mapping[str, Any] | Sequence[Any] | None,
     if len(values) != len(names):
         raise GraphError(f"{len(values)} {what} given for {len(names)} ({', '.join(names)})")
     return dict(zip(names, values))
+
+
+def _input_values(name: str, value: Any, target: NDArray) -> np.ndarray:
+    """value (for the argument target) as a host array of target's shape
+    and dtype, converted on the caller's thread: a value that cannot be
+    converted raises here and leaves the argument as it was."""
+    try:
+        source = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
+        shape, dtype = target.shape, target.dtype
+        if source.shape != shape:
+            raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor was "
+                             f"bound with {shape}")
+        return source if source.dtype == dtype else source.astype(dtype)
+    except (TypeError, ValueError, OverflowError) as error:
+        if isinstance(error, ShapeError):
+            raise
+        raise TensorError(f"forward: {name!r} cannot be converted to the bound dtype "
+                          f"{target.dtype}: {error}") from None
 
 
 def _has_dtype_code(dtype: Any) -> bool:
@@ -172,9 +190,15 @@ class Executor:
         self.partition: Partition | None = self._partition() if accelerated else None
         self._steps = self._plan()
         self._entry_vars = {entry: engine.Var() for step in self._steps for entry in step.outputs}
+        # Vars no one but this executor's steps uses (see _drop_stale_failures).
+        self._internal_vars = tuple(self._entry_vars.values())
         self._producer = {entry: index for index, step in enumerate(self._steps)
                           for entry in step.outputs}
         self._readers = self._count_readers()
+        limits.check_bytes(sum(map(self._entry_bytes, self._heads))
+                           + self.memory_report()["planned_peak"],
+                           f"binding {symbol.name or 'the symbol'}: its outputs and intermediate "
+                           "results")
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
         # What every forward pushes, worked out once: each step's context and
@@ -213,6 +237,13 @@ class Executor:
                              "give the shapes of the data inputs")
         arg_types = arg_types or [np.float32] * len(arg_names)
         aux_types = aux_types or [np.float32] * len(aux_names)
+        declared = list(zip(arg_names + aux_names, arg_shapes + aux_shapes,
+                            arg_types + aux_types))
+        if declared:
+            sizes = [limits.array_bytes(shape, dtype) for _, shape, dtype in declared]
+            name, shape, _ = declared[sizes.index(max(sizes))]
+            limits.check_bytes(sum(sizes), f"simple_bind: the arguments and auxiliary states "
+                               f"(the largest, {name!r}, of shape {tuple(shape)})")
         arg_dict = {name: zeros(shape, ctx, dtype)
                     for name, shape, dtype in zip(arg_names, arg_shapes, arg_types)}
         aux_dict = {name: zeros(shape, ctx, dtype)
@@ -400,8 +431,7 @@ class Executor:
         return tuple(range(start, start + self._graph.num_visible(k)))
 
     def _entry_bytes(self, entry: int) -> int:
-        shape, dtype = self._shapes[entry] or (), self._dtypes[entry]
-        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype or np.float32).itemsize
+        return limits.array_bytes(self._shapes[entry] or (), self._dtypes[entry])
 
     def memory_report(self) -> dict[str, int]:
         """Bytes of intermediate results: ``planned_peak`` (most alive at
@@ -437,11 +467,12 @@ class Executor:
                 raise GraphError(f"forward: {name!r} is not an argument "
                                  f"({', '.join(self.arg_dict)})")
             target = self.arg_dict[name]
-            source = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
-            if source.shape != target.shape:
-                raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor "
-                                 f"was bound with {target.shape}")
+            source = _input_values(name, value, target)
             target._write(source)
+        for var in self._internal_vars:
+            if var.exception is not None:
+                self._drop_stale_failures()
+                break
         weights = self._bound
         run = _Forward(self._readers)
         current = engine.get()
@@ -457,6 +488,21 @@ class Executor:
             for output in self.outputs:
                 output.wait_to_read()
         return self.outputs
+
+    def _drop_stale_failures(self) -> None:
+        """Forgets the failure a failed forward left on the executor's own
+        vars. ThreadedEngine stores a failure on every var the failed step
+        (and each step after it) writes, and skips any later operation that
+        touches such a var, so without this every later forward would fail
+        the same way. Nothing is lost: the failure reached the outputs
+        (every step leads to one), which keep it until a wait reports it."""
+        current = engine.get()
+        for var in self._internal_vars:
+            if var.exception is not None:
+                try:
+                    current.wait_for_var(var)  # after the failed forward; clears the failure
+                except Exception:  # the failure the outputs report
+                    pass
 
     def _var(self, entry: int, weights: Mapping[str, NDArray]) -> engine.Var:
         name = self._variables.get(entry)

@@ -9,12 +9,13 @@ lists.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
-from .errors import GraphError, ShapeError
+from .errors import GraphError, ShapeError, TensorError, UnknownOperatorError
 from .ops import registry
 from .ops.params import Attrs, parse_tuple
 from .symbol_json import Node
@@ -65,7 +66,10 @@ class Graph:
                 self.ops.append(None)
                 self.attrs.append(None)
                 continue
-            op = registry.get(node.op)
+            try:
+                op = registry.get(node.op)
+            except UnknownOperatorError as error:
+                raise UnknownOperatorError(f"node {node.name!r}: {error}") from None
             try:
                 attrs = op.parse(node.attrs)
             except Exception as error:
@@ -160,7 +164,7 @@ class Graph:
 
         def seed(k: int, node: Node) -> Shape | None:
             if node.name in given:
-                shape = tuple(int(d) for d in given[node.name])
+                shape = _given_shape(node.name, given[node.name])
                 _check_hint(node, hints[k], shape)
                 return shape
             hint = hints[k]
@@ -177,7 +181,11 @@ class Graph:
         hints."""
         def seed(k: int, node: Node) -> np.dtype | None:
             if node.name in given:
-                return np.dtype(given[node.name])
+                try:
+                    return np.dtype(given[node.name])
+                except TypeError:
+                    raise TensorError(f"the dtype given for {node.name!r}, "
+                                      f"{given[node.name]!r}, is not a dtype") from None
             hint = node.attrs.get("__dtype__")
             return numpy_dtype(int(hint)) if hint not in (None, "-1") else None
 
@@ -237,6 +245,21 @@ class Graph:
 
 def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
+
+
+def _given_shape(name: str, value: Any) -> Shape:
+    """A shape given for variable name: non-negative integer extents."""
+    try:
+        extents = tuple(value)
+    except TypeError:
+        raise ShapeError(f"the shape given for {name!r} is {value!r}, not a tuple of "
+                         "integers") from None
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in extents):
+        raise ShapeError(f"the shape given for {name!r}, {extents}, has an extent that is not "
+                         "an integer")
+    if any(d < 0 for d in extents):
+        raise ShapeError(f"the shape given for {name!r}, {extents}, has a negative extent")
+    return tuple(int(d) for d in extents)
 
 
 def _shape_hint(node: Node) -> Shape | None:

@@ -44,6 +44,9 @@ IMPERATIVE_SYMBOLS = ("mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copy
 OPTIONAL_SYMBOLS = ("accGetLastError",)
 
 _NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*\Z")
+# supportedOps(): ints after the ids array, and the pattern they hold.
+_IDS_GUARD = 16
+_IDS_PATTERN = -0x5A5A5A5B
 _ERROR_CLASSES: dict[int, type[PluginError]] = {
     _abi.ERR_UNSUPPORTED: PluginUnsupportedError,
     _abi.ERR_OUT_OF_MEMORY: PluginOutOfMemoryError,
@@ -269,17 +272,26 @@ class AccLibrary:
         on dev_id, validated: ascending, unique, within [0, num_nodes)."""
         names = CStrings(list(data))
         tensors = TensorArray(list(data.values()))
-        ids = ffi.new("int[]", max(num_nodes, 1))
+        # The plugin may write num_nodes ids; a guard after them, filled with
+        # a pattern, shows a plugin that wrote past the end (into memory the
+        # host owns, not into the heap's bookkeeping).
+        ids = ffi.new("int[]", num_nodes + _IDS_GUARD)
+        ids[num_nodes:num_nodes + _IDS_GUARD] = [_IDS_PATTERN] * _IDS_GUARD
         count = ffi.new("int *", -1)
         graph = ffi.new("char[]", json_text.encode("utf-8"))
         with self.device_lock(dev_id):
             self._call("supportedOps", graph, names.pointer, tensors.pointer, names.count,
                        dev_id, ids, num_nodes, count)
+        if list(ids[num_nodes:num_nodes + _IDS_GUARD]) != [_IDS_PATTERN] * _IDS_GUARD:
+            raise PluginContractError(
+                f"{self.name}: supportedOps() wrote past the end of ids, whose capacity was "
+                f"{num_nodes}: a buffer overrun, caught in the guard the host puts after it")
         found = count[0]
         if not 0 <= found <= num_nodes:
+            unset = " (or left *num_ids unset)" if found == -1 else ""
             raise PluginContractError(
-                f"{self.name}: supportedOps() reported {found} ids for a graph of {num_nodes} "
-                "nodes")
+                f"{self.name}: supportedOps() reported {found} ids{unset} for a graph of "
+                f"{num_nodes} nodes")
         answer = list(ids[0:found])
         if any(not 0 <= node < num_nodes for node in answer) or answer != sorted(set(answer)):
             raise PluginContractError(

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .context import Context, cpu
-from .errors import GraphError, InvalidArgumentError
+from .errors import GraphError, InvalidArgumentError, ShapeError
 from .executor import Executor
 from .initializer import Initializer, Uniform
 from .io import DataBatch, DataDesc, NDArrayIter
@@ -209,6 +209,7 @@ class Module:
                              f"{self._data_names}")
         shapes = {name: tuple(value.shape) for name, value in zip(self._data_names, data)}
         if any(executor.arg_dict[name].shape != shape for name, shape in shapes.items()):
+            self._check_parameter_shapes(executor, shapes)
             self._exec = executor = executor.reshape(False, True, **shapes)
             self._data_shapes = [DataDesc(name, shape) for name, shape in shapes.items()]
         inputs = dict(zip(self._data_names, data))
@@ -216,6 +217,23 @@ class Module:
         if labels is not None:
             inputs.update({name: value for name, value in zip(self._label_names, labels)})
         executor.forward(is_train=bool(is_train), **inputs)
+
+    def _check_parameter_shapes(self, executor: Executor,
+                                shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """Refuses a batch whose data shapes would need parameters of other
+        shapes (rebinding would replace them with new, zero arrays): only
+        the data and labels may change with a new batch."""
+        arg_shapes, _, aux_shapes = self._symbol.infer_shape_partial(**shapes)
+        for names, new_shapes, arrays in (
+                (self._symbol.list_arguments(), arg_shapes, executor.arg_dict),
+                (self._aux_names, aux_shapes, executor.aux_dict)):
+            for name, shape in zip(names, new_shapes):
+                if (name in arrays and (name in self._param_names or name in self._aux_names)
+                        and shape is not None and tuple(shape) != arrays[name].shape):
+                    raise ShapeError(
+                        f"Module.forward: data of shape {dict(shapes)} needs parameter "
+                        f"{name!r} of shape {tuple(shape)}, the module's has shape "
+                        f"{arrays[name].shape}")
 
     def get_outputs(self, merge_multi_context: bool = True) -> list[NDArray]:
         return list(self._executor().outputs)

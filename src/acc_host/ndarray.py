@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import engine as _engine
-from . import ndarray_format
+from . import limits, ndarray_format
 from .context import Context, cpu, current_context
 from .engine.base import in_operation
 from .engine.naive import NaiveEngine
@@ -654,9 +654,13 @@ def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray
 
 def _filled(shape: Any, value: Any, ctx: Context | None, dtype: Any) -> NDArray:
     shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if not all(isinstance(extent, numbers.Integral) for extent in shape):
+        raise InvalidArgumentError(f"shape {shape} has an extent that is not an integer")
     if any(int(extent) < 0 for extent in shape):
         raise InvalidArgumentError(f"negative extent in shape {shape}")
-    return NDArray(np.full(shape, value, dtype=dtype or _DEFAULT_DTYPE), _context(ctx))
+    dtype = dtype or _DEFAULT_DTYPE
+    limits.check_array(shape, dtype, "an array")
+    return NDArray(np.full(shape, value, dtype=dtype), _context(ctx))
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:

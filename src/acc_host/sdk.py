@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import _abi
+from .errors import AccHostError
 
 __all__ = ["SDK_DIR_NAME", "SdkNotFoundError", "header", "include_dir", "source_dir",
            "sources", "cflags", "abi_version"]
@@ -31,7 +32,7 @@ _SOURCE_CANDIDATES = (
 _MARKERS = ("json.h", "json.c", "decimal.h", "decimal.c")
 
 
-class SdkNotFoundError(FileNotFoundError):
+class SdkNotFoundError(AccHostError, FileNotFoundError):
     """The SDK sources are not where an installed acc-host or a checkout
     keeps them."""
 

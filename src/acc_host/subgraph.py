@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from .engine.base import in_operation
 from .errors import AccHostError
 from .library import AccLibrary
 from .memory import DeviceBuffer
 from .model_cache import ModelCache, cache_from_environment, supports_cache
-from .engine.base import in_operation
 from .ndarray import NDArray
 from .partition import SubgraphSpec
 from .symbolic import LoadedModel

@@ -4,6 +4,17 @@ with infer().
 A :class:`LoadedModel` owns one model id on one device: it builds the input
 and output descriptor arrays once, changes only their data pointers per
 inference, and calls unloadModel() when closed or garbage-collected.
+
+Checked outputs (``MXNET_ACC_CHECK_OUTPUTS=1``, read when a model is
+loaded): the ABI has no way for infer() to say which outputs it wrote, and
+a plugin that returns MX_ACC_OK without writing them would leave whatever
+the buffers held (the previous results, or uninitialized memory). In this
+mode every output is filled with a canary before each infer() and checked
+after it: a floating-point element still holding the canary (a NaN with a
+payload no arithmetic produces) or an integer output whose every byte still
+holds it is a :class:`~acc_host.errors.PluginContractError` naming the
+output. It costs a fill and a scan of every output per inference, so it is
+off by default (docs/robustness.md has the measured cost).
 """
 
 from __future__ import annotations
@@ -19,14 +30,46 @@ import numpy as np
 
 from ._abi import HOST_DEVICE, ffi
 from .annotate import GraphSignature, signature
-from .errors import InvalidArgumentError, TensorError
+from .errors import InvalidArgumentError, PluginContractError, TensorError
 from .library import AccLibrary
 from .memory import DeviceBuffer
 from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
 
 _from_buffer = ffi.from_buffer
 
-__all__ = ["LoadedModel", "ArrayLike"]
+__all__ = ["LoadedModel", "ArrayLike", "CHECK_OUTPUTS_VARIABLE", "check_outputs_enabled"]
+
+CHECK_OUTPUTS_VARIABLE = "MXNET_ACC_CHECK_OUTPUTS"
+# Per itemsize: the unsigned type viewing an element, and the canary. The
+# floating-point ones are signalling NaNs with an unusual payload (float16
+# 0x7DA5, float32 0x7FA5A5A5, float64 0x7FF4A5A5A5A5A5A5); integer outputs
+# get 0xA5 bytes and count as unwritten only when every byte still holds it.
+_CANARY_FLOAT = {2: (np.uint16, 0x7DA5), 4: (np.uint32, 0x7FA5A5A5),
+                 8: (np.uint64, 0x7FF4A5A5A5A5A5A5)}
+_CANARY_BYTE = 0xA5
+
+
+def check_outputs_enabled() -> bool:
+    """Whether models loaded now check that infer() wrote their outputs."""
+    return os.environ.get(CHECK_OUTPUTS_VARIABLE, "0") not in ("", "0")
+
+
+def _fill_canary(values: np.ndarray) -> None:
+    if values.dtype.kind == "f" and values.dtype.itemsize in _CANARY_FLOAT:
+        unsigned, pattern = _CANARY_FLOAT[values.dtype.itemsize]
+        values.view(unsigned)[...] = pattern
+    else:
+        values.view(np.uint8)[...] = _CANARY_BYTE
+
+
+def _unwritten(values: np.ndarray) -> int:
+    """How many elements of values still hold the canary (for integer
+    dtypes: all of them when every byte does, else 0)."""
+    if values.dtype.kind == "f" and values.dtype.itemsize in _CANARY_FLOAT:
+        unsigned, pattern = _CANARY_FLOAT[values.dtype.itemsize]
+        return int(np.count_nonzero(values.view(unsigned) == pattern))
+    untouched = values.size > 0 and bool(np.all(values.view(np.uint8) == _CANARY_BYTE))
+    return values.size if untouched else 0
 
 ArrayLike = np.ndarray | DeviceBuffer
 _model_ids = itertools.count()
@@ -102,6 +145,11 @@ class LoadedModel:
         self._call: tuple[Any, ...] | None = (
             self._model_id_text, self._in_names.pointer, self._out_names.pointer,
             self._inputs.pointer, self._outputs.pointer, len(self._inputs), len(self._outputs))
+        if check_outputs_enabled():
+            # The checking infer() replaces the plain one for this model only
+            # (a class, not a bound method stored on self: no reference cycle
+            # delays the unload), so models loaded without it pay nothing.
+            self.__class__ = _CheckedModel
 
     def _point(self, array: TensorArray, index: int, name: str, value: ArrayLike,
                writable: bool) -> None:
@@ -250,3 +298,35 @@ class LoadedModel:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class _CheckedModel(LoadedModel):
+    """A LoadedModel loaded under MXNET_ACC_CHECK_OUTPUTS."""
+
+    def infer(self, inputs: Mapping[str, ArrayLike],
+              outputs: Mapping[str, ArrayLike] | None = None,
+              weights: Mapping[str, ArrayLike] | None = None) -> dict[str, ArrayLike]:
+        """infer() with every output filled with the canary before the call
+        and checked after it (MXNET_ACC_CHECK_OUTPUTS)."""
+        if outputs is None:
+            outputs = {name: np.empty(spec.shape, spec.dtype)
+                       for name, spec in self.signature.outputs.items()}
+        for value in outputs.values():
+            if isinstance(value, DeviceBuffer):
+                canary = np.empty(value.spec.shape, value.spec.dtype)
+                _fill_canary(canary)
+                value.copy_from_host(canary)
+            elif isinstance(value, np.ndarray) and value.flags.writeable:
+                _fill_canary(value)
+        results = super().infer(inputs, outputs, weights)
+        for name, value in results.items():
+            host = value.to_host() if isinstance(value, DeviceBuffer) else value
+            if not isinstance(host, np.ndarray):
+                continue
+            missing = _unwritten(host)
+            if missing:
+                raise PluginContractError(
+                    f"{self.library.name}: infer ({self.model_id}) returned MX_ACC_OK but left "
+                    f"{missing} of the {host.size} elements of output {name!r} unwritten (they "
+                    f"still hold the canary {CHECK_OUTPUTS_VARIABLE} wrote before the call)")
+        return results

@@ -191,6 +191,13 @@ class Engine(ABC):
         """Blocks until everything pushed has finished; raises the first
         failure not delivered yet and clears every stored failure."""
 
+    def never_raised(self) -> list[BaseException]:
+        """After everything pushed has finished: the stored failures that no
+        wait has raised (through any var of their operation), cleared like
+        every stored failure. What is left to report at exit."""
+        self.wait_for_all()
+        return []
+
     @abstractmethod
     def drain(self) -> None:
         """Blocks until everything pushed has finished, leaving failures

@@ -51,6 +51,9 @@ class ThreadedEngine(Engine):
         self._pushed = 0
         self._failed: dict[Var, None] = {}      # vars holding an undelivered failure, in order
         self._orphans: list[BaseException] = []  # failures of operations that mutate nothing
+        # Failures a wait raised while other vars still hold them (kept until
+        # no var holds a failure; compared by identity): never_raised() skips them.
+        self._delivered: list[BaseException] = []
         self._stopped = False
         self._cpu = Worker("cpu", cpu_threads, self._execute)
         self._devices: dict[tuple[int, int], Worker] = {}
@@ -229,6 +232,10 @@ class ThreadedEngine(Engine):
                 return
             var.exception = None
             self._failed.pop(var, None)
+            if self._failed:
+                self._delivered.append(failure)
+            else:
+                self._delivered.clear()
         raise failure
 
     def wait_for_var(self, var: Var) -> None:
@@ -243,15 +250,28 @@ class ThreadedEngine(Engine):
         if in_operation():
             raise EngineError("wait_for_all() inside a pushed function would deadlock")
         self.drain()
+        failures = self._take_failures(include_delivered=True)
+        if failures:
+            raise failures[0]
+
+    def never_raised(self) -> list[BaseException]:
+        self.drain()
+        return self._take_failures(include_delivered=False)
+
+    def _take_failures(self, include_delivered: bool) -> list[BaseException]:
+        """The stored failures (those a wait already raised through another
+        var of their operation too, or not), cleared."""
         with self._lock:
-            failures = [var.exception for var in self._failed if var.exception is not None]
+            failures = [var.exception for var in self._failed if var.exception is not None
+                        and (include_delivered
+                             or not any(var.exception is seen for seen in self._delivered))]
             failures += self._orphans
             for var in self._failed:
                 var.exception = None
             self._failed.clear()
+            self._delivered.clear()
             self._orphans.clear()
-        if failures:
-            raise failures[0]
+        return failures
 
     def drain(self) -> None:
         if in_operation():

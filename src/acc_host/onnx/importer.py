@@ -12,6 +12,7 @@ model is reported in one :class:`UnsupportedOnnxOperatorError`.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,13 @@ import numpy as np
 from .. import ndarray as nd
 from .. import symbol as sym_mod
 from ..context import cpu
-from ..errors import AccHostError, TensorError, UnsupportedOnnxOperatorError
+from ..errors import (
+    AccHostError,
+    InvalidArgumentError,
+    ModelFileError,
+    TensorError,
+    UnsupportedOnnxOperatorError,
+)
 from ..tensor import dtype_code
 from ._onnx import require_onnx
 from .translators import TRANSLATORS, Unsupported, translator_for
@@ -44,15 +51,48 @@ class Imported:
 
 
 def _load(model: Any) -> Any:
+    """model (a path, the bytes of a file, or a ModelProto) as a ModelProto.
+    A file that is not a valid ModelProto is a ModelFileError; OSError from
+    opening it passes through."""
     onnx = require_onnx()
     if isinstance(model, (str, os.PathLike)):
-        return onnx.load(os.fspath(model))
-    if isinstance(model, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model))
-    if not isinstance(model, onnx.ModelProto):
-        raise TypeError(f"import_model: expected a path or an onnx.ModelProto, got "
-                        f"{type(model).__name__}")
-    return model
+        source = os.fspath(model)
+        loader: Any = functools.partial(onnx.load, source)
+    elif isinstance(model, (bytes, bytearray)):
+        source = f"<{len(model)} bytes>"
+        loader = functools.partial(onnx.load_from_string, bytes(model))
+    elif isinstance(model, onnx.ModelProto):
+        return model
+    else:
+        raise InvalidArgumentError(f"import_model: expected a path, bytes or an "
+                                   f"onnx.ModelProto, got {type(model).__name__}")
+    try:
+        return loader()
+    except OSError:
+        raise
+    except Exception as error:  # protobuf's DecodeError, onnx's ValidationError, ...
+        raise ModelFileError(f"{source}: not a valid ONNX model (protobuf ModelProto): "
+                             f"{error}") from None
+
+
+def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
+    """A TensorProto's values; one whose declared dims and data disagree (or
+    that cannot be read) is a ModelFileError naming it. Its data is in the
+    file, so nothing is allocated beyond what the file holds."""
+    from onnx import numpy_helper
+
+    dims = tuple(tensor.dims)
+    label = f"ONNX {what} {tensor.name!r}" if tensor.name else f"an ONNX {what}"
+    if any(dim < 0 for dim in dims):
+        raise ModelFileError(f"{label}: negative dimension in {dims}")
+    try:
+        value = numpy_helper.to_array(tensor)
+    except Exception as error:  # ValueError, onnx's ValidationError, ...
+        raise ModelFileError(f"{label} of shape {dims}: {error}") from None
+    if tuple(value.shape) != dims:
+        raise ModelFileError(f"{label} declares shape {dims} but holds shape "
+                             f"{tuple(value.shape)}")
+    return value
 
 
 def _tensor_type(value_info: Any) -> tuple[tuple | None, np.dtype | None]:
@@ -186,8 +226,6 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     frozen turns graph inputs into constants (the backend specialises a model
     whose shape-like inputs are data this way)."""
     onnx = require_onnx()
-    from onnx import numpy_helper
-
     model = _load(model)
     graph = model.graph
     opsets = opsets_of(model)
@@ -206,7 +244,7 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
         _raise(unsupported)
 
     for init in graph.initializer:
-        cx.consts[init.name] = numpy_helper.to_array(init)
+        cx.consts[init.name] = tensor_values(init)
     for name, value in (frozen or {}).items():
         cx.consts[name] = np.asarray(value)
     cx.consumed = {name for node in graph.node for name in node.input if name}
@@ -332,8 +370,7 @@ def _attr_value(onnx: Any, attr: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, onnx.TensorProto):
-        from onnx import numpy_helper
-        return numpy_helper.to_array(value)
+        return tensor_values(value, f"tensor attribute {attr.name!r}")
     if isinstance(value, list) and value and isinstance(value[0], bytes):
         return [v.decode("utf-8", "replace") for v in value]
     return value

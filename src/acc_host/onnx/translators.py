@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import limits
+
 MIN_OPSET = 1
 
 
@@ -122,6 +124,9 @@ def _constant_of_shape(cx, node, attrs, inputs, opset):
     shape = _ints(_const(cx, node, inputs, 0, "input"))
     value = attrs.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if any(extent < 0 for extent in shape):
+        raise Unsupported(f"ConstantOfShape of shape {tuple(shape)}: a negative extent")
+    limits.check_array(shape, value.dtype, f"ConstantOfShape {node.name or ''}".rstrip())
     return [np.full(shape, value[0], dtype=value.dtype)]
 
 
@@ -129,7 +134,10 @@ def _constant_of_shape(cx, node, attrs, inputs, opset):
 def _range(cx, node, attrs, inputs, opset):
     start, limit, delta = (_const(cx, node, inputs, i, n)
                            for i, n in enumerate(("start", "limit", "delta")))
+    if not np.all(np.isfinite([start, limit, delta])) or np.all(np.asarray(delta) == 0):
+        raise Unsupported(f"Range({start}, {limit}, {delta}) has no finite length")
     count = max(int(np.ceil((limit - start) / delta)), 0)
+    limits.check_array((count,), np.asarray(start).dtype, f"Range {node.name or ''}".rstrip())
     return [(start + np.arange(count) * delta).astype(np.asarray(start).dtype)]
 
 

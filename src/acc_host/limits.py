@@ -1,0 +1,84 @@
+"""Refusing allocations the machine cannot hold, before making them.
+
+A model file or a caller may declare shapes of any size: a symbol's
+``__shape__`` hint, an ONNX input of 10^12 elements, ``simple_bind`` with a
+typo in a batch size. numpy either refuses such an allocation with an
+untyped MemoryError, or (when it fits the kernel's overcommit) hands out
+memory that the process is killed for once it is touched. Every array the
+host makes for a declared shape is therefore checked here first: one array,
+or everything a bind allocates at once, must fit in the limit, which is the
+machine's physical memory, or ``MXNET_ACC_MAX_ALLOC_BYTES`` when set.
+Sizes are computed with Python integers, so no extent can overflow them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .errors import AllocationTooLargeError, InvalidArgumentError
+
+__all__ = ["LIMIT_VARIABLE", "limit", "array_bytes", "check_bytes", "check_array"]
+
+LIMIT_VARIABLE = "MXNET_ACC_MAX_ALLOC_BYTES"
+
+
+@functools.cache
+def _physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, OSError, ValueError):
+        return 1 << 62  # unknown: numpy's own refusal is the only limit
+
+
+def limit() -> int:
+    """The most bytes one allocation (or one bind) may ask for."""
+    text = os.environ.get(LIMIT_VARIABLE)
+    if text is None:
+        return _physical_memory()
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidArgumentError(f"{LIMIT_VARIABLE}={text!r}: expected a positive number of "
+                                   "bytes")
+    return value
+
+
+def array_bytes(shape: Iterable[Any], dtype: Any) -> int:
+    """Bytes of an array of shape and dtype (exact, never overflowing)."""
+    count = 1
+    for extent in shape:
+        count *= int(extent)
+    return count * np.dtype(dtype if dtype is not None else np.float32).itemsize
+
+
+def _size_text(nbytes: int) -> str:
+    for unit, scale in (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30),
+                        ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
+
+
+def check_bytes(nbytes: int, what: str) -> None:
+    """Raises AllocationTooLargeError when what needs more than the limit."""
+    allowed = limit()
+    if nbytes > allowed:
+        source = (f"{LIMIT_VARIABLE}={allowed}" if os.environ.get(LIMIT_VARIABLE) is not None
+                  else f"the machine's {_size_text(allowed)} of memory")
+        raise AllocationTooLargeError(
+            f"{what} would take {_size_text(nbytes)} ({nbytes} bytes), more than {source}; "
+            "refused before allocating (check the declared shapes)", nbytes, allowed)
+
+
+def check_array(shape: Iterable[Any], dtype: Any, what: str) -> None:
+    """check_bytes for one array of shape and dtype."""
+    shape = tuple(shape)
+    check_bytes(array_bytes(shape, dtype), f"{what} (shape {shape}, "
+                f"{np.dtype(dtype if dtype is not None else np.float32)})")
