@@ -383,6 +383,33 @@ def test_reload_keeps_the_given_name(crashacc_path: Path, tmp_path: Path) -> Non
     again.library.close()
 
 
+def test_misbehaving_plugin_crash_and_hang(build_test_plugin: Callable[..., Path],
+                                           tmp_path: Path) -> None:
+    """docs/robustness.md's plugin-crash row, isolated: the crash mode of
+    tests/plugins/misbehaving_acc.c raises here, and its slow mode is cut
+    short by the timeout. (A copy: test_misbehaving loads the file
+    in-process.)"""
+    copy = shutil.copy(build_test_plugin("misbehaving_acc.c", "misbehave"),
+                       tmp_path / "libmisbehave_isolated.so")
+    ctx = mx.load_acc(copy, acc_name="misbehave_iso", isolate=True)
+    data = np.linspace(-1, 1, 6, dtype=np.float32)
+    assert np.array_equal(_forward(ctx, data), np.maximum(data, 0))
+    ctx.configure(mode="crash")
+    with pytest.raises(mx.PluginCrashedError, match="during infer") as caught:
+        _forward(ctx, data)
+    _expect_signal(caught.value, "SIGSEGV")
+    _settle()
+    ctx = mx.load_acc(copy, isolate=True)
+    ctx.library.timeouts = Timeouts(call=0.5, load=10.0)
+    ctx.configure(mode="slow", delay_ms=5000)
+    with pytest.raises(mx.PluginTimeoutError):
+        _forward(ctx, data)
+    _settle()
+    ctx = mx.load_acc(copy, isolate=True)
+    assert np.array_equal(_forward(ctx, data), np.maximum(data, 0))
+    ctx.library.close()
+
+
 # ---- loading ----------------------------------------------------------------------------
 
 
