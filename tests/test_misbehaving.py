@@ -421,12 +421,14 @@ print("survived", flush=True)
 
 def test_a_crashing_plugin_kills_only_its_process(plugins: dict[str, mx.Context],
                                                   build_test_plugin: Callable[..., Path]) -> None:
-    """Until isolated mode (issue 10, point 2) turns it into an exception, a
-    plugin that crashes takes its process with it: run in a child process,
-    the crash is reported as the child's death by SIGSEGV, with
-    faulthandler's Python stack, and this process carries on."""
+    """Loaded in process, a plugin that crashes takes its process with it:
+    run in a child process, the crash is reported as the child's death by
+    SIGSEGV, with faulthandler's Python stack, and this process carries on.
+    Loaded isolated (``load_acc(path, isolate=True)``), the same crash is a
+    PluginCrashedError and the host keeps running: tests/test_isolation.py."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    env.pop("MXNET_ACC_ISOLATE", None)  # this test is about the in-process case
     child = subprocess.run(
         [sys.executable, "-X", "faulthandler", "-c", CHILD,
          str(build_test_plugin("misbehaving_acc.c", "misbehave"))],
