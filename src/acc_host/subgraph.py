@@ -183,22 +183,29 @@ class SubgraphOperator:
             assert model is not None
         elif self._weight_names:
             changed = self._changed_weights(weights)
-        inputs = {name: self._stage(name, entries[entry]) for name, entry in self._data_entries}
-        if self.device_memory:
-            outputs: dict[str, Value] | None = dict(self._outputs)
-        elif targets:
-            outputs = {name: np.empty(spec.shape, spec.dtype)
-                       for name, spec in model.signature.outputs.items()}
-        else:
-            outputs = None
-        if targets and outputs is not None:
+        library, dev_id = self.library, self.dev_id
+        inputs = {}
+        for name, entry in self._data_entries:
+            value = entries[entry]
+            # Already on this device (the common case inside an executor): as it is.
+            inputs[name] = (value if type(value) is DeviceBuffer and value.library is library
+                            and value.dev_id == dev_id else self._stage(name, value))
+        outputs: dict[str, Value] | None
+        if targets:
+            outputs = {}
             for name, entry in self._output_items:
                 target = targets.get(entry)
                 if target is not None:
                     outputs[name] = target
+                elif self.device_memory:
+                    outputs[name] = self._outputs[name]
+                else:
+                    spec = model.signature.outputs[name]
+                    outputs[name] = np.empty(spec.shape, spec.dtype)
+        else:
+            outputs = dict(self._outputs) if self.device_memory else None
         results = model.infer(inputs, outputs, weights=changed)
-        output_entries = self.spec.outputs
-        return {output_entries[name]: value for name, value in results.items()}
+        return {entry: results[name] for name, entry in self._output_items}
 
     def decline(self, reason: str) -> None:
         """Marks the subgraph as refused by the plugin: it runs on the CPU."""
