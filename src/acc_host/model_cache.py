@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -107,7 +107,7 @@ def _compile_config(library: AccLibrary, dev_id: int) -> str:
 
 # ---- weight digests ------------------------------------------------------------------
 
-WeightSource = np.ndarray | Callable[[], np.ndarray]
+WeightSource: TypeAlias = np.ndarray | Callable[[], np.ndarray]
 """A weight's values, or a function returning them (called only when its
 digest is not remembered: reading device memory costs a copy)."""
 

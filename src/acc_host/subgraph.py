@@ -23,7 +23,7 @@ import json
 import time
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -43,7 +43,7 @@ __all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
 class AccFallbackWarning(UserWarning):
     """Work meant for an accelerator runs on the CPU instead."""
 
-Value = np.ndarray | DeviceBuffer
+Value: TypeAlias = np.ndarray | DeviceBuffer
 
 
 def to_host(value: Value) -> np.ndarray:

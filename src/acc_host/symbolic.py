@@ -24,7 +24,7 @@ import json
 import os
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -71,7 +71,7 @@ def _unwritten(values: np.ndarray) -> int:
     untouched = values.size > 0 and bool(np.all(values.view(np.uint8) == _CANARY_BYTE))
     return values.size if untouched else 0
 
-ArrayLike = np.ndarray | DeviceBuffer
+ArrayLike: TypeAlias = np.ndarray | DeviceBuffer
 _model_ids = itertools.count()
 
 
@@ -207,7 +207,7 @@ class LoadedModel:
                 for slots, values, writable in ((in_slots, inputs, False),
                                                 (self._out_slots, results, True)):
                     for name, tensor, spec in slots:
-                        value = values[name]
+                        value: Any = values[name]  # checked by type just below
                         # The common case inline: an array to point at as it is.
                         if (type(value) is ndarray and value.shape == spec.shape
                                 and value.dtype == spec.dtype and value.flags.c_contiguous
@@ -238,9 +238,9 @@ class LoadedModel:
     def _bind(self, tensor: Any, spec: TensorSpec, name: str, value: ArrayLike,
               writable: bool) -> Any:
         """Points one descriptor at value; returns what keeps the memory alive."""
-        if (type(value) is np.ndarray and value.shape == spec.shape
-                and value.dtype == spec.dtype and value.flags.c_contiguous
-                and (not writable or value.flags.writeable)):
+        if (isinstance(value, np.ndarray) and type(value) is np.ndarray
+                and value.shape == spec.shape and value.dtype == spec.dtype
+                and value.flags.c_contiguous and (not writable or value.flags.writeable)):
             buffer = _from_buffer(value, require_writable=writable)
             tensor.data = buffer
             if tensor.dev_id != HOST_DEVICE:

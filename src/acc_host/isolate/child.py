@@ -233,7 +233,8 @@ class Server:
 
     def accGetExecutor(self, op_name: bytes | None, inputs: Any, outputs: Any, num_in: int,
                        num_out: int, keys: Any, values: Any, num_attrs: int,
-                       dev_id: int, null: bool) -> tuple[tuple[int, str | None], int, bool, bool]:
+                       dev_id: int, null: bool
+                       ) -> tuple[tuple[int, str | None], int | None, bool, bool]:
         keep: list[Any] = []
         out = NULL if null else ffi.new("MXAccExecutor **", ffi.cast("MXAccExecutor *", _UNSET))
         status = self._status(self.lib.accGetExecutor(
