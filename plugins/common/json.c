@@ -532,15 +532,17 @@ static int check_duplicate_keys(parser *p, pending_member *members, size_t count
 
 static int finish_object(parser *p, size_t base, acc_json_value *out) {
   size_t count = p->members.count - base;
-  pending_member *pending = (pending_member *)p->members.items + base;
   acc_json_member *members = NULL;
   if (count > 0) {
+    /* Only now: before the first member is pushed, items is NULL, and even
+     * NULL + 0 is undefined in C. */
+    pending_member *pending = (pending_member *)p->members.items + base;
     members = arena_alloc_array(p->doc, count, sizeof *members);
     if (members == NULL) return fail_out_of_memory(p);
     for (size_t i = 0; i < count; i++) members[i] = pending[i].member;
+    /* Sorting reorders the scratch copies only; the tree keeps input order. */
+    if (check_duplicate_keys(p, pending, count) != 0) return -1;
   }
-  /* Sorting reorders the scratch copies only; the tree keeps input order. */
-  if (check_duplicate_keys(p, pending, count) != 0) return -1;
   p->members.count = base;
   out->type = ACC_JSON_OBJECT;
   out->as.object.members = members;
