@@ -400,9 +400,74 @@ static const char *conv_problem(const mlu_conv *v) {
   return NULL;
 }
 
+static const char *insn_fields_problem(const mlu_insn *insn, int last);
+
+/* Whether count runs of run words, stride apart, are disjoint. Every
+ * instruction the compiler emits writes its destination that way, and that
+ * bounds its work by the buffer it writes: with a stride below the run, the
+ * verifier (which checks only that every run lies in its buffer) would let
+ * a few bytes of file repeat the same writes up to 2^40 times. */
+static int disjoint(uint64_t count, uint64_t stride, uint64_t run) {
+  return count <= 1 || run == 0 || stride >= run;
+}
+
+/* Why an instruction whose fields are in range writes some place more than
+ * once, or NULL. */
+static const char *overlap_problem(const mlu_insn *insn) {
+  int ok = 1;
+  switch (insn->opcode) {
+    case MLU_OP_LOAD: {
+      const mlu_move *m = &insn->u.move;
+      ok = disjoint(m->rows, m->sram_stride, m->run);
+      break;
+    }
+    case MLU_OP_STORE: {
+      const mlu_move *m = &insn->u.move;
+      ok = disjoint(m->rows, m->dram_stride, m->run);
+      break;
+    }
+    case MLU_OP_CONV: {
+      const mlu_conv *v = &insn->u.conv;
+      ok = disjoint((uint64_t)v->nf, v->out_ch_stride, (uint64_t)(v->out_rows * v->ow));
+      break;
+    }
+    case MLU_OP_MATMUL: {
+      const mlu_matmul *m = &insn->u.matmul;
+      ok = disjoint((uint64_t)m->rows, m->out_stride, (uint64_t)m->cols);
+      break;
+    }
+    case MLU_OP_POOL: {
+      const mlu_pool *p = &insn->u.pool;
+      ok = disjoint((uint64_t)p->planes, p->out_ch_stride, (uint64_t)(p->out_rows * p->ow));
+      break;
+    }
+    case MLU_OP_SOFTMAX: {
+      const mlu_softmax *s = &insn->u.softmax;
+      uint64_t strip = s->axis_len > 0 ? (uint64_t)(s->axis_len - 1) * s->out_axis_stride +
+                                             (uint64_t)s->inner : 0;
+      ok = disjoint((uint64_t)s->axis_len, s->out_axis_stride, (uint64_t)s->inner) &&
+           disjoint((uint64_t)s->outer, s->out_outer_stride, strip);
+      break;
+    }
+    case MLU_OP_COPY: {
+      const mlu_copy *c = &insn->u.copy;
+      ok = disjoint(c->rows, c->dst_stride, c->run);
+      break;
+    }
+    default: break; /* EWISE writes one run; SYNC nothing */
+  }
+  return ok ? NULL : "its destination rows overlap (the compiler never writes a place twice)";
+}
+
 /* Why insn cannot be run safely whatever the verifier says, or NULL. last:
  * it is the program's last instruction (the only place of SYNC). */
 static const char *insn_problem(const mlu_insn *insn, int last) {
+  const char *problem = insn_fields_problem(insn, last);
+  return problem != NULL ? problem : overlap_problem(insn);
+}
+
+/* The range checks of insn_problem. */
+static const char *insn_fields_problem(const mlu_insn *insn, int last) {
   if (insn->dtype > MLU_DT_INT8) return "unknown instruction dtype";
   if ((insn->opcode == MLU_OP_SYNC) != (last != 0)) return "SYNC must be last, and only last";
   switch (insn->opcode) {
