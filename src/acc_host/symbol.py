@@ -375,6 +375,9 @@ def load(fname: str | Path) -> Symbol:
         text = Path(fname).read_text(encoding="utf-8")
     except OSError as error:
         raise GraphError(f"cannot read symbol file {fname}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise GraphError(f"symbol file {fname} is not UTF-8 text: {error.reason} at byte "
+                         f"offset {error.start}") from None
     try:
         return load_json(text)
     except GraphError as error:
