@@ -24,8 +24,10 @@ from .. import symbol as sym_mod
 from ..context import cpu
 from ..errors import (
     AccHostError,
+    GraphError,
     InvalidArgumentError,
     ModelFileError,
+    OperatorError,
     TensorError,
     UnsupportedOnnxOperatorError,
 )
@@ -295,9 +297,9 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
             broken.update(node.output)
             continue
         cx.node_name = f"{node.name or node.op_type}_{index}".replace(" ", "_")
-        attrs = {attr.name: _attr_value(onnx, attr) for attr in node.attribute}
         fn = translator_for(domain, node.op_type, opset)
         try:
+            attrs = {attr.name: _attr_value(onnx, attr) for attr in node.attribute}
             results = fn(cx, node, attrs, list(node.input), opset)
             _bind_outputs(cx, node, results)
         except Unsupported as error:
@@ -305,6 +307,20 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
             if error.dynamic:
                 dynamic.append(error.dynamic)
             broken.update(node.output)
+        except (AccHostError, RecursionError):
+            raise
+        except _MALFORMED as error:
+            # A malformed node (attributes of the wrong type or out of range,
+            # inputs missing, constants the operator cannot take) that the
+            # translator or the constant folding did not name itself.
+            raise OperatorError(f"ONNX import: node {index} ({node.op_type} {node.name!r}) is "
+                                f"malformed: {type(error).__name__}: {error}") from error
+        except MemoryError as error:
+            # Shapes so large (or so malformed) that inferring or folding the
+            # node's value needs more memory than the process may take.
+            raise OperatorError(f"ONNX import: node {index} ({node.op_type} {node.name!r}): "
+                                f"its shapes need more memory than is available at import "
+                                f"time: {error}") from None
     if problems:
         _raise(problems, dynamic)
 
@@ -317,8 +333,11 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
             heads.append(cx.op("_copy", cx.sym(name)))
         elif name in inputs:
             heads.append(cx.op("_copy", cx.sym(name)))
-        else:
+        elif name in cx.symbols or name in cx.consts:
             heads.append(cx.sym(name))
+        else:
+            raise GraphError(f"ONNX import: graph output {position} ({name!r}) is produced by "
+                             "no node, initializer or input")
     symbol = sym_mod.Group(heads)
     arg_names = set(symbol.list_arguments())
     aux_names = set(symbol.list_auxiliary_states())
@@ -328,6 +347,12 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
                   if name in aux_names}
     return Imported(symbol, arg_params, aux_params, inputs, input_shapes, input_dtypes,
                     outputs, constant_outputs)
+
+
+# What a translator or the constant folding raises for a malformed node
+# (numpy raises RuntimeError for more than 32 dimensions).
+_MALFORMED = (ArithmeticError, AttributeError, IndexError, KeyError, RuntimeError, TypeError,
+              ValueError)
 
 
 def _bind_outputs(cx: Context, node: Any, results: list) -> None:
