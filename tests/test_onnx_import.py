@@ -197,3 +197,18 @@ def test_no_oracle_computes_anything() -> None:
                              str(model)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_a_failed_import_leaves_no_failure_for_a_later_waitall() -> None:
+    """Constant folding runs through an executor; when it fails (a Gather
+    index out of range), the import raises, and nothing of that failure is
+    left on the engine for an unrelated mx.nd.waitall() to raise later."""
+    data = helper.make_tensor("d", TensorProto.FLOAT, [3], [0, 1, 2])
+    index = helper.make_tensor("i", TensorProto.INT64, [1], [256])
+    graph = helper.make_graph([helper.make_node("Gather", ["d", "i"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                              initializer=[data, index])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(mx.errors.OperatorError, match="out of bounds"):
+        mx.onnx.import_model(model)
+    mx.nd.waitall()

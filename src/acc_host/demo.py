@@ -114,7 +114,10 @@ def real_model(name: str = "squeezenet1_1", repeat: int = 5) -> bool | None:
     print(f"\n{name} (MXNet 1.9.1 checkpoint, {len(sym_.graph.nodes)} nodes), input "
           f"{image.shape}, median of {repeat} forwards, checked against MXNet's own output:")
     ok = True
-    for ctx in [cpu(), *(Context(library.name, 0) for library in libraries())]:
+    # Every accelerator loaded and usable (an isolated library whose process
+    # is gone stays registered, for a reload, but cannot run anything).
+    for ctx in [cpu(), *(Context(library.name, 0) for library in libraries()
+                         if library.alive)]:
         exe = sym_.simple_bind(ctx, data=image.shape)
         for key, value in {**arg_params, **aux_params}.items():
             (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value

@@ -592,8 +592,13 @@ class Executor:
 
     def close(self) -> None:
         """Unloads the accelerator subgraphs now, after pending forwards
-        (they are also unloaded when the executor is garbage-collected)."""
+        (they are also unloaded when the executor is garbage-collected).
+        A failure of a forward stays on the outputs for their waits; the
+        copies on the executor's own vars, which nothing else can wait for,
+        are dropped (a later mx.nd.waitall() would raise them otherwise)."""
         engine.drain()
+        if any(var.exception is not None for var in self._internal_vars):
+            self._drop_stale_failures()
         for step in self._steps:
             if step.subgraph is not None:
                 step.subgraph.close()

@@ -387,7 +387,10 @@ def _evaluate(symbol: Any, cx: Context) -> np.ndarray:
     args = {name: to_ndarray(cx.consts[name]) for name in symbol.list_arguments()}
     aux = {name: to_ndarray(cx.consts[name]) for name in symbol.list_auxiliary_states()}
     executor = symbol.bind(cpu(), args, aux_states=aux, data_names=[])
-    return executor.forward()[0].asnumpy().copy()
+    try:
+        return executor.forward()[0].asnumpy().copy()
+    finally:
+        executor.close()  # a failure is raised here, not left for a later waitall
 
 
 def _attr_value(onnx: Any, attr: Any) -> Any:
