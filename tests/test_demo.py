@@ -9,5 +9,6 @@ def test_demo_passes(capsys) -> None:
     output = capsys.readouterr().out
     assert "supportedOps accepts 11 of 11" in output
     assert "demo passed" in output and "MISMATCH" not in output
-    assert output.count(" OK") >= 2 + 1 + len(mx.libraries())  # small CNN x2, real model
+    alive = [library for library in mx.libraries() if library.alive]
+    assert output.count(" OK") >= 2 + 1 + len(alive)  # small CNN x2, real model
     assert "squeezenet1_1 (MXNet 1.9.1 checkpoint" in output
