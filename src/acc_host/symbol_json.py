@@ -18,6 +18,7 @@ one line. Files MXNet wrote therefore round-trip byte for byte.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,9 +166,15 @@ def _check_index(node: Node, index: int, what: str) -> None:
 # ---- writing ---------------------------------------------------------------------
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def _string(text: str) -> str:
     escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
                .replace("\r", "\\r").replace("\t", "\\t"))
+    # dmlc's writer escapes only the five above; the other control characters
+    # cannot appear raw in JSON, so they are written as \u00XX.
+    escaped = _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", escaped)
     return f'"{escaped}"'
 
 
