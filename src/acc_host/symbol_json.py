@@ -101,9 +101,10 @@ def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry
     output indices out of range."""
     if isinstance(source, str):
         try:
-            # strict=False: control characters inside strings, as dmlc's
+            # strict=False: control characters raw inside strings, as dmlc's
             # writer leaves them (it escapes only \\, ", \n, \r and \t) and
-            # its reader accepts them; _string writes them the same way.
+            # its reader accepts them, so files MXNet wrote load; _string
+            # writes them escaped.
             document = json.loads(source, strict=False)
         except json.JSONDecodeError as error:
             raise _fail(f"not valid JSON: {error}") from None
