@@ -163,7 +163,13 @@ class AccHostRep(BackendRep):
             if name in executor.aux_dict:
                 executor.aux_dict[name][:] = value
         outputs = executor.forward(**args)
-        return tuple(output.asnumpy().copy() for output in outputs)
+        try:
+            return tuple(output.asnumpy() for output in outputs)
+        except Exception:
+            # Raised to the caller here: not left on the executor's own vars
+            # for a later, unrelated mx.nd.waitall().
+            executor._drop_stale_failures()
+            raise
 
 
 def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
