@@ -340,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30, help="per target (run)")
     parser.add_argument("--force", action="store_true", help="rebuild the C targets")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    parser.add_argument("--work", type=Path, default=WORK,
+                        help="where the growing corpora go, one folder per target "
+                             "(default: fuzz/work)")
     args = parser.parse_intermixed_args(argv)
     unknown = [name for name in args.targets if name not in TARGETS]
     if unknown:
@@ -365,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     for t in targets:
-        result = run(t, args.seconds, replay=args.command == "replay")
+        result = run(t, args.seconds, replay=args.command == "replay", work=args.work / t.name)
         results.append(result)
         if not result.ok:
             print(f"== {t.name}: FAILED\n{result.log_tail}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The fuzz targets of fuzz/ (docs/fuzzing.md), bounded.
+"""The fuzz targets of fuzz/ (docs/fuzzing.md, whose commands these tests
+run with shorter times), bounded.
 
 For every target: the committed corpus (fuzz/corpus/<target>/, seeds made
 from real inputs) and the regressions (fuzz/regressions/<target>/, the
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT / "fuzz" / "python"))
 
 import run as fuzz_run  # noqa: E402  (fuzz/run.py)
 
-SECONDS = float(os.environ.get("FUZZ_SECONDS", "5"))
+SECONDS = float(os.environ.get("FUZZ_SECONDS", "3"))
 C_TARGETS = [name for name, t in fuzz_run.TARGETS.items() if t.kind == "c"]
 PY_TARGETS = [name for name, t in fuzz_run.TARGETS.items() if t.kind == "python"]
 
@@ -47,6 +48,24 @@ def _check(result: fuzz_run.Result) -> None:
     print(fuzz_run.summary([result]))
     assert result.ok, f"{result.target}: exit {result.returncode}, {result.artifacts}\n" \
                       f"{result.log_tail}"
+
+
+def test_command_line_as_documented(tmp_path: Path) -> None:
+    """docs/fuzzing.md's commands: list, and run with targets named (one
+    second here)."""
+    import subprocess
+    listed = subprocess.run([sys.executable, str(ROOT / "fuzz" / "run.py"), "list"],
+                            capture_output=True, text=True, check=True).stdout
+    assert [line.split()[0] for line in listed.splitlines()] == list(fuzz_run.TARGETS)
+    result = subprocess.run([sys.executable, str(ROOT / "fuzz" / "run.py"), "run", "--seconds",
+                             "1", "params", "--json", str(tmp_path / "results.json"),
+                             "--work", str(tmp_path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[0].split()[:3] == ["target", "driver", "seconds"]
+    import json
+    (figures,) = json.loads((tmp_path / "results.json").read_text())
+    assert figures["target"] == "params" and figures["executions"] > 0
 
 
 def test_every_target_has_seeds() -> None:
@@ -176,3 +195,14 @@ def test_onnx_malformed_node_is_an_operator_error() -> None:
          numpy_helper.from_array(np.array([256], np.int64), "index")])
     with pytest.raises(mx.OperatorError, match="node 0 \\(Gather ''\\) is malformed: IndexError"):
         mx.onnx.import_model(model)
+
+
+def test_symbol_names_with_control_characters_round_trip() -> None:
+    """tojson wrote control characters other than \\n, \\r and \\t raw, which
+    JSON does not allow: the JSON of such a symbol did not load back."""
+    x = mx.sym.Variable("da\x01ta\x00\x1f")
+    symbol = mx.sym.Activation(x, act_type="relu", name="act\x7f")
+    text = symbol.tojson()
+    assert "\\u0001" in text and "\\u0000" in text and "\\u001f" in text
+    again = mx.sym.load_json(text)
+    assert again.tojson() == text and again.list_arguments() == ["da\x01ta\x00\x1f"]
