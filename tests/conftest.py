@@ -8,6 +8,7 @@ runtimes preloaded (.ci/run shows how).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -112,3 +113,36 @@ def perturbed_cpu_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_plugins.compile_library(
         sources, out / build_plugins.library_name("cpu_ref"), include_dirs=[source_dir],
         sanitize=SANITIZE)
+
+
+def settle_engine() -> None:
+    """Waits for everything pushed; failures an earlier test left behind
+    (a forward nobody waited for, a library that died) are not the caller's."""
+    import acc_host as mx
+
+    try:
+        mx.engine.wait_for_all()
+    except Exception:  # whatever an earlier test left
+        pass
+
+
+@contextlib.contextmanager
+def using_engine(kind: str) -> Any:
+    """The engine kind for the block, from and back to a settled engine."""
+    import acc_host as mx
+
+    previous = mx.engine.engine_type()
+    settle_engine()
+    mx.engine.set_engine_type(kind)
+    try:
+        yield kind
+    finally:
+        settle_engine()
+        mx.engine.set_engine_type(previous)
+
+
+@pytest.fixture(params=["NaiveEngine", "ThreadedEngine"])
+def engine_kind(request: pytest.FixtureRequest) -> Any:
+    """Each engine in turn (see using_engine)."""
+    with using_engine(request.param) as kind:
+        yield kind

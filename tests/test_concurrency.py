@@ -120,14 +120,6 @@ def plugin(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(params=["NaiveEngine", "ThreadedEngine"])
-def engine_kind(request: pytest.FixtureRequest) -> Iterator[str]:
-    previous = mx.engine.engine_type()
-    mx.engine.set_engine_type(request.param)
-    yield request.param
-    mx.engine.set_engine_type(previous)
-
-
 @pytest.fixture(scope="module")
 def references() -> dict[str, list[np.ndarray]]:
     """Single-thread outputs for every input, by plugin (filled lazily)."""

@@ -6,7 +6,6 @@ process keeps working and the library loads again."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import SANITIZE, settle_engine
 
 import acc_host as mx
 from acc_host import isolate, registry, trace
@@ -31,7 +31,6 @@ from acc_host.tensor import TensorSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"
-SANITIZE = os.environ.get("ACC_HOST_SANITIZE") == "1"
 rng = np.random.default_rng(11)
 
 
@@ -84,25 +83,8 @@ def crashacc(crashacc_path: Path) -> Iterator[Callable[..., mx.Context]]:
         return ctx
 
     yield load
-    _settle()
+    settle_engine()
     _close_crashacc()
-
-
-def _settle() -> None:
-    """Waits for the engine, dropping the failures of a dead library that
-    no wait reported (the other vars its failed forward wrote)."""
-    with contextlib.suppress(mx.AccHostError):
-        mx.engine.wait_for_all()
-
-
-@pytest.fixture(params=["NaiveEngine", "ThreadedEngine"])
-def engine_kind(request: pytest.FixtureRequest) -> Iterator[str]:
-    previous = mx.engine.engine_type()
-    _settle()
-    mx.engine.set_engine_type(request.param)
-    yield request.param
-    _settle()
-    mx.engine.set_engine_type(previous)
 
 
 def _relu_graph() -> mx.sym.Symbol:
@@ -257,7 +239,7 @@ def test_segfault_in_infer(crashacc: Callable[..., mx.Context], engine_kind: str
     assert error.function == "infer" and error.accelerator == "crashacc"
     assert f"pid {library.pid}" in str(error) and "during infer(" in str(error)
     assert not library.alive and library.death is error
-    _settle()
+    settle_engine()
     # The executor bound to the dead library fails at once, clearly.
     with pytest.raises(mx.LibraryDeadError, match="plugin process is gone") as dead:
         exe.forward(data=data)[0].asnumpy()
@@ -376,7 +358,7 @@ def test_reload_keeps_the_given_name(crashacc_path: Path, tmp_path: Path) -> Non
     ctx.configure(fail="infer:abort")
     with pytest.raises(mx.PluginCrashedError):
         _forward(ctx, np.ones(2, np.float32))
-    _settle()
+    settle_engine()
     again = mx.load_acc(copy, isolate=True)  # no acc_name: the dead library's
     assert again == mx.Context("crash_renamed", 0) and again.library.alive
     assert np.array_equal(_forward(mx.crash_renamed(0), -np.ones(2, np.float32)), np.zeros(2))
@@ -398,13 +380,13 @@ def test_misbehaving_plugin_crash_and_hang(build_test_plugin: Callable[..., Path
     with pytest.raises(mx.PluginCrashedError, match="during infer") as caught:
         _forward(ctx, data)
     _expect_signal(caught.value, "SIGSEGV")
-    _settle()
+    settle_engine()
     ctx = mx.load_acc(copy, isolate=True)
     ctx.library.timeouts = Timeouts(call=0.5, load=10.0)
     ctx.configure(mode="slow", delay_ms=5000)
     with pytest.raises(mx.PluginTimeoutError):
         _forward(ctx, data)
-    _settle()
+    settle_engine()
     ctx = mx.load_acc(copy, isolate=True)
     assert np.array_equal(_forward(ctx, data), np.maximum(data, 0))
     ctx.library.close()

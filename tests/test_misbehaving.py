@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SANITIZE, settle_engine, using_engine
 
 import acc_host as mx
 from acc_host import registry
@@ -30,7 +31,6 @@ from acc_host.errors import PluginContractError, PluginError, PluginOutOfMemoryE
 from acc_host.subgraph import AccFallbackWarning
 
 SRC = Path(mx.__file__).resolve().parent.parent
-SANITIZE = os.environ.get("ACC_HOST_SANITIZE") == "1"
 SHAPE = (2, 5)
 # relu(relu(data)): three nodes, two of them operators the plugin runs.
 SYMBOL = mx.sym.Activation(mx.sym.Activation(mx.sym.Variable("data"), act_type="relu",
@@ -56,7 +56,6 @@ ROWS = {
     "plugin-slow-naive": "test_a_slow_plugin_blocks_only_the_calling_thread_under_naive_engine",
     "plugin-crash": "test_a_crashing_plugin_kills_only_its_process",
 }
-ENGINES = ("NaiveEngine", "ThreadedEngine")
 
 
 @pytest.fixture(scope="module")
@@ -69,31 +68,13 @@ def plugins(build_test_plugin: Callable[..., Path]) -> dict[str, mx.Context]:
     return {"host_memory": mx.Context(host.name, 0), "device_memory": mx.Context(device.name, 0)}
 
 
-def _settle() -> None:
-    """Waits for everything pushed; failures left by a test are not ours."""
-    try:
-        mx.nd.waitall()
-    except Exception:
-        pass
-
-
 @pytest.fixture(autouse=True)
 def good_again(plugins: dict[str, mx.Context]) -> Iterator[None]:
     yield
-    _settle()
+    settle_engine()
     for ctx in plugins.values():
         for dev_id in range(ctx.library.num_devices):
             mx.Context(ctx.device_type, dev_id).configure(mode="good", delay_ms=500)
-
-
-@pytest.fixture(params=ENGINES)
-def engine_type(request: pytest.FixtureRequest) -> Iterator[str]:
-    previous = mx.engine.engine_type()
-    _settle()
-    mx.engine.set_engine_type(request.param)
-    yield request.param
-    _settle()
-    mx.engine.set_engine_type(previous)
 
 
 @pytest.fixture(params=KINDS)
@@ -206,7 +187,7 @@ FAILURES = [
 @pytest.mark.parametrize("path_kind", list(PATHS))
 @pytest.mark.parametrize("mode, error_class, message", FAILURES,
                          ids=[mode for mode, _, _ in FAILURES])
-def test_a_failed_forward_leaves_the_executor_usable(ctx: mx.Context, engine_type: str,
+def test_a_failed_forward_leaves_the_executor_usable(ctx: mx.Context, engine_kind: str,
                                                      path_kind: str, mode: str,
                                                      error_class: type[PluginError],
                                                      message: str) -> None:
@@ -235,10 +216,7 @@ def test_a_failure_reaches_the_arrays_of_later_forwards_until_read(
     read the failure, inherits it (as every operation touching a failed
     array does); once a read delivered it, forwards run again."""
     ctx = plugins["host_memory"]
-    previous = mx.engine.engine_type()
-    _settle()
-    mx.engine.set_engine_type("ThreadedEngine")
-    try:
+    with using_engine("ThreadedEngine"):
         path = _ExecutorPath(ctx)
         _assert_runs(path, 1)
         ctx.configure(mode="infer_fail")
@@ -249,13 +227,10 @@ def test_a_failure_reaches_the_arrays_of_later_forwards_until_read(
         with pytest.raises(PluginError, match="lost its queue"):
             path.exe.outputs[0].asnumpy()
         _assert_runs(path, 4)
-    finally:
-        _settle()
-        mx.engine.set_engine_type(previous)
 
 
 def test_a_plugin_that_declines_to_compile_runs_on_the_cpu(ctx: mx.Context,
-                                                           engine_type: str) -> None:
+                                                           engine_kind: str) -> None:
     path = _ExecutorPath(ctx)
     ctx.configure(mode="load_unsupported")
     values = _data(5)
@@ -266,7 +241,7 @@ def test_a_plugin_that_declines_to_compile_runs_on_the_cpu(ctx: mx.Context,
 
 
 def test_a_failed_imperative_operator_leaves_the_context_usable(plugins: dict[str, mx.Context],
-                                                                engine_type: str) -> None:
+                                                                engine_kind: str) -> None:
     """mx.nd.<op> on a symbolic plugin compiles one model per signature and
     runs it with infer(): a failure is the operator's, the next call works."""
     ctx = plugins["host_memory"]
@@ -295,7 +270,7 @@ def test_unwritten_outputs_are_not_detected_by_default(plugins: dict[str, mx.Con
 
 
 @pytest.mark.parametrize("mode, unwritten", [("infer_unwritten", 10), ("infer_partial", 5)])
-def test_checked_outputs_catch_unwritten_elements(ctx: mx.Context, engine_type: str,
+def test_checked_outputs_catch_unwritten_elements(ctx: mx.Context, engine_kind: str,
                                                   monkeypatch: pytest.MonkeyPatch, mode: str,
                                                   unwritten: int) -> None:
     monkeypatch.setenv("MXNET_ACC_CHECK_OUTPUTS", "1")
@@ -346,10 +321,7 @@ def test_a_slow_plugin_holds_up_only_its_own_device(plugins: dict[str, mx.Contex
     other device and the CPU keep working while its infer() sleeps."""
     ctx = plugins["host_memory"]
     other = mx.Context(ctx.device_type, 1)
-    previous = mx.engine.engine_type()
-    _settle()
-    mx.engine.set_engine_type("ThreadedEngine")
-    try:
+    with using_engine("ThreadedEngine"):
         slow, fast = _ExecutorPath(ctx), _ExecutorPath(other)
         _assert_runs(slow, 1)
         _assert_runs(fast, 1)
@@ -364,9 +336,6 @@ def test_a_slow_plugin_holds_up_only_its_own_device(plugins: dict[str, mx.Contex
         cpu_done = time.monotonic() - start
         slow_result = slow.exe.outputs[0].asnumpy()
         slow_done = time.monotonic() - start
-    finally:
-        _settle()
-        mx.engine.set_engine_type(previous)
     assert slow_done >= DELAY_S
     assert pushed < DELAY_S / 2 and fast_done < slow_done and cpu_done < slow_done
     for result in (fast_result, slow_result):
@@ -377,10 +346,7 @@ def test_a_slow_plugin_holds_up_only_its_own_device(plugins: dict[str, mx.Contex
 def test_a_slow_plugin_blocks_only_the_calling_thread_under_naive_engine(
         plugins: dict[str, mx.Context]) -> None:
     ctx = plugins["device_memory"]
-    previous = mx.engine.engine_type()
-    _settle()
-    mx.engine.set_engine_type("NaiveEngine")
-    try:
+    with using_engine("NaiveEngine"):
         slow, fast = _ExecutorPath(ctx), _ExecutorPath(mx.Context(ctx.device_type, 1))
         _assert_runs(slow, 1)
         _assert_runs(fast, 1)
@@ -395,9 +361,6 @@ def test_a_slow_plugin_blocks_only_the_calling_thread_under_naive_engine(
         fast_alive = thread.is_alive()
         thread.join(timeout=60)
         slow_done = time.monotonic() - start
-    finally:
-        _settle()
-        mx.engine.set_engine_type(previous)
     assert fast_alive and slow_done >= DELAY_S
     for name in ("slow", "fast"):
         np.testing.assert_array_equal(results[name], _expected(values))

@@ -198,23 +198,33 @@ CR_TARGET_CLONES static void pack_phases(const void *context, int64_t k0, int64_
   }
 }
 
+/* Row src of width values, padded by pad zero columns on the left, split
+ * by column parity: padded column c goes to row_even (c even) or row_odd
+ * at c / 2, so input column i to the row of parity (i + pad) % 2 at
+ * (i + pad) / 2. Only the input's own columns are written. Constant
+ * strides: the compiler turns them into vector shuffles (a variable stride
+ * becomes gathers, or scalar code); inlined into each ISA's clone. */
+__attribute__((always_inline)) static inline void deinterleave(const float *src, int64_t width,
+                                                               int64_t pad, float *row_even,
+                                                               float *row_odd) {
+  float *first = (pad % 2 == 0 ? row_even : row_odd) + pad / 2;
+  float *second = (pad % 2 == 0 ? row_odd : row_even) + (pad + 1) / 2;
+  const int64_t pairs = width / 2;
+  for (int64_t t = 0; t < pairs; ++t) {
+    first[t] = src[2 * t];
+    second[t] = src[2 * t + 1];
+  }
+  if (width % 2 != 0) first[pairs] = src[width - 1];
+}
+
 /* One input row of wd values into the phase planes of its padded row:
  * padded column pc = col + pad goes to phase pc % s2 at position pc / s2
  * (dst is the row in phase 0; phase b's row is phase_plane further). One
  * strided loop per phase, without branches. */
 CR_TARGET_CLONES static void split_columns(const float *src, int64_t wd, int64_t pad,
                                            int64_t s2, int64_t phase_plane, float *dst) {
-  if (s2 == 2) {
-    /* The common stride, with constant strides the compiler turns into
-     * vector shuffles (a variable stride becomes gathers, or scalar code). */
-    float *even = dst + (pad % 2) * phase_plane + pad / 2; /* column 2t: padded 2t + pad */
-    float *odd = dst + ((pad + 1) % 2) * phase_plane + (pad + 1) / 2;
-    const int64_t pairs = wd / 2;
-    for (int64_t t = 0; t < pairs; ++t) {
-      even[t] = src[2 * t];
-      odd[t] = src[2 * t + 1];
-    }
-    if (wd % 2 != 0) even[pairs] = src[wd - 1];
+  if (s2 == 2) { /* the common stride, without the general loop's variable stride */
+    deinterleave(src, wd, pad, dst, dst + phase_plane);
     return;
   }
   for (int64_t b = 0; b < s2; ++b) {
@@ -471,17 +481,7 @@ CR_TARGET_CLONES static void depthwise_3x3_split(const float *e0, const float *o
 CR_TARGET_CLONES static void split_row(const float *x_row, int64_t width, int64_t pad,
                                        float *even, float *odd) {
   if (x_row == NULL) return; /* the scratch starts zeroed and padding is never written */
-  /* even[j] = x_row[2j - pad] and odd[j] = x_row[2j + 1 - pad] inside the
-   * row: input column i goes to (i + pad) % 2 at (i + pad) / 2. */
-  float *first = pad % 2 == 0 ? even : odd, *second = pad % 2 == 0 ? odd : even;
-  first += pad / 2;
-  second += (pad + 1) / 2;
-  const int64_t pairs = width / 2;
-  for (int64_t t = 0; t < pairs; ++t) {
-    first[t] = x_row[2 * t];
-    second[t] = x_row[2 * t + 1];
-  }
-  if (width % 2 != 0) first[pairs] = x_row[width - 1];
+  deinterleave(x_row, width, pad, even, odd);
 }
 
 /* split_row for padded rows [0, rows) of a plane of in_h x in_w, row r into
@@ -493,18 +493,7 @@ CR_TARGET_CLONES static void split_rows(const float *x, int64_t in_h, int64_t in
   const int64_t begin = pad_rows < rows ? pad_rows : rows;
   const int64_t end = in_h + pad_rows < rows ? in_h + pad_rows : rows;
   for (int64_t r = begin; r < end; ++r) {
-    const float *x_row = x + (r - pad_rows) * in_w;
-    float *row = dst + r * slot;
-    float *first = pad_cols % 2 == 0 ? row : row + half;
-    float *second = pad_cols % 2 == 0 ? row + half : row;
-    first += pad_cols / 2;
-    second += (pad_cols + 1) / 2;
-    const int64_t pairs = in_w / 2;
-    for (int64_t t = 0; t < pairs; ++t) {
-      first[t] = x_row[2 * t];
-      second[t] = x_row[2 * t + 1];
-    }
-    if (in_w % 2 != 0) first[pairs] = x_row[in_w - 1];
+    deinterleave(x + (r - pad_rows) * in_w, in_w, pad_cols, dst + r * slot, dst + r * slot + half);
   }
 }
 

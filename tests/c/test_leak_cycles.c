@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "cpu_ref_fixture.h" /* kGraph, its weights and data, fill(); check.h */
 #include "mxnet_acc.h"
 
 /* The ABI, as pointers into the library. */
@@ -47,36 +47,12 @@ static const char *(*p_accGetLastError)(void);
 /* check.h's CHECK reports accGetLastError(): the library's. */
 const char *accGetLastError(void) { return p_accGetLastError ? p_accGetLastError() : "?"; }
 
-static const char kGraph[] =
-    "{\"nodes\":["
-    VAR("data", "[1,2,5,5]", "data") ","
-    VAR("conv_w", "[3,2,3,3]", "weight") ","
-    VAR("conv_b", "[3]", "weight") ","
-    NODE("Convolution", "conv", OUT("[1,3,5,5]") ",\"kernel\":\"(3, 3)\",\"pad\":\"(1, 1)\","
-         "\"num_filter\":\"3\"", "[0,0,0],[1,0,0],[2,0,0]") ","
-    NODE("Activation", "relu", OUT("[1,3,5,5]") ",\"act_type\":\"relu\"", "[3,0,0]") ","
-    NODE("Pooling", "pool", OUT("[1,3,2,2]") ",\"kernel\":\"(2, 2)\",\"stride\":\"(2, 2)\"",
-         "[4,0,0]") ","
-    NODE("Flatten", "flat", OUT("[1,12]"), "[5,0,0]") ","
-    VAR("fc_w", "[4,12]", "weight") "," VAR("fc_b", "[4]", "weight") ","
-    NODE("FullyConnected", "fc", OUT("[1,4]") ",\"num_hidden\":\"4\"",
-         "[6,0,0],[7,0,0],[8,0,0]") ","
-    NODE("softmax", "prob", OUT("[1,4]"), "[9,0,0]")
-    "],\"arg_nodes\":[0,1,2,7,8],\"heads\":[[10,0,0]]}";
-
 enum { kWeights = 4 };
 static const char *const kWeightNames[kWeights] = {"conv_w", "conv_b", "fc_w", "fc_b"};
 static const uint64_t kWeightShapes[kWeights][4] = {{3, 2, 3, 3}, {3}, {4, 12}, {4}};
 static const uint64_t kWeightNdims[kWeights] = {4, 1, 2, 1};
 static const uint64_t kDataShape[] = {1, 2, 5, 5}, kOutShape[] = {1, 4};
-static float weights[kWeights][54], data[50];
-
-static void fill(float *values, int count, unsigned seed) {
-  for (int i = 0; i < count; ++i) {
-    seed = seed * 1103515245u + 12345u;
-    values[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
-  }
-}
+static float *const weights[kWeights] = {conv_w, conv_b, fc_w, fc_b};
 
 static long rss_kb(void) {
   FILE *file = fopen("/proc/self/statm", "r");
@@ -172,8 +148,8 @@ int main(int argc, char **argv) {
   LOOKUP(accGetExecutor);
   LOOKUP(accGetLastError);
   int cycles = atoi(argv[2]), dev_id = atoi(argv[3]);
-  for (int i = 0; i < kWeights; ++i) fill(weights[i], 54, 11u + (unsigned)i);
-  fill(data, 50, 7u);
+  fill(conv_w, 54, 0.3f), fill(conv_b, 3, 0.1f), fill(fc_w, 48, 0.2f), fill(fc_b, 4, 0.1f);
+  fill(data, 50, 1.0f);
   CHECK(p_initialize(MX_ACC_API_VERSION) == MX_ACC_OK);
   if (getenv("ACC_LEAK_CONTROL") != NULL) leak_control(); /* LeakSanitizer must report it */
 
