@@ -144,6 +144,12 @@ def _stored(array: NDArray) -> Value:
     return array._read()
 
 
+def _put_stored(values: dict[int, Value], arrays: Sequence[tuple[int, NDArray]]) -> None:
+    """Inside a step: the values of bound arrays, by entry, into values."""
+    for entry, array in arrays:
+        values[entry] = _stored(array)
+
+
 class Executor:
     """A bound symbol. Use :meth:`forward`, then read :attr:`outputs`."""
 
@@ -388,7 +394,7 @@ class Executor:
 
     def _step_push(self, index: int, step: _Step) -> _Push:
         bound = self._bound
-        reads = [self._var(entry, bound) for entry in step.inputs]
+        reads = [self._var(entry) for entry in step.inputs]
         if step.subgraph is not None:
             reads += [bound[name]._var for name in step.subgraph.spec.weights]
         outputs = tuple(self._copies.get(index, ()))
@@ -473,17 +479,16 @@ class Executor:
             if var.exception is not None:
                 self._drop_stale_failures()
                 break
-        weights = self._bound
         run = _Forward(self._readers)
         current = engine.get()
         compiling = any(operator.loads == 0 and not operator.declined
                         for operator in self._subgraphs)
         for step, push in zip(self._steps, self._pushes):
-            current.push_sync_normalized(self._step_function(step, push, run, weights),
+            current.push_sync_normalized(self._step_function(step, push, run),
                                          push.context, push.reads, push.writes)
         for output, entry in self._copies.get(None, ()):
-            current.push_sync(self._output_function(output, entry, run, weights), cpu(),
-                              [self._var(entry, weights)], [output._var])
+            current.push_sync(self._output_function(output, entry, run), cpu(),
+                              [self._var(entry)], [output._var])
         if compiling:
             for output in self.outputs:
                 output.wait_to_read()
@@ -504,37 +509,24 @@ class Executor:
                 except Exception:  # the failure the outputs report
                     pass
 
-    def _var(self, entry: int, weights: Mapping[str, NDArray]) -> engine.Var:
+    def _var(self, entry: int) -> engine.Var:
         name = self._variables.get(entry)
-        return weights[name]._var if name is not None else self._entry_vars[entry]
+        return self._bound[name]._var if name is not None else self._entry_vars[entry]
 
-    def _fetch(self, entries: Sequence[int], run: _Forward,
-               weights: Mapping[str, NDArray]) -> None:
-        """Inside a step: puts the values of the variables among entries
-        into run.values."""
-        for entry in entries:
-            name = self._variables.get(entry)
-            if name is not None:
-                run.values[entry] = _stored(weights[name])
-
-    def _step_function(self, step: _Step, push: _Push, run: _Forward,
-                       weights: Mapping[str, NDArray]) -> engine.base.SyncFn:
+    def _step_function(self, step: _Step, push: _Push, run: _Forward) -> engine.base.SyncFn:
         def run_step(_run_ctx: engine.RunContext) -> None:
             values = run.values
             operator = step.subgraph
             if operator is not None and not operator.declined:
-                for entry, array in push.fetch:
-                    values[entry] = _stored(array)
-                if self._differential is not None:  # it reads every input, weights included
-                    for entry, array in push.variables:
-                        values[entry] = _stored(array)
+                # The differential check reads every input, weights included.
+                _put_stored(values, push.fetch if self._differential is None
+                            else push.variables)
                 written = _targets(operator, push.outputs)
                 values.update(self._run_subgraph(
-                    operator, push, values, weights,
+                    operator, push, values,
                     {entry: target for entry, (_, target) in written.items()}))
             else:
-                for entry, array in push.variables:
-                    values[entry] = _stored(array)
+                _put_stored(values, push.variables)
                 written = {}
                 self._run_on_cpu(operator.spec.nodes if operator is not None else (step.node,),
                                  values)
@@ -547,11 +539,13 @@ class Executor:
 
         return run_step
 
-    def _output_function(self, output: NDArray, entry: int, run: _Forward,
-                         weights: Mapping[str, NDArray]) -> engine.base.SyncFn:
+    def _output_function(self, output: NDArray, entry: int,
+                         run: _Forward) -> engine.base.SyncFn:
+        name = self._variables.get(entry)
+
         def copy_out(_run_ctx: engine.RunContext) -> None:
-            self._fetch((entry,), run, weights)
-            output._write_now(np.asarray(to_host(run.values[entry])))
+            value = _stored(self._bound[name]) if name is not None else run.values[entry]
+            output._write_now(np.asarray(to_host(value)))
 
         return copy_out
 
@@ -570,23 +564,22 @@ class Executor:
                             tracer.now())
 
     def _run_subgraph(self, operator: SubgraphOperator, push: _Push,
-                      values: dict[int, Value], weights: Mapping[str, NDArray],
-                      targets: Mapping[int, Value]) -> dict[int, Value]:
+                      values: dict[int, Value], targets: Mapping[int, Value]
+                      ) -> dict[int, Value]:
         """The subgraph on the accelerator (writing the outputs in targets in
         place); if the plugin declines to compile it after all
         (MX_ACC_ERR_UNSUPPORTED from loadModel), its operators run on the CPU
         from then on, as the ABI promises."""
         try:
-            produced = operator.forward(values, weights, targets)
+            produced = operator.forward(values, self._bound, targets)
             if self._differential is not None:
-                self._differential.after_subgraph(self, operator, values, weights, produced)
+                self._differential.after_subgraph(self, operator, values, self._bound, produced)
             return produced
         except PluginUnsupportedError as error:
             if operator.loads:
                 raise
             operator.decline(str(error))
-            for entry, array in push.variables:
-                values[entry] = _stored(array)
+            _put_stored(values, push.variables)
             self._run_on_cpu(operator.spec.nodes, values)
             return {}
 
