@@ -66,6 +66,9 @@ _FLOAT32: list[tuple[Any, ...]] = [
     ("Pooling", {"kernel": (2, 3), "stride": (1, 2), "pool_type": "sum"}, [(1, 3, 5, 7)]),
     ("Pooling", {"kernel": (3, 3), "stride": (2, 2), "pooling_convention": "full",
                  "pad": (1, 1)}, [(1, 2, 6, 6)]),
+    # the last row and column of windows hold padding only: 0, as in MXNet
+    ("Pooling", {"kernel": (2, 2), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg",
+                 "pooling_convention": "full", "count_include_pad": False}, [(1, 2, 3, 3)]),
     ("Pooling", {"global_pool": True, "kernel": (1, 1)}, [(2, 3, 5, 4)]),
     ("Pooling", {"global_pool": True, "pool_type": "avg", "kernel": (1, 1)}, [(2, 3, 5, 4)]),
     ("Pooling", {"kernel": (2,), "stride": (2,)}, [(2, 3, 9)]),

@@ -50,7 +50,7 @@ FC = mx.sym.FullyConnected(DATA, num_hidden=4, name="fc")
 @dataclass(frozen=True)
 class Row:
     id: str
-    where: str  # load / import / bind / forward / params
+    where: str  # load / infer / import / bind / forward / params
     run: Callable[[Path], Any]  # given a scratch directory
     error: type[BaseException]
     fragments: tuple[str, ...]  # the message contains each
@@ -98,6 +98,19 @@ def _write_and_load(tmp: Path, text: str) -> Any:
     path = tmp / "model-symbol.json"
     path.write_text(text, encoding="utf-8")
     return mx.sym.load(str(path))
+
+
+def _infer_hinted(shape: str) -> Callable[[Path], Any]:
+    """infer_shape of a symbol file whose data hint feeds an operator that
+    infers shapes by running on zeros of its input shapes (_onnx_split)."""
+    def run(tmp: Path) -> Any:
+        document = {"nodes": [{"op": "null", "name": "data", "inputs": [],
+                               "attrs": {"__shape__": shape}},
+                              {"op": "_onnx_split", "name": "split", "inputs": [[0, 0, 0]],
+                               "attrs": {"num_outputs": "2"}}],
+                    "arg_nodes": [0], "heads": [[1, 0, 0], [1, 1, 0]]}
+        return mx.sym.load_json(json.dumps(document)).infer_shape()
+    return run
 
 
 SYMBOL_ROWS = [
@@ -157,6 +170,11 @@ SYMBOL_ROWS = [
     Row("json-bad-shape-hint", "load",
         lambda tmp: _bind_hinted("(2, x)")(tmp), GraphError,
         ("variable 'data': bad __shape__ '(2, x)'",)),
+    Row("json-huge-shape-hint-inferred", "infer", _infer_hinted(f"({TERA}, 1024)"),
+        AllocationTooLargeError, ("_onnx_split: shape inference on inputs of shapes "
+                                  "[(1099511627776, 1024)] would take 4.0 PiB",), huge=True),
+    Row("json-shape-hint-too-many-dims", "infer", _infer_hinted(str((1,) * 70)), ShapeError,
+        ("node 'split' (_onnx_split): _onnx_split: maximum supported dimension",)),
     Row("json-missing-file", "load", lambda tmp: mx.sym.load(str(tmp / "none-symbol.json")),
         GraphError, ("cannot read symbol file", "none-symbol.json")),
 ]
@@ -217,6 +235,10 @@ BIND_ROWS = [
     Row("bind-over-configured-limit", "bind",
         lambda tmp: RELU.simple_bind(mx.cpu(), data=(1024, 1024)), AllocationTooLargeError,
         ("would take 4.0 MiB (4194304 bytes), more than MXNET_ACC_MAX_ALLOC_BYTES=1048576",)),
+    Row("bind-pooling-empty-axis", "bind",
+        lambda tmp: mx.sym.Pooling(DATA, global_pool=True, kernel=(1, 1), name="p").simple_bind(
+            mx.cpu(), data=(1, 2, 0, 3)), ShapeError,
+        ("node 'p' (Pooling): Pooling: spatial axis 0 of data (1, 2, 0, 3) has size 0",)),
     Row("ndarray-huge", "bind", lambda tmp: mx.nd.zeros((TERA,)), AllocationTooLargeError,
         ("an array (shape (1099511627776,), float32) would take 4.0 TiB",), huge=True),
 ]

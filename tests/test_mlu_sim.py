@@ -127,6 +127,9 @@ CASES = [
                  "pooling_convention": "full"}, [(1, 4, 8, 8)], F32),
     ("Pooling", {"kernel": "(3, 3)", "stride": "(2, 2)", "pad": "(1, 1)", "pool_type": "avg",
                  "pooling_convention": "full", "count_include_pad": "False"}, [(1, 4, 8, 8)], F32),
+    # windows of padding only (the last row and column): 0, as in MXNet
+    ("Pooling", {"kernel": "(2, 2)", "stride": "(2, 2)", "pad": "(1, 1)", "pool_type": "avg",
+                 "pooling_convention": "full", "count_include_pad": "False"}, [(1, 2, 3, 3)], F32),
     ("Pooling", {"kernel": "(3, 3)", "stride": "(2, 2)", "pad": "(1, 1)", "pool_type": "max",
                  "pooling_convention": "full"}, [(1, 2, 9, 9)], F32),
     ("Pooling", {"global_pool": "True", "pool_type": "avg", "kernel": "(1, 1)"},

@@ -484,11 +484,26 @@ def test_pooling_window_past_the_padded_edge() -> None:
     attrs = dict(kernel=(1,), stride=(3,), pooling_convention="full")
     np.testing.assert_array_equal(run1("Pooling", [x], **attrs), [[[1, 4, F32_MIN]]])
     np.testing.assert_array_equal(run1("Pooling", [x], pool_type="sum", **attrs), [[[1, 4, 0]]])
-    # MXNet divides the empty sum by end - start = min(6 + 1, 5) - 6 = -1
+    # A window with no data averages to 0 (MXNet 1.9.1 prints [[[1. 4. 0.]]]
+    # here and [[[1. 3. 0.]]] for both below), whatever its divisor would be.
     np.testing.assert_array_equal(run1("Pooling", [x], pool_type="avg", **attrs), [[[1, 4, 0]]])
-    # a window starting exactly at the end divides 0 by 0
-    out = run1("Pooling", [row(1, 2, 3, 4)], pool_type="avg", **attrs | {"stride": (2,)})
-    np.testing.assert_array_equal(out, [[[1, 3, np.nan]]])
+    for include_pad in (True, False):
+        out = run1("Pooling", [row(1, 2, 3, 4)], pool_type="avg", count_include_pad=include_pad,
+                   **attrs | {"stride": (2,)})
+        np.testing.assert_array_equal(out, [[[1, 3, 0]]])
+
+
+def test_pooling_windows_of_padding_only() -> None:
+    # Printed by MXNet 1.9.1 for arange(1, 10) as a 3x3 image, kernel 2,
+    # stride 2, pad 1, full convention: the last row and column of windows
+    # hold padding only and average to 0 with and without counting it.
+    x = np.arange(1, 10, dtype=np.float32).reshape(1, 1, 3, 3)
+    attrs = dict(kernel=(2, 2), stride=(2, 2), pad=(1, 1), pool_type="avg",
+                 pooling_convention="full")
+    out = run1("Pooling", [x], count_include_pad=True, **attrs)
+    np.testing.assert_allclose(out.ravel(), [0.25, 1.25, 0, 2.75, 7, 0, 0, 0, 0])
+    out = run1("Pooling", [x], count_include_pad=False, **attrs)
+    np.testing.assert_allclose(out.ravel(), [1, 2.5, 0, 5.5, 7, 0, 0, 0, 0])
 
 
 def test_pooling_same_convention() -> None:
@@ -542,7 +557,7 @@ def pool_oracle(x: np.ndarray, kernel: tuple, stride: tuple, pad: tuple, pool_ty
             value = float(np.sum(region ** p)) ** (1 / p)
         else:
             value = region.sum()
-            if pool_type == "avg":
+            if pool_type == "avg" and region.size:  # no data: 0
                 sizes = zip(starts, ends) if include_pad else zip(lows, highs)
                 value /= math.prod(b - a for a, b in sizes)
         result[(n, c, *position)] = value
@@ -576,6 +591,10 @@ def test_lp2_pooling_matches_loop() -> None:
 
 @pytest.mark.parametrize("attrs, shape, error, message", [
     ({"kernel": (5,)}, (1, 1, 3), ShapeError, "exceeds the input"),
+    # MXNet and onnxruntime refuse an empty spatial axis too (fuzzing found it)
+    ({"kernel": (1, 1), "global_pool": True}, (1, 2, 0, 3), ShapeError, "axis 0 .* size 0"),
+    ({"kernel": (2, 2), "pad": (1, 1), "pool_type": "avg"}, (1, 2, 3, 0), ShapeError,
+     "axis 1 .* size 0"),
     ({"kernel": (2, 2), "pooling_convention": "same"}, (1, 1, 4, 4), ShapeError, "same"),
     ({"kernel": (2,), "pooling_convention": "same", "pad": (1,)}, (1, 1, 4), OperatorError,
      "same"),

@@ -157,8 +157,9 @@ static float pool_one(const float *sram, const mlu_pool *p, const float *in, win
     const float *row = in + (iy - p->in_row0) * p->w;
     for (int64_t ix = x.lo; ix < x.hi; ++ix) sum += (double)row[ix];
   }
-  /* MXNet's divisor, taken as is even for a window past the edge (the host
-   * divides 0 by 0 there too). */
+  /* A window with no data in it (padding only, or wholly past the edge)
+   * averages to 0, as in MXNet; every other one has a positive divisor. */
+  if (y.hi <= y.lo || x.hi <= x.lo) return 0.0f;
   double divisor = p->count_include_pad ? (double)((y.end - y.start) * (x.end - x.start))
                                         : (double)((y.hi - y.lo) * (x.hi - x.lo));
   return (float)(sum / divisor);

@@ -646,6 +646,10 @@ def _pool_plan(attrs: Attrs, data: Shape) -> tuple[_Window, _PoolPlan]:
     _expect_ndim(op, data, (3, 4, 5))
     _check_layout(op, attrs.layout, len(data) - 2)
     spatial = tuple(data[2:])
+    if 0 in spatial:
+        # Nothing to pool over (a window of padding only is not a result):
+        # MXNet and onnxruntime refuse it too.
+        raise ShapeError(f"{op}: spatial axis {spatial.index(0)} of data {data} has size 0")
     if attrs.pooling_convention == "same":
         if len(data) != 3:
             raise ShapeError(f"{op}: pooling_convention 'same' supports only 3-D data "
@@ -711,11 +715,12 @@ def _reduce_windows(values: np.ndarray, axis: int,
 
 def _avg_divisor(plan: _PoolPlan, include_pad: bool) -> np.ndarray:
     """MXNet's pool_size: the product over axes of end - start (padding
-    counted, end capped at size + pad) or of hi - lo (data only), taken as
-    is even where a window lies past the edge."""
+    counted, end capped at size + pad) or of hi - lo (data only). A window
+    with no data in it (padding only, or wholly past the edge) averages to
+    0 in MXNet: its sum, 0, is divided by 1 here."""
     divisor = np.ones(())
     for windows in plan.axes:
-        sizes = np.array([(end - start) if include_pad else (hi - lo)
+        sizes = np.array([1 if hi <= lo else (end - start) if include_pad else (hi - lo)
                           for start, end, lo, hi in windows], dtype=np.float64)
         divisor = np.multiply.outer(divisor, sizes)
     return divisor
@@ -741,9 +746,7 @@ def _pooling(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
         values = _LP_ROOT[attrs.p_value](values)
     elif kind == "avg":
         include_pad = attrs.count_include_pad is not False
-        # A window wholly past the edge divides 0 by 0 or a negative size, as in MXNet.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            values = values / _avg_divisor(plan, include_pad)
+        values = values / _avg_divisor(plan, include_pad)
     return [_like(values, data)]
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import AllocationTooLargeError, ShapeError
+from ..limits import array_bytes, check_bytes
 from .params import (
     Attrs,
     Param,
@@ -51,12 +52,24 @@ def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
         for position, shape in enumerate(shapes):
             if shape is None:
                 raise ShapeUnknownError(f"{name}: the shape of input {position} is unknown")
-        arrays = [np.zeros(shape, kinds[probe[i] if i < len(probe) else "f"])
-                  for i, shape in enumerate(shapes)]
+        dtypes = [kinds[probe[i] if i < len(probe) else "f"] for i in range(len(shapes))]
+        # Declared shapes may be anything a model file says: refuse what
+        # the machine cannot hold before numpy is asked for it.
+        check_bytes(sum(array_bytes(shape, dtype) for shape, dtype in zip(shapes, dtypes)),
+                    f"{name}: shape inference on inputs of shapes {list(shapes)}")
         try:
+            arrays = [np.zeros(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
             with np.errstate(all="ignore"):
                 outputs = compute(attrs, arrays)
-        except (ValueError, IndexError, TypeError) as error:
+        except AllocationTooLargeError:
+            raise
+        except MemoryError:
+            raise AllocationTooLargeError(
+                f"{name}: shape inference on inputs of shapes {list(shapes)} ran out of "
+                "memory (check the declared shapes)") from None
+        # numpy refuses more than 32 (numpy 2: 64) dimensions with a
+        # ValueError or, from some functions, a RuntimeError.
+        except (ValueError, IndexError, TypeError, RuntimeError) as error:
             raise ShapeError(f"{name}: {error}") from None
         return list(shapes), [tuple(int(d) for d in np.shape(out)) for out in outputs]
     return infer
