@@ -38,6 +38,7 @@ from .ops.params import Attrs
 from .ops.registry import OpDef
 from .partition import Partition, offerable_region, partition_graph, region_graph
 from .subgraph import SubgraphOperator, Value, to_host
+from .symbolic import BoundInference
 from .tensor import TensorSpec, dtype_code
 from .trace import recorder as trace_recorder
 
@@ -134,6 +135,27 @@ class _Push:
     done: tuple[int, ...]
 
 
+class _BoundStep:
+    """A subgraph step run on fixed buffers: its data inputs are bound
+    arguments and its outputs executor outputs, all in the memory of the
+    subgraph's device, and no other step reads what it computes. So the
+    plugin's infer() is the whole step (descriptors built once). It runs
+    only while every array still holds the buffer it was bound with."""
+
+    __slots__ = ("infer", "storages", "buffers")
+
+    def __init__(self, infer: BoundInference, arrays: Sequence[NDArray]) -> None:
+        self.infer = infer
+        self.storages = tuple(array._storage for array in arrays)
+        self.buffers = tuple(storage.device for storage in self.storages)
+
+    def current(self) -> bool:
+        for storage, buffer in zip(self.storages, self.buffers):
+            if storage.device is not buffer or storage.host is not None:
+                return False
+        return True
+
+
 def _stored(array: NDArray) -> Value:
     """An argument's value where it lives: its device buffer when it is in
     accelerator memory (copied to the host only if a CPU operator reads it),
@@ -223,6 +245,9 @@ class Executor:
         # not rebind. So each step's dependencies are worked out once.
         self._bound = {**arg_dict, **aux_dict}
         self._pushes = [self._step_push(index, step) for index, step in enumerate(self._steps)]
+        # Per subgraph step (by node), once its model is loaded: a _BoundStep,
+        # or None where the step cannot run on fixed buffers.
+        self._bound_steps: dict[int, _BoundStep | None] = {}
         # Serializes forward() calls (see forward); public, so that a thread
         # can pair its forward with the reading of its outputs.
         self.lock = threading.RLock()
@@ -518,6 +543,12 @@ class Executor:
             values = run.values
             operator = step.subgraph
             if operator is not None and not operator.declined:
+                bound = self._bound_steps.get(step.node)
+                if (bound is not None and bound.infer.model is operator.model
+                        and bound.current() and operator.weights_current()):
+                    bound.infer()
+                    run.done_with(push.done)
+                    return
                 # The differential check reads every input, weights included.
                 _put_stored(values, push.fetch if self._differential is None
                             else push.variables)
@@ -525,6 +556,8 @@ class Executor:
                 values.update(self._run_subgraph(
                     operator, push, values,
                     {entry: target for entry, (_, target) in written.items()}))
+                if step.node not in self._bound_steps and operator.loads:
+                    self._bound_steps[step.node] = self._bind_step(step, push, written)
             else:
                 _put_stored(values, push.variables)
                 written = {}
@@ -538,6 +571,33 @@ class Executor:
             run.done_with(push.done)
 
         return run_step
+
+    def _bind_step(self, step: _Step, push: _Push,
+                   written: Mapping[int, tuple[NDArray, Value]]) -> _BoundStep | None:
+        """The subgraph step on fixed buffers, where it can run so (see
+        _BoundStep): a device-memory plugin, every data input a bound
+        argument and every output an executor output (one each) in its
+        device's buffers, nothing else reading the outputs, no differential
+        check."""
+        operator = step.subgraph
+        assert operator is not None
+        if operator.declined or not operator.device_memory or self._differential is not None:
+            return None
+        inputs = dict(push.fetch)
+        if len(inputs) != len(operator._data_entries):
+            return None
+        arrays = [*inputs.values(), *(output for output, _ in written.values())]
+        if any(array._view is not None or array._storage.host is not None
+               or not operator.on_device(array._storage.device) for array in arrays):
+            return None
+        if (set(written) != set(step.outputs) or len(push.outputs) != len(written)
+                or any(entry in other.inputs for other in self._steps if other is not step
+                       for entry in step.outputs)):
+            return None
+        infer = operator.bind_buffers(
+            {entry: array._storage.device for entry, array in inputs.items()},
+            {entry: output._storage.device for entry, (output, _) in written.items()})
+        return _BoundStep(infer, arrays)
 
     def _output_function(self, output: NDArray, entry: int,
                          run: _Forward) -> engine.base.SyncFn:

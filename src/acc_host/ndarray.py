@@ -272,7 +272,10 @@ class NDArray:
 
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the elements."""
-        return np.array(self._read(), copy=True)
+        values = self._read()
+        # Device memory was just copied out into a fresh array: that is the copy.
+        fresh = self._view is None and self._storage.host is None
+        return values if fresh else np.array(values, copy=True)
 
     def asscalar(self) -> Any:
         if self.size != 1:

@@ -28,13 +28,13 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from .engine.base import in_operation
-from .errors import AccHostError
+from .errors import AccHostError, InvalidArgumentError
 from .library import AccLibrary
 from .memory import DeviceBuffer
 from .model_cache import ModelCache, cache_from_environment, supports_cache
 from .ndarray import NDArray
 from .partition import SubgraphSpec
-from .symbolic import LoadedModel
+from .symbolic import BoundInference, LoadedModel
 from .tensor import TensorSpec
 
 __all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
@@ -61,6 +61,7 @@ class SubgraphOperator:
         self.device_memory = library.supports_imperative
         self._model: LoadedModel | None = None
         self._versions: list[int] = []
+        self._weight_vars: tuple[Any, ...] = ()  # the weights' engine vars, once loaded
         self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
                               if name not in spec.weights]
         self._weight_names = tuple(spec.weights)
@@ -115,6 +116,7 @@ class SubgraphOperator:
             self.load_source = "compiled"
         self.load_seconds = time.perf_counter() - start
         self._versions = [weights[name].version for name in self._weight_names]
+        self._weight_vars = tuple(weights[name]._storage.var for name in self._weight_names)
         self.loads += 1
         if self.device_memory:
             self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
@@ -168,6 +170,25 @@ class SubgraphOperator:
         self._versions = versions
         self.weight_refreshes += 1
         return changed
+
+    @property
+    def model(self) -> LoadedModel | None:
+        """The loaded model (None before the first forward and after close)."""
+        return self._model
+
+    def weights_current(self) -> bool:
+        """Inside a pushed operation that reads the weights: whether the
+        loaded model holds their latest values (no write since it saw them)."""
+        return [var.version for var in self._weight_vars] == self._versions
+
+    def bind_buffers(self, inputs: Mapping[int, DeviceBuffer],
+                     outputs: Mapping[int, DeviceBuffer]) -> BoundInference:
+        """The loaded model's infer() on fixed buffers of this device, given
+        by entry: every data input and every output of the subgraph."""
+        if self._model is None:
+            raise InvalidArgumentError(f"subgraph {self.spec.index} is not loaded")
+        return self._model.bind({name: inputs[entry] for name, entry in self._data_entries},
+                                {name: outputs[entry] for name, entry in self._output_items})
 
     def forward(self, entries: Mapping[int, Value], weights: Mapping[str, NDArray],
                 targets: Mapping[int, Value] | None = None) -> dict[int, Value]:

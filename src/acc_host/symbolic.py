@@ -37,7 +37,8 @@ from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
 
 _from_buffer = ffi.from_buffer
 
-__all__ = ["LoadedModel", "ArrayLike", "CHECK_OUTPUTS_VARIABLE", "check_outputs_enabled"]
+__all__ = ["LoadedModel", "BoundInference", "ArrayLike", "CHECK_OUTPUTS_VARIABLE",
+           "check_outputs_enabled"]
 
 CHECK_OUTPUTS_VARIABLE = "MXNET_ACC_CHECK_OUTPUTS"
 # Per itemsize: the unsigned type viewing an element, and the canary. The
@@ -235,6 +236,14 @@ class LoadedModel:
             self.library.check(self.library.name, "infer", status, self.model_id)
         return results
 
+    def bind(self, inputs: Mapping[str, DeviceBuffer],
+             outputs: Mapping[str, DeviceBuffer]) -> BoundInference:
+        """infer() on fixed buffers of this device (every data input and
+        every output): their descriptors are built once, so each call is
+        the plugin call alone. For callers that run a model many times on
+        the same buffers, such as an executor's step."""
+        return BoundInference(self, inputs, outputs)
+
     def _bind(self, tensor: Any, spec: TensorSpec, name: str, value: ArrayLike,
               writable: bool) -> Any:
         """Points one descriptor at value; returns what keeps the memory alive."""
@@ -298,6 +307,56 @@ class LoadedModel:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class BoundInference:
+    """A LoadedModel's infer() on fixed device buffers (LoadedModel.bind).
+
+    Its descriptor arrays are its own, built when it is made: calling it
+    changes nothing a plain infer() uses, so a model may have several. The
+    buffers stay alive as long as this object; a buffer freed meanwhile
+    (DeviceBuffer.free) is refused before the plugin could see its pointer.
+    Under MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
+
+    __slots__ = ("model", "inputs", "outputs", "_buffers", "_in", "_out", "_names", "_call")
+
+    def __init__(self, model: LoadedModel, inputs: Mapping[str, DeviceBuffer],
+                 outputs: Mapping[str, DeviceBuffer]) -> None:
+        self.model = model
+        model._mismatch("inputs", inputs, model.signature.data)
+        model._mismatch("outputs", outputs, model.signature.outputs)
+        self.inputs = {name: inputs[name] for name in model.signature.data}
+        self.outputs = {name: outputs[name] for name in model.signature.outputs}
+        self._buffers = (*self.inputs.values(), *self.outputs.values())
+        self._in = TensorArray(list(model.signature.data.values()),
+                               names=list(model.signature.data))
+        self._out = TensorArray(list(model.signature.outputs.values()),
+                                names=list(model.signature.outputs))
+        for array, values in ((self._in, self.inputs), (self._out, self.outputs)):
+            for index, (name, value) in enumerate(values.items()):
+                if type(value) is not DeviceBuffer:
+                    raise TensorError(f"{name}: expected a DeviceBuffer, got "
+                                      f"{type(value).__name__}")
+                model._point(array, index, name, value, writable=False)
+        # The model's names stay alive with the model, which this object holds.
+        self._call = None if model._call is None else (
+            model._call[0], model._call[1], model._call[2], self._in.pointer, self._out.pointer,
+            len(self._in), len(self._out))
+
+    def __call__(self) -> None:
+        model = self.model
+        if model._call is None or self._call is None:
+            raise InvalidArgumentError(f"model {model.model_id} was unloaded")
+        for buffer in self._buffers:
+            if not buffer._finalizer.alive:
+                raise TensorError(f"model {model.model_id}: {buffer!r} bound to it was freed")
+        if type(model) is not LoadedModel:  # checked outputs: the checking infer()
+            model.infer(self.inputs, self.outputs)
+            return
+        with model._lock:
+            status = model._infer(*self._call)
+        if status:
+            model.library.check(model.library.name, "infer", status, model.model_id)
 
 
 class _CheckedModel(LoadedModel):

@@ -47,6 +47,7 @@ class ThreadedEngine(Engine):
     def __init__(self, cpu_threads: int = 1) -> None:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
+        self._idle_waiters = 0  # threads in _idle.wait(): the last finish notifies them
         self._pending = 0
         self._pushed = 0
         self._failed: dict[Var, None] = {}      # vars holding an undelivered failure, in order
@@ -84,16 +85,19 @@ class ThreadedEngine(Engine):
         if in_operation():
             return False
         const, mutate = normalize_vars(const_vars, mutate_vars)
-        block = OpBlock(fn, False, ctx, const, mutate)
         with self._lock:
-            free = (not self._stopped
-                    and all(not var.write_pending and var.exception is None for var in const)
-                    and all(var.idle and var.exception is None for var in mutate))
-            if not free:
+            if self._stopped:
                 return False
+            for var in const:
+                if var.write_pending or var.exception is not None:
+                    return False
+            for var in mutate:
+                if not var.idle or var.exception is not None:
+                    return False
             # Granted at once, exactly as _push would.
             self._pending += 1
             self._pushed += 1
+            block = OpBlock(fn, False, ctx, const, mutate)
             for var in const:
                 var.add_read(block)
             for var in mutate:
@@ -125,7 +129,8 @@ class ThreadedEngine(Engine):
                 block.marker.set()
                 ready.extend(self._finish(block, None))
                 continue
-            failure = _inherited_failure(block)
+            # Failures sit on vars only while _failed lists them.
+            failure = _inherited_failure(block) if self._failed else None
             if failure is not None:
                 ready.extend(self._finish(block, failure))
                 continue
@@ -190,7 +195,7 @@ class ThreadedEngine(Engine):
             if failure is not None and not block.mutate_vars:
                 self._orphans.append(failure)
             self._pending -= 1
-            if self._pending == 0:
+            if self._pending == 0 and self._idle_waiters:
                 self._idle.notify_all()
         return ready
 
@@ -284,7 +289,15 @@ class ThreadedEngine(Engine):
             if not self._help():
                 with self._idle:
                     if self._pending:
-                        self._idle.wait()
+                        self._wait_idle()
+
+    def _wait_idle(self) -> None:
+        """_idle.wait(), counted (the caller holds the lock)."""
+        self._idle_waiters += 1
+        try:
+            self._idle.wait()
+        finally:
+            self._idle_waiters -= 1
 
     # ---- lifetime ------------------------------------------------------------------------
 
@@ -293,7 +306,7 @@ class ThreadedEngine(Engine):
         engine refuses pushes afterwards. Undelivered failures are dropped."""
         with self._idle:
             while self._pending:
-                self._idle.wait()
+                self._wait_idle()
             self._stopped = True
         self._cpu.stop()
         with self._devices_lock:

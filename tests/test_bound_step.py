@@ -1,0 +1,144 @@
+"""An executor's subgraph step on fixed buffers (executor._BoundStep,
+symbolic.BoundInference): once its model is loaded, a step whose inputs are
+bound arguments and whose outputs are executor outputs on the device runs
+as the plugin's infer() alone. These tests check that it is used and that
+it gives what the general path gives (the CPU path is the oracle) through
+everything that can change between forwards: new data, written weights,
+close and reload, freed buffers, both engines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import acc_host as mx
+from acc_host import engine
+from acc_host.errors import InvalidArgumentError, TensorError
+from acc_host.executor import _BoundStep
+from acc_host.memory import DeviceBuffer
+
+RTOL, ATOL = 1e-4, 1e-5
+ACCELERATORS = ["cpu_ref", "mlu"]
+
+
+def _net() -> mx.sym.Symbol:
+    data = mx.sym.Variable("data")
+    conv = mx.sym.Convolution(data, num_filter=4, kernel=(3, 3), pad=(1, 1), name="conv")
+    act = mx.sym.Activation(conv, act_type="relu", name="relu")
+    return mx.sym.FullyConnected(mx.sym.flatten(act), num_hidden=3, name="fc")
+
+
+SHAPE = (2, 3, 5, 5)
+
+
+def _weights(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shapes = dict(zip(_net().list_arguments(), _net().infer_shape(data=SHAPE)[0]))
+    return {name: rng.standard_normal(shape).astype(np.float32)
+            for name, shape in shapes.items() if name != "data"}
+
+
+def _bind(ctx: mx.Context, weights: dict[str, np.ndarray]) -> mx.executor.Executor:
+    exe = _net().simple_bind(ctx, data=SHAPE)
+    for name, value in weights.items():
+        exe.arg_dict[name][:] = value
+    return exe
+
+
+def _image(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+
+
+@pytest.fixture(params=["ThreadedEngine", "NaiveEngine"])
+def engine_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    previous = engine.get().name
+    engine.set_engine_type(request.param)
+    yield request.param
+    engine.set_engine_type(previous)
+
+
+@pytest.mark.usefixtures("offload_everything", "engine_kind")
+@pytest.mark.parametrize("accelerator", ACCELERATORS)
+def test_bound_step_runs_and_follows_data_and_weights(accelerator: str) -> None:
+    weights = _weights(0)
+    exe, cpu = _bind(mx.Context(accelerator, 0), weights), _bind(mx.cpu(), weights)
+    assert len(exe._steps) == 1 and exe._steps[0].subgraph is not None  # one subgraph
+    for seed in range(3):  # the first forward compiles, the others run bound
+        image = _image(seed)
+        np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
+                                   cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
+    bound = exe._bound_steps[exe._steps[0].node]
+    assert isinstance(bound, _BoundStep)
+    operator = exe._steps[0].subgraph
+    # Written weights reach the model once, then the bound step runs again.
+    for target in (exe, cpu):
+        target.arg_dict["conv_weight"][:] = target.arg_dict["conv_weight"].asnumpy() * -2.0
+        target.arg_dict["fc_bias"] += 1.0
+    image = _image(7)
+    for _ in range(2):
+        np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
+                                   cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
+    assert operator.loads == 1 and operator.weight_refreshes == 1
+    assert exe._bound_steps[exe._steps[0].node] is bound
+    # Closed: the next forward loads the model again and binds anew.
+    exe.close()
+    for _ in range(2):
+        np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
+                                   cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
+    assert operator.loads == 2
+    exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything")
+def test_no_bound_step_where_another_step_reads_the_outputs() -> None:
+    # cpu_ref declines float64 arithmetic: arcsinh runs on the CPU, reading
+    # what the subgraph computes.
+    data = mx.sym.Variable("data")
+    conv = mx.sym.Convolution(data, num_filter=2, kernel=(1, 1), name="conv")
+    net = mx.sym.Cast(mx.sym.arcsinh(mx.sym.Cast(conv, dtype="float64"), name="bent"),
+                      dtype="float32")
+    exe = net.simple_bind(mx.cpu_ref(0), data=(1, 2, 3, 3))
+    cpu = net.simple_bind(mx.cpu(), data=(1, 2, 3, 3))
+    weight = np.arange(4, dtype=np.float32).reshape(2, 2, 1, 1)
+    for target in (exe, cpu):
+        target.arg_dict["conv_weight"][:] = weight
+        target.arg_dict["conv_bias"][:] = 0.5
+    image = _image(1)[:1, :2, :3, :3].copy()
+    for _ in range(3):
+        np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
+                                   cpu.forward(data=image)[0].asnumpy(), rtol=RTOL)
+    assert exe.placement()["conv"] == "cpu_ref(0)" and exe.placement()["bent"] == "cpu(0)"
+    subgraph_steps = [step for step in exe._steps if step.subgraph is not None]
+    assert subgraph_steps and all(exe._bound_steps[step.node] is None for step in subgraph_steps)
+    exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything")
+def test_bound_inference_refuses_freed_buffers_and_unloaded_models() -> None:
+    exe = _bind(mx.cpu_ref(0), _weights(1))
+    exe.forward(data=_image(0))[0].wait_to_read()
+    operator = exe._steps[0].subgraph
+    model = operator.model
+    spec_in = model.signature.data
+    spec_out = model.signature.outputs
+    library = operator.library
+    inputs = {name: DeviceBuffer(library, 0, spec) for name, spec in spec_in.items()}
+    outputs = {name: DeviceBuffer(library, 0, spec) for name, spec in spec_out.items()}
+    for name, buffer in inputs.items():
+        buffer.copy_from_host(_image(3).reshape(spec_in[name].shape))
+    bound = model.bind(inputs, outputs)
+    bound()
+    expected = exe.forward(data=_image(3))[0].asnumpy()
+    np.testing.assert_array_equal(next(iter(outputs.values())).to_host(), expected)
+    with pytest.raises(InvalidArgumentError, match="do not match"):
+        model.bind({}, outputs)
+    with pytest.raises(TensorError, match="expected a DeviceBuffer"):
+        model.bind({name: buffer.to_host() for name, buffer in inputs.items()}, outputs)
+    next(iter(outputs.values())).free()
+    with pytest.raises(TensorError, match="was freed"):
+        bound()
+    exe.close()
+    with pytest.raises(InvalidArgumentError, match="unloaded"):
+        bound()
