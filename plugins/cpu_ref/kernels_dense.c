@@ -803,10 +803,274 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
   }
 }
 
+#if CR_DENSE_X86
+/* ---- Small depthwise planes (AVX-512) ------------------------------------ */
+
+/* A depthwise plane whose outputs fill at most this many vectors of 16 is
+ * computed over its flattened outputs: vector v holds outputs 16 v .. 16 v
+ * + 15 of the plane in row-major order, whatever the width of its rows, so
+ * that narrow planes (8 x 8, 7 x 7, 4 x 4) fill whole vectors instead of
+ * part of one vector per row, and nothing is copied into a padded plane. */
+#ifndef CR_SMALL_PLANE_VECTORS
+#define CR_SMALL_PLANE_VECTORS 16
+#endif
+enum { kSmallPlaneVectors = CR_SMALL_PLANE_VECTORS, kSmallPlaneTaps = 25 };
+
+/* How the taps of one output vector read their 16 inputs each: the offsets
+ * in the input plane (index) and the lanes whose input lies inside it
+ * (mask; the others read zero, as padding). Where every tap's offsets are
+ * consecutive (start[t] + lane), each tap is one masked load; otherwise a
+ * gather. */
+typedef struct small_vector {
+  int consecutive;
+  int64_t start[kSmallPlaneTaps];
+  __mmask16 mask[kSmallPlaneTaps];
+  int32_t index[kSmallPlaneTaps][16];
+} small_vector;
+
+/* At stride 2 the taps read the input plane split into its four phases
+ * (even and odd rows times even and odd columns), each phase stored with
+ * rows as long as the output's: then output (oh, ow) reads element (oh +
+ * a, ow + b) of a phase, for each tap its own phase and small (a, b), so
+ * every tap's 16 inputs are consecutive again. */
+typedef struct small_plan {
+  int64_t vectors, taps;
+  __mmask16 last_mask;    /* the lanes of the last vector that are outputs */
+  int split;              /* the offsets are in the phases, not in the plane */
+  int64_t phase_rows;     /* rows of each phase (the phases follow each other) */
+  small_vector vector[];  /* the taps in (kh, kw) order */
+} small_plan;
+
+/* Whether the convolution's planes take the small-plane kernel: 2-D, at
+ * most kSmallPlaneTaps taps and kSmallPlaneVectors output vectors, and an
+ * epilogue depthwise_epilogue applies. */
+static int small_plane_fits(const cr_conv_task *task) {
+  const cr_conv_params *p = task->params;
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
+  if (!task->avx512 || in[0] != 1 || out[0] != 1 || p->kernel[0] != 1) return 0;
+  if (p->kernel[1] * p->kernel[2] > kSmallPlaneTaps) return 0;
+  for (int axis = 1; axis < 3; ++axis) { /* the plan computes offsets in 32 bits */
+    if (p->stride[axis] > 4096 || p->dilate[axis] > 4096 || p->pad[axis] > 4096) return 0;
+  }
+  if (out[1] * out[2] > 16 * (int64_t)kSmallPlaneVectors || in[1] * in[2] > INT32_MAX) return 0;
+  /* Rows of more than half a vector fill the row-by-row kernels well
+   * enough, which then win at stride 1 (measured: docs/cpu_ref_performance.md). */
+  if (out[2] > 8 && !(p->stride[1] == 2 && p->stride[2] == 2)) return 0;
+  return task->fusion == NULL || task->fusion->act == CR_EPI_NONE ||
+         task->fusion->act == CR_EPI_RELU || task->fusion->act == CR_EPI_CLIP;
+}
+
+/* The reads of every tap of every output vector (NULL when out of memory,
+ * or when split and a tap would read a column the phases do not hold: the
+ * caller then makes the plan without split, or takes the general path).
+ * Built per call, in vectors of 16 lanes (no division per lane): a tap's
+ * lanes are valid where the input row and column they read lie inside the
+ * plane. Freed with free(). */
+__attribute__((target("avx512f"))) static small_plan *small_plan_make(
+    const cr_conv_params *p, const int64_t in[3], const int64_t out[3], int split) {
+  const int64_t outputs = out[1] * out[2], vectors = (outputs + 15) / 16;
+  const int64_t taps = p->kernel[1] * p->kernel[2];
+  small_plan *plan = calloc(1, sizeof *plan + (size_t)vectors * sizeof(small_vector));
+  if (plan == NULL) return NULL;
+  plan->vectors = vectors;
+  plan->taps = taps;
+  plan->split = split;
+  plan->phase_rows = (in[1] + 1) / 2;
+  const int64_t last = outputs - 16 * (vectors - 1);
+  plan->last_mask = (__mmask16)(last >= 16 ? 0xFFFFu : (1u << last) - 1u);
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i rows = _mm512_set1_epi32((int)in[1]), cols = _mm512_set1_epi32((int)in[2]);
+  const __m512i out_w = _mm512_set1_epi32((int)out[2]), one = _mm512_set1_epi32(1);
+  const __m512i phase = _mm512_set1_epi32((int)(plan->phase_rows * out[2]));
+  const __m512i stride_h = _mm512_set1_epi32((int)p->stride[1]);
+  const __m512i stride_w = _mm512_set1_epi32((int)p->stride[2]);
+  int32_t oh[16], ow[16];
+  int64_t row = 0, col = 0; /* of output 16 v */
+  for (int64_t v = 0; v < vectors; ++v) {
+    small_vector *vector = &plan->vector[v];
+    vector->consecutive = 1;
+    for (int l = 0, r = (int)row, c = (int)col; l < 16; ++l) {
+      oh[l] = r, ow[l] = c;
+      if (++c == out[2]) c = 0, ++r;
+    }
+    col += 16, row += col / out[2], col %= out[2];
+    const __mmask16 outs = v + 1 == vectors ? plan->last_mask : (__mmask16)0xFFFF;
+    const __m512i base_h = _mm512_mullo_epi32(_mm512_loadu_si512(oh), stride_h);
+    const __m512i base_w = _mm512_mullo_epi32(_mm512_loadu_si512(ow), stride_w);
+    for (int64_t t = 0; t < taps; ++t) {
+      const int64_t kh = t / p->kernel[2], kw = t % p->kernel[2];
+      const __m512i ih = _mm512_add_epi32(
+          base_h, _mm512_set1_epi32((int)(kh * p->dilate[1] - p->pad[1])));
+      const __m512i iw = _mm512_add_epi32(
+          base_w, _mm512_set1_epi32((int)(kw * p->dilate[2] - p->pad[2])));
+      const __mmask16 valid =
+          outs & _mm512_cmpge_epi32_mask(ih, _mm512_setzero_si512()) &
+          _mm512_cmplt_epi32_mask(ih, rows) & _mm512_cmpge_epi32_mask(iw, _mm512_setzero_si512()) &
+          _mm512_cmplt_epi32_mask(iw, cols);
+      __m512i offset;
+      if (split) {
+        /* element (ih / 2, iw / 2) of phase (ih % 2, iw % 2), which holds
+         * the columns below the output's width only */
+        const __m512i half_w = _mm512_srai_epi32(iw, 1);
+        if (_mm512_mask_cmpge_epi32_mask(valid, half_w, out_w)) {
+          free(plan);
+          return NULL;
+        }
+        const __m512i which = _mm512_add_epi32(
+            _mm512_slli_epi32(_mm512_and_si512(ih, one), 1), _mm512_and_si512(iw, one));
+        offset = _mm512_add_epi32(
+            _mm512_add_epi32(_mm512_mullo_epi32(which, phase),
+                             _mm512_mullo_epi32(_mm512_srai_epi32(ih, 1), out_w)),
+            half_w);
+      } else {
+        offset = _mm512_add_epi32(_mm512_mullo_epi32(ih, cols), iw);
+      }
+      offset = _mm512_maskz_mov_epi32(valid, offset);
+      _mm512_storeu_si512(vector->index[t], offset);
+      vector->mask[t] = valid;
+      if (valid != 0) {
+        /* consecutive: offset - lane is the same in every valid lane */
+        const __m512i start = _mm512_sub_epi32(offset, lane);
+        const int first = __builtin_ctz(valid);
+        int32_t starts[16];
+        _mm512_storeu_si512(starts, start);
+        vector->start[t] = starts[first];
+        if (_mm512_mask_cmpneq_epi32_mask(valid, start, _mm512_set1_epi32(starts[first]))) {
+          vector->consecutive = 0;
+        }
+      }
+    }
+  }
+  return plan;
+}
+
+/* Where lane 0 of a masked load at offset start of x reads: start may be
+ * negative, or the range may pass the plane's end, in lanes the mask turns
+ * off (they are never read); the address is formed as an integer, since
+ * pointer arithmetic may not leave the array. */
+static const float *lane_base(const float *x, int64_t start) {
+  return (const float *)((uintptr_t)x + (uintptr_t)start * sizeof *x);
+}
+
+/* One vector of outputs: bias, then the taps in order with fused
+ * multiply-adds (taps: 9 for the unrolled 3 x 3 case). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 small_vector_taps(
+    const small_vector *vector, const __m512 *wv, int64_t taps, __m512 bias, const float *x) {
+  __m512 acc = bias;
+  if (vector->consecutive) {
+#pragma GCC unroll 9
+    for (int64_t t = 0; t < taps; ++t) {
+      acc = _mm512_fmadd_ps(
+          wv[t], _mm512_maskz_loadu_ps(vector->mask[t], lane_base(x, vector->start[t])), acc);
+    }
+  } else {
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 9
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m512i index = _mm512_loadu_si512(vector->index[t]);
+      acc = _mm512_fmadd_ps(wv[t], _mm512_mask_i32gather_ps(zero, vector->mask[t], index, x, 4),
+                            acc);
+    }
+  }
+  return acc;
+}
+
+/* The four phases of a plane (see small_plan) into phases: phase (r % 2,
+ * c % 2) holds x[r][c] at (r / 2) * out_w + c / 2, for c / 2 < out_w
+ * (what the taps read; the rest of the phases is never read). Rows of at
+ * most 32 values: two loads, and one permutation per parity. */
+__attribute__((target("avx512f"))) static void split_phases(const float *x, int64_t in_h,
+                                                            int64_t in_w, int64_t out_w,
+                                                            int64_t phase_rows, float *phases) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const int64_t low = in_w < 16 ? in_w : 16, high = in_w - low;
+  const __mmask16 low_mask = (__mmask16)((1u << low) - 1u);
+  const __mmask16 high_mask = (__mmask16)((1u << high) - 1u);
+  const __mmask16 out_mask = (__mmask16)((1u << out_w) - 1u);
+  const int64_t phase = phase_rows * out_w;
+  for (int64_t r = 0; r < in_h; ++r) {
+    const float *row = x + r * in_w;
+    const __m512 a = _mm512_maskz_loadu_ps(low_mask, row);
+    const __m512 b = _mm512_maskz_loadu_ps(high_mask, row + low);
+    float *target = phases + (r % 2) * 2 * phase + r / 2 * out_w;
+    _mm512_mask_storeu_ps(target, out_mask, _mm512_permutex2var_ps(a, even, b));
+    _mm512_mask_storeu_ps(target + phase, out_mask, _mm512_permutex2var_ps(a, odd, b));
+  }
+}
+
+/* One plane: out = bias, then the taps in order with fused multiply-adds,
+ * then the residual and activation: the operations (and so the values,
+ * bit for bit) of depthwise_plane_avx512, zeros read for padding. */
+__attribute__((target("avx512f"))) static void small_plane_avx512(
+    const small_plan *plan, const float *x, const float *w, float bias, const float *residual,
+    const cr_fusion *fusion, float *y) {
+  __m512 wv[kSmallPlaneTaps];
+  const int64_t taps = plan->taps;
+  for (int64_t t = 0; t < taps; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
+  const __m512 low = _mm512_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
+  const __m512 high = _mm512_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  const __m512 bias_v = _mm512_set1_ps(bias);
+  for (int64_t v = 0; v < plan->vectors; ++v) {
+    const small_vector *vector = &plan->vector[v];
+    __m512 acc = taps == 9 ? small_vector_taps(vector, wv, 9, bias_v, x)
+                           : small_vector_taps(vector, wv, taps, bias_v, x);
+    const __mmask16 mask = v + 1 == plan->vectors ? plan->last_mask : (__mmask16)0xFFFF;
+    acc = depthwise_epilogue(acc, residual != NULL ? residual + 16 * v : NULL, mask, act, low,
+                             high);
+    _mm512_mask_storeu_ps(y + 16 * v, mask, acc);
+  }
+}
+
+/* Planes [begin, end) through small_plane_avx512; 0 when the plan cannot
+ * be made (out of memory: the caller computes them the general way). At
+ * stride 2 with rows of at most 32 values and outputs of at most 16 the
+ * planes are split into phases first; otherwise the taps that do not
+ * read consecutive inputs gather them. */
+static int small_planes(const cr_conv_task *task, int64_t begin, int64_t end) {
+  const cr_conv_params *p = task->params;
+  const int64_t channels = task->x_shape[1], outputs = task->y_shape[1];
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
+  const int64_t in_plane = in[1] * in[2], out_plane = out[1] * out[2];
+  const int split_phases_fit = p->stride[1] == 2 && p->stride[2] == 2 && in[2] <= 32 &&
+                               out[2] <= 16;
+  small_plan *plan = split_phases_fit ? small_plan_make(p, in, out, 1) : NULL;
+  if (plan == NULL) plan = small_plan_make(p, in, out, 0);
+  if (plan == NULL) return 0;
+  float *phases = NULL;
+  if (plan->split) {
+    phases = malloc((size_t)(4 * plan->phase_rows * out[2]) * sizeof *phases);
+    if (phases == NULL) {
+      free(plan);
+      return 0;
+    }
+  }
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const int64_t n = plane / outputs, o = plane % outputs;
+    const int64_t group = o / (outputs / p->num_group);
+    const float *x = task->x + (n * channels + group) * in_plane;
+    if (phases != NULL) {
+      split_phases(x, in[1], in[2], out[2], plan->phase_rows, phases);
+      x = phases;
+    }
+    small_plane_avx512(plan, x, task->w + o * kernel_size_of(p),
+                       task->bias != NULL ? task->bias[o] : 0.0f, plane_residual(task, n, o),
+                       task->fusion, task->y + plane * out_plane);
+  }
+  free(phases);
+  free(plan);
+  return 1;
+}
+#endif
+
 static void direct_planes(void *context, int64_t begin, int64_t end) {
   const cr_conv_task *task = context;
   const int64_t outputs = task->y_shape[1];
   float *scratch = NULL;
+#if CR_DENSE_X86
+  if (small_plane_fits(task) && small_planes(task, begin, end)) return;
+#endif
   if (is_plain_3x3(task->params)) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(task->params, task->x_shape + 2, task->y_shape + 2, &wp, &padded, &wide);

@@ -544,7 +544,8 @@ class Executor:
             operator = step.subgraph
             if operator is not None and not operator.declined:
                 bound = self._bound_steps.get(step.node)
-                if (bound is not None and bound.infer.model is operator.model
+                if (bound is not None and self._differential is None
+                        and bound.infer.model is operator.model
                         and bound.current() and operator.weights_current()):
                     bound.infer()
                     run.done_with(push.done)
