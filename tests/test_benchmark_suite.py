@@ -27,6 +27,7 @@ def test_quick_suite_writes_json_markdown_and_plot(tmp_path: Path) -> None:
         assert row[key] > 0, key
     overhead = results["overhead"]
     assert 0 < overhead["raw_cffi_us"] < overhead["loaded_model_us"]
+    assert overhead["raw_cffi_us"] < overhead["bound_step_us"]
     assert [entry["nodes"] for entry in results["partition"]] == [1_000, 10_000]
     assert results["engine"]["naive_ops_per_s"] > 0
     assert results["cache"] and results["cache"][0]["cold_ms"] > 0
