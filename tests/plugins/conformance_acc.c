@@ -23,8 +23,12 @@
  *                             anyway (a double free aborts the process)
  *
  * Compiled with the sources of plugins/common (graph.h parses the graphs).
- * Accelerator memory is host memory from malloc, tracked per device.
+ * Accelerator memory is host memory from malloc, tracked per device. The
+ * tables (models, blocks, answers) are relu_plugin.h's quiet ones: this
+ * plugin words its own messages, in its own buffer (see fail()).
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep() under -std=c11, without -pthread too */
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -35,14 +39,14 @@
 
 #include "graph.h"
 #include "mxnet_acc.h"
+#include "relu_plugin.h"
 
 #ifndef CONF_NUM_ACC
 #define CONF_NUM_ACC 2
 #endif
 #define CONF_MAX_BLOCKS 4096
 #define CONF_MAX_MODELS 256
-#define CONF_ID_MAX 128
-#define CONF_MAX_KEYS 8
+#define CONF_MAX_KEYS 8 /* of configure()'s answer: two per query at most */
 
 #ifdef CONF_GLOBAL_MESSAGE
 #define CONF_THREAD_LOCAL
@@ -93,11 +97,9 @@ MX_ACC_EXPORT int initialize(int version) {
 MX_ACC_EXPORT int getAccName(char *name, size_t name_size) {
   static const char kName[] = "confacc";
   clear_error();
-  if (name == NULL || name_size < sizeof kName) {
-    return fail(MX_ACC_ERR_INVALID_ARG, "getAccName: the name needs %zu bytes", sizeof kName);
-  }
-  memcpy(name, kName, sizeof kName);
-  return MX_ACC_OK;
+  return relu_copy_name(name, name_size, kName)
+             ? MX_ACC_OK
+             : fail(MX_ACC_ERR_INVALID_ARG, "getAccName: the name needs %zu bytes", sizeof kName);
 }
 
 MX_ACC_EXPORT int getNumAcc(void) { return CONF_NUM_ACC; }
@@ -111,14 +113,9 @@ static int check_device(const char *call, int dev_id) {
 
 /* ---- memory ------------------------------------------------------------- */
 
-typedef struct block {
-  void *ptr;
-  size_t size;
-} block;
-
 typedef struct device_memory {
   pthread_mutex_t lock;
-  block blocks[CONF_MAX_BLOCKS];
+  relu_block blocks[CONF_MAX_BLOCKS];
   size_t count;
 } device_memory;
 
@@ -129,33 +126,22 @@ static void init_memory(void) {
   for (int d = 0; d < CONF_NUM_ACC; ++d) pthread_mutex_init(&memory[d].lock, NULL);
 }
 
-/* Index of ptr among dev's blocks, or -1; the caller holds the lock. */
-static long find_block(const device_memory *mem, const void *ptr) {
-  for (size_t i = 0; i < mem->count; ++i) {
-    if (mem->blocks[i].ptr == ptr) return (long)i;
-  }
-  return -1;
-}
-
 MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
   clear_error();
   int status = check_device("mx_alloc", dev_id);
   if (status != MX_ACC_OK) return status;
   if (ptr == NULL) return fail(MX_ACC_ERR_INVALID_ARG, "mx_alloc: ptr is NULL");
   pthread_once(&memory_once, init_memory);
-  void *data = malloc(size > 0 ? size : 1);
-  if (data == NULL) return fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
   device_memory *mem = &memory[dev_id];
-  pthread_mutex_lock(&mem->lock);
-  int full = mem->count == CONF_MAX_BLOCKS;
-  if (!full) mem->blocks[mem->count++] = (block){data, size};
-  pthread_mutex_unlock(&mem->lock);
-  if (full) {
-    free(data);
-    return fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: more than %d allocations", CONF_MAX_BLOCKS);
+  switch (relu_alloc_block(&mem->lock, mem->blocks, &mem->count, CONF_MAX_BLOCKS, size, ptr)) {
+    case RELU_ALLOC_NO_MEMORY:
+      return fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
+    case RELU_ALLOC_FULL:
+      return fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: more than %d allocations",
+                  CONF_MAX_BLOCKS);
+    default:
+      return MX_ACC_OK;
   }
-  *ptr = data;
-  return MX_ACC_OK;
 }
 
 MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
@@ -164,21 +150,20 @@ MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
   if (status != MX_ACC_OK || ptr == NULL) return status;
   pthread_once(&memory_once, init_memory);
   device_memory *mem = &memory[dev_id];
-  pthread_mutex_lock(&mem->lock);
-  long index = find_block(mem, ptr);
 #ifdef CONF_LEAKY_FREE
+  pthread_mutex_lock(&mem->lock);
+  long index = relu_find_block(mem->blocks, mem->count, ptr);
   pthread_mutex_unlock(&mem->lock);
   return index < 0 ? fail(MX_ACC_ERR_NOT_FOUND, "mx_free: unknown pointer") : MX_ACC_OK;
 #else
-  if (index >= 0) mem->blocks[index] = mem->blocks[--mem->count];
-  pthread_mutex_unlock(&mem->lock);
+  int found = relu_forget_block(&mem->lock, mem->blocks, &mem->count, ptr);
 #ifdef CONF_NAIVE_FREE
-  if (index < 0) {
+  if (!found) {
     free(ptr); /* trusts the caller: a second free of one pointer aborts */
     return MX_ACC_OK;
   }
 #endif
-  if (index < 0) {
+  if (!found) {
     return fail(MX_ACC_ERR_NOT_FOUND, "mx_free: %p is not allocated on device %d", ptr, dev_id);
   }
   free(ptr);
@@ -204,35 +189,6 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
   return MX_ACC_OK;
 }
 
-static size_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case kFloat32: case kInt32: return 4;
-    case kFloat64: case kInt64: return 8;
-    case kFloat16: return 2;
-    case kUint8: case kInt8: return 1;
-    default: return 0;
-  }
-}
-
-/* Bytes of a dense tensor, or 0 with *ok = 0 when it is invalid. */
-static size_t tensor_bytes(const MXTensor *tensor, int *ok) {
-  size_t bytes = dtype_size(tensor->dtype);
-  *ok = bytes > 0 && !tensor->isSparse && tensor->shape_len <= MX_ACC_MAX_NDIM &&
-        (tensor->shape_len == 0 || tensor->shape != NULL);
-  for (uint64_t d = 0; *ok && d < tensor->shape_len; ++d) {
-    uint64_t extent = tensor->shape[d];
-    if (extent != 0 && bytes > SIZE_MAX / extent) *ok = 0;
-    bytes *= (size_t)extent;
-  }
-  return *ok ? bytes : 0;
-}
-
-static uint64_t element_count(const MXTensor *tensor) {
-  uint64_t count = 1;
-  for (uint64_t d = 0; d < tensor->shape_len; ++d) count *= tensor->shape[d];
-  return count;
-}
-
 /* Checks one copy: host is the host side, acc the device side. */
 static int check_copy(const char *call, const MXTensor *acc, const MXTensor *host,
                       size_t *bytes) {
@@ -243,9 +199,10 @@ static int check_copy(const char *call, const MXTensor *acc, const MXTensor *hos
     return fail(MX_ACC_ERR_INVALID_ARG, "%s: the host side is not host memory", call);
   }
   int acc_ok, host_ok;
-  size_t acc_bytes = tensor_bytes(acc, &acc_ok), host_bytes = tensor_bytes(host, &host_ok);
+  size_t acc_bytes = relu_tensor_bytes(acc, &acc_ok);
+  size_t host_bytes = relu_tensor_bytes(host, &host_ok);
   if (!acc_ok || !host_ok) return fail(MX_ACC_ERR_INVALID_ARG, "%s: invalid tensor", call);
-  if (acc->dtype != host->dtype || element_count(acc) != element_count(host) ||
+  if (acc->dtype != host->dtype || relu_tensor_count(acc) != relu_tensor_count(host) ||
       acc_bytes != host_bytes) {
     return fail(MX_ACC_ERR_INVALID_ARG, "%s: dtypes or element counts differ", call);
   }
@@ -255,7 +212,7 @@ static int check_copy(const char *call, const MXTensor *acc, const MXTensor *hos
   pthread_once(&memory_once, init_memory);
   device_memory *mem = &memory[acc->dev_id];
   pthread_mutex_lock(&mem->lock);
-  long index = find_block(mem, acc->data);
+  long index = relu_find_block(mem->blocks, mem->count, acc->data);
   int fits = index >= 0 && mem->blocks[index].size >= acc_bytes;
   pthread_mutex_unlock(&mem->lock);
   if (!fits) {
@@ -266,27 +223,25 @@ static int check_copy(const char *call, const MXTensor *acc, const MXTensor *hos
   return MX_ACC_OK;
 }
 
-MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {
+/* copyToAcc() (to_acc: dst is the device side) and copyFromAcc(). */
+static int copy(const char *call, const MXTensor *dst, const MXTensor *src, int to_acc) {
   clear_error();
   size_t bytes = 0;
-  int status = check_copy("copyToAcc", dst, src, &bytes);
-  if (status != MX_ACC_OK) return status;
-  if (bytes > 0) memcpy(dst->data, src->data, bytes);
+  int status = check_copy(call, to_acc ? dst : src, to_acc ? src : dst, &bytes);
+  if (status != MX_ACC_OK || bytes == 0) return status;
+  memcpy(dst->data, src->data, bytes);
+#ifdef CONF_CORRUPT_COPY
+  if (!to_acc) ((unsigned char *)dst->data)[bytes - 1] ^= 1u;
+#endif
   return MX_ACC_OK;
 }
 
+MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {
+  return copy("copyToAcc", dst, src, 1);
+}
+
 MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) {
-  clear_error();
-  size_t bytes = 0;
-  int status = check_copy("copyFromAcc", src, dst, &bytes);
-  if (status != MX_ACC_OK) return status;
-  if (bytes > 0) {
-    memcpy(dst->data, src->data, bytes);
-#ifdef CONF_CORRUPT_COPY
-    ((unsigned char *)dst->data)[bytes - 1] ^= 1u;
-#endif
-  }
-  return MX_ACC_OK;
+  return copy("copyFromAcc", dst, src, 0);
 }
 
 MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
@@ -376,37 +331,18 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
 
 /* ---- models --------------------------------------------------------------- */
 
-typedef struct model {
-  int used;
-  char id[CONF_ID_MAX];
-  int dev_id;
-  acc_graph *graph;
-  float **weights; /* per node: the copy of a weight variable's values, or NULL */
-} model;
-
-static model models[CONF_MAX_MODELS];
+/* A model's weights are the plugin's copies of its weight variables. */
+static relu_model models[CONF_MAX_MODELS];
 static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
+static relu_table table = {&models_lock, models, CONF_MAX_MODELS, NULL};
 
-static uint64_t shape_count(const acc_shape *shape) {
-  uint64_t count = 1;
-  for (int d = 0; d < shape->ndim; ++d) count *= shape->dims[d];
-  return count;
-}
-
-static void free_model(model *m) {
+static void free_model(relu_model *m) {
   if (m->weights != NULL) {
     for (size_t i = 0; i < m->graph->num_nodes; ++i) free(m->weights[i]);
     free(m->weights);
   }
   acc_graph_free(m->graph);
   memset(m, 0, sizeof *m);
-}
-
-static int find_name(const char *const *names, int count, const char *name) {
-  for (int i = 0; names != NULL && i < count; ++i) {
-    if (names[i] != NULL && strcmp(names[i], name) == 0) return i;
-  }
-  return -1;
 }
 
 /* Checks that tensor is dense float32 data of shape, in host memory or on dev_id. */
@@ -427,12 +363,12 @@ static int check_tensor(const char *call, const char *name, const MXTensor *tens
 }
 
 /* Copies the weights given to loadModel (or infer) into m->weights. */
-static int take_weights(const char *call, model *m, const char *const *names,
+static int take_weights(const char *call, relu_model *m, const char *const *names,
                         const MXTensor *data, int count, int require_all) {
   for (size_t i = 0; i < m->graph->num_nodes; ++i) {
     const acc_node *node = &m->graph->nodes[i];
     if (node->op != NULL || node->kind != ACC_VAR_WEIGHT) continue;
-    int index = find_name(names, count, node->name);
+    int index = relu_find_name(names, count, node->name);
     if (index < 0) {
       if (require_all) return fail(MX_ACC_ERR_INVALID_ARG, "%s: weight %s is missing", call,
                                    node->name);
@@ -440,19 +376,12 @@ static int take_weights(const char *call, model *m, const char *const *names,
     }
     int status = check_tensor(call, node->name, &data[index], &node->out_shapes[0], m->dev_id);
     if (status != MX_ACC_OK) return status;
-    uint64_t n = shape_count(&node->out_shapes[0]);
+    uint64_t n = relu_shape_count(&node->out_shapes[0]);
     if (m->weights[i] == NULL) m->weights[i] = malloc((n > 0 ? n : 1) * sizeof(float));
     if (m->weights[i] == NULL) return fail(MX_ACC_ERR_OUT_OF_MEMORY, "%s", call);
     memcpy(m->weights[i], data[index].data, n * sizeof(float));
   }
   return MX_ACC_OK;
-}
-
-static model *find_model(const char *id) {
-  for (int i = 0; i < CONF_MAX_MODELS; ++i) {
-    if (models[i].used && strcmp(models[i].id, id) == 0) return &models[i];
-  }
-  return NULL;
 }
 
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
@@ -461,11 +390,11 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   clear_error();
   int status = check_device("loadModel", dev_id);
   if (status != MX_ACC_OK) return status;
-  if (model_id == NULL || strlen(model_id) >= CONF_ID_MAX || num_data < 0 ||
+  if (model_id == NULL || strlen(model_id) >= RELU_ID_MAX || num_data < 0 ||
       (num_data > 0 && (data_names == NULL || data == NULL))) {
     return fail(MX_ACC_ERR_INVALID_ARG, "loadModel: invalid model id or data");
   }
-  model m = {0};
+  relu_model m = {.graph = NULL};
   status = parse("loadModel", json, &m.graph);
   if (status != MX_ACC_OK) return status;
   for (size_t i = 0; i < m.graph->num_nodes && status == MX_ACC_OK; ++i) {
@@ -475,7 +404,6 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
                     node->name, node->op);
     }
   }
-  m.used = 1;
   m.dev_id = dev_id;
   snprintf(m.id, sizeof m.id, "%s", model_id);
   if (status == MX_ACC_OK) {
@@ -485,13 +413,11 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   if (status == MX_ACC_OK) status = take_weights("loadModel", &m, data_names, data, num_data, 1);
   if (status == MX_ACC_OK) {
     pthread_mutex_lock(&models_lock);
-    model *slot = NULL;
-    if (find_model(model_id) != NULL) {
+    relu_model *slot = NULL;
+    if (relu_table_find(&table, model_id) != NULL) {
       status = fail(MX_ACC_ERR_STATE, "loadModel: model %s is loaded already", model_id);
     } else {
-      for (int i = 0; i < CONF_MAX_MODELS && slot == NULL; ++i) {
-        if (!models[i].used) slot = &models[i];
-      }
+      slot = relu_table_free_slot(&table);
       if (slot == NULL) status = fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel: too many models");
       else *slot = m;
     }
@@ -505,7 +431,7 @@ MX_ACC_EXPORT int unloadModel(const char *model_id) {
   clear_error();
   if (model_id == NULL) return fail(MX_ACC_ERR_INVALID_ARG, "unloadModel: model id is NULL");
   pthread_mutex_lock(&models_lock);
-  model *found = find_model(model_id);
+  relu_model *found = relu_table_find(&table, model_id);
 #ifndef CONF_UNLOAD_KEEPS
   if (found != NULL) free_model(found);
 #endif
@@ -532,18 +458,18 @@ static void write_output(float *out, const float *value, uint64_t count) {
 }
 
 /* Runs m with the given inputs; values[i] is node i's output. */
-static int run(model *m, const char *const *in_names, const MXTensor *in_data, int num_in,
+static int run(relu_model *m, const char *const *in_names, const MXTensor *in_data, int num_in,
                float **values, int *owned) {
   const acc_graph *graph = m->graph;
   for (size_t i = 0; i < graph->num_nodes; ++i) {
     const acc_node *node = &graph->nodes[i];
-    uint64_t count = shape_count(&node->out_shapes[0]);
+    uint64_t count = relu_shape_count(&node->out_shapes[0]);
     if (node->op == NULL) {
       if (node->kind == ACC_VAR_WEIGHT) {
         values[i] = m->weights[i];
         continue;
       }
-      int index = find_name(in_names, num_in, node->name);
+      int index = relu_find_name(in_names, num_in, node->name);
       if (index < 0) return fail(MX_ACC_ERR_INVALID_ARG, "infer: input %s is missing", node->name);
       int status = check_tensor("infer", node->name, &in_data[index], &node->out_shapes[0],
                                 m->dev_id);
@@ -580,7 +506,7 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     return fail(MX_ACC_ERR_INVALID_ARG, "infer: invalid arguments");
   }
   pthread_mutex_lock(&models_lock);
-  model *m = find_model(model_id);
+  relu_model *m = relu_table_find(&table, model_id);
   pthread_mutex_unlock(&models_lock);
   /* m stays valid: the host serializes unloadModel with the model's other calls. */
   if (m == NULL) return fail(MX_ACC_ERR_NOT_FOUND, "infer: model %s is not loaded", model_id);
@@ -592,21 +518,22 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
   if (values == NULL || owned == NULL) status = fail(MX_ACC_ERR_OUT_OF_MEMORY, "infer");
   if (status == MX_ACC_OK) status = run(m, in_names, in_data, num_in, values, owned);
   for (size_t h = 0; status == MX_ACC_OK && h < m->graph->num_heads; ++h) {
-    char name[CONF_ID_MAX + 16];
+    char name[RELU_ID_MAX + 16];
     acc_entry head = m->graph->heads[h];
     const acc_node *node = &m->graph->nodes[head.node];
     if (acc_graph_output_name(m->graph, head, name, sizeof name) != 0) {
       status = fail(MX_ACC_ERR_INTERNAL, "infer: head %zu has no name", h);
       break;
     }
-    int index = find_name(out_names, num_out, name);
+    int index = relu_find_name(out_names, num_out, name);
     if (index < 0) {
       status = fail(MX_ACC_ERR_INVALID_ARG, "infer: output %s is missing", name);
       break;
     }
     status = check_tensor("infer", name, &out_data[index], &node->out_shapes[0], m->dev_id);
     if (status == MX_ACC_OK) {
-      write_output(out_data[index].data, values[head.node], shape_count(&node->out_shapes[0]));
+      write_output(out_data[index].data, values[head.node],
+                   relu_shape_count(&node->out_shapes[0]));
     }
   }
   for (size_t i = 0; values != NULL && owned != NULL && i < num_nodes; ++i) {
@@ -619,9 +546,9 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
 
 /* ---- configure ------------------------------------------------------------ */
 
-static char answer_text[CONF_MAX_KEYS][64];
-static const char *answer_keys[CONF_MAX_KEYS];
-static const char *answer_vals[CONF_MAX_KEYS];
+static relu_answer answer;
+_Static_assert(CONF_MAX_KEYS <= sizeof answer.keys / sizeof answer.keys[0],
+               "configure() answers up to CONF_MAX_KEYS pairs");
 
 MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
                             int dev_id, const char *const **out_keys,
@@ -634,7 +561,9 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
     return fail(MX_ACC_ERR_INVALID_ARG, "configure: invalid arrays or more than %d keys",
                 CONF_MAX_KEYS / 2);
   }
-  int count = 0;
+  /* At most CONF_MAX_KEYS / 2 queries of two short answers each: every
+   * answer fits, so the results of relu_answer_add() are not looked at. */
+  relu_answer_reset(&answer);
   for (int i = 0; i < num_in; ++i) {
     if (in_keys[i] == NULL || in_vals[i] == NULL) {
       return fail(MX_ACC_ERR_INVALID_ARG, "configure: key or value %d is NULL", i);
@@ -649,14 +578,11 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
     }
     const char *query = in_vals[i];
     if (strcmp(query, "keys") == 0) {
-      answer_keys[count] = "keys";
-      answer_vals[count++] = "query";
+      relu_answer_add(&answer, "keys", "query");
     } else if (strcmp(query, "ops") == 0) {
-      answer_keys[count] = "ops";
-      answer_vals[count++] = "Activation:1,elemwise_add:1";
+      relu_answer_add(&answer, "ops", "Activation:1,elemwise_add:1");
     } else if (strcmp(query, "version") == 0) {
-      answer_keys[count] = "version";
-      answer_vals[count++] = "1.0.0";
+      relu_answer_add(&answer, "version", "1.0.0");
     } else if (strcmp(query, "memory") == 0) {
       pthread_once(&memory_once, init_memory);
       device_memory *mem = &memory[dev_id];
@@ -665,20 +591,14 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
       blocks = mem->count;
       for (size_t b = 0; b < mem->count; ++b) bytes += mem->blocks[b].size;
       pthread_mutex_unlock(&mem->lock);
-      snprintf(answer_text[count], sizeof answer_text[count], "%zu", blocks);
-      answer_keys[count] = "allocations";
-      answer_vals[count] = answer_text[count];
-      ++count;
-      snprintf(answer_text[count], sizeof answer_text[count], "%zu", bytes);
-      answer_keys[count] = "bytes_in_use";
-      answer_vals[count] = answer_text[count];
-      ++count;
+      relu_answer_number(&answer, "allocations", (long)blocks);
+      relu_answer_number(&answer, "bytes_in_use", (long)bytes);
     } else {
       return fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query \"%.64s\"", query);
     }
   }
-  *out_keys = answer_keys;
-  *out_vals = answer_vals;
-  *num_out = count;
+  *out_keys = answer.keys;
+  *out_vals = answer.vals;
+  *num_out = answer.count;
   return MX_ACC_OK;
 }

@@ -3,7 +3,8 @@
  * (tests/test_isolation.py): it runs float32 relu, as graphs of
  * Activation(act_type="relu") nodes through loadModel()/infer() and as an
  * imperative executor, on one device whose memory is ordinary malloc()
- * memory. It is compiled with the sources of plugins/common.
+ * memory. It is compiled with the sources of plugins/common; the model
+ * table, the block table and the parsing are relu_plugin.h's.
  *
  * A failure is armed as "WHERE:HOW", by configure(fail="WHERE:HOW") (and
  * disarmed by fail="none") or, before the first configure(), by the
@@ -22,10 +23,10 @@
 
 #include "graph.h"
 #include "mxnet_acc.h"
+#include "relu_plugin.h"
 #include "status.h"
 
 #define CRASH_MAX_MODELS 64
-#define CRASH_ID_MAX 128
 #define CRASH_MAX_BLOCKS 1024
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -66,18 +67,12 @@ MX_ACC_EXPORT int getAccApiVersion(void) { return MX_ACC_API_VERSION; }
 MX_ACC_EXPORT int initialize(int version) {
   acc_clear_error();
   int status = maybe_fail("initialize");
-  if (status != MX_ACC_OK) return status;
-  return version / 100 == MX_ACC_API_VERSION_MAJOR
-             ? MX_ACC_OK
-             : acc_fail(MX_ACC_ERR_VERSION, "crashacc needs ABI major %d",
-                        MX_ACC_API_VERSION_MAJOR);
+  return status != MX_ACC_OK ? status : relu_check_version("crashacc", version);
 }
 
 MX_ACC_EXPORT int getAccName(char *name, size_t size) {
-  static const char kName[] = "crashacc";
-  if (name == NULL || size < sizeof kName) return acc_fail(MX_ACC_ERR_INVALID_ARG, "buffer");
-  memcpy(name, kName, sizeof kName);
-  return MX_ACC_OK;
+  return relu_copy_name(name, size, "crashacc") ? MX_ACC_OK
+                                                  : acc_fail(MX_ACC_ERR_INVALID_ARG, "buffer");
 }
 
 MX_ACC_EXPORT int getNumAcc(void) { return 1; }
@@ -88,71 +83,41 @@ MX_ACC_EXPORT const char *accGetLastError(void) { return acc_last_error(); }
 
 /* ---- memory -------------------------------------------------------------- */
 
-static void *blocks[CRASH_MAX_BLOCKS];
-
-static int check_device(int dev_id) {
-  return dev_id == 0 ? MX_ACC_OK
-                     : acc_fail(MX_ACC_ERR_DEVICE, "device %d does not exist", dev_id);
-}
+static relu_block blocks[CRASH_MAX_BLOCKS]; /* under lock */
+static size_t num_blocks;
 
 MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
   acc_clear_error();
-  int status = check_device(dev_id);
+  int status = relu_check_device(dev_id, 1);
   if (status == MX_ACC_OK) status = maybe_fail("alloc");
   if (status != MX_ACC_OK) return status;
   if (ptr == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "ptr is NULL");
-  void *block = malloc(size > 0 ? size : 1);
-  if (block == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "%zu bytes", size);
-  pthread_mutex_lock(&lock);
-  int slot = -1;
-  for (int i = 0; i < CRASH_MAX_BLOCKS && slot < 0; ++i) {
-    if (blocks[i] == NULL) slot = i;
+  switch (relu_alloc_block(&lock, blocks, &num_blocks, CRASH_MAX_BLOCKS, size, ptr)) {
+    case RELU_ALLOC_NO_MEMORY:
+      return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "%zu bytes", size);
+    case RELU_ALLOC_FULL:
+      return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "more than %d blocks", CRASH_MAX_BLOCKS);
+    default:
+      return MX_ACC_OK;
   }
-  if (slot >= 0) blocks[slot] = block;
-  pthread_mutex_unlock(&lock);
-  if (slot < 0) {
-    free(block);
-    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "more than %d blocks", CRASH_MAX_BLOCKS);
-  }
-  *ptr = block;
-  return MX_ACC_OK;
 }
 
 MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
   acc_clear_error();
-  int status = check_device(dev_id);
+  int status = relu_check_device(dev_id, 1);
   if (status != MX_ACC_OK || ptr == NULL) return status;
-  int found = 0;
-  pthread_mutex_lock(&lock);
-  for (int i = 0; i < CRASH_MAX_BLOCKS && !found; ++i) {
-    if (blocks[i] == ptr) {
-      blocks[i] = NULL;
-      found = 1;
-    }
+  if (!relu_forget_block(&lock, blocks, &num_blocks, ptr)) {
+    return acc_fail(MX_ACC_ERR_NOT_FOUND, "%p was not allocated", ptr);
   }
-  pthread_mutex_unlock(&lock);
-  if (!found) return acc_fail(MX_ACC_ERR_NOT_FOUND, "%p was not allocated", ptr);
   free(ptr);
   return MX_ACC_OK;
 }
 
 MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
   acc_clear_error();
-  int status = check_device(dev_id);
-  if (status != MX_ACC_OK) return status;
-  pthread_mutex_lock(&lock);
-  for (int i = 0; i < CRASH_MAX_BLOCKS; ++i) {
-    free(blocks[i]);
-    blocks[i] = NULL;
-  }
-  pthread_mutex_unlock(&lock);
-  return MX_ACC_OK;
-}
-
-static uint64_t count_of(const MXTensor *tensor) {
-  uint64_t count = 1;
-  for (uint64_t d = 0; d < tensor->shape_len; ++d) count *= tensor->shape[d];
-  return count;
+  int status = relu_check_device(dev_id, 1);
+  if (status == MX_ACC_OK) relu_release_blocks(&lock, blocks, &num_blocks);
+  return status;
 }
 
 static int copy(const MXTensor *dst, const MXTensor *src) {
@@ -160,10 +125,10 @@ static int copy(const MXTensor *dst, const MXTensor *src) {
   int status = maybe_fail("copy");
   if (status != MX_ACC_OK) return status;
   if (dst == NULL || src == NULL || dst->dtype != kFloat32 || src->dtype != kFloat32 ||
-      count_of(dst) != count_of(src)) {
+      relu_tensor_count(dst) != relu_tensor_count(src)) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "copies are of float32 tensors of one size");
   }
-  memcpy(dst->data, src->data, count_of(src) * sizeof(float));
+  memcpy(dst->data, src->data, relu_tensor_count(src) * sizeof(float));
   return MX_ACC_OK;
 }
 
@@ -176,7 +141,7 @@ MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) { return
 static void relu(const MXTensor *in, const MXTensor *out) {
   const float *x = in->data;
   float *y = out->data;
-  for (uint64_t k = 0, n = count_of(in); k < n; ++k) y[k] = x[k] > 0.0f ? x[k] : 0.0f;
+  for (uint64_t k = 0, n = relu_tensor_count(in); k < n; ++k) y[k] = x[k] > 0.0f ? x[k] : 0.0f;
 }
 
 static int is_relu(const char *op, const char *act_type) {
@@ -204,7 +169,7 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
                                  const char *const *attr_keys, const char *const *attr_vals,
                                  int num_attrs, int dev_id, MXAccExecutor **executor) {
   acc_clear_error();
-  int status = check_device(dev_id);
+  int status = relu_check_device(dev_id, 1);
   if (status != MX_ACC_OK) return status;
   const char *act_type = NULL;
   for (int i = 0; i < num_attrs; ++i) {
@@ -224,23 +189,14 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
 
 /* ---- symbolic -------------------------------------------------------------- */
 
-typedef struct model {
-  char id[CRASH_ID_MAX];
-  acc_graph *graph;
-} model;
+static relu_model models[CRASH_MAX_MODELS];
+static relu_table table = {&lock, models, CRASH_MAX_MODELS, NULL};
 
-static model models[CRASH_MAX_MODELS];
-
-static int node_supported(const acc_node *node) {
+/* Looser than relu_node_supported(): any operator version, any input dtype. */
+static int node_supported(const acc_graph *graph, const acc_node *node) {
+  (void)graph;
   return is_relu(node->op, acc_node_attr(node, "act_type")) && node->num_inputs == 1 &&
          node->num_outputs == 1 && node->out_dtypes[0] == kFloat32;
-}
-
-static int parse(const char *json, acc_graph **graph) {
-  char message[256];
-  if (json == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "json is NULL");
-  int status = acc_graph_parse(json, 1, graph, message, sizeof message);
-  return status == MX_ACC_OK ? MX_ACC_OK : acc_fail(status, "%s", message);
 }
 
 MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
@@ -248,26 +204,10 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
                                int ids_capacity, int *num_ids) {
   (void)data_names, (void)data, (void)num_data;
   acc_clear_error();
-  int status = check_device(dev_id);
+  int status = relu_check_device(dev_id, 1);
   if (status == MX_ACC_OK) status = maybe_fail("supported");
   if (status != MX_ACC_OK) return status;
-  acc_graph *graph = NULL;
-  status = parse(json, &graph);
-  if (status != MX_ACC_OK) return status;
-  int count = 0;
-  for (size_t i = 0; i < graph->num_nodes && count < ids_capacity; ++i) {
-    if (graph->nodes[i].op != NULL && node_supported(&graph->nodes[i])) ids[count++] = (int)i;
-  }
-  acc_graph_free(graph);
-  *num_ids = count;
-  return MX_ACC_OK;
-}
-
-static model *find_model(const char *id) {
-  for (int i = 0; i < CRASH_MAX_MODELS; ++i) {
-    if (models[i].graph != NULL && strcmp(models[i].id, id) == 0) return &models[i];
-  }
-  return NULL;
+  return relu_supported_ops("", json, node_supported, ids, ids_capacity, num_ids);
 }
 
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
@@ -275,51 +215,16 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
                             int dev_id) {
   (void)data_names, (void)data, (void)num_data;
   acc_clear_error();
-  int status = check_device(dev_id);
+  int status = relu_check_device(dev_id, 1);
   if (status == MX_ACC_OK) status = maybe_fail("load");
+  if (status == MX_ACC_OK) status = relu_check_model_id("", model_id);
   if (status != MX_ACC_OK) return status;
-  if (model_id == NULL || strlen(model_id) >= CRASH_ID_MAX) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "model id is NULL or too long");
-  }
-  acc_graph *graph = NULL;
-  status = parse(json, &graph);
-  if (status != MX_ACC_OK) return status;
-  pthread_mutex_lock(&lock);
-  model *slot = NULL;
-  for (int i = 0; i < CRASH_MAX_MODELS && slot == NULL && find_model(model_id) == NULL; ++i) {
-    if (models[i].graph == NULL) slot = &models[i];
-  }
-  if (slot != NULL) {
-    snprintf(slot->id, sizeof slot->id, "%s", model_id);
-    slot->graph = graph;
-  }
-  pthread_mutex_unlock(&lock);
-  if (slot == NULL) {
-    acc_graph_free(graph);
-    return acc_fail(MX_ACC_ERR_STATE, "model %s is loaded already, or no slot is free",
-                    model_id);
-  }
-  return MX_ACC_OK;
+  /* Any graph loads: infer() checks only what it runs. */
+  return relu_table_load(&table, "", json, 0, model_id, dev_id);
 }
 
 MX_ACC_EXPORT int unloadModel(const char *model_id) {
-  acc_clear_error();
-  if (model_id == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "model id is NULL");
-  pthread_mutex_lock(&lock);
-  model *found = find_model(model_id);
-  acc_graph *graph = found != NULL ? found->graph : NULL;
-  if (found != NULL) found->graph = NULL;
-  pthread_mutex_unlock(&lock);
-  if (graph == NULL) return acc_fail(MX_ACC_ERR_NOT_FOUND, "model %s is not loaded", model_id);
-  acc_graph_free(graph);
-  return MX_ACC_OK;
-}
-
-static int find_name(const char *const *names, int count, const char *name) {
-  for (int i = 0; i < count; ++i) {
-    if (names[i] != NULL && strcmp(names[i], name) == 0) return i;
-  }
-  return -1;
+  return relu_table_unload(&table, model_id);
 }
 
 /* The graph as a chain of relus: every operator node reads one value, so
@@ -328,20 +233,17 @@ static int run(const acc_graph *graph, const char *const *in_names, const MXTens
                int num_in, const char *const *out_names, const MXTensor *out_data,
                int num_out) {
   for (size_t h = 0; h < graph->num_heads; ++h) {
-    char name[256];
-    acc_entry head = graph->heads[h];
-    if (acc_graph_output_name(graph, head, name, sizeof name) != 0) {
-      return acc_fail(MX_ACC_ERR_INTERNAL, "head %zu has no name", h);
-    }
-    int out = find_name(out_names, num_out, name);
-    if (out < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "output %s is missing", name);
-    uint32_t node = head.node;
+    char name[RELU_NAME_MAX];
+    int out = 0;
+    int status = relu_head_output(graph, h, out_names, num_out, name, &out);
+    if (status != MX_ACC_OK) return status;
+    uint32_t node = graph->heads[h].node;
     while (graph->nodes[node].op != NULL) node = graph->nodes[node].inputs[0].node;
-    int in = find_name(in_names, num_in, graph->nodes[node].name);
+    int in = relu_find_name(in_names, num_in, graph->nodes[node].name);
     if (in < 0) {
       return acc_fail(MX_ACC_ERR_INVALID_ARG, "input %s is missing", graph->nodes[node].name);
     }
-    if (count_of(&in_data[in]) != count_of(&out_data[out])) {
+    if (relu_tensor_count(&in_data[in]) != relu_tensor_count(&out_data[out])) {
       return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: sizes differ", name);
     }
     relu(&in_data[in], &out_data[out]);
@@ -359,7 +261,7 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "invalid arguments");
   }
   pthread_mutex_lock(&lock);
-  model *found = find_model(model_id);
+  relu_model *found = relu_table_find(&table, model_id);
   status = found == NULL
                ? acc_fail(MX_ACC_ERR_NOT_FOUND, "model %s is not loaded", model_id)
                : run(found->graph, in_names, in_data, num_in, out_names, out_data, num_out);
@@ -370,22 +272,31 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
 
 /* ---- configure --------------------------------------------------------------- */
 
-static char answer_text[2][64];
-static const char *answer_keys[2];
-static const char *answer_vals[2];
+static relu_answer answer;
+
+/* The answer to query=stats; returns its count. */
+static int answer_stats(void) {
+  relu_answer_reset(&answer);
+  pthread_mutex_lock(&lock);
+  long counted = infers;
+  pthread_mutex_unlock(&lock);
+  relu_answer_number(&answer, "pid", (long)getpid());
+  relu_answer_number(&answer, "infers", counted);
+  return answer.count;
+}
 
 MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
                             int dev_id, const char *const **out_keys,
                             const char *const **out_vals, int *num_out) {
   acc_clear_error();
-  int status = check_device(dev_id);
+  int status = relu_check_device(dev_id, 1);
   if (status != MX_ACC_OK) return status;
   if (out_keys == NULL || out_vals == NULL || num_out == NULL ||
       (num_in > 0 && (in_keys == NULL || in_vals == NULL))) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "NULL argument");
   }
-  *out_keys = answer_keys;
-  *out_vals = answer_vals;
+  *out_keys = answer.keys;
+  *out_vals = answer.vals;
   *num_out = 0;
   for (int i = 0; i < num_in; ++i) {
     const char *key = in_keys[i], *value = in_vals[i];
@@ -395,27 +306,13 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
       armed_set = 1;
       pthread_mutex_unlock(&lock);
     } else if (strcmp(key, "query") == 0 && strcmp(value, "keys") == 0) {
-      answer_keys[0] = "keys";
-      answer_vals[0] = "query,fail";
-      *num_out = 1;
+      *num_out = relu_answer_one(&answer, "keys", "query,fail");
     } else if (strcmp(key, "query") == 0 && strcmp(value, "ops") == 0) {
-      answer_keys[0] = "ops";
-      answer_vals[0] = "Activation:1";
-      *num_out = 1;
+      *num_out = relu_answer_one(&answer, "ops", "Activation:1");
     } else if (strcmp(key, "query") == 0 && strcmp(value, "version") == 0) {
-      answer_keys[0] = "version";
-      answer_vals[0] = "1.0";
-      *num_out = 1;
+      *num_out = relu_answer_one(&answer, "version", "1.0");
     } else if (strcmp(key, "query") == 0 && strcmp(value, "stats") == 0) {
-      pthread_mutex_lock(&lock);
-      snprintf(answer_text[0], sizeof answer_text[0], "%ld", (long)getpid());
-      snprintf(answer_text[1], sizeof answer_text[1], "%ld", infers);
-      pthread_mutex_unlock(&lock);
-      answer_keys[0] = "pid";
-      answer_vals[0] = answer_text[0];
-      answer_keys[1] = "infers";
-      answer_vals[1] = answer_text[1];
-      *num_out = 2;
+      *num_out = answer_stats();
     } else {
       return acc_fail(MX_ACC_ERR_NOT_FOUND, "unknown key %s=%s", key, value);
     }

@@ -41,8 +41,11 @@
  * With MISB_IMPERATIVE the plugin also manages device memory (malloc'd
  * blocks, tracked per device): supportsImperative() is 1, tensors of
  * infer() may be device memory, and accGetExecutor() declines every
- * operator. Compiled with the sources of plugins/common.
+ * operator. Compiled with the sources of plugins/common; the model table,
+ * the block tables, the graph checks and the relu run are relu_plugin.h's.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep() under -std=c11, without -pthread too */
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -53,13 +56,13 @@
 
 #include "graph.h"
 #include "mxnet_acc.h"
+#include "relu_plugin.h"
 #include "status.h"
 
 #ifndef MISB_NUM_ACC
 #define MISB_NUM_ACC 2
 #endif
 #define MISB_MAX_MODELS 256
-#define MISB_ID_MAX 128
 #define MISB_MODE_MAX 32
 #define MISB_MAX_BLOCKS 1024
 #define MISB_DEFAULT_DELAY_MS 500L
@@ -67,20 +70,15 @@
 
 /* ---- state (every field under lock) -------------------------------------- */
 
-typedef struct model {
-  char id[MISB_ID_MAX];
-  int dev_id;
-  acc_graph *graph; /* NULL: the slot is free */
-} model;
-
 typedef struct device_state {
   char mode[MISB_MODE_MAX];
   long delay_ms;
-  long loads, unloads, infers;
 } device_state;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static model models[MISB_MAX_MODELS];
+static relu_model models[MISB_MAX_MODELS];
+static relu_counts counts[MISB_NUM_ACC];
+static relu_table table = {&lock, models, MISB_MAX_MODELS, counts};
 static device_state devices[MISB_NUM_ACC];
 static int devices_ready;
 
@@ -93,8 +91,6 @@ static void init_devices(void) {
   }
   devices_ready = 1;
 }
-
-static int valid_device(int dev_id) { return dev_id >= 0 && dev_id < MISB_NUM_ACC; }
 
 /* Copies the mode of a valid device into mode (MISB_MODE_MAX bytes). */
 static void read_mode(int dev_id, char *mode, long *delay_ms) {
@@ -132,11 +128,10 @@ MX_ACC_EXPORT int initialize(int version) {
 MX_ACC_EXPORT int getAccName(char *name, size_t size) {
   static const char kName[] = "misbehave";
   acc_clear_error();
-  if (name == NULL || size < sizeof kName) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "getAccName: the name needs %zu bytes", sizeof kName);
-  }
-  memcpy(name, kName, sizeof kName);
-  return MX_ACC_OK;
+  return relu_copy_name(name, size, kName)
+             ? MX_ACC_OK
+             : acc_fail(MX_ACC_ERR_INVALID_ARG, "getAccName: the name needs %zu bytes",
+                        sizeof kName);
 }
 
 MX_ACC_EXPORT int getNumAcc(void) { return MISB_NUM_ACC; }
@@ -145,79 +140,38 @@ MX_ACC_EXPORT const char *accGetLastError(void) { return acc_last_error(); }
 
 /* ---- memory (MISB_IMPERATIVE) ------------------------------------------- */
 
-static size_t dtype_size(int32_t dtype) {
-  switch (dtype) {
-    case kFloat32: case kInt32: return 4;
-    case kFloat64: case kInt64: return 8;
-    case kFloat16: return 2;
-    case kUint8: case kInt8: return 1;
-    default: return 0;
-  }
-}
-
-/* Bytes of a dense tensor; 0 with *ok == 0 when the descriptor is invalid. */
-static size_t tensor_bytes(const MXTensor *tensor, int *ok) {
-  size_t bytes = dtype_size(tensor->dtype);
-  *ok = bytes > 0 && !tensor->isSparse && tensor->shape_len <= MX_ACC_MAX_NDIM &&
-        (tensor->shape_len == 0 || tensor->shape != NULL);
-  for (uint64_t d = 0; *ok && d < tensor->shape_len; ++d) {
-    uint64_t extent = tensor->shape[d];
-    if (extent > SIZE_MAX || (extent != 0 && bytes > SIZE_MAX / extent)) {
-      *ok = 0;
-    } else {
-      bytes *= (size_t)extent;
-    }
-  }
-  return *ok ? bytes : 0;
-}
-
 #ifdef MISB_IMPERATIVE
 
-typedef struct block {
-  void *ptr;
-  size_t size;
-} block;
-
-static block blocks[MISB_NUM_ACC][MISB_MAX_BLOCKS];
+static relu_block blocks[MISB_NUM_ACC][MISB_MAX_BLOCKS]; /* under lock */
 static size_t num_blocks[MISB_NUM_ACC];
 
-MX_ACC_EXPORT int supportsImperative(void) { return 1; }
+static int valid_device(int dev_id) { return dev_id >= 0 && dev_id < MISB_NUM_ACC; }
 
-/* Index of ptr among dev_id's blocks, or -1; the caller holds lock. */
-static long find_block(int dev_id, const void *ptr) {
-  for (size_t i = 0; i < num_blocks[dev_id]; ++i) {
-    if (blocks[dev_id][i].ptr == ptr) return (long)i;
-  }
-  return -1;
-}
+MX_ACC_EXPORT int supportsImperative(void) { return 1; }
 
 MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
   acc_clear_error();
   if (!valid_device(dev_id)) return acc_fail(MX_ACC_ERR_DEVICE, "mx_alloc: device %d", dev_id);
   if (ptr == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "mx_alloc: ptr is NULL");
-  void *data = malloc(size > 0 ? size : 1);
-  if (data == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
-  pthread_mutex_lock(&lock);
-  int full = num_blocks[dev_id] == MISB_MAX_BLOCKS;
-  if (!full) blocks[dev_id][num_blocks[dev_id]++] = (block){data, size};
-  pthread_mutex_unlock(&lock);
-  if (full) {
-    free(data);
-    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: more than %d blocks", MISB_MAX_BLOCKS);
+  switch (relu_alloc_block(&lock, blocks[dev_id], &num_blocks[dev_id], MISB_MAX_BLOCKS, size,
+                           ptr)) {
+    case RELU_ALLOC_NO_MEMORY:
+      return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
+    case RELU_ALLOC_FULL:
+      return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: more than %d blocks",
+                      MISB_MAX_BLOCKS);
+    default:
+      return MX_ACC_OK;
   }
-  *ptr = data;
-  return MX_ACC_OK;
 }
 
 MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
   acc_clear_error();
   if (!valid_device(dev_id)) return acc_fail(MX_ACC_ERR_DEVICE, "mx_free: device %d", dev_id);
   if (ptr == NULL) return MX_ACC_OK;
-  pthread_mutex_lock(&lock);
-  long index = find_block(dev_id, ptr);
-  if (index >= 0) blocks[dev_id][index] = blocks[dev_id][--num_blocks[dev_id]];
-  pthread_mutex_unlock(&lock);
-  if (index < 0) return acc_fail(MX_ACC_ERR_NOT_FOUND, "mx_free: unknown pointer");
+  if (!relu_forget_block(&lock, blocks[dev_id], &num_blocks[dev_id], ptr)) {
+    return acc_fail(MX_ACC_ERR_NOT_FOUND, "mx_free: unknown pointer");
+  }
   free(ptr);
   return MX_ACC_OK;
 }
@@ -227,10 +181,7 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
   if (!valid_device(dev_id)) {
     return acc_fail(MX_ACC_ERR_DEVICE, "mx_releaseAll: device %d", dev_id);
   }
-  pthread_mutex_lock(&lock);
-  for (size_t i = 0; i < num_blocks[dev_id]; ++i) free(blocks[dev_id][i].ptr);
-  num_blocks[dev_id] = 0;
-  pthread_mutex_unlock(&lock);
+  relu_release_blocks(&lock, blocks[dev_id], &num_blocks[dev_id]);
   return MX_ACC_OK;
 }
 
@@ -255,8 +206,8 @@ static int copy(const char *call, const MXTensor *device, const MXTensor *host, 
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: wrong devices", call);
   }
   int ok_device, ok_host;
-  size_t bytes = tensor_bytes(device, &ok_device);
-  size_t host_bytes = tensor_bytes(host, &ok_host);
+  size_t bytes = relu_tensor_bytes(device, &ok_device);
+  size_t host_bytes = relu_tensor_bytes(host, &ok_host);
   if (!ok_device || !ok_host || bytes != host_bytes || device->dtype != host->dtype) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: descriptors differ or are invalid", call);
   }
@@ -299,33 +250,6 @@ MX_ACC_EXPORT int supportsImperative(void) { return 0; }
 
 /* ---- graphs ------------------------------------------------------------- */
 
-static uint64_t num_elements(const acc_shape *shape) {
-  uint64_t count = 1;
-  for (int d = 0; d < shape->ndim; ++d) count *= shape->dims[d];
-  return count;
-}
-
-/* A float32 relu of operator version 1 with one float32 input. */
-static int node_supported(const acc_graph *graph, const acc_node *node) {
-  if (node->op == NULL) return 0;
-  const char *act_type = acc_node_attr(node, "act_type");
-  const char *version = acc_node_attr(node, "__op_version__");
-  if (strcmp(node->op, "Activation") != 0 || act_type == NULL ||
-      strcmp(act_type, "relu") != 0 || (version != NULL && strcmp(version, "1") != 0) ||
-      node->num_inputs != 1 || node->num_outputs != 1 || node->out_dtypes[0] != kFloat32) {
-    return 0;
-  }
-  const acc_entry input = node->inputs[0];
-  return graph->nodes[input.node].out_dtypes[input.index] == kFloat32;
-}
-
-static int parse(const char *call, const char *json, acc_graph **graph) {
-  char message[256];
-  if (json == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: json is NULL", call);
-  int status = acc_graph_parse(json, 1, graph, message, sizeof message);
-  return status == MX_ACC_OK ? MX_ACC_OK : acc_fail(status, "%s: %s", call, message);
-}
-
 /* Applies a broken supportedOps() mode to a correct answer of count ids
  * (ids has room for capacity + 4 entries in ids_write_past, the host's
  * guard; capacity otherwise). Returns the count to report. */
@@ -360,7 +284,8 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
                                int ids_capacity, int *num_ids) {
   (void)data_names, (void)data, (void)num_data;
   acc_clear_error();
-  if (!valid_device(dev_id)) return acc_fail(MX_ACC_ERR_DEVICE, "device %d does not exist", dev_id);
+  int status = relu_check_device(dev_id, MISB_NUM_ACC);
+  if (status != MX_ACC_OK) return status;
   if (num_ids == NULL || ids_capacity < 0 || (ids_capacity > 0 && ids == NULL)) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: invalid ids or num_ids");
   }
@@ -371,54 +296,25 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
   }
   if (is_mode(mode, "supported_fail_silent")) return fail_silently(MX_ACC_ERR_INTERNAL);
   acc_graph *graph = NULL;
-  int status = parse("supportedOps", json, &graph);
+  status = relu_parse("supportedOps: ", json, &graph);
   if (status != MX_ACC_OK) return status;
-  int count = 0;
-  for (size_t i = 0; i < graph->num_nodes && count < ids_capacity; ++i) {
-    if (node_supported(graph, &graph->nodes[i])) ids[count++] = (int)i;
-  }
+  int count = relu_supported_ids(graph, relu_node_supported, ids, ids_capacity);
   count = misreport(mode, graph, ids, count, ids_capacity);
   acc_graph_free(graph);
   if (!is_mode(mode, "ids_count_unset")) *num_ids = count;
   return MX_ACC_OK;
 }
 
-/* ---- models (callers hold lock) ---------------------------------------- */
-
-static model *find_model(const char *id) {
-  for (int i = 0; i < MISB_MAX_MODELS; ++i) {
-    if (models[i].graph != NULL && strcmp(models[i].id, id) == 0) return &models[i];
-  }
-  return NULL;
-}
-
-static model *free_slot(void) {
-  for (int i = 0; i < MISB_MAX_MODELS; ++i) {
-    if (models[i].graph == NULL) return &models[i];
-  }
-  return NULL;
-}
-
-static int check_graph(const acc_graph *graph) {
-  for (size_t i = 0; i < graph->num_nodes; ++i) {
-    const acc_node *node = &graph->nodes[i];
-    if (node->op != NULL && !node_supported(graph, node)) {
-      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "node %s (%s) is not a float32 relu", node->name,
-                      node->op);
-    }
-  }
-  return MX_ACC_OK;
-}
+/* ---- models ------------------------------------------------------------- */
 
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
                             const char *const *data_names, const MXTensor *data, int num_data,
                             int dev_id) {
   (void)data_names, (void)data, (void)num_data;
   acc_clear_error();
-  if (!valid_device(dev_id)) return acc_fail(MX_ACC_ERR_DEVICE, "device %d does not exist", dev_id);
-  if (model_id == NULL || strlen(model_id) >= MISB_ID_MAX) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "loadModel: model id is NULL or too long");
-  }
+  int status = relu_check_device(dev_id, MISB_NUM_ACC);
+  if (status == MX_ACC_OK) status = relu_check_model_id("loadModel: ", model_id);
+  if (status != MX_ACC_OK) return status;
   char mode[MISB_MODE_MAX];
   read_mode(dev_id, mode, NULL);
   if (is_mode(mode, "load_fail")) {
@@ -432,63 +328,21 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   if (is_mode(mode, "load_unsupported")) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "loadModel: this device compiles nothing today");
   }
-  acc_graph *graph = NULL;
-  int status = parse("loadModel", json, &graph);
-  if (status != MX_ACC_OK) return status;
-  status = check_graph(graph);
-  if (status != MX_ACC_OK) {
-    acc_graph_free(graph);
-    return status;
-  }
-  pthread_mutex_lock(&lock);
-  model *slot = find_model(model_id) != NULL ? NULL : free_slot();
-  if (slot != NULL) {
-    snprintf(slot->id, sizeof slot->id, "%s", model_id);
-    slot->dev_id = dev_id;
-    slot->graph = graph;
-    ++devices[dev_id].loads;
-  }
-  pthread_mutex_unlock(&lock);
-  if (slot == NULL) {
-    acc_graph_free(graph);
-    return acc_fail(MX_ACC_ERR_STATE, "model %s is loaded already, or no slot is free",
-                    model_id);
-  }
-  return MX_ACC_OK;
+  return relu_table_load(&table, "loadModel: ", json, 1, model_id, dev_id);
 }
 
 MX_ACC_EXPORT int unloadModel(const char *model_id) {
-  acc_clear_error();
-  if (model_id == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "model id is NULL");
-  pthread_mutex_lock(&lock);
-  model *found = find_model(model_id);
-  acc_graph *graph = found != NULL ? found->graph : NULL;
-  if (found != NULL) {
-    found->graph = NULL;
-    ++devices[found->dev_id].unloads;
-  }
-  pthread_mutex_unlock(&lock);
-  if (graph == NULL) return acc_fail(MX_ACC_ERR_NOT_FOUND, "model %s is not loaded", model_id);
-  acc_graph_free(graph);
-  return MX_ACC_OK;
+  return relu_table_unload(&table, model_id);
 }
 
 /* ---- inference --------------------------------------------------------- */
-
-static int find_name(const char *const *names, int count, const char *name) {
-  if (names == NULL) return -1;
-  for (int i = 0; i < count; ++i) {
-    if (names[i] != NULL && strcmp(names[i], name) == 0) return i;
-  }
-  return -1;
-}
 
 /* Checks that tensor is a dense float32 tensor of the node output's shape,
  * in host memory or (MISB_IMPERATIVE) in a block of dev_id. */
 static int check_tensor(const MXTensor *tensor, const acc_node *node, int dev_id) {
   const acc_shape *shape = &node->out_shapes[0];
   int ok;
-  size_t bytes = tensor_bytes(tensor, &ok);
+  size_t bytes = relu_tensor_bytes(tensor, &ok);
   if (!ok || tensor->dtype != kFloat32 || tensor->shape_len != (uint64_t)shape->ndim) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: expected a dense float32 tensor of %d "
                     "dimensions", node->name, shape->ndim);
@@ -518,55 +372,6 @@ static int check_tensor(const MXTensor *tensor, const acc_node *node, int dev_id
   return MX_ACC_OK;
 }
 
-static float relu(float x) { return x > 0.0f || x != x ? x : 0.0f; }
-
-/* values[i]: node i's output; operator nodes own theirs. */
-static int run_graph(const acc_graph *graph, int dev_id, const char *const *in_names,
-                     const MXTensor *in_data, int num_in, float **values) {
-  for (size_t i = 0; i < graph->num_nodes; ++i) {
-    const acc_node *node = &graph->nodes[i];
-    if (node->op == NULL) {
-      int index = find_name(in_names, num_in, node->name);
-      if (index < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "input %s is missing", node->name);
-      int status = check_tensor(&in_data[index], node, dev_id);
-      if (status != MX_ACC_OK) return status;
-      values[i] = in_data[index].data;
-      continue;
-    }
-    uint64_t count = num_elements(&node->out_shapes[0]);
-    if (count > SIZE_MAX / sizeof(float)) {
-      return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "%s: too many elements", node->name);
-    }
-    values[i] = malloc((count > 0 ? (size_t)count : 1) * sizeof(float));
-    if (values[i] == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "%s", node->name);
-    const float *source = values[node->inputs[0].node];
-    for (uint64_t k = 0; k < count; ++k) values[i][k] = relu(source[k]);
-  }
-  return MX_ACC_OK;
-}
-
-/* Writes every head; with partial, only the first half of each. */
-static int write_heads(const acc_graph *graph, int dev_id, const char *const *out_names,
-                       const MXTensor *out_data, int num_out, float *const *values,
-                       int partial) {
-  for (size_t h = 0; h < graph->num_heads; ++h) {
-    char name[256];
-    acc_entry head = graph->heads[h];
-    if (acc_graph_output_name(graph, head, name, sizeof name) != 0) {
-      return acc_fail(MX_ACC_ERR_INTERNAL, "head %zu has no name", h);
-    }
-    int index = find_name(out_names, num_out, name);
-    if (index < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "output %s is missing", name);
-    const acc_node *node = &graph->nodes[head.node];
-    int status = check_tensor(&out_data[index], node, dev_id);
-    if (status != MX_ACC_OK) return status;
-    uint64_t count = num_elements(&node->out_shapes[0]);
-    if (partial) count /= 2;
-    if (count > 0) memcpy(out_data[index].data, values[head.node], (size_t)count * sizeof(float));
-  }
-  return MX_ACC_OK;
-}
-
 static void sleep_ms(long milliseconds) {
   struct timespec delay = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
   while (nanosleep(&delay, &delay) != 0) {
@@ -577,15 +382,13 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
                         const char *const *out_names, const MXTensor *in_data,
                         const MXTensor *out_data, int num_in, int num_out) {
   acc_clear_error();
-  if (model_id == NULL || num_in < 0 || num_out < 0 || (num_in > 0 && in_data == NULL) ||
-      (num_out > 0 && out_data == NULL)) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: invalid arguments");
-  }
+  int status = relu_check_infer_args("infer: ", model_id, in_data, out_data, num_in, num_out);
+  if (status != MX_ACC_OK) return status;
   /* The host serializes the calls for one device and never unloads a model
    * during its infer, so the graph stays valid after the lock is dropped
    * (slow inferences on two devices overlap). */
   pthread_mutex_lock(&lock);
-  model *found = find_model(model_id);
+  relu_model *found = relu_table_find(&table, model_id);
   acc_graph *graph = found != NULL ? found->graph : NULL;
   int dev_id = found != NULL ? found->dev_id : -1;
   pthread_mutex_unlock(&lock);
@@ -606,20 +409,15 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     return acc_fail(MX_ACC_ERR_INTERNAL, "infer: survived SIGSEGV");
   }
   if (is_mode(mode, "slow")) sleep_ms(delay_ms);
-  float **values = calloc(graph->num_nodes + 1, sizeof *values);
-  if (values == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "infer: values");
-  int status = run_graph(graph, dev_id, in_names, in_data, num_in, values);
-  if (status == MX_ACC_OK && !is_mode(mode, "infer_unwritten")) {
-    status = write_heads(graph, dev_id, out_names, out_data, num_out, values,
-                         is_mode(mode, "infer_partial"));
-  }
-  for (size_t i = 0; i < graph->num_nodes; ++i) {
-    if (graph->nodes[i].op != NULL) free(values[i]);
-  }
-  free(values);
+  /* relu(NaN) is NaN here. */
+  relu_run_options options = {.check_tensor = check_tensor, .dev_id = dev_id, .keep_nan = 1,
+                              .write = RELU_WRITE_ALL, .prefix = "infer: "};
+  if (is_mode(mode, "infer_unwritten")) options.write = RELU_WRITE_NONE;
+  if (is_mode(mode, "infer_partial")) options.write = RELU_WRITE_HALF;
+  status = relu_run(graph, in_names, in_data, num_in, out_names, out_data, num_out, &options);
   if (status == MX_ACC_OK) {
     pthread_mutex_lock(&lock);
-    ++devices[dev_id].infers;
+    ++counts[dev_id].infers;
     pthread_mutex_unlock(&lock);
   }
   return status;
@@ -634,9 +432,7 @@ static const char *const kModes[] = {
     "load_unsupported", "infer_fail", "infer_fail_silent", "infer_oom", "infer_bad_status",
     "infer_unwritten", "infer_partial", "slow", "crash"};
 
-static char answer_text[MISB_NUM_ACC][512];
-static const char *answer_keys[MISB_NUM_ACC][8];
-static const char *answer_vals[MISB_NUM_ACC][8];
+static relu_answer answers[MISB_NUM_ACC]; /* under lock */
 
 static int known_mode(const char *mode) {
   for (size_t i = 0; i < sizeof kModes / sizeof kModes[0]; ++i) {
@@ -645,39 +441,30 @@ static int known_mode(const char *mode) {
   return 0;
 }
 
-/* Appends key=value to the answer of dev_id; the caller holds lock. */
-static int answer(int dev_id, int *count, size_t *used, const char *key, const char *value) {
-  size_t room = sizeof answer_text[dev_id] - *used;
-  int written = snprintf(answer_text[dev_id] + *used, room, "%s", value);
-  if (written < 0 || (size_t)written >= room || *count >= 8) {
-    return acc_fail(MX_ACC_ERR_INTERNAL, "configure: the answer does not fit");
-  }
-  answer_keys[dev_id][*count] = key;
-  answer_vals[dev_id][*count] = answer_text[dev_id] + *used;
-  *used += (size_t)written + 1;
-  ++*count;
-  return MX_ACC_OK;
+static int answer_fits(int added) {
+  return added ? MX_ACC_OK
+               : acc_fail(MX_ACC_ERR_INTERNAL, "configure: the answer does not fit");
 }
 
-static int answer_stats(int dev_id, int *count, size_t *used) {
-  const device_state *state = &devices[dev_id];
-  long loaded = 0;
-  for (int i = 0; i < MISB_MAX_MODELS; ++i) {
-    loaded += models[i].graph != NULL && models[i].dev_id == dev_id;
-  }
+/* Appends key=value to the answer of dev_id; the caller holds lock. */
+static int answer(int dev_id, const char *key, const char *value) {
+  return answer_fits(relu_answer_add(&answers[dev_id], key, value));
+}
+
+static int answer_stats(int dev_id) {
+  const relu_counts *count = &counts[dev_id];
   const char *names[] = {"loads", "unloads", "infers", "models"};
-  long numbers[] = {state->loads, state->unloads, state->infers, loaded};
+  long numbers[] = {count->loads, count->unloads, count->infers,
+                    relu_table_count(&table, dev_id)};
   for (int i = 0; i < 4; ++i) {
-    char text[32];
-    snprintf(text, sizeof text, "%ld", numbers[i]);
-    int status = answer(dev_id, count, used, names[i], text);
+    int status = answer_fits(relu_answer_number(&answers[dev_id], names[i], numbers[i]));
     if (status != MX_ACC_OK) return status;
   }
-  return answer(dev_id, count, used, "mode", state->mode);
+  return answer(dev_id, "mode", devices[dev_id].mode);
 }
 
 /* Applies one key; the caller holds lock. */
-static int apply(int dev_id, const char *key, const char *value, int *count, size_t *used) {
+static int apply(int dev_id, const char *key, const char *value) {
   if (key == NULL || value == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "NULL key or value");
   if (strcmp(key, "mode") == 0) {
     if (!known_mode(value)) return acc_fail(MX_ACC_ERR_INVALID_ARG, "unknown mode %s", value);
@@ -695,10 +482,10 @@ static int apply(int dev_id, const char *key, const char *value, int *count, siz
     return MX_ACC_OK;
   }
   if (strcmp(key, "query") != 0) return acc_fail(MX_ACC_ERR_NOT_FOUND, "unknown key %s", key);
-  if (strcmp(value, "keys") == 0) return answer(dev_id, count, used, "keys", "query,mode,delay_ms");
-  if (strcmp(value, "ops") == 0) return answer(dev_id, count, used, "ops", "Activation:1");
-  if (strcmp(value, "version") == 0) return answer(dev_id, count, used, "version", "1.0");
-  if (strcmp(value, "stats") == 0) return answer_stats(dev_id, count, used);
+  if (strcmp(value, "keys") == 0) return answer(dev_id, "keys", "query,mode,delay_ms");
+  if (strcmp(value, "ops") == 0) return answer(dev_id, "ops", "Activation:1");
+  if (strcmp(value, "version") == 0) return answer(dev_id, "version", "1.0");
+  if (strcmp(value, "stats") == 0) return answer_stats(dev_id);
   return acc_fail(MX_ACC_ERR_NOT_FOUND, "unknown query %s", value);
 }
 
@@ -706,21 +493,23 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
                             int dev_id, const char *const **out_keys,
                             const char *const **out_vals, int *num_out) {
   acc_clear_error();
-  if (!valid_device(dev_id)) return acc_fail(MX_ACC_ERR_DEVICE, "device %d does not exist", dev_id);
+  int status = relu_check_device(dev_id, MISB_NUM_ACC);
+  if (status != MX_ACC_OK) return status;
   if (out_keys == NULL || out_vals == NULL || num_out == NULL || num_in < 0 ||
       (num_in > 0 && (in_keys == NULL || in_vals == NULL))) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: NULL argument");
   }
-  int count = 0, status = MX_ACC_OK;
-  size_t used = 0;
+  relu_answer *made = &answers[dev_id];
   pthread_mutex_lock(&lock);
   init_devices();
+  relu_answer_reset(made);
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
-    status = apply(dev_id, in_keys[i], in_vals[i], &count, &used);
+    status = apply(dev_id, in_keys[i], in_vals[i]);
   }
+  int count = made->count;
   pthread_mutex_unlock(&lock);
-  *out_keys = answer_keys[dev_id];
-  *out_vals = answer_vals[dev_id];
+  *out_keys = made->keys;
+  *out_vals = made->vals;
   *num_out = status == MX_ACC_OK ? count : 0;
   return status;
 }
