@@ -34,6 +34,7 @@ from acc_host.errors import (
     InvalidArgumentError,
     ModelFileError,
     OperatorError,
+    RankError,
     ShapeError,
     TensorError,
     UnknownOperatorError,
@@ -175,6 +176,10 @@ SYMBOL_ROWS = [
                                   "[(1099511627776, 1024)] would take 4.0 PiB",), huge=True),
     Row("json-shape-hint-too-many-dims", "infer", _infer_hinted(str((1,) * 70)), ShapeError,
         ("node 'split' (_onnx_split): _onnx_split: maximum supported dimension",)),
+    Row("json-result-too-many-dims", "infer",
+        lambda tmp: mx.sym.take(DATA, mx.sym.Variable("i"), name="t").infer_shape(
+            data=(1,) * 40, i=(1,) * 40), RankError,
+        ("node 't' (take): take: output 0 would have 79 dimensions; arrays have at most 64",)),
     Row("json-missing-file", "load", lambda tmp: mx.sym.load(str(tmp / "none-symbol.json")),
         GraphError, ("cannot read symbol file", "none-symbol.json")),
 ]
@@ -239,6 +244,11 @@ BIND_ROWS = [
         lambda tmp: mx.sym.Pooling(DATA, global_pool=True, kernel=(1, 1), name="p").simple_bind(
             mx.cpu(), data=(1, 2, 0, 3)), ShapeError,
         ("node 'p' (Pooling): Pooling: spatial axis 0 of data (1, 2, 0, 3) has size 0",)),
+    Row("ndarray-too-many-dims", "bind", lambda tmp: mx.nd.zeros((1,) * 70), RankError,
+        ("shape (1, 1,", "has 70 dimensions; arrays have at most 64")),
+    Row("ndarray-take-too-many-dims", "bind",
+        lambda tmp: mx.nd.take(mx.nd.zeros((1,) * 40), mx.nd.zeros((1,) * 40)), RankError,
+        ("take: output 0 would have 79 dimensions",)),
     Row("ndarray-huge", "bind", lambda tmp: mx.nd.zeros((TERA,)), AllocationTooLargeError,
         ("an array (shape (1099511627776,), float32) would take 4.0 TiB",), huge=True),
 ]
@@ -416,6 +426,16 @@ def _onnx_bind(shape: list[int]) -> Callable[[Path], Any]:
     return run
 
 
+def _gather_40_by_40(_tmp: Path) -> Any:
+    onnx = pytest.importorskip("onnx")
+    value = onnx.helper.make_tensor_value_info
+    symbol, _, _ = mx.onnx.import_model(_onnx_model(
+        [onnx.helper.make_node("Gather", ["x", "i"], ["y"])],
+        [value("x", onnx.TensorProto.FLOAT, [1] * 40),
+         value("i", onnx.TensorProto.INT64, [1] * 40)]))
+    return symbol.simple_bind(mx.cpu())
+
+
 ONNX_ROWS = [
     Row("onnx-malformed-bytes", "import",
         lambda tmp: mx.onnx.import_model(b"\x08\x07garbage\xff\xff"), ModelFileError,
@@ -440,6 +460,8 @@ ONNX_ROWS = [
             "a": np.array(0, np.float32), "b": np.array(1, np.float32),
             "c": np.array(0, np.float32)}), UnsupportedOnnxOperatorError,
         ("Range(0.0, 1.0, 0.0) has no finite length",)),
+    Row("onnx-gather-too-many-dims", "bind", _gather_40_by_40, RankError,
+        ("would have 79 dimensions",)),
     Row("onnx-huge-input", "bind", _onnx_bind([TERA, 1 << 20]), AllocationTooLargeError,
         ("simple_bind: the arguments and auxiliary states (the largest, 'x', of shape "
          "(1099511627776, 1048576))",), huge=True),

@@ -32,6 +32,7 @@ __all__ = [
     "UnsupportedOnnxOperatorError",
     "UnsupportedOnnxExportError",
     "ShapeError",
+    "RankError",
     "GraphError",
     "AllocationTooLargeError",
     "ModelFileError",
@@ -197,6 +198,12 @@ class UnsupportedOnnxExportError(OperatorError):
 
 class ShapeError(OperatorError):
     """Shapes or dtypes are inconsistent, or cannot be inferred."""
+
+
+class RankError(ShapeError):
+    """A result would have more dimensions than numpy arrays may have
+    (``acc_host.limits.MAX_DIMS``: 64, 32 before numpy 2); refused before
+    numpy is asked for it."""
 
 
 class GraphError(InvalidArgumentError):

@@ -220,8 +220,8 @@ class Graph:
                     filled, outputs = rule(op, attrs, [values[e] for e in entries])
                 except registry.ShapeUnknownError:
                     continue
-                except ShapeError as error:
-                    raise ShapeError(f"node {node.name!r} ({node.op}): {error}") from None
+                except ShapeError as error:  # the same kind, naming the node
+                    raise type(error)(f"node {node.name!r} ({node.op}): {error}") from None
                 for position, (entry, value) in enumerate(zip(entries, filled)):
                     self._merge(values, entry, value, node, position, accept, what)
                 for output, value in enumerate(outputs[:self.num_visible(k)]):

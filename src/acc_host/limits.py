@@ -20,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import AllocationTooLargeError, InvalidArgumentError
+from .errors import AllocationTooLargeError, InvalidArgumentError, RankError
 
-__all__ = ["LIMIT_VARIABLE", "limit", "array_bytes", "check_bytes", "check_array"]
+__all__ = ["LIMIT_VARIABLE", "MAX_DIMS", "limit", "array_bytes", "check_bytes", "check_array"]
 
 LIMIT_VARIABLE = "MXNET_ACC_MAX_ALLOC_BYTES"
+#: The most dimensions a numpy array may have (NPY_MAXDIMS).
+MAX_DIMS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
 
 
 @functools.cache
@@ -78,7 +80,11 @@ def check_bytes(nbytes: int, what: str) -> None:
 
 
 def check_array(shape: Iterable[Any], dtype: Any, what: str) -> None:
-    """check_bytes for one array of shape and dtype."""
+    """check_bytes for one array of shape and dtype, which must also have
+    at most MAX_DIMS dimensions (ShapeError)."""
     shape = tuple(shape)
+    if len(shape) > MAX_DIMS:
+        raise RankError(f"{what}: shape {shape} has {len(shape)} dimensions; arrays have at "
+                         f"most {MAX_DIMS}")
     check_bytes(array_bytes(shape, dtype), f"{what} (shape {shape}, "
                 f"{np.dtype(dtype if dtype is not None else np.float32)})")

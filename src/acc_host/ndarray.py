@@ -35,7 +35,14 @@ from . import limits, ndarray_format
 from .context import Context, cpu, current_context
 from .engine.base import in_operation
 from .engine.naive import NaiveEngine
-from .errors import ContextError, EngineError, InvalidArgumentError, OperatorError, TensorError
+from .errors import (
+    ContextError,
+    EngineError,
+    InvalidArgumentError,
+    OperatorError,
+    RankError,
+    TensorError,
+)
 from .ops import registry
 from .tensor import TensorSpec, dtype_code
 
@@ -554,6 +561,8 @@ def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
             return None
         return [(tuple(int(extent) for extent in shape), np.dtype(dtype))
                 for shape, dtype in zip(shapes, dtypes)]
+    except RankError:
+        raise  # certain at inference: numpy could not even hold the result
     except Exception:  # noqa: BLE001  (running the operator reports the real error)
         return None
 

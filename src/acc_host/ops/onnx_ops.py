@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AllocationTooLargeError, ShapeError
+from ..errors import AccHostError, AllocationTooLargeError, ShapeError
 from ..limits import array_bytes, check_bytes
 from .params import (
     Attrs,
@@ -33,7 +33,7 @@ from .params import (
     parse_str,
     parse_tuple,
 )
-from .registry import OpDef, ShapeUnknownError, register
+from .registry import OpDef, ShapeUnknownError, register, take
 
 _ONNX_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
                 "int16", "int32", "int64", "bool")
@@ -61,7 +61,7 @@ def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
             arrays = [np.zeros(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
             with np.errstate(all="ignore"):
                 outputs = compute(attrs, arrays)
-        except AllocationTooLargeError:
+        except AccHostError:  # already typed and named (a RankError from take, ...)
             raise
         except MemoryError:
             raise AllocationTooLargeError(
@@ -467,7 +467,7 @@ def _gather(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     axis = attrs.axis % x.ndim
     idx = idx.astype(np.int64)
     idx = np.where(idx < 0, idx + x.shape[axis], idx)
-    return [np.take(x, idx, axis=axis)]
+    return [take("_onnx_gather", x, idx, axis)]
 
 
 _def("_onnx_gather", _gather, [Param("axis", parse_int, 0)], arguments=("data", "indices"),

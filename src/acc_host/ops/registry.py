@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OperatorError, ShapeError, UnknownOperatorError
+from ..errors import OperatorError, RankError, ShapeError, UnknownOperatorError
+from ..limits import MAX_DIMS
 from .params import REQUIRED, Attrs, Param
 
 __all__ = ["OpDef", "register", "get", "find", "all_ops", "Shape", "same_dtype",
@@ -87,6 +88,19 @@ def normalize_axis(op: str, axis: int, ndim: int) -> int:
     if not -ndim <= axis < ndim:
         raise ShapeError(f"{op}: axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim
+
+
+
+
+def take(op: str, data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    """np.take(data, indices, axis) for operators, refusing a result of more
+    than MAX_DIMS dimensions with a ShapeError: numpy does not check it and
+    writes past its shape array (a segmentation fault; found by fuzzing)."""
+    ndim = data.ndim + indices.ndim - 1
+    if ndim > MAX_DIMS:
+        raise RankError(f"{op}: the result would have {ndim} dimensions (data {data.ndim} + "
+                         f"indices {indices.ndim} - 1); arrays have at most {MAX_DIMS}")
+    return np.take(data, indices, axis=axis)
 
 
 @dataclass(frozen=True)
@@ -167,13 +181,34 @@ class OpDef:
         if len(inputs) != expected:
             raise OperatorError(f"{self.name}: {len(inputs)} inputs given, {expected} expected "
                                 f"({', '.join(self.input_names(attrs))})")
-        return self.compute(attrs, list(inputs))
+        try:
+            return self.compute(attrs, list(inputs))
+        except ValueError as error:
+            # Run without inference first (NaiveEngine): numpy's own refusal.
+            if "maximum supported dimension" in str(error):
+                raise RankError(f"{self.name}: {error}") from None
+            raise
 
 
 _REGISTRY: dict[str, OpDef] = {}
 
 
+def _rank_checked(name: str, infer_shape: ShapeFn) -> ShapeFn:
+    """infer_shape, refusing outputs of more dimensions than numpy arrays
+    may have: a graph can declare them, and numpy would refuse them only
+    when they are allocated (a ValueError), or not at all (np.take)."""
+    def infer(attrs: Attrs, shapes: Any) -> Any:
+        filled, outputs = infer_shape(attrs, shapes)
+        for position, shape in enumerate(outputs):
+            if shape is not None and len(shape) > MAX_DIMS:
+                raise RankError(f"{name}: output {position} would have {len(shape)} "
+                                 f"dimensions; arrays have at most {MAX_DIMS}")
+        return filled, outputs
+    return infer
+
+
 def register(op: OpDef) -> OpDef:
+    object.__setattr__(op, "infer_shape", _rank_checked(op.name, op.infer_shape))
     for name in (op.name, *op.aliases):
         if name in _REGISTRY:
             raise ValueError(f"operator {name!r} is registered twice")

@@ -32,7 +32,16 @@ from .params import (
     parse_int,
     parse_tuple,
 )
-from .registry import OpDef, Shape, normalize_axis, register, require_known, same_dtype, same_shape
+from .registry import (
+    OpDef,
+    Shape,
+    normalize_axis,
+    register,
+    require_known,
+    same_dtype,
+    same_shape,
+    take,
+)
 
 Arrays = list[np.ndarray]
 Shapes = list[Shape | None]
@@ -1203,7 +1212,7 @@ def _take(attrs: Attrs, inputs: Arrays) -> Arrays:
     data, indices = inputs
     axis = normalize_axis("take", attrs.axis, data.ndim)
     positions = _take_positions(attrs, indices, data.shape[axis])
-    return [np.take(data, positions, axis=axis)]
+    return [take("take", data, positions, axis)]
 
 
 register(OpDef(
