@@ -180,6 +180,8 @@ SYMBOL_ROWS = [
         lambda tmp: mx.sym.take(DATA, mx.sym.Variable("i"), name="t").infer_shape(
             data=(1,) * 40, i=(1,) * 40), RankError,
         ("node 't' (take): take: output 0 would have 79 dimensions; arrays have at most 64",)),
+    Row("json-shape-hint-none-extent", "bind", lambda tmp: _bind_hinted("(2, None)")(tmp),
+        GraphError, ("variable 'data': bad __shape__ '(2, None)': extents must be integers",)),
     Row("json-missing-file", "load", lambda tmp: mx.sym.load(str(tmp / "none-symbol.json")),
         GraphError, ("cannot read symbol file", "none-symbol.json")),
 ]

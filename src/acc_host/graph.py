@@ -270,7 +270,12 @@ def _shape_hint(node: Node) -> Shape | None:
         hint = parse_tuple(text)
     except (ValueError, SyntaxError):
         raise GraphError(f"variable {node.name!r}: bad __shape__ {text!r}") from None
-    return tuple(int(d) for d in hint) if hint else None
+    # 0 is MXNet's unknown extent, -1 numpy-shape mode's; nothing else may
+    # be negative, and None is no extent (parse_tuple allows it for slices).
+    if any(d is None or d < -1 for d in hint):
+        raise GraphError(f"variable {node.name!r}: bad __shape__ {text!r}: extents must be "
+                         "integers >= 0 (0 or -1: unknown)")
+    return tuple(max(int(d), 0) for d in hint) if hint else None
 
 
 def _check_hint(node: Node, hint: Shape | None, shape: Shape) -> None:
