@@ -106,14 +106,11 @@ def load_model(name: str, batch: int, workdir: Path) -> BenchModel:
 
 
 def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
-                warmup: int = 2, pause: float = 0.0) -> dict[str, float]:
+                warmup: int = 2) -> dict[str, float]:
     """Median seconds per call of each function, measured alternately in
     blocks of a few calls so that load from other processes hits them alike.
     Each block starts with an untimed call, so that every figure is taken
-    with the function's data in the caches, not evicted by the one before.
-    pause: seconds to sleep before each block, so that worker threads the
-    previous function left spinning (onnxruntime's spin after run()
-    returns) have gone idle instead of taking the next one's cores."""
+    with the function's data in the caches, not evicted by the one before."""
     for function in functions.values():
         for _ in range(warmup):
             function()
@@ -121,8 +118,6 @@ def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
     block = max(1, repeat // 5)
     while min(len(times) for times in samples.values()) < repeat:
         for name, function in functions.items():
-            if pause:
-                time.sleep(pause)
             function()
             for _ in range(block):
                 start = time.perf_counter()

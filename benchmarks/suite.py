@@ -64,7 +64,6 @@ from acc_host.errors import InvalidArgumentError
 from acc_host.symbolic import LoadedModel
 
 MXNET_ENV = "ACC_HOST_BENCH_MXNET_PYTHON"
-BLOCK_PAUSE_S = 0.05  # between blocks of multi-threaded rows (see interleaved)
 ENGINES = ("cpu", "cpu_ref", "cpu_ref_model", "mlu_host", "mlu_sim", "onnxruntime", "mxnet")
 LABELS = {"cpu": "acc-host CPU path", "cpu_ref": "cpu_ref (executor)",
           "cpu_ref_model": "cpu_ref (loaded model)", "mlu_host": "mlu_sim host wall",
@@ -155,9 +154,7 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
     with threadpool_limits(limits=threads, user_api="blas"):
         mx.mlu(0).configure(reset_stats=1)
         mlu_calls[0] = 0
-        # With 2 threads each block waits until the workers of the one
-        # before have gone idle (onnxruntime's spin after run() returns).
-        seconds = interleaved(functions, repeat, pause=BLOCK_PAUSE_S if threads > 1 else 0.0)
+        seconds = interleaved(functions, repeat)
     stats = mx.mlu(0).configure(query="stats")
     if loaded is not None:
         loaded.close()
