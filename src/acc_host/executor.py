@@ -30,6 +30,7 @@ import numpy as np
 from . import engine, limits
 from .annotate import annotate_symbol
 from .context import Context, cpu
+from .direct_run import DirectRun
 from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
 from .graph import Graph
 from .ndarray import NDArray, zeros
@@ -39,7 +40,7 @@ from .ops.registry import OpDef
 from .partition import Partition, offerable_region, partition_graph, region_graph
 from .subgraph import SubgraphOperator, Value, to_host
 from .symbolic import BoundInference
-from .tensor import TensorSpec, dtype_code
+from .tensor import TensorSpec, contiguous, dtype_code
 from .trace import recorder as trace_recorder
 
 __all__ = ["Executor"]
@@ -248,6 +249,7 @@ class Executor:
         # Per subgraph step (by node), once its model is loaded: a _BoundStep,
         # or None where the step cannot run on fixed buffers.
         self._bound_steps: dict[int, _BoundStep | None] = {}
+        self._direct: DirectRun | None = None  # see predict()
         # Serializes forward() calls (see forward); public, so that a thread
         # can pair its forward with the reading of its outputs.
         self.lock = threading.RLock()
@@ -519,6 +521,47 @@ class Executor:
                 output.wait_to_read()
         return self.outputs
 
+    def predict(self, **inputs: Any) -> list[np.ndarray]:
+        """forward(**inputs), then every output as a new numpy array: a
+        synchronous inference, with forward()'s effects (the arguments hold
+        the inputs, the outputs the results). An executor whose graph runs
+        as one subgraph on fixed buffers takes a direct path, one engine
+        operation with no per-forward bookkeeping (acc_host.direct_run);
+        any other runs forward() and reads its outputs. A failure is raised
+        here and not left on the executor's arrays."""
+        with self.lock:
+            direct = self._direct_run()
+            if direct is not None and inputs.keys() <= direct.inputs.keys():
+                values = {name: contiguous(_input_values(name, value, direct.inputs[name]))
+                          for name, value in inputs.items()}
+                results = direct.run(values)
+                if results is not None:
+                    return results
+            outputs = self._forward(**inputs)
+            try:
+                return [output.asnumpy() for output in outputs]
+            except Exception:
+                # Raised to the caller here: not left on the executor's own
+                # vars for a later, unrelated mx.nd.waitall().
+                self._drop_stale_failures()
+                raise
+
+    def _direct_run(self) -> DirectRun | None:
+        """The direct path, once the executor's only step has run on fixed
+        buffers (None before, and for executors it does not fit)."""
+        if self._differential is not None or len(self._steps) != 1 or self._copies.get(None):
+            return None
+        step, push = self._steps[0], self._pushes[0]
+        bound = self._bound_steps.get(step.node)
+        if bound is None or step.subgraph is None:
+            return None
+        if self._direct is not None and self._direct.step is bound:
+            return self._direct
+        inputs = {self._variables[entry]: array for entry, array in push.fetch}
+        self._direct = DirectRun(step.subgraph, bound, push.context, inputs, self.outputs,
+                                 push.reads, push.writes)
+        return self._direct
+
     def _drop_stale_failures(self) -> None:
         """Forgets the failure a failed forward left on the executor's own
         vars. ThreadedEngine stores a failure on every var the failed step
@@ -557,7 +600,10 @@ class Executor:
                 values.update(self._run_subgraph(
                     operator, push, values,
                     {entry: target for entry, (_, target) in written.items()}))
-                if step.node not in self._bound_steps and operator.loads:
+                if operator.loads and (step.node not in self._bound_steps if bound is None
+                                       else bound.infer.model is not operator.model):
+                    # First loaded, or loaded again (close() or a reload):
+                    # bound to the model now loaded.
                     self._bound_steps[step.node] = self._bind_step(step, push, written)
             else:
                 _put_stored(values, push.variables)

@@ -343,6 +343,13 @@ class BoundInference:
             model._call[0], model._call[1], model._call[2], self._in.pointer, self._out.pointer,
             len(self._in), len(self._out))
 
+    def alive(self) -> bool:
+        """Whether every buffer bound is still allocated."""
+        for buffer in self._buffers:
+            if not buffer._finalizer.alive:
+                return False
+        return True
+
     def __call__(self) -> None:
         model = self.model
         if model._call is None or self._call is None:

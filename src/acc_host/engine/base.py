@@ -136,6 +136,17 @@ class Engine(ABC):
         snapshot of its arguments."""
         return False
 
+    def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
+                         mutate_vars: tuple[Var, ...]) -> bool:
+        """run_now for a function that writes mutate_vars and reads only the
+        versions of the watched vars, not what they hold (it checks that
+        something it keeps is still current): it starts only when no write
+        is running or queued on a watched var, so the versions it sees are
+        final, but it does not hold them as reads while it runs. The vars
+        are as :func:`normalize_vars` returned them (checked once by the
+        caller)."""
+        return False
+
     def push_async(self, fn: AsyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
                    mutate_vars: Sequence[Var] = ()) -> None:
         """As push_sync, but fn(run_ctx, on_complete) finishes only when it

@@ -47,6 +47,11 @@ class NaiveEngine(Engine):
         self.push_sync(fn, ctx, const_vars, mutate_vars)
         return True
 
+    def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
+                         mutate_vars: tuple[Var, ...]) -> bool:
+        self._push(OpBlock(fn, False, ctx, (), mutate_vars))
+        return True
+
     def wait_for_var(self, var: Var) -> None:
         check_waitable(var, "wait_for_var")
 

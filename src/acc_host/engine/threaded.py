@@ -33,7 +33,7 @@ from .base import (
     leave_operation,
     normalize_vars,
 )
-from .var import Var
+from .var import Var, grantable_now
 from .workers import Worker
 
 __all__ = ["ThreadedEngine"]
@@ -101,6 +101,21 @@ class ThreadedEngine(Engine):
             for var in const:
                 var.add_read(block)
             for var in mutate:
+                var.add_write(block)
+        self._execute(block, "caller")
+        return True
+
+    def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
+                         mutate_vars: tuple[Var, ...]) -> bool:
+        if in_operation():
+            return False
+        with self._lock:
+            if self._stopped or not grantable_now(watched, mutate_vars):
+                return False
+            self._pending += 1
+            self._pushed += 1
+            block = OpBlock(fn, False, ctx, (), mutate_vars)
+            for var in mutate_vars:
                 var.add_write(block)
         self._execute(block, "caller")
         return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-__all__ = ["Var"]
+__all__ = ["Var", "grantable_now"]
 
 
 class Var:
@@ -91,3 +91,16 @@ class Var:
         state = "deleted" if self.deleted else "failed" if self.exception else "ok"
         return (f"<Var v{self.version} {state} reads={self._running_reads} "
                 f"writing={self._writing} queued={len(self._pending)}>")
+
+
+def grantable_now(watched: tuple[Var, ...], mutate: tuple[Var, ...]) -> bool:
+    """Whether an operation writing mutate, which reads only the versions
+    of watched, could start at once with nothing failed on its vars (see
+    Engine.run_now_watching). Under the engine's lock."""
+    for var in watched:
+        if var._writing or var._pending or var.exception is not None:
+            return False
+    for var in mutate:
+        if var._writing or var._running_reads or var._pending or var.exception is not None:
+            return False
+    return True

@@ -162,14 +162,7 @@ class AccHostRep(BackendRep):
         for name, value in feed.items():
             if name in executor.aux_dict:
                 executor.aux_dict[name][:] = value
-        outputs = executor.forward(**args)
-        try:
-            return tuple(output.asnumpy() for output in outputs)
-        except Exception:
-            # Raised to the caller here: not left on the executor's own vars
-            # for a later, unrelated mx.nd.waitall().
-            executor._drop_stale_failures()
-            raise
+        return tuple(executor.predict(**args))
 
 
 def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:

@@ -1,0 +1,299 @@
+"""Executor.predict and its direct path (acc_host.direct_run): a synchronous
+inference that, for an executor whose graph is one subgraph on fixed
+buffers, writes the inputs, calls infer() and copies the outputs out as one
+engine operation. The CPU path is the oracle; every test also checks that
+the side effects are forward()'s (the arguments hold the inputs, the
+outputs the results) and that the direct path is the one that ran, or
+stood aside, as the case requires."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import acc_host as mx
+from acc_host import direct_run, engine
+from acc_host.errors import GraphError, PluginError, ShapeError
+
+RTOL, ATOL = 1e-4, 1e-5
+SHAPE = (2, 3, 5, 5)
+
+
+def _net() -> mx.sym.Symbol:
+    data = mx.sym.Variable("data")
+    conv = mx.sym.Convolution(data, num_filter=4, kernel=(3, 3), pad=(1, 1), name="conv")
+    act = mx.sym.Activation(conv, act_type="relu", name="relu")
+    fc = mx.sym.FullyConnected(mx.sym.flatten(act), num_hidden=3, name="fc")
+    return mx.sym.Group([fc, act])
+
+
+def _weights(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shapes = dict(zip(_net().list_arguments(), _net().infer_shape(data=SHAPE)[0]))
+    return {name: np.asarray(rng.standard_normal(shape), np.float32)
+            for name, shape in shapes.items() if name != "data"}
+
+
+def _bind(ctx: mx.Context, weights: dict[str, np.ndarray]) -> mx.executor.Executor:
+    exe = _net().simple_bind(ctx, data=SHAPE)
+    for name, value in weights.items():
+        exe.arg_dict[name][:] = value
+    return exe
+
+
+def _image(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+
+
+class _Counter:
+    """Counts the direct path's runs (DirectRun._work calls)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.runs = 0
+        original = direct_run.DirectRun._work
+
+        def counted(run: direct_run.DirectRun, values: object) -> list[np.ndarray]:
+            self.runs += 1
+            return original(run, values)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(direct_run.DirectRun, "_work", counted)
+
+
+@pytest.fixture
+def direct(monkeypatch: pytest.MonkeyPatch) -> _Counter:
+    return _Counter(monkeypatch)
+
+
+@pytest.fixture(params=["ThreadedEngine", "NaiveEngine"])
+def engine_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    previous = engine.get().name
+    engine.set_engine_type(request.param)
+    yield request.param
+    engine.set_engine_type(previous)
+
+
+def _check(exe: mx.executor.Executor, cpu: mx.executor.Executor, image: np.ndarray) -> None:
+    """exe.predict(data=image) against the CPU path's forward, and the side
+    effects: the argument holds image, the outputs hold the results."""
+    results = exe.predict(data=image)
+    expected = [output.asnumpy() for output in cpu.forward(data=image)]
+    assert len(results) == len(expected)
+    for got, want, output in zip(results, expected, exe.outputs):
+        assert isinstance(got, np.ndarray) and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+        np.testing.assert_array_equal(output.asnumpy(), got)
+    np.testing.assert_array_equal(exe.arg_dict["data"].asnumpy(), image)
+
+
+@pytest.mark.usefixtures("offload_everything", "engine_kind")
+@pytest.mark.parametrize("accelerator", ["cpu_ref", "mlu"])
+def test_predict_runs_directly_and_follows_data_and_weights(accelerator: str,
+                                                            direct: _Counter) -> None:
+    weights = _weights(0)
+    exe, cpu = _bind(mx.Context(accelerator, 0), weights), _bind(mx.cpu(), weights)
+    assert len(exe._steps) == 1 and exe._steps[0].subgraph is not None
+    _check(exe, cpu, _image(0))  # compiles: the general path
+    assert direct.runs == 0
+    for seed in (1, 2):
+        _check(exe, cpu, _image(seed))
+    assert direct.runs == 2
+    # A written weight: the general path refreshes the model once, then
+    # the direct path runs again.
+    for target in (exe, cpu):
+        target.arg_dict["conv_weight"][:] = target.arg_dict["conv_weight"].asnumpy() * -2.0
+        target.arg_dict["fc_bias"] += 1.0
+    _check(exe, cpu, _image(3))
+    assert direct.runs == 2
+    assert exe._steps[0].subgraph.weight_refreshes == 1
+    _check(exe, cpu, _image(4))
+    assert direct.runs == 3
+    # Without inputs: the arguments as they are (written before, with a
+    # write still pending under ThreadedEngine).
+    image = _image(5)
+    exe.arg_dict["data"][:] = image
+    cpu.arg_dict["data"][:] = image
+    results = exe.predict()
+    np.testing.assert_allclose(results[0], cpu.forward()[0].asnumpy(), rtol=RTOL, atol=ATOL)
+    # forward() and predict() mix.
+    image = _image(6)
+    np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
+                               cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
+    _check(exe, cpu, _image(7))
+    # Closed: the next predict loads the model again (general path), then
+    # runs directly on the same buffers.
+    runs = direct.runs
+    exe.close()
+    _check(exe, cpu, _image(8))
+    _check(exe, cpu, _image(9))
+    assert exe._steps[0].subgraph.loads == 2 and direct.runs == runs + 1
+    exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything")
+def test_predict_takes_the_general_path_where_the_direct_one_does_not_fit(
+        direct: _Counter) -> None:
+    # A CPU operator after the subgraph: two steps.
+    data = mx.sym.Variable("data")
+    conv = mx.sym.Convolution(data, num_filter=2, kernel=(1, 1), name="conv")
+    net = mx.sym.Cast(mx.sym.arcsinh(mx.sym.Cast(conv, dtype="float64"), name="bent"),
+                      dtype="float32")
+    exe = net.simple_bind(mx.cpu_ref(0), data=(1, 2, 3, 3))
+    cpu = net.simple_bind(mx.cpu(), data=(1, 2, 3, 3))
+    for target in (exe, cpu):
+        target.arg_dict["conv_weight"][:] = np.arange(4, dtype=np.float32).reshape(2, 2, 1, 1)
+    image = _image(1)[:1, :2, :3, :3].copy()
+    for _ in range(3):
+        np.testing.assert_allclose(exe.predict(data=image)[0],
+                                   cpu.forward(data=image)[0].asnumpy(), rtol=RTOL)
+    assert len(exe._steps) > 1 and direct.runs == 0
+    exe.close()
+    # The CPU path: no subgraph at all.
+    cpu_exe = _bind(mx.cpu(), _weights(2))
+    np.testing.assert_allclose(cpu_exe.predict(data=_image(2))[1],
+                               _bind(mx.cpu(), _weights(2)).forward(data=_image(2))[1].asnumpy())
+    assert direct.runs == 0
+
+
+@pytest.mark.usefixtures("offload_everything", "engine_kind")
+def test_predict_stands_aside_for_a_trace_and_a_differential_check(
+        direct: _Counter, tmp_path: object) -> None:
+    from acc_host import trace
+
+    weights = _weights(3)
+    exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
+    _check(exe, cpu, _image(0))
+    _check(exe, cpu, _image(1))
+    assert direct.runs == 1
+    path = f"{tmp_path}/trace.jsonl"
+    trace.start(path)
+    try:
+        _check(exe, cpu, _image(2))
+    finally:
+        trace.stop()
+    assert direct.runs == 1
+    exe._differential = object()  # what check() sets while it runs
+    try:
+        assert exe._direct_run() is None
+    finally:
+        exe._differential = None
+    _check(exe, cpu, _image(3))
+    assert direct.runs == 2
+    exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything", "engine_kind")
+def test_predict_refuses_bad_inputs_and_leaves_the_executor_as_it_was(direct: _Counter) -> None:
+    weights = _weights(4)
+    exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
+    _check(exe, cpu, _image(0))
+    _check(exe, cpu, _image(1))
+    with pytest.raises(ShapeError, match="'data' has shape"):
+        exe.predict(data=np.zeros((1, 3, 5, 5), np.float32))
+    with pytest.raises(GraphError, match="'nothing' is not an argument"):
+        exe.predict(nothing=np.zeros(SHAPE, np.float32))
+    np.testing.assert_array_equal(exe.arg_dict["data"].asnumpy(), _image(1))
+    # Another dtype and a strided view are converted, as forward() does.
+    image = _image(2)
+    wide = np.zeros((2, 3, 5, 10), np.float64)
+    wide[..., ::2] = image
+    results = exe.predict(data=wide[..., ::2])
+    np.testing.assert_allclose(results[0], cpu.forward(data=image)[0].asnumpy(), rtol=RTOL,
+                               atol=ATOL)
+    # A weight as input: the general path writes it (the model refreshes).
+    runs = direct.runs
+    bias = np.full(3, 2.0, np.float32)
+    cpu.arg_dict["fc_bias"][:] = bias
+    np.testing.assert_allclose(exe.predict(data=image, fc_bias=bias)[0],
+                               cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
+    assert direct.runs == runs
+    _check(exe, cpu, _image(3))
+    assert direct.runs == runs + 1
+    exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything", "engine_kind")
+def test_a_plugin_failure_on_the_direct_path_is_raised_once(
+        direct: _Counter, monkeypatch: pytest.MonkeyPatch) -> None:
+    weights = _weights(5)
+    exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
+    _check(exe, cpu, _image(0))
+    _check(exe, cpu, _image(1))
+    library = exe._steps[0].subgraph.library
+    real = library.lib
+
+    class Failing:
+        """The library's functions, copyFromAcc failing."""
+
+        def __getattr__(self, name: str) -> object:
+            if name == "copyFromAcc":
+                return lambda *args: 3  # MX_ACC_ERR_* : a plugin failure
+            return getattr(real, name)
+
+    monkeypatch.setattr(type(library), "lib", property(lambda self: Failing()))
+    with pytest.raises(PluginError, match="copyFromAcc"):
+        exe.predict(data=_image(2))
+    monkeypatch.undo()
+    mx.nd.waitall()  # nothing stale left on any array
+    _check(exe, cpu, _image(3))
+    assert direct.runs >= 2
+    exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything")
+def test_threads_sharing_an_executor_get_their_own_results(direct: _Counter) -> None:
+    weights = _weights(6)
+    exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
+    exe.predict(data=_image(0))
+    images = [_image(seed) for seed in range(8)]
+    expected = [cpu.forward(data=image)[0].asnumpy() for image in images]
+    failures: list[str] = []
+
+    def work(index: int) -> None:
+        for _ in range(5):
+            got = exe.predict(data=images[index])[0]
+            if not np.allclose(got, expected[index], rtol=RTOL, atol=ATOL):
+                failures.append(f"thread {index}")
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures and direct.runs >= 40
+    exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything")
+def test_predict_waits_for_a_pending_weight_write(direct: _Counter) -> None:
+    """Program order: a weight write pushed before predict() (still queued
+    on a worker) is seen by it; the direct path stands aside until the
+    write is done."""
+    previous = engine.get().name
+    engine.set_engine_type("ThreadedEngine")
+    try:
+        weights = _weights(7)
+        exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
+        _check(exe, cpu, _image(0))
+        _check(exe, cpu, _image(1))
+        runs = direct.runs
+        release = threading.Event()
+        bias = exe.arg_dict["fc_bias"]
+        new_bias = np.full(3, -4.0, np.float32)
+
+        def slow_write(_run_ctx: object) -> None:
+            release.wait(10)
+            bias._write_now(new_bias)
+
+        engine.get().push_sync(slow_write, bias.context, (), [bias._var])
+        threading.Timer(0.2, release.set).start()
+        cpu.arg_dict["fc_bias"][:] = new_bias
+        _check(exe, cpu, _image(2))
+        assert direct.runs == runs  # the general path, after the write
+        _check(exe, cpu, _image(3))
+        assert direct.runs == runs + 1
+        exe.close()
+    finally:
+        engine.set_engine_type(previous)
