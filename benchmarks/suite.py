@@ -20,8 +20,8 @@ Writes ``suite.json`` (every figure, with the machine and versions),
    one run; ratios are to onnxruntime in the same run.
 2. Host overhead per forward of a one-operator subgraph (relu of 16 floats on
    cpu_ref): the raw cffi infer() call with prebuilt arguments, LoadedModel,
-   a bound executor under both engines, next to onnxruntime's run() and
-   io_binding on a one-node model.
+   a bound executor under both engines (forward and wait; predict, numpy in
+   and out), next to onnxruntime's run() and io_binding on a one-node model.
 3. Partitioner time for 10k/100k/1M-node graphs.
 4. Engine throughput and push-to-done latency, both engines.
 5. Compile time on mlu_sim, cold and from the compiled-model cache.
@@ -85,8 +85,10 @@ def _session(path: Path, threads: int) -> Any:
 
 def _runner(model: BenchModel, ctx: mx.Context) -> Callable[[], list[np.ndarray]]:
     """A forward of model on ctx that returns its outputs as numpy arrays:
-    an executor for MXNet models, the ONNX backend (which binds one) for
-    ONNX models."""
+    an executor's predict() (forward, then the outputs as numpy: the
+    synchronous inference, like onnxruntime's run()) for MXNet models, the
+    ONNX backend (which binds an executor and runs its predict()) for ONNX
+    models."""
     if model.kind == "onnx":
         import onnx
 
@@ -97,7 +99,7 @@ def _runner(model: BenchModel, ctx: mx.Context) -> Callable[[], list[np.ndarray]
     exe = model.symbol.simple_bind(ctx, **{key: value.shape for key, value in model.feeds.items()})
     for key, value in model.params.items():
         (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
-    return lambda: [output.asnumpy() for output in exe.forward(**model.feeds)]
+    return lambda: exe.predict(**model.feeds)
 
 
 def _loaded_model(model: BenchModel) -> LoadedModel | None:
@@ -282,6 +284,11 @@ def overhead_section(repeat: int) -> dict[str, float]:
         exe = relu.simple_bind(mx.cpu_ref(0), data=(1, 16))
         timed[f"executor_{kind}"] = many(lambda exe=exe: exe.forward(data=x)[0].wait_to_read(),
                                          inner // 4)
+        # The synchronous inference, numpy in and out, as onnxruntime's run():
+        # the executor's direct path once the model is loaded.
+        sync = relu.simple_bind(mx.cpu_ref(0), data=(1, 16))
+        sync.predict(data=x)
+        timed[f"executor_predict_{kind}"] = many(lambda exe=sync: exe.predict(data=x), inner // 4)
     # The calls without an engine alternate in one run, so that load from
     # other processes hits them alike (their differences are the figures
     # that matter); each engine's executor is measured with its engine.
@@ -289,7 +296,7 @@ def overhead_section(repeat: int) -> dict[str, float]:
                            if not label.startswith("executor_")}, repeat)
     for label, function in timed.items():
         if label.startswith("executor_"):
-            engine.set_engine_type(label.removeprefix("executor_"))
+            engine.set_engine_type(label.rsplit("_", 1)[1])
             results[label] = interleaved({label: function}, repeat)[label]
     engine.set_engine_type("ThreadedEngine")
     for label, seconds in results.items():

@@ -28,6 +28,8 @@ def test_quick_suite_writes_json_markdown_and_plot(tmp_path: Path) -> None:
     overhead = results["overhead"]
     assert 0 < overhead["raw_cffi_us"] < overhead["loaded_model_us"]
     assert overhead["raw_cffi_us"] < overhead["bound_step_us"]
+    for kind in ("ThreadedEngine", "NaiveEngine"):
+        assert overhead[f"executor_predict_{kind}_us"] > overhead["raw_cffi_us"]
     assert [entry["nodes"] for entry in results["partition"]] == [1_000, 10_000]
     assert results["engine"]["naive_ops_per_s"] > 0
     assert results["cache"] and results["cache"][0]["cold_ms"] > 0
