@@ -357,6 +357,100 @@ __attribute__((target("avx512f"))) static void micro_avx512_edge(
 
 #undef CR_EDGE_ROWS
 
+/* ---- Small products, AVX-512 --------------------------------------------- */
+
+/* Rows [0, rows) and columns [0, cols) of C = A . B for a small product
+ * (see small_product below), 1 <= rows <= 8, 1 <= cols <= 48: A read in
+ * place (element (r, p) at a[r * ars + p * acs]), B's rows read in place
+ * (row p at b + p * brs, unit column stride), the last vector's loads and
+ * stores masked. Accumulators start at zero and take one fused
+ * multiply-add per step along k, as micro_avx512_rows does for a single k
+ * block: the same results as the blocked path. */
+__attribute__((target("avx512f"), always_inline)) static inline void small_avx512_rows(
+    const int rows, const int vectors, __mmask16 last_mask, int64_t k, const float *a,
+    int64_t ars, int64_t acs, const float *b, int64_t brs, float *c, int64_t ldc) {
+  __m512 acc[8][3];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; ++v) acc[r][v] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    const float *bp = b + p * brs;
+    __m512 bv[3];
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; ++v) {
+      bv[v] = v < vectors ? _mm512_maskz_loadu_ps(v == vectors - 1 ? last_mask : (__mmask16)0xFFFF,
+                                                  bp + 16 * v)
+                          : _mm512_setzero_ps();
+    }
+    const float *ap = a + p * acs;
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      if (r < rows) {
+        const __m512 ar = _mm512_set1_ps(ap[r * ars]);
+#pragma GCC unroll 3
+        for (int v = 0; v < 3; ++v) {
+          if (v < vectors) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    if (r < rows) {
+#pragma GCC unroll 3
+      for (int v = 0; v < 3; ++v) {
+        if (v < vectors) {
+          _mm512_mask_storeu_ps(c + r * ldc + 16 * v,
+                                v == vectors - 1 ? last_mask : (__mmask16)0xFFFF, acc[r][v]);
+        }
+      }
+    }
+  }
+}
+
+#define CR_SMALL_ROWS(vectors)                                                               \
+  switch (rows) {                                                                            \
+    case 1: small_avx512_rows(1, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
+    case 2: small_avx512_rows(2, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
+    case 3: small_avx512_rows(3, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
+    case 4: small_avx512_rows(4, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
+    case 5: small_avx512_rows(5, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
+    case 6: small_avx512_rows(6, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
+    case 7: small_avx512_rows(7, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
+    default: small_avx512_rows(8, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;    \
+  }
+
+__attribute__((target("avx512f"))) static void small_avx512(int64_t m, int64_t n, int64_t k,
+                                                            const float *a, int64_t ars,
+                                                            int64_t acs, const float *b,
+                                                            int64_t brs, float *c, int64_t ldc) {
+  for (int64_t i0 = 0; i0 < m; i0 += 8) {
+    const int rows = (int)(m - i0 < 8 ? m - i0 : 8);
+    for (int64_t j0 = 0; j0 < n; j0 += 48) {
+      const int64_t cols = n - j0 < 48 ? n - j0 : 48;
+      const int vectors = (int)((cols + 15) / 16);
+      const int tail = (int)(cols - 16 * (vectors - 1));
+      const __mmask16 mask = (__mmask16)((1u << tail) - 1u);
+      const float *ai = a + i0 * ars;
+      const float *bj = b + j0;
+      float *cij = c + i0 * ldc + j0;
+      {
+        const float *a = ai, *b = bj;
+        float *c = cij;
+        switch (vectors) {
+          case 1: CR_SMALL_ROWS(1); break;
+          case 2: CR_SMALL_ROWS(2); break;
+          default: CR_SMALL_ROWS(3); break;
+        }
+      }
+    }
+  }
+}
+
+#undef CR_SMALL_ROWS
+
 #endif /* CR_GEMM_X86 */
 
 /* ---- Narrow tiles --------------------------------------------------------- */
@@ -780,6 +874,77 @@ static void gemm_chunk(void *context, int64_t begin, int64_t end) {
   }
 }
 
+/* ---- Small products ------------------------------------------------------ */
+
+/* Products this small (multiply-adds), read in place with k in one block,
+ * skip packing: attention's per-head products (16 x 16 x 16 to 32 x 32 x 32)
+ * took 0.8-2.5 us each through the blocked path, most of it packing and
+ * scratch allocation. */
+enum {
+  kSmallMaxWork = 1 << 16,
+  kSmallMaxB = 4096 /* floats of a transposed B copied to the stack */
+};
+
+/* The portable kernel of small products: for each row and 16 columns, the
+ * sums of micro_generic in its order (from zero, a product then a sum per
+ * step along k): the same results as the blocked path. */
+static void small_generic(int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                          int64_t acs, const float *b, int64_t brs, float *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+      const int64_t cols = n - j0 < 16 ? n - j0 : 16;
+      float acc[16] = {0};
+      for (int64_t p = 0; p < k; ++p) {
+        const float ar = a[i * ars + p * acs];
+        const float *bp = b + p * brs + j0;
+        for (int64_t j = 0; j < cols; ++j) acc[j] += ar * bp[j];
+      }
+      for (int64_t j = 0; j < cols; ++j) c[i * ldc + j0 + j] = acc[j];
+    }
+  }
+}
+
+/* C = A . B (then the epilogue) without packing, when the product is small
+ * enough, its operands are plain views, k fits one block and the ISA has a
+ * small kernel; returns whether it did. A B with a column stride other than
+ * 1 (a transposed operand) is copied to the stack first. */
+static int small_product(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
+                         const cr_gemm_operand *b, float *c, int64_t ldc,
+                         const cr_epilogue *epilogue) {
+  const cr_isa isa = cr_gemm_isa();
+  if (k > kKC || (double)m * (double)n * (double)k > (double)kSmallMaxWork) return 0;
+  if (a->pack_b != NULL || a->packed != NULL || a->row_offsets != NULL || b->pack_b != NULL ||
+      b->packed != NULL || b->row_offsets != NULL) {
+    return 0;
+  }
+  if (isa != CR_ISA_GENERIC && !(CR_GEMM_X86 && isa == CR_ISA_AVX512)) return 0;
+  /* Under AVX-512 the blocked path computes a last tile of one column with
+   * narrow_tile, without fused multiply-adds: left to it, for the same
+   * results. */
+  if (isa == CR_ISA_AVX512 && n % kMaxNR == 1) return 0;
+  const float *b_rows = b->data;
+  int64_t brs = b->rs;
+  float copy[kSmallMaxB];
+  if (b->cs != 1) {
+    if (k * n > kSmallMaxB) return 0;
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) copy[p * n + j] = b->data[p * b->rs + j * b->cs];
+    }
+    b_rows = copy;
+    brs = n;
+  }
+#if CR_GEMM_X86
+  if (isa == CR_ISA_AVX512) {
+    small_avx512(m, n, k, a->data, a->rs, a->cs, b_rows, brs, c, ldc);
+  } else
+#endif
+  {
+    small_generic(m, n, k, a->data, a->rs, a->cs, b_rows, brs, c, ldc);
+  }
+  if (!epilogue_is_empty(epilogue)) cr_epilogue_apply(epilogue, 0, m, 0, n, c, ldc);
+  return 1;
+}
+
 /* A thread is worth about this many multiply-adds (waking it, tens of
  * microseconds when its core is busy, and the duplicated packing cost
  * some). */
@@ -796,6 +961,7 @@ int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_
     if (!epilogue_is_empty(epilogue)) cr_epilogue_apply(epilogue, 0, m, 0, n, c, ldc);
     return 0;
   }
+  if (small_product(m, n, k, a, b, c, ldc, epilogue)) return 0;
   cr_gemm_job job;
   job.arch = arch_for(cr_gemm_isa());
   job.m = m;

@@ -1422,7 +1422,12 @@ static void test_gemm_random(void) {
                                {21, 1, 131}, {8, 1, 4}, {17, 1, 258},
                                /* tall enough for 3 threads sharing A's row
                                 * panels: B is packed once for all */
-                               {600, 50, 200}, {300, 70, 300}};
+                               {600, 50, 200}, {300, 70, 300},
+                               /* small products, read in place without
+                                * packing (the pre-packed run of each is
+                                * the blocked path: identical results) */
+                               {17, 17, 16}, {32, 32, 32}, {9, 49, 128}, {5, 100, 7},
+                               {8, 48, 16}, {1, 64, 128}, {3, 5, 129}};
   rng r = {7};
   int ok_close = 1, ok_packed = 1, ok_threads = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
@@ -1517,6 +1522,13 @@ static void test_conv_paths(void) {
        {2, 3, 1, 11, 12}, 3},
       {"depthwise 3x3 stride 2 pad 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
        {1, 2, 1, 7, 8}, 2},
+      /* strides above 2: the phase split's counted walk (padding shifts
+       * the first phase), and a patch convolution (kernel = stride, deep
+       * enough to read the phase planes in place) */
+      {"3x3 stride 3 pad 1", {{1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 2}, 1},
+       {2, 3, 1, 13, 11}, 5},
+      {"patches 4x4 stride 4", {{1, 4, 4}, {1, 4, 4}, {1, 1, 1}, {0, 0, 0}, 1},
+       {2, 5, 1, 12, 16}, 7},
       /* many outputs, a small image: 2 threads share the filters' row
        * panels and one packing of the phase planes */
       {"3x3 shallow, 640 outputs", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
