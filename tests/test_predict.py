@@ -297,3 +297,22 @@ def test_predict_waits_for_a_pending_weight_write(direct: _Counter) -> None:
         exe.close()
     finally:
         engine.set_engine_type(previous)
+
+
+@pytest.mark.usefixtures("offload_everything")
+def test_predict_runs_directly_on_an_isolated_plugin(direct: _Counter,
+                                                     tmp_path: pytest.TempPathFactory) -> None:
+    """The direct path's copies and infer() go through the isolated
+    library's seam like any other call (descriptors into shared memory)."""
+    import shutil
+    from pathlib import Path
+
+    copy = Path(str(tmp_path)) / "libcpu_ref_predict.so"
+    shutil.copy(mx.get_library("cpu_ref").path, copy)
+    ctx = mx.load_acc(copy, acc_name="predict_iso", isolate=True)
+    weights = _weights(8)
+    exe, cpu = _bind(ctx, weights), _bind(mx.cpu(), weights)
+    for seed in range(3):
+        _check(exe, cpu, _image(seed))
+    assert direct.runs == 2
+    exe.close()
