@@ -112,7 +112,15 @@ static inline double sum_double(const float *x, int64_t count) {
 #pragma GCC unroll 8
     for (int j = 0; j < kPartialSums; ++j) partial[j] += x[i + j];
   }
-  for (int j = 0; i < count; ++i, ++j) partial[j] += x[i];
+  /* The last count % 8 values, at constant indices (adding 0.0 to a
+   * partial sum changes nothing: a sum started at +0 is never -0), so that
+   * the partial sums stay in registers: a loop storing to partial[j] and
+   * add_partials reading the array back stalled on store forwarding. */
+  const int64_t rest = count - i;
+  if (rest > 0) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kPartialSums - 1; ++j) partial[j] += j < rest ? x[i + j] : 0.0f;
+  }
   return add_partials(partial);
 }
 
@@ -129,9 +137,13 @@ static inline double sum_squares_double(const float *x, int64_t count, double sh
       partial[j] += d * d;
     }
   }
-  for (int j = 0; i < count; ++i, ++j) {
-    const double d = x[i] - shift;
-    partial[j] += d * d;
+  const int64_t rest = count - i; /* as in sum_double */
+  if (rest > 0) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kPartialSums - 1; ++j) {
+      const double d = j < rest ? x[i + j] - shift : 0.0;
+      partial[j] += d * d;
+    }
   }
   return add_partials(partial);
 }
@@ -781,9 +793,19 @@ static inline float max_float(const float *x, int64_t count) {
 #pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) partial[j] = x[i + j] > partial[j] ? x[i + j] : partial[j];
   }
-  for (int j = 0; i < count; ++i, ++j) partial[j] = x[i] > partial[j] ? x[i] : partial[j];
+  /* The last count % 16 values, at constant indices so that the partial
+   * maxima stay in registers (as in sum_double). */
+  const int64_t rest = count - i;
+  if (rest > 0) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 15; ++j) {
+      if (j < rest && x[i + j] > partial[j]) partial[j] = x[i + j];
+    }
+  }
   /* Pairwise, so that the dependency chain is 4 steps, not 15. */
+#pragma GCC unroll 4
   for (int width = 8; width > 0; width /= 2) {
+#pragma GCC unroll 8
     for (int j = 0; j < width; ++j) {
       partial[j] = partial[j + width] > partial[j] ? partial[j + width] : partial[j];
     }
