@@ -813,8 +813,10 @@ static inline float max_float(const float *x, int64_t count) {
   return partial[0];
 }
 
-/* Rows handled together by softmax_rows. */
-enum { kSoftmaxBlock = 16 };
+/* Rows handled together by softmax_rows, when they are no longer than
+ * kSoftmaxBlockedMax values (longer rows are not latency-bound, and a
+ * block of them would not stay in cache between the passes). */
+enum { kSoftmaxBlock = 16, kSoftmaxBlockedMax = 512 };
 
 /* Softmax of `rows` contiguous rows of `length` at temperature 1: exp in
  * float (exp_float), the sum in double in sum_double's 8 partial sums (so
@@ -827,8 +829,9 @@ enum { kSoftmaxBlock = 16 };
  * and no later, so y may equal x. */
 CR_TARGET_CLONES static void softmax_rows(int64_t rows, int64_t length, const float *x,
                                           float *y) {
-  for (int64_t first = 0; first < rows; first += kSoftmaxBlock) {
-    const int n = (int)min_i64(kSoftmaxBlock, rows - first);
+  const int64_t block = length <= kSoftmaxBlockedMax ? kSoftmaxBlock : 1;
+  for (int64_t first = 0; first < rows; first += block) {
+    const int n = (int)min_i64(block, rows - first);
     const float *xs = x + first * length;
     float *ys = y + first * length;
     float max[kSoftmaxBlock], scale[kSoftmaxBlock];
@@ -1459,31 +1462,49 @@ static void moments(const float *x, int64_t count, int64_t stride,
   *variance = count > 0 ? squares / (double)count : 0.0;
 }
 
-/* LayerNorm of one contiguous row: moments() with the sums vectorised. */
-CR_TARGET_CLONES static void layer_norm_row(int64_t channels, const float *x,
-                                            const float *gamma, const float *beta, double eps,
-                                            float *y, double *mean, double *sigma) {
-  const double mu = sum_double(x, channels) / (double)channels;
-  const double variance = sum_squares_double(x, channels, mu) / (double)channels;
-  const double s = sqrt(variance + eps), inverse = 1.0 / s;
-  for (int64_t c = 0; c < channels; ++c) {
-    y[c] = (float)((x[c] - mu) * inverse * gamma[c] + beta[c]);
+/* Rows handled together by layer_norm_rows, when they are no longer than
+ * kLayerNormBlockedMax values (longer rows are not latency-bound, and a
+ * block of them would not stay in cache between the passes). */
+enum { kLayerNormBlock = 8, kLayerNormBlockedMax = 1024 };
+
+/* LayerNorm of `rows` contiguous rows of `channels` values: moments() with
+ * the sums vectorised (sum_double's order). Each step is taken for a block
+ * of rows before the next: one row's sums are a chain of dependent vector
+ * adds, and the next rows' chains overlap it. Each row's arithmetic is the
+ * same as taken one row at a time. mean and sigma get the rows' values. */
+CR_TARGET_CLONES static void layer_norm_rows(int64_t rows, int64_t channels, const float *x,
+                                             const float *gamma, const float *beta, double eps,
+                                             float *y, float *mean, float *sigma) {
+  const int64_t block = channels <= kLayerNormBlockedMax ? kLayerNormBlock : 1;
+  for (int64_t first = 0; first < rows; first += block) {
+    const int n = (int)min_i64(block, rows - first);
+    const float *xs = x + first * channels;
+    float *ys = y + first * channels;
+    double mu[kLayerNormBlock], s[kLayerNormBlock];
+    for (int r = 0; r < n; ++r) mu[r] = sum_double(xs + r * channels, channels) / (double)channels;
+    for (int r = 0; r < n; ++r) {
+      const double variance =
+          sum_squares_double(xs + r * channels, channels, mu[r]) / (double)channels;
+      s[r] = sqrt(variance + eps);
+    }
+    for (int r = 0; r < n; ++r) {
+      const float *xr = xs + r * channels;
+      float *yr = ys + r * channels;
+      const double m = mu[r], inverse = 1.0 / s[r];
+      for (int64_t c = 0; c < channels; ++c) {
+        yr[c] = (float)((xr[c] - m) * inverse * gamma[c] + beta[c]);
+      }
+      if (mean != NULL) mean[first + r] = (float)m;
+      if (sigma != NULL) sigma[first + r] = (float)s[r];
+    }
   }
-  *mean = mu;
-  *sigma = s;
 }
 
 void cr_layer_norm(int64_t outer, int64_t channels, int64_t inner,
                    const float *x, const float *gamma, const float *beta,
                    double eps, float *y, float *mean, float *std) {
   if (inner == 1 && channels > 0) {
-    for (int64_t o = 0; o < outer; ++o) {
-      double mu, sigma;
-      layer_norm_row(channels, x + o * channels, gamma, beta, eps, y + o * channels, &mu,
-                     &sigma);
-      if (mean != NULL) mean[o] = (float)mu;
-      if (std != NULL) std[o] = (float)sigma;
-    }
+    layer_norm_rows(outer, channels, x, gamma, beta, eps, y, mean, std);
     return;
   }
   for (int64_t o = 0; o < outer; ++o) {

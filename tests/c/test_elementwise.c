@@ -266,18 +266,21 @@ static double sum_in_order(const float *x, int64_t count, double shift, int squa
          ((partial[1] + partial[5]) + (partial[3] + partial[7]));
 }
 
+/* 11 rows: a block of 8 (kernels.c takes rows 8 at a time) and 3 more. */
+enum { kNormRows = 11 };
+
 static void test_layer_norm(void) {
-  static float x[3 * kMax], y[3 * kMax], want[3 * kMax], gamma[kMax], beta[kMax];
-  float mean[3], std[3];
+  static float x[kNormRows * kMax], y[kNormRows * kMax], want[kNormRows * kMax], gamma[kMax],
+      beta[kMax];
+  float mean[kNormRows], std[kNormRows], want_mean[kNormRows], want_std[kNormRows];
   for (int l = 0; l < NUM_LENGTHS; ++l) {
     const int64_t n = kLengths[l];
     if (n == 0) continue;
-    fill_values(x, 3 * n, (unsigned)(l + 5), 0);
+    fill_values(x, kNormRows * n, (unsigned)(l + 5), 0);
     for (int64_t i = 0; i < n; ++i) x[i] += 1000.0f; /* a large mean in row 0 */
     fill_values(gamma, n, (unsigned)(l + 6), 0);
     fill_values(beta, n, (unsigned)(l + 7), 0);
-    int stats_ok = 1;
-    for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t r = 0; r < kNormRows; ++r) {
       const float *xr = x + r * n;
       const double mu = sum_in_order(xr, n, 0.0, 0) / (double)n;
       const double var = sum_in_order(xr, n, mu, 1) / (double)n;
@@ -285,13 +288,19 @@ static void test_layer_norm(void) {
       for (int64_t c = 0; c < n; ++c) {
         want[r * n + c] = (float)((xr[c] - mu) * inverse * gamma[c] + beta[c]);
       }
-      cr_layer_norm(1, n, 1, xr, gamma, beta, 1e-5, y + r * n, mean + r, std + r);
-      if (!same_float(mean[r], (float)mu) || !same_float(std[r], (float)s)) stats_ok = 0;
+      want_mean[r] = (float)mu;
+      want_std[r] = (float)s;
     }
-    report(same_floats(y, want, 3 * n), "layer norm rows", n);
-    report(stats_ok, "layer norm mean and std", n);
-    cr_layer_norm(3, n, 1, x, gamma, beta, 1e-5, y, NULL, NULL);
-    report(same_floats(y, want, 3 * n), "layer norm, rows together", n);
+    cr_layer_norm(1, n, 1, x, gamma, beta, 1e-5, y, mean, std);
+    report(same_floats(y, want, n) && same_floats(mean, want_mean, 1) &&
+               same_floats(std, want_std, 1),
+           "layer norm one row", n);
+    cr_layer_norm(kNormRows, n, 1, x, gamma, beta, 1e-5, y, mean, std);
+    report(same_floats(y, want, kNormRows * n), "layer norm rows", n);
+    report(same_floats(mean, want_mean, kNormRows) && same_floats(std, want_std, kNormRows),
+           "layer norm mean and std", n);
+    cr_layer_norm(kNormRows, n, 1, x, gamma, beta, 1e-5, y, NULL, NULL);
+    report(same_floats(y, want, kNormRows * n), "layer norm rows, no statistics", n);
   }
 }
 
@@ -350,6 +359,42 @@ static void test_softmax(void) {
   }
 }
 
+/* Rows long enough that kernels.c takes them one at a time. */
+static void test_long_rows(void) {
+  enum { kRows = 3, kLong = 1100 };
+  static float x[kRows * kLong], y[kRows * kLong], want[kRows * kLong], gamma[kLong],
+      beta[kLong];
+  fill_values(x, kRows * kLong, 99, 0);
+  fill_values(gamma, kLong, 98, 0);
+  fill_values(beta, kLong, 97, 0);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const float *xr = x + r * kLong;
+    const double mu = sum_in_order(xr, kLong, 0.0, 0) / (double)kLong;
+    const double var = sum_in_order(xr, kLong, mu, 1) / (double)kLong;
+    const double inverse = 1.0 / sqrt(var + 1e-5);
+    for (int64_t c = 0; c < kLong; ++c) {
+      want[r * kLong + c] = (float)((xr[c] - mu) * inverse * gamma[c] + beta[c]);
+    }
+  }
+  cr_layer_norm(kRows, kLong, 1, x, gamma, beta, 1e-5, y, NULL, NULL);
+  report(same_floats(y, want, kRows * kLong), "layer norm long rows", kLong);
+  /* Softmax: the general path as the reference, within its tolerance. */
+  static float xt[kRows * kLong], yt[kRows * kLong];
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t i = 0; i < kLong; ++i) xt[i * kRows + r] = x[r * kLong + i];
+  }
+  cr_softmax(1, kLong, kRows, 1.0, 0, xt, yt);
+  cr_softmax(kRows, kLong, 1, 1.0, 0, x, y);
+  int ok = 1;
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t i = 0; i < kLong; ++i) {
+      const float w = yt[i * kRows + r];
+      if (!(fabsf(y[r * kLong + i] - w) <= 1e-6f * w + 1e-37f)) ok = 0;
+    }
+  }
+  report(ok, "softmax long rows", kLong);
+}
+
 int main(void) {
   for (int op = CR_BINARY_ADD; op <= CR_BINARY_LOGICAL_XOR; ++op) {
     test_binary((cr_binary_op)op);
@@ -358,6 +403,7 @@ int main(void) {
   test_activations();
   test_layer_norm();
   test_softmax();
+  test_long_rows();
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
