@@ -1248,7 +1248,54 @@ static double apply_unary(cr_unary_op op, double x) {
   return x; /* unreachable for a valid cr_unary_op */
 }
 
+/* y[i] = (float)(expr) for i < count, expr reading the double v = x[i]. */
+#define UNARY_ELEMENTS(expr)                  \
+  for (int64_t i = 0; i < count; ++i) {       \
+    const double v = x[i];                    \
+    y[i] = (float)(expr);                     \
+  }
+
+/* The unary operations that are a few double operations or selects per
+ * element, one loop each (the switch outside) so that they vectorise: the
+ * expressions of apply_unary, so the same results. Returns 0, having done
+ * nothing, for the others (libm calls per element). */
+CR_TARGET_CLONES static int unary_simple(cr_unary_op op, int64_t count, const float *x,
+                                         float *y) {
+  switch (op) {
+    case CR_UNARY_ABS:
+      UNARY_ELEMENTS(fabs(v));
+      return 1;
+    case CR_UNARY_NEGATIVE:
+      UNARY_ELEMENTS(-v);
+      return 1;
+    case CR_UNARY_SQUARE:
+      UNARY_ELEMENTS(v * v);
+      return 1;
+    case CR_UNARY_RECIPROCAL:
+      UNARY_ELEMENTS(1.0 / v);
+      return 1;
+    case CR_UNARY_RELU:
+      UNARY_ELEMENTS(v < 0.0 ? 0.0 : v);
+      return 1;
+    case CR_UNARY_SIGN:
+      UNARY_ELEMENTS(v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : v));
+      return 1;
+    case CR_UNARY_DEGREES:
+      UNARY_ELEMENTS(v * (180.0 / kPi));
+      return 1;
+    case CR_UNARY_RADIANS:
+      UNARY_ELEMENTS(v * (kPi / 180.0));
+      return 1;
+    case CR_UNARY_LOGICAL_NOT:
+      UNARY_ELEMENTS(v == 0.0 ? 1.0 : 0.0);
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 void cr_unary(cr_unary_op op, int64_t count, const float *x, float *y) {
+  if (unary_simple(op, count, x, y)) return;
   for (int64_t i = 0; i < count; ++i) y[i] = (float)apply_unary(op, x[i]);
 }
 
@@ -1564,15 +1611,23 @@ static double leaky_value(cr_leaky_type type, double slope, double x) {
 }
 
 /* LeakyReLU's leaky case as one loop that vectorises: leaky_value's
- * expression in double, so the same results. */
+ * v > 0 ? v : v * slope in double, written as v times a factor, 1 or
+ * slope (v * 1 is v exactly, NaN included), so the same results. The
+ * factor is picked from the bits of 1 and slope by a mask: GCC turns a ?:
+ * between the two back into a branch around the multiply, which it then
+ * does not if-convert (-ftrapping-math), and the loop stays scalar. */
 CR_TARGET_CLONES static void leaky_loop(double slope, int64_t count, const float *x, float *y) {
+  const double one = 1.0;
+  uint64_t one_bits, slope_bits;
+  memcpy(&one_bits, &one, sizeof one_bits);
+  memcpy(&slope_bits, &slope, sizeof slope_bits);
   for (int64_t i = 0; i < count; ++i) {
-    /* v * 1 is v exactly, so this is v > 0 ? v : v * slope with the
-     * choice between two constants, which GCC if-converts (with
-     * -ftrapping-math it does not if-convert a multiply that only one
-     * branch makes, and sinks one made in both back into it). */
     const double v = x[i];
-    y[i] = (float)(v * (v > 0.0 ? 1.0 : slope));
+    const uint64_t positive = (uint64_t)0 - (uint64_t)(v > 0.0); /* all ones or 0 */
+    const uint64_t bits = (one_bits & positive) | (slope_bits & ~positive);
+    double factor;
+    memcpy(&factor, &bits, sizeof factor);
+    y[i] = (float)(v * factor);
   }
 }
 

@@ -8,8 +8,8 @@
  * and NaNs among the values.
  *
  * The operations that kernels.c computes bit-identically to a scalar
- * expression (+ - * / maximum minimum, relu, softsign, leaky, LayerNorm's
- * sums) are compared bit for bit (any NaN matching any NaN); softmax, whose
+ * expression (+ - * / maximum minimum, relu, softsign, leaky, the simple
+ * unary operations, LayerNorm's sums) are compared bit for bit (any NaN matching any NaN); softmax, whose
  * row sums are reordered, within a tolerance of the general (strided)
  * path. Prints "N passed, N failed" and exits non-zero if anything failed.
  */
@@ -231,8 +231,8 @@ static void test_activations(void) {
     }
     report(close, "sigmoid", n);
 
-    static const double kSlopes[] = {0.25, -1.5, 0.0};
-    for (int s = 0; s < 3; ++s) {
+    static const double kSlopes[] = {0.25, -1.5, 0.0, -0.0, 3.0, INFINITY, NAN};
+    for (int s = 0; s < (int)(sizeof kSlopes / sizeof kSlopes[0]); ++s) {
       for (int64_t i = 0; i < n; ++i) {
         const double v = x[i];
         want[i] = (float)(v > 0.0 ? v : v * kSlopes[s]);
@@ -249,6 +249,55 @@ static void test_activations(void) {
     }
     cr_leaky_relu(CR_LEAKY_ELU, 0.5, n, x, y);
     report(same_floats(y, want, n), "elu", n);
+  }
+}
+
+/* ---- unary operations ---------------------------------------------------- */
+
+/* The unary operations kernels.c runs as plain loops, as kernels.h defines
+ * them (in double, rounded to float once). */
+__attribute__((noinline)) static float reference_unary(cr_unary_op op, float x) {
+  const double v = x, pi = 3.141592653589793238462643383279502884;
+  switch (op) {
+    case CR_UNARY_ABS: return (float)fabs(v);
+    case CR_UNARY_NEGATIVE: return (float)-v;
+    case CR_UNARY_SQUARE: return (float)(v * v);
+    case CR_UNARY_RECIPROCAL: return (float)(1.0 / v);
+    case CR_UNARY_RELU: return (float)(v < 0.0 ? 0.0 : v);
+    case CR_UNARY_SIGN: return (float)(v > 0.0 ? 1.0 : v < 0.0 ? -1.0 : v);
+    case CR_UNARY_DEGREES: return (float)(v * (180.0 / pi));
+    case CR_UNARY_RADIANS: return (float)(v * (pi / 180.0));
+    case CR_UNARY_LOGICAL_NOT: return v == 0.0 ? 1.0f : 0.0f;
+    case CR_UNARY_EXP: return (float)exp(v);
+    default: return NAN;
+  }
+}
+
+static void test_unary(void) {
+  static const struct {
+    cr_unary_op op;
+    const char *name;
+  } kOps[] = {{CR_UNARY_ABS, "abs"},           {CR_UNARY_NEGATIVE, "negative"},
+              {CR_UNARY_SQUARE, "square"},     {CR_UNARY_RECIPROCAL, "reciprocal"},
+              {CR_UNARY_RELU, "relu"},         {CR_UNARY_SIGN, "sign"},
+              {CR_UNARY_DEGREES, "degrees"},   {CR_UNARY_RADIANS, "radians"},
+              {CR_UNARY_LOGICAL_NOT, "logical_not"}, {CR_UNARY_EXP, "exp"}};
+  static float x_buf[kMax + 1], y[kMax], want[kMax], copy[kMax];
+  float *x = x_buf + 1;
+  char what[64];
+  for (int k = 0; k < (int)(sizeof kOps / sizeof kOps[0]); ++k) {
+    for (int l = 0; l < NUM_LENGTHS; ++l) {
+      const int64_t n = kLengths[l];
+      fill_values(x, n, (unsigned)(k * 13 + l), 1);
+      for (int64_t i = 0; i < n; ++i) want[i] = reference_unary(kOps[k].op, x[i]);
+      cr_unary(kOps[k].op, n, x, y);
+      snprintf(what, sizeof what, "unary %s", kOps[k].name);
+      report(same_floats(y, want, n), what, n);
+      memcpy(copy, x, (size_t)n * sizeof *x);
+      cr_unary(kOps[k].op, n, copy, copy);
+      snprintf(what, sizeof what, "unary %s in place", kOps[k].name);
+      report(same_floats(copy, want, n), what, n);
+    }
   }
 }
 
@@ -401,6 +450,7 @@ int main(void) {
     test_broadcast((cr_binary_op)op);
   }
   test_activations();
+  test_unary();
   test_layer_norm();
   test_softmax();
   test_long_rows();
