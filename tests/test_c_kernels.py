@@ -1,9 +1,12 @@
 """tests/c/test_kernels.c: the cpu_ref kernels on hand-computed cases, under
-AddressSanitizer and UndefinedBehaviorSanitizer."""
+AddressSanitizer and UndefinedBehaviorSanitizer; tests/c/test_elementwise.c:
+the element-wise kernels against scalar references, built both as shipped
+(vectorised) and sanitized."""
 
+import subprocess
 from pathlib import Path
 
-from c_programs import build_and_run
+from c_programs import build_and_run, compiler
 
 
 def test_c_kernels(tmp_path: Path) -> None:
@@ -11,4 +14,27 @@ def test_c_kernels(tmp_path: Path) -> None:
                    "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/gemm.c",
                    "plugins/cpu_ref/kernels_data.c", "plugins/cpu_ref/parallel.c"],
                   tmp_path / "test_kernels",
+                  ["include", "plugins/cpu_ref"])
+
+
+ELEMENTWISE_SOURCES = ["tests/c/test_elementwise.c", "plugins/cpu_ref/kernels.c",
+                       "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/gemm.c",
+                       "plugins/cpu_ref/kernels_data.c", "plugins/cpu_ref/parallel.c"]
+
+
+def test_c_elementwise_vectorised(tmp_path: Path) -> None:
+    """tests/c/test_elementwise.c: the element-wise kernels built as the
+    shipped library is (-O2, GCC's dynamic vector cost model, no
+    sanitizers: their instrumentation keeps loops from vectorising), so that
+    the vectorised loops and the remainders after them are what is tested
+    against the scalar references."""
+    version = subprocess.run([compiler(), "--version"], capture_output=True, text=True).stdout
+    flags = ["-O2"] + ([] if "clang" in version else ["-fvect-cost-model=dynamic"])
+    build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise", ["include", "plugins/cpu_ref"],
+                  extra_flags=flags, sanitize=False)
+
+
+def test_c_elementwise_sanitized(tmp_path: Path) -> None:
+    """The same, under the sanitizers (scalar code at -O1)."""
+    build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise",
                   ["include", "plugins/cpu_ref"])

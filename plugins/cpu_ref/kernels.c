@@ -91,9 +91,61 @@ CR_TARGET_CLONES static void gelu_float(int64_t count, const float *x, float *y)
   }
 }
 
-/* y[i] = exp_float(x[i] - shift), vectorised. */
-CR_TARGET_CLONES static void exp_shifted(int64_t count, const float *x, float shift, float *y) {
-  for (int64_t i = 0; i < count; ++i) y[i] = exp_float(x[i] - shift);
+/* sum_double and sum_squares_double keep this many interleaved partial
+ * sums (one AVX-512 vector of doubles), added pairwise at the end: a fixed
+ * order, whatever the ISA. (16, two chains of vector adds, made LayerNorm
+ * rows of 128 about 8% faster and softmax rows of 16 slower.) */
+enum { kPartialSums = 8 };
+
+static inline double add_partials(const double partial[kPartialSums]) {
+  return ((partial[0] + partial[4]) + (partial[2] + partial[6])) +
+         ((partial[1] + partial[5]) + (partial[3] + partial[7]));
+}
+
+/* Sum of x[0..count) in double, element i going to partial sum
+ * i % kPartialSums. Inlined into the target_clones functions that call it,
+ * so built for each ISA; vectorised. */
+static inline double sum_double(const float *x, int64_t count) {
+  double partial[kPartialSums] = {0};
+  int64_t i = 0;
+  for (; i + kPartialSums <= count; i += kPartialSums) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kPartialSums; ++j) partial[j] += x[i + j];
+  }
+  /* The last count % 8 values, at constant indices (adding 0.0 to a
+   * partial sum changes nothing: a sum started at +0 is never -0), so that
+   * the partial sums stay in registers: a loop storing to partial[j] and
+   * add_partials reading the array back stalled on store forwarding. */
+  const int64_t rest = count - i;
+  if (rest > 0) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kPartialSums - 1; ++j) partial[j] += j < rest ? x[i + j] : 0.0f;
+  }
+  return add_partials(partial);
+}
+
+/* Sum of (x[i] - shift)^2 over x[0..count), in the order of sum_double.
+ * (One function for both sums, with a flag tested per element, did not
+ * vectorise.) */
+static inline double sum_squares_double(const float *x, int64_t count, double shift) {
+  double partial[kPartialSums] = {0};
+  int64_t i = 0;
+  for (; i + kPartialSums <= count; i += kPartialSums) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kPartialSums; ++j) {
+      const double d = x[i + j] - shift;
+      partial[j] += d * d;
+    }
+  }
+  const int64_t rest = count - i; /* as in sum_double */
+  if (rest > 0) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kPartialSums - 1; ++j) {
+      const double d = j < rest ? x[i + j] - shift : 0.0;
+      partial[j] += d * d;
+    }
+  }
+  return add_partials(partial);
 }
 
 /* Waking a pool thread costs microseconds, and tens of them when its core
@@ -621,9 +673,42 @@ static float activate(cr_activation_type type, float x) {
   return x; /* unreachable for a valid cr_activation_type */
 }
 
+/* The activations that are a compare and select (relu) or a few float
+ * operations (softsign), one loop each, so that they vectorise: the same
+ * expressions as activate(), so the same results. Returns 0, having done
+ * nothing, for the others. */
+CR_TARGET_CLONES static int activation_simple(cr_activation_type type, int64_t count,
+                                              const float *x, float *y) {
+  switch (type) {
+    case CR_ACT_RELU:
+      for (int64_t i = 0; i < count; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN stays NaN */
+      return 1;
+    case CR_ACT_SOFTSIGN:
+      for (int64_t i = 0; i < count; ++i) y[i] = x[i] / (1.0f + fabsf(x[i]));
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 void cr_activation(cr_activation_type type, int64_t count, const float *x,
                    float *y) {
-  for (int64_t i = 0; i < count; ++i) y[i] = activate(type, x[i]);
+  if (activation_simple(type, count, x, y)) return;
+  /* The others call libm per element; the switch is out of the loop. */
+  switch (type) {
+    case CR_ACT_SIGMOID:
+      for (int64_t i = 0; i < count; ++i) y[i] = sigmoid(x[i]);
+      return;
+    case CR_ACT_TANH:
+      for (int64_t i = 0; i < count; ++i) y[i] = tanhf(x[i]);
+      return;
+    case CR_ACT_SOFTRELU:
+      for (int64_t i = 0; i < count; ++i) y[i] = softrelu(x[i]);
+      return;
+    default:
+      for (int64_t i = 0; i < count; ++i) y[i] = activate(type, x[i]);
+      return;
+  }
 }
 
 void cr_batch_norm(int64_t outer, int64_t channels, int64_t inner,
@@ -694,27 +779,90 @@ static void softmax_strided(int64_t length, int64_t stride,
   }
 }
 
-/* Softmax of one contiguous row at temperature 1: exp in float
- * (exp_float), the sum in double. */
-static void softmax_row(int64_t length, const float *x, float *y) {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < length; ++i) max = x[i] > max ? x[i] : max;
-  if (!(max > -INFINITY && max < INFINITY)) {
-    /* NaN, infinities or an empty row: the general path. */
-    softmax_strided(length, 1, 1.0, 0, x, y);
-    return;
+/* The largest of x[0..count) (-infinity for none), skipping NaNs as
+ * `x > max ? x : max` does, in 16 interleaved partial maxima so that it
+ * vectorises. The maximum of the non-NaN values does not depend on the
+ * order, except that between 0 and -0 whichever comes first wins, which
+ * softmax_rows does not notice (x - 0 and x - -0 are equal for x != 0, and
+ * exp of either zero is 1). */
+static inline float max_float(const float *x, int64_t count) {
+  float partial[16];
+  for (int j = 0; j < 16; ++j) partial[j] = -INFINITY;
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) partial[j] = x[i + j] > partial[j] ? x[i + j] : partial[j];
   }
-  exp_shifted(length, x, max, y);
-  double sum = 0.0;
-  for (int64_t i = 0; i < length; ++i) sum += y[i];
-  const float inverse_sum = (float)(1.0 / sum);
-  for (int64_t i = 0; i < length; ++i) y[i] *= inverse_sum;
+  /* The last count % 16 values, at constant indices so that the partial
+   * maxima stay in registers (as in sum_double). */
+  const int64_t rest = count - i;
+  if (rest > 0) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 15; ++j) {
+      if (j < rest && x[i + j] > partial[j]) partial[j] = x[i + j];
+    }
+  }
+  /* Pairwise, so that the dependency chain is 4 steps, not 15. */
+#pragma GCC unroll 4
+  for (int width = 8; width > 0; width /= 2) {
+#pragma GCC unroll 8
+    for (int j = 0; j < width; ++j) {
+      partial[j] = partial[j + width] > partial[j] ? partial[j + width] : partial[j];
+    }
+  }
+  return partial[0];
+}
+
+/* Rows handled together by softmax_rows, when they are no longer than
+ * kSoftmaxBlockedMax values (longer rows are not latency-bound, and a
+ * block of them would not stay in cache between the passes). */
+enum { kSoftmaxBlock = 16, kSoftmaxBlockedMax = 512 };
+
+/* Softmax of `rows` contiguous rows of `length` at temperature 1: exp in
+ * float (exp_float), the sum in double in sum_double's 8 partial sums (so
+ * in a different order than softmax_strided's left-to-right sum: the
+ * results can differ from it in the last bit). Each step is a loop that
+ * vectorises, and each is taken for a block of rows before the next: the
+ * rows of a model's attention are short (16 to 32 values), and one row's
+ * max, exp, sum and division are a chain of dependent latencies that rows
+ * side by side overlap. Row r of x is read before row r of y is written,
+ * and no later, so y may equal x. */
+CR_TARGET_CLONES static void softmax_rows(int64_t rows, int64_t length, const float *x,
+                                          float *y) {
+  const int64_t block = length <= kSoftmaxBlockedMax ? kSoftmaxBlock : 1;
+  for (int64_t first = 0; first < rows; first += block) {
+    const int n = (int)min_i64(block, rows - first);
+    const float *xs = x + first * length;
+    float *ys = y + first * length;
+    float max[kSoftmaxBlock], scale[kSoftmaxBlock];
+    for (int r = 0; r < n; ++r) max[r] = max_float(xs + r * length, length);
+    for (int r = 0; r < n; ++r) {
+      const float *xr = xs + r * length;
+      float *yr = ys + r * length;
+      if (!(max[r] > -INFINITY && max[r] < INFINITY)) {
+        /* NaN, infinities or an empty row: the general path. */
+        softmax_strided(length, 1, 1.0, 0, xr, yr);
+        continue;
+      }
+      for (int64_t i = 0; i < length; ++i) yr[i] = exp_float(xr[i] - max[r]);
+    }
+    for (int r = 0; r < n; ++r) {
+      scale[r] = max[r] > -INFINITY && max[r] < INFINITY
+                     ? (float)(1.0 / sum_double(ys + r * length, length))
+                     : 1.0f;
+    }
+    for (int r = 0; r < n; ++r) {
+      float *yr = ys + r * length;
+      const float s = scale[r];
+      for (int64_t i = 0; i < length; ++i) yr[i] *= s;
+    }
+  }
 }
 
 void cr_softmax(int64_t outer, int64_t length, int64_t inner,
                 double temperature, int log, const float *x, float *y) {
   if (inner == 1 && temperature == 1.0 && !log) {
-    for (int64_t o = 0; o < outer; ++o) softmax_row(length, x + o * length, y + o * length);
+    softmax_rows(outer, length, x, y);
     return;
   }
   for (int64_t o = 0; o < outer; ++o) {
@@ -782,13 +930,116 @@ static float apply_binary(cr_binary_op op, float a, float b) {
   }
 }
 
+/* The operations that are one float operation, or a compare and select,
+ * per element: + - * / maximum minimum. binary_simple and
+ * scalar_binary_simple run them as one plain loop per operation (the switch
+ * on op outside it), which GCC vectorises; each element is the expression
+ * apply_binary computes, so results are bit-identical to it (a vector
+ * divide rounds as the scalar one; no reciprocal is taken). The others
+ * (power, mod, hypot in double, the predicates) stay scalar loops over
+ * apply_binary. */
+static int is_simple_binary(cr_binary_op op) {
+  return op == CR_BINARY_ADD || op == CR_BINARY_SUB || op == CR_BINARY_MUL ||
+         op == CR_BINARY_DIV || op == CR_BINARY_MAXIMUM || op == CR_BINARY_MINIMUM;
+}
+
+/* y[i] = (expr) for i < count, expr reading element i. */
+#define ELEMENTS(count, y, expr) \
+  for (int64_t i = 0; i < (count); ++i) (y)[i] = (expr)
+
+/* y[i] = a[i] op b[i] for a simple op (is_simple_binary). */
+CR_TARGET_CLONES static void binary_simple(cr_binary_op op, int64_t count, const float *a,
+                                           const float *b, float *y) {
+  switch (op) {
+    case CR_BINARY_ADD:
+      ELEMENTS(count, y, a[i] + b[i]);
+      return;
+    case CR_BINARY_SUB:
+      ELEMENTS(count, y, a[i] - b[i]);
+      return;
+    case CR_BINARY_MUL:
+      ELEMENTS(count, y, a[i] * b[i]);
+      return;
+    case CR_BINARY_DIV:
+      ELEMENTS(count, y, a[i] / b[i]);
+      return;
+    case CR_BINARY_MAXIMUM:
+      ELEMENTS(count, y, a[i] > b[i] ? a[i] : b[i]);
+      return;
+    case CR_BINARY_MINIMUM:
+      ELEMENTS(count, y, a[i] < b[i] ? a[i] : b[i]);
+      return;
+    default:
+      return; /* not a simple op: callers never pass one */
+  }
+}
+
+/* y[i] = x[i] op s, or s op x[i] when reverse, for a simple op. */
+CR_TARGET_CLONES static void scalar_binary_simple(cr_binary_op op, int reverse, int64_t count,
+                                                  const float *x, float s, float *y) {
+  if (!reverse) {
+    switch (op) {
+      case CR_BINARY_ADD:
+        ELEMENTS(count, y, x[i] + s);
+        return;
+      case CR_BINARY_SUB:
+        ELEMENTS(count, y, x[i] - s);
+        return;
+      case CR_BINARY_MUL:
+        ELEMENTS(count, y, x[i] * s);
+        return;
+      case CR_BINARY_DIV:
+        ELEMENTS(count, y, x[i] / s);
+        return;
+      case CR_BINARY_MAXIMUM:
+        ELEMENTS(count, y, x[i] > s ? x[i] : s);
+        return;
+      case CR_BINARY_MINIMUM:
+        ELEMENTS(count, y, x[i] < s ? x[i] : s);
+        return;
+      default:
+        return;
+    }
+  }
+  switch (op) {
+    case CR_BINARY_ADD:
+      ELEMENTS(count, y, s + x[i]);
+      return;
+    case CR_BINARY_SUB:
+      ELEMENTS(count, y, s - x[i]);
+      return;
+    case CR_BINARY_MUL:
+      ELEMENTS(count, y, s * x[i]);
+      return;
+    case CR_BINARY_DIV:
+      ELEMENTS(count, y, s / x[i]);
+      return;
+    case CR_BINARY_MAXIMUM:
+      ELEMENTS(count, y, s > x[i] ? s : x[i]);
+      return;
+    case CR_BINARY_MINIMUM:
+      ELEMENTS(count, y, s < x[i] ? s : x[i]);
+      return;
+    default:
+      return;
+  }
+}
+
 void cr_binary(cr_binary_op op, int64_t count, const float *a,
                const float *b, float *y) {
+  if (is_simple_binary(op)) {
+    binary_simple(op, count, a, b, y);
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) y[i] = apply_binary(op, a[i], b[i]);
 }
 
 void cr_scalar_binary(cr_binary_op op, int reverse, int64_t count,
                       const float *x, float scalar, float *y) {
+  if (is_simple_binary(op)) {
+    scalar_binary_simple(op, reverse, count, x, scalar, y);
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
     y[i] = reverse ? apply_binary(op, scalar, x[i])
                    : apply_binary(op, x[i], scalar);
@@ -856,15 +1107,26 @@ void cr_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
   const int64_t row = dims[last];
   const int64_t rows = count_of(last, dims);
   const int64_t a_step = a_strides[last], b_step = b_strides[last];
+  const int simple = is_simple_binary(op);
   if (row == 0) return;
   cr_walker w;
   walker_init(&w, last, dims, a_strides, b_strides);
+  /* Each row (the innermost axis) as one contiguous loop where it can be:
+   * both operands contiguous, or one of them repeated (a scalar op). */
   for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
     const float *a_row = a + w.offset[0];
     const float *b_row = b + w.offset[1];
     float *y_row = y + r * row;
-    for (int64_t i = 0; i < row; ++i) {
-      y_row[i] = apply_binary(op, a_row[i * a_step], b_row[i * b_step]);
+    if (simple && a_step == 1 && b_step == 1) {
+      binary_simple(op, row, a_row, b_row, y_row);
+    } else if (simple && a_step == 1 && b_step == 0) {
+      scalar_binary_simple(op, 0, row, a_row, b_row[0], y_row);
+    } else if (simple && a_step == 0 && b_step == 1) {
+      scalar_binary_simple(op, 1, row, b_row, a_row[0], y_row);
+    } else {
+      for (int64_t i = 0; i < row; ++i) {
+        y_row[i] = apply_binary(op, a_row[i * a_step], b_row[i * b_step]);
+      }
     }
   }
 }
@@ -986,7 +1248,54 @@ static double apply_unary(cr_unary_op op, double x) {
   return x; /* unreachable for a valid cr_unary_op */
 }
 
+/* y[i] = (float)(expr) for i < count, expr reading the double v = x[i]. */
+#define UNARY_ELEMENTS(expr)                  \
+  for (int64_t i = 0; i < count; ++i) {       \
+    const double v = x[i];                    \
+    y[i] = (float)(expr);                     \
+  }
+
+/* The unary operations that are a few double operations or selects per
+ * element, one loop each (the switch outside) so that they vectorise: the
+ * expressions of apply_unary, so the same results. Returns 0, having done
+ * nothing, for the others (libm calls per element). */
+CR_TARGET_CLONES static int unary_simple(cr_unary_op op, int64_t count, const float *x,
+                                         float *y) {
+  switch (op) {
+    case CR_UNARY_ABS:
+      UNARY_ELEMENTS(fabs(v));
+      return 1;
+    case CR_UNARY_NEGATIVE:
+      UNARY_ELEMENTS(-v);
+      return 1;
+    case CR_UNARY_SQUARE:
+      UNARY_ELEMENTS(v * v);
+      return 1;
+    case CR_UNARY_RECIPROCAL:
+      UNARY_ELEMENTS(1.0 / v);
+      return 1;
+    case CR_UNARY_RELU:
+      UNARY_ELEMENTS(v < 0.0 ? 0.0 : v);
+      return 1;
+    case CR_UNARY_SIGN:
+      UNARY_ELEMENTS(v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : v));
+      return 1;
+    case CR_UNARY_DEGREES:
+      UNARY_ELEMENTS(v * (180.0 / kPi));
+      return 1;
+    case CR_UNARY_RADIANS:
+      UNARY_ELEMENTS(v * (kPi / 180.0));
+      return 1;
+    case CR_UNARY_LOGICAL_NOT:
+      UNARY_ELEMENTS(v == 0.0 ? 1.0 : 0.0);
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 void cr_unary(cr_unary_op op, int64_t count, const float *x, float *y) {
+  if (unary_simple(op, count, x, y)) return;
   for (int64_t i = 0; i < count; ++i) y[i] = (float)apply_unary(op, x[i]);
 }
 
@@ -1200,51 +1509,49 @@ static void moments(const float *x, int64_t count, int64_t stride,
   *variance = count > 0 ? squares / (double)count : 0.0;
 }
 
-/* Sum of x[0..count) in double, in 8 interleaved partial sums (one
- * vector's worth) added at the end: a fixed order, vectorised. */
-CR_TARGET_CLONES static double sum_double(const float *x, int64_t count, double shift,
-                                          int squares) {
-  double partial[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    for (int j = 0; j < 8; ++j) {
-      const double d = x[i + j] - shift;
-      partial[j] += squares ? d * d : d;
+/* Rows handled together by layer_norm_rows, when they are no longer than
+ * kLayerNormBlockedMax values (longer rows are not latency-bound, and a
+ * block of them would not stay in cache between the passes). */
+enum { kLayerNormBlock = 8, kLayerNormBlockedMax = 1024 };
+
+/* LayerNorm of `rows` contiguous rows of `channels` values: moments() with
+ * the sums vectorised (sum_double's order). Each step is taken for a block
+ * of rows before the next: one row's sums are a chain of dependent vector
+ * adds, and the next rows' chains overlap it. Each row's arithmetic is the
+ * same as taken one row at a time. mean and sigma get the rows' values. */
+CR_TARGET_CLONES static void layer_norm_rows(int64_t rows, int64_t channels, const float *x,
+                                             const float *gamma, const float *beta, double eps,
+                                             float *y, float *mean, float *sigma) {
+  const int64_t block = channels <= kLayerNormBlockedMax ? kLayerNormBlock : 1;
+  for (int64_t first = 0; first < rows; first += block) {
+    const int n = (int)min_i64(block, rows - first);
+    const float *xs = x + first * channels;
+    float *ys = y + first * channels;
+    double mu[kLayerNormBlock], s[kLayerNormBlock];
+    for (int r = 0; r < n; ++r) mu[r] = sum_double(xs + r * channels, channels) / (double)channels;
+    for (int r = 0; r < n; ++r) {
+      const double variance =
+          sum_squares_double(xs + r * channels, channels, mu[r]) / (double)channels;
+      s[r] = sqrt(variance + eps);
+    }
+    for (int r = 0; r < n; ++r) {
+      const float *xr = xs + r * channels;
+      float *yr = ys + r * channels;
+      const double m = mu[r], inverse = 1.0 / s[r];
+      for (int64_t c = 0; c < channels; ++c) {
+        yr[c] = (float)((xr[c] - m) * inverse * gamma[c] + beta[c]);
+      }
+      if (mean != NULL) mean[first + r] = (float)m;
+      if (sigma != NULL) sigma[first + r] = (float)s[r];
     }
   }
-  for (int j = 0; i < count; ++i, ++j) {
-    const double d = x[i] - shift;
-    partial[j] += squares ? d * d : d;
-  }
-  return ((partial[0] + partial[4]) + (partial[2] + partial[6])) +
-         ((partial[1] + partial[5]) + (partial[3] + partial[7]));
-}
-
-/* LayerNorm of one contiguous row: moments() with the sums vectorised. */
-CR_TARGET_CLONES static void layer_norm_row(int64_t channels, const float *x,
-                                            const float *gamma, const float *beta, double eps,
-                                            float *y, double *mean, double *sigma) {
-  const double mu = sum_double(x, channels, 0.0, 0) / (double)channels;
-  const double variance = sum_double(x, channels, mu, 1) / (double)channels;
-  const double s = sqrt(variance + eps), inverse = 1.0 / s;
-  for (int64_t c = 0; c < channels; ++c) {
-    y[c] = (float)((x[c] - mu) * inverse * gamma[c] + beta[c]);
-  }
-  *mean = mu;
-  *sigma = s;
 }
 
 void cr_layer_norm(int64_t outer, int64_t channels, int64_t inner,
                    const float *x, const float *gamma, const float *beta,
                    double eps, float *y, float *mean, float *std) {
   if (inner == 1 && channels > 0) {
-    for (int64_t o = 0; o < outer; ++o) {
-      double mu, sigma;
-      layer_norm_row(channels, x + o * channels, gamma, beta, eps, y + o * channels, &mu,
-                     &sigma);
-      if (mean != NULL) mean[o] = (float)mu;
-      if (std != NULL) std[o] = (float)sigma;
-    }
+    layer_norm_rows(outer, channels, x, gamma, beta, eps, y, mean, std);
     return;
   }
   for (int64_t o = 0; o < outer; ++o) {
@@ -1303,10 +1610,35 @@ static double leaky_value(cr_leaky_type type, double slope, double x) {
   return x; /* unreachable for a valid cr_leaky_type */
 }
 
+/* LeakyReLU's leaky case as one loop that vectorises: leaky_value's
+ * v > 0 ? v : v * slope in double, written as v times a factor, 1 or
+ * slope (v * 1 is v exactly, NaN included), so the same results. The
+ * factor is picked from the bits of 1 and slope by a mask: GCC turns a ?:
+ * between the two back into a branch around the multiply, which it then
+ * does not if-convert (-ftrapping-math), and the loop stays scalar. */
+CR_TARGET_CLONES static void leaky_loop(double slope, int64_t count, const float *x, float *y) {
+  const double one = 1.0;
+  uint64_t one_bits, slope_bits;
+  memcpy(&one_bits, &one, sizeof one_bits);
+  memcpy(&slope_bits, &slope, sizeof slope_bits);
+  for (int64_t i = 0; i < count; ++i) {
+    const double v = x[i];
+    const uint64_t positive = (uint64_t)0 - (uint64_t)(v > 0.0); /* all ones or 0 */
+    const uint64_t bits = (one_bits & positive) | (slope_bits & ~positive);
+    double factor;
+    memcpy(&factor, &bits, sizeof factor);
+    y[i] = (float)(v * factor);
+  }
+}
+
 void cr_leaky_relu(cr_leaky_type type, double slope, int64_t count,
                    const float *x, float *y) {
   if (type == CR_LEAKY_GELU) {
     gelu_float(count, x, y);
+    return;
+  }
+  if (type == CR_LEAKY_LEAKY) {
+    leaky_loop(slope, count, x, y);
     return;
   }
   for (int64_t i = 0; i < count; ++i) {
