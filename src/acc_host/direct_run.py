@@ -48,8 +48,9 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "_inputs", "_outputs", "_watched", "_writes",
-                 "_ctx", "_library", "_descriptors", "_values", "_results", "_failure")
+    __slots__ = ("operator", "step", "inputs", "specs", "_inputs", "_outputs", "_watched", "_writes",
+                 "_ctx", "_library", "_lock", "_descriptors", "_values", "_results",
+                 "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: _BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
@@ -62,11 +63,14 @@ class DirectRun:
         # a call only points the host descriptor at data.
         self._descriptors: list[TensorArray] = []
         self._inputs = {name: self._copy_pair(array) for name, array in inputs.items()}
+        # Each input's (shape, dtype), as its buffer holds it.
+        self.specs = {name: (pair[3].shape, pair[3].dtype) for name, pair in self._inputs.items()}
         self._outputs = tuple(self._copy_pair(output) for output in outputs)
         self._watched, self._writes = engine.base.normalize_vars(
             reads, [*writes, *(array._var for array in inputs.values())])
         self._ctx = ctx
         self._library = operator.library
+        self._lock = operator.library.device_lock(operator.dev_id)
         # One run's values and outcome, while run() is on (see run).
         self._values: Mapping[str, np.ndarray] | None = None
         self._results: list[np.ndarray] | None = None
@@ -120,27 +124,34 @@ class DirectRun:
 
     def _work(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """The copies and infer(); values are C-contiguous host arrays of
-        the inputs' shapes and dtypes."""
+        the inputs' shapes and dtypes. A pointer from ffi.from_buffer is
+        kept in a local until its call returns."""
         library = self._library
-        lib, check, name_ = library.lib, library.check, library.name
+        lib = library.lib
         results = []
-        with library.device_lock(self.operator.dev_id):
+        with self._lock:
             for name, value in values.items():
                 device, host, address, _ = self._inputs[name]
                 pointer = ffi.from_buffer(value)
                 host.data = pointer
-                try:
-                    check(name_, "copyToAcc", lib.copyToAcc(device, address))
-                finally:
-                    host.data = ffi.NULL
-            self.step.infer()
+                status = lib.copyToAcc(device, address)
+                host.data = ffi.NULL
+                if status:
+                    library.check(library.name, "copyToAcc", status)
+            raw = self.step.infer.raw_call()
+            if raw is None:
+                self.step.infer()
+            else:
+                status = raw[0](*raw[1])
+                if status:
+                    library.check(library.name, "infer", status, self.step.infer.model.model_id)
             for device, host, address, spec in self._outputs:
                 array = np.empty(spec.shape, spec.dtype)
                 pointer = ffi.from_buffer(array, require_writable=True)
                 host.data = pointer
-                try:
-                    check(name_, "copyFromAcc", lib.copyFromAcc(address, device))
-                finally:
-                    host.data = ffi.NULL
+                status = lib.copyFromAcc(address, device)
+                host.data = ffi.NULL
+                if status:
+                    library.check(library.name, "copyFromAcc", status)
                 results.append(array)
         return results

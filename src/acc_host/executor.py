@@ -89,6 +89,16 @@ def _input_values(name: str, value: Any, target: NDArray) -> np.ndarray:
                           f"{target.dtype}: {error}") from None
 
 
+def _direct_value(name: str, value: Any, spec: tuple[tuple[int, ...], np.dtype],
+                  target: NDArray) -> np.ndarray:
+    """value for the argument target, whose (shape, dtype) is spec, as a
+    C-contiguous host array of them (_input_values, the common case first)."""
+    if (type(value) is np.ndarray and value.flags.c_contiguous
+            and value.shape == spec[0] and value.dtype == spec[1]):
+        return value
+    return contiguous(_input_values(name, value, target))
+
+
 def _has_dtype_code(dtype: Any) -> bool:
     """Whether the ABI has a TensorDType for dtype."""
     if dtype is None:
@@ -532,7 +542,8 @@ class Executor:
         with self.lock:
             direct = self._direct_run()
             if direct is not None and inputs.keys() <= direct.inputs.keys():
-                values = {name: contiguous(_input_values(name, value, direct.inputs[name]))
+                specs, arrays = direct.specs, direct.inputs
+                values = {name: _direct_value(name, value, specs[name], arrays[name])
                           for name, value in inputs.items()}
                 results = direct.run(values)
                 if results is not None:

@@ -20,14 +20,14 @@ from .errors import LibraryError, PluginContractError, TensorError
 from .library import AccLibrary
 from .memory import DeviceBuffer
 from .operator_versions import OP_VERSION_ATTR, op_version
+from .releases import release_now
 from .tensor import CStrings, TensorArray, TensorSpec, numpy_dtype
 
 __all__ = ["Executor", "run_graph"]
 
 
-def _release(library: AccLibrary, dev_id: int, handle: Any) -> None:
-    with library.device_lock(dev_id):
-        handle.release(handle)
+def _release(library: AccLibrary, dev_id: int, handle: Any, wait: bool = False) -> None:
+    library.release(dev_id, lambda: handle.release(handle), wait)
 
 
 class Executor:
@@ -95,7 +95,7 @@ class Executor:
 
     def close(self) -> None:
         """Releases the plugin's executor (idempotent)."""
-        self._finalizer()
+        release_now(self._finalizer)
 
 
 def run_graph(library: AccLibrary, graph: Mapping[str, Any],

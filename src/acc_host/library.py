@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from .errors import (
     PluginOutOfMemoryError,
     PluginUnsupportedError,
 )
+from .releases import Releaser
 from .tensor import CStrings, TensorArray, TensorSpec
 
 __all__ = ["AccLibrary", "REQUIRED_SYMBOLS", "IMPERATIVE_SYMBOLS", "OPTIONAL_SYMBOLS",
@@ -98,6 +99,7 @@ class AccLibrary:
             self._check_symbols(IMPERATIVE_SYMBOLS, "supportsImperative() returned 1 but ")
         self._configure_lock = threading.Lock()
         self._device_locks = [threading.RLock() for _ in range(self.num_devices)]
+        self.releases = Releaser(self.name, self._device_locks)
 
     # ---- loading -------------------------------------------------------------
 
@@ -227,6 +229,13 @@ class AccLibrary:
         """The lock that serializes calls for one device, as the ABI promises."""
         self.check_device(dev_id)
         return self._device_locks[dev_id]
+
+    def release(self, dev_id: int, function: Callable[[], object], wait: bool) -> None:
+        """Runs a release (unloadModel, mx_free, an executor's release) under
+        device dev_id's lock; one asked for by the garbage collector (wait
+        false) never waits for another thread's call on the device (see
+        acc_host.releases)."""
+        self.releases.release(dev_id, function, wait)
 
     def check_device(self, dev_id: int) -> None:
         if not (isinstance(dev_id, (int, np.integer)) and 0 <= dev_id < self.num_devices):

@@ -16,16 +16,16 @@ import numpy as np
 from ._abi import HOST_DEVICE, ffi
 from .errors import LibraryError, TensorError
 from .library import AccLibrary
+from .releases import release_now
 from .tensor import TensorArray, TensorSpec, contiguous
 
 __all__ = ["DeviceBuffer"]
 
 
-def _free(library: AccLibrary, dev_id: int, pointer: Any) -> None:
-    with library.device_lock(dev_id):
-        # A failure here has no caller to report to; the plugin's own
-        # bookkeeping (mx_releaseAll at exit) still reclaims the memory.
-        library.lib.mx_free(dev_id, pointer)
+def _free(library: AccLibrary, dev_id: int, pointer: Any, wait: bool = False) -> None:
+    # A failure here has no caller to report to; the plugin's own
+    # bookkeeping (mx_releaseAll at exit) still reclaims the memory.
+    library.release(dev_id, lambda: library.lib.mx_free(dev_id, pointer), wait)
 
 
 class DeviceBuffer:
@@ -89,7 +89,7 @@ class DeviceBuffer:
 
     def free(self) -> None:
         """mx_free now (idempotent)."""
-        self._finalizer()
+        release_now(self._finalizer)
 
     def __repr__(self) -> str:
         state = "freed" if self.closed else f"device {self.dev_id}"

@@ -33,6 +33,7 @@ from .annotate import GraphSignature, signature
 from .errors import InvalidArgumentError, PluginContractError, TensorError
 from .library import AccLibrary
 from .memory import DeviceBuffer
+from .releases import release_now
 from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
 
 _from_buffer = ffi.from_buffer
@@ -76,8 +77,8 @@ ArrayLike: TypeAlias = np.ndarray | DeviceBuffer
 _model_ids = itertools.count()
 
 
-def _unload(library: AccLibrary, model_id: str, dev_id: int) -> None:
-    library.unload_model(model_id, dev_id)
+def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False) -> None:
+    library.release(dev_id, lambda: library.unload_model(model_id, dev_id), wait)
 
 
 class LoadedModel:
@@ -300,7 +301,7 @@ class LoadedModel:
     def close(self) -> None:
         """unloadModel() now (idempotent)."""
         self._call = None
-        self._finalizer()
+        release_now(self._finalizer)
 
     def __enter__(self) -> LoadedModel:
         return self
@@ -342,6 +343,16 @@ class BoundInference:
         self._call = None if model._call is None else (
             model._call[0], model._call[1], model._call[2], self._in.pointer, self._out.pointer,
             len(self._in), len(self._out))
+
+    def raw_call(self) -> tuple[Any, tuple[Any, ...]] | None:
+        """The plugin's infer() and its arguments, for a caller that holds
+        the model's device lock and has checked :meth:`alive`; None when
+        the call must go through ``__call__`` (the model was unloaded, or
+        it checks its outputs)."""
+        model = self.model
+        if model._call is None or self._call is None or type(model) is not LoadedModel:
+            return None
+        return model._infer, self._call
 
     def alive(self) -> bool:
         """Whether every buffer bound is still allocated."""
