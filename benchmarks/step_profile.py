@@ -28,9 +28,10 @@ LINE = re.compile(r"cpu_ref profile: step (\d+) (\S+) ([\d.]+) us in(.*)")
 def _run(model: str, batch: int, runs: int) -> None:
     """The child: loads the model and runs it (cpu_ref prints the steps)."""
     sys.path.insert(0, str(HERE))
-    import acc_host as mx
     from bench_common import load_model
     from suite import _loaded_model
+
+    import acc_host as mx
 
     bench = load_model(model, batch, Path(tempfile.mkdtemp()))
     mx.cpu_ref(0).configure(num_threads=1)

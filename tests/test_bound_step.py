@@ -8,55 +8,19 @@ close and reload, freed buffers, both engines."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
+from conv_fc_net import bind as _bind
+from conv_fc_net import image as _image
+from conv_fc_net import weights as _weights
 
 import acc_host as mx
-from acc_host import engine
 from acc_host.errors import InvalidArgumentError, TensorError
 from acc_host.executor import _BoundStep
 from acc_host.memory import DeviceBuffer
 
 RTOL, ATOL = 1e-4, 1e-5
 ACCELERATORS = ["cpu_ref", "mlu"]
-
-
-def _net() -> mx.sym.Symbol:
-    data = mx.sym.Variable("data")
-    conv = mx.sym.Convolution(data, num_filter=4, kernel=(3, 3), pad=(1, 1), name="conv")
-    act = mx.sym.Activation(conv, act_type="relu", name="relu")
-    return mx.sym.FullyConnected(mx.sym.flatten(act), num_hidden=3, name="fc")
-
-
-SHAPE = (2, 3, 5, 5)
-
-
-def _weights(seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    shapes = dict(zip(_net().list_arguments(), _net().infer_shape(data=SHAPE)[0]))
-    return {name: rng.standard_normal(shape).astype(np.float32)
-            for name, shape in shapes.items() if name != "data"}
-
-
-def _bind(ctx: mx.Context, weights: dict[str, np.ndarray]) -> mx.executor.Executor:
-    exe = _net().simple_bind(ctx, data=SHAPE)
-    for name, value in weights.items():
-        exe.arg_dict[name][:] = value
-    return exe
-
-
-def _image(seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
-
-
-@pytest.fixture(params=["ThreadedEngine", "NaiveEngine"])
-def engine_kind(request: pytest.FixtureRequest) -> Iterator[str]:
-    previous = engine.get().name
-    engine.set_engine_type(request.param)
-    yield request.param
-    engine.set_engine_type(previous)
 
 
 @pytest.mark.usefixtures("offload_everything", "engine_kind")

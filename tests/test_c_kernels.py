@@ -30,8 +30,8 @@ def test_c_elementwise_vectorised(tmp_path: Path) -> None:
     against the scalar references."""
     version = subprocess.run([compiler(), "--version"], capture_output=True, text=True).stdout
     flags = ["-O2"] + ([] if "clang" in version else ["-fvect-cost-model=dynamic"])
-    build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise", ["include", "plugins/cpu_ref"],
-                  extra_flags=flags, sanitize=False)
+    build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise",
+                  ["include", "plugins/cpu_ref"], extra_flags=flags, sanitize=False)
 
 
 def test_c_elementwise_sanitized(tmp_path: Path) -> None:

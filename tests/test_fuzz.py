@@ -169,7 +169,7 @@ def test_symbol_file_not_utf8_is_a_graph_error(tmp_path: Path) -> None:
 
 
 def _onnx_model(nodes, inputs, outputs, initializers=()):
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import helper
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

@@ -125,7 +125,8 @@ _RSS_SCRIPT = textwrap.dedent("""
     x = mx.sym.FullyConnected(mx.sym.Flatten(x, name="flat"), num_hidden=4, name="fc")
     out = mx.sym.softmax(x, name="prob")
     rng = np.random.default_rng(0)
-    weights = {"conv_weight": rng.standard_normal((3, 2, 3, 3)), "conv_bias": rng.standard_normal(3),
+    weights = {"conv_weight": rng.standard_normal((3, 2, 3, 3)),
+               "conv_bias": rng.standard_normal(3),
                "fc_weight": rng.standard_normal((4, 12)), "fc_bias": rng.standard_normal(4)}
     weights = {k: v.astype(np.float32) for k, v in weights.items()}
     shapes = {"data": (1, 2, 5, 5), **{k: v.shape for k, v in weights.items()}}

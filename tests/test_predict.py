@@ -9,43 +9,24 @@ stood aside, as the case requires."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from conftest import using_engine
+from conv_fc_net import SHAPE, bind
+from conv_fc_net import image as _image
+from conv_fc_net import weights as _weights
 
 import acc_host as mx
 from acc_host import direct_run, engine
 from acc_host.errors import GraphError, PluginError, ShapeError
 
 RTOL, ATOL = 1e-4, 1e-5
-SHAPE = (2, 3, 5, 5)
 
 
-def _net() -> mx.sym.Symbol:
-    data = mx.sym.Variable("data")
-    conv = mx.sym.Convolution(data, num_filter=4, kernel=(3, 3), pad=(1, 1), name="conv")
-    act = mx.sym.Activation(conv, act_type="relu", name="relu")
-    fc = mx.sym.FullyConnected(mx.sym.flatten(act), num_hidden=3, name="fc")
-    return mx.sym.Group([fc, act])
-
-
-def _weights(seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    shapes = dict(zip(_net().list_arguments(), _net().infer_shape(data=SHAPE)[0]))
-    return {name: np.asarray(rng.standard_normal(shape), np.float32)
-            for name, shape in shapes.items() if name != "data"}
-
-
-def _bind(ctx: mx.Context, weights: dict[str, np.ndarray]) -> mx.executor.Executor:
-    exe = _net().simple_bind(ctx, data=SHAPE)
-    for name, value in weights.items():
-        exe.arg_dict[name][:] = value
-    return exe
-
-
-def _image(seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+def _bind(ctx: mx.Context, values: dict[str, np.ndarray]) -> mx.executor.Executor:
+    """The network with the relu's output as a second head (two outputs)."""
+    return bind(ctx, values, with_activation_head=True)
 
 
 class _Counter:
@@ -65,14 +46,6 @@ class _Counter:
 @pytest.fixture
 def direct(monkeypatch: pytest.MonkeyPatch) -> _Counter:
     return _Counter(monkeypatch)
-
-
-@pytest.fixture(params=["ThreadedEngine", "NaiveEngine"])
-def engine_kind(request: pytest.FixtureRequest) -> Iterator[str]:
-    previous = engine.get().name
-    engine.set_engine_type(request.param)
-    yield request.param
-    engine.set_engine_type(previous)
 
 
 def _check(exe: mx.executor.Executor, cpu: mx.executor.Executor, image: np.ndarray) -> None:
@@ -271,9 +244,7 @@ def test_predict_waits_for_a_pending_weight_write(direct: _Counter) -> None:
     """Program order: a weight write pushed before predict() (still queued
     on a worker) is seen by it; the direct path stands aside until the
     write is done."""
-    previous = engine.get().name
-    engine.set_engine_type("ThreadedEngine")
-    try:
+    with using_engine("ThreadedEngine"):
         weights = _weights(7)
         exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
         _check(exe, cpu, _image(0))
@@ -295,8 +266,6 @@ def test_predict_waits_for_a_pending_weight_write(direct: _Counter) -> None:
         _check(exe, cpu, _image(3))
         assert direct.runs == runs + 1
         exe.close()
-    finally:
-        engine.set_engine_type(previous)
 
 
 @pytest.mark.usefixtures("offload_everything")

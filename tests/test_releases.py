@@ -54,8 +54,11 @@ class _Busy:
 
 @pytest.fixture
 def unloads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The model ids unloaded, in order (the real unload runs too)."""
+    """The model ids unloaded, in order (the real unload runs too), from
+    after the objects earlier tests left for the collector are gone."""
     library = mx.get_library("cpu_ref")
+    gc.collect()
+    assert library.releases.flush(10)
     seen: list[str] = []
     real = AccLibrary.unload_model
 

@@ -262,15 +262,18 @@ __attribute__((target("avx512f"))) static void micro_avx512(int rows, int64_t kc
 }
 
 /* A tile cut by the matrix edge: columns [0, cols), 1 < cols < 48, in
- * vectors = ceil(cols / 16) vectors, the last one masked for C's loads and
- * stores (the B panel is packed NR = 48 wide, zero-padded, so its rows are
- * read whole). The same operations in the same order as micro_avx512_rows
- * on the columns it keeps, so the same results as the full kernel run into
- * a scratch tile, without computing (or copying) the dropped columns. */
+ * vectors = ceil(cols / 16) vectors, the last one masked for its loads of
+ * B and its loads and stores of C. A's element (r, p) is a[r * ars + p *
+ * acs] (a packed panel: ars 1, acs 8; constants at the packed call site,
+ * so the code is the panel's); row p of B is at b + b_rows[p]. The same
+ * operations in the same order as micro_avx512_rows on the columns it
+ * keeps, so the same results as the full kernel run into a scratch tile,
+ * without computing (or copying) the dropped columns. Small products run
+ * it too, on A and B in place (small_avx512). */
 __attribute__((target("avx512f"), always_inline)) static inline void micro_avx512_edge_rows(
     const int rows, const int vectors, __mmask16 last_mask, int64_t kc, const float *a,
-    const float *b, const int64_t *b_rows, float *c, int64_t ldc, int accumulate,
-    const cr_tile_epilogue *e) {
+    int64_t ars, int64_t acs, const float *b, const int64_t *b_rows, float *c, int64_t ldc,
+    int accumulate, const cr_tile_epilogue *e) {
   __m512 acc[8][3];
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) {
@@ -281,18 +284,22 @@ __attribute__((target("avx512f"), always_inline)) static inline void micro_avx51
     const float *bp = b + b_rows[p];
     __m512 bv[3];
 #pragma GCC unroll 3
-    for (int v = 0; v < 3; ++v) bv[v] = v < vectors ? _mm512_loadu_ps(bp + 16 * v) : _mm512_setzero_ps();
+    for (int v = 0; v < 3; ++v) {
+      bv[v] = v < vectors ? _mm512_maskz_loadu_ps(v == vectors - 1 ? last_mask : (__mmask16)0xFFFF,
+                                                  bp + 16 * v)
+                          : _mm512_setzero_ps();
+    }
+    const float *ap = a + p * acs;
 #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) {
       if (r < rows) {
-        const __m512 ar = _mm512_set1_ps(a[r]);
+        const __m512 ar = _mm512_set1_ps(ap[r * ars]);
 #pragma GCC unroll 3
         for (int v = 0; v < 3; ++v) {
           if (v < vectors) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
         }
       }
     }
-    a += 8;
   }
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) {
@@ -330,126 +337,74 @@ __attribute__((target("avx512f"), always_inline)) static inline void micro_avx51
   }
 }
 
-#define CR_EDGE_ROWS(vectors)                                                                \
-  switch (rows) {                                                                            \
-    case 1: micro_avx512_edge_rows(1, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
-    case 2: micro_avx512_edge_rows(2, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
-    case 3: micro_avx512_edge_rows(3, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
-    case 4: micro_avx512_edge_rows(4, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
-    case 5: micro_avx512_edge_rows(5, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
-    case 6: micro_avx512_edge_rows(6, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
-    case 7: micro_avx512_edge_rows(7, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
-    default: micro_avx512_edge_rows(8, vectors, mask, kc, a, b, b_rows, c, ldc, acc, e); break; \
+/* micro_avx512_edge_rows for rows 1 to 8 and the given (constant) vectors. */
+#define CR_EDGE_ROW_CASE(r, vectors, ars, acs) \
+  case r:                                      \
+    micro_avx512_edge_rows(r, vectors, mask, kc, a, ars, acs, b, b_rows, c, ldc, acc, e); \
+    break;
+#define CR_EDGE_ROWS(vectors, ars, acs)         \
+  switch (rows) {                              \
+    CR_EDGE_ROW_CASE(1, vectors, ars, acs)     \
+    CR_EDGE_ROW_CASE(2, vectors, ars, acs)     \
+    CR_EDGE_ROW_CASE(3, vectors, ars, acs)     \
+    CR_EDGE_ROW_CASE(4, vectors, ars, acs)     \
+    CR_EDGE_ROW_CASE(5, vectors, ars, acs)     \
+    CR_EDGE_ROW_CASE(6, vectors, ars, acs)     \
+    CR_EDGE_ROW_CASE(7, vectors, ars, acs)     \
+    default:                                   \
+      micro_avx512_edge_rows(8, vectors, mask, kc, a, ars, acs, b, b_rows, c, ldc, acc, e); \
+      break;                                   \
+  }
+
+/* cols (1 to 48) columns of a tile of rows (1 to 8) rows; A as in
+ * micro_avx512_edge_rows (packed: ars 1, acs 8). */
+#define CR_EDGE_TILE(ars, acs)                                                  \
+  const int vectors = (int)((cols + 15) / 16);                                  \
+  const int tail = (int)(cols - 16 * (vectors - 1));                            \
+  const __mmask16 mask = (__mmask16)((1u << tail) - 1u);                        \
+  switch (vectors) {                                                            \
+    case 1: CR_EDGE_ROWS(1, ars, acs); break;                                   \
+    case 2: CR_EDGE_ROWS(2, ars, acs); break;                                   \
+    default: CR_EDGE_ROWS(3, ars, acs); break;                                  \
   }
 
 __attribute__((target("avx512f"))) static void micro_avx512_edge(
     int rows, int64_t cols, int64_t kc, const float *a, const float *b, const int64_t *b_rows,
     float *c, int64_t ldc, int acc, const cr_tile_epilogue *e) {
-  const int vectors = (int)((cols + 15) / 16);
-  const int tail = (int)(cols - 16 * (vectors - 1));
-  const __mmask16 mask = (__mmask16)((1u << tail) - 1u);
-  switch (vectors) {
-    case 1: CR_EDGE_ROWS(1); break;
-    case 2: CR_EDGE_ROWS(2); break;
-    default: CR_EDGE_ROWS(3); break;
-  }
+  CR_EDGE_TILE(1, 8)
 }
-
-#undef CR_EDGE_ROWS
 
 /* ---- Small products, AVX-512 --------------------------------------------- */
 
-/* Rows [0, rows) and columns [0, cols) of C = A . B for a small product
- * (see small_product below), 1 <= rows <= 8, 1 <= cols <= 48: A read in
- * place (element (r, p) at a[r * ars + p * acs]), B's rows read in place
- * (row p at b + p * brs, unit column stride), the last vector's loads and
- * stores masked. Accumulators start at zero and take one fused
- * multiply-add per step along k, as micro_avx512_rows does for a single k
- * block: the same results as the blocked path. */
-__attribute__((target("avx512f"), always_inline)) static inline void small_avx512_rows(
-    const int rows, const int vectors, __mmask16 last_mask, int64_t k, const float *a,
-    int64_t ars, int64_t acs, const float *b, int64_t brs, float *c, int64_t ldc) {
-  __m512 acc[8][3];
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; ++r) {
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; ++v) acc[r][v] = _mm512_setzero_ps();
-  }
-  for (int64_t p = 0; p < k; ++p) {
-    const float *bp = b + p * brs;
-    __m512 bv[3];
-#pragma GCC unroll 3
-    for (int v = 0; v < 3; ++v) {
-      bv[v] = v < vectors ? _mm512_maskz_loadu_ps(v == vectors - 1 ? last_mask : (__mmask16)0xFFFF,
-                                                  bp + 16 * v)
-                          : _mm512_setzero_ps();
-    }
-    const float *ap = a + p * acs;
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; ++r) {
-      if (r < rows) {
-        const __m512 ar = _mm512_set1_ps(ap[r * ars]);
-#pragma GCC unroll 3
-        for (int v = 0; v < 3; ++v) {
-          if (v < vectors) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
-        }
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; ++r) {
-    if (r < rows) {
-#pragma GCC unroll 3
-      for (int v = 0; v < 3; ++v) {
-        if (v < vectors) {
-          _mm512_mask_storeu_ps(c + r * ldc + 16 * v,
-                                v == vectors - 1 ? last_mask : (__mmask16)0xFFFF, acc[r][v]);
-        }
-      }
-    }
-  }
-}
-
-#define CR_SMALL_ROWS(vectors)                                                               \
-  switch (rows) {                                                                            \
-    case 1: small_avx512_rows(1, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
-    case 2: small_avx512_rows(2, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
-    case 3: small_avx512_rows(3, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
-    case 4: small_avx512_rows(4, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
-    case 5: small_avx512_rows(5, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
-    case 6: small_avx512_rows(6, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
-    case 7: small_avx512_rows(7, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;     \
-    default: small_avx512_rows(8, vectors, mask, k, a, ars, acs, b, brs, c, ldc); break;    \
-  }
-
-__attribute__((target("avx512f"))) static void small_avx512(int64_t m, int64_t n, int64_t k,
-                                                            const float *a, int64_t ars,
-                                                            int64_t acs, const float *b,
-                                                            int64_t brs, float *c, int64_t ldc) {
+/* C = A . B for a small product (see small_product below), A read in place
+ * (element (i, p) at a[i * ars + p * acs]) and B's rows in place (row p at
+ * b + p * brs, unit column stride, k <= kKC), in tiles of up to 8 x 48 by
+ * the edge kernel: accumulators from zero and one fused multiply-add per
+ * step along k, as the blocked path does for a single k block, so the same
+ * results. */
+__attribute__((target("avx512f"))) static void small_avx512(int64_t m, int64_t n, int64_t kc,
+                                                            const float *a_data, int64_t ars,
+                                                            int64_t acs, const float *b_data,
+                                                            int64_t brs, float *c_data,
+                                                            int64_t ldc) {
+  int64_t b_rows[kKC];
+  for (int64_t p = 0; p < kc; ++p) b_rows[p] = p * brs;
+  const int acc = 0;
+  const cr_tile_epilogue *e = NULL;
   for (int64_t i0 = 0; i0 < m; i0 += 8) {
     const int rows = (int)(m - i0 < 8 ? m - i0 : 8);
     for (int64_t j0 = 0; j0 < n; j0 += 48) {
       const int64_t cols = n - j0 < 48 ? n - j0 : 48;
-      const int vectors = (int)((cols + 15) / 16);
-      const int tail = (int)(cols - 16 * (vectors - 1));
-      const __mmask16 mask = (__mmask16)((1u << tail) - 1u);
-      const float *ai = a + i0 * ars;
-      const float *bj = b + j0;
-      float *cij = c + i0 * ldc + j0;
-      {
-        const float *a = ai, *b = bj;
-        float *c = cij;
-        switch (vectors) {
-          case 1: CR_SMALL_ROWS(1); break;
-          case 2: CR_SMALL_ROWS(2); break;
-          default: CR_SMALL_ROWS(3); break;
-        }
-      }
+      const float *a = a_data + i0 * ars, *b = b_data + j0;
+      float *c = c_data + i0 * ldc + j0;
+      CR_EDGE_TILE(ars, acs)
     }
   }
 }
 
-#undef CR_SMALL_ROWS
+#undef CR_EDGE_TILE
+#undef CR_EDGE_ROWS
+#undef CR_EDGE_ROW_CASE
 
 #endif /* CR_GEMM_X86 */
 

@@ -48,9 +48,9 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "specs", "_inputs", "_outputs", "_watched", "_writes",
-                 "_ctx", "_library", "_lock", "_descriptors", "_values", "_results",
-                 "_failure")
+    __slots__ = ("operator", "step", "inputs", "specs", "_inputs", "_outputs", "_watched",
+                 "_writes", "_ctx", "_library", "_lock", "_descriptors", "_values",
+                 "_results", "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: _BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
@@ -138,13 +138,7 @@ class DirectRun:
                 host.data = ffi.NULL
                 if status:
                     library.check(library.name, "copyToAcc", status)
-            raw = self.step.infer.raw_call()
-            if raw is None:
-                self.step.infer()
-            else:
-                status = raw[0](*raw[1])
-                if status:
-                    library.check(library.name, "infer", status, self.step.infer.model.model_id)
+            self.step.infer.run_locked()  # _applies() checked the buffers
             for device, host, address, spec in self._outputs:
                 array = np.empty(spec.shape, spec.dtype)
                 pointer = ffi.from_buffer(array, require_writable=True)

@@ -344,16 +344,6 @@ class BoundInference:
             model._call[0], model._call[1], model._call[2], self._in.pointer, self._out.pointer,
             len(self._in), len(self._out))
 
-    def raw_call(self) -> tuple[Any, tuple[Any, ...]] | None:
-        """The plugin's infer() and its arguments, for a caller that holds
-        the model's device lock and has checked :meth:`alive`; None when
-        the call must go through ``__call__`` (the model was unloaded, or
-        it checks its outputs)."""
-        model = self.model
-        if model._call is None or self._call is None or type(model) is not LoadedModel:
-            return None
-        return model._infer, self._call
-
     def alive(self) -> bool:
         """Whether every buffer bound is still allocated."""
         for buffer in self._buffers:
@@ -368,11 +358,20 @@ class BoundInference:
         for buffer in self._buffers:
             if not buffer._finalizer.alive:
                 raise TensorError(f"model {model.model_id}: {buffer!r} bound to it was freed")
+        with model._lock:
+            self.run_locked()
+
+    def run_locked(self) -> None:
+        """The call, for a caller that holds the model's device lock and has
+        checked :meth:`alive` (``__call__`` does both). Under
+        MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
+        model = self.model
+        if model._call is None or self._call is None:
+            raise InvalidArgumentError(f"model {model.model_id} was unloaded")
         if type(model) is not LoadedModel:  # checked outputs: the checking infer()
             model.infer(self.inputs, self.outputs)
             return
-        with model._lock:
-            status = model._infer(*self._call)
+        status = model._infer(*self._call)
         if status:
             model.library.check(model.library.name, "infer", status, model.model_id)
 

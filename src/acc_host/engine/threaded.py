@@ -85,37 +85,30 @@ class ThreadedEngine(Engine):
         if in_operation():
             return False
         const, mutate = normalize_vars(const_vars, mutate_vars)
+        return self._run_granted(fn, ctx, const, mutate, const)
+
+    def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
+                         mutate_vars: tuple[Var, ...]) -> bool:
+        if in_operation():
+            return False
+        return self._run_granted(fn, ctx, (), mutate_vars, watched)
+
+    def _run_granted(self, fn: SyncFn, ctx: Any, const: tuple[Var, ...],
+                     mutate: tuple[Var, ...], unwritten: tuple[Var, ...]) -> bool:
+        """Runs fn on the calling thread, reading const and writing mutate,
+        if it can start at once: no write running or queued on the
+        unwritten vars (const, or vars whose versions alone fn reads),
+        nothing at all on mutate, no failure on either; granted exactly as
+        _push would. Returns whether it ran."""
         with self._lock:
-            if self._stopped:
+            if self._stopped or not grantable_now(unwritten, mutate):
                 return False
-            for var in const:
-                if var.write_pending or var.exception is not None:
-                    return False
-            for var in mutate:
-                if not var.idle or var.exception is not None:
-                    return False
-            # Granted at once, exactly as _push would.
             self._pending += 1
             self._pushed += 1
             block = OpBlock(fn, False, ctx, const, mutate)
             for var in const:
                 var.add_read(block)
             for var in mutate:
-                var.add_write(block)
-        self._execute(block, "caller")
-        return True
-
-    def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
-                         mutate_vars: tuple[Var, ...]) -> bool:
-        if in_operation():
-            return False
-        with self._lock:
-            if self._stopped or not grantable_now(watched, mutate_vars):
-                return False
-            self._pending += 1
-            self._pushed += 1
-            block = OpBlock(fn, False, ctx, (), mutate_vars)
-            for var in mutate_vars:
                 var.add_write(block)
         self._execute(block, "caller")
         return True

@@ -93,11 +93,12 @@ class Var:
                 f"writing={self._writing} queued={len(self._pending)}>")
 
 
-def grantable_now(watched: tuple[Var, ...], mutate: tuple[Var, ...]) -> bool:
-    """Whether an operation writing mutate, which reads only the versions
-    of watched, could start at once with nothing failed on its vars (see
-    Engine.run_now_watching). Under the engine's lock."""
-    for var in watched:
+def grantable_now(unwritten: tuple[Var, ...], mutate: tuple[Var, ...]) -> bool:
+    """Whether an operation writing mutate could start at once with no
+    write running or queued on the unwritten vars (those it reads, or
+    whose versions it checks) and nothing failed on any of them. Under the
+    engine's lock."""
+    for var in unwritten:
         if var._writing or var._pending or var.exception is not None:
             return False
     for var in mutate:
