@@ -1,9 +1,11 @@
 """Per-step time of a model run as one cpu_ref model (its kernels alone).
 
 Usage: python benchmarks/step_profile.py MODEL [BATCH] [--steps] [--runs N]
+       [--threads N]
 
 Runs MODEL (a model of tests/models or tests/onnx_models, as in
-benchmarks/suite.py) as one loaded cpu_ref model, 1 thread, with
+benchmarks/suite.py) as one loaded cpu_ref model, 1 thread unless
+--threads says otherwise, with
 ACC_CPU_REF_PROFILE=1, which makes cpu_ref print each step's time and
 shapes to stderr, and prints the median over the runs (the first quarter
 dropped as warm-up) per operator, or per step with --steps.
@@ -25,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 LINE = re.compile(r"cpu_ref profile: step (\d+) (\S+) ([\d.]+) us in(.*)")
 
 
-def _run(model: str, batch: int, runs: int) -> None:
+def _run(model: str, batch: int, runs: int, threads: int) -> None:
     """The child: loads the model and runs it (cpu_ref prints the steps)."""
     sys.path.insert(0, str(HERE))
     from bench_common import load_model
@@ -34,7 +36,7 @@ def _run(model: str, batch: int, runs: int) -> None:
     import acc_host as mx
 
     bench = load_model(model, batch, Path(tempfile.mkdtemp()))
-    mx.cpu_ref(0).configure(num_threads=1)
+    mx.cpu_ref(0).configure(num_threads=threads)
     loaded = _loaded_model(bench)
     if loaded is None:
         raise SystemExit(f"{model}: cannot be loaded as one cpu_ref model")
@@ -49,13 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("batch", type=int, nargs="?", default=1)
     parser.add_argument("--steps", action="store_true", help="one line per step")
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        _run(args.model, args.batch, args.runs)
+        _run(args.model, args.batch, args.runs, args.threads)
         return 0
     done = subprocess.run([sys.executable, __file__, args.model, str(args.batch), "--runs",
-                           str(args.runs), "--child"], capture_output=True, text=True,
+                           str(args.runs), "--threads", str(args.threads), "--child"], capture_output=True, text=True,
                           env={**os.environ, "ACC_CPU_REF_PROFILE": "1"}, check=False)
     if done.returncode != 0:
         print(done.stderr[-2000:], file=sys.stderr)

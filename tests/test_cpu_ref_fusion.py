@@ -103,9 +103,12 @@ def test_models_on_the_generic_path() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _fire(axis: int = 1, second_head: bool = False, same_input: bool = False) -> mx.sym.Symbol:
+def _fire(axis: int = 1, second_head: bool = False, same_input: bool = False,
+          pooled: bool = False) -> mx.sym.Symbol:
     """A squeezenet fire module: a 1x1 squeeze, then 1x1 and 3x3 expands
-    joined by Concat, read by a last 1x1 convolution."""
+    joined by Concat, read by a last 1x1 convolution (pooled: the 1x1
+    expand followed by a 3x3 max pooling of stride 1, so that a Pooling
+    step, not a convolution, computes that input)."""
     data = mx.sym.Variable("data")
     squeeze = mx.sym.Activation(mx.sym.Convolution(data, num_filter=4, kernel=(1, 1),
                                                    name="squeeze"), act_type="relu", name="sq_r")
@@ -114,34 +117,46 @@ def _fire(axis: int = 1, second_head: bool = False, same_input: bool = False) ->
     right = mx.sym.Activation(mx.sym.Convolution(squeeze, num_filter=6, kernel=(3, 3),
                                                  pad=(1, 1), name="e3"), act_type="relu",
                               name="e3_r")
+    if pooled:
+        left = mx.sym.Pooling(left, kernel=(3, 3), pad=(1, 1), pool_type="max", name="pool")
     joined = mx.sym.Concat(left, left if same_input else right, dim=axis, name="join")
     out = mx.sym.Convolution(joined, num_filter=5, kernel=(1, 1), name="last")
     return mx.sym.Group([out, left]) if second_head else out
 
 
-@pytest.mark.parametrize(("batch", "options", "in_place"), [
-    (1, {}, True),                        # channels of one image: written in place
-    (2, {}, False),                       # two images: the inputs are not contiguous runs
-    (1, {"axis": 2}, False),              # along height: channels come before it
-    (1, {"second_head": True}, False),    # an input is also a graph output
-    (1, {"same_input": True}, False),     # one entry twice
+@pytest.mark.parametrize(("batch", "threads", "options", "in_place"), [
+    (1, 1, {}, True),                      # channels of one image: written in place
+    (3, 1, {}, True),                      # a batch: each convolution writes its slices
+    (3, 2, {}, True),                      # ... with the images shared out
+    (1, 1, {"pooled": True}, True),        # one image: any step writes in place
+    (3, 1, {"pooled": True}, False),       # a batch: only convolutions write slices
+    (1, 1, {"axis": 2}, False),            # along height: channels come before it
+    (1, 1, {"second_head": True}, False),  # an input is also a graph output
+    (3, 1, {"second_head": True}, False),
+    (1, 1, {"same_input": True}, False),   # one entry twice
 ])
-def test_concat_inputs_written_in_place(batch: int, options: dict, in_place: bool,
+def test_concat_inputs_written_in_place(batch: int, threads: int, options: dict, in_place: bool,
                                         capfd: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A Concat of channels of one image copies nothing: the steps that
-    compute its inputs write them into its output (no Concat step runs, as
-    ACC_CPU_REF_PROFILE shows); otherwise the Concat runs. Same results as
-    the host either way."""
+    """A Concat of channels copies nothing: the steps that compute its
+    inputs write them into its output, image by image for a batch (no
+    Concat step runs, as ACC_CPU_REF_PROFILE shows); otherwise the Concat
+    runs. Same results as the host either way."""
     sym = _fire(**options)
-    data = np.random.default_rng(3).standard_normal((batch, 3, 7, 9)).astype(np.float32)
+    # With threads, images large enough for the pool to share them out.
+    size = (7, 9) if threads == 1 else (40, 44)
+    data = np.random.default_rng(3).standard_normal((batch, 3, *size)).astype(np.float32)
     weights = _weights(sym, {"data": data.shape}, seed=4)
     graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
     monkeypatch.setenv("ACC_CPU_REF_PROFILE", "1")
-    with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
-        capfd.readouterr()
-        got = list(model.infer({"data": data}).values())
-        profile = capfd.readouterr().err
+    mx.cpu_ref(0).configure(num_threads=threads)
+    try:
+        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
+            capfd.readouterr()
+            got = list(model.infer({"data": data}).values())
+            profile = capfd.readouterr().err
+    finally:
+        mx.cpu_ref(0).configure(num_threads=1)
     assert "cpu_ref profile: step" in profile
     assert (" Concat " not in profile) == in_place, profile
     for ours, theirs in zip(got, _host(sym, data, weights)):

@@ -148,21 +148,9 @@ static inline double sum_squares_double(const float *x, int64_t count, double sh
   return add_partials(partial);
 }
 
-/* Waking a pool thread costs microseconds, and tens of them when its core
- * is busy with another process: about as much as this many multiply-adds,
- * so smaller jobs are not worth splitting that finely. */
-enum { kMinWorkPerThread = 1 << 20 };
-
 static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-/* The number of threads worth using for about `work` multiply-adds. */
-static int threads_for_work(int num_threads, int64_t work) {
-  const int64_t useful = work / kMinWorkPerThread;
-  if (useful <= 1) return 1;
-  return useful < num_threads ? (int)useful : num_threads;
-}
 
 static void fill(float *y, int64_t count, float value) {
   for (int64_t i = 0; i < count; ++i) y[i] = value;
@@ -261,7 +249,7 @@ void cr_deconvolution(const cr_conv_params *params, const int64_t x_shape[5],
   const int64_t work = planes * y_shape[2] * y_shape[3] * y_shape[4] *
                        (x_shape[1] / params->num_group) * params->kernel[0] *
                        params->kernel[1] * params->kernel[2];
-  cr_parallel_for(threads_for_work(num_threads, work), planes,
+  cr_parallel_for(cr_threads_for_work(num_threads, (double)work, 1), planes,
                   deconvolve_planes, &task);
 }
 
@@ -629,7 +617,7 @@ void cr_pooling(const cr_pool_params *params, const int64_t x_shape[5],
   const int64_t work = planes * y_shape[2] * y_shape[3] * y_shape[4] *
                        params->kernel[0] * params->kernel[1] *
                        params->kernel[2];
-  cr_parallel_for(threads_for_work(num_threads, work), planes, pool_planes,
+  cr_parallel_for(cr_threads_for_work(num_threads, (double)work, 1), planes, pool_planes,
                   &task);
 }
 

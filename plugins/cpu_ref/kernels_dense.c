@@ -1085,15 +1085,6 @@ static void direct_planes(void *context, int64_t begin, int64_t end) {
   free(scratch);
 }
 
-/* Waking a pool thread (tens of microseconds when its core is busy) costs
- * about as much as this many multiply-adds. */
-enum { kMinWorkPerThread = 1 << 20 };
-
-static int threads_for_work(int num_threads, int64_t work) {
-  const int64_t useful = work / kMinWorkPerThread;
-  if (useful <= 1) return 1;
-  return useful < num_threads ? (int)useful : num_threads;
-}
 
 /* Images [begin, end) of a convolution, one thread each. */
 typedef struct cr_conv_batch_task {
@@ -1146,18 +1137,18 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y, fusion,
                          cr_gemm_isa() == CR_ISA_AVX512};
     const int64_t planes = batch * outputs;
-    cr_parallel_for(threads_for_work(num_threads, planes * out_plane * ks), planes,
-                    direct_planes, &task);
+    cr_parallel_for(cr_threads_for_work(num_threads, (double)(planes * out_plane * ks), 1),
+                    planes, direct_planes, &task);
     return 0;
   }
 
   /* A batch is shared out image by image: one synchronisation per layer
    * rather than one per image's product. */
   const int64_t work = batch * outputs * out_plane * group_channels * ks;
-  if (batch > 1 && num_threads > 1 && threads_for_work(num_threads, work) > 1) {
+  if (batch > 1 && num_threads > 1 && cr_threads_for_work(num_threads, (double)work, 1) > 1) {
     cr_conv_batch_task task = {params, x_shape, x, w, packed_w, packed_isa, bias,
                                fusion, y_shape, y, 0};
-    cr_parallel_for(threads_for_work(num_threads, work), batch, conv_images, &task);
+    cr_parallel_for(cr_threads_for_work(num_threads, (double)work, 1), batch, conv_images, &task);
     return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
   }
 
@@ -1285,9 +1276,7 @@ int cr_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a, i
   }
   /* Many products: each on one thread, the pairs shared out. */
   const double work = (double)batch * (double)m * (double)n * (double)(k > 0 ? k : 1);
-  const int threads = threads_for_work(num_threads, work > (double)INT64_MAX / 2
-                                                        ? INT64_MAX / 2
-                                                        : (int64_t)work);
+  const int threads = cr_threads_for_work(num_threads, work, 1);
   cr_parallel_for(threads, batch, matmul_pairs, &task);
   return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
 }

@@ -18,6 +18,7 @@
 #include "kernels.h"
 #include "library.h"
 #include "op_impl.h"
+#include "parallel.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -37,6 +38,9 @@ typedef struct cr_dense_plan {
   cr_epilogue_act act;   /* a fused relu or clip */
   float clip_low, clip_high;
   size_t output;         /* the entry the fused chain writes */
+  /* Elements from one image of the output to the next when it is written
+   * into a slice of a Concat's output (plan_concat_views); 0: dense. */
+  int64_t out_image_stride;
   float *folded_w;       /* the filters and bias with the BatchNorm folded in */
   float *folded_b;
   float *packed;         /* the filters packed for the GEMM, or NULL */
@@ -497,6 +501,59 @@ static void view_5d(const acc_shape *shape, int64_t out[5]) {
   }
 }
 
+/* A convolution whose output images lie plan->out_image_stride elements
+ * apart (its slice of a Concat's output): one image at a time, images
+ * shared out among threads as cr_convolution_fused shares a batch. */
+typedef struct cr_slice_task {
+  const cr_conv_params *conv;
+  int64_t x_shape[5], y_shape[5];
+  const float *x, *w, *packed, *bias;
+  cr_isa packed_isa;
+  const cr_fusion *fusion;
+  float *y;
+  int64_t in_image, out_image, out_stride;
+  int inner_threads;
+  int failed;
+} cr_slice_task;
+
+static void conv_slices(void *context, int64_t begin, int64_t end) {
+  cr_slice_task *t = context;
+  for (int64_t n = begin; n < end; ++n) {
+    cr_fusion fusion = *t->fusion;
+    if (fusion.residual != NULL) fusion.residual += n * t->out_image;
+    if (cr_convolution_fused(t->conv, t->x_shape, t->x + n * t->in_image, t->w, t->packed,
+                             t->packed_isa, t->bias, &fusion, t->y_shape,
+                             t->y + n * t->out_stride, t->inner_threads) != 0) {
+      __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+static int run_conv_into_slices(cr_model *model, const cr_step *step, const float *w,
+                                const float *bias, const cr_fusion *fusion, float *y,
+                                int num_threads) {
+  const cr_dense_plan *plan = step->dense;
+  cr_slice_task t = {&step->params.u.convolution.conv, {0}, {0},
+                     model->entries[step->inputs[0]].data, w, plan->packed, bias,
+                     plan->packed_isa, fusion, y, 0, 0, plan->out_image_stride, 1, 0};
+  view_5d(&model->entries[step->inputs[0]].shape, t.x_shape);
+  view_5d(&model->entries[step->outputs].shape, t.y_shape);
+  const int64_t batch = t.x_shape[0];
+  t.in_image = t.x_shape[1] * t.x_shape[2] * t.x_shape[3] * t.x_shape[4];
+  t.out_image = t.y_shape[1] * t.y_shape[2] * t.y_shape[3] * t.y_shape[4];
+  t.x_shape[0] = t.y_shape[0] = 1;
+  const double work = (double)batch * (double)t.out_image * (double)t.x_shape[1] *
+                      (double)(t.conv->kernel[0] * t.conv->kernel[1] * t.conv->kernel[2]);
+  const int threads = cr_threads_for_work(num_threads, work, 1);
+  if (batch > 1 && threads > 1) {
+    cr_parallel_for(threads, batch, conv_slices, &t);
+  } else {
+    t.inner_threads = num_threads;
+    conv_slices(&t, 0, batch);
+  }
+  return t.failed;
+}
+
 static int run_dense(cr_model *model, const cr_step *step, int num_threads) {
   const cr_dense_plan *plan = step->dense;
   const cr_tensor *x = &model->entries[step->inputs[0]];
@@ -510,7 +567,9 @@ static int run_dense(cr_model *model, const cr_step *step, int num_threads) {
   float *y = model->entries[plan->output].data;
   const cr_tensor *own_output = &model->entries[step->outputs];
   int failed;
-  if (plan->is_conv) {
+  if (plan->is_conv && plan->out_image_stride != 0) {
+    failed = run_conv_into_slices(model, step, w, bias, &fusion, y, num_threads);
+  } else if (plan->is_conv) {
     int64_t x_shape[5], y_shape[5];
     view_5d(&x->shape, x_shape);
     view_5d(&own_output->shape, y_shape);
@@ -542,14 +601,28 @@ typedef struct cr_block {
   size_t begin, end;
 } cr_block;
 
+/* The convolution plan writing entry e, or NULL. */
+static cr_dense_plan *conv_writing(const cr_model *model, size_t e) {
+  for (size_t s = 0; s < model->num_steps; ++s) {
+    cr_dense_plan *plan = model->steps[s].dense;
+    if (!model->steps[s].fused_away && plan != NULL && plan->is_conv && plan->output == e) {
+      return plan;
+    }
+  }
+  return NULL;
+}
+
 /* Concat along an axis with nothing but extent-1 axes before it (channels
  * of one image): each input is one contiguous run of the output, so the
  * steps computing the inputs can write them there and the concatenation
- * itself copies nothing (squeezenet's fire modules). Taken when every
- * input is a distinct operator output that only the Concat reads and no
- * graph output: its memory is then the output's from the first producer
- * on (first[] moves there; the inputs get no block of their own), and
- * view[input] / view_offset[input] say where it lies. */
+ * itself copies nothing (squeezenet's fire modules). The same along the
+ * channels of a batch (axis 1) when every input is written by a
+ * convolution, which then writes each image into its slice (the plan's
+ * out_image_stride). Taken when every input is a distinct operator output
+ * that only the Concat reads and no graph output: its memory is then the
+ * output's from the first producer on (first[] moves there; the inputs get
+ * no block of their own), and view[input] / view_offset[input] say where
+ * its first image lies. */
 static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_t *view_offset) {
   cr_entry_facts facts;
   int status = gather_facts(model, &facts);
@@ -562,27 +635,34 @@ static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_
     }
     const cr_tensor *out = &model->entries[step->outputs];
     int axis = 0;
-    if (cr_resolve_axis(step->params.u.concat.axis, out->shape.ndim, &axis) != MX_ACC_OK ||
-        cr_product(&out->shape, 0, axis) != 1) {
+    if (cr_resolve_axis(step->params.u.concat.axis, out->shape.ndim, &axis) != MX_ACC_OK) {
       continue;
     }
+    const int64_t images = cr_product(&out->shape, 0, axis);
+    if (images == 0 || (images != 1 && axis != 1)) continue;
     int ok = first[step->outputs] != SIZE_MAX;
     size_t earliest = s;
     for (int k = 0; k < step->num_inputs && ok; ++k) {
       const size_t e = step->inputs[k];
       ok = facts.uses[e] == 1 && !facts.is_head[e] && first[e] != SIZE_MAX && view[e] == SIZE_MAX;
+      if (ok && images != 1) {
+        const cr_dense_plan *plan = conv_writing(model, e);
+        ok = plan != NULL && plan->out_image_stride == 0;
+      }
       if (ok && first[e] < earliest) earliest = first[e];
     }
     if (!ok) continue;
     const size_t element = acc_dtype_size(step->params.out_dtypes[0]);
+    const int64_t out_image = cr_product(&out->shape, 0, out->shape.ndim) / images;
     size_t offset = 0;
     for (int k = 0; k < step->num_inputs; ++k) {
       const size_t e = step->inputs[k];
       view[e] = step->outputs;
       view_offset[e] = offset;
       first[e] = SIZE_MAX;
-      offset += (size_t)cr_product(&model->entries[e].shape, 0, model->entries[e].shape.ndim) *
-                element;
+      const acc_shape *shape = &model->entries[e].shape;
+      if (images != 1) conv_writing(model, e)->out_image_stride = out_image;
+      offset += (size_t)(cr_product(shape, 0, shape->ndim) / images) * element;
     }
     first[step->outputs] = earliest;
     step->elided = 1;

@@ -10,20 +10,21 @@
  * job inline rather than wait. The pool is shut down (workers joined) when
  * the library is unloaded, and starts empty in a child of fork().
  *
- * Waiting threads sleep on condition variables by default. Optionally
- * (ACC_CPU_REF_POLL_US=N in the environment, read when the pool starts) a
- * worker that finishes a job polls for the next one for N microseconds
- * before it sleeps, and a caller polls as long for its job's last chunks.
- * A model's steps post jobs a few microseconds apart, and on a virtual
- * machine a sleeping thread can take tens to hundreds of microseconds to
- * wake (the idle virtual CPU is halted and the host gives its core away)
- * and is often woken on the caller's own CPU: polling made a 2-thread
- * batch-8 resnet_small 1.6x faster than one thread instead of 1.15x when
- * it ran alone. But when another process keeps the other core busy (the
- * benchmark's onnxruntime, whose workers spin), a polling worker competes
- * with it and 2 threads became slower than 1, so polling is off unless
- * asked for. The polling loop yields the CPU (sched_yield) between short
- * pause loops and always ends after N microseconds: an idle pool sleeps.
+ * A worker that finishes a job polls for the next one for a while before it
+ * sleeps on a condition variable, and a caller polls as long for its job's
+ * last chunks (ACC_CPU_REF_POLL_US=N microseconds, read when the pool
+ * starts; default 300, 0 turns polling off, at most 10000). A model's steps
+ * post jobs a few microseconds apart, and on a virtual machine a sleeping
+ * thread can take tens to hundreds of microseconds to wake (the idle
+ * virtual CPU is halted and the host gives its core away) and is often
+ * woken on the caller's own CPU: polling made a 2-thread batch-8
+ * resnet_small 1.7x faster than one thread instead of 1.25x. The polling
+ * loop yields the CPU (sched_yield) between short pause loops and always
+ * ends after N microseconds, so an idle pool sleeps and a core that
+ * another process keeps busy loses little to it: with a busy-looping
+ * process beside it, 2 polling threads ran within 5% of one thread, where
+ * unbounded spinning collapses (docs/cpu_ref_performance.md, "Threads").
+ * The pool only exists once a model or executor asks for 2 threads or more.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, sched_yield */
 
@@ -40,10 +41,12 @@ enum {
   kChunksPerThread = 4
 };
 
+enum { kDefaultPollUs = 300, kMaxPollUs = 10000 };
+
 /* How long an idle worker, or a caller waiting for its job's last chunks,
  * polls before sleeping (nanoseconds; ACC_CPU_REF_POLL_US, at most 10 ms),
- * set when the first worker starts; 0: no polling. */
-static atomic_int_fast64_t g_poll_ns = 0;
+ * set once per process; 0: no polling. */
+static atomic_int_fast64_t g_poll_ns = (int_fast64_t)kDefaultPollUs * 1000;
 
 typedef struct cr_pool {
   pthread_mutex_t lock;
@@ -186,13 +189,15 @@ static void reset_pool_in_child(void) {
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 
+/* ACC_CPU_REF_POLL_US: a decimal count of microseconds (0 or more, capped
+ * at 10000); anything else keeps the default. */
 static void read_poll_setting(void) {
   const char *text = getenv("ACC_CPU_REF_POLL_US");
   if (text == NULL) return;
   char *end = NULL;
   const long long us = strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || us <= 0) return;
-  atomic_store(&g_poll_ns, (us < 10000 ? us : 10000) * 1000);
+  if (end == text || *end != '\0' || us < 0) return;
+  atomic_store(&g_poll_ns, (int_fast64_t)(us < kMaxPollUs ? us : kMaxPollUs) * 1000);
 }
 
 static void once_per_process(void) {
@@ -211,6 +216,22 @@ static void grow_pool(cr_pool *pool, int wanted) {
     }
     pool->num_workers += 1;
   }
+}
+
+/* Multiply-adds a thread must get to be worth handing a job to: a polling
+ * worker picks a job up within about a microsecond, a sleeping one takes
+ * tens of microseconds to wake (more when its core is busy). */
+enum { kMinWorkPolling = 1 << 17, kMinWorkSleeping = 1 << 20 };
+
+int cr_threads_for_work(int num_threads, double work, int scale) {
+  if (num_threads <= 1 || !(work > 0)) return 1;
+  pthread_once(&g_atfork_once, once_per_process);
+  const int64_t poll_ns = atomic_load_explicit(&g_poll_ns, memory_order_relaxed);
+  const double per_thread = (double)(poll_ns > 0 ? kMinWorkPolling : kMinWorkSleeping) *
+                            (scale > 1 ? scale : 1);
+  const double useful = work / per_thread;
+  if (useful < 2) return 1;
+  return useful < num_threads ? (int)useful : num_threads;
 }
 
 __attribute__((destructor)) static void shutdown_pool(void) {

@@ -1,7 +1,7 @@
 /*
  * The fork-join loop of the cpu_ref kernels, on a persistent pool of
- * worker threads that sleep on a condition variable between jobs (no
- * spinning), see parallel.c.
+ * worker threads that poll briefly for the next job and then sleep on a
+ * condition variable (never spin unbounded), see parallel.c.
  */
 #ifndef CPU_REF_PARALLEL_H_
 #define CPU_REF_PARALLEL_H_
@@ -18,5 +18,13 @@
 void cr_parallel_for(int num_threads, int64_t count,
                      void (*body)(void *context, int64_t begin, int64_t end),
                      void *context);
+
+/* The number of threads, at most num_threads, worth using for a job of
+ * about `work` multiply-adds (or comparable element operations): each
+ * thread must get enough to pay for handing it the job, which is about a
+ * microsecond for a polling worker and tens of microseconds for a sleeping
+ * one (see parallel.c). `scale` multiplies the per-thread minimum (the
+ * GEMM passes 2: its threads also pack). Returns 1 for small jobs. */
+int cr_threads_for_work(int num_threads, double work, int scale);
 
 #endif /* CPU_REF_PARALLEL_H_ */
