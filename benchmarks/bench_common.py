@@ -106,11 +106,16 @@ def load_model(name: str, batch: int, workdir: Path) -> BenchModel:
 
 
 def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
-                warmup: int = 2) -> dict[str, float]:
+                warmup: int = 2, settle: float = 0.0) -> dict[str, float]:
     """Median seconds per call of each function, measured alternately in
     blocks of a few calls so that load from other processes hits them alike.
     Each block starts with an untimed call, so that every figure is taken
-    with the function's data in the caches, not evicted by the one before."""
+    with the function's data in the caches, not evicted by the one before,
+    and with untimed calls for at least `settle` seconds: onnxruntime's
+    workers keep spinning for about 50 ms after a run with 2 threads or more
+    (measured, docs/performance.md), taking a core from whatever runs
+    next, and a pool that slept while another function ran needs its
+    threads woken again."""
     for function in functions.values():
         for _ in range(warmup):
             function()
@@ -118,7 +123,10 @@ def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
     block = max(1, repeat // 5)
     while min(len(times) for times in samples.values()) < repeat:
         for name, function in functions.items():
+            start = time.perf_counter()
             function()
+            while time.perf_counter() - start < settle:
+                function()
             for _ in range(block):
                 start = time.perf_counter()
                 function()

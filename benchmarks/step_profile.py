@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         _run(args.model, args.batch, args.runs, args.threads)
         return 0
     done = subprocess.run([sys.executable, __file__, args.model, str(args.batch), "--runs",
-                           str(args.runs), "--threads", str(args.threads), "--child"], capture_output=True, text=True,
+                           str(args.runs), "--threads", str(args.threads), "--child"],
+                          capture_output=True, text=True,
                           env={**os.environ, "ACC_CPU_REF_PROFILE": "1"}, check=False)
     if done.returncode != 0:
         print(done.stderr[-2000:], file=sys.stderr)

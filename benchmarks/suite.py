@@ -17,7 +17,9 @@ Writes ``suite.json`` (every figure, with the machine and versions),
    intra_op_num_threads = threads) and MXNet 1.9.1 when a side environment
    has it (--mxnet-python, or ACC_HOST_BENCH_MXNET_PYTHON; MXNet models only).
    Medians of --repeat calls, engines measured alternately in blocks within
-   one run; ratios are to onnxruntime in the same run.
+   one run, each block after at least SETTLE_S seconds of untimed calls
+   (onnxruntime's workers spin on for about 50 ms after a run and take a
+   core from whatever runs next); ratios are to onnxruntime in the same run.
 2. Host overhead per forward of a one-operator subgraph (relu of 16 floats on
    cpu_ref): the raw cffi infer() call with prebuilt arguments, LoadedModel,
    a bound executor under both engines (forward and wait; predict, numpy in
@@ -64,6 +66,8 @@ from acc_host.errors import InvalidArgumentError
 from acc_host.symbolic import LoadedModel
 
 MXNET_ENV = "ACC_HOST_BENCH_MXNET_PYTHON"
+# Untimed calls before each block of a model row (bench_common.interleaved).
+SETTLE_S = 0.06
 ENGINES = ("cpu", "cpu_ref", "cpu_ref_model", "mlu_host", "mlu_sim", "onnxruntime", "mxnet")
 LABELS = {"cpu": "acc-host CPU path", "cpu_ref": "cpu_ref (executor)",
           "cpu_ref_model": "cpu_ref (loaded model)", "mlu_host": "mlu_sim host wall",
@@ -156,7 +160,7 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
     with threadpool_limits(limits=threads, user_api="blas"):
         mx.mlu(0).configure(reset_stats=1)
         mlu_calls[0] = 0
-        seconds = interleaved(functions, repeat)
+        seconds = interleaved(functions, repeat, settle=SETTLE_S)
     stats = mx.mlu(0).configure(query="stats")
     if loaded is not None:
         loaded.close()
