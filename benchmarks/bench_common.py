@@ -112,10 +112,10 @@ def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
     Each block starts with an untimed call, so that every figure is taken
     with the function's data in the caches, not evicted by the one before,
     and with untimed calls for at least `settle` seconds: onnxruntime's
-    workers keep spinning for about 50 ms after a run with 2 threads or more
-    (measured, docs/performance.md), taking a core from whatever runs
-    next, and a pool that slept while another function ran needs its
-    threads woken again."""
+    workers keep spinning for about 50 ms after a run with 2 threads or more,
+    OpenBLAS's (the CPU path) for about 200 ms (measured, docs/performance.md),
+    taking a core from whatever runs next, and a pool that slept while
+    another function ran needs its threads woken again."""
     for function in functions.values():
         for _ in range(warmup):
             function()

@@ -18,8 +18,9 @@ Writes ``suite.json`` (every figure, with the machine and versions),
    has it (--mxnet-python, or ACC_HOST_BENCH_MXNET_PYTHON; MXNet models only).
    Medians of --repeat calls, engines measured alternately in blocks within
    one run, each block after at least SETTLE_S seconds of untimed calls
-   (onnxruntime's workers spin on for about 50 ms after a run and take a
-   core from whatever runs next); ratios are to onnxruntime in the same run.
+   (onnxruntime's workers spin on for about 50 ms after a run, OpenBLAS's
+   for about 200 ms, and take a core from whatever runs next); ratios are
+   to onnxruntime in the same run.
 2. Host overhead per forward of a one-operator subgraph (relu of 16 floats on
    cpu_ref): the raw cffi infer() call with prebuilt arguments, LoadedModel,
    a bound executor under both engines (forward and wait; predict, numpy in
@@ -67,7 +68,7 @@ from acc_host.symbolic import LoadedModel
 
 MXNET_ENV = "ACC_HOST_BENCH_MXNET_PYTHON"
 # Untimed calls before each block of a model row (bench_common.interleaved).
-SETTLE_S = 0.06
+SETTLE_S = 0.25
 ENGINES = ("cpu", "cpu_ref", "cpu_ref_model", "mlu_host", "mlu_sim", "onnxruntime", "mxnet")
 LABELS = {"cpu": "acc-host CPU path", "cpu_ref": "cpu_ref (executor)",
           "cpu_ref_model": "cpu_ref (loaded model)", "mlu_host": "mlu_sim host wall",

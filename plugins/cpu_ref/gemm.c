@@ -730,8 +730,11 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
   float tile[kMaxMR * kMaxNR];
   int64_t packed_rows[kKC]; /* row p of a packed panel */
   for (int64_t p = 0; p < kKC; ++p) packed_rows[p] = p * nr;
-  /* B read in place through its row offsets (full panels only). */
+  /* B read in place through its row offsets: full panels, and under
+   * AVX-512 the edge panel too (the edge kernel masks the loads of its last
+   * vector); otherwise the edge panel is packed. */
   const int b_indirect = !b_packed && job->b->row_offsets != NULL;
+  const int edge_in_place = CR_GEMM_X86 && arch->isa == CR_ISA_AVX512;
   const cr_pack_b_fn pack_b = job->b->pack_b != NULL ? job->b->pack_b : pack_b_view;
   const void *pack_context = job->b->pack_b != NULL ? job->b->pack_context : &job->b_view;
 
@@ -747,8 +750,9 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
       } else if (b_indirect) {
         b_block = b_buffer;
         const int64_t last_panel = (qc + q_count - 1) * nr;
-        if (j_end - last_panel < nr) {
-          pack_b_rows(job->b, k0, kc, last_panel, j_end - last_panel, nr, b_buffer);
+        const int64_t edge_cols = j_end - last_panel;
+        if (edge_cols < nr && !(edge_in_place && edge_cols > 1)) {
+          pack_b_rows(job->b, k0, kc, last_panel, edge_cols, nr, b_buffer);
         }
       } else {
         pack_b(pack_context, k0, kc, j_begin, j_end - j_begin, nr, b_buffer);
@@ -769,7 +773,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
           const int64_t cols = min_i64(nr, n - j0);
           const float *b_panel = b_block + q * kc * nr;
           const int64_t *b_rows = packed_rows;
-          if (b_indirect && cols == nr) {
+          if (b_indirect && (cols == nr || (edge_in_place && cols > 1))) {
             b_panel = job->b->data + j0;
             b_rows = job->b->row_offsets + k0;
           } else if (b_indirect) {
