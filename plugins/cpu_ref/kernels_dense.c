@@ -580,9 +580,11 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 depthwise
   if (act == CR_EPI_RELU) {
     value = _mm512_max_ps(_mm512_setzero_ps(), value); /* max(0, NaN) is NaN: kept */
   } else if (act == CR_EPI_CLIP) {
-    const __m512 t =
-        _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, low, _CMP_LT_OQ), value, low);
-    value = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, high, _CMP_GT_OQ), t, high);
+    /* (v < low ? low : v), then (t > high ? high : t): vmaxps and vminps
+     * return their second operand when either is NaN or both are zeros, so
+     * max(low, v) and min(high, t) give exactly that (NaN kept, -0 kept)
+     * in two instructions instead of two compares and two blends. */
+    value = _mm512_min_ps(high, _mm512_max_ps(low, value));
   }
   return value;
 }
@@ -1058,6 +1060,139 @@ __attribute__((target("avx512f"))) static void small_plane_avx512(
   }
 }
 
+/* ---- Stride-2 planes 16 or 8 wide, in registers -------------------------
+ *
+ * The downsampling depthwise layers of CIFAR-sized networks (3 x 3, stride
+ * 2, padding 1; 16 x 16 -> 8 x 8 and 8 x 8 -> 4 x 4 planes) spent most of
+ * their time in split_phases (masked stores the taps then reload). Their
+ * rows fit whole vectors, so each tap of an output vector is one two-source
+ * permutation of input rows held in registers (vpermt2ps, zero where the
+ * tap reads padding) and one fused multiply-add: bias, then the taps in
+ * (kh, kw) order, zeros for padding, then depthwise_epilogue, the
+ * operations of small_plane_avx512, so the same values bit for bit. */
+
+/* Whether the planes take s2_plane_w16 / s2_plane_w8 (a 2-D depthwise
+ * convolution that small_plane_fits accepted). */
+static int s2_rows_in_registers(const cr_conv_params *p, const int64_t in[3],
+                                const int64_t out[3]) {
+  if (p->kernel[1] != 3 || p->kernel[2] != 3 || p->stride[1] != 2 || p->stride[2] != 2 ||
+      p->dilate[1] != 1 || p->dilate[2] != 1 || p->pad[1] != 1 || p->pad[2] != 1 ||
+      out[1] * 2 != in[1] || out[2] * 2 != in[2]) {
+    return 0;
+  }
+  return (in[2] == 16 && in[1] % 4 == 0) || (in[2] == 8 && in[1] == 8);
+}
+
+/* 16-wide rows: output vector v holds output rows 2 v and 2 v + 1 (8
+ * each), which tap (kh, kw) reads from input rows 4 v + kh - 1 and 4 v + kh
+ * + 1, columns 2 ow + kw - 1: one permutation of those two rows. */
+__attribute__((target("avx512f"))) static void s2_plane_w16(
+    const float *x, int64_t in_h, const __m512 wv[9], __m512 bias, const float *residual,
+    cr_epilogue_act act, __m512 low, __m512 high, float *y) {
+  const __m512i idx[3] = {
+      _mm512_set_epi32(29, 27, 25, 23, 21, 19, 17, 0, 13, 11, 9, 7, 5, 3, 1, 0),
+      _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0),
+      _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1)};
+  const __mmask16 cols[3] = {0xFEFE, 0xFFFF, 0xFFFF}; /* column -1 is padding */
+  const int64_t vectors = in_h / 4;
+  for (int64_t v = 0; v < vectors; ++v) {
+    __m512 acc = bias;
+#pragma GCC unroll 3
+    for (int kh = 0; kh < 3; ++kh) {
+      const int64_t row = 4 * v + kh - 1;
+      const __m512 a = row >= 0 ? _mm512_loadu_ps(x + row * 16) : _mm512_setzero_ps();
+      const __m512 b = _mm512_loadu_ps(x + (row + 2) * 16);
+#pragma GCC unroll 3
+      for (int kw = 0; kw < 3; ++kw) {
+        acc = _mm512_fmadd_ps(wv[kh * 3 + kw],
+                              _mm512_maskz_permutex2var_ps(cols[kw], a, idx[kw], b), acc);
+      }
+    }
+    acc = depthwise_epilogue(acc, residual != NULL ? residual + 16 * v : NULL, 0xFFFF, act,
+                             low, high);
+    _mm512_storeu_ps(y + 16 * v, acc);
+  }
+}
+
+/* An 8 x 8 plane, 4 x 4 outputs in one vector (lane 4 oh + ow): the even
+ * rows (0, 2, 4, 6) and the odd rows (1, 3, 5, 7) gathered into two pairs
+ * of registers, then each tap is one permutation of the even rows (kh = 1:
+ * row 2 oh) or the odd ones (kh = 0: row 2 oh - 1, padding for oh = 0;
+ * kh = 2: row 2 oh + 1). */
+__attribute__((target("avx512f"))) static void s2_plane_w8(
+    const float *x, const __m512 wv[9], __m512 bias, const float *residual, cr_epilogue_act act,
+    __m512 low, __m512 high, float *y) {
+  const __m512i low_rows = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2,
+                                            1, 0);
+  const __m512i high_rows = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12,
+                                             11, 10, 9, 8);
+  const __m512 r01 = _mm512_loadu_ps(x), r23 = _mm512_loadu_ps(x + 16);
+  const __m512 r45 = _mm512_loadu_ps(x + 32), r67 = _mm512_loadu_ps(x + 48);
+  const __m512 even0 = _mm512_permutex2var_ps(r01, low_rows, r23);  /* rows 0, 2 */
+  const __m512 even1 = _mm512_permutex2var_ps(r45, low_rows, r67);  /* rows 4, 6 */
+  const __m512 odd0 = _mm512_permutex2var_ps(r01, high_rows, r23);  /* rows 1, 3 */
+  const __m512 odd1 = _mm512_permutex2var_ps(r45, high_rows, r67);  /* rows 5, 7 */
+  /* lane 4 oh + ow reads element 8 oh' + 2 ow + kw - 1 of the 32 floats of
+   * the even or odd rows, oh' = oh - 1 for kh = 0 and oh otherwise */
+  const __m512i idx[2][3] = {
+      {_mm512_set_epi32(21, 19, 17, 0, 13, 11, 9, 0, 5, 3, 1, 0, 0, 0, 0, 0),
+       _mm512_set_epi32(22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0, 0, 0, 0, 0),
+       _mm512_set_epi32(23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1, 0, 0, 0, 0)},
+      {_mm512_set_epi32(29, 27, 25, 0, 21, 19, 17, 0, 13, 11, 9, 0, 5, 3, 1, 0),
+       _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0),
+       _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1)}};
+  /* column -1 (ow = 0, kw = 0) and, for kh = 0, row -1 (oh = 0) are padding */
+  const __mmask16 cols[3] = {0xEEEE, 0xFFFF, 0xFFFF};
+  __m512 acc = bias;
+#pragma GCC unroll 3
+  for (int kw = 0; kw < 3; ++kw) {
+    acc = _mm512_fmadd_ps(
+        wv[kw], _mm512_maskz_permutex2var_ps(cols[kw] & 0xFFF0, odd0, idx[0][kw], odd1), acc);
+  }
+#pragma GCC unroll 3
+  for (int kw = 0; kw < 3; ++kw) {
+    acc = _mm512_fmadd_ps(wv[3 + kw],
+                          _mm512_maskz_permutex2var_ps(cols[kw], even0, idx[1][kw], even1), acc);
+  }
+#pragma GCC unroll 3
+  for (int kw = 0; kw < 3; ++kw) {
+    acc = _mm512_fmadd_ps(wv[6 + kw],
+                          _mm512_maskz_permutex2var_ps(cols[kw], odd0, idx[1][kw], odd1), acc);
+  }
+  acc = depthwise_epilogue(acc, residual, 0xFFFF, act, low, high);
+  _mm512_storeu_ps(y, acc);
+}
+
+/* Planes [begin, end) through s2_plane_w16 / s2_plane_w8. */
+__attribute__((target("avx512f"))) static void s2_planes(const cr_conv_task *task,
+                                                         int64_t begin, int64_t end) {
+  const int64_t channels = task->x_shape[1], outputs = task->y_shape[1];
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
+  const int64_t in_plane = in[1] * in[2], out_plane = out[1] * out[2];
+  const cr_conv_params *p = task->params;
+  const cr_fusion *fusion = task->fusion;
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
+  const __m512 low = _mm512_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
+  const __m512 high = _mm512_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const int64_t n = plane / outputs, o = plane % outputs;
+    const int64_t group = o / (outputs / p->num_group);
+    const float *x = task->x + (n * channels + group) * in_plane;
+    const float *w = task->w + o * 9;
+    __m512 wv[9];
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+    const __m512 bias = _mm512_set1_ps(task->bias != NULL ? task->bias[o] : 0.0f);
+    const float *residual = plane_residual(task, n, o);
+    float *y = task->y + plane * out_plane;
+    if (in[2] == 16) {
+      s2_plane_w16(x, in[1], wv, bias, residual, act, low, high, y);
+    } else {
+      s2_plane_w8(x, wv, bias, residual, act, low, high, y);
+    }
+  }
+}
+
 /* Planes [begin, end) through small_plane_avx512; 0 when the plan cannot
  * be made (out of memory: the caller computes them the general way). At
  * stride 2 with rows of at most 32 values and outputs of at most 16 the
@@ -1068,6 +1203,10 @@ static int small_planes(const cr_conv_task *task, int64_t begin, int64_t end) {
   const int64_t channels = task->x_shape[1], outputs = task->y_shape[1];
   const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
   const int64_t in_plane = in[1] * in[2], out_plane = out[1] * out[2];
+  if (s2_rows_in_registers(p, in, out)) {
+    s2_planes(task, begin, end);
+    return 1;
+  }
   const int split_phases_fit = p->stride[1] == 2 && p->stride[2] == 2 && in[2] <= 32 &&
                                out[2] <= 16;
   small_plan *plan = split_phases_fit ? small_plan_make(p, in, out, 1) : NULL;

@@ -1593,11 +1593,89 @@ static void test_conv_paths(void) {
   }
 }
 
+/* Stride-2 3 x 3 depthwise planes 16 and 8 wide with padding 1, which
+ * AVX-512 computes with the rows in registers (s2_plane_w16/w8), next to
+ * shapes just outside that case (other heights, padding 0): under AVX-512
+ * every output must equal, bit for bit, bias then one fused multiply-add
+ * per tap in (kh, kw) order with 0 for padding, then the residual and the
+ * activation (the small-plane kernels' operations); under the other ISAs,
+ * close to it. */
+static void test_depthwise_stride2_small_planes(void) {
+  typedef struct {
+    int64_t h, w, pad;
+    cr_epilogue_act act;
+  } plane_case;
+  const plane_case cases[] = {
+      {16, 16, 1, CR_EPI_NONE}, {16, 16, 1, CR_EPI_RELU}, {16, 16, 1, CR_EPI_CLIP},
+      {8, 16, 1, CR_EPI_CLIP},  {32, 16, 1, CR_EPI_RELU}, {8, 8, 1, CR_EPI_NONE},
+      {8, 8, 1, CR_EPI_CLIP},   {12, 16, 1, CR_EPI_RELU}, {10, 8, 1, CR_EPI_CLIP},
+      {16, 16, 0, CR_EPI_CLIP}, {8, 8, 0, CR_EPI_RELU},
+  };
+  rng r = {2024};
+  int ok = 1;
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {
+    const plane_case *c = &cases[t];
+    const int64_t batch = 2, channels = 5;
+    const cr_conv_params p = {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, c->pad, c->pad}, channels};
+    const int64_t x_shape[5] = {batch, channels, 1, c->h, c->w};
+    const int64_t oh = (c->h + 2 * c->pad - 3) / 2 + 1, ow = (c->w + 2 * c->pad - 3) / 2 + 1;
+    const int64_t y_shape[5] = {batch, channels, 1, oh, ow};
+    const int64_t y_count = batch * channels * oh * ow;
+    float *x = random_array(&r, batch * channels * c->h * c->w);
+    float *w = random_array(&r, channels * 9), *bias = random_array(&r, channels);
+    float *residual = random_array(&r, y_count);
+    float *y = zero_array(y_count), *want = zero_array(y_count);
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t o = 0; o < channels; ++o) {
+        const float *plane = x + (n * channels + o) * c->h * c->w;
+        for (int64_t i = 0; i < oh; ++i) {
+          for (int64_t j = 0; j < ow; ++j) {
+            float acc = bias[o];
+            for (int64_t kh = 0; kh < 3; ++kh) {
+              for (int64_t kw = 0; kw < 3; ++kw) {
+                const int64_t ih = 2 * i + kh - c->pad, iw = 2 * j + kw - c->pad;
+                const float v = ih >= 0 && ih < c->h && iw >= 0 && iw < c->w
+                                    ? plane[ih * c->w + iw]
+                                    : 0.0f;
+                acc = fmaf(w[o * 9 + kh * 3 + kw], v, acc);
+              }
+            }
+            const int64_t at = ((n * channels + o) * oh + i) * ow + j;
+            acc += residual[at];
+            if (c->act == CR_EPI_RELU) acc = acc < 0.0f ? 0.0f : acc;
+            if (c->act == CR_EPI_CLIP) acc = acc < -0.5f ? -0.5f : acc > 0.5f ? 0.5f : acc;
+            want[at] = acc;
+          }
+        }
+      }
+    }
+    const cr_fusion fusion = {residual, c->act, -0.5f, 0.5f};
+    const int status = cr_convolution_fused(&p, x_shape, x, w, NULL, CR_ISA_GENERIC, bias,
+                                            &fusion, y_shape, y, 1 + (int)(t % 2));
+    ok = ok && status == 0;
+    if (cr_gemm_isa() == CR_ISA_AVX512) {
+      for (int64_t i = 0; i < y_count && ok; ++i) {
+        if (memcmp(&y[i], &want[i], sizeof y[i]) != 0) {
+          printf("  case %zu: output %lld is %.9g, want %.9g\n", t, (long long)i, y[i],
+                 want[i]);
+          ok = 0;
+        }
+      }
+    } else {
+      check_close("depthwise stride 2 small planes", y, want, y_count, 1e-5f);
+    }
+    free(x), free(w), free(bias), free(residual), free(y), free(want);
+  }
+  report(ok, "depthwise 3x3 stride 2 on 16- and 8-wide planes: fused multiply-adds in tap "
+             "order (bit for bit under AVX-512)");
+}
+
 /* Every test, once per GEMM ISA this CPU has (the portable path always). */
 static void run_all(void) {
   test_parallel_for_covers_each_index_once();
   test_gemm_random();
   test_conv_paths();
+  test_depthwise_stride2_small_planes();
   test_conv_valid_stride1();
   test_conv_pad_stride();
   test_conv_groups_dilation();
