@@ -61,20 +61,28 @@ typedef struct cr_pool {
   /* Bumped (under lock) when a job is posted or the pool shuts down; polled
    * without the lock. */
   atomic_uint_fast64_t generation;
-  /* The current job (valid while next_chunk < num_chunks or finished <
+  /* The current job (valid while chunks are left or finished <
    * num_chunks). Everything is written under lock; finished is also polled
-   * without it. */
+   * without it. The chunks are dealt in one contiguous range per thread
+   * (range t: chunks [range_next[t], range_end[t]) still unclaimed; the
+   * caller is thread 0, worker i thread i + 1), so that a thread takes the
+   * same part of every job of the same size: the images or columns a
+   * model's next step reads are then mostly in its own core's cache. A
+   * thread that finishes its range takes chunks from the end of the range
+   * with most left, so a slow thread's share is still taken over. */
   void (*body)(void *context, int64_t begin, int64_t end);
   void *context;
   int64_t count;
   int64_t num_chunks;
-  int64_t next_chunk;
+  int num_ranges;
+  int64_t range_next[kMaxWorkers + 1];
+  int64_t range_end[kMaxWorkers + 1];
   atomic_int_fast64_t finished;
 } cr_pool;
 
 static cr_pool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                          PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-                         {0}, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 0};
+                         {0}, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, {0}, {0}, 0};
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -127,11 +135,36 @@ static void chunk_range(int64_t count, int64_t num_chunks, int64_t i, int64_t *b
   *end = *begin + base + (i < remainder ? 1 : 0);
 }
 
+/* Whether the current job has unclaimed chunks; called with the pool locked. */
+static int chunks_left(const cr_pool *pool) {
+  for (int t = 0; t < pool->num_ranges; ++t) {
+    if (pool->range_next[t] < pool->range_end[t]) return 1;
+  }
+  return 0;
+}
+
+/* The next chunk for thread `me`: the first of its own range, else the
+ * last of the range with most left; -1 when none is left. Called with the
+ * pool locked. */
+static int64_t claim_chunk(cr_pool *pool, int me) {
+  if (me < pool->num_ranges && pool->range_next[me] < pool->range_end[me]) {
+    return pool->range_next[me]++;
+  }
+  int victim = -1;
+  int64_t most = 0;
+  for (int t = 0; t < pool->num_ranges; ++t) {
+    const int64_t left = pool->range_end[t] - pool->range_next[t];
+    if (left > most) most = left, victim = t;
+  }
+  return victim < 0 ? -1 : --pool->range_end[victim];
+}
+
 /* Claims and runs chunks of the current job until none is left; called
  * and returns with the pool locked. */
-static void run_chunks(cr_pool *pool) {
-  while (pool->next_chunk < pool->num_chunks) {
-    const int64_t chunk = pool->next_chunk++;
+static void run_chunks(cr_pool *pool, int me) {
+  for (;;) {
+    const int64_t chunk = claim_chunk(pool, me);
+    if (chunk < 0) break;
     void (*body)(void *, int64_t, int64_t) = pool->body;
     void *context = pool->context;
     int64_t begin, end;
@@ -148,11 +181,12 @@ static void run_chunks(cr_pool *pool) {
 }
 
 static void *worker_main(void *arg) {
-  cr_pool *pool = arg;
+  cr_pool *pool = &g_pool;
+  const int me = (int)(intptr_t)arg; /* 1 for the first worker: the caller is 0 */
   pthread_mutex_lock(&pool->lock);
   while (!pool->shutdown) {
-    if (pool->next_chunk < pool->num_chunks) {
-      run_chunks(pool);
+    if (chunks_left(pool)) {
+      run_chunks(pool, me);
       continue;
     }
     /* Idle: poll for the next job a while, then sleep. A job posted in
@@ -161,7 +195,7 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&pool->lock);
     const int changed = poll_u64(&pool->generation, seen);
     pthread_mutex_lock(&pool->lock);
-    if (changed || pool->shutdown || pool->next_chunk < pool->num_chunks) continue;
+    if (changed || pool->shutdown || chunks_left(pool)) continue;
     pool->sleeping += 1;
     pthread_cond_wait(&pool->work, &pool->lock);
     pool->sleeping -= 1;
@@ -182,7 +216,8 @@ static void reset_pool_in_child(void) {
   pool->num_workers = 0;
   pool->sleeping = 0;
   pool->caller_waiting = 0;
-  pool->num_chunks = pool->next_chunk = 0;
+  pool->num_chunks = 0;
+  pool->num_ranges = 0;
   atomic_store(&pool->finished, 0);
 }
 
@@ -211,7 +246,8 @@ static void grow_pool(cr_pool *pool, int wanted) {
   if (wanted > kMaxWorkers) wanted = kMaxWorkers;
   if (pool->num_workers < wanted) pthread_once(&g_atfork_once, once_per_process);
   while (pool->num_workers < wanted) {
-    if (pthread_create(&pool->threads[pool->num_workers], NULL, worker_main, pool) != 0) {
+    void *index = (void *)(intptr_t)(pool->num_workers + 1);
+    if (pthread_create(&pool->threads[pool->num_workers], NULL, worker_main, index) != 0) {
       break; /* fewer threads: the caller runs the remaining chunks */
     }
     pool->num_workers += 1;
@@ -272,14 +308,17 @@ void cr_parallel_for(int num_threads, int64_t count,
   pool->context = context;
   pool->count = count;
   pool->num_chunks = chunks;
-  pool->next_chunk = 0;
+  pool->num_ranges = threads;
+  for (int t = 0; t < threads; ++t) {
+    chunk_range(chunks, threads, t, &pool->range_next[t], &pool->range_end[t]);
+  }
   atomic_store_explicit(&pool->finished, 0, memory_order_relaxed);
   atomic_fetch_add_explicit(&pool->generation, 1, memory_order_relaxed);
   /* Polling workers see the new generation; wake only as many sleeping
    * ones as the job may use. */
   const int to_wake = pool->sleeping < threads - 1 ? pool->sleeping : threads - 1;
   for (int i = 0; i < to_wake; ++i) pthread_cond_signal(&pool->work);
-  run_chunks(pool);
+  run_chunks(pool, 0);
   if (atomic_load_explicit(&pool->finished, memory_order_relaxed) < chunks) {
     /* Other threads run the last chunks: poll a while, then sleep. */
     pthread_mutex_unlock(&pool->lock);
@@ -292,7 +331,7 @@ void cr_parallel_for(int num_threads, int64_t count,
     pool->caller_waiting = 0;
   }
   pool->num_chunks = 0;
-  pool->next_chunk = 0;
+  pool->num_ranges = 0;
   atomic_store_explicit(&pool->finished, 0, memory_order_relaxed);
   pthread_mutex_unlock(&pool->lock);
   pthread_mutex_unlock(&pool->busy);
