@@ -105,17 +105,27 @@ def load_model(name: str, batch: int, workdir: Path) -> BenchModel:
     return BenchModel(name, "onnx", batch, sym, params, feeds, path)
 
 
+def settle(function: Callable[[], object], seconds: float) -> None:
+    """Calls function, untimed, until at least `seconds` have passed (once
+    at least): onnxruntime's workers keep spinning for about 50 ms after a
+    run with 2 threads or more, OpenBLAS's (the CPU path) for about 200 ms
+    (measured, docs/performance.md), taking a core from whatever runs
+    next, and a pool that slept while another function ran needs its
+    threads woken again."""
+    start = time.perf_counter()
+    function()
+    while time.perf_counter() - start < seconds:
+        function()
+
+
 def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
-                warmup: int = 2, settle: float = 0.0) -> dict[str, float]:
+                warmup: int = 2, settle_s: float = 0.0) -> dict[str, float]:
     """Median seconds per call of each function, measured alternately in
     blocks of a few calls so that load from other processes hits them alike.
-    Each block starts with an untimed call, so that every figure is taken
-    with the function's data in the caches, not evicted by the one before,
-    and with untimed calls for at least `settle` seconds: onnxruntime's
-    workers keep spinning for about 50 ms after a run with 2 threads or more,
-    OpenBLAS's (the CPU path) for about 200 ms (measured, docs/performance.md),
-    taking a core from whatever runs next, and a pool that slept while
-    another function ran needs its threads woken again."""
+    Each block starts with untimed calls, one at least and for at least
+    `settle_s` seconds (see settle()), so that every figure is taken with
+    the function's data in the caches, not evicted by the one before, and
+    without the previous function's spinning threads."""
     for function in functions.values():
         for _ in range(warmup):
             function()
@@ -123,10 +133,7 @@ def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
     block = max(1, repeat // 5)
     while min(len(times) for times in samples.values()) < repeat:
         for name, function in functions.items():
-            start = time.perf_counter()
-            function()
-            while time.perf_counter() - start < settle:
-                function()
+            settle(function, settle_s)
             for _ in range(block):
                 start = time.perf_counter()
                 function()

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_common import settle
 
 import acc_host as mx
 from acc_host.annotate import annotate_symbol
@@ -46,6 +47,8 @@ ONNX_MODELS = ("resnet_small", "dwsep_small", "vit_small", "bert_small")
 # Their graphs reshape with constant shapes that hold the batch of 2 they were
 # exported with, so they run at that batch only.
 FIXED_BATCH = {"vit_small": 2, "bert_small": 2}
+# Untimed calls before each block (no OpenBLAS here: onnxruntime's 50 ms).
+SETTLE_S = 0.06
 TRANSFORMERS = {"transformer_enc", "transformer_enc_mxcodes", "vit_small", "bert_small"}
 
 
@@ -108,13 +111,6 @@ def _median_ms(fn: Callable[[], Any], repeat: int) -> list[float]:
     return times
 
 
-def _settle(fn: Callable[[], Any], seconds: float = 0.06) -> None:
-    start = time.perf_counter()
-    fn()
-    while time.perf_counter() - start < seconds:
-        fn()
-
-
 def measure(name: str, batch: int, threads: int, repeat: int, warmup: int,
             workdir: Path) -> dict[str, Any]:
     import onnxruntime as ort
@@ -171,11 +167,11 @@ def measure(name: str, batch: int, threads: int, repeat: int, warmup: int,
             session.run(None, ort_feeds)
         block = max(1, repeat // 5)
         while len(cpu_ref_times) < repeat:
-            # Untimed calls first, as bench_common.interleaved does (the
-            # other engine's spinning workers stop, ours wake up).
-            _settle(lambda: model.infer(feeds))
+            # Untimed calls first (bench_common.settle: the other engine's
+            # spinning workers stop, ours wake up).
+            settle(lambda: model.infer(feeds), SETTLE_S)
             cpu_ref_times += _median_ms(lambda: model.infer(feeds), block)
-            _settle(lambda: session.run(None, ort_feeds))
+            settle(lambda: session.run(None, ort_feeds), SETTLE_S)
             ort_times += _median_ms(lambda: session.run(None, ort_feeds), block)
     mx.cpu_ref(0).configure(num_threads=1)
     ours_ms = statistics.median(cpu_ref_times) * 1e3

@@ -161,7 +161,7 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
     with threadpool_limits(limits=threads, user_api="blas"):
         mx.mlu(0).configure(reset_stats=1)
         mlu_calls[0] = 0
-        seconds = interleaved(functions, repeat, settle=SETTLE_S)
+        seconds = interleaved(functions, repeat, settle_s=SETTLE_S)
     stats = mx.mlu(0).configure(query="stats")
     if loaded is not None:
         loaded.close()

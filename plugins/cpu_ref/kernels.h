@@ -82,6 +82,14 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
                          cr_isa packed_isa, const float *bias,
                          const cr_fusion *fusion, const int64_t y_shape[5],
                          float *y, int num_threads);
+/* cr_convolution_fused writing image n of y at y + n * y_image_stride
+ * (the slice of a Concat's output along the channels, say; 0: images one
+ * after the other). fusion's residual stays dense. */
+int cr_convolution_into(const cr_conv_params *params, const int64_t x_shape[5],
+                        const float *x, const float *w, const float *packed_w,
+                        cr_isa packed_isa, const float *bias, const cr_fusion *fusion,
+                        const int64_t y_shape[5], float *y, int64_t y_image_stride,
+                        int num_threads);
 
 /* The transposed convolution (MXNet's Deconvolution) with the same
  * parameters: y[n, o, p] = bias[o] + the sum over the input channels c of

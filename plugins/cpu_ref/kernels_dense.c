@@ -244,19 +244,6 @@ static int is_wide_case(const cr_conv_params *p, int64_t ks, const int64_t x_sha
          (ks > 1 || p->stride[1] > 1 || p->stride[2] > 1);
 }
 
-/* y rows (oh, :) = the wide rows, then + residual and act when a residual
- * is given (the wide buffer holds outputs x wide_count values, row oh of
- * output o at o * wide_count + oh * wq). */
-/* Copies rows of width floats, src_stride apart, to dst, one after the
- * other: one vectorised loop instead of a memcpy call per row (rows of 8 to
- * 32 floats on small planes). */
-CR_TARGET_CLONES static void copy_rows(const float *restrict src, int64_t src_stride,
-                                       int64_t rows, int64_t width, float *restrict dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < width; ++j) dst[r * width + j] = src[r * src_stride + j];
-  }
-}
-
 /* Each of `planes` h x w planes into the middle of an hq x wq plane at row
  * top, column left, the border zeroed: one pass that writes every
  * element once. */
@@ -277,12 +264,15 @@ CR_TARGET_CLONES static void pad_planes(const float *restrict x, int64_t planes,
   }
 }
 
+/* y rows (oh, :) = the wide rows, then + residual and act when a residual
+ * is given (the wide buffer holds outputs x wide_count values, row oh of
+ * output o at o * wide_count + oh * wq). */
 static void compact_wide(const float *wide, int64_t wide_count, int64_t wq, int64_t outputs,
                          const int64_t out[3], const cr_fusion *fusion, const float *residual,
                          float *y) {
   const int64_t plane = out[1] * out[2];
   for (int64_t o = 0; o < outputs; ++o) {
-    copy_rows(wide + o * wide_count, wq, out[1], out[2], y + o * plane);
+    cr_copy_rows(out[1], out[2], sizeof *y, wide + o * wide_count, wq, y + o * plane, out[2]);
     if (residual != NULL) {
       cr_epilogue e = make_epilogue(fusion);
       e.residual = residual + o * plane;
@@ -342,20 +332,21 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
       const float *x_group = x + (n * channels + g * group_channels) * in_plane;
       if (unit_stride) {
         pad_planes(x_group, group_channels, h, wd, p->pad[1], p->pad[2], hq, wq, phases);
-      }
-      for (int64_t c = 0; c < group_channels && !unit_stride; ++c) {
-        /* padded row r + pad goes to row phase (r + pad) % s1, at (r + pad) / s1 */
-        int64_t row_phase = p->pad[1] % s1, row_index = p->pad[1] / s1;
-        for (int64_t r = 0; r < h; ++r) {
-          const float *src = x_group + (c * h + r) * wd;
-          float *dst = phases + c * channel_size + row_phase * s2 * phase_plane +
-                       row_index * wq;
-          if (s2 == 1) {
-            memcpy(dst + p->pad[2], src, (size_t)wd * sizeof *dst);
-          } else {
-            split_columns(src, wd, p->pad[2], s2, phase_plane, dst);
+      } else {
+        for (int64_t c = 0; c < group_channels; ++c) {
+          /* padded row r + pad goes to row phase (r + pad) % s1, at (r + pad) / s1 */
+          int64_t row_phase = p->pad[1] % s1, row_index = p->pad[1] / s1;
+          for (int64_t r = 0; r < h; ++r) {
+            const float *src = x_group + (c * h + r) * wd;
+            float *dst = phases + c * channel_size + row_phase * s2 * phase_plane +
+                         row_index * wq;
+            if (s2 == 1) {
+              memcpy(dst + p->pad[2], src, (size_t)wd * sizeof *dst);
+            } else {
+              split_columns(src, wd, p->pad[2], s2, phase_plane, dst);
+            }
+            if (++row_phase == s1) row_phase = 0, ++row_index;
           }
-          if (++row_phase == s1) row_phase = 0, ++row_index;
         }
       }
       const int64_t first_output = n * outputs + g * group_outputs;
@@ -1259,8 +1250,9 @@ static void direct_planes(void *context, int64_t begin, int64_t end) {
   free(scratch);
 }
 
-
-/* Images [begin, end) of a convolution, one thread each. */
+/* Images [begin, end) of a convolution, one thread each (or all on the
+ * calling thread): together when they lie one after the other in y, one
+ * by one when y_stride apart. */
 typedef struct cr_conv_batch_task {
   const cr_conv_params *params;
   const int64_t *x_shape;
@@ -1272,6 +1264,8 @@ typedef struct cr_conv_batch_task {
   const cr_fusion *fusion;
   const int64_t *y_shape;
   float *y;
+  int64_t y_stride;
+  int inner_threads; /* for each call on its images */
   int failed;
 } cr_conv_batch_task;
 
@@ -1279,20 +1273,43 @@ static void conv_images(void *context, int64_t begin, int64_t end) {
   cr_conv_batch_task *t = context;
   const int64_t in_image = t->x_shape[1] * t->x_shape[2] * t->x_shape[3] * t->x_shape[4];
   const int64_t out_image = t->y_shape[1] * t->y_shape[2] * t->y_shape[3] * t->y_shape[4];
+  const int64_t together = t->y_stride == out_image ? end - begin : 1;
   int64_t x_shape[5], y_shape[5];
   memcpy(x_shape, t->x_shape, sizeof x_shape);
   memcpy(y_shape, t->y_shape, sizeof y_shape);
-  x_shape[0] = y_shape[0] = end - begin;
-  cr_fusion fusion;
-  if (t->fusion != NULL) {
-    fusion = *t->fusion;
-    if (fusion.residual != NULL) fusion.residual += begin * out_image;
+  x_shape[0] = y_shape[0] = together;
+  for (int64_t n = begin; n < end; n += together) {
+    cr_fusion fusion;
+    if (t->fusion != NULL) {
+      fusion = *t->fusion;
+      if (fusion.residual != NULL) fusion.residual += n * out_image;
+    }
+    if (cr_convolution_fused(t->params, x_shape, t->x + n * in_image, t->w, t->packed_w,
+                             t->packed_isa, t->bias, t->fusion != NULL ? &fusion : NULL,
+                             y_shape, t->y + n * t->y_stride, t->inner_threads) != 0) {
+      __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+    }
   }
-  if (cr_convolution_fused(t->params, x_shape, t->x + begin * in_image, t->w, t->packed_w,
-                           t->packed_isa, t->bias, t->fusion != NULL ? &fusion : NULL, y_shape,
-                           t->y + begin * out_image, 1) != 0) {
-    __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+}
+
+int cr_convolution_into(const cr_conv_params *params, const int64_t x_shape[5], const float *x,
+                        const float *w, const float *packed_w, cr_isa packed_isa,
+                        const float *bias, const cr_fusion *fusion, const int64_t y_shape[5],
+                        float *y, int64_t y_image_stride, int num_threads) {
+  const int64_t batch = x_shape[0];
+  const int64_t out_image = y_shape[1] * y_shape[2] * y_shape[3] * y_shape[4];
+  if (batch <= 1 || y_image_stride == 0 || y_image_stride == out_image) {
+    return cr_convolution_fused(params, x_shape, x, w, packed_w, packed_isa, bias, fusion,
+                                y_shape, y, num_threads);
   }
+  /* Image by image, shared out as cr_convolution_fused shares a batch. */
+  const double work = (double)out_image * (double)batch * (double)x_shape[1] /
+                      (double)params->num_group * (double)kernel_size_of(params);
+  const int threads = cr_threads_for_work(num_threads, work, 1);
+  cr_conv_batch_task task = {params, x_shape, x, w, packed_w, packed_isa, bias, fusion,
+                             y_shape, y, y_image_stride, threads > 1 ? 1 : num_threads, 0};
+  cr_parallel_for(threads, batch, conv_images, &task);
+  return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
 }
 
 int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5], const float *x,
@@ -1318,11 +1335,12 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
 
   /* A batch is shared out image by image: one synchronisation per layer
    * rather than one per image's product. */
-  const int64_t work = batch * outputs * out_plane * group_channels * ks;
-  if (batch > 1 && num_threads > 1 && cr_threads_for_work(num_threads, (double)work, 1) > 1) {
+  const double work = (double)(batch * outputs * out_plane * group_channels * ks);
+  const int threads = batch > 1 ? cr_threads_for_work(num_threads, work, 1) : 1;
+  if (threads > 1) {
     cr_conv_batch_task task = {params, x_shape, x, w, packed_w, packed_isa, bias,
-                               fusion, y_shape, y, 0};
-    cr_parallel_for(cr_threads_for_work(num_threads, (double)work, 1), batch, conv_images, &task);
+                               fusion, y_shape, y, outputs * out_plane, 1, 0};
+    cr_parallel_for(threads, batch, conv_images, &task);
     return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
   }
 

@@ -18,7 +18,6 @@
 #include "kernels.h"
 #include "library.h"
 #include "op_impl.h"
-#include "parallel.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -501,59 +500,6 @@ static void view_5d(const acc_shape *shape, int64_t out[5]) {
   }
 }
 
-/* A convolution whose output images lie plan->out_image_stride elements
- * apart (its slice of a Concat's output): one image at a time, images
- * shared out among threads as cr_convolution_fused shares a batch. */
-typedef struct cr_slice_task {
-  const cr_conv_params *conv;
-  int64_t x_shape[5], y_shape[5];
-  const float *x, *w, *packed, *bias;
-  cr_isa packed_isa;
-  const cr_fusion *fusion;
-  float *y;
-  int64_t in_image, out_image, out_stride;
-  int inner_threads;
-  int failed;
-} cr_slice_task;
-
-static void conv_slices(void *context, int64_t begin, int64_t end) {
-  cr_slice_task *t = context;
-  for (int64_t n = begin; n < end; ++n) {
-    cr_fusion fusion = *t->fusion;
-    if (fusion.residual != NULL) fusion.residual += n * t->out_image;
-    if (cr_convolution_fused(t->conv, t->x_shape, t->x + n * t->in_image, t->w, t->packed,
-                             t->packed_isa, t->bias, &fusion, t->y_shape,
-                             t->y + n * t->out_stride, t->inner_threads) != 0) {
-      __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
-    }
-  }
-}
-
-static int run_conv_into_slices(cr_model *model, const cr_step *step, const float *w,
-                                const float *bias, const cr_fusion *fusion, float *y,
-                                int num_threads) {
-  const cr_dense_plan *plan = step->dense;
-  cr_slice_task t = {&step->params.u.convolution.conv, {0}, {0},
-                     model->entries[step->inputs[0]].data, w, plan->packed, bias,
-                     plan->packed_isa, fusion, y, 0, 0, plan->out_image_stride, 1, 0};
-  view_5d(&model->entries[step->inputs[0]].shape, t.x_shape);
-  view_5d(&model->entries[step->outputs].shape, t.y_shape);
-  const int64_t batch = t.x_shape[0];
-  t.in_image = t.x_shape[1] * t.x_shape[2] * t.x_shape[3] * t.x_shape[4];
-  t.out_image = t.y_shape[1] * t.y_shape[2] * t.y_shape[3] * t.y_shape[4];
-  t.x_shape[0] = t.y_shape[0] = 1;
-  const double work = (double)batch * (double)t.out_image * (double)t.x_shape[1] *
-                      (double)(t.conv->kernel[0] * t.conv->kernel[1] * t.conv->kernel[2]);
-  const int threads = cr_threads_for_work(num_threads, work, 1);
-  if (batch > 1 && threads > 1) {
-    cr_parallel_for(threads, batch, conv_slices, &t);
-  } else {
-    t.inner_threads = num_threads;
-    conv_slices(&t, 0, batch);
-  }
-  return t.failed;
-}
-
 static int run_dense(cr_model *model, const cr_step *step, int num_threads) {
   const cr_dense_plan *plan = step->dense;
   const cr_tensor *x = &model->entries[step->inputs[0]];
@@ -567,15 +513,13 @@ static int run_dense(cr_model *model, const cr_step *step, int num_threads) {
   float *y = model->entries[plan->output].data;
   const cr_tensor *own_output = &model->entries[step->outputs];
   int failed;
-  if (plan->is_conv && plan->out_image_stride != 0) {
-    failed = run_conv_into_slices(model, step, w, bias, &fusion, y, num_threads);
-  } else if (plan->is_conv) {
+  if (plan->is_conv) {
     int64_t x_shape[5], y_shape[5];
     view_5d(&x->shape, x_shape);
     view_5d(&own_output->shape, y_shape);
-    failed = cr_convolution_fused(&step->params.u.convolution.conv, x_shape, x->data, w,
-                                  plan->packed, plan->packed_isa, bias, &fusion, y_shape, y,
-                                  num_threads);
+    failed = cr_convolution_into(&step->params.u.convolution.conv, x_shape, x->data, w,
+                                 plan->packed, plan->packed_isa, bias, &fusion, y_shape, y,
+                                 plan->out_image_stride, num_threads);
   } else {
     const int64_t hidden = step->params.u.fully_connected.num_hidden;
     const int64_t in_dim = (int64_t)weight->shape.dims[1];
@@ -642,12 +586,13 @@ static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_
     if (images == 0 || (images != 1 && axis != 1)) continue;
     int ok = first[step->outputs] != SIZE_MAX;
     size_t earliest = s;
+    cr_dense_plan *writers[CR_MAX_INPUTS] = {NULL}; /* for a batch: the convolutions */
     for (int k = 0; k < step->num_inputs && ok; ++k) {
       const size_t e = step->inputs[k];
       ok = facts.uses[e] == 1 && !facts.is_head[e] && first[e] != SIZE_MAX && view[e] == SIZE_MAX;
       if (ok && images != 1) {
-        const cr_dense_plan *plan = conv_writing(model, e);
-        ok = plan != NULL && plan->out_image_stride == 0;
+        writers[k] = conv_writing(model, e);
+        ok = writers[k] != NULL && writers[k]->out_image_stride == 0;
       }
       if (ok && first[e] < earliest) earliest = first[e];
     }
@@ -661,7 +606,7 @@ static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_
       view_offset[e] = offset;
       first[e] = SIZE_MAX;
       const acc_shape *shape = &model->entries[e].shape;
-      if (images != 1) conv_writing(model, e)->out_image_stride = out_image;
+      if (writers[k] != NULL) writers[k]->out_image_stride = out_image;
       offset += (size_t)(cr_product(shape, 0, shape->ndim) / images) * element;
     }
     first[step->outputs] = earliest;

@@ -12,8 +12,9 @@
  * [0, count) exactly once, using at most num_threads threads including the
  * calling one, which takes chunks too (each thread starts on its own range
  * of chunks, the same for every job of the same count and thread count,
- * and may take over others'; which thread runs which chunk is not fixed). Everything runs inline, as one chunk, when num_threads <= 1,
- * count < 2 or the pool is running another caller's job. Returns once
+ * and may take over others'; which thread runs which chunk is not fixed).
+ * Everything runs inline, as one chunk, when num_threads <= 1, count < 2
+ * or the pool is running another caller's job. Returns once
  * every chunk has finished. body must be safe to run concurrently on
  * disjoint ranges. */
 void cr_parallel_for(int num_threads, int64_t count,
