@@ -25,6 +25,7 @@ from .params import (
     choice,
     optional,
     parse_bool,
+    parse_count,
     parse_dtype,
     parse_float,
     parse_int,
@@ -1204,7 +1205,6 @@ def _upsampling_shape(attrs: Attrs, shapes: Shapes) -> ShapeResult:
         raise OperatorError(f"{op}: sample_type {attrs.sample_type!r} is not supported "
                             "(only 'nearest')")
     _positive(op, "scale", attrs.scale)
-    _positive(op, "num_args", attrs.num_args)
     inputs = [require_known(op, shapes, k, f"arg{k}") for k in range(len(shapes))]
     for k, shape in enumerate(inputs):
         _expect_ndim(op, shape, (4,), f"arg{k}")
@@ -1246,7 +1246,7 @@ register(OpDef(
                   "Only nearest is supported."),
             Param("multi_input_mode", choice("concat", "sum"), "concat",
                   "How several inputs combine."),
-            Param("num_args", parse_int, REQUIRED, "Number of inputs."),
+            Param("num_args", parse_count, REQUIRED, "Number of inputs."),
             Param("workspace", parse_int, 512, "Ignored.")),
     arguments=_upsampling_arguments,
     compute=_upsampling,

@@ -28,6 +28,7 @@ from .params import (
     choice,
     optional,
     parse_bool,
+    parse_count,
     parse_float,
     parse_int,
     parse_str,
@@ -123,7 +124,7 @@ def _variadic(attrs: Attrs) -> list[str]:
     return [f"arg{i}" for i in range(attrs.num_args)]
 
 
-_NUM_ARGS = Param("num_args", parse_int, 1)
+_NUM_ARGS = Param("num_args", parse_count, 1)
 
 # ---- element-wise ------------------------------------------------------------------------
 
@@ -413,7 +414,7 @@ def _split(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 register(OpDef(name="_onnx_split", compute=_split,
                params=(Param("axis", parse_int, 0), Param("split", parse_tuple, ()),
-                       Param("num_outputs", parse_int, 1)),
+                       Param("num_outputs", parse_count, 1)),
                outputs=lambda a: [f"output{i}" for i in range(len(a.split) or a.num_outputs)],
                infer_shape=_probe_shape("_onnx_split", _split),
                infer_type=lambda a, d: (list(d), [d[0] or np.dtype(np.float32)]

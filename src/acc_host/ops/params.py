@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["REQUIRED", "Param", "Attrs", "parse_int", "parse_float", "parse_bool", "parse_str",
-           "parse_tuple", "parse_float_tuple", "choice", "optional", "parse_dtype",
-           "format_value"]
+__all__ = ["REQUIRED", "MAX_COUNT", "Param", "Attrs", "parse_int", "parse_count", "parse_float",
+           "parse_bool", "parse_str", "parse_tuple", "parse_float_tuple", "choice", "optional",
+           "parse_dtype", "format_value"]
 
 Parser = Callable[[str], Any]
 
@@ -33,6 +33,20 @@ def parse_int(text: str) -> int:
     value = ast.literal_eval(text.strip())
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected an integer, got {text!r}")
+    return value
+
+
+#: The most inputs or outputs an attribute may give one node (num_args,
+#: num_outputs). Each becomes a list of names before the graph is checked, so
+#: an unbounded count would be an allocation the file asks for.
+MAX_COUNT = 1 << 16
+
+
+def parse_count(text: str) -> int:
+    """A number of inputs or outputs: an integer from 1 to MAX_COUNT."""
+    value = parse_int(text)
+    if not 1 <= value <= MAX_COUNT:
+        raise ValueError(f"expected a count from 1 to {MAX_COUNT}, got {text!r}")
     return value
 
 

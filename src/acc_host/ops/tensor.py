@@ -27,6 +27,7 @@ from .params import (
     choice,
     optional,
     parse_bool,
+    parse_count,
     parse_dtype,
     parse_float,
     parse_int,
@@ -80,13 +81,6 @@ def _is_int(dtype: np.dtype) -> bool:
 def _check_axis(op: str, axis: int, ndim: int) -> int:
     """MXNet's CheckAxis: axis in [-ndim, ndim), or 0 / -1 for a 0-d shape."""
     return normalize_axis(op, axis, max(ndim, 1))
-
-
-def _positive_int(text: str) -> int:
-    value = parse_int(text)
-    if value < 1:
-        raise ValueError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def _int_tuple(text: str) -> tuple[int, ...]:
@@ -519,7 +513,7 @@ def _add_n(attrs: Attrs, inputs: Arrays) -> Arrays:
 
 register(OpDef(
     name="add_n",
-    params=(Param("num_args", _positive_int),),
+    params=(Param("num_args", parse_count),),
     arguments=_arg_names,
     compute=_add_n,
     infer_shape=same_shape("add_n"),
@@ -727,7 +721,7 @@ def _concat(attrs: Attrs, inputs: Arrays) -> Arrays:
 
 register(OpDef(
     name="Concat",
-    params=(Param("num_args", _positive_int), Param("dim", parse_int, 1)),
+    params=(Param("num_args", parse_count), Param("dim", parse_int, 1)),
     arguments=_arg_names,
     compute=_concat,
     infer_shape=_concat_infer,
@@ -750,7 +744,7 @@ def _stack(attrs: Attrs, inputs: Arrays) -> Arrays:
 
 register(OpDef(
     name="stack",
-    params=(Param("axis", parse_int, 0), Param("num_args", _positive_int)),
+    params=(Param("axis", parse_int, 0), Param("num_args", parse_count)),
     arguments=_arg_names,
     compute=_stack,
     infer_shape=_stack_infer,
@@ -792,7 +786,7 @@ def _split(attrs: Attrs, inputs: Arrays) -> Arrays:
 
 register(OpDef(
     name="SliceChannel",
-    params=(Param("num_outputs", _positive_int), Param("axis", parse_int, 1),
+    params=(Param("num_outputs", parse_count), Param("axis", parse_int, 1),
             Param("squeeze_axis", parse_bool, False)),
     outputs=lambda attrs: _output_names(attrs.num_outputs),
     compute=_split,
