@@ -444,6 +444,15 @@ def _gather_40_by_40(_tmp: Path) -> Any:
     return symbol.simple_bind(mx.cpu())
 
 
+def _gather_empty_huge_span(_tmp: Path) -> Any:
+    onnx = pytest.importorskip("onnx")
+    value = onnx.helper.make_tensor_value_info
+    symbol, _, _ = mx.onnx.import_model(_onnx_model(
+        [onnx.helper.make_node("Gather", ["x", "i"], ["y"], axis=2)],
+        [value("x", onnx.TensorProto.FLOAT, None), value("i", onnx.TensorProto.INT64, [1])]))
+    return symbol.simple_bind(mx.cpu(), x=(2, 2**31 - 1, 3, 0), i=(1,))
+
+
 ONNX_ROWS = [
     Row("onnx-malformed-bytes", "import",
         lambda tmp: mx.onnx.import_model(b"\x08\x07garbage\xff\xff"), ModelFileError,
@@ -470,6 +479,9 @@ ONNX_ROWS = [
         ("Range(0.0, 1.0, 0.0) has no finite length",)),
     Row("onnx-gather-too-many-dims", "bind", _gather_40_by_40, RankError,
         ("would have 79 dimensions",)),
+    Row("onnx-empty-input-huge-span", "bind", _gather_empty_huge_span, ShapeError,
+        ("shape (2, 2147483647, 3, 0) is empty, but its other extents span 12884901882 "
+         "positions",)),
     Row("onnx-huge-input", "bind", _onnx_bind([TERA, 1 << 20]), AllocationTooLargeError,
         ("simple_bind: the arguments and auxiliary states (the largest, 'x', of shape "
          "(1099511627776, 1048576))",), huge=True),

@@ -20,11 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from .errors import AllocationTooLargeError, InvalidArgumentError, RankError
+from .errors import AllocationTooLargeError, InvalidArgumentError, RankError, ShapeError
 
-__all__ = ["LIMIT_VARIABLE", "MAX_DIMS", "limit", "array_bytes", "check_bytes", "check_array"]
+__all__ = ["LIMIT_VARIABLE", "MAX_DIMS", "MAX_EMPTY_SPAN", "limit", "array_bytes", "check_bytes",
+           "check_array", "check_empty_span"]
 
 LIMIT_VARIABLE = "MXNET_ACC_MAX_ALLOC_BYTES"
+#: The most positions the non-zero extents of an empty array may span. The
+#: array holds nothing, but numpy walks its outer extents one by one in
+#: some operations (take, along an axis after the huge ones): an empty
+#: (2, 2**31 - 1, 0) input kept one shape inference busy for minutes.
+MAX_EMPTY_SPAN = 1 << 24
 #: The most dimensions a numpy array may have (NPY_MAXDIMS).
 MAX_DIMS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
 
@@ -88,3 +94,18 @@ def check_array(shape: Iterable[Any], dtype: Any, what: str) -> None:
                          f"most {MAX_DIMS}")
     check_bytes(array_bytes(shape, dtype), f"{what} (shape {shape}, "
                 f"{np.dtype(dtype if dtype is not None else np.float32)})")
+
+
+def check_empty_span(shape: Iterable[Any], what: str) -> None:
+    """Raises ShapeError for an empty shape whose other extents span more
+    than MAX_EMPTY_SPAN positions (see there)."""
+    extents = [int(extent) for extent in shape]
+    if 0 not in extents:
+        return
+    span = 1
+    for extent in extents:
+        span *= extent or 1
+    if span > MAX_EMPTY_SPAN:
+        raise ShapeError(f"{what}: shape {tuple(extents)} is empty, but its other extents span "
+                         f"{span} positions, more than the {MAX_EMPTY_SPAN} an empty array may "
+                         "(numpy would walk them one by one)")

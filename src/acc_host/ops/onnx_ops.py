@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AccHostError, AllocationTooLargeError, ShapeError
-from ..limits import array_bytes, check_bytes
+from ..limits import array_bytes, check_bytes, check_empty_span
 from .params import (
     Attrs,
     Param,
@@ -58,6 +58,8 @@ def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
         # the machine cannot hold before numpy is asked for it.
         check_bytes(sum(array_bytes(shape, dtype) for shape, dtype in zip(shapes, dtypes)),
                     f"{name}: shape inference on inputs of shapes {list(shapes)}")
+        for position, shape in enumerate(shapes):
+            check_empty_span(shape, f"{name}: shape inference, input {position}")
         try:
             arrays = [np.zeros(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
             with np.errstate(all="ignore"):
