@@ -265,14 +265,14 @@ CR_TARGET_CLONES static void pad_planes(const float *restrict x, int64_t planes,
 }
 
 /* y rows (oh, :) = the wide rows, then + residual and act when a residual
- * is given (the wide buffer holds outputs x wide_count values, row oh of
- * output o at o * wide_count + oh * wq). */
-static void compact_wide(const float *wide, int64_t wide_count, int64_t wq, int64_t outputs,
+ * is given (the wide buffer holds a row of ld values per output, row oh of
+ * output o at o * ld + oh * wq). */
+static void compact_wide(const float *wide, int64_t ld, int64_t wq, int64_t outputs,
                          const int64_t out[3], const cr_fusion *fusion, const float *residual,
                          float *y) {
   const int64_t plane = out[1] * out[2];
   for (int64_t o = 0; o < outputs; ++o) {
-    cr_copy_rows(out[1], out[2], sizeof *y, wide + o * wide_count, wq, y + o * plane, out[2]);
+    cr_copy_rows(out[1], out[2], sizeof *y, wide + o * ld, wq, y + o * plane, out[2]);
     if (residual != NULL) {
       cr_epilogue e = make_epilogue(fusion);
       e.residual = residual + o * plane;
@@ -314,9 +314,15 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
    * compact_wide); shallow ones, whose output would cost more to compact
    * than packing costs, pack the output's own columns (pack_phases). */
   const int64_t wide_count = (out[1] - 1) * wq + out[2];
+  /* Its rows are whole cache lines, so that threads sharing the product's
+   * column panels (48 floats) never write one line: the product stores and
+   * reloads its tiles once per block of k, and a line written by two cores
+   * in turn moves between them every time (measured on row-slab splits of
+   * such products: each ran 1.5x slower on 2 threads than alone). */
+  const int64_t wide_ld = (wide_count + 15) / 16 * 16;
   float *wide = NULL;
   if (depth >= kWideMinDepth && status == 0) {
-    wide = malloc((size_t)(group_outputs * wide_count) * sizeof *wide);
+    wide = aligned_alloc(64, (size_t)(group_outputs * wide_ld) * sizeof *wide);
     if (wide == NULL) status = -1;
   }
   /* The taps' offsets in one channel, then the same per channel further. */
@@ -363,10 +369,10 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
          * waits for the residual when there is one. */
         cr_gemm_operand b = {phases, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, offsets};
         if (residual != NULL) e.act = CR_EPI_NONE;
-        status = cr_gemm(group_outputs, wide_count, depth, &a, &b, wide, wide_count, &e,
+        status = cr_gemm(group_outputs, wide_count, depth, &a, &b, wide, wide_ld, &e,
                          num_threads);
         if (status == 0) {
-          compact_wide(wide, wide_count, wq, group_outputs, out, fusion, residual,
+          compact_wide(wide, wide_ld, wq, group_outputs, out, fusion, residual,
                        y + first_output * out_plane);
         }
       } else {

@@ -1533,6 +1533,20 @@ static void test_conv_paths(void) {
        * panels and one packing of the phase planes */
       {"3x3 shallow, 640 outputs", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
        {1, 6, 1, 12, 12}, 640},
+      /* one image large enough for 2 threads to share its product's
+       * columns: deep on the wide grid (its rows padded to whole cache
+       * lines) at stride 1 and 2, with a dilation, on a short wide plane,
+       * and shallow with the output's columns packed */
+      {"3x3 deep, 2 threads", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 16, 1, 40, 36}, 24},
+      {"3x3 deep stride 2, 2 threads", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 32, 1, 50, 46}, 16},
+      {"3x3 dilation 2, 2 threads", {{1, 3, 3}, {1, 1, 1}, {1, 2, 2}, {0, 2, 2}, 1},
+       {1, 8, 1, 30, 30}, 64},
+      {"3x3 shallow, 2 threads", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 4, 1, 48, 48}, 40},
+      {"3x3 deep, 5 rows of 120", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 16, 1, 5, 120}, 64},
       /* AVX-512: rows of whole vectors of 16, and whole vectors plus a
        * masked tail, at stride 1 and 2 */
       {"depthwise 3x3 rows of 16", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 2},

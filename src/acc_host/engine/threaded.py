@@ -101,7 +101,11 @@ class ThreadedEngine(Engine):
         nothing at all on mutate, no failure on either; granted exactly as
         _push would. Returns whether it ran."""
         with self._lock:
-            if self._stopped or not grantable_now(unwritten, mutate):
+            if self._stopped:
+                return False
+            # With nothing pending and no failure stored, no var has an
+            # operation running or queued, or a failure: nothing to check.
+            if (self._pending or self._failed) and not grantable_now(unwritten, mutate):
                 return False
             self._pending += 1
             self._pushed += 1
