@@ -11,6 +11,7 @@ plugins); onnx is used only to read the model.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,6 +66,10 @@ class AccHostRep(BackendRep):
         self._specialised: dict[tuple, tuple[Any, Any]] = {}
         self._executor = None
         self._key: tuple | None = None
+        # Per executor: the inputs that are its arguments, and those that are
+        # auxiliary states (fixed for it; looked up once, not per run).
+        self._routes: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], tuple[str, ...]]] = (
+            weakref.WeakKeyDictionary())
         try:
             self.imported = import_graph(model)
         except UnsupportedOnnxOperatorError as error:
@@ -78,7 +83,7 @@ class AccHostRep(BackendRep):
             declared = {name: tuple(shapes[name]) for name in self.imported.inputs}
             dtypes = dict(self.imported.input_dtypes)
             self._executor = self._bind(self.imported, declared, dtypes)
-            self._key = tuple((name, declared[name], np.dtype(dtypes[name]).str)
+            self._key = tuple((name, declared[name], np.dtype(dtypes[name]))
                               for name in self.imported.inputs)
 
     def _home(self, dtype: Any) -> Context:
@@ -152,17 +157,21 @@ class AccHostRep(BackendRep):
             imported, executor = self._specialise(feed)
         else:
             imported = self.imported
-            key = tuple((n, v.shape, v.dtype.str) for n, v in feed.items())
+            key = tuple((n, v.shape, v.dtype) for n, v in feed.items())
             if self._executor is None or self._key != key:
                 self._executor = self._bind(imported, {n: v.shape for n, v in feed.items()},
                                             {n: v.dtype for n, v in feed.items()})
                 self._key = key
             executor = self._executor
-        args = {name: value for name, value in feed.items() if name in executor.arg_dict}
-        for name, value in feed.items():
-            if name in executor.aux_dict:
-                executor.aux_dict[name][:] = value
-        return tuple(executor.predict(**args))
+        routes = self._routes.get(executor)
+        if routes is None:
+            routes = self._routes[executor] = (
+                tuple(name for name in feed if name in executor.arg_dict),
+                tuple(name for name in feed if name in executor.aux_dict))
+        arguments, states = routes
+        for name in states:
+            executor.aux_dict[name][:] = feed[name]
+        return tuple(executor.predict(**{name: feed[name] for name in arguments}))
 
 
 def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
