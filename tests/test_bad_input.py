@@ -213,6 +213,11 @@ BIND_ROWS = [
         ("unknown: ['fc_extra']",)),
     Row("bind-not-an-ndarray", "bind", _fc_bind(fc_bias=np.ones(4, np.float32)), GraphError,
         ("bind: argument 'fc_bias' must be an NDArray, got ndarray",)),
+    Row("bind-empty-huge-span", "bind",
+        lambda tmp: mx.sym.take(DATA, mx.sym.Variable("i"), axis=2, name="t").simple_bind(
+            mx.cpu(), data=(2, 2**31 - 1, 3, 0), i=(1,)), ShapeError,
+        ("an array: shape (2, 2147483647, 3, 0) is empty, but its other extents span "
+         "12884901882 positions",)),
     Row("bind-wrong-shape", "bind", _fc_bind(fc_weight=mx.nd.ones((4, 5))), ShapeError,
         ("node 'fc' (FullyConnected)", "weight has shape (4, 5), expected (4, 3)")),
     Row("bind-wrong-dtype", "bind", _fc_bind(fc_weight=mx.nd.ones((4, 3), dtype=np.int32)),

@@ -87,13 +87,15 @@ def check_bytes(nbytes: int, what: str) -> None:
 
 def check_array(shape: Iterable[Any], dtype: Any, what: str) -> None:
     """check_bytes for one array of shape and dtype, which must also have
-    at most MAX_DIMS dimensions (ShapeError)."""
+    at most MAX_DIMS dimensions (RankError) and, when empty, span at most
+    MAX_EMPTY_SPAN positions (check_empty_span)."""
     shape = tuple(shape)
     if len(shape) > MAX_DIMS:
         raise RankError(f"{what}: shape {shape} has {len(shape)} dimensions; arrays have at "
                          f"most {MAX_DIMS}")
     check_bytes(array_bytes(shape, dtype), f"{what} (shape {shape}, "
                 f"{np.dtype(dtype if dtype is not None else np.float32)})")
+    check_empty_span(shape, what)
 
 
 def check_empty_span(shape: Iterable[Any], what: str) -> None:

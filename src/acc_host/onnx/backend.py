@@ -11,7 +11,6 @@ plugins); onnx is used only to read the model.
 from __future__ import annotations
 
 import os
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,10 +65,6 @@ class AccHostRep(BackendRep):
         self._specialised: dict[tuple, tuple[Any, Any]] = {}
         self._executor = None
         self._key: tuple | None = None
-        # Per executor: the inputs that are its arguments, and those that are
-        # auxiliary states (fixed for it; looked up once, not per run).
-        self._routes: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], tuple[str, ...]]] = (
-            weakref.WeakKeyDictionary())
         try:
             self.imported = import_graph(model)
         except UnsupportedOnnxOperatorError as error:
@@ -163,15 +158,11 @@ class AccHostRep(BackendRep):
                                             {n: v.dtype for n, v in feed.items()})
                 self._key = key
             executor = self._executor
-        routes = self._routes.get(executor)
-        if routes is None:
-            routes = self._routes[executor] = (
-                tuple(name for name in feed if name in executor.arg_dict),
-                tuple(name for name in feed if name in executor.aux_dict))
-        arguments, states = routes
-        for name in states:
-            executor.aux_dict[name][:] = feed[name]
-        return tuple(executor.predict(**{name: feed[name] for name in arguments}))
+        args = {name: value for name, value in feed.items() if name in executor.arg_dict}
+        for name, value in feed.items():
+            if name in executor.aux_dict:
+                executor.aux_dict[name][:] = value
+        return tuple(executor.predict(**args))
 
 
 def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
