@@ -696,6 +696,7 @@ typedef struct cr_gemm_job {
   float *c;
   int64_t ldc;
   const cr_epilogue *epilogue;
+  const cr_gemm_done *done;
   int split_rows; /* threads share row panels (1) or column panels (0) */
   int64_t group;  /* panels per unit of work shared out */
   atomic_int failed;
@@ -818,6 +819,9 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
         }
       }
     }
+    if (job->done != NULL) {
+      job->done->block(job->done->context, p0 * mr, min_i64(m, p1 * mr), j_begin, j_end);
+    }
   }
   free(b_buffer);
   free(a_buffer);
@@ -906,18 +910,39 @@ static int small_product(int64_t m, int64_t n, int64_t k, const cr_gemm_operand 
   return 1;
 }
 
+int cr_gemm_threads(int64_t m, int64_t n, int64_t k, int num_threads) {
+  const cr_gemm_arch *arch = arch_for(cr_gemm_isa());
+  const int64_t m_panels = ceil_div(m, arch->mr), n_panels = ceil_div(n, arch->nr);
+  const int64_t panels = m_panels > n_panels ? m_panels : n_panels;
+  /* A GEMM thread is worth twice the usual work (its packing is
+   * duplicated). */
+  int threads = cr_threads_for_work(num_threads, (double)m * (double)n * (double)k, 2);
+  if (threads > panels) threads = (int)panels;
+  return threads < 1 ? 1 : threads;
+}
+
 /* The largest B (floats) packed once for all threads (16 MiB). */
 enum { kMaxSharedBFloats = 1 << 22 };
 
 int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_gemm_operand *b,
             float *c, int64_t ldc, const cr_epilogue *epilogue, int num_threads) {
+  return cr_gemm_notify(m, n, k, a, b, c, ldc, epilogue, NULL, num_threads);
+}
+
+int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
+                   const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
+                   const cr_gemm_done *done, int num_threads) {
   if (m <= 0 || n <= 0) return 0;
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i) memset(c + i * ldc, 0, (size_t)n * sizeof *c);
     if (!epilogue_is_empty(epilogue)) cr_epilogue_apply(epilogue, 0, m, 0, n, c, ldc);
+    if (done != NULL) done->block(done->context, 0, m, 0, n);
     return 0;
   }
-  if (small_product(m, n, k, a, b, c, ldc, epilogue)) return 0;
+  if (small_product(m, n, k, a, b, c, ldc, epilogue)) {
+    if (done != NULL) done->block(done->context, 0, m, 0, n);
+    return 0;
+  }
   cr_gemm_job job;
   job.arch = arch_for(cr_gemm_isa());
   job.m = m;
@@ -929,6 +954,7 @@ int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_
   job.c = c;
   job.ldc = ldc;
   job.epilogue = epilogue_is_empty(epilogue) ? NULL : epilogue;
+  job.done = done;
   atomic_init(&job.failed, 0);
 
   const int64_t m_panels = ceil_div(m, job.arch->mr), n_panels = ceil_div(n, job.arch->nr);
@@ -936,11 +962,7 @@ int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_
    * are more), so each tile is computed whole by one thread. */
   job.split_rows = m_panels > n_panels;
   const int64_t panels = job.split_rows ? m_panels : n_panels;
-  /* A GEMM thread is worth twice the usual work (its packing is
-   * duplicated). */
-  int threads = cr_threads_for_work(num_threads, (double)m * (double)n * (double)k, 2);
-  if (threads > panels) threads = (int)panels;
-  if (threads < 1) threads = 1;
+  const int threads = cr_gemm_threads(m, n, k, num_threads);
   /* Threads sharing A's row panels would each pack the whole of B, once per
    * chunk: pack it once here instead, and let them read it as pre-packed
    * (the same panels, so the same results). */

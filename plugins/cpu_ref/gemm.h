@@ -108,6 +108,27 @@ cr_isa cr_gemm_pack_b(int64_t k, int64_t n, const float *b, int64_t rs, int64_t 
 int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_gemm_operand *b,
             float *c, int64_t ldc, const cr_epilogue *epilogue, int num_threads);
 
+/* The number of threads, at most num_threads, cr_gemm uses for an m x n x k
+ * product that does not take the small path (whole panels of the larger
+ * dimension of C per thread, each thread worth enough work). */
+int cr_gemm_threads(int64_t m, int64_t n, int64_t k, int num_threads);
+
+/* Told of each block of C once its values are final (epilogue applied):
+ * block(context, i0, i1, j0, j1) for rows [i0, i1) and columns [j0, j1),
+ * called by the thread that computed the block, while it is still in that
+ * core's cache, before cr_gemm_notify returns. The blocks are disjoint and
+ * together cover C; several may be told at once on different threads. A
+ * convolution uses it to move its output out of the product's grid. */
+typedef struct cr_gemm_done {
+  void (*block)(void *context, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+  void *context;
+} cr_gemm_done;
+
+/* cr_gemm, telling done (NULL: no one) of each finished block. */
+int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
+                   const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
+                   const cr_gemm_done *done, int num_threads);
+
 /* Applies epilogue to rows [i0, i0 + rows) and columns [j0, j0 + cols) of C
  * (for kernels that compute C without cr_gemm, e.g. depthwise convolution). */
 void cr_epilogue_apply(const cr_epilogue *epilogue, int64_t i0, int64_t rows, int64_t j0,

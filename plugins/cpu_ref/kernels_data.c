@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "short_rows.h"
 
 size_t cr_dtype_size(cr_dtype dtype) {
   switch (dtype) {
@@ -316,9 +317,7 @@ enum { kShortFloatRow = 64 };
 CR_TARGET_CLONES static void copy_short_float_rows(int64_t rows, int64_t width,
                                                    const float *restrict x, int64_t x_stride,
                                                    float *restrict y, int64_t y_stride) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < width; ++j) y[r * y_stride + j] = x[r * x_stride + j];
-  }
+  for (int64_t r = 0; r < rows; ++r) cr_copy_floats(y + r * y_stride, x + r * x_stride, width);
 }
 
 void cr_copy_rows(int64_t rows, int64_t width, size_t elem_size, const void *x,

@@ -19,6 +19,7 @@
 #include "gemm.h"
 #include "kernels.h"
 #include "parallel.h"
+#include "short_rows.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CR_DENSE_X86 1
@@ -244,40 +245,145 @@ static int is_wide_case(const cr_conv_params *p, int64_t ks, const int64_t x_sha
          (ks > 1 || p->stride[1] > 1 || p->stride[2] > 1);
 }
 
-/* Each of `planes` h x w planes into the middle of an hq x wq plane at row
- * top, column left, the border zeroed: one pass that writes every
- * element once. */
-CR_TARGET_CLONES static void pad_planes(const float *restrict x, int64_t planes, int64_t h,
-                                        int64_t w, int64_t top, int64_t left, int64_t hq,
-                                        int64_t wq, float *restrict out) {
-  for (int64_t c = 0; c < planes; ++c) {
-    const float *src = x + c * h * w;
-    float *dst = out + c * hq * wq;
-    for (int64_t i = 0; i < top * wq; ++i) dst[i] = 0.0f;
-    for (int64_t r = 0; r < h; ++r) {
-      float *row = dst + (top + r) * wq;
-      for (int64_t j = 0; j < left; ++j) row[j] = 0.0f;
-      for (int64_t j = 0; j < w; ++j) row[left + j] = src[r * w + j];
-      for (int64_t j = left + w; j < wq; ++j) row[j] = 0.0f;
+/* Rows [r0, r1) of each of `planes` hq x wq planes: the h x w planes of x
+ * in their middle, at row top and column left, the border zeroed (every
+ * element written once). */
+/* The phase planes of a strided convolution's input (padded row pr and
+ * column pc of channel c at phase (pr % s1, pc % s2), position
+ * (pr / s1, pc / s2)), or at stride 1 the padded planes themselves. */
+typedef struct cr_pad_task {
+  const float *x;
+  int64_t planes, h, w, top, left; /* the input and its padding */
+  int64_t s1, s2, hq, wq;          /* strides, and each phase plane's size */
+  float *out;
+  int by_rows; /* shared out by padded rows (1) or by channels (0) */
+} cr_pad_task;
+
+/* Padded rows [r0, r1) of channels [c0, c1) at stride 1: the h x w planes
+ * of x in the middle of hq x wq planes, the border zeroed, every element
+ * written once. */
+CR_TARGET_CLONES static void pad_plane_rows(const cr_pad_task *t, int64_t c0, int64_t c1,
+                                            int64_t r0, int64_t r1) {
+  const int64_t h = t->h, w = t->w, top = t->top, left = t->left, wq = t->wq;
+  for (int64_t c = c0; c < c1; ++c) {
+    const float *src = t->x + c * h * w;
+    float *dst = t->out + c * t->hq * wq;
+    for (int64_t r = r0; r < r1; ++r) {
+      float *row = dst + r * wq;
+      if (r < top || r >= top + h) {
+        cr_zero_floats(row, wq);
+        continue;
+      }
+      cr_zero_floats(row, left);
+      cr_copy_floats(row + left, src + (r - top) * w, w);
+      cr_zero_floats(row + left + w, wq - left - w);
     }
-    for (int64_t i = (top + h) * wq; i < hq * wq; ++i) dst[i] = 0.0f;
   }
 }
 
-/* y rows (oh, :) = the wide rows, then + residual and act when a residual
- * is given (the wide buffer holds a row of ld values per output, row oh of
- * output o at o * ld + oh * wq). */
-static void compact_wide(const float *wide, int64_t ld, int64_t wq, int64_t outputs,
-                         const int64_t out[3], const cr_fusion *fusion, const float *residual,
-                         float *y) {
-  const int64_t plane = out[1] * out[2];
-  for (int64_t o = 0; o < outputs; ++o) {
-    cr_copy_rows(out[1], out[2], sizeof *y, wide + o * ld, wq, y + o * plane, out[2]);
-    if (residual != NULL) {
-      cr_epilogue e = make_epilogue(fusion);
-      e.residual = residual + o * plane;
+/* Padded rows [r0, r1) (of [0, hq * s1); rows past the padded height are
+ * zeros) of channels [c0, c1), into their phase planes. */
+static void pad_phase_rows(const cr_pad_task *t, int64_t c0, int64_t c1, int64_t r0,
+                           int64_t r1) {
+  const int64_t phase_plane = t->hq * t->wq, channel_size = t->s1 * t->s2 * phase_plane;
+  /* Zeros first, one run per phase plane (rows pr = a, a + s1, ... are
+   * consecutive rows of row phase a), then the input rows over them. */
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t a = 0; a < t->s1; ++a) {
+      const int64_t i0 = r0 > a ? (r0 - a + t->s1 - 1) / t->s1 : 0;
+      const int64_t i1 = r1 > a ? (r1 - a + t->s1 - 1) / t->s1 : 0;
+      for (int64_t b = 0; b < t->s2 && i1 > i0; ++b) {
+        memset(t->out + c * channel_size + (a * t->s2 + b) * phase_plane + i0 * t->wq, 0,
+               (size_t)((i1 - i0) * t->wq) * sizeof(float));
+      }
+    }
+  }
+  for (int64_t pr = r0; pr < r1; ++pr) {
+    const int64_t r = pr - t->top;
+    if (r < 0 || r >= t->h) continue;
+    /* Divided once per row, not per row and channel (a 64-bit division
+     * costs tens of cycles). */
+    const int64_t offset = (pr % t->s1) * t->s2 * phase_plane + (pr / t->s1) * t->wq;
+    for (int64_t c = c0; c < c1; ++c) {
+      split_columns(t->x + (c * t->h + r) * t->w, t->w, t->left, t->s2, phase_plane,
+                    t->out + c * channel_size + offset);
+    }
+  }
+}
+
+static void pad_part(void *context, int64_t begin, int64_t end) {
+  const cr_pad_task *t = context;
+  const int64_t c0 = t->by_rows ? 0 : begin, c1 = t->by_rows ? t->planes : end;
+  const int64_t r0 = t->by_rows ? begin : 0, r1 = t->by_rows ? end : t->hq * t->s1;
+  if (t->s1 == 1 && t->s2 == 1) {
+    pad_plane_rows(t, c0, c1, r0, r1);
+  } else {
+    pad_phase_rows(t, c0, c1, r0, r1);
+  }
+}
+
+/* Rows of at least this many floats are shared out by rows. */
+enum { kPadRowSplit = 32 };
+
+/* The padded (phase) planes, shared out among `threads` threads. Long rows
+ * go out by rows: at batch 1 each thread then pads about the rows its
+ * share of the product (columns, that is output rows, dealt the same way)
+ * reads, and compacts about the rows the next layer's share reads, so that
+ * the image mostly stays in one core's cache from layer to layer. Short
+ * rows go out by channels: split by rows, two threads would write the
+ * same cache line at the boundary of every plane. */
+static void pad_planes(cr_pad_task *task, int threads) {
+  task->by_rows = task->wq >= kPadRowSplit;
+  const int64_t count = task->by_rows ? task->hq * task->s1 : task->planes;
+  if (threads > 1) {
+    cr_parallel_for(threads, count, pad_part, task);
+  } else {
+    pad_part(task, 0, count);
+  }
+}
+
+/* Moves a convolution's output off the wide grid (row oh of output o at
+ * o * ld + oh * wq, the columns from the output width to wq dropped), one
+ * finished block of the product at a time, on the thread that computed it;
+ * then + residual and act when a residual is given. */
+typedef struct cr_wide_compaction {
+  const float *wide;
+  int64_t ld, wq, out_h, out_w;
+  float *y;              /* the group's first output plane */
+  const float *residual; /* the same planes of the residual, or NULL */
+  cr_epilogue epilogue;  /* applied with the residual */
+} cr_wide_compaction;
+
+/* Where wide column j would go in an output plane: the outputs before it
+ * (wide columns past the output width hold no output). */
+static int64_t compact_index(const cr_wide_compaction *t, int64_t j) {
+  const int64_t row = j / t->wq;
+  if (row >= t->out_h) return t->out_h * t->out_w;
+  return row * t->out_w + min_i64(j % t->wq, t->out_w);
+}
+
+CR_TARGET_CLONES static void compact_wide_block(void *context, int64_t i0, int64_t i1,
+                                                int64_t j0, int64_t j1) {
+  const cr_wide_compaction *t = context;
+  const int64_t plane = t->out_h * t->out_w;
+  /* The output rows whose wide segments [oh * wq, oh * wq + out_w) meet [j0, j1). */
+  const int64_t first = j0 / t->wq, last = min_i64(t->out_h, (j1 + t->wq - 1) / t->wq);
+  /* The block's outputs are one run of each output plane. */
+  const int64_t y0 = compact_index(t, j0), y1 = compact_index(t, j1);
+  for (int64_t o = i0; o < i1; ++o) {
+    float *y = t->y + o * plane;
+    for (int64_t oh = first; oh < last; ++oh) {
+      const int64_t begin = oh * t->wq > j0 ? 0 : j0 - oh * t->wq;
+      const int64_t end = min_i64(t->out_w, j1 - oh * t->wq);
+      if (begin >= end) continue;
+      cr_copy_floats(y + oh * t->out_w + begin, t->wide + o * t->ld + oh * t->wq + begin,
+                     end - begin);
+    }
+    if (t->residual != NULL && y1 > y0) {
+      cr_epilogue e = t->epilogue;
+      e.residual = t->residual + o * plane;
       e.ld_residual = plane;
-      cr_epilogue_apply(&e, 0, 1, 0, plane, y + o * plane, plane);
+      cr_epilogue_apply(&e, 0, 1, y0, y1 - y0, y, plane);
     }
   }
 }
@@ -301,12 +407,9 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   const int64_t in_plane = h * wd, out_plane = out[1] * out[2];
   const size_t per_group = packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, depth) : 0;
 
-  /* At stride 1 each channel's plane is its padded image: the copy below
-   * writes its interior and zeroes its border, row by row (no calloc of the
-   * whole plane first). */
-  const int unit_stride = s1 == 1 && s2 == 1;
-  float *phases = unit_stride ? malloc((size_t)(group_channels * channel_size) * sizeof *phases)
-                              : calloc((size_t)(group_channels * channel_size), sizeof *phases);
+  /* Every element of the phase planes is written by pad_planes (no calloc
+   * of the whole first). */
+  float *phases = malloc((size_t)(group_channels * channel_size) * sizeof *phases);
   int64_t *offsets = malloc((size_t)depth * sizeof *offsets);
   int status = phases != NULL && offsets != NULL ? 0 : -1;
   /* Deep products read the phase planes in place, computing the wide grid
@@ -321,6 +424,8 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
    * such products: each ran 1.5x slower on 2 threads than alone). */
   const int64_t wide_ld = (wide_count + 15) / 16 * 16;
   float *wide = NULL;
+  /* The threads the product will use (see cr_gemm), which pad the planes too. */
+  const int threads = cr_gemm_threads(group_outputs, wide_count, depth, num_threads);
   if (depth >= kWideMinDepth && status == 0) {
     wide = aligned_alloc(64, (size_t)(group_outputs * wide_ld) * sizeof *wide);
     if (wide == NULL) status = -1;
@@ -336,25 +441,9 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   for (int64_t n = 0; n < batch && status == 0; ++n) {
     for (int64_t g = 0; g < groups && status == 0; ++g) {
       const float *x_group = x + (n * channels + g * group_channels) * in_plane;
-      if (unit_stride) {
-        pad_planes(x_group, group_channels, h, wd, p->pad[1], p->pad[2], hq, wq, phases);
-      } else {
-        for (int64_t c = 0; c < group_channels; ++c) {
-          /* padded row r + pad goes to row phase (r + pad) % s1, at (r + pad) / s1 */
-          int64_t row_phase = p->pad[1] % s1, row_index = p->pad[1] / s1;
-          for (int64_t r = 0; r < h; ++r) {
-            const float *src = x_group + (c * h + r) * wd;
-            float *dst = phases + c * channel_size + row_phase * s2 * phase_plane +
-                         row_index * wq;
-            if (s2 == 1) {
-              memcpy(dst + p->pad[2], src, (size_t)wd * sizeof *dst);
-            } else {
-              split_columns(src, wd, p->pad[2], s2, phase_plane, dst);
-            }
-            if (++row_phase == s1) row_phase = 0, ++row_index;
-          }
-        }
-      }
+      cr_pad_task pad = {x_group, group_channels, h, wd, p->pad[1], p->pad[2],
+                         s1, s2, hq, wq, phases, 0};
+      pad_planes(&pad, threads);
       const int64_t first_output = n * outputs + g * group_outputs;
       cr_gemm_operand a = {w + g * group_outputs * depth, depth, 1, NULL, NULL,
                            packed_w != NULL ? packed_w + (size_t)g * per_group : NULL,
@@ -369,12 +458,12 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
          * waits for the residual when there is one. */
         cr_gemm_operand b = {phases, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, offsets};
         if (residual != NULL) e.act = CR_EPI_NONE;
-        status = cr_gemm(group_outputs, wide_count, depth, &a, &b, wide, wide_ld, &e,
-                         num_threads);
-        if (status == 0) {
-          compact_wide(wide, wide_ld, wq, group_outputs, out, fusion, residual,
-                       y + first_output * out_plane);
-        }
+        cr_wide_compaction compaction = {wide, wide_ld, wq, out[1], out[2],
+                                         y + first_output * out_plane, residual,
+                                         make_epilogue(fusion)};
+        const cr_gemm_done done = {compact_wide_block, &compaction};
+        status = cr_gemm_notify(group_outputs, wide_count, depth, &a, &b, wide, wide_ld, &e,
+                                &done, num_threads);
       } else {
         cr_wide_view view = {phases, offsets, wq, out[2]};
         cr_gemm_operand b = {NULL, 0, 0, pack_phases, &view, NULL, CR_ISA_GENERIC, NULL};
