@@ -1423,6 +1423,10 @@ static void test_gemm_random(void) {
                                /* tall enough for 3 threads sharing A's row
                                 * panels: B is packed once for all */
                                {600, 50, 200}, {300, 70, 300},
+                               /* a plain B is read in place, except with
+                                * many rows of A and B's rows a multiple
+                                * of 128 floats apart: packed */
+                               {300, 128, 70}, {40, 256, 30},
                                /* small products, read in place without
                                 * packing (the pre-packed run of each is
                                 * the blocked path: identical results) */
