@@ -617,8 +617,8 @@ void cr_pooling(const cr_pool_params *params, const int64_t x_shape[5],
   const int64_t work = planes * y_shape[2] * y_shape[3] * y_shape[4] *
                        params->kernel[0] * params->kernel[1] *
                        params->kernel[2];
-  cr_parallel_for(cr_threads_for_work(num_threads, (double)work, 1), planes, pool_planes,
-                  &task);
+  cr_parallel_for(cr_threads_for_images(num_threads, x_shape[0], (double)work), planes,
+                  pool_planes, &task);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1400,7 +1400,7 @@ int cr_convolution_into(const cr_conv_params *params, const int64_t x_shape[5], 
   /* Image by image, shared out as cr_convolution_fused shares a batch. */
   const double work = (double)out_image * (double)batch * (double)x_shape[1] /
                       (double)params->num_group * (double)kernel_size_of(params);
-  const int threads = cr_threads_for_work(num_threads, work, 1);
+  const int threads = cr_threads_for_images(num_threads, batch, work);
   cr_conv_batch_task task = {params, x_shape, x, w, packed_w, packed_isa, bias, fusion,
                              y_shape, y, y_image_stride, threads > 1 ? 1 : num_threads, 0};
   cr_parallel_for(threads, batch, conv_images, &task);
@@ -1423,7 +1423,7 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y, fusion,
                          cr_gemm_isa() == CR_ISA_AVX512};
     const int64_t planes = batch * outputs;
-    cr_parallel_for(cr_threads_for_work(num_threads, (double)(planes * out_plane * ks), 1),
+    cr_parallel_for(cr_threads_for_images(num_threads, batch, (double)(planes * out_plane * ks)),
                     planes, direct_planes, &task);
     return 0;
   }
@@ -1431,7 +1431,7 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
   /* A batch is shared out image by image: one synchronisation per layer
    * rather than one per image's product. */
   const double work = (double)(batch * outputs * out_plane * group_channels * ks);
-  const int threads = batch > 1 ? cr_threads_for_work(num_threads, work, 1) : 1;
+  const int threads = batch > 1 ? cr_threads_for_images(num_threads, batch, work) : 1;
   if (threads > 1) {
     cr_conv_batch_task task = {params, x_shape, x, w, packed_w, packed_isa, bias,
                                fusion, y_shape, y, outputs * out_plane, 1, 0};

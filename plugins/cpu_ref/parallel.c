@@ -270,6 +270,13 @@ int cr_threads_for_work(int num_threads, double work, int scale) {
   return useful < num_threads ? (int)useful : num_threads;
 }
 
+int cr_threads_for_images(int num_threads, int64_t images, double work) {
+  if (images < 2) return cr_threads_for_work(num_threads, work, 1);
+  /* A quarter of the per-thread minimum: cr_threads_for_work(..., 4 * work). */
+  int threads = cr_threads_for_work(num_threads, 4.0 * work, 1);
+  return threads > images ? (int)images : threads;
+}
+
 __attribute__((destructor)) static void shutdown_pool(void) {
   cr_pool *pool = &g_pool;
   pthread_mutex_lock(&pool->lock);
