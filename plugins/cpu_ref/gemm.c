@@ -966,7 +966,7 @@ int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
   /* A plain B (rows of contiguous values) is read in place, through the
    * offsets of its rows, rather than packed (the same panels, so the same
    * results): packing B cost more than it saved in the products of
-   * convolutions and activations measured, 1.1-1.4x at 1 thread and up to
+   * convolutions and activations measured, 1.0-1.4x at 1 thread and up to
    * 2.3x at 2 threads (where the threads sharing A's rows waited for one
    * packing of B), except where a thread's rows need more than one block of
    * A and B's rows are a multiple of 128 floats apart: those rows fall in

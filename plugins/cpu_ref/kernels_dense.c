@@ -245,9 +245,6 @@ static int is_wide_case(const cr_conv_params *p, int64_t ks, const int64_t x_sha
          (ks > 1 || p->stride[1] > 1 || p->stride[2] > 1);
 }
 
-/* Rows [r0, r1) of each of `planes` hq x wq planes: the h x w planes of x
- * in their middle, at row top and column left, the border zeroed (every
- * element written once). */
 /* The phase planes of a strided convolution's input (padded row pr and
  * column pc of channel c at phase (pr % s1, pc % s2), position
  * (pr / s1, pc / s2)), or at stride 1 the padded planes themselves. */
