@@ -106,8 +106,9 @@ def test_dynamic_attribute_input_is_a_clear_error_on_import_and_specialised_by_b
                            helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    with pytest.raises(mx.UnsupportedOnnxOperatorError, match="must be a constant"):
+    with pytest.raises(mx.UnsupportedOnnxOperatorError, match="must be a constant") as info:
         mx.onnx.import_model(model)
+    assert info.value.dynamic_inputs == ["shape"]
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     rep = AccHostBackend.prepare(model)
     (y,) = rep.run([x, np.array([3, 2], dtype=np.int64)])

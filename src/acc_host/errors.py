@@ -179,11 +179,15 @@ class UnknownOperatorError(OperatorError):
 class UnsupportedOnnxOperatorError(OperatorError):
     """An ONNX model uses operators (or operator forms) the importer cannot
     translate. ``unsupported`` lists every one of them at once, as
-    ``(domain, op_type, opset, reason)`` tuples."""
+    ``(domain, op_type, opset, reason)`` tuples; ``dynamic_inputs`` names
+    the graph inputs whose values the import needed as constants (the ONNX
+    backend imports such a model again with their values frozen)."""
 
-    def __init__(self, message: str, unsupported: list | None = None) -> None:
+    def __init__(self, message: str, unsupported: list | None = None,
+                 dynamic_inputs: list[str] | None = None) -> None:
         super().__init__(message)
         self.unsupported = list(unsupported or [])
+        self.dynamic_inputs = list(dynamic_inputs or [])
 
 
 class UnsupportedOnnxExportError(OperatorError):

@@ -66,9 +66,9 @@ def exported_operators() -> list[str]:
     return _exported()
 
 
-def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple]]]:
+def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple | None]]]:
     """{"input_tensor_data": [(name, shape)], "output_tensor_data": [...]}
-    as MXNet's ``onnx.get_model_metadata``."""
+    as MXNet's ``onnx.get_model_metadata`` (shape None: not declared)."""
     from .importer import get_model_metadata as _metadata
 
     return _metadata(model)

@@ -21,7 +21,7 @@ from ..context import Context, cpu
 from ..errors import TensorError, UnsupportedOnnxOperatorError
 from ..tensor import dtype_code
 from ._onnx import require_onnx
-from .importer import import_graph
+from .importer import Imported, import_graph
 
 require_onnx()
 
@@ -65,6 +65,7 @@ class AccHostRep(BackendRep):
         self._specialised: dict[tuple, tuple[Any, Any]] = {}
         self._executor = None
         self._key: tuple | None = None
+        self.imported: Imported | None
         try:
             self.imported = import_graph(model)
         except UnsupportedOnnxOperatorError as error:
@@ -72,10 +73,9 @@ class AccHostRep(BackendRep):
                 raise
             self.imported = None  # specialised at run time
             return
-        shapes = self.imported.input_shapes
-        if all(shapes.get(name) is not None and all(d >= 0 for d in shapes[name])
-               for name in self.imported.inputs):
-            declared = {name: tuple(shapes[name]) for name in self.imported.inputs}
+        shapes = {name: self.imported.input_shapes.get(name) for name in self.imported.inputs}
+        if all(shape is not None and all(d >= 0 for d in shape) for shape in shapes.values()):
+            declared = {name: tuple(shape) for name, shape in shapes.items() if shape is not None}
             dtypes = dict(self.imported.input_dtypes)
             self._executor = self._bind(self.imported, declared, dtypes)
             self._key = tuple((name, declared[name], np.dtype(dtypes[name]))
@@ -137,7 +137,7 @@ class AccHostRep(BackendRep):
                 imported = import_graph(self.model, shapes=shapes, frozen=frozen)
                 break
             except UnsupportedOnnxOperatorError as error:
-                new = [name for name in getattr(error, "dynamic_inputs", [])
+                new = [name for name in error.dynamic_inputs
                        if name in feed and name not in frozen]
                 if not new or not _only_dynamic(error):
                     raise
@@ -167,7 +167,7 @@ class AccHostRep(BackendRep):
 
 def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
     """Whether every problem is a value that must be constant and is not."""
-    dynamic = getattr(error, "dynamic_inputs", [])
+    dynamic = error.dynamic_inputs
     return bool(dynamic) and len(dynamic) == len(error.unsupported)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from ..errors import (
 )
 from ..tensor import dtype_code
 from ._onnx import require_onnx
-from .translators import TRANSLATORS, Unsupported, translator_for
+from .translators import TRANSLATORS, Translator, Unsupported, translator_for
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -233,17 +233,21 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     opsets = opsets_of(model)
     cx = Context(opsets)
 
-    unsupported = []
+    unsupported: list[tuple[str, str, int, str]] = []
+    found: list[Translator | None] = []
     for node in graph.node:
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         opset = opsets.get(domain, 0)
         entry = translator_for(domain, node.op_type, opset)
+        found.append(entry)
         if entry is None:
             key = (domain or "ai.onnx", node.op_type, opset)
             if key not in [u[:3] for u in unsupported]:
                 unsupported.append((*key, "no translation"))
     if unsupported:
         _raise(unsupported)
+    # Every node has a translator now (one per node, in graph order).
+    translators = [entry for entry in found if entry is not None]
 
     for init in graph.initializer:
         cx.consts[init.name] = tensor_values(init)
@@ -297,7 +301,7 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
             broken.update(node.output)
             continue
         cx.node_name = f"{node.name or node.op_type}_{index}".replace(" ", "_")
-        fn = translator_for(domain, node.op_type, opset)
+        fn = translators[index]
         try:
             attrs = {attr.name: _attr_value(onnx, attr) for attr in node.attribute}
             results = fn(cx, node, attrs, list(node.input), opset)
@@ -404,14 +408,13 @@ def _attr_value(onnx: Any, attr: Any) -> Any:
     return value
 
 
-def _raise(problems: list[tuple[str, str, int, str]], dynamic: list[str] | None = None) -> None:
+def _raise(problems: list[tuple[str, str, int, str]],
+           dynamic: list[str] | None = None) -> NoReturn:
     lines = [f"  {op} (domain {domain}, opset {opset}): {reason}"
              for domain, op, opset, reason in problems]
-    error = UnsupportedOnnxOperatorError(
+    raise UnsupportedOnnxOperatorError(
         f"ONNX import: {len(problems)} unsupported operator(s):\n" + "\n".join(lines),
-        problems)
-    error.dynamic_inputs = list(dynamic or [])
-    raise error
+        problems, dynamic)
 
 
 def import_model(model: Any) -> tuple[Any, dict, dict]:
@@ -419,7 +422,7 @@ def import_model(model: Any) -> tuple[Any, dict, dict]:
     return imported.symbol, imported.arg_params, imported.aux_params
 
 
-def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple]]]:
+def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple | None]]]:
     model = _load(model)
     initializers = {init.name for init in model.graph.initializer}
     return {
