@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -35,7 +36,7 @@ from .registry import OpDef, Shape, normalize_axis, register, require_known, sam
 
 Shapes = list[Shape | None]
 Dtypes = list[np.dtype | None]
-ShapeResult = tuple[list[Shape], list[Shape]]
+ShapeResult = tuple[Sequence[Shape | None], Sequence[Shape]]
 TypeResult = tuple[list[np.dtype], list[np.dtype]]
 
 # ---- shared helpers ----------------------------------------------------------------
@@ -265,8 +266,8 @@ def _grouped_correlation(padded: np.ndarray, weight: np.ndarray, window: _Window
     if groups == channels == filters:
         result = np.zeros((batch, channels, *out_shape), padded.dtype)
         for tap in np.ndindex(*kernel):
-            scale = weight[(slice(None), 0, *tap)].reshape((1, channels) + (1,) * ndim)
-            result += views[(Ellipsis, *tap)] * scale
+            scale = weight[(slice(None), 0) + tap].reshape((1, channels) + (1,) * ndim)
+            result += views[(Ellipsis,) + tap] * scale
         return result
     per_group, filters_per_group = channels // groups, filters // groups
     taps = int(np.prod(kernel))
@@ -385,7 +386,7 @@ def _transposed_correlation(data: np.ndarray, weight: np.ndarray, window: _Windo
     grouped = data.reshape(batch, groups, channels // groups, *spatial)
     taps = weight.reshape(groups, channels // groups, per_group, *window.kernel)
     for offset in np.ndindex(*window.kernel):
-        contribution = np.einsum("ngc...,gcf->ngf...", grouped, taps[(Ellipsis, *offset)])
+        contribution = np.einsum("ngc...,gcf->ngf...", grouped, taps[(Ellipsis,) + offset])
         region = tuple(slice(k * d, k * d + s * (size - 1) + 1, s) for k, d, s, size
                        in zip(offset, window.dilate, window.stride, spatial))
         result[(slice(None),) * 3 + region] += contribution
@@ -401,7 +402,8 @@ def _crop(full: np.ndarray, pads: Shape, out: Shape) -> np.ndarray:
         stop = min(pad + length, available)
         source.append(slice(pad, stop))
         target.append(slice(0, stop - pad))
-    result[(slice(None), slice(None), *target)] = full[(slice(None), slice(None), *source)]
+    result[(slice(None), slice(None)) + tuple(target)] = full[(slice(None), slice(None))
+                                                              + tuple(source)]
     return result
 
 
@@ -550,9 +552,9 @@ def _leaky_relu_shape(attrs: Attrs, shapes: Shapes) -> ShapeResult:
     if attrs.act_type == "prelu":
         if len(data) < 2:
             raise ShapeError(f"{op}: prelu needs data with a channel axis, got shape {data}")
-        if filled[1] is None:
-            filled[1] = (data[1],)
-        _prelu_gamma(op, tuple(filled[1]), data)
+        gamma = filled[1] if filled[1] is not None else (data[1],)
+        filled[1] = gamma
+        _prelu_gamma(op, tuple(gamma), data)
     return filled, [data]
 
 
@@ -727,8 +729,10 @@ def _avg_divisor(plan: _PoolPlan, include_pad: bool) -> np.ndarray:
     return divisor
 
 
-_LP_POWER = {1: lambda x: x, 2: np.square, 3: lambda x: x * x * x}
-_LP_ROOT = {1: lambda x: x, 2: np.sqrt, 3: np.cbrt}
+_LP_POWER: dict[int, Callable[[np.ndarray], np.ndarray]] = {
+    1: lambda x: x, 2: np.square, 3: lambda x: x * x * x}
+_LP_ROOT: dict[int, Callable[[np.ndarray], np.ndarray]] = {
+    1: lambda x: x, 2: np.sqrt, 3: np.cbrt}
 
 
 def _pooling(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -1234,7 +1238,10 @@ def _upsampling(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
         factor = out[2] // array.shape[2]
         scaled.append(array.repeat(factor, axis=2).repeat(factor, axis=3))
     if attrs.multi_input_mode == "sum":
-        return [_like(sum(_f64(array) for array in scaled), inputs[0])]
+        total = _f64(scaled[0])
+        for array in scaled[1:]:
+            total = total + _f64(array)
+        return [_like(total, inputs[0])]
     return [_like(np.concatenate(scaled, axis=1), inputs[0])]
 
 
@@ -1259,7 +1266,8 @@ register(OpDef(
 
 # ---- Pad -----------------------------------------------------------------------------
 
-_NUMPY_PAD_MODES = {"constant": "constant", "edge": "edge", "reflect": "reflect"}
+_NUMPY_PAD_MODES: dict[str, Literal["constant", "edge", "reflect"]] = {
+    "constant": "constant", "edge": "edge", "reflect": "reflect"}
 
 
 def _pad_shape(attrs: Attrs, shapes: Shapes) -> ShapeResult:
@@ -1287,10 +1295,13 @@ def _pad_shape(attrs: Attrs, shapes: Shapes) -> ShapeResult:
 def _pad(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     data = inputs[0]
     _pad_shape(attrs, [data.shape])
-    widths = [tuple(attrs.pad_width[2 * k:2 * k + 2]) for k in range(data.ndim)]
-    extra = ({"constant_values": np.array(attrs.constant_value).astype(data.dtype)}
-             if attrs.mode == "constant" else {})
-    return [np.pad(data, widths, mode=_NUMPY_PAD_MODES[attrs.mode], **extra)]
+    widths = [(int(attrs.pad_width[2 * k]), int(attrs.pad_width[2 * k + 1]))
+              for k in range(data.ndim)]
+    mode = _NUMPY_PAD_MODES[attrs.mode]
+    if mode == "constant":
+        value = np.array(attrs.constant_value).astype(data.dtype)
+        return [np.pad(data, widths, mode=mode, constant_values=value)]
+    return [np.pad(data, widths, mode=mode)]
 
 
 register(OpDef(

@@ -16,7 +16,7 @@ input values.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -405,8 +405,9 @@ _def("_onnx_slice", _slice, [Param("starts", parse_tuple), Param("ends", parse_t
 def _split(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     axis = attrs.axis % x.ndim
+    points: list[int]
     if attrs.split:
-        points = np.cumsum(attrs.split)[:-1]
+        points = [int(p) for p in np.cumsum(attrs.split)[:-1]]
     else:
         n = attrs.num_outputs
         size = -(-x.shape[axis] // n)
@@ -447,8 +448,9 @@ def _pad(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     if attrs.mode == "constant":
         return [np.pad(x, width, mode="constant",
                        constant_values=np.array(attrs.value).astype(x.dtype))]
-    return [np.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}
-                   [attrs.mode])]
+    modes: dict[str, Literal["reflect", "edge", "wrap"]] = {
+        "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+    return [np.pad(x, width, mode=modes[attrs.mode])]
 
 
 _def("_onnx_pad", _pad, [Param("pads", parse_tuple), Param("mode", choice("constant",
@@ -494,11 +496,11 @@ def _gather_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     b = attrs.batch_dims
     idx = idx.astype(np.int64)
     batch_shape = x.shape[:b]
-    k = idx.shape[-1]
+    k = int(idx.shape[-1])
     out_shape = idx.shape[:-1] + x.shape[b + k:]
     xs = x.reshape((-1,) + x.shape[b:]) if b else x[None]
     ids = idx.reshape((int(np.prod(batch_shape, dtype=np.int64)) if b else 1, -1, k))
-    result = [xs[i][tuple(ids[i].T)] for i in range(ids.shape[0])]
+    result = [xs[i][tuple(ids[i].T)] for i in range(len(ids))]
     return [np.array(result).reshape(out_shape).astype(x.dtype)]
 
 
@@ -513,9 +515,9 @@ def _scatter_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray
     idx = idx.astype(np.int64)
     idx = np.where(idx < 0, idx + x.shape[axis], idx)
     for pos in np.ndindex(*idx.shape):
-        target = list(pos)
-        target[axis] = idx[pos]
-        target = tuple(target)
+        position = list(pos)
+        position[axis] = idx[pos]
+        target = tuple(position)
         value = upd[pos]
         if attrs.reduction == "add":
             out[target] += value
@@ -678,7 +680,7 @@ def _cumsum(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     out = np.cumsum(x, axis=axis, dtype=x.dtype)
     if attrs.exclusive:
         out = np.roll(out, 1, axis=axis)
-        index = [slice(None)] * x.ndim
+        index: list[slice | int] = [slice(None)] * x.ndim
         index[axis] = 0
         out[tuple(index)] = 0
     if attrs.reverse:
@@ -872,7 +874,7 @@ def _cumprod(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     out = np.cumprod(x, axis=axis, dtype=x.dtype)
     if attrs.exclusive:
         out = np.roll(out, 1, axis=axis)
-        index = [slice(None)] * x.ndim
+        index: list[slice | int] = [slice(None)] * x.ndim
         index[axis] = 0
         out[tuple(index)] = 1
     if attrs.reverse:
@@ -1044,7 +1046,7 @@ def _reverse_sequence(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray
     x, lengths = inputs
     out = x.copy()
     for b, length in enumerate(lengths.astype(np.int64)):
-        src = [slice(None)] * x.ndim
+        src: list[slice | int] = [slice(None)] * x.ndim
         src[attrs.batch_axis] = b
         src[attrs.time_axis] = slice(0, length)
         dst = list(src)
@@ -1099,11 +1101,11 @@ def _resize_axis(x: np.ndarray, axis: int, out_size: int, scale: float, attrs: A
     outside = (coords < 0) | (coords > in_size - 1)
     moved = np.moveaxis(x, axis, -1).astype(np.float64)
     if attrs.mode == "nearest":
-        rounding = {"round_prefer_floor": lambda c: np.where(c % 1 == 0.5, np.floor(c),
-                                                             np.round(c)),
-                    "round_prefer_ceil": lambda c: np.where(c % 1 == 0.5, np.ceil(c),
-                                                            np.round(c)),
-                    "floor": np.floor, "ceil": np.ceil}[attrs.nearest_mode]
+        roundings: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+            "round_prefer_floor": lambda c: np.where(c % 1 == 0.5, np.floor(c), np.round(c)),
+            "round_prefer_ceil": lambda c: np.where(c % 1 == 0.5, np.ceil(c), np.round(c)),
+            "floor": np.floor, "ceil": np.ceil}
+        rounding = roundings[attrs.nearest_mode]
         index = np.clip(rounding(coords).astype(np.int64), 0, in_size - 1)
         out = moved[..., index]
     else:
