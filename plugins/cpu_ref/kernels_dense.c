@@ -411,7 +411,7 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   int status = phases != NULL && offsets != NULL ? 0 : -1;
   /* Deep products read the phase planes in place, computing the wide grid
    * q = oh * wq + ow (the columns ow >= the output width dropped by
-   * compact_wide); shallow ones, whose output would cost more to compact
+   * compact_wide_block); shallow ones, whose output would cost more to compact
    * than packing costs, pack the output's own columns (pack_phases). */
   const int64_t wide_count = (out[1] - 1) * wq + out[2];
   /* Its rows are whole cache lines, so that threads sharing the product's
@@ -421,9 +421,11 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
    * such products: each ran 1.5x slower on 2 threads than alone). */
   const int64_t wide_ld = (wide_count + 15) / 16 * 16;
   float *wide = NULL;
+  const int on_wide_grid = depth >= kWideMinDepth;
   /* The threads the product will use (see cr_gemm), which pad the planes too. */
-  const int threads = cr_gemm_threads(group_outputs, wide_count, depth, num_threads);
-  if (depth >= kWideMinDepth && status == 0) {
+  const int threads = cr_gemm_threads(group_outputs, on_wide_grid ? wide_count : out_plane,
+                                      depth, num_threads);
+  if (on_wide_grid && status == 0) {
     wide = aligned_alloc(64, (size_t)(group_outputs * wide_ld) * sizeof *wide);
     if (wide == NULL) status = -1;
   }

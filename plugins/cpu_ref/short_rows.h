@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__GNUC__) /* GCC, and Clang, which defines it too */
 typedef float cr_f16 __attribute__((vector_size(64), aligned(4), may_alias));
 typedef float cr_f4 __attribute__((vector_size(16), aligned(4), may_alias));
 #define CR_SHORT_ROWS_VECTORS 1
