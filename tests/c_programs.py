@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# CR_SCRATCH_POISON: as in build_plugins.SANITIZE_FLAGS (cpu_ref's scratch
+# memory handed out filled with NaNs).
 SANITIZE_FLAGS = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
-                  "-fno-sanitize-recover=undefined"]
+                  "-fno-sanitize-recover=undefined", "-DCR_SCRATCH_POISON"]
 BASE_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"]
 
 

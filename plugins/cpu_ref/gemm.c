@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "parallel.h"
+#include "scratch.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define CR_GEMM_X86 1
@@ -702,10 +703,9 @@ typedef struct cr_gemm_job {
   atomic_int failed;
 } cr_gemm_job;
 
-static void *aligned_floats(size_t count) {
-  size_t bytes = count * sizeof(float);
-  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
-  return aligned_alloc(kAlign, bytes ? bytes : kAlign);
+/* The calling thread's scratch buffer `slot` of at least count floats. */
+static float *scratch_floats(cr_scratch_slot slot, size_t count) {
+  return cr_scratch(slot, (count ? count : 1) * sizeof(float));
 }
 
 /* C's row panels [p0, p1) by column panels [q0, q1). */
@@ -718,24 +718,28 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
   const int b_packed = job->b->packed != NULL && job->b->packed_isa == arch->isa;
   const int64_t kc_max = min_i64(kKC, k);
   float *b_buffer = NULL, *a_buffer = NULL;
-  /* Scratch sized to this range's blocks (small products take little). */
-  const int64_t b_panels = min_i64(kNCPanels, q1 - q0), a_panels = min_i64(kMCPanels, p1 - p0);
-  if (!b_packed) b_buffer = aligned_floats((size_t)(kc_max * b_panels * nr));
-  if (!a_packed) a_buffer = aligned_floats((size_t)(kc_max * a_panels * mr));
+  /* B read in place through its row offsets: full panels, and under
+   * AVX-512 the edge panel too (the edge kernel masks the loads of its last
+   * vector); otherwise the edge panel is packed, alone. */
+  const int b_indirect = !b_packed && job->b->row_offsets != NULL;
+  const int edge_in_place = CR_GEMM_X86 && arch->isa == CR_ISA_AVX512;
+  /* Scratch sized to this range's blocks (small products take little),
+   * the thread's own, kept from call to call. */
+  const int64_t b_panels = b_indirect ? 1 : min_i64(kNCPanels, q1 - q0);
+  const int64_t a_panels = min_i64(kMCPanels, p1 - p0);
+  if (!b_packed) {
+    b_buffer = scratch_floats(CR_SCRATCH_GEMM_PACK_B, (size_t)(kc_max * b_panels * nr));
+  }
+  if (!a_packed) {
+    a_buffer = scratch_floats(CR_SCRATCH_GEMM_PACK_A, (size_t)(kc_max * a_panels * mr));
+  }
   if ((!b_packed && b_buffer == NULL) || (!a_packed && a_buffer == NULL)) {
     atomic_store(&job->failed, 1);
-    free(b_buffer);
-    free(a_buffer);
     return;
   }
   float tile[kMaxMR * kMaxNR];
   int64_t packed_rows[kKC]; /* row p of a packed panel */
   for (int64_t p = 0; p < kKC; ++p) packed_rows[p] = p * nr;
-  /* B read in place through its row offsets: full panels, and under
-   * AVX-512 the edge panel too (the edge kernel masks the loads of its last
-   * vector); otherwise the edge panel is packed. */
-  const int b_indirect = !b_packed && job->b->row_offsets != NULL;
-  const int edge_in_place = CR_GEMM_X86 && arch->isa == CR_ISA_AVX512;
   const cr_pack_b_fn pack_b = job->b->pack_b != NULL ? job->b->pack_b : pack_b_view;
   const void *pack_context = job->b->pack_b != NULL ? job->b->pack_context : &job->b_view;
 
@@ -823,8 +827,6 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
       job->done->block(job->done->context, p0 * mr, min_i64(m, p1 * mr), j_begin, j_end);
     }
   }
-  free(b_buffer);
-  free(a_buffer);
 }
 
 static void gemm_chunk(void *context, int64_t begin, int64_t end) {
@@ -929,14 +931,123 @@ int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_
   return cr_gemm_notify(m, n, k, a, b, c, ldc, epilogue, NULL, num_threads);
 }
 
+static void job_init(cr_gemm_job *job, int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
+                     const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
+                     const cr_gemm_done *done) {
+  job->arch = arch_for(cr_gemm_isa());
+  job->m = m;
+  job->n = n;
+  job->k = k;
+  job->a = a;
+  job->b = b;
+  job->b_view = (cr_view){b->data, b->rs, b->cs, n};
+  job->c = c;
+  job->ldc = ldc;
+  job->epilogue = epilogue_is_empty(epilogue) ? NULL : epilogue;
+  job->done = done;
+  const int64_t m_panels = ceil_div(m, job->arch->mr), n_panels = ceil_div(n, job->arch->nr);
+  /* Threads take whole panels of the larger dimension (columns unless rows
+   * are more), so each tile is computed whole by one thread. */
+  job->split_rows = m_panels > n_panels;
+  job->group = 1;
+  atomic_init(&job->failed, 0);
+}
+
+/* A plain B (rows of contiguous values) is read in place, through the
+ * offsets of its rows (in the calling thread's scratch), rather than
+ * packed (the same panels, so the same results): packing B cost more than
+ * it saved in the products of convolutions and activations measured,
+ * 1.0-1.4x at 1 thread and up to 2.3x at 2 threads (where the threads
+ * sharing A's rows waited for one packing of B), except where a thread's
+ * rows need more than one block of A and B's rows are a multiple of 128
+ * floats apart: those rows fall in few sets of the L1 cache and evict each
+ * other while the block is reused (512 x 512 x 512: 1.65 ms packed, 1.80 ms
+ * in place; 1.59 ms in place with rows 528 floats apart). Points job->b at
+ * *in_place when it does. */
+static void read_b_in_place(cr_gemm_job *job, int64_t threads, cr_gemm_operand *in_place) {
+  const cr_gemm_operand *b = job->b;
+  const int64_t m_panels = ceil_div(job->m, job->arch->mr);
+  const int64_t rows_per_thread = job->split_rows ? ceil_div(m_panels, threads) : m_panels;
+  if (b->pack_b != NULL || b->row_offsets != NULL || b->cs != 1 ||
+      (b->packed != NULL && b->packed_isa == job->arch->isa) ||
+      (rows_per_thread > kMCPanels && b->rs % 128 == 0)) {
+    return;
+  }
+  int64_t *rows = cr_scratch(CR_SCRATCH_GEMM_ROWS, (size_t)job->k * sizeof *rows);
+  if (rows == NULL) return; /* packed instead */
+  for (int64_t p = 0; p < job->k; ++p) rows[p] = p * b->rs;
+  *in_place = (cr_gemm_operand){b->data, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, rows};
+  job->b = in_place;
+}
+
+/* C = zeros (k = 0), then the epilogue, over rows [i0, i1) and columns
+ * [j0, j1). */
+static void zero_product(float *c, int64_t ldc, const cr_epilogue *epilogue,
+                         const cr_gemm_done *done, int64_t i0, int64_t i1, int64_t j0,
+                         int64_t j1) {
+  if (i1 <= i0 || j1 <= j0) return;
+  for (int64_t i = i0; i < i1; ++i) memset(c + i * ldc + j0, 0, (size_t)(j1 - j0) * sizeof *c);
+  if (!epilogue_is_empty(epilogue)) cr_epilogue_apply(epilogue, i0, i1 - i0, j0, j1 - j0, c, ldc);
+  if (done != NULL) done->block(done->context, i0, i1, j0, j1);
+}
+
+/* Panels [*p0, *p1) of the larger dimension (of `panels`) for a share. */
+static void share_panels(int64_t panels, int64_t share, int64_t shares, int64_t *p0,
+                         int64_t *p1) {
+  *p0 = panels * share / shares;
+  *p1 = panels * (share + 1) / shares;
+}
+
+void cr_gemm_share_bounds(int64_t m, int64_t n, int64_t share, int64_t shares, int64_t *i0,
+                          int64_t *i1, int64_t *j0, int64_t *j1) {
+  const cr_gemm_arch *arch = arch_for(cr_gemm_isa());
+  const int64_t m_panels = ceil_div(m, arch->mr), n_panels = ceil_div(n, arch->nr);
+  *i0 = 0, *i1 = m, *j0 = 0, *j1 = n;
+  if (shares <= 1) return;
+  if (share < 0 || share >= shares || m <= 0 || n <= 0) {
+    *i1 = 0, *j1 = 0;
+    return;
+  }
+  int64_t p0, p1;
+  if (m_panels > n_panels) {
+    share_panels(m_panels, share, shares, &p0, &p1);
+    *i0 = min_i64(m, p0 * arch->mr), *i1 = min_i64(m, p1 * arch->mr);
+  } else {
+    share_panels(n_panels, share, shares, &p0, &p1);
+    *j0 = min_i64(n, p0 * arch->nr), *j1 = min_i64(n, p1 * arch->nr);
+  }
+}
+
+int cr_gemm_share(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
+                  const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
+                  const cr_gemm_done *done, int64_t share, int64_t shares) {
+  if (shares <= 1) return cr_gemm_notify(m, n, k, a, b, c, ldc, epilogue, done, 1);
+  int64_t i0, i1, j0, j1;
+  cr_gemm_share_bounds(m, n, share, shares, &i0, &i1, &j0, &j1);
+  if (i1 <= i0 || j1 <= j0) return 0;
+  if (k <= 0) {
+    zero_product(c, ldc, epilogue, done, i0, i1, j0, j1);
+    return 0;
+  }
+  cr_gemm_job job;
+  job_init(&job, m, n, k, a, b, c, ldc, epilogue, done);
+  cr_gemm_operand in_place;
+  read_b_in_place(&job, shares, &in_place);
+  const int64_t m_panels = ceil_div(m, job.arch->mr), n_panels = ceil_div(n, job.arch->nr);
+  if (job.split_rows) {
+    gemm_range(&job, i0 / job.arch->mr, ceil_div(i1, job.arch->mr), 0, n_panels);
+  } else {
+    gemm_range(&job, 0, m_panels, j0 / job.arch->nr, ceil_div(j1, job.arch->nr));
+  }
+  return atomic_load(&job.failed) ? -1 : 0;
+}
+
 int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
                    const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
                    const cr_gemm_done *done, int num_threads) {
   if (m <= 0 || n <= 0) return 0;
   if (k <= 0) {
-    for (int64_t i = 0; i < m; ++i) memset(c + i * ldc, 0, (size_t)n * sizeof *c);
-    if (!epilogue_is_empty(epilogue)) cr_epilogue_apply(epilogue, 0, m, 0, n, c, ldc);
-    if (done != NULL) done->block(done->context, 0, m, 0, n);
+    zero_product(c, ldc, epilogue, done, 0, m, 0, n);
     return 0;
   }
   if (small_product(m, n, k, a, b, c, ldc, epilogue)) {
@@ -944,49 +1055,13 @@ int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
     return 0;
   }
   cr_gemm_job job;
-  job.arch = arch_for(cr_gemm_isa());
-  job.m = m;
-  job.n = n;
-  job.k = k;
-  job.a = a;
-  job.b = b;
-  job.b_view = (cr_view){b->data, b->rs, b->cs, n};
-  job.c = c;
-  job.ldc = ldc;
-  job.epilogue = epilogue_is_empty(epilogue) ? NULL : epilogue;
-  job.done = done;
-  atomic_init(&job.failed, 0);
-
+  job_init(&job, m, n, k, a, b, c, ldc, epilogue, done);
   const int64_t m_panels = ceil_div(m, job.arch->mr), n_panels = ceil_div(n, job.arch->nr);
-  /* Threads take whole panels of the larger dimension (columns unless rows
-   * are more), so each tile is computed whole by one thread. */
-  job.split_rows = m_panels > n_panels;
   const int64_t panels = job.split_rows ? m_panels : n_panels;
   const int threads = cr_gemm_threads(m, n, k, num_threads);
-  /* A plain B (rows of contiguous values) is read in place, through the
-   * offsets of its rows, rather than packed (the same panels, so the same
-   * results): packing B cost more than it saved in the products of
-   * convolutions and activations measured, 1.0-1.4x at 1 thread and up to
-   * 2.3x at 2 threads (where the threads sharing A's rows waited for one
-   * packing of B), except where a thread's rows need more than one block of
-   * A and B's rows are a multiple of 128 floats apart: those rows fall in
-   * few sets of the L1 cache and evict each other while the block is
-   * reused (512 x 512 x 512: 1.65 ms packed, 1.80 ms in place; 1.59 ms in
-   * place with rows 528 floats apart). */
-  const int64_t rows_per_thread = job.split_rows ? ceil_div(m_panels, threads) : m_panels;
-  int64_t *b_rows = NULL;
   cr_gemm_operand b_in_place;
-  if (b->pack_b == NULL && b->row_offsets == NULL && b->cs == 1 &&
-      !(b->packed != NULL && b->packed_isa == job.arch->isa) &&
-      (rows_per_thread <= kMCPanels || b->rs % 128 != 0)) {
-    b_rows = malloc((size_t)k * sizeof *b_rows);
-    if (b_rows != NULL) {
-      for (int64_t p = 0; p < k; ++p) b_rows[p] = p * b->rs;
-      b_in_place = (cr_gemm_operand){b->data, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, b_rows};
-      job.b = &b_in_place;
-      b = &b_in_place;
-    }
-  }
+  read_b_in_place(&job, threads, &b_in_place);
+  b = job.b;
   /* Threads sharing A's row panels would each pack the whole of B, once per
    * chunk: pack it once here instead, and let them read it as pre-packed
    * (the same panels, so the same results). */
@@ -996,7 +1071,9 @@ int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
                       b->row_offsets != NULL;
   if (threads > 1 && job.split_rows && !b_ready) {
     const size_t floats = checked_floats(n_panels * job.arch->nr, k);
-    if (floats != 0 && floats <= kMaxSharedBFloats) shared_b = aligned_floats(floats);
+    if (floats != 0 && floats <= kMaxSharedBFloats) {
+      shared_b = scratch_floats(CR_SCRATCH_GEMM_SHARED, floats);
+    }
     if (shared_b != NULL) {
       const cr_pack_b_fn pack = b->pack_b != NULL ? b->pack_b : pack_b_view;
       const void *context = b->pack_b != NULL ? b->pack_context : &job.b_view;
@@ -1017,7 +1094,5 @@ int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
    * one thread). */
   job.group = threads > 1 && job.split_rows ? ceil_div(panels, threads) : 1;
   cr_parallel_for(threads, ceil_div(panels, job.group), gemm_chunk, &job);
-  free(shared_b);
-  free(b_rows);
   return atomic_load(&job.failed) ? -1 : 0;
 }

@@ -129,6 +129,25 @@ int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
                    const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
                    const cr_gemm_done *done, int num_threads);
 
+/* Share `share` of `shares` of an m x n product as cr_gemm_share computes
+ * it: C's rows [*i0, *i1) and columns [*j0, *j1), whole panels of the
+ * larger dimension of C (rows when it has more row panels than column
+ * panels, else columns), dealt as evenly as the panels allow. A share may
+ * be empty (more shares than panels). */
+void cr_gemm_share_bounds(int64_t m, int64_t n, int64_t share, int64_t shares, int64_t *i0,
+                          int64_t *i1, int64_t *j0, int64_t *j1);
+
+/* That share of cr_gemm_notify's product, on the calling thread: for a
+ * caller that runs the shares on threads of its own, preparing each
+ * share's part of B (the rows of an image it reads) on the thread that
+ * computes it. Only the share's part of B is read, where a product with
+ * row_offsets reads its panels in place: element (p, j) for j in [*j0,
+ * *j1). Every share of the same product run once, on any threads, gives C
+ * bit for bit as cr_gemm_notify does. Returns 0 or -1 as cr_gemm. */
+int cr_gemm_share(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
+                  const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
+                  const cr_gemm_done *done, int64_t share, int64_t shares);
+
 /* Applies epilogue to rows [i0, i0 + rows) and columns [j0, j0 + cols) of C
  * (for kernels that compute C without cr_gemm, e.g. depthwise convolution). */
 void cr_epilogue_apply(const cr_epilogue *epilogue, int64_t i0, int64_t rows, int64_t j0,

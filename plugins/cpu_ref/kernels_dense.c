@@ -19,6 +19,7 @@
 #include "gemm.h"
 #include "kernels.h"
 #include "parallel.h"
+#include "scratch.h"
 #include "short_rows.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -253,7 +254,6 @@ typedef struct cr_pad_task {
   int64_t planes, h, w, top, left; /* the input and its padding */
   int64_t s1, s2, hq, wq;          /* strides, and each phase plane's size */
   float *out;
-  int by_rows; /* shared out by padded rows (1) or by channels (0) */
 } cr_pad_task;
 
 /* Padded rows [r0, r1) of channels [c0, c1) at stride 1: the h x w planes
@@ -308,34 +308,13 @@ static void pad_phase_rows(const cr_pad_task *t, int64_t c0, int64_t c1, int64_t
   }
 }
 
-static void pad_part(void *context, int64_t begin, int64_t end) {
-  const cr_pad_task *t = context;
-  const int64_t c0 = t->by_rows ? 0 : begin, c1 = t->by_rows ? t->planes : end;
-  const int64_t r0 = t->by_rows ? begin : 0, r1 = t->by_rows ? end : t->hq * t->s1;
+/* Phase rows [r0, r1) of every plane (all phases; at stride 1 the padded
+ * rows themselves). */
+static void pad_rows(const cr_pad_task *t, int64_t r0, int64_t r1) {
   if (t->s1 == 1 && t->s2 == 1) {
-    pad_plane_rows(t, c0, c1, r0, r1);
+    pad_plane_rows(t, 0, t->planes, r0, r1);
   } else {
-    pad_phase_rows(t, c0, c1, r0, r1);
-  }
-}
-
-/* Rows of at least this many floats are shared out by rows. */
-enum { kPadRowSplit = 32 };
-
-/* The padded (phase) planes, shared out among `threads` threads. Long rows
- * go out by rows: at batch 1 each thread then pads about the rows its
- * share of the product (columns, that is output rows, dealt the same way)
- * reads, and compacts about the rows the next layer's share reads, so that
- * the image mostly stays in one core's cache from layer to layer. Short
- * rows go out by channels: split by rows, two threads would write the
- * same cache line at the boundary of every plane. */
-static void pad_planes(cr_pad_task *task, int threads) {
-  task->by_rows = task->wq >= kPadRowSplit;
-  const int64_t count = task->by_rows ? task->hq * task->s1 : task->planes;
-  if (threads > 1) {
-    cr_parallel_for(threads, count, pad_part, task);
-  } else {
-    pad_part(task, 0, count);
+    pad_phase_rows(t, 0, t->planes, r0 * t->s1, r1 * t->s1);
   }
 }
 
@@ -387,6 +366,88 @@ CR_TARGET_CLONES static void compact_wide_block(void *context, int64_t i0, int64
 
 enum { kWideMinDepth = 64 };
 
+/* One image and group of a 2-D convolution on the phase planes, computed
+ * in shares of its product (cr_gemm_share): each thread pads the rows of
+ * the planes its share reads into planes of its own (its scratch) and
+ * computes its share right after, with no wait between the two. Shared out
+ * by columns (output rows), the threads pad the rows between their shares
+ * twice; shared by rows (outputs), each pads all of them. Against padding
+ * once, shared out, then computing: no second synchronisation, and no
+ * thread reads rows the other core just wrote (at 2 threads, the product's
+ * part reading such rows ran 1.4 us slower per 3 panels). */
+typedef struct cr_wide_conv {
+  cr_pad_task pad;  /* the group's input and the planes' geometry (out: per share) */
+  int64_t kh, kw, dilate_h, dilate_w;
+  int64_t depth;    /* rows of the im2col matrix */
+  int64_t tap_rows; /* the phase rows below its output row a tap reaches */
+  int64_t outputs;  /* the group's */
+  int64_t out_h, out_w;
+  int64_t columns;  /* the product's: the wide grid's, or the output plane's */
+  int64_t wide_ld;
+  float *wide;      /* the wide grid (NULL: the product has the output's columns) */
+  float *y;         /* the group's first output plane */
+  const float *residual;
+  const float *bias; /* the group's */
+  const cr_fusion *fusion;
+  cr_gemm_operand a;
+  int64_t shares;
+  int failed;
+} cr_wide_conv;
+
+static int wide_share(const cr_wide_conv *t, int64_t share) {
+  int64_t i0, i1, j0, j1;
+  cr_gemm_share_bounds(t->outputs, t->columns, share, t->shares, &i0, &i1, &j0, &j1);
+  if (i1 <= i0 || j1 <= j0) return 0;
+  cr_pad_task pad = t->pad;
+  const int64_t phase_plane = pad.hq * pad.wq, channel_size = pad.s1 * pad.s2 * phase_plane;
+  /* Every element the share reads is written by pad_rows (no calloc of the
+   * whole first). */
+  pad.out = cr_scratch(CR_SCRATCH_CONV_PLANES, (size_t)(pad.planes * channel_size) * sizeof(float));
+  int64_t *offsets = cr_scratch(CR_SCRATCH_CONV_OFFSETS, (size_t)t->depth * sizeof *offsets);
+  if (pad.out == NULL || offsets == NULL) return -1;
+  /* The output rows of the share's columns, and the phase rows they read:
+   * on the wide grid a dropped column's taps run into the next row too
+   * (never past the plane: see is_wide_case's geometry). */
+  const int64_t row_length = t->wide != NULL ? pad.wq : t->out_w;
+  const int64_t first = j0 / row_length, last = (j1 - 1) / row_length;
+  pad_rows(&pad, first, min_i64(pad.hq, last + t->tap_rows + (t->wide != NULL ? 2 : 1)));
+  /* The taps' offsets in one channel, then the same per channel further. */
+  const int64_t taps = t->kh * t->kw;
+  for (int64_t tap = 0; tap < taps; ++tap) {
+    const int64_t row = (tap / t->kw) * t->dilate_h, col = (tap % t->kw) * t->dilate_w;
+    offsets[tap] = ((row % pad.s1) * pad.s2 + col % pad.s2) * phase_plane +
+                   (row / pad.s1) * pad.wq + col / pad.s2;
+  }
+  for (int64_t kk = taps; kk < t->depth; ++kk) offsets[kk] = offsets[kk - taps] + channel_size;
+
+  cr_epilogue e = make_epilogue(t->fusion);
+  e.row_bias = t->bias;
+  if (t->wide != NULL) {
+    /* Deep enough to read B in place on the wide grid; the activation
+     * waits for the residual when there is one. */
+    cr_gemm_operand b = {pad.out, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, offsets};
+    if (t->residual != NULL) e.act = CR_EPI_NONE;
+    cr_wide_compaction compaction = {t->wide, t->wide_ld, pad.wq, t->out_h, t->out_w,
+                                     t->y, t->residual, make_epilogue(t->fusion)};
+    const cr_gemm_done done = {compact_wide_block, &compaction};
+    return cr_gemm_share(t->outputs, t->columns, t->depth, &t->a, &b, t->wide, t->wide_ld, &e,
+                         &done, share, t->shares);
+  }
+  cr_wide_view view = {pad.out, offsets, pad.wq, t->out_w};
+  cr_gemm_operand b = {NULL, 0, 0, pack_phases, &view, NULL, CR_ISA_GENERIC, NULL};
+  e.residual = t->residual;
+  e.ld_residual = t->out_h * t->out_w;
+  return cr_gemm_share(t->outputs, t->columns, t->depth, &t->a, &b, t->y, t->columns, &e, NULL,
+                       share, t->shares);
+}
+
+static void wide_shares(void *context, int64_t begin, int64_t end) {
+  cr_wide_conv *t = context;
+  for (int64_t share = begin; share < end; ++share) {
+    if (wide_share(t, share) != 0) __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+  }
+}
+
 static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], const float *x,
                          const float *w, const float *packed_w, cr_isa packed_isa,
                          const float *bias, const cr_fusion *fusion, const int64_t y_shape[5],
@@ -398,85 +459,55 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   const int64_t s1 = p->stride[1], s2 = p->stride[2];
   const int64_t hp = h + 2 * p->pad[1], wp = wd + 2 * p->pad[2];
   const int64_t hq = (hp + s1 - 1) / s1, wq = (wp + s2 - 1) / s2;
-  const int64_t phase_plane = hq * wq, channel_size = s1 * s2 * phase_plane;
   const int64_t kh = p->kernel[1], kw = p->kernel[2];
   const int64_t depth = group_channels * kh * kw;
   const int64_t in_plane = h * wd, out_plane = out[1] * out[2];
   const size_t per_group = packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, depth) : 0;
-
-  /* Every element of the phase planes is written by pad_planes (no calloc
-   * of the whole first). */
-  float *phases = malloc((size_t)(group_channels * channel_size) * sizeof *phases);
-  int64_t *offsets = malloc((size_t)depth * sizeof *offsets);
-  int status = phases != NULL && offsets != NULL ? 0 : -1;
   /* Deep products read the phase planes in place, computing the wide grid
    * q = oh * wq + ow (the columns ow >= the output width dropped by
-   * compact_wide_block); shallow ones, whose output would cost more to compact
-   * than packing costs, pack the output's own columns (pack_phases). */
+   * compact_wide_block); shallow ones, whose output would cost more to
+   * compact than packing costs, pack the output's own columns
+   * (pack_phases). */
   const int64_t wide_count = (out[1] - 1) * wq + out[2];
-  /* Its rows are whole cache lines, so that threads sharing the product's
-   * column panels (48 floats) never write one line: the product stores and
-   * reloads its tiles once per block of k, and a line written by two cores
-   * in turn moves between them every time (measured on row-slab splits of
-   * such products: each ran 1.5x slower on 2 threads than alone). */
-  const int64_t wide_ld = (wide_count + 15) / 16 * 16;
-  float *wide = NULL;
   const int on_wide_grid = depth >= kWideMinDepth;
-  /* The threads the product will use (see cr_gemm), which pad the planes too. */
-  const int threads = cr_gemm_threads(group_outputs, on_wide_grid ? wide_count : out_plane,
-                                      depth, num_threads);
-  if (on_wide_grid && status == 0) {
-    wide = aligned_alloc(64, (size_t)(group_outputs * wide_ld) * sizeof *wide);
-    if (wide == NULL) status = -1;
+  cr_wide_conv task = {{NULL, group_channels, h, wd, p->pad[1], p->pad[2], s1, s2, hq, wq, NULL},
+                       kh, kw, p->dilate[1], p->dilate[2], depth,
+                       ((kh - 1) * p->dilate[1]) / s1, group_outputs, out[1], out[2],
+                       on_wide_grid ? wide_count : out_plane,
+                       /* Rows of whole cache lines, so that threads sharing the
+                        * product's column panels (48 floats) never write one
+                        * line: a line written by two cores in turn moves between
+                        * them every time (measured on row-slab splits of such
+                        * products: each ran 1.5x slower on 2 threads than
+                        * alone). */
+                       (wide_count + 15) / 16 * 16, NULL, NULL, NULL, NULL, fusion,
+                       {NULL, depth, 1, NULL, NULL, NULL, packed_isa, NULL}, 1, 0};
+  if (on_wide_grid) {
+    task.wide = cr_scratch(CR_SCRATCH_CONV_OUTPUT,
+                           (size_t)(group_outputs * task.wide_ld) * sizeof *task.wide);
+    if (task.wide == NULL) return -1;
   }
-  /* The taps' offsets in one channel, then the same per channel further. */
-  for (int64_t tap = 0; tap < kh * kw && status == 0; ++tap) {
-    const int64_t row = (tap / kw) * p->dilate[1], col = (tap % kw) * p->dilate[2];
-    offsets[tap] = ((row % s1) * s2 + col % s2) * phase_plane + (row / s1) * wq + col / s2;
-  }
-  for (int64_t kk = kh * kw; kk < depth && status == 0; ++kk) {
-    offsets[kk] = offsets[kk - kh * kw] + channel_size;
-  }
-  for (int64_t n = 0; n < batch && status == 0; ++n) {
-    for (int64_t g = 0; g < groups && status == 0; ++g) {
-      const float *x_group = x + (n * channels + g * group_channels) * in_plane;
-      cr_pad_task pad = {x_group, group_channels, h, wd, p->pad[1], p->pad[2],
-                         s1, s2, hq, wq, phases, 0};
-      pad_planes(&pad, threads);
+  task.shares = cr_gemm_threads(group_outputs, task.columns, depth, num_threads);
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
       const int64_t first_output = n * outputs + g * group_outputs;
-      cr_gemm_operand a = {w + g * group_outputs * depth, depth, 1, NULL, NULL,
-                           packed_w != NULL ? packed_w + (size_t)g * per_group : NULL,
-                           packed_isa, NULL};
-      cr_epilogue e = make_epilogue(fusion);
-      e.row_bias = bias != NULL ? bias + g * group_outputs : NULL;
-      const float *residual = fusion != NULL && fusion->residual != NULL
-                                  ? fusion->residual + first_output * out_plane
-                                  : NULL;
-      if (wide != NULL) {
-        /* Deep enough to read B in place on the wide grid; the activation
-         * waits for the residual when there is one. */
-        cr_gemm_operand b = {phases, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, offsets};
-        if (residual != NULL) e.act = CR_EPI_NONE;
-        cr_wide_compaction compaction = {wide, wide_ld, wq, out[1], out[2],
-                                         y + first_output * out_plane, residual,
-                                         make_epilogue(fusion)};
-        const cr_gemm_done done = {compact_wide_block, &compaction};
-        status = cr_gemm_notify(group_outputs, wide_count, depth, &a, &b, wide, wide_ld, &e,
-                                &done, num_threads);
+      task.pad.x = x + (n * channels + g * group_channels) * in_plane;
+      task.y = y + first_output * out_plane;
+      task.residual = fusion != NULL && fusion->residual != NULL
+                          ? fusion->residual + first_output * out_plane
+                          : NULL;
+      task.bias = bias != NULL ? bias + g * group_outputs : NULL;
+      task.a.data = w + g * group_outputs * depth;
+      task.a.packed = packed_w != NULL ? packed_w + (size_t)g * per_group : NULL;
+      if (task.shares > 1) {
+        cr_parallel_for((int)task.shares, task.shares, wide_shares, &task);
       } else {
-        cr_wide_view view = {phases, offsets, wq, out[2]};
-        cr_gemm_operand b = {NULL, 0, 0, pack_phases, &view, NULL, CR_ISA_GENERIC, NULL};
-        e.residual = residual;
-        e.ld_residual = out_plane;
-        status = cr_gemm(group_outputs, out_plane, depth, &a, &b, y + first_output * out_plane,
-                         out_plane, &e, num_threads);
+        wide_shares(&task, 0, 1);
       }
+      if (__atomic_load_n(&task.failed, __ATOMIC_RELAXED)) return -1;
     }
   }
-  free(phases);
-  free(offsets);
-  free(wide);
-  return status;
+  return 0;
 }
 
 /* ---- Strided 1 x 1 convolution ------------------------------------------ */
@@ -497,7 +528,8 @@ static int convolve_strided_pointwise(const cr_conv_params *p, const int64_t x_s
   const int64_t in_plane = h * wd, out_plane = oh * ow;
   const size_t per_group =
       packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, group_channels) : 0;
-  float *compact = malloc((size_t)(group_channels * out_plane) * sizeof *compact);
+  float *compact =
+      cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(group_channels * out_plane) * sizeof *compact);
   if (compact == NULL) return -1;
   int status = 0;
   for (int64_t n = 0; n < batch && status == 0; ++n) {
@@ -525,7 +557,6 @@ static int convolve_strided_pointwise(const cr_conv_params *p, const int64_t x_s
                        y + first_output * out_plane, out_plane, &e, num_threads);
     }
   }
-  free(compact);
   return status;
 }
 

@@ -5,10 +5,14 @@
  * asked for, less the calling thread, up to kMaxWorkers). A job is cut into
  * more chunks than threads, and every thread, the caller included, claims
  * the next unclaimed chunk until none is left: if a worker is slow to wake
- * (its core busy), the caller simply runs its share. One job runs at a
- * time; a caller finding the pool busy (another device's thread) runs its
- * job inline rather than wait. The pool is shut down (workers joined) when
- * the library is unloaded, and starts empty in a child of fork().
+ * (its core busy), the caller simply runs its share. Chunks are claimed
+ * and counted with atomic operations; the pool's lock is only taken to
+ * start workers and to sleep or wake them (claimed under the lock, the
+ * chunks of a 2-thread model cost 5-10 contended futex calls per forward).
+ * One job runs at a time; a caller finding the pool busy (another device's
+ * thread) runs its job inline rather than wait. The pool is shut down
+ * (workers joined) when the library is unloaded, and starts empty in a
+ * child of fork().
  *
  * A worker that finishes a job polls for the next one for a while before it
  * sleeps on a condition variable, and a caller polls as long for its job's
@@ -48,41 +52,52 @@ enum { kDefaultPollUs = 300, kMaxPollUs = 10000 };
  * set once per process; 0: no polling. */
 static atomic_int_fast64_t g_poll_ns = (int_fast64_t)kDefaultPollUs * 1000;
 
+/* One thread's range of the current job's chunks: next << 32 | end, the
+ * chunks [next, end) not yet claimed. Its owner claims from the front and
+ * others from the back, both by compare-and-swap, each range on a cache
+ * line of its own. */
+typedef struct cr_range {
+  _Alignas(64) atomic_uint_fast64_t bounds;
+} cr_range;
+
 typedef struct cr_pool {
+  /* Guards the workers' start and their sleeping and waking; the chunks
+   * are claimed and counted without it. */
   pthread_mutex_t lock;
-  pthread_cond_t work;  /* a job was posted, or shutdown */
+  pthread_cond_t work;  /* the generation moved (a job was posted, or shutdown) */
   pthread_cond_t done;  /* the job's last chunk finished */
   pthread_mutex_t busy; /* held by the caller whose job runs */
   pthread_t threads[kMaxWorkers];
-  int num_workers;
-  int shutdown;
-  int sleeping;       /* workers waiting on work */
-  int caller_waiting; /* the caller waits on done */
-  /* Bumped (under lock) when a job is posted or the pool shuts down; polled
-   * without the lock. */
-  atomic_uint_fast64_t generation;
-  /* The current job (valid while chunks are left or finished <
-   * num_chunks). Everything is written under lock; finished is also polled
-   * without it. The chunks are dealt in one contiguous range per thread
-   * (range t: chunks [range_next[t], range_end[t]) still unclaimed; the
-   * caller is thread 0, worker i thread i + 1), so that a thread takes the
-   * same part of every job of the same size: the images or columns a
-   * model's next step reads are then mostly in its own core's cache. A
-   * thread that finishes its range takes chunks from the end of the range
-   * with most left, so a slow thread's share is still taken over. */
+  int num_workers; /* under lock */
+  atomic_int shutdown;
+  atomic_int sleeping;       /* workers waiting on work */
+  atomic_int caller_waiting; /* the caller waits on done */
+  /* Bumped when a job is posted or the pool shuts down, after the job's
+   * ranges are published. */
+  _Alignas(64) atomic_uint_fast64_t generation;
+  /* The current job. body, context, count and num_chunks are written by
+   * the caller before it publishes the ranges (release) and read by a
+   * thread after it claimed a chunk (acquire); they change only once all
+   * chunks are finished, so a claimed chunk always reads its own job's. The
+   * chunks are dealt in one contiguous range per thread (the caller is
+   * thread 0, worker i thread i + 1), so that a thread takes the same part
+   * of every job of the same size: the images or columns a model's next
+   * step reads are then mostly in its own core's cache. A thread that
+   * finishes its range takes chunks from the end of the range with most
+   * left, so a slow thread's share is still taken over. */
   void (*body)(void *context, int64_t begin, int64_t end);
   void *context;
   int64_t count;
   int64_t num_chunks;
-  int num_ranges;
-  int64_t range_next[kMaxWorkers + 1];
-  int64_t range_end[kMaxWorkers + 1];
-  atomic_int_fast64_t finished;
+  atomic_int num_ranges;
+  cr_range ranges[kMaxWorkers + 1];
+  _Alignas(64) atomic_int_fast64_t finished;
 } cr_pool;
 
-static cr_pool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                         PTHREAD_COND_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-                         {0}, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, {0}, {0}, 0};
+static cr_pool g_pool = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                         .work = PTHREAD_COND_INITIALIZER,
+                         .done = PTHREAD_COND_INITIALIZER,
+                         .busy = PTHREAD_MUTEX_INITIALIZER};
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -135,47 +150,59 @@ static void chunk_range(int64_t count, int64_t num_chunks, int64_t i, int64_t *b
   *end = *begin + base + (i < remainder ? 1 : 0);
 }
 
-/* Whether the current job has unclaimed chunks; called with the pool locked. */
-static int chunks_left(const cr_pool *pool) {
-  for (int t = 0; t < pool->num_ranges; ++t) {
-    if (pool->range_next[t] < pool->range_end[t]) return 1;
-  }
-  return 0;
+static uint_fast64_t pack_range(uint_fast64_t next, uint_fast64_t end) {
+  return next << 32 | end;
 }
 
 /* The next chunk for thread `me`: the first of its own range, else the
- * last of the range with most left; -1 when none is left. Called with the
- * pool locked. */
+ * last of the range with most left; -1 when none is left. */
 static int64_t claim_chunk(cr_pool *pool, int me) {
-  if (me < pool->num_ranges && pool->range_next[me] < pool->range_end[me]) {
-    return pool->range_next[me]++;
+  const int ranges = atomic_load_explicit(&pool->num_ranges, memory_order_acquire);
+  if (me < ranges) {
+    atomic_uint_fast64_t *own = &pool->ranges[me].bounds;
+    uint_fast64_t seen = atomic_load_explicit(own, memory_order_acquire);
+    while ((seen >> 32) < (seen & 0xffffffffu)) {
+      if (atomic_compare_exchange_weak_explicit(own, &seen,
+                                                pack_range((seen >> 32) + 1, seen & 0xffffffffu),
+                                                memory_order_acquire, memory_order_acquire)) {
+        return (int64_t)(seen >> 32);
+      }
+    }
   }
-  int victim = -1;
-  int64_t most = 0;
-  for (int t = 0; t < pool->num_ranges; ++t) {
-    const int64_t left = pool->range_end[t] - pool->range_next[t];
-    if (left > most) most = left, victim = t;
+  for (;;) {
+    int victim = -1;
+    uint_fast64_t most = 0, bounds = 0;
+    for (int t = 0; t < ranges; ++t) {
+      const uint_fast64_t b = atomic_load_explicit(&pool->ranges[t].bounds, memory_order_relaxed);
+      const uint_fast64_t next = b >> 32, end = b & 0xffffffffu;
+      if (end > next && end - next > most) most = end - next, victim = t, bounds = b;
+    }
+    if (victim < 0) return -1;
+    const uint_fast64_t end = bounds & 0xffffffffu;
+    if (atomic_compare_exchange_strong_explicit(&pool->ranges[victim].bounds, &bounds,
+                                                pack_range(bounds >> 32, end - 1),
+                                                memory_order_acquire, memory_order_relaxed)) {
+      return (int64_t)(end - 1);
+    }
   }
-  return victim < 0 ? -1 : --pool->range_end[victim];
 }
 
-/* Claims and runs chunks of the current job until none is left; called
- * and returns with the pool locked. */
+/* Claims and runs chunks of the current job until none is left. */
 static void run_chunks(cr_pool *pool, int me) {
   for (;;) {
     const int64_t chunk = claim_chunk(pool, me);
     if (chunk < 0) break;
-    void (*body)(void *, int64_t, int64_t) = pool->body;
-    void *context = pool->context;
+    const int64_t num_chunks = pool->num_chunks;
     int64_t begin, end;
-    chunk_range(pool->count, pool->num_chunks, chunk, &begin, &end);
-    pthread_mutex_unlock(&pool->lock);
-    body(context, begin, end);
-    pthread_mutex_lock(&pool->lock);
-    const int64_t finished = atomic_load_explicit(&pool->finished, memory_order_relaxed) + 1;
-    atomic_store_explicit(&pool->finished, finished, memory_order_relaxed);
-    if (finished == pool->num_chunks && pool->caller_waiting) {
+    chunk_range(pool->count, num_chunks, chunk, &begin, &end);
+    pool->body(pool->context, begin, end);
+    /* The last chunk wakes a caller that sleeps on done (the caller sets
+     * caller_waiting, then reads finished: one of the two sees the other). */
+    if (atomic_fetch_add(&pool->finished, 1) + 1 == num_chunks &&
+        atomic_load(&pool->caller_waiting)) {
+      pthread_mutex_lock(&pool->lock);
       pthread_cond_signal(&pool->done);
+      pthread_mutex_unlock(&pool->lock);
     }
   }
 }
@@ -183,24 +210,24 @@ static void run_chunks(cr_pool *pool, int me) {
 static void *worker_main(void *arg) {
   cr_pool *pool = &g_pool;
   const int me = (int)(intptr_t)arg; /* 1 for the first worker: the caller is 0 */
-  pthread_mutex_lock(&pool->lock);
-  while (!pool->shutdown) {
-    if (chunks_left(pool)) {
-      run_chunks(pool, me);
-      continue;
+  uint_fast64_t seen = atomic_load(&pool->generation);
+  while (!atomic_load(&pool->shutdown)) {
+    run_chunks(pool, me);
+    /* Idle: poll for the next generation a while, then sleep until it
+     * comes (sleeping is raised before generation is read again, and the
+     * caller bumps generation before it reads sleeping: a job posted in
+     * between is seen here or wakes this thread). */
+    if (!poll_u64(&pool->generation, seen)) {
+      pthread_mutex_lock(&pool->lock);
+      atomic_fetch_add(&pool->sleeping, 1);
+      while (atomic_load(&pool->generation) == seen && !atomic_load(&pool->shutdown)) {
+        pthread_cond_wait(&pool->work, &pool->lock);
+      }
+      atomic_fetch_sub(&pool->sleeping, 1);
+      pthread_mutex_unlock(&pool->lock);
     }
-    /* Idle: poll for the next job a while, then sleep. A job posted in
-     * between is seen under the lock before sleeping. */
-    const uint_fast64_t seen = atomic_load_explicit(&pool->generation, memory_order_relaxed);
-    pthread_mutex_unlock(&pool->lock);
-    const int changed = poll_u64(&pool->generation, seen);
-    pthread_mutex_lock(&pool->lock);
-    if (changed || pool->shutdown || chunks_left(pool)) continue;
-    pool->sleeping += 1;
-    pthread_cond_wait(&pool->work, &pool->lock);
-    pool->sleeping -= 1;
+    seen = atomic_load(&pool->generation);
   }
-  pthread_mutex_unlock(&pool->lock);
   return NULL;
 }
 
@@ -214,10 +241,10 @@ static void reset_pool_in_child(void) {
   pthread_cond_init(&pool->work, NULL);
   pthread_cond_init(&pool->done, NULL);
   pool->num_workers = 0;
-  pool->sleeping = 0;
-  pool->caller_waiting = 0;
-  pool->num_chunks = 0;
-  pool->num_ranges = 0;
+  atomic_store(&pool->sleeping, 0);
+  atomic_store(&pool->caller_waiting, 0);
+  atomic_store(&pool->num_ranges, 0);
+  for (int t = 0; t <= kMaxWorkers; ++t) atomic_store(&pool->ranges[t].bounds, 0);
   atomic_store(&pool->finished, 0);
 }
 
@@ -280,7 +307,7 @@ int cr_threads_for_images(int num_threads, int64_t images, double work) {
 __attribute__((destructor)) static void shutdown_pool(void) {
   cr_pool *pool = &g_pool;
   pthread_mutex_lock(&pool->lock);
-  pool->shutdown = 1;
+  atomic_store(&pool->shutdown, 1);
   atomic_fetch_add(&pool->generation, 1);
   pthread_cond_broadcast(&pool->work);
   const int workers = pool->num_workers;
@@ -300,46 +327,56 @@ void cr_parallel_for(int num_threads, int64_t count,
     body(context, 0, count);
     return;
   }
-  pthread_mutex_lock(&pool->lock);
-  if (pool->shutdown) {
-    pthread_mutex_unlock(&pool->lock);
+  if (atomic_load(&pool->shutdown)) {
     pthread_mutex_unlock(&pool->busy);
     body(context, 0, count);
     return;
   }
+  pthread_mutex_lock(&pool->lock);
   grow_pool(pool, num_threads - 1);
   const int threads = pool->num_workers + 1 < num_threads ? pool->num_workers + 1 : num_threads;
+  pthread_mutex_unlock(&pool->lock);
   int64_t chunks = (int64_t)threads * kChunksPerThread;
   if (chunks > count) chunks = count;
+  /* Every chunk of the previous job is finished, and every range empty:
+   * nothing reads the job's fields until the ranges below publish them. */
   pool->body = body;
   pool->context = context;
   pool->count = count;
   pool->num_chunks = chunks;
-  pool->num_ranges = threads;
-  for (int t = 0; t < threads; ++t) {
-    chunk_range(chunks, threads, t, &pool->range_next[t], &pool->range_end[t]);
-  }
   atomic_store_explicit(&pool->finished, 0, memory_order_relaxed);
-  atomic_fetch_add_explicit(&pool->generation, 1, memory_order_relaxed);
+  for (int t = 0; t < threads; ++t) {
+    int64_t begin, end;
+    chunk_range(chunks, threads, t, &begin, &end);
+    atomic_store_explicit(&pool->ranges[t].bounds,
+                          pack_range((uint_fast64_t)begin, (uint_fast64_t)end),
+                          memory_order_release);
+  }
+  atomic_store_explicit(&pool->num_ranges, threads, memory_order_release);
+  atomic_fetch_add(&pool->generation, 1);
   /* Polling workers see the new generation; wake only as many sleeping
    * ones as the job may use. */
-  const int to_wake = pool->sleeping < threads - 1 ? pool->sleeping : threads - 1;
-  for (int i = 0; i < to_wake; ++i) pthread_cond_signal(&pool->work);
-  run_chunks(pool, 0);
-  if (atomic_load_explicit(&pool->finished, memory_order_relaxed) < chunks) {
-    /* Other threads run the last chunks: poll a while, then sleep. */
-    pthread_mutex_unlock(&pool->lock);
-    poll_until(&pool->finished, chunks);
+  if (atomic_load(&pool->sleeping) > 0) {
     pthread_mutex_lock(&pool->lock);
-    pool->caller_waiting = 1;
-    while (atomic_load_explicit(&pool->finished, memory_order_relaxed) < chunks) {
-      pthread_cond_wait(&pool->done, &pool->lock);
-    }
-    pool->caller_waiting = 0;
+    const int sleeping = atomic_load(&pool->sleeping);
+    const int to_wake = sleeping < threads - 1 ? sleeping : threads - 1;
+    for (int i = 0; i < to_wake; ++i) pthread_cond_signal(&pool->work);
+    pthread_mutex_unlock(&pool->lock);
   }
-  pool->num_chunks = 0;
-  pool->num_ranges = 0;
-  atomic_store_explicit(&pool->finished, 0, memory_order_relaxed);
-  pthread_mutex_unlock(&pool->lock);
+  run_chunks(pool, 0);
+  if (atomic_load(&pool->finished) < chunks) {
+    /* Other threads run the last chunks: poll a while, then sleep. */
+    poll_until(&pool->finished, chunks);
+    if (atomic_load(&pool->finished) < chunks) {
+      pthread_mutex_lock(&pool->lock);
+      atomic_store(&pool->caller_waiting, 1);
+      while (atomic_load(&pool->finished) < chunks) {
+        pthread_cond_wait(&pool->done, &pool->lock);
+      }
+      atomic_store(&pool->caller_waiting, 0);
+      pthread_mutex_unlock(&pool->lock);
+    }
+  }
+  atomic_store_explicit(&pool->num_ranges, 0, memory_order_relaxed);
   pthread_mutex_unlock(&pool->busy);
 }

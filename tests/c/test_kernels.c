@@ -1551,15 +1551,18 @@ static void test_conv_paths(void) {
        {1, 4, 1, 48, 48}, 40},
       {"3x3 deep, 5 rows of 120", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
        {1, 16, 1, 5, 120}, 64},
-      /* the phase planes filled by 2 threads: by padded rows when their
-       * rows are long (stride 2 with a zero row past an odd padded height;
-       * stride 3's counted walk), by channels when short */
+      /* each of 2 threads fills the phase rows its share of the columns
+       * reads (stride 2 with a zero row past an odd padded height; stride
+       * 3's counted walk; short rows), or all of them when the threads
+       * share the outputs (64 outputs of an 8 x 8 image) */
       {"3x3 deep stride 2, rows filled by 2 threads",
        {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 8, 1, 41, 70}, 32},
       {"3x3 deep stride 3, rows filled by 2 threads",
        {{1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 8, 1, 40, 101}, 48},
-      {"3x3 deep stride 2, channels filled by 2 threads",
+      {"3x3 deep stride 2, short rows filled by 2 threads",
        {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 32, 1, 31, 30}, 64},
+      {"3x3 deep, outputs shared by 2 threads", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 64, 1, 8, 8}, 64},
       /* AVX-512: rows of whole vectors of 16, and whole vectors plus a
        * masked tail, at stride 1 and 2 */
       {"depthwise 3x3 rows of 16", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 2},
