@@ -912,10 +912,14 @@ static int small_product(int64_t m, int64_t n, int64_t k, const cr_gemm_operand 
   return 1;
 }
 
-int cr_gemm_threads(int64_t m, int64_t n, int64_t k, int num_threads) {
+int64_t cr_gemm_panels(int64_t m, int64_t n) {
   const cr_gemm_arch *arch = arch_for(cr_gemm_isa());
   const int64_t m_panels = ceil_div(m, arch->mr), n_panels = ceil_div(n, arch->nr);
-  const int64_t panels = m_panels > n_panels ? m_panels : n_panels;
+  return m_panels > n_panels ? m_panels : n_panels;
+}
+
+int cr_gemm_threads(int64_t m, int64_t n, int64_t k, int num_threads) {
+  const int64_t panels = cr_gemm_panels(m, n);
   /* A GEMM thread is worth twice the usual work (its packing is
    * duplicated). */
   int threads = cr_threads_for_work(num_threads, (double)m * (double)n * (double)k, 2);

@@ -113,6 +113,10 @@ int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_
  * dimension of C per thread, each thread worth enough work). */
 int cr_gemm_threads(int64_t m, int64_t n, int64_t k, int num_threads);
 
+/* The panels of the larger dimension of an m x n C: the most threads, or
+ * shares, its product can be split into. */
+int64_t cr_gemm_panels(int64_t m, int64_t n);
+
 /* Told of each block of C once its values are final (epilogue applied):
  * block(context, i0, i1, j0, j1) for rows [i0, i1) and columns [j0, j1),
  * called by the thread that computed the block, while it is still in that

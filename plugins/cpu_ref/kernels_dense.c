@@ -366,6 +366,20 @@ CR_TARGET_CLONES static void compact_wide_block(void *context, int64_t i0, int64
 
 enum { kWideMinDepth = 64 };
 
+/* The shares a product of one image is computed in, one thread each: a
+ * thread for a quarter of the usual work, as cr_threads_for_images gives a
+ * batch's images, and at most one per panel. The step before most likely
+ * left the image's rows split between the cores as the shares split them,
+ * and reading the other core's half costs more than handing a thread the
+ * job: resnet_small's strided 1 x 1 shortcut (131K multiply-adds) took
+ * 10.4 us on one thread after a 2-thread step and 6.2 us in two shares, its
+ * 3-channel first layer 13.7 and 9.4 us. */
+static int64_t conv_shares(int64_t m, int64_t n, int64_t k, int num_threads) {
+  const int threads = cr_threads_for_work(num_threads, 4.0 * (double)m * (double)n * (double)k, 1);
+  const int64_t panels = cr_gemm_panels(m, n);
+  return threads < panels ? threads : panels;
+}
+
 /* One image and group of a 2-D convolution on the phase planes, computed
  * in shares of its product (cr_gemm_share): each thread pads the rows of
  * the planes its share reads into planes of its own (its scratch) and
@@ -470,24 +484,24 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
    * (pack_phases). */
   const int64_t wide_count = (out[1] - 1) * wq + out[2];
   const int on_wide_grid = depth >= kWideMinDepth;
-  cr_wide_conv task = {{NULL, group_channels, h, wd, p->pad[1], p->pad[2], s1, s2, hq, wq, NULL},
-                       kh, kw, p->dilate[1], p->dilate[2], depth,
-                       ((kh - 1) * p->dilate[1]) / s1, group_outputs, out[1], out[2],
-                       on_wide_grid ? wide_count : out_plane,
-                       /* Rows of whole cache lines, so that threads sharing the
-                        * product's column panels (48 floats) never write one
-                        * line: a line written by two cores in turn moves between
-                        * them every time (measured on row-slab splits of such
-                        * products: each ran 1.5x slower on 2 threads than
-                        * alone). */
-                       (wide_count + 15) / 16 * 16, NULL, NULL, NULL, NULL, fusion,
-                       {NULL, depth, 1, NULL, NULL, NULL, packed_isa, NULL}, 1, 0};
+  cr_wide_conv task = {
+      .pad = {NULL, group_channels, h, wd, p->pad[1], p->pad[2], s1, s2, hq, wq, NULL},
+      .kh = kh, .kw = kw, .dilate_h = p->dilate[1], .dilate_w = p->dilate[2], .depth = depth,
+      .tap_rows = ((kh - 1) * p->dilate[1]) / s1, .outputs = group_outputs,
+      .out_h = out[1], .out_w = out[2], .columns = on_wide_grid ? wide_count : out_plane,
+      /* Rows of whole cache lines, so that threads sharing the product's
+       * column panels (48 floats) never write one line: a line written by
+       * two cores in turn moves between them every time (measured on
+       * row-slab splits of such products: each ran 1.5x slower on 2 threads
+       * than alone). */
+      .wide_ld = (wide_count + 15) / 16 * 16, .fusion = fusion,
+      .a = {NULL, depth, 1, NULL, NULL, NULL, packed_isa, NULL}};
   if (on_wide_grid) {
     task.wide = cr_scratch(CR_SCRATCH_CONV_OUTPUT,
                            (size_t)(group_outputs * task.wide_ld) * sizeof *task.wide);
     if (task.wide == NULL) return -1;
   }
-  task.shares = cr_gemm_threads(group_outputs, task.columns, depth, num_threads);
+  task.shares = conv_shares(group_outputs, task.columns, depth, num_threads);
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t first_output = n * outputs + g * group_outputs;
@@ -514,7 +528,54 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
 
 /* A 1 x 1 convolution with a stride and no padding (a ResNet shortcut)
  * reads one input position in s1 * s2: those are gathered into a compact
- * image first, which is then the GEMM's B as for a plain 1 x 1. */
+ * image first, which is then the GEMM's B as for a plain 1 x 1. Computed
+ * in shares as convolve_wide's: each gathers, into its thread's own
+ * buffer, the output rows its columns of the product read. */
+typedef struct cr_pointwise_conv {
+  const float *x; /* the group's input */
+  int64_t channels, h, w, s1, s2, out_h, out_w;
+  int64_t outputs; /* the group's */
+  float *y;        /* the group's first output plane */
+  const float *residual;
+  const float *bias;
+  const cr_fusion *fusion;
+  cr_gemm_operand a;
+  int64_t shares;
+  int failed;
+} cr_pointwise_conv;
+
+static int pointwise_share(const cr_pointwise_conv *t, int64_t share) {
+  const int64_t out_plane = t->out_h * t->out_w, in_plane = t->h * t->w;
+  int64_t i0, i1, j0, j1;
+  cr_gemm_share_bounds(t->outputs, out_plane, share, t->shares, &i0, &i1, &j0, &j1);
+  if (i1 <= i0 || j1 <= j0) return 0;
+  float *compact =
+      cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(t->channels * out_plane) * sizeof *compact);
+  if (compact == NULL) return -1;
+  const int64_t first = j0 / t->out_w, last = (j1 - 1) / t->out_w;
+  for (int64_t c = 0; c < t->channels; ++c) {
+    for (int64_t r = first; r <= last; ++r) {
+      const float *src = t->x + c * in_plane + r * t->s1 * t->w;
+      float *dst = compact + c * out_plane + r * t->out_w;
+      for (int64_t col = 0; col < t->out_w; ++col) dst[col] = src[col * t->s2];
+    }
+  }
+  cr_gemm_operand b = {compact, out_plane, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  cr_epilogue e = make_epilogue(t->fusion);
+  e.row_bias = t->bias;
+  e.residual = t->residual;
+  e.ld_residual = out_plane;
+  return cr_gemm_share(t->outputs, out_plane, t->channels, &t->a, &b, t->y, out_plane, &e, NULL,
+                       share, t->shares);
+}
+
+static void pointwise_shares(void *context, int64_t begin, int64_t end) {
+  cr_pointwise_conv *t = context;
+  for (int64_t share = begin; share < end; ++share) {
+    if (pointwise_share(t, share) != 0) __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+  }
+}
+
 static int convolve_strided_pointwise(const cr_conv_params *p, const int64_t x_shape[5],
                                       const float *x, const float *w, const float *packed_w,
                                       cr_isa packed_isa, const float *bias,
@@ -523,41 +584,35 @@ static int convolve_strided_pointwise(const cr_conv_params *p, const int64_t x_s
   const int64_t batch = x_shape[0], channels = x_shape[1], outputs = y_shape[1];
   const int64_t groups = p->num_group;
   const int64_t group_channels = channels / groups, group_outputs = outputs / groups;
-  const int64_t h = x_shape[3], wd = x_shape[4], oh = y_shape[3], ow = y_shape[4];
-  const int64_t s1 = p->stride[1], s2 = p->stride[2];
-  const int64_t in_plane = h * wd, out_plane = oh * ow;
+  const int64_t in_plane = x_shape[3] * x_shape[4], out_plane = y_shape[3] * y_shape[4];
   const size_t per_group =
       packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, group_channels) : 0;
-  float *compact =
-      cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(group_channels * out_plane) * sizeof *compact);
-  if (compact == NULL) return -1;
-  int status = 0;
-  for (int64_t n = 0; n < batch && status == 0; ++n) {
-    for (int64_t g = 0; g < groups && status == 0; ++g) {
-      const float *x_group = x + (n * channels + g * group_channels) * in_plane;
-      for (int64_t c = 0; c < group_channels; ++c) {
-        for (int64_t r = 0; r < oh; ++r) {
-          const float *src = x_group + c * in_plane + r * s1 * wd;
-          float *dst = compact + c * out_plane + r * ow;
-          for (int64_t col = 0; col < ow; ++col) dst[col] = src[col * s2];
-        }
-      }
+  cr_pointwise_conv task = {
+      .channels = group_channels, .h = x_shape[3], .w = x_shape[4],
+      .s1 = p->stride[1], .s2 = p->stride[2], .out_h = y_shape[3], .out_w = y_shape[4],
+      .outputs = group_outputs, .fusion = fusion,
+      .a = {NULL, group_channels, 1, NULL, NULL, NULL, packed_isa, NULL},
+      .shares = conv_shares(group_outputs, out_plane, group_channels, num_threads)};
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
       const int64_t first_output = n * outputs + g * group_outputs;
-      cr_gemm_operand a = {w + g * group_outputs * group_channels, group_channels, 1, NULL,
-                           NULL, packed_w != NULL ? packed_w + (size_t)g * per_group : NULL,
-                           packed_isa, NULL};
-      cr_gemm_operand b = {compact, out_plane, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
-      cr_epilogue e = make_epilogue(fusion);
-      e.row_bias = bias != NULL ? bias + g * group_outputs : NULL;
-      if (fusion != NULL && fusion->residual != NULL) {
-        e.residual = fusion->residual + first_output * out_plane;
-        e.ld_residual = out_plane;
+      task.x = x + (n * channels + g * group_channels) * in_plane;
+      task.y = y + first_output * out_plane;
+      task.residual = fusion != NULL && fusion->residual != NULL
+                          ? fusion->residual + first_output * out_plane
+                          : NULL;
+      task.bias = bias != NULL ? bias + g * group_outputs : NULL;
+      task.a.data = w + g * group_outputs * group_channels;
+      task.a.packed = packed_w != NULL ? packed_w + (size_t)g * per_group : NULL;
+      if (task.shares > 1) {
+        cr_parallel_for((int)task.shares, task.shares, pointwise_shares, &task);
+      } else {
+        pointwise_shares(&task, 0, 1);
       }
-      status = cr_gemm(group_outputs, out_plane, group_channels, &a, &b,
-                       y + first_output * out_plane, out_plane, &e, num_threads);
+      if (__atomic_load_n(&task.failed, __ATOMIC_RELAXED)) return -1;
     }
   }
-  return status;
+  return 0;
 }
 
 /* ---- Direct (depthwise) convolution ------------------------------------ */

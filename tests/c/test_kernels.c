@@ -1509,6 +1509,12 @@ static void test_conv_paths(void) {
       {"3x3 deep stride 2 dilated", {{1, 3, 3}, {1, 2, 2}, {1, 2, 1}, {0, 2, 1}, 1},
        {1, 8, 1, 13, 12}, 7},
       {"1x1 stride 2", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1}, {1, 6, 1, 9, 8}, 5},
+      /* strided 1 x 1 in 2 shares: of the columns (each gathering its
+       * output rows), and of the outputs */
+      {"1x1 stride 2, columns shared by 2 threads", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
+       {1, 16, 1, 32, 32}, 32},
+      {"1x1 stride 2, outputs shared by 2 threads", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
+       {1, 32, 1, 16, 15}, 64},
       {"1x1 stride 3x2, groups 2", {{1, 1, 1}, {1, 3, 2}, {1, 1, 1}, {0, 0, 0}, 2},
        {2, 6, 1, 10, 9}, 4},
       {"5x3 dilated, stride 3x1, groups 2", {{1, 5, 3}, {1, 3, 1}, {1, 2, 1}, {0, 2, 1}, 2},
@@ -1534,7 +1540,7 @@ static void test_conv_paths(void) {
       {"patches 4x4 stride 4", {{1, 4, 4}, {1, 4, 4}, {1, 1, 1}, {0, 0, 0}, 1},
        {2, 5, 1, 12, 16}, 7},
       /* many outputs, a small image: 2 threads share the filters' row
-       * panels and one packing of the phase planes */
+       * panels, each padding and packing all of the phase planes */
       {"3x3 shallow, 640 outputs", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
        {1, 6, 1, 12, 12}, 640},
       /* one image large enough for 2 threads to share its product's
