@@ -67,9 +67,11 @@ CONVS = [("squeezenet conv0 3x3/2", 1, 3, 224, 224, 64, 3, 3, 2, 0, 1),
 
 def build(out_dir: Path) -> Path:
     flags = [f for f in build_plugins.BASE_FLAGS if f not in ("-shared", "-fPIC")]
+    cc = build_plugins.compiler()
     flags += build_plugins.RELEASE_FLAGS
+    flags += [] if build_plugins.is_clang(cc) else build_plugins.GCC_RELEASE_FLAGS
     binary = out_dir / "bench_kernels"
-    command = [build_plugins.compiler(), *flags, f"-I{ROOT / 'include'}",
+    command = [cc, *flags, f"-I{ROOT / 'include'}",
                f"-I{ROOT / 'plugins' / 'cpu_ref'}", *(str(ROOT / s) for s in SOURCES),
                "-o", str(binary), "-lm"]
     subprocess.run(command, check=True)

@@ -1532,6 +1532,13 @@ static void test_conv_paths(void) {
        {2, 3, 1, 11, 12}, 3},
       {"depthwise 3x3 stride 2 pad 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
        {1, 2, 1, 7, 8}, 2},
+      /* stride 2 with an even left padding (the even columns first) on
+       * rows of more than 32 values (whole vectors of pairs, then a
+       * masked tail), odd and even widths */
+      {"3x3 stride 2 pad 2, rows of 35", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 1},
+       {1, 4, 1, 9, 35}, 6},
+      {"3x3 stride 2 pad 0, rows of 64", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
+       {2, 3, 1, 7, 64}, 5},
       /* strides above 2: the phase split's counted walk (padding shifts
        * the first phase), and a patch convolution (kernel = stride, deep
        * enough to read the phase planes in place) */
