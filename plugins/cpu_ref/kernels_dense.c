@@ -166,7 +166,10 @@ static void pack_im2col(const void *context, int64_t k0, int64_t kc, int64_t n0,
  * the GEMM reads in place through the row offsets, no packing at all; the
  * columns ow >= the output width are computed too and dropped when the
  * result is compacted. For stride 1 the phase plane is just the padded
- * plane. */
+ * plane, whose rows overlap by the padding: a row's right padding is the
+ * next row's left padding (all zeros either way), so a row is wq = left +
+ * w wide and fewer columns are dropped (a 32 x 32 plane: 1,055 wide
+ * columns, 22 panels of 48, against 1,086 and 23). */
 typedef struct cr_wide_view {
   const float *phases;
   const int64_t *offsets; /* per im2col row */
@@ -252,20 +255,23 @@ static int is_wide_case(const cr_conv_params *p, int64_t ks, const int64_t x_sha
 typedef struct cr_pad_task {
   const float *x;
   int64_t planes, h, w, top, left; /* the input and its padding */
-  int64_t s1, s2, hq, wq;          /* strides, and each phase plane's size */
+  int64_t s1, s2, hq, wq;          /* strides, and each phase plane's rows */
+  int64_t plane;                   /* floats per phase plane: hq * wq and a tail */
   float *out;
   int avx512; /* the GEMM's ISA is AVX-512: stride 2 splits rows with split_pairs_avx512 */
 } cr_pad_task;
 
 /* Padded rows [r0, r1) of channels [c0, c1) at stride 1: the h x w planes
  * of x in the middle of hq x wq planes, the border zeroed, every element
- * written once. */
+ * written once; with r1 = hq, the plane's tail too. A row's right padding
+ * is the next row's left padding (wq = left + w, see convolve_wide), the
+ * last row's is the tail. */
 CR_TARGET_CLONES static void pad_plane_rows(const cr_pad_task *t, int64_t c0, int64_t c1,
                                             int64_t r0, int64_t r1) {
   const int64_t h = t->h, w = t->w, top = t->top, left = t->left, wq = t->wq;
   for (int64_t c = c0; c < c1; ++c) {
     const float *src = t->x + c * h * w;
-    float *dst = t->out + c * t->hq * wq;
+    float *dst = t->out + c * t->plane;
     for (int64_t r = r0; r < r1; ++r) {
       float *row = dst + r * wq;
       if (r < top || r >= top + h) {
@@ -276,6 +282,7 @@ CR_TARGET_CLONES static void pad_plane_rows(const cr_pad_task *t, int64_t c0, in
       cr_copy_floats(row + left, src + (r - top) * w, w);
       cr_zero_floats(row + left + w, wq - left - w);
     }
+    if (r1 == t->hq) cr_zero_floats(dst + t->hq * wq, t->plane - t->hq * wq);
   }
 }
 
@@ -316,7 +323,7 @@ __attribute__((target("avx512f"))) static void split_pairs_avx512(const float *s
  * zeros) of channels [c0, c1), into their phase planes. */
 static void pad_phase_rows(const cr_pad_task *t, int64_t c0, int64_t c1, int64_t r0,
                            int64_t r1) {
-  const int64_t phase_plane = t->hq * t->wq, channel_size = t->s1 * t->s2 * phase_plane;
+  const int64_t phase_plane = t->plane, channel_size = t->s1 * t->s2 * phase_plane;
   /* Zeros first, one run per phase plane (rows pr = a, a + s1, ... are
    * consecutive rows of row phase a), then the input rows over them. */
   for (int64_t c = c0; c < c1; ++c) {
@@ -454,18 +461,19 @@ static int wide_share(const cr_wide_conv *t, int64_t share) {
   cr_gemm_share_bounds(t->outputs, t->columns, share, t->shares, &i0, &i1, &j0, &j1);
   if (i1 <= i0 || j1 <= j0) return 0;
   cr_pad_task pad = t->pad;
-  const int64_t phase_plane = pad.hq * pad.wq, channel_size = pad.s1 * pad.s2 * phase_plane;
+  const int64_t phase_plane = pad.plane, channel_size = pad.s1 * pad.s2 * phase_plane;
   /* Every element the share reads is written by pad_rows (no calloc of the
    * whole first). */
   pad.out = cr_scratch(CR_SCRATCH_CONV_PLANES, (size_t)(pad.planes * channel_size) * sizeof(float));
   int64_t *offsets = cr_scratch(CR_SCRATCH_CONV_OFFSETS, (size_t)t->depth * sizeof *offsets);
   if (pad.out == NULL || offsets == NULL) return -1;
-  /* The output rows of the share's columns, and the phase rows they read:
-   * on the wide grid a dropped column's taps run into the next row too
-   * (never past the plane: see is_wide_case's geometry). */
+  /* The output rows of the share's columns, and the phase rows they read,
+   * and one more: at stride 1 a row's right padding is the next row's
+   * left, and on the wide grid a dropped column's taps run into the next
+   * row (never past the plane and its tail). */
   const int64_t row_length = t->wide != NULL ? pad.wq : t->out_w;
   const int64_t first = j0 / row_length, last = (j1 - 1) / row_length;
-  pad_rows(&pad, first, min_i64(pad.hq, last + t->tap_rows + (t->wide != NULL ? 2 : 1)));
+  pad_rows(&pad, first, min_i64(pad.hq, last + t->tap_rows + 2));
   /* The taps' offsets in one channel, then the same per channel further. */
   const int64_t taps = t->kh * t->kw;
   for (int64_t tap = 0; tap < taps; ++tap) {
@@ -513,7 +521,14 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   const int64_t h = x_shape[3], wd = x_shape[4], *out = y_shape + 2;
   const int64_t s1 = p->stride[1], s2 = p->stride[2];
   const int64_t hp = h + 2 * p->pad[1], wp = wd + 2 * p->pad[2];
-  const int64_t hq = (hp + s1 - 1) / s1, wq = (wp + s2 - 1) / s2;
+  const int64_t hq = (hp + s1 - 1) / s1;
+  /* At stride 1 a padded row is its left padding and the input's row: its
+   * right padding is the next row's left padding (both zeros; the last
+   * row's is a tail after the plane), which leaves fewer columns past the
+   * output width on the wide grid. */
+  const int shared_columns = s1 == 1 && s2 == 1;
+  const int64_t wq = shared_columns ? wd + p->pad[2] : (wp + s2 - 1) / s2;
+  const int64_t plane = hq * wq + (shared_columns ? p->pad[2] : 0);
   const int64_t kh = p->kernel[1], kw = p->kernel[2];
   const int64_t depth = group_channels * kh * kw;
   const int64_t in_plane = h * wd, out_plane = out[1] * out[2];
@@ -526,7 +541,7 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   const int64_t wide_count = (out[1] - 1) * wq + out[2];
   const int on_wide_grid = depth >= kWideMinDepth;
   cr_wide_conv task = {
-      .pad = {NULL, group_channels, h, wd, p->pad[1], p->pad[2], s1, s2, hq, wq, NULL,
+      .pad = {NULL, group_channels, h, wd, p->pad[1], p->pad[2], s1, s2, hq, wq, plane, NULL,
               cr_gemm_isa() == CR_ISA_AVX512},
       .kh = kh, .kw = kw, .dilate_h = p->dilate[1], .dilate_w = p->dilate[2], .depth = depth,
       .tap_rows = ((kh - 1) * p->dilate[1]) / s1, .outputs = group_outputs,

@@ -1532,6 +1532,12 @@ static void test_conv_paths(void) {
        {2, 3, 1, 11, 12}, 3},
       {"depthwise 3x3 stride 2 pad 2", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
        {1, 2, 1, 7, 8}, 2},
+      /* stride 1: a row's right padding is the next row's left padding
+       * (none at padding 0, two columns at 2) */
+      {"3x3 stride 1 pad 0, deep", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1},
+       {1, 8, 1, 9, 13}, 6},
+      {"5x5 stride 1 pad 2, deep", {{1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {0, 2, 2}, 1},
+       {2, 3, 1, 7, 10}, 4},
       /* stride 2 with an even left padding (the even columns first) on
        * rows of more than 32 values (whole vectors of pairs, then a
        * masked tail), odd and even widths */
