@@ -2,17 +2,15 @@
  * Per-thread scratch buffers of the kernels (scratch.h).
  *
  * A convolution's padded planes and wide output, and the GEMM's packed
- * blocks, were allocated and freed on every call. Two things went wrong
- * with that. glibc returns the top of its heap to the system once more
- * than 128 KiB of it is free, so a layer freeing 150 KiB there gave it
- * back and the next layer took it again with brk and page faults: a
- * 2-thread chain of 16-channel 32 x 32 layers ran at 31 or at 62 us per
- * layer depending on the process (3 brk calls and a page fault per layer
- * in the slow ones, half of the caller's time in the kernel). And at 2
- * threads the freed blocks came back for other uses, so a thread wrote
- * lines the other core had just written (the padding took 2.4x its
- * 1-thread CPU time). Kept per thread and per use, a buffer has the same
- * address every call and the threads share it out the same way each time.
+ * blocks, were allocated and freed on every call. glibc returns the top
+ * of its heap to the system once more than 128 KiB of it is free, so a
+ * layer freeing 150 KiB there gave it back and the next layer took it
+ * again with brk and page faults: a 2-thread chain of 16-channel 32 x 32
+ * layers ran at 31 or at 62 us per layer depending on the process (3 brk
+ * calls and a page fault per layer in the slow ones, half of the caller's
+ * time in the kernel). Freed blocks also came back for other uses, so a
+ * thread could write lines the other core had last used. Kept per thread
+ * and per use, a buffer has the same address every call.
  *
  * Each thread's buffers hang off a pthread key, whose destructor frees
  * them when the thread exits; every thread's set is also on a list, freed
