@@ -428,6 +428,61 @@ static int64_t conv_shares(int64_t m, int64_t n, int64_t k, int num_threads) {
   return threads < panels ? threads : panels;
 }
 
+/* What a convolution computed in shares changes from one image and group
+ * to the next: the first member of its task, handed to compute. */
+typedef struct cr_conv_group {
+  int (*compute)(const struct cr_conv_group *group, int64_t share);
+  const float *x;        /* the group's input */
+  float *y;              /* the group's first output plane */
+  const float *residual; /* the same planes of the residual, or NULL */
+  const float *bias;     /* the group's */
+  cr_gemm_operand a;     /* the group's filters (data and packed set per group) */
+  int64_t shares;
+  int failed;
+} cr_conv_group;
+
+static void group_shares(void *context, int64_t begin, int64_t end) {
+  cr_conv_group *group = context;
+  for (int64_t share = begin; share < end; ++share) {
+    if (group->compute(group, share) != 0) __atomic_store_n(&group->failed, 1, __ATOMIC_RELAXED);
+  }
+}
+
+/* Every image and group of a convolution, group pointed at each in turn
+ * and its shares computed, on as many threads when there are several;
+ * depth is the filters' row length. Returns 0, or -1 when a share failed. */
+static int convolve_groups(const cr_conv_params *p, const int64_t x_shape[5], const float *x,
+                           const float *w, const float *packed_w, const float *bias,
+                           const cr_fusion *fusion, const int64_t y_shape[5], float *y,
+                           int64_t depth, cr_conv_group *group) {
+  const int64_t batch = x_shape[0], channels = x_shape[1], outputs = y_shape[1];
+  const int64_t groups = p->num_group;
+  const int64_t group_channels = channels / groups, group_outputs = outputs / groups;
+  const int64_t in_plane = x_shape[2] * x_shape[3] * x_shape[4];
+  const int64_t out_plane = y_shape[2] * y_shape[3] * y_shape[4];
+  const size_t per_group = packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, depth) : 0;
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t first_output = n * outputs + g * group_outputs;
+      group->x = x + (n * channels + g * group_channels) * in_plane;
+      group->y = y + first_output * out_plane;
+      group->residual = fusion != NULL && fusion->residual != NULL
+                            ? fusion->residual + first_output * out_plane
+                            : NULL;
+      group->bias = bias != NULL ? bias + g * group_outputs : NULL;
+      group->a.data = w + g * group_outputs * depth;
+      group->a.packed = packed_w != NULL ? packed_w + (size_t)g * per_group : NULL;
+      if (group->shares > 1) {
+        cr_parallel_for((int)group->shares, group->shares, group_shares, group);
+      } else {
+        group_shares(group, 0, 1);
+      }
+      if (__atomic_load_n(&group->failed, __ATOMIC_RELAXED)) return -1;
+    }
+  }
+  return 0;
+}
+
 /* One image and group of a 2-D convolution on the phase planes, computed
  * in shares of its product (cr_gemm_share): each thread pads the rows of
  * the planes its share reads into planes of its own (its scratch) and
@@ -438,7 +493,8 @@ static int64_t conv_shares(int64_t m, int64_t n, int64_t k, int num_threads) {
  * thread reads rows the other core just wrote (at 2 threads, the product's
  * part reading such rows ran 1.4 us slower per 3 panels). */
 typedef struct cr_wide_conv {
-  cr_pad_task pad;  /* the group's input and the planes' geometry (out: per share) */
+  cr_conv_group group; /* first */
+  cr_pad_task pad;  /* the planes' geometry (x: the group's input, out: per share) */
   int64_t kh, kw, dilate_h, dilate_w;
   int64_t depth;    /* rows of the im2col matrix */
   int64_t tap_rows; /* the phase rows below its output row a tap reaches */
@@ -447,20 +503,16 @@ typedef struct cr_wide_conv {
   int64_t columns;  /* the product's: the wide grid's, or the output plane's */
   int64_t wide_ld;
   float *wide;      /* the wide grid (NULL: the product has the output's columns) */
-  float *y;         /* the group's first output plane */
-  const float *residual;
-  const float *bias; /* the group's */
   const cr_fusion *fusion;
-  cr_gemm_operand a;
-  int64_t shares;
-  int failed;
 } cr_wide_conv;
 
-static int wide_share(const cr_wide_conv *t, int64_t share) {
+static int wide_share(const cr_conv_group *group, int64_t share) {
+  const cr_wide_conv *t = (const cr_wide_conv *)group;
   int64_t i0, i1, j0, j1;
-  cr_gemm_share_bounds(t->outputs, t->columns, share, t->shares, &i0, &i1, &j0, &j1);
+  cr_gemm_share_bounds(t->outputs, t->columns, share, group->shares, &i0, &i1, &j0, &j1);
   if (i1 <= i0 || j1 <= j0) return 0;
   cr_pad_task pad = t->pad;
+  pad.x = group->x;
   const int64_t phase_plane = pad.plane, channel_size = pad.s1 * pad.s2 * phase_plane;
   /* Every element the share reads is written by pad_rows (no calloc of the
    * whole first). */
@@ -484,40 +536,32 @@ static int wide_share(const cr_wide_conv *t, int64_t share) {
   for (int64_t kk = taps; kk < t->depth; ++kk) offsets[kk] = offsets[kk - taps] + channel_size;
 
   cr_epilogue e = make_epilogue(t->fusion);
-  e.row_bias = t->bias;
+  e.row_bias = group->bias;
   if (t->wide != NULL) {
     /* Deep enough to read B in place on the wide grid; the activation
      * waits for the residual when there is one. */
     cr_gemm_operand b = {pad.out, 0, 0, NULL, NULL, NULL, CR_ISA_GENERIC, offsets};
-    if (t->residual != NULL) e.act = CR_EPI_NONE;
+    if (group->residual != NULL) e.act = CR_EPI_NONE;
     cr_wide_compaction compaction = {t->wide, t->wide_ld, pad.wq, t->out_h, t->out_w,
-                                     t->y, t->residual, make_epilogue(t->fusion)};
+                                     group->y, group->residual, make_epilogue(t->fusion)};
     const cr_gemm_done done = {compact_wide_block, &compaction};
-    return cr_gemm_share(t->outputs, t->columns, t->depth, &t->a, &b, t->wide, t->wide_ld, &e,
-                         &done, share, t->shares);
+    return cr_gemm_share(t->outputs, t->columns, t->depth, &group->a, &b, t->wide, t->wide_ld,
+                         &e, &done, share, group->shares);
   }
   cr_wide_view view = {pad.out, offsets, pad.wq, t->out_w};
   cr_gemm_operand b = {NULL, 0, 0, pack_phases, &view, NULL, CR_ISA_GENERIC, NULL};
-  e.residual = t->residual;
+  e.residual = group->residual;
   e.ld_residual = t->out_h * t->out_w;
-  return cr_gemm_share(t->outputs, t->columns, t->depth, &t->a, &b, t->y, t->columns, &e, NULL,
-                       share, t->shares);
-}
-
-static void wide_shares(void *context, int64_t begin, int64_t end) {
-  cr_wide_conv *t = context;
-  for (int64_t share = begin; share < end; ++share) {
-    if (wide_share(t, share) != 0) __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
-  }
+  return cr_gemm_share(t->outputs, t->columns, t->depth, &group->a, &b, group->y, t->columns,
+                       &e, NULL, share, group->shares);
 }
 
 static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], const float *x,
                          const float *w, const float *packed_w, cr_isa packed_isa,
                          const float *bias, const cr_fusion *fusion, const int64_t y_shape[5],
                          float *y, int num_threads) {
-  const int64_t batch = x_shape[0], channels = x_shape[1], outputs = y_shape[1];
-  const int64_t groups = p->num_group;
-  const int64_t group_channels = channels / groups, group_outputs = outputs / groups;
+  const int64_t group_channels = x_shape[1] / p->num_group;
+  const int64_t group_outputs = y_shape[1] / p->num_group;
   const int64_t h = x_shape[3], wd = x_shape[4], *out = y_shape + 2;
   const int64_t s1 = p->stride[1], s2 = p->stride[2];
   const int64_t hp = h + 2 * p->pad[1], wp = wd + 2 * p->pad[2];
@@ -531,8 +575,7 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
   const int64_t plane = hq * wq + (shared_columns ? p->pad[2] : 0);
   const int64_t kh = p->kernel[1], kw = p->kernel[2];
   const int64_t depth = group_channels * kh * kw;
-  const int64_t in_plane = h * wd, out_plane = out[1] * out[2];
-  const size_t per_group = packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, depth) : 0;
+  const int64_t out_plane = out[1] * out[2];
   /* Deep products read the phase planes in place, computing the wide grid
    * q = oh * wq + ow (the columns ow >= the output width dropped by
    * compact_wide_block); shallow ones, whose output would cost more to
@@ -540,45 +583,29 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
    * (pack_phases). */
   const int64_t wide_count = (out[1] - 1) * wq + out[2];
   const int on_wide_grid = depth >= kWideMinDepth;
+  const int64_t columns = on_wide_grid ? wide_count : out_plane;
   cr_wide_conv task = {
+      .group = {.compute = wide_share,
+                .a = {NULL, depth, 1, NULL, NULL, NULL, packed_isa, NULL},
+                .shares = conv_shares(group_outputs, columns, depth, num_threads)},
       .pad = {NULL, group_channels, h, wd, p->pad[1], p->pad[2], s1, s2, hq, wq, plane, NULL,
               cr_gemm_isa() == CR_ISA_AVX512},
       .kh = kh, .kw = kw, .dilate_h = p->dilate[1], .dilate_w = p->dilate[2], .depth = depth,
       .tap_rows = ((kh - 1) * p->dilate[1]) / s1, .outputs = group_outputs,
-      .out_h = out[1], .out_w = out[2], .columns = on_wide_grid ? wide_count : out_plane,
+      .out_h = out[1], .out_w = out[2], .columns = columns,
       /* Rows of whole cache lines, so that threads sharing the product's
        * column panels (48 floats) never write one line: a line written by
        * two cores in turn moves between them every time (measured on
        * row-slab splits of such products: each ran 1.5x slower on 2 threads
        * than alone). */
-      .wide_ld = (wide_count + 15) / 16 * 16, .fusion = fusion,
-      .a = {NULL, depth, 1, NULL, NULL, NULL, packed_isa, NULL}};
+      .wide_ld = (wide_count + 15) / 16 * 16, .fusion = fusion};
   if (on_wide_grid) {
     task.wide = cr_scratch(CR_SCRATCH_CONV_OUTPUT,
                            (size_t)(group_outputs * task.wide_ld) * sizeof *task.wide);
     if (task.wide == NULL) return -1;
   }
-  task.shares = conv_shares(group_outputs, task.columns, depth, num_threads);
-  for (int64_t n = 0; n < batch; ++n) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t first_output = n * outputs + g * group_outputs;
-      task.pad.x = x + (n * channels + g * group_channels) * in_plane;
-      task.y = y + first_output * out_plane;
-      task.residual = fusion != NULL && fusion->residual != NULL
-                          ? fusion->residual + first_output * out_plane
-                          : NULL;
-      task.bias = bias != NULL ? bias + g * group_outputs : NULL;
-      task.a.data = w + g * group_outputs * depth;
-      task.a.packed = packed_w != NULL ? packed_w + (size_t)g * per_group : NULL;
-      if (task.shares > 1) {
-        cr_parallel_for((int)task.shares, task.shares, wide_shares, &task);
-      } else {
-        wide_shares(&task, 0, 1);
-      }
-      if (__atomic_load_n(&task.failed, __ATOMIC_RELAXED)) return -1;
-    }
-  }
-  return 0;
+  return convolve_groups(p, x_shape, x, w, packed_w, bias, fusion, y_shape, y, depth,
+                         &task.group);
 }
 
 /* ---- Strided 1 x 1 convolution ------------------------------------------ */
@@ -589,22 +616,17 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
  * in shares as convolve_wide's: each gathers, into its thread's own
  * buffer, the output rows its columns of the product read. */
 typedef struct cr_pointwise_conv {
-  const float *x; /* the group's input */
+  cr_conv_group group; /* first */
   int64_t channels, h, w, s1, s2, out_h, out_w;
   int64_t outputs; /* the group's */
-  float *y;        /* the group's first output plane */
-  const float *residual;
-  const float *bias;
   const cr_fusion *fusion;
-  cr_gemm_operand a;
-  int64_t shares;
-  int failed;
 } cr_pointwise_conv;
 
-static int pointwise_share(const cr_pointwise_conv *t, int64_t share) {
+static int pointwise_share(const cr_conv_group *group, int64_t share) {
+  const cr_pointwise_conv *t = (const cr_pointwise_conv *)group;
   const int64_t out_plane = t->out_h * t->out_w, in_plane = t->h * t->w;
   int64_t i0, i1, j0, j1;
-  cr_gemm_share_bounds(t->outputs, out_plane, share, t->shares, &i0, &i1, &j0, &j1);
+  cr_gemm_share_bounds(t->outputs, out_plane, share, group->shares, &i0, &i1, &j0, &j1);
   if (i1 <= i0 || j1 <= j0) return 0;
   float *compact =
       cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(t->channels * out_plane) * sizeof *compact);
@@ -612,25 +634,18 @@ static int pointwise_share(const cr_pointwise_conv *t, int64_t share) {
   const int64_t first = j0 / t->out_w, last = (j1 - 1) / t->out_w;
   for (int64_t c = 0; c < t->channels; ++c) {
     for (int64_t r = first; r <= last; ++r) {
-      const float *src = t->x + c * in_plane + r * t->s1 * t->w;
+      const float *src = group->x + c * in_plane + r * t->s1 * t->w;
       float *dst = compact + c * out_plane + r * t->out_w;
       for (int64_t col = 0; col < t->out_w; ++col) dst[col] = src[col * t->s2];
     }
   }
   cr_gemm_operand b = {compact, out_plane, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
   cr_epilogue e = make_epilogue(t->fusion);
-  e.row_bias = t->bias;
-  e.residual = t->residual;
+  e.row_bias = group->bias;
+  e.residual = group->residual;
   e.ld_residual = out_plane;
-  return cr_gemm_share(t->outputs, out_plane, t->channels, &t->a, &b, t->y, out_plane, &e, NULL,
-                       share, t->shares);
-}
-
-static void pointwise_shares(void *context, int64_t begin, int64_t end) {
-  cr_pointwise_conv *t = context;
-  for (int64_t share = begin; share < end; ++share) {
-    if (pointwise_share(t, share) != 0) __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
-  }
+  return cr_gemm_share(t->outputs, out_plane, t->channels, &group->a, &b, group->y, out_plane,
+                       &e, NULL, share, group->shares);
 }
 
 static int convolve_strided_pointwise(const cr_conv_params *p, const int64_t x_shape[5],
@@ -638,38 +653,18 @@ static int convolve_strided_pointwise(const cr_conv_params *p, const int64_t x_s
                                       cr_isa packed_isa, const float *bias,
                                       const cr_fusion *fusion, const int64_t y_shape[5],
                                       float *y, int num_threads) {
-  const int64_t batch = x_shape[0], channels = x_shape[1], outputs = y_shape[1];
-  const int64_t groups = p->num_group;
-  const int64_t group_channels = channels / groups, group_outputs = outputs / groups;
-  const int64_t in_plane = x_shape[3] * x_shape[4], out_plane = y_shape[3] * y_shape[4];
-  const size_t per_group =
-      packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, group_channels) : 0;
+  const int64_t group_channels = x_shape[1] / p->num_group;
+  const int64_t group_outputs = y_shape[1] / p->num_group;
   cr_pointwise_conv task = {
+      .group = {.compute = pointwise_share,
+                .a = {NULL, group_channels, 1, NULL, NULL, NULL, packed_isa, NULL},
+                .shares = conv_shares(group_outputs, y_shape[3] * y_shape[4], group_channels,
+                                      num_threads)},
       .channels = group_channels, .h = x_shape[3], .w = x_shape[4],
       .s1 = p->stride[1], .s2 = p->stride[2], .out_h = y_shape[3], .out_w = y_shape[4],
-      .outputs = group_outputs, .fusion = fusion,
-      .a = {NULL, group_channels, 1, NULL, NULL, NULL, packed_isa, NULL},
-      .shares = conv_shares(group_outputs, out_plane, group_channels, num_threads)};
-  for (int64_t n = 0; n < batch; ++n) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t first_output = n * outputs + g * group_outputs;
-      task.x = x + (n * channels + g * group_channels) * in_plane;
-      task.y = y + first_output * out_plane;
-      task.residual = fusion != NULL && fusion->residual != NULL
-                          ? fusion->residual + first_output * out_plane
-                          : NULL;
-      task.bias = bias != NULL ? bias + g * group_outputs : NULL;
-      task.a.data = w + g * group_outputs * group_channels;
-      task.a.packed = packed_w != NULL ? packed_w + (size_t)g * per_group : NULL;
-      if (task.shares > 1) {
-        cr_parallel_for((int)task.shares, task.shares, pointwise_shares, &task);
-      } else {
-        pointwise_shares(&task, 0, 1);
-      }
-      if (__atomic_load_n(&task.failed, __ATOMIC_RELAXED)) return -1;
-    }
-  }
-  return 0;
+      .outputs = group_outputs, .fusion = fusion};
+  return convolve_groups(p, x_shape, x, w, packed_w, bias, fusion, y_shape, y, group_channels,
+                         &task.group);
 }
 
 /* ---- Direct (depthwise) convolution ------------------------------------ */
