@@ -407,6 +407,55 @@ __attribute__((target("avx512f"))) static void small_avx512(int64_t m, int64_t n
 #undef CR_EDGE_ROWS
 #undef CR_EDGE_ROW_CASE
 
+/* ---- AVX2 narrow tiles: one column of a 6-row panel -------------------- */
+
+/* The sums of narrow_tile for one column j of an AVX2 panel (mr = 6), into
+ * acc[0..5]. Four steps of the panel are 24 consecutive floats, three
+ * vectors; each is multiplied by the matching B values spread over its
+ * lanes (step p's value on the lanes holding step p's rows), so the lanes
+ * keep partial sums of a fixed step phase (p mod 4) per row. Steps
+ * 8t..8t+3 and 8t+4..8t+7 go to two sets of three accumulators (six
+ * independent chains), the sets and phases are added in a fixed order at
+ * the end and the last kc mod 8 steps one by one: the result depends on
+ * kc only, never on the thread count or the tile's position. */
+__attribute__((target("avx2,fma"))) static void narrow_column_avx2(int64_t kc, const float *a,
+                                                                   const float *b,
+                                                                   int64_t nr, float *acc) {
+  const __m256i spread0 = _mm256_setr_epi32(0, 0, 0, 0, 0, 0, 1, 1);
+  const __m256i spread1 = _mm256_setr_epi32(1, 1, 1, 1, 2, 2, 2, 2);
+  const __m256i spread2 = _mm256_setr_epi32(2, 2, 3, 3, 3, 3, 3, 3);
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, t0 = s0, t1 = s0, t2 = s0;
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    const float *bp = b + p * nr, *ap = a + p * 6;
+    const __m256 lo = _mm256_castps128_ps256(
+        _mm_setr_ps(bp[0], bp[nr], bp[2 * nr], bp[3 * nr]));
+    const __m256 hi = _mm256_castps128_ps256(
+        _mm_setr_ps(bp[4 * nr], bp[5 * nr], bp[6 * nr], bp[7 * nr]));
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(ap), _mm256_permutevar8x32_ps(lo, spread0), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + 8), _mm256_permutevar8x32_ps(lo, spread1), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + 16), _mm256_permutevar8x32_ps(lo, spread2), s2);
+    t0 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + 24), _mm256_permutevar8x32_ps(hi, spread0), t0);
+    t1 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + 32), _mm256_permutevar8x32_ps(hi, spread1), t1);
+    t2 = _mm256_fmadd_ps(_mm256_loadu_ps(ap + 40), _mm256_permutevar8x32_ps(hi, spread2), t2);
+  }
+  float v0[8], v1[8], v2[8];
+  _mm256_storeu_ps(v0, _mm256_add_ps(s0, t0));
+  _mm256_storeu_ps(v1, _mm256_add_ps(s1, t1));
+  _mm256_storeu_ps(v2, _mm256_add_ps(s2, t2));
+  /* Row r's phase sums: p = 0 mod 4 in v0[r]; 1 in v0[6 + r] (r < 2) or
+   * v1[r - 2]; 2 in v1[4 + r] (r < 4) or v2[r - 4]; 3 in v2[2 + r]. */
+  for (int r = 0; r < 6; ++r) {
+    const float phase1 = r < 2 ? v0[6 + r] : v1[r - 2];
+    const float phase2 = r < 4 ? v1[4 + r] : v2[r - 4];
+    acc[r] = (v0[r] + phase1) + (phase2 + v2[2 + r]);
+  }
+  for (; p < kc; ++p) {
+    const float bj = b[p * nr];
+    for (int r = 0; r < 6; ++r) acc[r] += a[p * 6 + r] * bj;
+  }
+}
+
 #endif /* CR_GEMM_X86 */
 
 /* ---- Narrow tiles --------------------------------------------------------- */
@@ -453,6 +502,10 @@ CR_TARGET_CLONES static void narrow_tile(int mr, int64_t nr, int64_t cols, int64
       }
       const v8sf sum = (part0 + part1) + (part2 + part3);
       for (int r = 0; r < 8; ++r) acc[r] = sum[r];
+#if CR_GEMM_X86
+    } else if (mr == 6) { /* only the AVX2 arch has 6-row panels */
+      narrow_column_avx2(kc, a, b + j, nr, acc);
+#endif
     } else {
       for (int64_t p = 0; p < kc; ++p) {
         const float bj = b[p * nr + j];
