@@ -492,6 +492,100 @@ __attribute__((target("avx512f"))) static void max_pool_passes_avx512(
     }
   }
 }
+
+/* The AVX2 passes: 8 outputs per vector, the row maxima in rows of hw =
+ * out_w rounded up to 8 (whole vectors, the lanes past out_w unused).
+ * Stride 1 loads each tap; stride 2 loads 16 consecutive values per tap
+ * and keeps the even ones. A row's last vector may read past the row's
+ * windows, into the next row: the lanes past out_w are never used. Where
+ * that would pass the plane's end, the vector reads a copy of the row's rest
+ * padded with -FLT_MAX instead (taps up to kMaxStagedTaps wide; wider
+ * windows and other strides run the generic loop). The function is inlined with kw a constant for the common
+ * 3-wide windows, so the taps need no loop. max_ps(v, acc) is v > acc ? v
+ * : acc, the generic passes' comparison, in the same order: the same
+ * results. */
+enum { kMaxStagedTaps = 16 };
+
+__attribute__((target("avx2"), always_inline)) static inline __m256 max_taps_avx2(
+    const float *base, int64_t kw, int64_t sw) {
+  __m256 acc = _mm256_set1_ps(-FLT_MAX);
+#pragma GCC unroll 4
+  for (int64_t j = 0; j < kw; ++j) {
+    __m256 v;
+    if (sw == 1) {
+      v = _mm256_loadu_ps(base + j);
+    } else {
+      const __m256 lo = _mm256_loadu_ps(base + j), hi = _mm256_loadu_ps(base + j + 8);
+      const __m256 even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+      v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+    acc = _mm256_max_ps(v, acc);
+  }
+  return acc;
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void max_row_avx2(
+    const float *row, int64_t avail, int64_t kw, int64_t sw, int64_t out_w, float *h) {
+  /* Vector o reads row[o * sw .. o * sw + 8 * sw + kw - 2]; avail floats
+   * from row on may be read. */
+  const int64_t reach = 8 * sw + kw - 1;
+  int64_t o = 0;
+  for (; o < out_w && o * sw + reach <= avail; o += 8) {
+    _mm256_storeu_ps(h + o, max_taps_avx2(row + o * sw, kw, sw));
+  }
+  if (o < out_w) {
+    float staged[16 + kMaxStagedTaps + 8];
+    const int64_t have = avail - o * sw;
+    for (int64_t i = 0; i < reach; ++i) staged[i] = i < have ? row[o * sw + i] : -FLT_MAX;
+    _mm256_storeu_ps(h + o, max_taps_avx2(staged, kw, sw));
+  }
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void max_column_avx2(
+    const float *h, int64_t hw, int64_t kh, int64_t out_w, float *y_row) {
+  for (int64_t o = 0; o < out_w; o += 8) {
+    __m256 acc = _mm256_set1_ps(-FLT_MAX);
+#pragma GCC unroll 4
+    for (int64_t i = 0; i < kh; ++i) acc = _mm256_max_ps(_mm256_loadu_ps(h + i * hw + o), acc);
+    if (o + 8 <= out_w) {
+      _mm256_storeu_ps(y_row + o, acc);
+    } else {
+      float last[8];
+      _mm256_storeu_ps(last, acc);
+      memcpy(y_row + o, last, (size_t)(out_w - o) * sizeof *last);
+    }
+  }
+}
+
+/* Whether max_pool_passes_avx2 takes these windows. */
+static int max_pool_avx2_fits(int64_t kw, int64_t sw) {
+  return (sw == 1 || sw == 2) && kw <= kMaxStagedTaps;
+}
+
+/* max_pool_passes_generic in AVX2 vectors (see max_row_avx2); hmax holds
+ * rows of out_w rounded up to 8. */
+__attribute__((target("avx2"))) static void max_pool_passes_avx2(
+    const float *padded, int64_t wp, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+    int64_t out_h, int64_t out_w, float *hmax, float *y) {
+  const int64_t rows = (out_h - 1) * sh + kh, hw = (out_w + 7) / 8 * 8;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t avail = (rows - r) * wp; /* the plane has at least rows rows */
+    if (kw == 3 && sw == 2) {
+      max_row_avx2(padded + r * wp, avail, 3, 2, out_w, hmax + r * hw);
+    } else if (kw == 3) {
+      max_row_avx2(padded + r * wp, avail, 3, 1, out_w, hmax + r * hw);
+    } else {
+      max_row_avx2(padded + r * wp, avail, kw, sw, out_w, hmax + r * hw);
+    }
+  }
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    if (kh == 3) {
+      max_column_avx2(hmax + oh * sh * hw, hw, 3, out_w, y + oh * out_w);
+    } else {
+      max_column_avx2(hmax + oh * sh * hw, hw, kh, out_w, y + oh * out_w);
+    }
+  }
+}
 #else
 #define CR_POOL_AVX512 0
 #endif
@@ -502,6 +596,10 @@ static void max_pool_passes(const float *padded, int64_t wp, int64_t kh, int64_t
   /* The gather's indices are 32-bit: strides and widths stay far below. */
   if (cr_gemm_isa() == CR_ISA_AVX512 && sw * 16 < INT32_MAX) {
     max_pool_passes_avx512(padded, wp, kh, kw, sh, sw, out_h, out_w, hmax, y);
+    return;
+  }
+  if (cr_gemm_isa() == CR_ISA_AVX2 && max_pool_avx2_fits(kw, sw)) {
+    max_pool_passes_avx2(padded, wp, kh, kw, sh, sw, out_h, out_w, hmax, y);
     return;
   }
 #endif
@@ -523,7 +621,9 @@ static int64_t plain_max_sizes(const cr_pool_params *p, const int64_t in[3],
                                const int64_t out[3], int64_t *hp, int64_t *wp) {
   *hp = max_i64(in[1] + 2 * p->pad[1], (out[1] - 1) * p->stride[1] + p->kernel[1]);
   *wp = max_i64(in[2] + 2 * p->pad[2], (out[2] - 1) * p->stride[2] + p->kernel[2]);
-  return *hp * *wp + ((out[1] - 1) * p->stride[1] + p->kernel[1]) * out[2];
+  /* Rows of row maxima rounded up to whole vectors of 8 (for the AVX2
+   * passes). */
+  return *hp * *wp + ((out[1] - 1) * p->stride[1] + p->kernel[1]) * ((out[2] + 7) / 8 * 8);
 }
 
 static void max_pool_plane(const cr_pool_params *p, const float *x, const int64_t in[3],

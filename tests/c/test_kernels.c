@@ -444,6 +444,63 @@ static void test_pool_2d_max_wide_rows_nan(void) {
   check_identical("pool 2-D max, wide rows with NaNs", y, want, kOH * kOW);
 }
 
+static void test_pool_2d_max_shapes(void) {
+  /* Windows 2, 3 and 5 wide, strides 1 to 3, outputs 1 to 19 wide (whole
+   * vectors and every tail), some planes padded: the vector passes read
+   * whole vectors past a row's windows, and the plane's last row reads a
+   * copy instead; the input is allocated to its exact size so that a read
+   * past the last plane is caught under AddressSanitizer. NaNs never win.
+   * Against the window maxima in row-major order, bit for bit. */
+  const int64_t widths[] = {2, 3, 5};
+  int ok = 1;
+  for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; ++wi) {
+    for (int64_t stride = 1; stride <= 3; ++stride) {
+      for (int64_t out_w = 1; out_w <= 19; ++out_w) {
+        const int64_t k = widths[wi], pad = out_w % 3 == 0 ? 1 : 0, out_h = 3, planes = 2;
+        const int64_t in_w = (out_w - 1) * stride + k - 2 * pad;
+        const int64_t in_h = (out_h - 1) * stride + k - 2 * pad;
+        if (in_w < 1 || in_h < 1) continue;
+        const cr_pool_params max = {
+            {1, k, k}, {1, stride, stride}, {0, pad, pad}, CR_POOL_MAX, 1, 0};
+        const int64_t x_shape[5] = {1, planes, 1, in_h, in_w};
+        const int64_t y_shape[5] = {1, planes, 1, out_h, out_w};
+        float *x = malloc((size_t)(planes * in_h * in_w) * sizeof *x);
+        float *y = malloc((size_t)(planes * out_h * out_w) * sizeof *y);
+        float *want = malloc((size_t)(planes * out_h * out_w) * sizeof *want);
+        if (x == NULL || y == NULL || want == NULL) {
+          ok = 0;
+        } else {
+          for (int64_t i = 0; i < planes * in_h * in_w; ++i) {
+            x[i] = i % 11 == 4 ? NAN : (float)((i * 37 + out_w) % 29) - 14.0f;
+          }
+          for (int64_t c = 0; c < planes; ++c) {
+            for (int64_t oh = 0; oh < out_h; ++oh) {
+              for (int64_t ow = 0; ow < out_w; ++ow) {
+                float m = -FLT_MAX;
+                for (int64_t i = 0; i < k; ++i) {
+                  for (int64_t j = 0; j < k; ++j) {
+                    const int64_t h = oh * stride + i - pad, w = ow * stride + j - pad;
+                    if (h < 0 || h >= in_h || w < 0 || w >= in_w) continue;
+                    const float v = x[(c * in_h + h) * in_w + w];
+                    m = v > m ? v : m;
+                  }
+                }
+                want[(c * out_h + oh) * out_w + ow] = m;
+              }
+            }
+          }
+          cr_pooling(&max, x_shape, x, y_shape, y, 1);
+          ok &= memcmp(y, want, (size_t)(planes * out_h * out_w) * sizeof *y) == 0;
+        }
+        free(x);
+        free(y);
+        free(want);
+      }
+    }
+  }
+  report(ok, "pool 2-D max: windows 2 to 5, strides 1 to 3, every row tail, bit for bit");
+}
+
 static void test_pool_global_average(void) {
   /* 19 planes of 3 x 5 averaged whole (blocks of planes summed side by
    * side, then the rest one by one): each plane's sum in row-major order
@@ -1730,6 +1787,7 @@ static void run_all(void) {
   test_conv_groups_dilation();
   test_pool_2d_max_unpadded();
   test_pool_2d_max_wide_rows_nan();
+  test_pool_2d_max_shapes();
   test_pool_global_average();
   test_conv_1d();
   test_conv_3d_random();
