@@ -41,6 +41,7 @@ enum {
   kMCPanels = 16,   /* A block of up to 16 panels (128 rows for AVX-512) */
   kMaxMR = 8,
   kMaxNR = 48,
+  kRowsFirstK = 64, /* gemm_range's tile order: see there */
   kAlign = 64
 };
 
@@ -795,6 +796,16 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
   for (int64_t p = 0; p < kKC; ++p) packed_rows[p] = p * nr;
   const cr_pack_b_fn pack_b = job->b->pack_b != NULL ? job->b->pack_b : pack_b_view;
   const void *pack_context = job->b->pack_b != NULL ? job->b->pack_context : &job->b_view;
+  /* The order of a block's tiles. Column panel by column panel (each B
+   * panel once from L1, the A panels from L2) writes one tile to each of
+   * the block's m rows in turn: up to 96 rows of C written a few cache
+   * lines at a time. When k is short, writing C is most of the work, and
+   * the rows whose lines are being filled outnumber what the CPU's
+   * prefetchers follow: row panel by row panel then writes mr rows at a
+   * time, front to back, and reads the B block (at most kRowsFirstK x
+   * kNCPanels panels) from L2. Either order computes every tile the same
+   * way: the results are the same. */
+  const int rows_first = k <= kRowsFirstK;
 
   for (int64_t qc = q0; qc < q1; qc += kNCPanels) {
     const int64_t q_count = min_i64(kNCPanels, q1 - qc);
@@ -826,7 +837,9 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
                        a_buffer);
           a_block = a_buffer;
         }
-        for (int64_t q = 0; q < q_count; ++q) {
+        for (int64_t t = 0; t < p_count * q_count; ++t) {
+          const int64_t q = rows_first ? t % q_count : t / p_count;
+          const int64_t p = rows_first ? t / q_count : t % p_count;
           const int64_t j0 = (qc + q) * nr;
           const int64_t cols = min_i64(nr, n - j0);
           const float *b_panel = b_block + q * kc * nr;
@@ -837,7 +850,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
           } else if (b_indirect) {
             b_panel = b_buffer;
           }
-          for (int64_t p = 0; p < p_count; ++p) {
+          {
             const int64_t i0 = (pc + p) * mr;
             const int rows = (int)min_i64(mr, m - i0);
             const float *a_panel = a_block + p * kc * mr;
