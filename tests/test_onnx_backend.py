@@ -42,7 +42,7 @@ def build_suite(backend: type, name: str, expected: dict[str, str],
                 continue
             reason = expected.get(attr[: -len("_cpu")])
             if reason is not None:
-                strict = not reason.startswith("flaky:")
+                strict = not reason.startswith(("flaky:", "machine:"))
                 setattr(case, attr, pytest.mark.xfail(reason=reason, strict=strict)(
                     getattr(case, attr)))
     return cases
