@@ -30,14 +30,6 @@
 /* Float exp and erfc for the element-wise fast paths                        */
 /* ------------------------------------------------------------------------ */
 
-/* exp(x) in float to about 1 ulp, branch-free so that the loops calling it
- * vectorise (libm's exp is a call per element, the slowest part of softmax).
- * x is clamped to [-87, 88], where exp stays a normal float: below, it
- * gives exp(-87) ~ 1.6e-38 instead of a subnormal or 0. NaN stays NaN.
- * x = n ln2 + r with |r| <= ln2 / 2; exp(r) by its Taylor series to r^7
- * (truncation below 2.1e-8); 2^n put together in the exponent bits. Adding
- * 1.5 * 2^23 rounds x / ln2 to the integer n held in the low bits, with no
- * float-to-int conversion (undefined for NaN). */
 /* cond ? a : b for floats, as a select of bits by a mask: a loop using it
  * vectorises for AVX2 too. GCC does not if-convert a ?: between floats
  * without masked vector instructions (AVX-512): it keeps a branch (the
@@ -53,6 +45,14 @@ static inline float select_float(int cond, float a, float b) {
   return result;
 }
 
+/* exp(x) in float to about 1 ulp, branch-free so that the loops calling it
+ * vectorise (libm's exp is a call per element, the slowest part of softmax).
+ * x is clamped to [-87, 88], where exp stays a normal float: below, it
+ * gives exp(-87) ~ 1.6e-38 instead of a subnormal or 0. NaN stays NaN.
+ * x = n ln2 + r with |r| <= ln2 / 2; exp(r) by its Taylor series to r^7
+ * (truncation below 2.1e-8); 2^n put together in the exponent bits. Adding
+ * 1.5 * 2^23 rounds x / ln2 to the integer n held in the low bits, with no
+ * float-to-int conversion (undefined for NaN). */
 static inline float exp_float(float x) {
   const float kShifter = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
   x = select_float(x > 88.0f, 88.0f, x);
@@ -518,10 +518,10 @@ __attribute__((target("avx512f"))) static void max_pool_passes_avx512(
  * windows, into the next row: the lanes past out_w are never used. Where
  * that would pass the plane's end, the vector reads a copy of the row's rest
  * padded with -FLT_MAX instead (taps up to kMaxStagedTaps wide; wider
- * windows and other strides run the generic loop). The function is inlined with kw a constant for the common
- * 3-wide windows, so the taps need no loop. max_ps(v, acc) is v > acc ? v
- * : acc, the generic passes' comparison, in the same order: the same
- * results. */
+ * windows and other strides run the generic loop). The row and column
+ * passes are inlined with kw or kh a constant for the common 3-wide
+ * windows, so the taps need no loop. max_ps(v, acc) is v > acc ? v : acc,
+ * the generic passes' comparison, in the same order: the same results. */
 enum { kMaxStagedTaps = 16 };
 
 __attribute__((target("avx2"), always_inline)) static inline __m256 max_taps_avx2(
@@ -897,7 +897,9 @@ static inline float max_float(const float *x, int64_t count) {
   int64_t i = 0;
   for (; i + 16 <= count; i += 16) {
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) partial[j] = select_float(x[i + j] > partial[j], x[i + j], partial[j]);
+    for (int j = 0; j < 16; ++j) {
+      partial[j] = select_float(x[i + j] > partial[j], x[i + j], partial[j]);
+    }
   }
   /* The last count % 16 values, at constant indices so that the partial
    * maxima stay in registers (as in sum_double). */
