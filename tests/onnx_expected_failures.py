@@ -13,7 +13,8 @@ data inside the graph, which the importer cannot fold into an attribute.
 A reason starting with "flaky:" marks a non-strict expected failure (a case whose
 result varies from run to run), and one starting with "machine:" a case whose
 result depends on the CPU's BLAS kernels (non-strict as well: it passes where
-they round as the reference did). CPU_REF_EXTRA lists the further cases that fail only on the cpu_ref accelerator.
+they round as the reference did). CPU_REF_EXTRA lists the further cases that
+fail only on the cpu_ref accelerator.
 Regenerate candidates with: python benchmarks/onnx_counts.py --suggest
 """
 
