@@ -56,15 +56,17 @@ def _header_digest(directories: Sequence[Path]) -> bytes:
     return digest.digest()
 
 
-def compile_object(source: Path, flags: Sequence[str], include_dirs: Sequence[Path]) -> Path:
+def compile_object(source: Path, flags: Sequence[str], include_dirs: Sequence[Path],
+                   headers: bytes) -> Path:
     """source compiled with flags into this session's object cache; reused
-    when the compiler, flags, include directories, source and every header
-    beside it or in the include directories are the same."""
+    when the compiler, flags, include directories, source and headers (the
+    _header_digest of its directory and the include directories) are the
+    same."""
     key = hashlib.sha256()
     for part in (compiler(), *flags, *map(str, include_dirs), str(source)):
         key.update(part.encode() + b"\0")
     key.update(source.read_bytes())
-    key.update(_header_digest([source.parent, *include_dirs]))
+    key.update(headers)
     obj = _OBJECTS / f"{source.stem}-{key.hexdigest()[:24]}.o"
     if not obj.exists():
         partial = obj.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -86,9 +88,12 @@ def build_and_run(sources: Sequence[str], output: Path, include_dirs: Sequence[s
     each, on every core, reusing this session's objects (compile_object)."""
     flags = [*BASE_FLAGS, *(SANITIZE_FLAGS if sanitize else ()), *extra_flags]
     includes = [ROOT / path for path in include_dirs]
+    paths = [ROOT / source for source in sources]
+    headers = {parent: _header_digest([parent, *includes])
+               for parent in {path.parent for path in paths}}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        objects = list(pool.map(lambda source: compile_object(ROOT / source, flags, includes),
-                                sources))
+        objects = list(pool.map(
+            lambda path: compile_object(path, flags, includes, headers[path.parent]), paths))
     command = [compiler(), *flags, *map(str, objects), "-o", str(output), "-lm"]
     built = subprocess.run(command, capture_output=True, text=True, env=sanitizer_env())
     assert built.returncode == 0, f"link failed:\n{built.stdout}{built.stderr}"

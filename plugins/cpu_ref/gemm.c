@@ -850,41 +850,39 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
           } else if (b_indirect) {
             b_panel = b_buffer;
           }
-          {
-            const int64_t i0 = (pc + p) * mr;
-            const int rows = (int)min_i64(mr, m - i0);
-            const float *a_panel = a_block + p * kc * mr;
-            float *c_tile = job->c + i0 * job->ldc + j0;
-            cr_tile_epilogue te;
-            const cr_tile_epilogue *e = NULL;
-            if (last && job->epilogue != NULL) {
-              te = tile_epilogue(job->epilogue, i0, j0);
-              e = &te;
-            }
-            if (cols == nr) {
-              arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
+          const int64_t i0 = (pc + p) * mr;
+          const int rows = (int)min_i64(mr, m - i0);
+          const float *a_panel = a_block + p * kc * mr;
+          float *c_tile = job->c + i0 * job->ldc + j0;
+          cr_tile_epilogue te;
+          const cr_tile_epilogue *e = NULL;
+          if (last && job->epilogue != NULL) {
+            te = tile_epilogue(job->epilogue, i0, j0);
+            e = &te;
+          }
+          if (cols == nr) {
+            arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
 #if CR_GEMM_X86
-            } else if (arch->isa == CR_ISA_AVX512 && cols > 1) {
-              micro_avx512_edge(rows, cols, kc, a_panel, b_panel, b_rows, c_tile, job->ldc,
-                                !first, e);
+          } else if (arch->isa == CR_ISA_AVX512 && cols > 1) {
+            micro_avx512_edge(rows, cols, kc, a_panel, b_panel, b_rows, c_tile, job->ldc,
+                              !first, e);
 #endif
+          } else {
+            if (cols <= kNarrowColumns) {
+              narrow_tile(mr, nr, cols, kc, a_panel, b_panel, tile, nr);
             } else {
-              if (cols <= kNarrowColumns) {
-                narrow_tile(mr, nr, cols, kc, a_panel, b_panel, tile, nr);
-              } else {
-                arch->kernel(rows, kc, a_panel, b_panel, b_rows, tile, nr, 0, NULL);
-              }
-              for (int r = 0; r < rows; ++r) {
-                float *out = c_tile + r * job->ldc;
-                const float *in = tile + r * nr;
-                if (first) {
-                  for (int64_t j = 0; j < cols; ++j) out[j] = in[j];
-                } else {
-                  for (int64_t j = 0; j < cols; ++j) out[j] += in[j];
-                }
-              }
-              if (e != NULL) tile_epilogue_apply(e, rows, cols, c_tile, job->ldc);
+              arch->kernel(rows, kc, a_panel, b_panel, b_rows, tile, nr, 0, NULL);
             }
+            for (int r = 0; r < rows; ++r) {
+              float *out = c_tile + r * job->ldc;
+              const float *in = tile + r * nr;
+              if (first) {
+                for (int64_t j = 0; j < cols; ++j) out[j] = in[j];
+              } else {
+                for (int64_t j = 0; j < cols; ++j) out[j] += in[j];
+              }
+            }
+            if (e != NULL) tile_epilogue_apply(e, rows, cols, c_tile, job->ldc);
           }
         }
       }

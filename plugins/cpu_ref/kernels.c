@@ -30,10 +30,22 @@
 /* Float exp and erfc for the element-wise fast paths                        */
 /* ------------------------------------------------------------------------ */
 
-/* cond ? a : b for floats, as a select of bits by a mask: a loop using it
- * vectorises for AVX2 too. GCC does not if-convert a ?: between floats
- * without masked vector instructions (AVX-512): it keeps a branch (the
- * compare may trap under -ftrapping-math) and the loop stays scalar. */
+/* cond ? a : b for floats and doubles, as a select of bits by a mask: a
+ * loop using it vectorises for AVX2 too. GCC does not if-convert a ?:
+ * between floating-point values without masked vector instructions
+ * (AVX-512): it keeps a branch (the compare may trap under
+ * -ftrapping-math) and the loop stays scalar. */
+static inline double select_double(int cond, double a, double b) {
+  uint64_t a_bits, b_bits;
+  memcpy(&a_bits, &a, sizeof a_bits);
+  memcpy(&b_bits, &b, sizeof b_bits);
+  const uint64_t mask = (uint64_t)0 - (uint64_t)(cond != 0); /* all ones or 0 */
+  const uint64_t bits = (a_bits & mask) | (b_bits & ~mask);
+  double result;
+  memcpy(&result, &bits, sizeof result);
+  return result;
+}
+
 static inline float select_float(int cond, float a, float b) {
   uint32_t a_bits, b_bits;
   memcpy(&a_bits, &a, sizeof a_bits);
@@ -552,7 +564,7 @@ __attribute__((target("avx2"), always_inline)) static inline void max_row_avx2(
     _mm256_storeu_ps(h + o, max_taps_avx2(row + o * sw, kw, sw));
   }
   if (o < out_w) {
-    float staged[16 + kMaxStagedTaps + 8];
+    float staged[8 * 2 + kMaxStagedTaps - 1]; /* reach at most */
     const int64_t have = avail - o * sw;
     for (int64_t i = 0; i < reach; ++i) staged[i] = i < have ? row[o * sw + i] : -FLT_MAX;
     _mm256_storeu_ps(h + o, max_taps_avx2(staged, kw, sw));
@@ -1721,21 +1733,13 @@ static double leaky_value(cr_leaky_type type, double slope, double x) {
 /* LeakyReLU's leaky case as one loop that vectorises: leaky_value's
  * v > 0 ? v : v * slope in double, written as v times a factor, 1 or
  * slope (v * 1 is v exactly, NaN included), so the same results. The
- * factor is picked from the bits of 1 and slope by a mask: GCC turns a ?:
- * between the two back into a branch around the multiply, which it then
- * does not if-convert (-ftrapping-math), and the loop stays scalar. */
+ * factor is picked by select_double: GCC turns a ?: between the two back
+ * into a branch around the multiply, which it then does not if-convert
+ * (-ftrapping-math), and the loop stays scalar. */
 CR_TARGET_CLONES static void leaky_loop(double slope, int64_t count, const float *x, float *y) {
-  const double one = 1.0;
-  uint64_t one_bits, slope_bits;
-  memcpy(&one_bits, &one, sizeof one_bits);
-  memcpy(&slope_bits, &slope, sizeof slope_bits);
   for (int64_t i = 0; i < count; ++i) {
     const double v = x[i];
-    const uint64_t positive = (uint64_t)0 - (uint64_t)(v > 0.0); /* all ones or 0 */
-    const uint64_t bits = (one_bits & positive) | (slope_bits & ~positive);
-    double factor;
-    memcpy(&factor, &bits, sizeof factor);
-    y[i] = (float)(v * factor);
+    y[i] = (float)(v * select_double(v > 0.0, 1.0, slope));
   }
 }
 
