@@ -678,7 +678,7 @@ typedef struct cr_conv_task {
   const int64_t *y_shape;
   float *y;
   const cr_fusion *fusion;
-  int avx512; /* the GEMM's ISA is AVX-512: 3 x 3 planes use depthwise_plane_avx512 */
+  cr_isa isa; /* the GEMM's: 3 x 3 planes use depthwise_plane_vector, which may have it */
 } cr_conv_task;
 
 /* 3 x 3 taps, dilation 1, stride 1, over a zero-padded plane of row
@@ -842,7 +842,108 @@ __attribute__((target("avx512f"))) static void depthwise_plane_avx512(
     }
   }
 }
+/* depthwise_plane_avx512 in AVX2 vectors of 8: the same operations in the
+ * same order, so the same values bit for bit. Whole vectors go two at a
+ * time (two chains of fused multiply-adds in flight); the tail of a row is
+ * read and written with vmaskmovps, which touches no masked-out lane. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 depthwise_epilogue8(
+    __m256 value, const float *residual, __m256i mask, int masked, cr_epilogue_act act,
+    __m256 low, __m256 high) {
+  if (residual != NULL) {
+    value = _mm256_add_ps(value, masked ? _mm256_maskload_ps(residual, mask)
+                                        : _mm256_loadu_ps(residual));
+  }
+  if (act == CR_EPI_RELU) {
+    value = _mm256_max_ps(_mm256_setzero_ps(), value); /* as depthwise_epilogue: NaN kept */
+  } else if (act == CR_EPI_CLIP) {
+    value = _mm256_min_ps(high, _mm256_max_ps(low, value));
+  }
+  return value;
+}
+
+__attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
+    const float *src, int64_t ld_src, const int64_t offsets[9], int64_t rows, int64_t count,
+    const float *w, float bias, const float *residual, const cr_fusion *fusion, float *out) {
+  static const int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  __m256 wv[9];
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
+  const __m256 bias_v = _mm256_set1_ps(bias);
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
+  const __m256 low = _mm256_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
+  const __m256 high = _mm256_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  const int64_t full = count / 8 * 8, pairs = count / 16 * 16, tail = count - full;
+  const __m256i all = _mm256_set1_epi32(-1);
+  const __m256i tail_mask = _mm256_loadu_si256((const __m256i *)(kLanes + 8 - tail));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = src + r * ld_src;
+    float *out_row = out + r * count;
+    const float *res_row = residual != NULL ? residual + r * count : NULL;
+    int64_t q = 0;
+    for (; q < pairs; q += 16) {
+      __m256 acc0 = bias_v, acc1 = bias_v;
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) {
+        acc0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(row + q + offsets[t]), acc0);
+        acc1 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(row + q + 8 + offsets[t]), acc1);
+      }
+      acc0 = depthwise_epilogue8(acc0, res_row != NULL ? res_row + q : NULL, all, 0, act, low,
+                                 high);
+      acc1 = depthwise_epilogue8(acc1, res_row != NULL ? res_row + q + 8 : NULL, all, 0, act,
+                                 low, high);
+      _mm256_storeu_ps(out_row + q, acc0);
+      _mm256_storeu_ps(out_row + q + 8, acc1);
+    }
+    for (; q < full; q += 8) {
+      __m256 acc = bias_v;
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) {
+        acc = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(row + q + offsets[t]), acc);
+      }
+      acc = depthwise_epilogue8(acc, res_row != NULL ? res_row + q : NULL, all, 0, act, low,
+                                high);
+      _mm256_storeu_ps(out_row + q, acc);
+    }
+    if (tail > 0) {
+      __m256 acc = bias_v;
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) {
+        acc = _mm256_fmadd_ps(wv[t], _mm256_maskload_ps(row + q + offsets[t], tail_mask), acc);
+      }
+      acc = depthwise_epilogue8(acc, res_row != NULL ? res_row + q : NULL, tail_mask, 1, act,
+                                low, high);
+      _mm256_maskstore_ps(out_row + q, tail_mask, acc);
+    }
+  }
+}
 #endif
+
+/* Whether depthwise_plane_vector computes planes under isa (the GEMM's). */
+static int has_depthwise_vector(cr_isa isa) {
+  return CR_DENSE_X86 && (isa == CR_ISA_AVX512 || isa == CR_ISA_AVX2);
+}
+
+/* One 3 x 3 depthwise plane by depthwise_plane_avx512 or depthwise_plane_avx2,
+ * whichever isa (the GEMM's) has, with its epilogue; 0 when it has neither
+ * (nothing was computed). */
+static int depthwise_plane_vector(cr_isa isa, const float *src, int64_t ld_src,
+                                  const int64_t offsets[9], int64_t rows, int64_t count,
+                                  const float *w, float bias, const float *residual,
+                                  const cr_fusion *fusion, float *out) {
+#if CR_DENSE_X86
+  if (isa == CR_ISA_AVX512) {
+    depthwise_plane_avx512(src, ld_src, offsets, rows, count, w, bias, residual, fusion, out);
+    return 1;
+  }
+  if (isa == CR_ISA_AVX2) {
+    depthwise_plane_avx2(src, ld_src, offsets, rows, count, w, bias, residual, fusion, out);
+    return 1;
+  }
+#endif
+  (void)isa, (void)src, (void)ld_src, (void)offsets, (void)rows, (void)count, (void)w;
+  (void)bias, (void)residual, (void)fusion, (void)out;
+  return 0;
+}
 
 /* The case depthwise_3x3 handles: 2-D, 3 x 3, dilation 1, the same stride
  * (1 or 2) along both axes. */
@@ -880,14 +981,12 @@ static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const 
 /* Output rows at least this long are computed one by one in place. */
 enum { kDepthwiseRowMin = 32 };
 
-#if CR_DENSE_X86
 /* The fused residual of output plane (n, o), or NULL. */
 static const float *plane_residual(const cr_conv_task *task, int64_t n, int64_t o) {
   if (task->fusion == NULL || task->fusion->residual == NULL) return NULL;
   const int64_t out_plane = task->y_shape[2] * task->y_shape[3] * task->y_shape[4];
   return task->fusion->residual + (n * task->y_shape[1] + o) * out_plane;
 }
-#endif
 
 /* A stride-2 3 x 3 depthwise plane and its scratch: rows of the padded plane
  * are split by column parity into an even half and an odd half of ``half``
@@ -900,44 +999,38 @@ typedef struct split_plane {
 } split_plane;
 
 /* Output row oh from the split rows r0, r1, r2 (the padded rows 2 oh ..
- * 2 oh + 2), with the epilogue when the AVX-512 kernel runs it. */
+ * 2 oh + 2), with the epilogue when a vector kernel runs it. */
 static void depthwise_split_row(const split_plane *sp, const float *r0, const float *r1,
-                                const float *r2, const float *w, float bias, int avx512,
+                                const float *r2, const float *w, float bias, cr_isa isa,
                                 const float *residual, const cr_fusion *fusion, float *y_row) {
   const int64_t half = sp->half, count = sp->out[2];
-#if CR_DENSE_X86
-  if (avx512) {
-    const float *base = sp->scratch;
-    const int64_t a = r0 - base, b = r1 - base, c = r2 - base;
-    const int64_t offsets[9] = {a, a + half, a + 1, b, b + half, b + 1, c, c + half, c + 1};
-    depthwise_plane_avx512(base, 0, offsets, 1, count, w, bias, residual, fusion, y_row);
-    return;
+  const float *base = sp->scratch;
+  const int64_t a = r0 - base, b = r1 - base, c = r2 - base;
+  const int64_t offsets[9] = {a, a + half, a + 1, b, b + half, b + 1, c, c + half, c + 1};
+  if (!depthwise_plane_vector(isa, base, 0, offsets, 1, count, w, bias, residual, fusion,
+                              y_row)) {
+    depthwise_3x3_split(r0, r0 + half, r1, r1 + half, r2, r2 + half, w, bias, count, y_row);
   }
-#endif
-  (void)avx512, (void)residual, (void)fusion;
-  depthwise_3x3_split(r0, r0 + half, r1, r1 + half, r2, r2 + half, w, bias, count, y_row);
 }
 
 /* A small plane: every padded row split at once (padding rows stay zero:
  * the scratch starts zeroed and they are never written), then the rows. */
-static void depthwise_split_whole(const split_plane *sp, const float *w, float bias, int avx512,
+static void depthwise_split_whole(const split_plane *sp, const float *w, float bias, cr_isa isa,
                                   const float *residual, const cr_fusion *fusion, float *y) {
   const int64_t slot = 2 * sp->half, *in = sp->in, *out = sp->out;
   split_rows(sp->x, in[1], in[2], sp->pad_rows, sp->pad_cols, 2 * out[1] + 1, slot, sp->half,
              sp->scratch);
-#if CR_DENSE_X86
-  if (avx512) { /* one pass over every row, output row oh reading from row 2 oh */
-    const int64_t half = sp->half;
-    const int64_t offsets[9] = {0,        half,     1,        slot,    slot + half,
-                                slot + 1, 2 * slot, 2 * slot + half, 2 * slot + 1};
-    depthwise_plane_avx512(sp->scratch, 2 * slot, offsets, out[1], out[2], w, bias, residual,
-                           fusion, y);
+  /* One pass over every row, output row oh reading from row 2 oh. */
+  const int64_t half = sp->half;
+  const int64_t offsets[9] = {0,        half,     1,        slot,    slot + half,
+                              slot + 1, 2 * slot, 2 * slot + half, 2 * slot + 1};
+  if (depthwise_plane_vector(isa, sp->scratch, 2 * slot, offsets, out[1], out[2], w, bias,
+                             residual, fusion, y)) {
     return;
   }
-#endif
   for (int64_t oh = 0; oh < out[1]; ++oh) {
     const float *r0 = sp->scratch + 2 * oh * slot;
-    depthwise_split_row(sp, r0, r0 + slot, r0 + 2 * slot, w, bias, avx512,
+    depthwise_split_row(sp, r0, r0 + slot, r0 + 2 * slot, w, bias, isa,
                         residual != NULL ? residual + oh * out[2] : NULL, fusion,
                         y + oh * out[2]);
   }
@@ -946,7 +1039,7 @@ static void depthwise_split_whole(const split_plane *sp, const float *w, float b
 /* A large plane: a ring of three split rows (padded row r in slot r % 3),
  * each output row computed as soon as its rows are split, so the split
  * stays in L1 instead of going through the plane twice. */
-static void depthwise_split_ring(const split_plane *sp, const float *w, float bias, int avx512,
+static void depthwise_split_ring(const split_plane *sp, const float *w, float bias, cr_isa isa,
                                  const float *residual, const cr_fusion *fusion, float *y) {
   const int64_t slot = 2 * sp->half, *in = sp->in, *out = sp->out;
   int64_t next = 0; /* the next padded row to split */
@@ -962,7 +1055,7 @@ static void depthwise_split_ring(const split_plane *sp, const float *w, float bi
     }
     depthwise_split_row(sp, sp->scratch + (2 * oh % 3) * slot,
                         sp->scratch + ((2 * oh + 1) % 3) * slot,
-                        sp->scratch + ((2 * oh + 2) % 3) * slot, w, bias, avx512,
+                        sp->scratch + ((2 * oh + 2) % 3) * slot, w, bias, isa,
                         residual != NULL ? residual + oh * out[2] : NULL, fusion,
                         y + oh * out[2]);
   }
@@ -987,16 +1080,18 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
     const int64_t half = wp / 2 + 2, rows = 2 * out[1] + 1;
     const split_plane plane = {x, in, out, p->pad[1], p->pad[2], half, scratch};
-    const float *residual = NULL;
-#if CR_DENSE_X86
-    residual = plane_residual(task, n, o);
-#endif
-    if (rows * 2 * half <= kSmallSplit) {
-      depthwise_split_whole(&plane, w, bias, task->avx512, residual, task->fusion, y);
+    const float *residual = plane_residual(task, n, o);
+    const int whole = rows * 2 * half <= kSmallSplit;
+    /* The ring's rows take AVX2's vector kernel one row per call, which
+     * measured slower than the portable loop (mobilenetv2's 112 x 112 ->
+     * 56 x 56 planes: 0.36 against 0.32 ms): only whole planes do. */
+    const cr_isa isa = whole || task->isa == CR_ISA_AVX512 ? task->isa : CR_ISA_GENERIC;
+    if (whole) {
+      depthwise_split_whole(&plane, w, bias, isa, residual, task->fusion, y);
     } else {
-      depthwise_split_ring(&plane, w, bias, task->avx512, residual, task->fusion, y);
+      depthwise_split_ring(&plane, w, bias, isa, residual, task->fusion, y);
     }
-    if (task->avx512) return; /* the vector kernel applied the epilogue */
+    if (has_depthwise_vector(isa)) return; /* the vector kernel applied the epilogue */
   } else if (scratch != NULL) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
@@ -1004,15 +1099,16 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
     for (int64_t h = 0; h < in[1]; ++h) {
       memcpy(xp + (h + p->pad[1]) * wp + p->pad[2], x + h * in[2], (size_t)in[2] * sizeof *x);
     }
-#if CR_DENSE_X86
-    if (task->avx512) {
-      const int64_t offsets[9] = {0,      1,          2,          wp,         wp + 1,
-                                  wp + 2, 2 * wp, 2 * wp + 1, 2 * wp + 2};
-      depthwise_plane_avx512(xp, wp, offsets, out[1], out[2], w, bias,
-                             plane_residual(task, n, o), task->fusion, y);
+    const int64_t offsets[9] = {0,      1,          2,          wp,         wp + 1,
+                                wp + 2, 2 * wp, 2 * wp + 1, 2 * wp + 2};
+    const float *residual = plane_residual(task, n, o);
+    /* Row by row, except that AVX2's vectors of 8 fill narrow rows poorly:
+     * those take the wide grid below (7 x 7 planes: 2.2x faster). */
+    if ((task->isa == CR_ISA_AVX512 || out[2] >= kDepthwiseRowMin) &&
+        depthwise_plane_vector(task->isa, xp, wp, offsets, out[1], out[2], w, bias, residual,
+                               task->fusion, y)) {
       return;
     }
-#endif
     if (out[2] >= kDepthwiseRowMin) {
       /* Wide rows: each output row straight into y, and its epilogue while
        * it is in L1 (mobilenet's 112 x 112 planes overflow L1). */
@@ -1030,11 +1126,18 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
       }
       return;
     }
-    /* Narrow rows: one loop over the whole wide grid, then compacted. */
-    depthwise_3x3(xp, wp, w, bias, (out[1] - 1) * wp + out[2], wide_out);
+    /* Narrow rows: one loop over the whole wide grid, then compacted. The
+     * vector kernel applies the activation on the grid when there is no
+     * residual to add first (it is added after compaction, below). */
+    const int64_t count = (out[1] - 1) * wp + out[2];
+    const int fused = residual == NULL;
+    const int vector = depthwise_plane_vector(task->isa, xp, 0, offsets, 1, count, w, bias,
+                                              NULL, fused ? task->fusion : NULL, wide_out);
+    if (!vector) depthwise_3x3(xp, wp, w, bias, count, wide_out);
     for (int64_t oh = 0; oh < out[1]; ++oh) {
       memcpy(y + oh * out[2], wide_out + oh * wp, (size_t)out[2] * sizeof *y);
     }
+    if (vector && fused) return;
   } else {
     for (int64_t od = 0; od < out[0]; ++od) {
       for (int64_t oh = 0; oh < out[1]; ++oh) {
@@ -1107,7 +1210,7 @@ typedef struct small_plan {
 static int small_plane_fits(const cr_conv_task *task) {
   const cr_conv_params *p = task->params;
   const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
-  if (!task->avx512 || in[0] != 1 || out[0] != 1 || p->kernel[0] != 1) return 0;
+  if (task->isa != CR_ISA_AVX512 || in[0] != 1 || out[0] != 1 || p->kernel[0] != 1) return 0;
   if (p->kernel[1] * p->kernel[2] > kSmallPlaneTaps) return 0;
   for (int axis = 1; axis < 3; ++axis) { /* the plan computes offsets in 32 bits */
     if (p->stride[axis] > 4096 || p->dilate[axis] > 4096 || p->pad[axis] > 4096) return 0;
@@ -1461,6 +1564,164 @@ static int small_planes(const cr_conv_task *task, int64_t begin, int64_t end) {
 }
 #endif
 
+#if CR_DENSE_X86
+/* ---- Channel-blocked 3 x 3 depthwise planes (AVX2) ---------------------- */
+
+/* Eight planes at a time with their channels interleaved, position (h, w)
+ * of the eight being one vector (the NCHW8c layout onnxruntime's kernels
+ * use): an output position of eight channels is then 9 loads and 9 fused
+ * multiply-adds whatever the planes' width and stride, where the row
+ * kernels fill AVX2's vectors of 8 poorly on narrow rows (7, 14, 28) and
+ * stride 2 must split rows by parity. The planes go in and out through
+ * 8 x 8 transposes, in L1. Each output is bias, then the taps in (kh, kw)
+ * order with fused multiply-adds (padding read as zeros), then residual
+ * and activation: the operations of depthwise_plane_avx2, so the same
+ * values bit for bit. */
+
+/* Where the blocked path runs on AVX2: stride-2 planes of at most
+ * kBlockedMaxS2 input positions, stride-1 planes at most kBlockedMaxS1Width
+ * outputs wide. Elsewhere the row kernels measured faster, the transposes
+ * costing more than the lanes they fill (docs/cpu_ref_performance.md). */
+#ifndef CR_BLOCKED_MAX_S2
+#define CR_BLOCKED_MAX_S2 (32 * 32)
+#endif
+#ifndef CR_BLOCKED_MAX_S1_WIDTH
+#define CR_BLOCKED_MAX_S1_WIDTH 8
+#endif
+enum { kBlockedMaxS2 = CR_BLOCKED_MAX_S2, kBlockedMaxS1Width = CR_BLOCKED_MAX_S1_WIDTH };
+
+/* The block's padded input (hp x wp positions of 8 floats, zero padding)
+ * and output (out_h x out_w of 8). */
+static void blocked_sizes(const cr_conv_params *p, const int64_t in[3], const int64_t out[3],
+                          int64_t *hp, int64_t *wp, int64_t *floats) {
+  const int64_t s = p->stride[1];
+  *hp = in[1] + 2 * p->pad[1];
+  if (*hp < (out[1] - 1) * s + 3) *hp = (out[1] - 1) * s + 3;
+  *wp = in[2] + 2 * p->pad[2];
+  if (*wp < (out[2] - 1) * s + 3) *wp = (out[2] - 1) * s + 3;
+  *floats = 8 * (*hp * *wp + out[1] * out[2]);
+}
+
+/* Whether the task's planes take blocked_depthwise: AVX2, a plain 3 x 3
+ * (stride 1 or 2) with one input channel per output plane, small planes. */
+static int blocked_fits(const cr_conv_task *task) {
+  const cr_conv_params *p = task->params;
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
+  if (task->isa != CR_ISA_AVX2 || !is_plain_3x3(p) || in[0] != 1 ||
+      task->y_shape[1] != task->x_shape[1] || task->y_shape[1] < 8) {
+    return 0;
+  }
+  return p->stride[1] == 2 ? in[1] * in[2] <= kBlockedMaxS2 : out[2] <= kBlockedMaxS1Width;
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void transpose8x8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* The first `count` (1..8) lanes. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i lanes_mask(int64_t count) {
+  static const int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_loadu_si256((const __m256i *)(kLanes + 8 - count));
+}
+
+/* Output planes o0 .. o0 + 7 of image n (their input channels o0 ..
+ * o0 + 7). buffer: blocked_sizes' floats, zero where the padding is (it
+ * starts zeroed, and only the interior is ever written). */
+__attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_task *task,
+                                                                  int64_t n, int64_t o0,
+                                                                  float *buffer) {
+  const cr_conv_params *p = task->params;
+  const int64_t channels = task->x_shape[1];
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
+  const int64_t in_plane = in[1] * in[2], out_plane = out[1] * out[2], s = p->stride[1];
+  int64_t hp, wp, floats;
+  blocked_sizes(p, in, out, &hp, &wp, &floats);
+  float *padded = buffer, *result = buffer + 8 * hp * wp;
+  const float *x = task->x + (n * channels + o0) * in_plane;
+
+  /* In: eight positions of the eight planes per transpose. */
+  int64_t h = 0, w = 0; /* of position q */
+  for (int64_t q = 0; q < in_plane; q += 8) {
+    const int64_t count = in_plane - q < 8 ? in_plane - q : 8;
+    const __m256i mask = lanes_mask(count);
+    __m256 r[8];
+    for (int c = 0; c < 8; ++c) {
+      const float *src = x + c * in_plane + q;
+      r[c] = count == 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, mask);
+    }
+    transpose8x8(r);
+    for (int64_t j = 0; j < count; ++j) {
+      _mm256_storeu_ps(padded + 8 * ((h + p->pad[1]) * wp + w + p->pad[2]), r[j]);
+      if (++w == in[2]) w = 0, ++h;
+    }
+  }
+
+  /* The taps of the eight channels, and their biases. */
+  __m256 wv[9];
+  const float *weights = task->w + o0 * 9;
+  for (int t = 0; t < 9; ++t) {
+    wv[t] = _mm256_setr_ps(weights[t], weights[9 + t], weights[18 + t], weights[27 + t],
+                           weights[36 + t], weights[45 + t], weights[54 + t], weights[63 + t]);
+  }
+  const __m256 bias = task->bias != NULL ? _mm256_loadu_ps(task->bias + o0) : _mm256_setzero_ps();
+  const int64_t offsets[9] = {0,          8,          16,         8 * wp,         8 * wp + 8,
+                              8 * wp + 16, 16 * wp, 16 * wp + 8, 16 * wp + 16};
+  float *dst = result;
+  for (int64_t oh = 0; oh < out[1]; ++oh) {
+    const float *row = padded + 8 * oh * s * wp;
+    for (int64_t ow = 0; ow < out[2]; ++ow, dst += 8) {
+      const float *at = row + 8 * ow * s;
+      __m256 acc = bias;
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) acc = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(at + offsets[t]), acc);
+      _mm256_storeu_ps(dst, acc);
+    }
+  }
+
+  /* Out: back to eight planes, with the epilogue. */
+  const cr_fusion *fusion = task->fusion;
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
+  const __m256 low = _mm256_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
+  const __m256 high = _mm256_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  const float *residual = plane_residual(task, n, o0);
+  float *y = task->y + (n * task->y_shape[1] + o0) * out_plane;
+  for (int64_t q = 0; q < out_plane; q += 8) {
+    const int64_t count = out_plane - q < 8 ? out_plane - q : 8;
+    const __m256i mask = lanes_mask(count);
+    __m256 r[8];
+    for (int64_t j = 0; j < 8; ++j) {
+      r[j] = j < count ? _mm256_loadu_ps(result + 8 * (q + j)) : _mm256_setzero_ps();
+    }
+    transpose8x8(r);
+    for (int c = 0; c < 8; ++c) {
+      const int64_t at = c * out_plane + q;
+      const __m256 value = depthwise_epilogue8(r[c], residual != NULL ? residual + at : NULL,
+                                               mask, count < 8, act, low, high);
+      if (count == 8) {
+        _mm256_storeu_ps(y + at, value);
+      } else {
+        _mm256_maskstore_ps(y + at, mask, value);
+      }
+    }
+  }
+}
+#endif
+
 static void direct_planes(void *context, int64_t begin, int64_t end) {
   const cr_conv_task *task = context;
   const int64_t outputs = task->y_shape[1];
@@ -1476,9 +1737,27 @@ static void direct_planes(void *context, int64_t begin, int64_t end) {
      * padding stays zero from plane to plane. */
     scratch = calloc((size_t)(padded + wide), sizeof *scratch);
   }
-  for (int64_t plane = begin; plane < end; ++plane) {
-    direct_plane(task, plane / outputs, plane % outputs, scratch);
+  float *blocked = NULL;
+#if CR_DENSE_X86
+  if (blocked_fits(task)) {
+    int64_t hp, wp, floats;
+    blocked_sizes(task->params, task->x_shape + 2, task->y_shape + 2, &hp, &wp, &floats);
+    blocked = calloc((size_t)floats, sizeof *blocked); /* NULL: plane by plane */
   }
+#endif
+  for (int64_t plane = begin; plane < end;) {
+    const int64_t n = plane / outputs, o = plane % outputs;
+#if CR_DENSE_X86
+    if (blocked != NULL && o % 8 == 0 && o + 8 <= outputs && plane + 8 <= end) {
+      blocked_depthwise(task, n, o, blocked);
+      plane += 8;
+      continue;
+    }
+#endif
+    direct_plane(task, n, o, scratch);
+    ++plane;
+  }
+  free(blocked);
   free(scratch);
 }
 
@@ -1558,7 +1837,7 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
 
   if (cr_conv_is_direct(params, group_channels)) {
     cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y, fusion,
-                         cr_gemm_isa() == CR_ISA_AVX512};
+                         cr_gemm_isa()};
     const int64_t planes = batch * outputs;
     cr_parallel_for(cr_threads_for_images(num_threads, batch, (double)(planes * out_plane * ks)),
                     planes, direct_planes, &task);
