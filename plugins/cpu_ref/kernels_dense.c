@@ -1823,6 +1823,37 @@ int cr_convolution_into(const cr_conv_params *params, const int64_t x_shape[5], 
   return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
 }
 
+/* A 1 x 1 convolution of 1 x 1 images (a classifier written as a
+ * convolution, as in mobilenetv2): one product for the whole batch, C
+ * (outputs x batch) = W . X^T, so that the filters are read once rather
+ * than once per image (mobilenetv2's 1280 -> 1000 at batch 8: 5 MB read
+ * once instead of 8 times). C is then transposed into y, and the residual
+ * and activation applied there (the bias is added in the product's
+ * epilogue, first, as in the fused order). */
+static int convolve_single_positions(int64_t batch, int64_t channels, int64_t outputs,
+                                     const float *x, const float *w, const float *packed_w,
+                                     cr_isa packed_isa, const float *bias,
+                                     const cr_fusion *fusion, float *y, int num_threads) {
+  float *c = cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(outputs * batch) * sizeof *c);
+  if (c == NULL) return -1;
+  const cr_gemm_operand a = {w, channels, 1, NULL, NULL, packed_w, packed_isa, NULL};
+  const cr_gemm_operand b = {x, 1, channels, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+  const cr_epilogue bias_only = {.row_bias = bias};
+  if (cr_gemm(outputs, batch, channels, &a, &b, c, batch, &bias_only, num_threads) != 0) {
+    return -1;
+  }
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t o = 0; o < outputs; ++o) y[n * outputs + o] = c[o * batch + n];
+  }
+  if (fusion != NULL) {
+    cr_epilogue e = make_epilogue(fusion);
+    e.residual = fusion->residual;
+    e.ld_residual = outputs;
+    cr_epilogue_apply(&e, 0, batch, 0, outputs, y, outputs);
+  }
+  return 0;
+}
+
 int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5], const float *x,
                          const float *w, const float *packed_w, cr_isa packed_isa,
                          const float *bias, const cr_fusion *fusion, const int64_t y_shape[5],
@@ -1844,6 +1875,10 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     return 0;
   }
 
+  if (batch > 1 && groups == 1 && ks == 1 && in_plane == 1 && out_plane == 1) {
+    return convolve_single_positions(batch, channels, outputs, x, w, packed_w, packed_isa, bias,
+                                     fusion, y, num_threads);
+  }
   /* A batch is shared out image by image: one synchronisation per layer
    * rather than one per image's product. */
   const double work = (double)(batch * outputs * out_plane * group_channels * ks);

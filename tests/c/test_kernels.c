@@ -1566,6 +1566,11 @@ static void test_conv_paths(void) {
       {"3x3 deep stride 2 dilated", {{1, 3, 3}, {1, 2, 2}, {1, 2, 1}, {0, 2, 1}, 1},
        {1, 8, 1, 13, 12}, 7},
       {"1x1 stride 2", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1}, {1, 6, 1, 9, 8}, 5},
+      /* 1 x 1 images: one product for the batch (a classifier as a
+       * convolution), short and deep (k blocks) */
+      {"1x1 on 1x1 images", {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1}, {3, 20, 1, 1, 1}, 13},
+      {"1x1 on 1x1 images, deep", {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1},
+       {5, 300, 1, 1, 1}, 70},
       /* strided 1 x 1 in 2 shares: of the columns (each gathering its
        * output rows), and of the outputs */
       {"1x1 stride 2, columns shared by 2 threads", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
