@@ -8,7 +8,10 @@ benchmarks/suite.py) as one loaded cpu_ref model, 1 thread unless
 --threads says otherwise, with
 ACC_CPU_REF_PROFILE=1, which makes cpu_ref print each step's time and
 shapes to stderr, and prints the median over the runs (the first quarter
-dropped as warm-up) per operator, or per step with --steps.
+dropped as warm-up) per operator, or per step with --steps. A model cpu_ref
+runs image by image (docs/cpu_ref_performance.md) prints each step once per
+image, with a batch of 1: a step's time per forward is then its median
+times the images, and --steps says "x N".
 """
 
 from __future__ import annotations
@@ -73,11 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     per_op: dict[str, float] = collections.defaultdict(float)
     total = 0.0
     for (step, op, shapes), values in sorted(times.items()):
-        median = statistics.median(values[len(values) // 4:])
+        per_run = max(1, round(len(values) / args.runs))  # images run one by one
+        median = statistics.median(values[len(values) // 4:]) * per_run
         total += median
         per_op[op] += median
         if args.steps:
-            print(f"{step:4d} {op:24s} {median:8.1f} us  in {shapes}")
+            images = f"  x {per_run}" if per_run > 1 else ""
+            print(f"{step:4d} {op:24s} {median:8.1f} us  in {shapes}{images}")
     if not args.steps:
         for op, us in sorted(per_op.items(), key=lambda item: -item[1]):
             print(f"{op:24s} {us:8.1f} us")

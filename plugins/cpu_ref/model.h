@@ -27,6 +27,14 @@ struct cr_model {
   void *arena;            /* the operator outputs' memory (see plan_memory) */
   size_t num_steps;
   cr_step *steps;
+  /* Image by image (see plan_image_split): the batch, 0 when the model
+   * runs layer by layer only; each entry's bytes from one image to the
+   * next (0: not split, e.g. weights), and its whole-batch data pointer
+   * during an infer(). */
+  int64_t split_batch;
+  int split_by_default;   /* large activations: split unless told not to */
+  size_t *image_bytes;
+  void **batch_data;
   char **head_names;      /* num_heads names of the outputs */
   cr_model *next;
 };

@@ -1,0 +1,149 @@
+"""cpu_ref runs a batch image by image (every step on image 0, then on image
+1, ...) on one thread when every step of the model treats axis 0 as
+independent images: the results are those of the layer-by-layer run and of
+the host's CPU path; models with a step that mixes images, and runs on more
+threads, stay layer by layer. cpu_ref's ACC_CPU_REF_PROFILE lines show which
+(a step printed once per image, with a batch of 1)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import acc_host as mx
+from acc_host.annotate import annotate_symbol
+from acc_host.symbolic import LoadedModel
+
+RTOL, ATOL = 1e-4, 1e-5
+PROFILE = re.compile(r"cpu_ref profile: step (\d+) (\S+) [\d.]+ us in (\d+)")
+
+
+def _fire_graph() -> mx.sym.Symbol:
+    """squeezenet's pattern: a fire module's two convolutions written into
+    one Concat, pooling, dropout, a folded BatchNorm with a residual add, a
+    classifier; and a second output early in the graph, whose memory the
+    later steps of the next images must not reuse."""
+    data = mx.sym.Variable("data")
+    stem = mx.sym.Convolution(data, num_filter=8, kernel=(3, 3), pad=(1, 1), name="stem")
+    stem = mx.sym.Activation(stem, act_type="relu", name="stem_relu")
+    squeeze = mx.sym.Convolution(stem, num_filter=4, kernel=(1, 1), name="squeeze")
+    squeeze = mx.sym.Activation(squeeze, act_type="relu", name="squeeze_relu")
+    left = mx.sym.Convolution(squeeze, num_filter=6, kernel=(1, 1), name="left")
+    left = mx.sym.Activation(left, act_type="relu", name="left_relu")
+    right = mx.sym.Convolution(squeeze, num_filter=6, kernel=(3, 3), pad=(1, 1), name="right")
+    right = mx.sym.Activation(right, act_type="relu", name="right_relu")
+    fire = mx.sym.Concat(left, right, dim=1, name="fire")
+    pool = mx.sym.Pooling(fire, kernel=(3, 3), stride=(2, 2), pool_type="max", name="pool")
+    pool = mx.sym.Dropout(pool, p=0.5, name="drop")
+    body = mx.sym.Convolution(pool, num_filter=12, kernel=(3, 3), pad=(1, 1), name="body")
+    body = mx.sym.BatchNorm(body, fix_gamma=False, eps=1e-3, name="body_bn")
+    body = mx.sym.elemwise_add(body, pool, name="add")
+    body = mx.sym.clip(body, a_min=0.0, a_max=6.0, name="body_clip")
+    dw = mx.sym.Convolution(body, num_filter=12, num_group=12, kernel=(3, 3), stride=(2, 2),
+                            pad=(1, 1), name="dw")
+    gap = mx.sym.Pooling(dw, global_pool=True, pool_type="avg", kernel=(1, 1), name="gap")
+    fc = mx.sym.FullyConnected(mx.sym.Flatten(gap, name="flat"), num_hidden=7, name="fc")
+    early = mx.sym.Activation(squeeze, act_type="sigmoid", name="early")
+    return mx.sym.Group([mx.sym.softmax(fc, name="prob"), early])
+
+
+def _weights(sym: mx.sym.Symbol, shapes: dict, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    weights = {}
+    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(),
+                           arg_shapes + aux_shapes):
+        if name in shapes:
+            continue
+        value = rng.standard_normal(shape).astype(np.float32) * 0.3
+        weights[name] = np.abs(value) + 0.5 if name.endswith("moving_var") else value
+    return weights
+
+
+def _host(sym: mx.sym.Symbol, data: np.ndarray, weights: dict) -> list[np.ndarray]:
+    exe = sym.simple_bind(mx.cpu(), data=data.shape)
+    for key, value in weights.items():
+        (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
+    return [out.asnumpy() for out in exe.forward(data=data)]
+
+
+def _run(sym: mx.sym.Symbol, data: np.ndarray, weights: dict, threads: int,
+         split: str | None, monkeypatch: pytest.MonkeyPatch,
+         capfd: pytest.CaptureFixture[str]) -> tuple[list[np.ndarray], list[tuple[str, int]]]:
+    """The model's outputs on cpu_ref, and (op, batch of its input) for each
+    step it ran, in order."""
+    if split is None:
+        monkeypatch.delenv("ACC_CPU_REF_IMAGE_SPLIT", raising=False)
+    else:
+        monkeypatch.setenv("ACC_CPU_REF_IMAGE_SPLIT", split)
+    monkeypatch.setenv("ACC_CPU_REF_PROFILE", "1")
+    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
+    mx.cpu_ref(0).configure(num_threads=threads)
+    try:
+        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
+            capfd.readouterr()
+            outputs = [np.array(value) for value in model.infer({"data": data}).values()]
+            steps = [(m[2], int(m[3])) for m in PROFILE.finditer(capfd.readouterr().err)]
+    finally:
+        mx.cpu_ref(0).configure(num_threads=1)
+    return outputs, steps
+
+
+def test_a_batch_runs_image_by_image_with_the_layer_by_layer_results(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    sym = _fire_graph()
+    data = np.random.default_rng(0).standard_normal((5, 3, 14, 14)).astype(np.float32)
+    weights = _weights(sym, {"data": data.shape}, seed=1)
+    split, split_steps = _run(sym, data, weights, 1, "1", monkeypatch, capfd)
+    whole, whole_steps = _run(sym, data, weights, 1, "0", monkeypatch, capfd)
+    # Image by image: every step five times, on a batch of 1.
+    assert split_steps and all(batch == 1 for _, batch in split_steps)
+    assert len(split_steps) == 5 * len(whole_steps)
+    assert all(batch == 5 for _, batch in whole_steps)
+    for ours, layered, host in zip(split, whole, _host(sym, data, weights)):
+        assert ours.shape == host.shape
+        np.testing.assert_allclose(ours, layered, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(ours, host, rtol=RTOL, atol=ATOL)
+
+
+def test_small_activations_stay_layer_by_layer_and_large_ones_split_by_default(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    sym = _fire_graph()
+    data = np.random.default_rng(2).standard_normal((3, 3, 14, 14)).astype(np.float32)
+    weights = _weights(sym, {"data": data.shape}, seed=3)
+    _, steps = _run(sym, data, weights, 1, None, monkeypatch, capfd)
+    assert steps and all(batch == 3 for _, batch in steps)
+    # 2 x 128 x 128 x 128 floats (16 MiB) from one convolution: split.
+    big = mx.sym.Convolution(mx.sym.Variable("data"), num_filter=128, kernel=(1, 1), name="wide")
+    big = mx.sym.Pooling(mx.sym.Activation(big, act_type="relu", name="wide_relu"),
+                         kernel=(4, 4), stride=(4, 4), pool_type="avg", name="shrink")
+    data = np.random.default_rng(4).standard_normal((2, 4, 128, 128)).astype(np.float32)
+    weights = _weights(big, {"data": data.shape}, seed=5)
+    (out,), steps = _run(big, data, weights, 1, None, monkeypatch, capfd)
+    assert len(steps) == 2 * 2 and all(batch == 1 for _, batch in steps)
+    np.testing.assert_allclose(out, _host(big, data, weights)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_models_that_mix_images_and_threaded_runs_stay_layer_by_layer(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    sym = _fire_graph()
+    data = np.random.default_rng(6).standard_normal((4, 3, 14, 14)).astype(np.float32)
+    weights = _weights(sym, {"data": data.shape}, seed=7)
+    outputs, steps = _run(sym, data, weights, 2, "1", monkeypatch, capfd)
+    assert steps and all(batch == 4 for _, batch in steps)
+    for ours, host in zip(outputs, _host(sym, data, weights)):
+        np.testing.assert_allclose(ours, host, rtol=RTOL, atol=ATOL)
+    # A softmax over axis 0 (every entry still has the batch as axis 0), and
+    # a reshape merging the batch into rows: outputs depend on every image.
+    x = mx.sym.Variable("data")
+    conv = mx.sym.Convolution(x, num_filter=4, kernel=(3, 3), pad=(1, 1), name="conv")
+    for mixed, count in ((mx.sym.softmax(conv, axis=0, name="batch_prob"), 2),
+                         (mx.sym.softmax(mx.sym.Reshape(conv, shape=(-1, 14), name="rows"),
+                                         axis=1, name="rows_prob"), 3)):
+        weights = _weights(mixed, {"data": data.shape}, seed=8)
+        (out,), steps = _run(mixed, data, weights, 1, "1", monkeypatch, capfd)
+        assert [op for op, _ in steps][0] == "Convolution" and steps[0][1] == 4
+        assert len(steps) == count  # each step once
+        np.testing.assert_allclose(out, _host(mixed, data, weights)[0], rtol=RTOL, atol=ATOL)
