@@ -21,6 +21,7 @@
 #include "parallel.h"
 #include "scratch.h"
 #include "short_rows.h"
+#include "transpose_avx2.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CR_DENSE_X86 1
@@ -864,7 +865,6 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 depthwis
 __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
     const float *src, int64_t ld_src, const int64_t offsets[9], int64_t rows, int64_t count,
     const float *w, float bias, const float *residual, const cr_fusion *fusion, float *out) {
-  static const int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   __m256 wv[9];
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
@@ -874,7 +874,7 @@ __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
   const __m256 high = _mm256_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
   const int64_t full = count / 8 * 8, pairs = count / 16 * 16, tail = count - full;
   const __m256i all = _mm256_set1_epi32(-1);
-  const __m256i tail_mask = _mm256_loadu_si256((const __m256i *)(kLanes + 8 - tail));
+  const __m256i tail_mask = cr_lanes_mask(tail);
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = src + r * ld_src;
     float *out_row = out + r * count;
@@ -1614,31 +1614,6 @@ static int blocked_fits(const cr_conv_task *task) {
   return p->stride[1] == 2 ? in[1] * in[2] <= kBlockedMaxS2 : out[2] <= kBlockedMaxS1Width;
 }
 
-__attribute__((target("avx2"), always_inline)) static inline void transpose8x8(__m256 r[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-/* The first `count` (1..8) lanes. */
-__attribute__((target("avx2"), always_inline)) static inline __m256i lanes_mask(int64_t count) {
-  static const int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-  return _mm256_loadu_si256((const __m256i *)(kLanes + 8 - count));
-}
-
 /* Output planes o0 .. o0 + 7 of image n (their input channels o0 ..
  * o0 + 7). buffer: blocked_sizes' floats, zero where the padding is (it
  * starts zeroed, and only the interior is ever written). */
@@ -1658,13 +1633,13 @@ __attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_
   int64_t h = 0, w = 0; /* of position q */
   for (int64_t q = 0; q < in_plane; q += 8) {
     const int64_t count = in_plane - q < 8 ? in_plane - q : 8;
-    const __m256i mask = lanes_mask(count);
+    const __m256i mask = cr_lanes_mask(count);
     __m256 r[8];
     for (int c = 0; c < 8; ++c) {
       const float *src = x + c * in_plane + q;
       r[c] = count == 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, mask);
     }
-    transpose8x8(r);
+    cr_transpose8x8(r);
     for (int64_t j = 0; j < count; ++j) {
       _mm256_storeu_ps(padded + 8 * ((h + p->pad[1]) * wp + w + p->pad[2]), r[j]);
       if (++w == in[2]) w = 0, ++h;
@@ -1702,12 +1677,12 @@ __attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_
   float *y = task->y + (n * task->y_shape[1] + o0) * out_plane;
   for (int64_t q = 0; q < out_plane; q += 8) {
     const int64_t count = out_plane - q < 8 ? out_plane - q : 8;
-    const __m256i mask = lanes_mask(count);
+    const __m256i mask = cr_lanes_mask(count);
     __m256 r[8];
     for (int64_t j = 0; j < 8; ++j) {
       r[j] = j < count ? _mm256_loadu_ps(result + 8 * (q + j)) : _mm256_setzero_ps();
     }
-    transpose8x8(r);
+    cr_transpose8x8(r);
     for (int c = 0; c < 8; ++c) {
       const int64_t at = c * out_plane + q;
       const __m256 value = depthwise_epilogue8(r[c], residual != NULL ? residual + at : NULL,
