@@ -749,7 +749,7 @@ static int plan_memory(cr_model *model) {
  * independent images instead runs all of its steps on image 0, then on
  * image 1, and so on, each entry pointed at its image's slice (shape[0] =
  * 1): the activations of one image stay in cache from step to step.
- * squeezenet1_1 at batch 8: 1.2x faster (docs/cpu_ref_performance.md).
+ * squeezenet1_1 at batch 8: 10-18% faster (docs/cpu_ref_performance.md).
  *
  * Two entries share memory only when their lifetimes, in step order, do not
  * overlap, and each pass runs the steps in that order: what a pass leaves
@@ -794,9 +794,11 @@ static int step_is_per_image(const cr_model *model, const cr_step *step,
   return plain;
 }
 
-/* Sets split_batch, image_bytes and batch_data when the model can run image
- * by image: a batch of at least 2 as axis 0 of every data input and every
- * operator output, and only steps step_is_per_image accepts. */
+/* Sets split_batch (and split_by_default) when the model can run image by
+ * image: a batch of at least 2 as axis 0 of every data input and every
+ * operator output, only steps step_is_per_image accepts, and no weight
+ * added as a fused residual. Before plan_memory, which then keeps the
+ * graph's outputs apart. */
 static int plan_image_split(cr_model *model) {
   const acc_graph *graph = model->graph;
   int64_t batch = 0;
