@@ -133,8 +133,7 @@ def compile_library(sources: Sequence[Path], output: Path, *, sanitize: bool = F
                                        include_dirs=include_dirs, extra_flags=extra_flags)
     output.parent.mkdir(parents=True, exist_ok=True)
     if len(sources) <= 1:
-        _run(compile_command(sources, output, sanitize=sanitize, werror=werror,
-                             include_dirs=include_dirs, extra_flags=extra_flags), output)
+        _run(_one_command(compile_flags, link_flags, sources, output), output)
         return output
     with tempfile.TemporaryDirectory(prefix=f"{output.stem}-objects-") as scratch:
         # Numbered, since two directories may hold sources of one name.
@@ -185,6 +184,11 @@ def compile_command(sources: Sequence[Path], output: Path, *, sanitize: bool = F
     (it is what a stamp records)."""
     compile_flags, link_flags = _flags(output, sanitize=sanitize, werror=werror,
                                        include_dirs=include_dirs, extra_flags=extra_flags)
+    return _one_command(compile_flags, link_flags, sources, output)
+
+
+def _one_command(compile_flags: Sequence[str], link_flags: Sequence[str],
+                 sources: Sequence[Path], output: Path) -> list[str]:
     link_only = [flag for flag in link_flags if flag not in compile_flags]
     return [*compile_flags, *link_only, *map(str, sources), "-o", str(output), *LIBS]
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from symbol_weights import host_outputs as _host
+from symbol_weights import random_weights as _weights
 
 import acc_host as mx
 from acc_host.annotate import annotate_symbol
@@ -41,28 +43,6 @@ def _graph() -> mx.sym.Symbol:
     fc = mx.sym.Activation(fc, act_type="relu", name="fc_relu")
     # A second head reads an intermediate entry: that step must stay unfused.
     return mx.sym.Group([fc, mx.sym.Activation(pw, act_type="relu", name="pw_relu")])
-
-
-def _weights(sym: mx.sym.Symbol, shapes: dict, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
-    names = sym.list_arguments() + sym.list_auxiliary_states()
-    weights = {}
-    for name, shape in zip(names, arg_shapes + aux_shapes):
-        if name in shapes:
-            continue
-        value = rng.standard_normal(shape).astype(np.float32) * 0.3
-        if name.endswith("moving_var"):
-            value = np.abs(value) + 0.5
-        weights[name] = value
-    return weights
-
-
-def _host(sym: mx.sym.Symbol, data: np.ndarray, weights: dict) -> list[np.ndarray]:
-    exe = sym.simple_bind(mx.cpu(), data=data.shape)
-    for key, value in weights.items():
-        (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
-    return [out.asnumpy() for out in exe.forward(data=data)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -11,6 +11,8 @@ import re
 
 import numpy as np
 import pytest
+from symbol_weights import host_outputs as _host
+from symbol_weights import random_weights as _weights
 
 import acc_host as mx
 from acc_host.annotate import annotate_symbol
@@ -49,24 +51,11 @@ def _fire_graph() -> mx.sym.Symbol:
     return mx.sym.Group([mx.sym.softmax(fc, name="prob"), early])
 
 
-def _weights(sym: mx.sym.Symbol, shapes: dict, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
-    weights = {}
-    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(),
-                           arg_shapes + aux_shapes):
-        if name in shapes:
-            continue
-        value = rng.standard_normal(shape).astype(np.float32) * 0.3
-        weights[name] = np.abs(value) + 0.5 if name.endswith("moving_var") else value
-    return weights
-
-
-def _host(sym: mx.sym.Symbol, data: np.ndarray, weights: dict) -> list[np.ndarray]:
-    exe = sym.simple_bind(mx.cpu(), data=data.shape)
-    for key, value in weights.items():
-        (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
-    return [out.asnumpy() for out in exe.forward(data=data)]
+def _fire_case(batch: int, seed: int) -> tuple[mx.sym.Symbol, np.ndarray, dict]:
+    """_fire_graph, a batch of images for it and its weights."""
+    sym = _fire_graph()
+    data = np.random.default_rng(seed).standard_normal((batch, 3, 14, 14)).astype(np.float32)
+    return sym, data, _weights(sym, {"data": data.shape}, seed=seed + 1)
 
 
 def _run(sym: mx.sym.Symbol, data: np.ndarray, weights: dict, threads: int,
@@ -93,9 +82,7 @@ def _run(sym: mx.sym.Symbol, data: np.ndarray, weights: dict, threads: int,
 
 def test_a_batch_runs_image_by_image_with_the_layer_by_layer_results(
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    sym = _fire_graph()
-    data = np.random.default_rng(0).standard_normal((5, 3, 14, 14)).astype(np.float32)
-    weights = _weights(sym, {"data": data.shape}, seed=1)
+    sym, data, weights = _fire_case(5, seed=0)
     split, split_steps = _run(sym, data, weights, 1, "1", monkeypatch, capfd)
     whole, whole_steps = _run(sym, data, weights, 1, "0", monkeypatch, capfd)
     # Image by image: every step five times, on a batch of 1.
@@ -110,9 +97,7 @@ def test_a_batch_runs_image_by_image_with_the_layer_by_layer_results(
 
 def test_small_activations_stay_layer_by_layer_and_large_ones_split_by_default(
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    sym = _fire_graph()
-    data = np.random.default_rng(2).standard_normal((3, 3, 14, 14)).astype(np.float32)
-    weights = _weights(sym, {"data": data.shape}, seed=3)
+    sym, data, weights = _fire_case(3, seed=2)
     _, steps = _run(sym, data, weights, 1, None, monkeypatch, capfd)
     assert steps and all(batch == 3 for _, batch in steps)
     # 2 x 128 x 128 x 128 floats (16 MiB) from one convolution: split.
@@ -128,9 +113,7 @@ def test_small_activations_stay_layer_by_layer_and_large_ones_split_by_default(
 
 def test_models_that_mix_images_and_threaded_runs_stay_layer_by_layer(
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    sym = _fire_graph()
-    data = np.random.default_rng(6).standard_normal((4, 3, 14, 14)).astype(np.float32)
-    weights = _weights(sym, {"data": data.shape}, seed=7)
+    sym, data, weights = _fire_case(4, seed=6)
     outputs, steps = _run(sym, data, weights, 2, "1", monkeypatch, capfd)
     assert steps and all(batch == 4 for _, batch in steps)
     for ours, host in zip(outputs, _host(sym, data, weights)):

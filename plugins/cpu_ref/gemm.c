@@ -693,15 +693,21 @@ size_t cr_gemm_packed_b_floats(int64_t k, int64_t n) {
 /* Whole packed layout: k block kb (kc = min(KC, k - kb * KC) deep) starts
  * at kb * KC * panels * width, and holds the panels one after another, kc x
  * width floats each. */
-cr_isa cr_gemm_pack_a(int64_t m, int64_t k, const float *a, int64_t rs, int64_t cs,
-                      float *packed) {
-  const cr_isa isa = cr_gemm_isa();
-  const cr_gemm_arch *arch = arch_for(isa);
+/* The whole of A (m x k, element (i, j) at a[i * rs + j * cs]) packed for
+ * arch, in that layout. */
+static void pack_a_whole(const cr_gemm_arch *arch, int64_t m, int64_t k, const float *a,
+                         int64_t rs, int64_t cs, float *packed) {
   const int64_t panels = ceil_div(m, arch->mr);
   for (int64_t k0 = 0; k0 < k; k0 += kKC) {
     const int64_t kc = min_i64(kKC, k - k0);
     pack_a_block(a, rs, cs, m, 0, panels, arch->mr, k0, kc, packed + k0 * panels * arch->mr);
   }
+}
+
+cr_isa cr_gemm_pack_a(int64_t m, int64_t k, const float *a, int64_t rs, int64_t cs,
+                      float *packed) {
+  const cr_isa isa = cr_gemm_isa();
+  pack_a_whole(arch_for(isa), m, k, a, rs, cs, packed);
   return isa;
 }
 
@@ -1144,6 +1150,45 @@ int cr_gemm_share(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
   return atomic_load(&job.failed) ? -1 : 0;
 }
 
+/* Threads sharing A's row panels would each pack the whole of B, once per
+ * chunk, and threads sharing B's column panels the whole of A, once per
+ * panel they take (a transformer's 32 x 128 x 512 FullyConnected at 2
+ * threads: A 8 times, and 2-3x slower than on one thread): that operand is
+ * packed once here instead, into *shared, and the threads read it as
+ * pre-packed (the same panels, so the same results). Nothing is done when
+ * it is packed or read in place already, or too large. */
+static void pack_shared(cr_gemm_job *job, cr_gemm_operand *shared) {
+  const cr_gemm_arch *arch = job->arch;
+  const int rows = job->split_rows; /* B is the shared operand */
+  const cr_gemm_operand *op = rows ? job->b : job->a;
+  if ((op->packed != NULL && op->packed_isa == arch->isa) || op->row_offsets != NULL) return;
+  const int64_t m_panels = ceil_div(job->m, arch->mr), n_panels = ceil_div(job->n, arch->nr);
+  const size_t floats = rows ? checked_floats(n_panels * arch->nr, job->k)
+                             : checked_floats(m_panels * arch->mr, job->k);
+  float *packed = floats != 0 && floats <= kMaxSharedFloats
+                      ? scratch_floats(CR_SCRATCH_GEMM_SHARED, floats)
+                      : NULL;
+  if (packed == NULL) return;
+  if (rows) {
+    const cr_pack_b_fn pack = op->pack_b != NULL ? op->pack_b : pack_b_view;
+    const void *context = op->pack_b != NULL ? op->pack_context : &job->b_view;
+    for (int64_t k0 = 0; k0 < job->k; k0 += kKC) {
+      pack(context, k0, min_i64(kKC, job->k - k0), 0, job->n, arch->nr,
+           packed + k0 * n_panels * arch->nr);
+    }
+  } else {
+    pack_a_whole(arch, job->m, job->k, op->data, op->rs, op->cs, packed);
+  }
+  *shared = *op;
+  shared->packed = packed;
+  shared->packed_isa = arch->isa;
+  if (rows) {
+    job->b = shared;
+  } else {
+    job->a = shared;
+  }
+}
+
 int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
                    const cr_gemm_operand *b, float *c, int64_t ldc, const cr_epilogue *epilogue,
                    const cr_gemm_done *done, int num_threads) {
@@ -1161,57 +1206,9 @@ int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
   const int64_t m_panels = ceil_div(m, job.arch->mr), n_panels = ceil_div(n, job.arch->nr);
   const int64_t panels = job.split_rows ? m_panels : n_panels;
   const int threads = cr_gemm_threads(m, n, k, num_threads);
-  cr_gemm_operand b_in_place;
+  cr_gemm_operand b_in_place, shared;
   read_b_in_place(&job, threads, &b_in_place);
-  b = job.b;
-  /* Threads sharing A's row panels would each pack the whole of B, once per
-   * chunk: pack it once here instead, and let them read it as pre-packed
-   * (the same panels, so the same results). */
-  float *shared_b = NULL;
-  cr_gemm_operand b_shared;
-  const int b_ready = (b->packed != NULL && b->packed_isa == job.arch->isa) ||
-                      b->row_offsets != NULL;
-  if (threads > 1 && job.split_rows && !b_ready) {
-    const size_t floats = checked_floats(n_panels * job.arch->nr, k);
-    if (floats != 0 && floats <= kMaxSharedFloats) {
-      shared_b = scratch_floats(CR_SCRATCH_GEMM_SHARED, floats);
-    }
-    if (shared_b != NULL) {
-      const cr_pack_b_fn pack = b->pack_b != NULL ? b->pack_b : pack_b_view;
-      const void *context = b->pack_b != NULL ? b->pack_context : &job.b_view;
-      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-        pack(context, k0, min_i64(kKC, k - k0), 0, n, job.arch->nr,
-             shared_b + k0 * n_panels * job.arch->nr);
-      }
-      b_shared = *b;
-      b_shared.packed = shared_b;
-      b_shared.packed_isa = job.arch->isa;
-      job.b = &b_shared;
-    }
-  }
-  /* Likewise threads sharing B's column panels would each pack the whole
-   * of A, once per panel they take (a transformer's 32 x 128 x 512
-   * FullyConnected at 2 threads: 8 times, and 2-3x slower than on one
-   * thread): A is packed once here instead. */
-  float *shared_a = NULL;
-  cr_gemm_operand a_shared;
-  const int a_ready = job.a->packed != NULL && job.a->packed_isa == job.arch->isa;
-  if (threads > 1 && !job.split_rows && !a_ready) {
-    const size_t floats = checked_floats(m_panels * job.arch->mr, k);
-    if (floats != 0 && floats <= kMaxSharedFloats) {
-      shared_a = scratch_floats(CR_SCRATCH_GEMM_SHARED, floats);
-    }
-    if (shared_a != NULL) {
-      for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-        pack_a_block(job.a->data, job.a->rs, job.a->cs, m, 0, m_panels, job.arch->mr, k0,
-                     min_i64(kKC, k - k0), shared_a + k0 * m_panels * job.arch->mr);
-      }
-      a_shared = *job.a;
-      a_shared.packed = shared_a;
-      a_shared.packed_isa = job.arch->isa;
-      job.a = &a_shared;
-    }
-  }
+  if (threads > 1) pack_shared(&job, &shared);
   /* Row panels go out in one group per thread: a thread reads each panel
    * of B once per run of A's panels it computes, so a unit of one panel
    * would stream B from L2 once per row panel (64 x 78 x 576 at 2 threads:

@@ -843,10 +843,23 @@ __attribute__((target("avx512f"))) static void depthwise_plane_avx512(
     }
   }
 }
-/* depthwise_plane_avx512 in AVX2 vectors of 8: the same operations in the
- * same order, so the same values bit for bit. Whole vectors go two at a
- * time (two chains of fused multiply-adds in flight); the tail of a row is
- * read and written with vmaskmovps, which touches no masked-out lane. */
+
+/* depthwise_vector in vectors of 8: acc plus, tap by tap, w[t] times x +
+ * offsets[t], the loads masked (vmaskmovps: no masked-out lane is read)
+ * when `masked`. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 depthwise_taps8(
+    const __m256 wv[9], __m256 acc, const float *x, const int64_t offsets[9], __m256i mask,
+    int masked) {
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) {
+    const float *at = x + offsets[t];
+    acc = _mm256_fmadd_ps(wv[t], masked ? _mm256_maskload_ps(at, mask) : _mm256_loadu_ps(at),
+                          acc);
+  }
+  return acc;
+}
+
+/* depthwise_epilogue in vectors of 8. */
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256 depthwise_epilogue8(
     __m256 value, const float *residual, __m256i mask, int masked, cr_epilogue_act act,
     __m256 low, __m256 high) {
@@ -862,6 +875,10 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 depthwis
   return value;
 }
 
+/* depthwise_plane_avx512 in AVX2 vectors of 8: the same operations in the
+ * same order, so the same values bit for bit. Whole vectors go two at a
+ * time (two chains of fused multiply-adds in flight); the tail of a row is
+ * read and written with vmaskmovps, which touches no masked-out lane. */
 __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
     const float *src, int64_t ld_src, const int64_t offsets[9], int64_t rows, int64_t count,
     const float *w, float bias, const float *residual, const cr_fusion *fusion, float *out) {
@@ -881,12 +898,8 @@ __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
     const float *res_row = residual != NULL ? residual + r * count : NULL;
     int64_t q = 0;
     for (; q < pairs; q += 16) {
-      __m256 acc0 = bias_v, acc1 = bias_v;
-#pragma GCC unroll 9
-      for (int t = 0; t < 9; ++t) {
-        acc0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(row + q + offsets[t]), acc0);
-        acc1 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(row + q + 8 + offsets[t]), acc1);
-      }
+      __m256 acc0 = depthwise_taps8(wv, bias_v, row + q, offsets, all, 0);
+      __m256 acc1 = depthwise_taps8(wv, bias_v, row + q + 8, offsets, all, 0);
       acc0 = depthwise_epilogue8(acc0, res_row != NULL ? res_row + q : NULL, all, 0, act, low,
                                  high);
       acc1 = depthwise_epilogue8(acc1, res_row != NULL ? res_row + q + 8 : NULL, all, 0, act,
@@ -895,21 +908,13 @@ __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
       _mm256_storeu_ps(out_row + q + 8, acc1);
     }
     for (; q < full; q += 8) {
-      __m256 acc = bias_v;
-#pragma GCC unroll 9
-      for (int t = 0; t < 9; ++t) {
-        acc = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(row + q + offsets[t]), acc);
-      }
+      __m256 acc = depthwise_taps8(wv, bias_v, row + q, offsets, all, 0);
       acc = depthwise_epilogue8(acc, res_row != NULL ? res_row + q : NULL, all, 0, act, low,
                                 high);
       _mm256_storeu_ps(out_row + q, acc);
     }
     if (tail > 0) {
-      __m256 acc = bias_v;
-#pragma GCC unroll 9
-      for (int t = 0; t < 9; ++t) {
-        acc = _mm256_fmadd_ps(wv[t], _mm256_maskload_ps(row + q + offsets[t], tail_mask), acc);
-      }
+      __m256 acc = depthwise_taps8(wv, bias_v, row + q, offsets, tail_mask, 1);
       acc = depthwise_epilogue8(acc, res_row != NULL ? res_row + q : NULL, tail_mask, 1, act,
                                 low, high);
       _mm256_maskstore_ps(out_row + q, tail_mask, acc);
@@ -962,13 +967,19 @@ enum { kSmallSplit = 8192 };
  * the outputs read, the dropped columns of stride 1 included. At stride 2
  * the padded size is that of three rows split into even and odd halves of
  * wp / 2 + 2 values each (a ring; the wide output goes unused). */
+/* A 3 x 3 plane's padded extent along spatial axis `axis` (1: rows, 2:
+ * columns): the input with its padding, at least what the outputs read. */
+static int64_t padded_3x3_extent(const cr_conv_params *p, const int64_t in[3],
+                                 const int64_t out[3], int axis) {
+  const int64_t padded = in[axis] + 2 * p->pad[axis], read = (out[axis] - 1) * p->stride[1] + 3;
+  return padded < read ? read : padded;
+}
+
 static void plain_3x3_sizes(const cr_conv_params *p, const int64_t in[3], const int64_t out[3],
                             int64_t *wp, int64_t *padded, int64_t *wide) {
   const int64_t s = p->stride[1];
-  *wp = in[2] + 2 * p->pad[2];
-  if (*wp < (out[2] - 1) * s + 3) *wp = (out[2] - 1) * s + 3;
-  int64_t hp = in[1] + 2 * p->pad[1];
-  if (hp < (out[1] - 1) * s + 3) hp = (out[1] - 1) * s + 3;
+  *wp = padded_3x3_extent(p, in, out, 2);
+  const int64_t hp = padded_3x3_extent(p, in, out, 1);
   *padded = (hp + 1) * *wp; /* one spare row for the dropped columns' reads */
   if (s == 2) {
     /* every row of a small plane, split by parity, else a ring of three */
@@ -1594,11 +1605,8 @@ enum { kBlockedMaxS2 = CR_BLOCKED_MAX_S2, kBlockedMaxS1Width = CR_BLOCKED_MAX_S1
  * and output (out_h x out_w of 8). */
 static void blocked_sizes(const cr_conv_params *p, const int64_t in[3], const int64_t out[3],
                           int64_t *hp, int64_t *wp, int64_t *floats) {
-  const int64_t s = p->stride[1];
-  *hp = in[1] + 2 * p->pad[1];
-  if (*hp < (out[1] - 1) * s + 3) *hp = (out[1] - 1) * s + 3;
-  *wp = in[2] + 2 * p->pad[2];
-  if (*wp < (out[2] - 1) * s + 3) *wp = (out[2] - 1) * s + 3;
+  *hp = padded_3x3_extent(p, in, out, 1);
+  *wp = padded_3x3_extent(p, in, out, 2);
   *floats = 8 * (*hp * *wp + out[1] * out[2]);
 }
 
@@ -1656,14 +1664,12 @@ __attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_
   const __m256 bias = task->bias != NULL ? _mm256_loadu_ps(task->bias + o0) : _mm256_setzero_ps();
   const int64_t offsets[9] = {0,          8,          16,         8 * wp,         8 * wp + 8,
                               8 * wp + 16, 16 * wp, 16 * wp + 8, 16 * wp + 16};
+  const __m256i all = _mm256_set1_epi32(-1);
   float *dst = result;
   for (int64_t oh = 0; oh < out[1]; ++oh) {
     const float *row = padded + 8 * oh * s * wp;
     for (int64_t ow = 0; ow < out[2]; ++ow, dst += 8) {
-      const float *at = row + 8 * ow * s;
-      __m256 acc = bias;
-#pragma GCC unroll 9
-      for (int t = 0; t < 9; ++t) acc = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(at + offsets[t]), acc);
+      const __m256 acc = depthwise_taps8(wv, bias, row + 8 * ow * s, offsets, all, 0);
       _mm256_storeu_ps(dst, acc);
     }
   }

@@ -1,0 +1,34 @@
+"""Random weights for a symbol, and its outputs on the host's CPU path: the
+oracle of the tests that run whole graphs as one cpu_ref model (fusion,
+image by image)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import acc_host as mx
+
+
+def random_weights(sym: mx.sym.Symbol, shapes: dict, seed: int) -> dict[str, np.ndarray]:
+    """Every argument and auxiliary state not in shapes (the data inputs),
+    standard normal times 0.3; moving variances positive."""
+    rng = np.random.default_rng(seed)
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    names = sym.list_arguments() + sym.list_auxiliary_states()
+    weights = {}
+    for name, shape in zip(names, arg_shapes + aux_shapes):
+        if name in shapes:
+            continue
+        value = rng.standard_normal(shape).astype(np.float32) * 0.3
+        if name.endswith("moving_var"):
+            value = np.abs(value) + 0.5
+        weights[name] = value
+    return weights
+
+
+def host_outputs(sym: mx.sym.Symbol, data: np.ndarray, weights: dict) -> list[np.ndarray]:
+    """sym's outputs on the CPU path, for input "data" and those weights."""
+    exe = sym.simple_bind(mx.cpu(), data=data.shape)
+    for key, value in weights.items():
+        (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
+    return [out.asnumpy() for out in exe.forward(data=data)]
