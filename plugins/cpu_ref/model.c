@@ -911,13 +911,12 @@ static int run_steps(cr_model *model, int num_threads) {
  * Several threads share a batch out image by image within each step
  * instead. */
 static int run_model(cr_model *model, int num_threads) {
+  if (model->split_batch < 2 || num_threads != 1) return run_steps(model, num_threads);
   const char *setting = getenv("ACC_CPU_REF_IMAGE_SPLIT");
   const int wanted = setting != NULL && strcmp(setting, "1") == 0   ? 1
                      : setting != NULL && strcmp(setting, "0") == 0 ? 0
                                                                     : model->split_by_default;
-  if (model->split_batch < 2 || num_threads != 1 || !wanted) {
-    return run_steps(model, num_threads);
-  }
+  if (!wanted) return run_steps(model, num_threads);
   for (size_t e = 0; e < model->num_entries; ++e) {
     model->batch_data[e] = model->image_bytes[e] ? model->entries[e].data : NULL;
   }
