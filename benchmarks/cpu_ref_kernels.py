@@ -39,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 import build_plugins  # noqa: E402
 
 SOURCES = ["benchmarks/c/bench_kernels.c", "plugins/cpu_ref/gemm.c",
-           "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/kernels.c",
-           "plugins/cpu_ref/kernels_data.c", "plugins/cpu_ref/parallel.c",
-           "plugins/cpu_ref/scratch.c"]
+           "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/conv_blocked.c",
+           "plugins/cpu_ref/kernels.c", "plugins/cpu_ref/kernels_data.c",
+           "plugins/cpu_ref/parallel.c", "plugins/cpu_ref/scratch.c"]
 
 # (label, M, N, K, pre-packed operand): square products with A pre-packed
 # (as convolution filters are), and FullyConnected layers of the transformer

@@ -11,17 +11,17 @@ from c_programs import build_and_run, compiler
 
 def test_c_kernels(tmp_path: Path) -> None:
     build_and_run(["tests/c/test_kernels.c", "plugins/cpu_ref/kernels.c",
-                   "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/gemm.c",
-                   "plugins/cpu_ref/kernels_data.c", "plugins/cpu_ref/parallel.c",
-           "plugins/cpu_ref/scratch.c"],
+                   "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/conv_blocked.c",
+                   "plugins/cpu_ref/gemm.c", "plugins/cpu_ref/kernels_data.c",
+                   "plugins/cpu_ref/parallel.c", "plugins/cpu_ref/scratch.c"],
                   tmp_path / "test_kernels",
                   ["include", "plugins/cpu_ref"])
 
 
 ELEMENTWISE_SOURCES = ["tests/c/test_elementwise.c", "plugins/cpu_ref/kernels.c",
-                       "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/gemm.c",
-                       "plugins/cpu_ref/kernels_data.c", "plugins/cpu_ref/parallel.c",
-                       "plugins/cpu_ref/scratch.c"]
+                       "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/conv_blocked.c",
+                       "plugins/cpu_ref/gemm.c", "plugins/cpu_ref/kernels_data.c",
+                       "plugins/cpu_ref/parallel.c", "plugins/cpu_ref/scratch.c"]
 
 
 def test_c_elementwise_vectorised(tmp_path: Path) -> None:

@@ -69,7 +69,10 @@ int cr_convolution(const cr_conv_params *params, const int64_t x_shape[5],
 /* 1 when the convolution runs directly (no GEMM, no packed weights). */
 int cr_conv_is_direct(const cr_conv_params *params, int64_t group_channels);
 /* Floats the filters w (outputs x group_channels x taps) take packed for
- * the GEMM (0 for a direct convolution or on overflow), and the packing. */
+ * the GEMM, or for the channel-blocked kernels where those apply
+ * (conv_blocked.h) (0 for a direct convolution or on overflow), and the
+ * packing; cr_convolution_fused tells the two layouts apart by the same
+ * rule. */
 size_t cr_conv_packed_floats(const cr_conv_params *params, int64_t outputs,
                              int64_t group_channels);
 cr_isa cr_conv_pack(const cr_conv_params *params, int64_t outputs,

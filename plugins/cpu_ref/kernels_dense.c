@@ -4,7 +4,9 @@
  * image that is never materialised: 1 x 1 convolutions use the image
  * itself; other 2-D ones use zero-padded phase planes (see below) that the
  * GEMM packs with plain copies or, for deep products, reads in place; 3-D
- * ones pack the im2col view directly into the GEMM's panels. Depthwise
+ * ones pack the im2col view directly into the GEMM's panels. On AVX2
+ * machines, 3 x 3 convolutions at stride 1 and 2 whose filters were packed
+ * at loadModel run channel-blocked instead (conv_blocked.c). Depthwise
  * convolutions run directly (a GEMM of depth KD*KH*KW would be all
  * overhead). Then FullyConnected and the matrix products of dot and
  * batch_dot. Bias, residual and activation are applied by the GEMM's
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_blocked.h"
 #include "gemm.h"
 #include "kernels.h"
 #include "parallel.h"
@@ -60,6 +63,9 @@ int cr_conv_is_direct(const cr_conv_params *params, int64_t group_channels) {
 size_t cr_conv_packed_floats(const cr_conv_params *params, int64_t outputs,
                              int64_t group_channels) {
   if (cr_conv_is_direct(params, group_channels)) return 0;
+  if (cr_conv_blocked_applies(params, outputs, group_channels, cr_gemm_isa())) {
+    return cr_conv_blocked_floats(outputs, group_channels);
+  }
   const int64_t groups = params->num_group;
   const size_t per_group =
       cr_gemm_packed_a_floats(outputs / groups, group_channels * kernel_size_of(params));
@@ -71,8 +77,12 @@ cr_isa cr_conv_pack(const cr_conv_params *params, int64_t outputs, int64_t group
                     const float *w, float *packed) {
   const int64_t groups = params->num_group, group_outputs = outputs / groups;
   const int64_t depth = group_channels * kernel_size_of(params);
-  const size_t per_group = cr_gemm_packed_a_floats(group_outputs, depth);
   cr_isa isa = cr_gemm_isa();
+  if (cr_conv_blocked_applies(params, outputs, group_channels, isa)) {
+    cr_conv_blocked_pack(outputs, group_channels, w, packed);
+    return isa;
+  }
+  const size_t per_group = cr_gemm_packed_a_floats(group_outputs, depth);
   for (int64_t g = 0; g < groups; ++g) {
     isa = cr_gemm_pack_a(group_outputs, depth, w + g * group_outputs * depth, depth, 1,
                          packed + (size_t)g * per_group);
@@ -1871,6 +1881,12 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
   }
 
+  /* Filters packed for the blocked kernels (where those apply, cr_conv_pack
+   * packs them for nothing else). */
+  if (packed_w != NULL && packed_isa == cr_gemm_isa() &&
+      cr_conv_blocked_applies(params, outputs, group_channels, packed_isa)) {
+    return cr_conv_blocked(params, x_shape, x, packed_w, bias, fusion, y_shape, y, num_threads);
+  }
   if (ks == 1 && x_shape[2] == 1 && params->stride[0] == 1 && params->pad[0] == 0 &&
       params->pad[1] == 0 && params->pad[2] == 0 &&
       (params->stride[1] > 1 || params->stride[2] > 1)) {

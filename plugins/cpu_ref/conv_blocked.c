@@ -1,0 +1,411 @@
+/*
+ * 3 x 3 convolutions (stride 1 or 2, padding 1, one group) on AVX2 machines,
+ * channel-blocked: the input is copied into blocks of 8 channels
+ * interleaved (a position's 8 channels in one vector, "NCHW8c"), zero
+ * padded, and each output value is a sum of broadcast inputs times
+ * vectors of 16 filters. The GEMM path (convolve_wide) reached 50-56
+ * GFLOP/s on resnet_small's layers where onnxruntime's blocked kernels
+ * reach 85-89 on the same core; see docs/cpu_ref_performance.md.
+ *
+ * Layout (stride 1; stride 2 in blocked_geometry). A share of output rows
+ * [r0, r1) of one plane copies the padded input rows [r0, r1 + 2) it
+ * reads: block cb of the copy holds positions q = row * wq + col, wq = w +
+ * 1, col 0 the left padding (also the right padding of the row above: a
+ * tap one past a row's last column reads the next row's column 0), then 16
+ * zero positions after the last row. Output position (oh, ow) reads copy
+ * positions (oh - r0 + kh) * wq + ow + kw, so the outputs of a block of
+ * rows are a run of positions on the same grid (the "wide grid", one
+ * column per row more than the output): tiles of 6 consecutive positions
+ * cross rows, and the column ow = w of each row is computed and dropped.
+ *
+ * Tile. 6 positions x 16 outputs in 12 accumulators: per input channel and
+ * tap, 2 filter vectors and 6 broadcasts for 12 FMAs. The input channels
+ * are taken kChunk at a time, so that a chunk's filters for 16 outputs
+ * (kChunk x 9 x 16 floats, 18 KiB) stay in L1 while the tiles of a block
+ * of rows read them; the partial sums wait in a buffer of the block's
+ * outputs on the wide grid, which store_planes transposes back into
+ * planes, adding the bias and residual and applying the activation.
+ *
+ * Each output value is summed over the channels in one order, whatever the
+ * thread count.
+ */
+#include "conv_blocked.h"
+
+#include <string.h>
+
+#include "parallel.h"
+#include "scratch.h"
+#include "transpose_avx2.h"
+
+enum {
+  kTile = 6,        /* positions per tile */
+  kOut = 16,        /* outputs per tile: two vectors */
+  kChunk = 32,      /* input channels per pass over a block of rows */
+  kTail = 16,       /* zero positions after a copy's last row */
+  kBlockPositions = 96 /* the wide grid's positions per block of rows, about */
+};
+
+int cr_conv_blocked_applies(const cr_conv_params *p, int64_t outputs, int64_t channels,
+                            cr_isa isa) {
+  return CR_TRANSPOSE_AVX2 && isa == CR_ISA_AVX2 && p->num_group == 1 && p->kernel[0] == 1 &&
+         p->kernel[1] == 3 && p->kernel[2] == 3 && p->stride[0] == 1 &&
+         (p->stride[1] == 1 || p->stride[1] == 2) && p->stride[2] == p->stride[1] &&
+         p->dilate[0] == 1 && p->dilate[1] == 1 && p->dilate[2] == 1 &&
+         p->pad[0] == 0 && p->pad[1] == 1 && p->pad[2] == 1 && channels % 8 == 0 &&
+         channels > 0 && outputs % kOut == 0 && outputs > 0;
+}
+
+size_t cr_conv_blocked_floats(int64_t outputs, int64_t channels) {
+  /* 0 unless outputs x channels x 9 floats have a byte size */
+  if (outputs <= 0 || channels <= 0 || outputs > INT64_MAX / 36 / channels) return 0;
+  return (size_t)(outputs * channels * 9);
+}
+
+/* packed[((ob * channels + c) * 9 + t) * 16 + k] = w[((ob * 16 + k) * channels
+ * + c) * 9 + t]: per block of 16 outputs, per channel and tap, the 16
+ * filters' values side by side. */
+void cr_conv_blocked_pack(int64_t outputs, int64_t channels, const float *w, float *packed) {
+  for (int64_t o = 0; o < outputs; ++o) {
+    const int64_t ob = o / kOut, k = o % kOut;
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t t = 0; t < 9; ++t) {
+        packed[((ob * channels + c) * 9 + t) * kOut + k] = w[(o * channels + c) * 9 + t];
+      }
+    }
+  }
+}
+
+#if CR_TRANSPOSE_AVX2
+
+static int64_t ceil_to(int64_t value, int64_t step) { return (value + step - 1) / step * step; }
+
+/* n (1..6) positions from xq by the 16 filters at w, over `taps` (channel,
+ * tap) pairs: pair i reads position j at xq + offsets[i] + 8 * j and the
+ * filters at w + 16 * i. The sums start at zero (first) or at out, and end
+ * in out (position j's 16 sums at out + 16 * j). One pair per iteration,
+ * as the GEMM's micro-kernel: unrolling a channel's 9 taps made GCC spill
+ * accumulators. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void tile(
+    const int n, int64_t taps, int first, const float *xq, const int64_t *offsets,
+    const float *w, float *out) {
+  __m256 a0[kTile], a1[kTile];
+#pragma GCC unroll 6
+  for (int j = 0; j < kTile; ++j) {
+    if (j < n) {
+      a0[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + j * kOut);
+      a1[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + j * kOut + 8);
+    }
+  }
+  for (int64_t i = 0; i < taps; ++i) {
+    const float *xp = xq + offsets[i];
+    const __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);
+    w += kOut;
+#pragma GCC unroll 6
+    for (int j = 0; j < kTile; ++j) {
+      if (j < n) {
+        const __m256 b = _mm256_broadcast_ss(xp + j * 8);
+        a0[j] = _mm256_fmadd_ps(w0, b, a0[j]);
+        a1[j] = _mm256_fmadd_ps(w1, b, a1[j]);
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int j = 0; j < kTile; ++j) {
+    if (j < n) {
+      _mm256_storeu_ps(out + j * kOut, a0[j]);
+      _mm256_storeu_ps(out + j * kOut + 8, a1[j]);
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) static void tile_n(int n, int64_t taps, int first,
+                                                     const float *xq, const int64_t *offsets,
+                                                     const float *w, float *out) {
+  switch (n) {
+    case 6: tile(6, taps, first, xq, offsets, w, out); break;
+    case 5: tile(5, taps, first, xq, offsets, w, out); break;
+    case 4: tile(4, taps, first, xq, offsets, w, out); break;
+    case 3: tile(3, taps, first, xq, offsets, w, out); break;
+    case 2: tile(2, taps, first, xq, offsets, w, out); break;
+    default: tile(1, taps, first, xq, offsets, w, out); break;
+  }
+}
+
+/* The geometry of one convolution: input h x w, output out_h x out_w,
+ * and the copy's layout (see the top of the file). At stride 2 the copy of
+ * each block of 8 channels is four phase planes, phase (a, b) holding the
+ * padded positions (2i + a, 2j + b) on a grid of out_w + 1 columns; tap
+ * (kh, kw) of output (oh, ow) is then position (oh + kh / 2, ow + kw / 2)
+ * of phase (kh % 2, kw % 2), so that the outputs are again a run of
+ * positions on that grid, read at the same offsets by every tile. */
+typedef struct blocked_geometry {
+  int64_t stride; /* 1 or 2 */
+  int64_t channels, outputs, h, w, out_h, out_w;
+  int64_t wq;           /* the wide grid's columns */
+  int64_t plane_stride; /* floats between the input's channels */
+  int64_t out_stride;   /* floats between the output's channels */
+} blocked_geometry;
+
+/* Rows of each (phase) plane of the copy for output rows [r0, r1). */
+static int64_t copy_rows(const blocked_geometry *g, int64_t r0, int64_t r1) {
+  return g->stride == 1 ? r1 - r0 + 2 : r1 - r0 + 1;
+}
+
+/* Floats of the copy per block of 8 channels. */
+static int64_t copy_block(const blocked_geometry *g, int64_t r0, int64_t r1) {
+  const int64_t planes = g->stride == 1 ? 1 : 4;
+  return (planes * copy_rows(g, r0, r1) * g->wq + kTail) * 8;
+}
+
+/* One input row, 8 channels from in_row (channel stride x_stride, masked
+ * past the row's w values), as vectors of 8 channels: v[j] is column col
+ * + j. */
+__attribute__((target("avx2"), always_inline)) static inline void load_columns(
+    const float *in_row, int64_t x_stride, int64_t col, int64_t count, __m256 v[8]) {
+  const __m256i mask = cr_lanes_mask(count);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    v[i] = count == 8 ? _mm256_loadu_ps(in_row + i * x_stride + col)
+                      : _mm256_maskload_ps(in_row + i * x_stride + col, mask);
+  }
+  cr_transpose8x8(v);
+}
+
+/* The input rows output rows [r0, r1) read, of one plane (x: channel c's
+ * plane at x + c * plane_stride), into copy. */
+__attribute__((target("avx2"))) static void copy_blocked(const blocked_geometry *g,
+                                                         const float *x, int64_t r0, int64_t r1,
+                                                         float *copy) {
+  const int64_t w = g->w, wq = g->wq, rows = copy_rows(g, r0, r1);
+  const int64_t block_floats = copy_block(g, r0, r1);
+  for (int64_t cb = 0; cb < g->channels / 8; ++cb) {
+    float *block = copy + cb * block_floats;
+    const float *src = x + cb * 8 * g->plane_stride;
+    if (g->stride == 1) {
+      /* padded row r0 + lr is input row r0 + lr - 1 */
+      for (int64_t lr = 0; lr < rows; ++lr) {
+        const int64_t in = r0 + lr - 1;
+        float *dst = block + lr * wq * 8;
+        if (in < 0 || in >= g->h) {
+          memset(dst, 0, (size_t)(wq * 8) * sizeof *dst);
+          continue;
+        }
+        _mm256_storeu_ps(dst, _mm256_setzero_ps());
+        for (int64_t col = 0; col < w; col += 8) {
+          const int64_t count = w - col < 8 ? w - col : 8;
+          __m256 v[8];
+          load_columns(src + in * w, g->plane_stride, col, count, v);
+          for (int64_t j = 0; j < count; ++j) _mm256_storeu_ps(dst + (1 + col + j) * 8, v[j]);
+        }
+      }
+      memset(block + rows * wq * 8, 0, (size_t)(kTail * 8) * sizeof *block);
+      continue;
+    }
+    /* Stride 2: zeros, then each input row the phase rows hold (padded row
+     * pr = input row + 1 at phase row pr / 2 of row phase pr % 2), its
+     * column c at padded column c + 1. */
+    memset(block, 0, (size_t)block_floats * sizeof *block);
+    const int64_t first = 2 * r0 - 1 > 0 ? 2 * r0 - 1 : 0;
+    const int64_t last = 2 * (r0 + rows) - 1 < g->h ? 2 * (r0 + rows) - 1 : g->h;
+    for (int64_t in = first; in < last; ++in) {
+      const int64_t pr = in + 1;
+      float *phases = block + ((pr % 2) * 2 * rows + (pr / 2 - r0)) * wq * 8;
+      for (int64_t col = 0; col < w; col += 8) {
+        const int64_t count = w - col < 8 ? w - col : 8;
+        __m256 v[8];
+        load_columns(src + in * w, g->plane_stride, col, count, v);
+        for (int64_t j = 0; j < count; ++j) {
+          const int64_t pc = col + j + 1;
+          _mm256_storeu_ps(phases + ((pc % 2) * rows * wq + pc / 2) * 8, v[j]);
+        }
+      }
+    }
+  }
+}
+
+/* The offset of (channel c, tap t) from a tile's first position, for
+ * channels of the chunk starting at a block. */
+static int64_t tap_offset(const blocked_geometry *g, int64_t block_floats, int64_t rows,
+                          int64_t c, int64_t t) {
+  const int64_t kh = t / 3, kw = t % 3, base = (c / 8) * block_floats + c % 8;
+  if (g->stride == 1) return base + (kh * g->wq + kw) * 8;
+  const int64_t phase = (kh % 2) * 2 + kw % 2;
+  return base + (phase * rows * g->wq + (kh / 2) * g->wq + kw / 2) * 8;
+}
+
+/* What follows the sums: bias, residual and activation (cr_epilogue's
+ * order), on 8 values of output o. */
+__attribute__((target("avx2"), always_inline)) static inline __m256 finish(
+    __m256 v, const cr_epilogue *e, int64_t o, const float *residual, __m256i mask,
+    int64_t count) {
+  if (e->row_bias != NULL) v = _mm256_add_ps(v, _mm256_set1_ps(e->row_bias[o]));
+  if (residual != NULL) {
+    v = _mm256_add_ps(v, count == 8 ? _mm256_loadu_ps(residual)
+                                    : _mm256_maskload_ps(residual, mask));
+  }
+  /* max(0, v) and min(high, v) return v when it is NaN, as cr_epilogue. */
+  if (e->act == CR_EPI_RELU) v = _mm256_max_ps(_mm256_setzero_ps(), v);
+  if (e->act == CR_EPI_CLIP) {
+    v = _mm256_min_ps(_mm256_set1_ps(e->clip_high),
+                      _mm256_max_ps(_mm256_set1_ps(e->clip_low), v));
+  }
+  return v;
+}
+
+/* Output rows [oh0, oh0 + rows) from a block's sums (buffer: per 16
+ * outputs, `stride` floats of positions on the wide grid, 16 sums each),
+ * finished (e; its residual the plane's, or NULL), into the planes at y. */
+__attribute__((target("avx2"))) static void store_planes(const blocked_geometry *g,
+                                                         const float *buffer, int64_t stride,
+                                                         int64_t oh0, int64_t rows,
+                                                         const cr_epilogue *e, float *y) {
+  const int64_t ow_count = g->out_w, ld = g->out_stride;
+  for (int64_t ob = 0; ob < g->outputs / kOut; ++ob) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const float *src = buffer + ob * stride + i * g->wq * kOut;
+      const int64_t first = (oh0 + i) * ow_count;
+      for (int64_t col = 0; col < ow_count; col += 8) {
+        const int64_t count = ow_count - col < 8 ? ow_count - col : 8;
+        const __m256i mask = cr_lanes_mask(count);
+        for (int half = 0; half < 2; ++half) {
+          __m256 v[8];
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) {
+            v[j] = j < count ? _mm256_loadu_ps(src + (col + j) * kOut + half * 8)
+                             : _mm256_setzero_ps();
+          }
+          cr_transpose8x8(v);
+          for (int k = 0; k < 8; ++k) {
+            const int64_t o = ob * kOut + half * 8 + k, at = o * ld + first + col;
+            const __m256 out =
+                finish(v[k], e, o, e->residual != NULL ? e->residual + at : NULL, mask, count);
+            if (count == 8) {
+              _mm256_storeu_ps(y + at, out);
+            } else {
+              _mm256_maskstore_ps(y + at, mask, out);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+typedef struct blocked_task {
+  blocked_geometry g;
+  const float *x, *packed, *bias;
+  const cr_fusion *fusion;
+  float *y;
+  int64_t depth;  /* planes per image */
+  int64_t shares; /* of each plane's output rows */
+  int failed;
+} blocked_task;
+
+/* Output rows [r0, r1) of the plane at x / y; residual: the same plane of
+ * the residual, or NULL. */
+static int blocked_rows(const blocked_task *t, const float *x, float *y, const float *residual,
+                        int64_t r0, int64_t r1) {
+  const blocked_geometry *g = &t->g;
+  const int64_t wq = g->wq, channels = g->channels, outputs = g->outputs;
+  const int64_t block_floats = copy_block(g, r0, r1), rows_copied = copy_rows(g, r0, r1);
+  float *copy = cr_scratch(CR_SCRATCH_CONV_PLANES,
+                           (size_t)(channels / 8 * block_floats) * sizeof *copy);
+  const int64_t block_rows = wq >= kBlockPositions ? 1 : kBlockPositions / wq;
+  const int64_t stride = ceil_to(block_rows * wq, kTile) * kOut;
+  float *buffer = cr_scratch(CR_SCRATCH_CONV_OUTPUT,
+                             (size_t)(outputs / kOut * stride) * sizeof *buffer);
+  if (copy == NULL || buffer == NULL) return -1;
+  copy_blocked(g, x, r0, r1, copy);
+  cr_epilogue e = {.row_bias = t->bias, .residual = residual};
+  if (t->fusion != NULL) {
+    e.act = t->fusion->act;
+    e.clip_low = t->fusion->clip_low;
+    e.clip_high = t->fusion->clip_high;
+  }
+  /* A chunk's (channel, tap) pairs, relative to its first block. */
+  int64_t offsets[kChunk * 9];
+  for (int64_t c = 0; c < kChunk; ++c) {
+    for (int64_t tap = 0; tap < 9; ++tap) {
+      offsets[c * 9 + tap] = tap_offset(g, block_floats, rows_copied, c, tap);
+    }
+  }
+  for (int64_t b0 = r0; b0 < r1; b0 += block_rows) {
+    const int64_t rows = r1 - b0 < block_rows ? r1 - b0 : block_rows;
+    /* The last row's dropped column is not computed. */
+    const int64_t positions = (rows - 1) * wq + g->out_w;
+    const float *xq = copy + (b0 - r0) * wq * 8;
+    for (int64_t c0 = 0; c0 < channels; c0 += kChunk) {
+      const int64_t cc = channels - c0 < kChunk ? channels - c0 : kChunk;
+      for (int64_t ob = 0; ob < outputs / kOut; ++ob) {
+        const float *wc = t->packed + (ob * channels + c0) * 9 * kOut;
+        float *out = buffer + ob * stride;
+        for (int64_t q = 0; q < positions; q += kTile) {
+          const int n = positions - q < kTile ? (int)(positions - q) : kTile;
+          tile_n(n, cc * 9, c0 == 0, xq + (c0 / 8) * block_floats + q * 8, offsets, wc,
+                 out + q * kOut);
+        }
+      }
+    }
+    store_planes(g, buffer, stride, b0, rows, &e, y);
+  }
+  return 0;
+}
+
+/* Shares [begin, end) of all planes' rows: share s is plane s / shares,
+ * rows part s % shares of the plane's. */
+static void blocked_shares(void *context, int64_t begin, int64_t end) {
+  blocked_task *t = context;
+  const blocked_geometry *g = &t->g;
+  for (int64_t s = begin; s < end; ++s) {
+    const int64_t plane = s / t->shares, part = s % t->shares;
+    const int64_t r0 = g->out_h * part / t->shares, r1 = g->out_h * (part + 1) / t->shares;
+    if (r1 <= r0) continue;
+    /* plane = image * depth + slice */
+    const int64_t image = plane / t->depth, slice = plane % t->depth;
+    const int64_t x_offset = image * g->channels * g->plane_stride + slice * g->h * g->w;
+    const int64_t y_offset =
+        image * g->outputs * g->out_stride + slice * g->out_h * g->out_w;
+    const float *residual = t->fusion != NULL && t->fusion->residual != NULL
+                                ? t->fusion->residual + y_offset
+                                : NULL;
+    if (blocked_rows(t, t->x + x_offset, t->y + y_offset, residual, r0, r1) != 0) {
+      __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+#endif /* CR_TRANSPOSE_AVX2 */
+
+int cr_conv_blocked(const cr_conv_params *params, const int64_t x_shape[5], const float *x,
+                    const float *packed, const float *bias, const cr_fusion *fusion,
+                    const int64_t y_shape[5], float *y, int num_threads) {
+#if CR_TRANSPOSE_AVX2
+  const int64_t batch = x_shape[0], depth = x_shape[2];
+  const int64_t out_h = y_shape[3], out_w = y_shape[4];
+  const blocked_geometry g = {
+      .stride = params->stride[1], .channels = x_shape[1], .outputs = y_shape[1],
+      .h = x_shape[3], .w = x_shape[4], .out_h = out_h, .out_w = out_w,
+      /* stride 1: a row's left padding is the row above's right padding;
+       * stride 2: the phase planes' columns, one past the output's */
+      .wq = params->stride[1] == 1 ? x_shape[4] + 1 : out_w + 1,
+      .plane_stride = depth * x_shape[3] * x_shape[4], .out_stride = depth * out_h * out_w};
+  if (batch == 0 || depth == 0 || out_h == 0 || out_w == 0 || g.outputs == 0) return 0;
+  const double work = 9.0 * (double)(batch * depth * out_h * out_w) * (double)g.channels *
+                      (double)g.outputs;
+  const int threads = cr_threads_for_work(num_threads, work, 1);
+  const int64_t planes = batch * depth;
+  /* With more planes than threads, whole planes per thread; else rows. */
+  const int64_t shares = planes >= threads ? 1 : (out_h < threads ? out_h : threads);
+  blocked_task task = {g, x, packed, bias, fusion, y, depth, shares, 0};
+  if (threads > 1) {
+    cr_parallel_for(threads, planes * shares, blocked_shares, &task);
+  } else {
+    blocked_shares(&task, 0, planes * shares);
+  }
+  return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
+#else
+  (void)params, (void)x_shape, (void)x, (void)packed, (void)bias, (void)fusion, (void)y_shape,
+      (void)y, (void)num_threads;
+  return -1;
+#endif
+}
