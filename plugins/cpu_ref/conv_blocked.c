@@ -26,8 +26,8 @@
  * outputs on the wide grid, which store_planes transposes back into
  * planes, adding the bias and residual and applying the activation.
  *
- * Each output value is summed over the channels in one order, whatever the
- * thread count.
+ * Each output value starts at its bias and is summed over the channels
+ * and taps in one order, whatever the thread count.
  */
 #include "conv_blocked.h"
 
@@ -79,21 +79,24 @@ void cr_conv_blocked_pack(int64_t outputs, int64_t channels, const float *w, flo
 
 static int64_t ceil_to(int64_t value, int64_t step) { return (value + step - 1) / step * step; }
 
+static const float kZeros[kOut]; /* the sums' start without a bias */
+
 /* n (1..6) positions from xq by the 16 filters at w, over `taps` (channel,
  * tap) pairs: pair i reads position j at xq + offsets[i] + 8 * j and the
- * filters at w + 16 * i. The sums start at zero (first) or at out, and end
- * in out (position j's 16 sums at out + 16 * j). One pair per iteration,
+ * filters at w + 16 * i. The sums start at start's 16 values (the bias, on
+ * the first chunk of channels) or, when start is NULL, at out, and end in
+ * out (position j's 16 sums at out + 16 * j). One pair per iteration,
  * as the GEMM's micro-kernel: unrolling a channel's 9 taps made GCC spill
  * accumulators. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void tile(
-    const int n, int64_t taps, int first, const float *xq, const int64_t *offsets,
+    const int n, int64_t taps, const float *start, const float *xq, const int64_t *offsets,
     const float *w, float *out) {
   __m256 a0[kTile], a1[kTile];
 #pragma GCC unroll 6
   for (int j = 0; j < kTile; ++j) {
     if (j < n) {
-      a0[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + j * kOut);
-      a1[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + j * kOut + 8);
+      a0[j] = _mm256_loadu_ps(start != NULL ? start : out + j * kOut);
+      a1[j] = _mm256_loadu_ps(start != NULL ? start + 8 : out + j * kOut + 8);
     }
   }
   for (int64_t i = 0; i < taps; ++i) {
@@ -118,16 +121,16 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void tile(
   }
 }
 
-__attribute__((target("avx2,fma"))) static void tile_n(int n, int64_t taps, int first,
+__attribute__((target("avx2,fma"))) static void tile_n(int n, int64_t taps, const float *start,
                                                      const float *xq, const int64_t *offsets,
                                                      const float *w, float *out) {
   switch (n) {
-    case 6: tile(6, taps, first, xq, offsets, w, out); break;
-    case 5: tile(5, taps, first, xq, offsets, w, out); break;
-    case 4: tile(4, taps, first, xq, offsets, w, out); break;
-    case 3: tile(3, taps, first, xq, offsets, w, out); break;
-    case 2: tile(2, taps, first, xq, offsets, w, out); break;
-    default: tile(1, taps, first, xq, offsets, w, out); break;
+    case 6: tile(6, taps, start, xq, offsets, w, out); break;
+    case 5: tile(5, taps, start, xq, offsets, w, out); break;
+    case 4: tile(4, taps, start, xq, offsets, w, out); break;
+    case 3: tile(3, taps, start, xq, offsets, w, out); break;
+    case 2: tile(2, taps, start, xq, offsets, w, out); break;
+    default: tile(1, taps, start, xq, offsets, w, out); break;
   }
 }
 
@@ -233,12 +236,10 @@ static int64_t tap_offset(const blocked_geometry *g, int64_t block_floats, int64
   return base + (phase * rows * g->wq + (kh / 2) * g->wq + kw / 2) * 8;
 }
 
-/* What follows the sums: bias, residual and activation (cr_epilogue's
- * order), on 8 values of output o. */
+/* What follows the sums (which started at the bias): the residual, then
+ * the activation (cr_epilogue's order), on 8 values. */
 __attribute__((target("avx2"), always_inline)) static inline __m256 finish(
-    __m256 v, const cr_epilogue *e, int64_t o, const float *residual, __m256i mask,
-    int64_t count) {
-  if (e->row_bias != NULL) v = _mm256_add_ps(v, _mm256_set1_ps(e->row_bias[o]));
+    __m256 v, const cr_epilogue *e, const float *residual, __m256i mask, int64_t count) {
   if (residual != NULL) {
     v = _mm256_add_ps(v, count == 8 ? _mm256_loadu_ps(residual)
                                     : _mm256_maskload_ps(residual, mask));
@@ -254,7 +255,8 @@ __attribute__((target("avx2"), always_inline)) static inline __m256 finish(
 
 /* Output rows [oh0, oh0 + rows) from a block's sums (buffer: per 16
  * outputs, `stride` floats of positions on the wide grid, 16 sums each),
- * finished (e; its residual the plane's, or NULL), into the planes at y. */
+ * finished (e's residual, the plane's or NULL, and activation; its bias is
+ * not used), into the planes at y. */
 __attribute__((target("avx2"))) static void store_planes(const blocked_geometry *g,
                                                          const float *buffer, int64_t stride,
                                                          int64_t oh0, int64_t rows,
@@ -275,10 +277,11 @@ __attribute__((target("avx2"))) static void store_planes(const blocked_geometry 
                              : _mm256_setzero_ps();
           }
           cr_transpose8x8(v);
+#pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
-            const int64_t o = ob * kOut + half * 8 + k, at = o * ld + first + col;
+            const int64_t at = (ob * kOut + half * 8 + k) * ld + first + col;
             const __m256 out =
-                finish(v[k], e, o, e->residual != NULL ? e->residual + at : NULL, mask, count);
+                finish(v[k], e, e->residual != NULL ? e->residual + at : NULL, mask, count);
             if (count == 8) {
               _mm256_storeu_ps(y + at, out);
             } else {
@@ -316,7 +319,7 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
                              (size_t)(outputs / kOut * stride) * sizeof *buffer);
   if (copy == NULL || buffer == NULL) return -1;
   copy_blocked(g, x, r0, r1, copy);
-  cr_epilogue e = {.row_bias = t->bias, .residual = residual};
+  cr_epilogue e = {.residual = residual};
   if (t->fusion != NULL) {
     e.act = t->fusion->act;
     e.clip_low = t->fusion->clip_low;
@@ -338,10 +341,11 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
       const int64_t cc = channels - c0 < kChunk ? channels - c0 : kChunk;
       for (int64_t ob = 0; ob < outputs / kOut; ++ob) {
         const float *wc = t->packed + (ob * channels + c0) * 9 * kOut;
+        const float *start = c0 > 0 ? NULL : t->bias != NULL ? t->bias + ob * kOut : kZeros;
         float *out = buffer + ob * stride;
         for (int64_t q = 0; q < positions; q += kTile) {
           const int n = positions - q < kTile ? (int)(positions - q) : kTile;
-          tile_n(n, cc * 9, c0 == 0, xq + (c0 / 8) * block_floats + q * 8, offsets, wc,
+          tile_n(n, cc * 9, start, xq + (c0 / 8) * block_floats + q * 8, offsets, wc,
                  out + q * kOut);
         }
       }
