@@ -71,6 +71,43 @@ def test_fused_graph_matches_host(threads: int) -> None:
         mx.cpu_ref(0).configure(num_threads=1)
 
 
+def _blocked_graph() -> mx.sym.Symbol:
+    """3 x 3 convolutions the AVX2 build runs channel-blocked
+    (conv_blocked.c: channels a multiple of 8, outputs of 16) with each
+    fusion: BatchNorm and relu, a residual, stride 2 with relu6, no bias,
+    and 48 input channels (two chunks of the kernel's 32)."""
+    data = mx.sym.Variable("data")
+    stem = mx.sym.Convolution(data, num_filter=16, kernel=(3, 3), pad=(1, 1), name="stem")
+    stem = mx.sym.BatchNorm(stem, fix_gamma=False, eps=1e-3, name="stem_bn")
+    stem = mx.sym.Activation(stem, act_type="relu", name="stem_relu")
+    body = mx.sym.Convolution(stem, num_filter=16, kernel=(3, 3), pad=(1, 1), name="body")
+    body = mx.sym.elemwise_add(body, stem, name="add")
+    body = mx.sym.Activation(body, act_type="relu", name="body_relu")
+    down = mx.sym.Convolution(body, num_filter=48, kernel=(3, 3), stride=(2, 2), pad=(1, 1),
+                              name="down")
+    down = mx.sym.clip(down, a_min=0.0, a_max=6.0, name="down_clip")
+    deep = mx.sym.Convolution(down, num_filter=16, kernel=(3, 3), pad=(1, 1), no_bias=True,
+                              name="deep")
+    return mx.sym.FullyConnected(deep, num_hidden=10, name="fc")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocked_convolutions_match_host(threads: int) -> None:
+    """Odd and even sizes (11 x 9 -> 6 x 5 at stride 2), two images."""
+    sym = _blocked_graph()
+    data = np.random.default_rng(3).standard_normal((2, 8, 11, 9)).astype(np.float32)
+    weights = _weights(sym, {"data": data.shape}, seed=4)
+    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
+    mx.cpu_ref(0).configure(num_threads=threads)
+    try:
+        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
+            got = list(model.infer({"data": data}).values())
+    finally:
+        mx.cpu_ref(0).configure(num_threads=1)
+    for ours, theirs in zip(got, _host(sym, data, weights)):
+        np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
+
+
 def test_models_on_the_generic_path() -> None:
     """The real models with the GEMM capped at its portable C micro-kernel
     (ACC_CPU_REF_ISA=generic), in a fresh process: the ISA is chosen once."""
