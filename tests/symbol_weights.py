@@ -1,12 +1,17 @@
-"""Random weights for a symbol, and its outputs on the host's CPU path: the
-oracle of the tests that run whole graphs as one cpu_ref model (fusion,
-image by image)."""
+"""Random weights for a symbol, its outputs on the host's CPU path (the
+oracle), and the symbol loaded as one cpu_ref model: for the tests that run
+whole graphs that way (fusion, image by image)."""
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import numpy as np
 
 import acc_host as mx
+from acc_host.annotate import annotate_symbol
+from acc_host.symbolic import LoadedModel
 
 
 def random_weights(sym: mx.sym.Symbol, shapes: dict, seed: int) -> dict[str, np.ndarray]:
@@ -32,3 +37,17 @@ def host_outputs(sym: mx.sym.Symbol, data: np.ndarray, weights: dict) -> list[np
     for key, value in weights.items():
         (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
     return [out.asnumpy() for out in exe.forward(data=data)]
+
+
+@contextlib.contextmanager
+def loaded_on_cpu_ref(sym: mx.sym.Symbol, data: np.ndarray, weights: dict,
+                      threads: int) -> Iterator[LoadedModel]:
+    """sym as one cpu_ref model for input "data" of data's shape, with
+    those weights, cpu_ref set to `threads` threads (1 again afterwards)."""
+    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
+    mx.cpu_ref(0).configure(num_threads=threads)
+    try:
+        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
+            yield model
+    finally:
+        mx.cpu_ref(0).configure(num_threads=1)

@@ -14,14 +14,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 from symbol_weights import host_outputs as _host
+from symbol_weights import loaded_on_cpu_ref
 from symbol_weights import random_weights as _weights
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
-from acc_host.symbolic import LoadedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 RTOL, ATOL = 1e-4, 1e-5
+
+
+def _assert_matches_host(got: dict[str, np.ndarray], sym: mx.sym.Symbol, data: np.ndarray,
+                         weights: dict) -> None:
+    """cpu_ref's outputs (infer()'s mapping, in the graph's order) against
+    the host's for the same input and weights."""
+    for ours, theirs in zip(got.values(), _host(sym, data, weights)):
+        np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
 
 
 def _graph() -> mx.sym.Symbol:
@@ -50,25 +57,13 @@ def test_fused_graph_matches_host(threads: int) -> None:
     sym = _graph()
     data = np.random.default_rng(0).standard_normal((2, 3, 12, 12)).astype(np.float32)
     weights = _weights(sym, {"data": data.shape}, seed=1)
-    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
-    library = mx.get_library("cpu_ref")
-    mx.cpu_ref(0).configure(num_threads=threads)
-    try:
-        with LoadedModel(library, graph, weights) as model:
-            got = list(model.infer({"data": data}).values())
-            for ours, theirs in zip(got, _host(sym, data, weights)):
-                np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
-            # New weights at infer: BatchNorm is folded and filters packed again.
-            fresh = _weights(sym, {"data": data.shape}, seed=2)
-            got = list(model.infer({"data": data}, weights=fresh).values())
-            for ours, theirs in zip(got, _host(sym, data, fresh)):
-                np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
-            # ... and they stay in use.
-            got = list(model.infer({"data": data}).values())
-            for ours, theirs in zip(got, _host(sym, data, fresh)):
-                np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
-    finally:
-        mx.cpu_ref(0).configure(num_threads=1)
+    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
+        _assert_matches_host(model.infer({"data": data}), sym, data, weights)
+        # New weights at infer: BatchNorm is folded and filters packed again.
+        fresh = _weights(sym, {"data": data.shape}, seed=2)
+        _assert_matches_host(model.infer({"data": data}, weights=fresh), sym, data, fresh)
+        # ... and they stay in use.
+        _assert_matches_host(model.infer({"data": data}), sym, data, fresh)
 
 
 def _blocked_graph() -> mx.sym.Symbol:
@@ -97,15 +92,8 @@ def test_blocked_convolutions_match_host(threads: int) -> None:
     sym = _blocked_graph()
     data = np.random.default_rng(3).standard_normal((2, 8, 11, 9)).astype(np.float32)
     weights = _weights(sym, {"data": data.shape}, seed=4)
-    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
-    mx.cpu_ref(0).configure(num_threads=threads)
-    try:
-        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
-            got = list(model.infer({"data": data}).values())
-    finally:
-        mx.cpu_ref(0).configure(num_threads=1)
-    for ours, theirs in zip(got, _host(sym, data, weights)):
-        np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
+    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
+        _assert_matches_host(model.infer({"data": data}), sym, data, weights)
 
 
 def test_models_on_the_generic_path() -> None:
@@ -164,17 +152,11 @@ def test_concat_inputs_written_in_place(batch: int, threads: int, options: dict,
     size = (7, 9) if threads == 1 else (40, 44)
     data = np.random.default_rng(3).standard_normal((batch, 3, *size)).astype(np.float32)
     weights = _weights(sym, {"data": data.shape}, seed=4)
-    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
     monkeypatch.setenv("ACC_CPU_REF_PROFILE", "1")
-    mx.cpu_ref(0).configure(num_threads=threads)
-    try:
-        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
-            capfd.readouterr()
-            got = list(model.infer({"data": data}).values())
-            profile = capfd.readouterr().err
-    finally:
-        mx.cpu_ref(0).configure(num_threads=1)
+    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
+        capfd.readouterr()
+        got = model.infer({"data": data})
+        profile = capfd.readouterr().err
     assert "cpu_ref profile: step" in profile
     assert (" Concat " not in profile) == in_place, profile
-    for ours, theirs in zip(got, _host(sym, data, weights)):
-        np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
+    _assert_matches_host(got, sym, data, weights)

@@ -12,11 +12,10 @@ import re
 import numpy as np
 import pytest
 from symbol_weights import host_outputs as _host
+from symbol_weights import loaded_on_cpu_ref
 from symbol_weights import random_weights as _weights
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
-from acc_host.symbolic import LoadedModel
 
 RTOL, ATOL = 1e-4, 1e-5
 PROFILE = re.compile(r"cpu_ref profile: step (\d+) (\S+) [\d.]+ us in (\d+)")
@@ -68,15 +67,10 @@ def _run(sym: mx.sym.Symbol, data: np.ndarray, weights: dict, threads: int,
     else:
         monkeypatch.setenv("ACC_CPU_REF_IMAGE_SPLIT", split)
     monkeypatch.setenv("ACC_CPU_REF_PROFILE", "1")
-    graph = annotate_symbol(sym, {"data": data.shape}, weights=list(weights))
-    mx.cpu_ref(0).configure(num_threads=threads)
-    try:
-        with LoadedModel(mx.get_library("cpu_ref"), graph, weights) as model:
-            capfd.readouterr()
-            outputs = [np.array(value) for value in model.infer({"data": data}).values()]
-            steps = [(m[2], int(m[3])) for m in PROFILE.finditer(capfd.readouterr().err)]
-    finally:
-        mx.cpu_ref(0).configure(num_threads=1)
+    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
+        capfd.readouterr()
+        outputs = [np.array(value) for value in model.infer({"data": data}).values()]
+        steps = [(m[2], int(m[3])) for m in PROFILE.finditer(capfd.readouterr().err)]
     return outputs, steps
 
 

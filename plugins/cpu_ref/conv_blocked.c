@@ -160,20 +160,6 @@ static int64_t copy_block(const blocked_geometry *g, int64_t r0, int64_t r1) {
   return (planes * copy_rows(g, r0, r1) * g->wq + kTail) * 8;
 }
 
-/* One input row, 8 channels from in_row (channel stride x_stride, masked
- * past the row's w values), as vectors of 8 channels: v[j] is column col
- * + j. */
-__attribute__((target("avx2"), always_inline)) static inline void load_columns(
-    const float *in_row, int64_t x_stride, int64_t col, int64_t count, __m256 v[8]) {
-  const __m256i mask = cr_lanes_mask(count);
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    v[i] = count == 8 ? _mm256_loadu_ps(in_row + i * x_stride + col)
-                      : _mm256_maskload_ps(in_row + i * x_stride + col, mask);
-  }
-  cr_transpose8x8(v);
-}
-
 /* The input rows output rows [r0, r1) read, of one plane (x: channel c's
  * plane at x + c * plane_stride), into copy. */
 __attribute__((target("avx2"))) static void copy_blocked(const blocked_geometry *g,
@@ -197,7 +183,7 @@ __attribute__((target("avx2"))) static void copy_blocked(const blocked_geometry 
         for (int64_t col = 0; col < w; col += 8) {
           const int64_t count = w - col < 8 ? w - col : 8;
           __m256 v[8];
-          load_columns(src + in * w, g->plane_stride, col, count, v);
+          cr_load_rows8_transposed(src + in * w + col, g->plane_stride, count, v);
           for (int64_t j = 0; j < count; ++j) _mm256_storeu_ps(dst + (1 + col + j) * 8, v[j]);
         }
       }
@@ -216,7 +202,7 @@ __attribute__((target("avx2"))) static void copy_blocked(const blocked_geometry 
       for (int64_t col = 0; col < w; col += 8) {
         const int64_t count = w - col < 8 ? w - col : 8;
         __m256 v[8];
-        load_columns(src + in * w, g->plane_stride, col, count, v);
+        cr_load_rows8_transposed(src + in * w + col, g->plane_stride, count, v);
         for (int64_t j = 0; j < count; ++j) {
           const int64_t pc = col + j + 1;
           _mm256_storeu_ps(phases + ((pc % 2) * rows * wq + pc / 2) * 8, v[j]);
@@ -236,32 +222,17 @@ static int64_t tap_offset(const blocked_geometry *g, int64_t block_floats, int64
   return base + (phase * rows * g->wq + (kh / 2) * g->wq + kw / 2) * 8;
 }
 
-/* What follows the sums (which started at the bias): the residual, then
- * the activation (cr_epilogue's order), on 8 values. */
-__attribute__((target("avx2"), always_inline)) static inline __m256 finish(
-    __m256 v, const cr_epilogue *e, const float *residual, __m256i mask, int64_t count) {
-  if (residual != NULL) {
-    v = _mm256_add_ps(v, count == 8 ? _mm256_loadu_ps(residual)
-                                    : _mm256_maskload_ps(residual, mask));
-  }
-  /* max(0, v) and min(high, v) return v when it is NaN, as cr_epilogue. */
-  if (e->act == CR_EPI_RELU) v = _mm256_max_ps(_mm256_setzero_ps(), v);
-  if (e->act == CR_EPI_CLIP) {
-    v = _mm256_min_ps(_mm256_set1_ps(e->clip_high),
-                      _mm256_max_ps(_mm256_set1_ps(e->clip_low), v));
-  }
-  return v;
-}
-
 /* Output rows [oh0, oh0 + rows) from a block's sums (buffer: per 16
- * outputs, `stride` floats of positions on the wide grid, 16 sums each),
- * finished (e's residual, the plane's or NULL, and activation; its bias is
- * not used), into the planes at y. */
+ * outputs, `stride` floats of positions on the wide grid, 16 sums each,
+ * which started at the bias), into the planes at y, with finish's residual
+ * (the plane's, or NULL) and activation. */
 __attribute__((target("avx2"))) static void store_planes(const blocked_geometry *g,
                                                          const float *buffer, int64_t stride,
                                                          int64_t oh0, int64_t rows,
-                                                         const cr_epilogue *e, float *y) {
+                                                         const cr_fusion *finish, float *y) {
   const int64_t ow_count = g->out_w, ld = g->out_stride;
+  const float *residual = finish->residual;
+  const __m256 low = _mm256_set1_ps(finish->clip_low), high = _mm256_set1_ps(finish->clip_high);
   for (int64_t ob = 0; ob < g->outputs / kOut; ++ob) {
     for (int64_t i = 0; i < rows; ++i) {
       const float *src = buffer + ob * stride + i * g->wq * kOut;
@@ -271,17 +242,12 @@ __attribute__((target("avx2"))) static void store_planes(const blocked_geometry 
         const __m256i mask = cr_lanes_mask(count);
         for (int half = 0; half < 2; ++half) {
           __m256 v[8];
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; ++j) {
-            v[j] = j < count ? _mm256_loadu_ps(src + (col + j) * kOut + half * 8)
-                             : _mm256_setzero_ps();
-          }
-          cr_transpose8x8(v);
+          cr_load_vectors8_transposed(src + col * kOut + half * 8, kOut, count, v);
 #pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
             const int64_t at = (ob * kOut + half * 8 + k) * ld + first + col;
-            const __m256 out =
-                finish(v[k], e, e->residual != NULL ? e->residual + at : NULL, mask, count);
+            const __m256 out = cr_epilogue8(v[k], residual != NULL ? residual + at : NULL, mask,
+                                            count < 8, finish->act, low, high);
             if (count == 8) {
               _mm256_storeu_ps(y + at, out);
             } else {
@@ -319,12 +285,10 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
                              (size_t)(outputs / kOut * stride) * sizeof *buffer);
   if (copy == NULL || buffer == NULL) return -1;
   copy_blocked(g, x, r0, r1, copy);
-  cr_epilogue e = {.residual = residual};
-  if (t->fusion != NULL) {
-    e.act = t->fusion->act;
-    e.clip_low = t->fusion->clip_low;
-    e.clip_high = t->fusion->clip_high;
-  }
+  /* The fusion, on this plane's residual. */
+  cr_fusion finish = {NULL, CR_EPI_NONE, 0.0f, 0.0f};
+  if (t->fusion != NULL) finish = *t->fusion;
+  finish.residual = residual;
   /* A chunk's (channel, tap) pairs, relative to its first block. */
   int64_t offsets[kChunk * 9];
   for (int64_t c = 0; c < kChunk; ++c) {
@@ -350,7 +314,7 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
         }
       }
     }
-    store_planes(g, buffer, stride, b0, rows, &e, y);
+    store_planes(g, buffer, stride, b0, rows, &finish, y);
   }
   return 0;
 }

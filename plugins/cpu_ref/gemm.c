@@ -604,9 +604,7 @@ __attribute__((target("avx2"))) static void pack_a_panel6(const float *rows, int
   int64_t p = 0;
   for (; p + 8 <= kc; p += 8) {
     __m256 v[8];
-    for (int r = 0; r < 6; ++r) v[r] = _mm256_loadu_ps(rows + r * rs + p);
-    v[6] = v[7] = _mm256_setzero_ps();
-    cr_transpose8x8(v);
+    cr_load_vectors8_transposed(rows + p, rs, 6, v);
     float *out = dst + p * 6;
     for (int j = 0; j < 7; ++j) _mm256_storeu_ps(out + j * 6, v[j]);
     _mm_storeu_ps(out + 42, _mm256_castps256_ps128(v[7]));

@@ -869,22 +869,6 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 depthwis
   return acc;
 }
 
-/* depthwise_epilogue in vectors of 8. */
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 depthwise_epilogue8(
-    __m256 value, const float *residual, __m256i mask, int masked, cr_epilogue_act act,
-    __m256 low, __m256 high) {
-  if (residual != NULL) {
-    value = _mm256_add_ps(value, masked ? _mm256_maskload_ps(residual, mask)
-                                        : _mm256_loadu_ps(residual));
-  }
-  if (act == CR_EPI_RELU) {
-    value = _mm256_max_ps(_mm256_setzero_ps(), value); /* as depthwise_epilogue: NaN kept */
-  } else if (act == CR_EPI_CLIP) {
-    value = _mm256_min_ps(high, _mm256_max_ps(low, value));
-  }
-  return value;
-}
-
 /* depthwise_plane_avx512 in AVX2 vectors of 8: the same operations in the
  * same order, so the same values bit for bit. Whole vectors go two at a
  * time (two chains of fused multiply-adds in flight); the tail of a row is
@@ -910,23 +894,21 @@ __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
     for (; q < pairs; q += 16) {
       __m256 acc0 = depthwise_taps8(wv, bias_v, row + q, offsets, all, 0);
       __m256 acc1 = depthwise_taps8(wv, bias_v, row + q + 8, offsets, all, 0);
-      acc0 = depthwise_epilogue8(acc0, res_row != NULL ? res_row + q : NULL, all, 0, act, low,
-                                 high);
-      acc1 = depthwise_epilogue8(acc1, res_row != NULL ? res_row + q + 8 : NULL, all, 0, act,
-                                 low, high);
+      acc0 = cr_epilogue8(acc0, res_row != NULL ? res_row + q : NULL, all, 0, act, low, high);
+      acc1 = cr_epilogue8(acc1, res_row != NULL ? res_row + q + 8 : NULL, all, 0, act, low,
+                          high);
       _mm256_storeu_ps(out_row + q, acc0);
       _mm256_storeu_ps(out_row + q + 8, acc1);
     }
     for (; q < full; q += 8) {
       __m256 acc = depthwise_taps8(wv, bias_v, row + q, offsets, all, 0);
-      acc = depthwise_epilogue8(acc, res_row != NULL ? res_row + q : NULL, all, 0, act, low,
-                                high);
+      acc = cr_epilogue8(acc, res_row != NULL ? res_row + q : NULL, all, 0, act, low, high);
       _mm256_storeu_ps(out_row + q, acc);
     }
     if (tail > 0) {
       __m256 acc = depthwise_taps8(wv, bias_v, row + q, offsets, tail_mask, 1);
-      acc = depthwise_epilogue8(acc, res_row != NULL ? res_row + q : NULL, tail_mask, 1, act,
-                                low, high);
+      acc = cr_epilogue8(acc, res_row != NULL ? res_row + q : NULL, tail_mask, 1, act, low,
+                         high);
       _mm256_maskstore_ps(out_row + q, tail_mask, acc);
     }
   }
@@ -1651,13 +1633,8 @@ __attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_
   int64_t h = 0, w = 0; /* of position q */
   for (int64_t q = 0; q < in_plane; q += 8) {
     const int64_t count = in_plane - q < 8 ? in_plane - q : 8;
-    const __m256i mask = cr_lanes_mask(count);
     __m256 r[8];
-    for (int c = 0; c < 8; ++c) {
-      const float *src = x + c * in_plane + q;
-      r[c] = count == 8 ? _mm256_loadu_ps(src) : _mm256_maskload_ps(src, mask);
-    }
-    cr_transpose8x8(r);
+    cr_load_rows8_transposed(x + q, in_plane, count, r);
     for (int64_t j = 0; j < count; ++j) {
       _mm256_storeu_ps(padded + 8 * ((h + p->pad[1]) * wp + w + p->pad[2]), r[j]);
       if (++w == in[2]) w = 0, ++h;
@@ -1695,14 +1672,11 @@ __attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_
     const int64_t count = out_plane - q < 8 ? out_plane - q : 8;
     const __m256i mask = cr_lanes_mask(count);
     __m256 r[8];
-    for (int64_t j = 0; j < 8; ++j) {
-      r[j] = j < count ? _mm256_loadu_ps(result + 8 * (q + j)) : _mm256_setzero_ps();
-    }
-    cr_transpose8x8(r);
+    cr_load_vectors8_transposed(result + 8 * q, 8, count, r);
     for (int c = 0; c < 8; ++c) {
       const int64_t at = c * out_plane + q;
-      const __m256 value = depthwise_epilogue8(r[c], residual != NULL ? residual + at : NULL,
-                                               mask, count < 8, act, low, high);
+      const __m256 value = cr_epilogue8(r[c], residual != NULL ? residual + at : NULL, mask,
+                                        count < 8, act, low, high);
       if (count == 8) {
         _mm256_storeu_ps(y + at, value);
       } else {

@@ -1,14 +1,18 @@
 /*
  * 8 x 8 transposes of floats in AVX2 registers, for the kernels that move
  * between planes (NCHW) and blocks of 8 channels or 6 to 8 GEMM rows
- * interleaved: kernels_dense.c's blocked depthwise planes, gemm.c's packing
- * of A. x86-64 with GCC or Clang only (CR_TRANSPOSE_AVX2 says whether);
- * the callers run them only where the CPU has AVX2.
+ * interleaved: kernels_dense.c's blocked depthwise planes, conv_blocked.c's
+ * convolutions, gemm.c's packing of A; and the epilogue those kernels (and
+ * the AVX2 depthwise rows) apply to vectors of 8 outputs. x86-64 with GCC
+ * or Clang only (CR_TRANSPOSE_AVX2 says whether); the callers run them
+ * only where the CPU has AVX2.
  */
 #ifndef CPU_REF_TRANSPOSE_AVX2_H_
 #define CPU_REF_TRANSPOSE_AVX2_H_
 
 #include <stdint.h>
+
+#include "gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CR_TRANSPOSE_AVX2 1
@@ -39,6 +43,50 @@ __attribute__((target("avx2"), always_inline)) static inline __m256i cr_lanes_ma
     int64_t count) {
   static const int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   return _mm256_loadu_si256((const __m256i *)(kLanes + 8 - count));
+}
+
+/* v[i] = the first `count` (1 to 8) floats at src + i * stride, i < 8
+ * (zeros past them; vmaskmovps reads no masked-out lane), transposed: v[j]
+ * then holds float j of the eight rows (position j of eight planes). */
+__attribute__((target("avx2"), always_inline)) static inline void cr_load_rows8_transposed(
+    const float *src, int64_t stride, int64_t count, __m256 v[8]) {
+  const __m256i mask = cr_lanes_mask(count);
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    v[i] = count == 8 ? _mm256_loadu_ps(src + i * stride)
+                      : _mm256_maskload_ps(src + i * stride, mask);
+  }
+  cr_transpose8x8(v);
+}
+
+/* v[j] = the 8 floats at src + j * stride for j < count (0 to 8), zeros
+ * for the others, transposed: v[i] then holds lane i of those vectors (the
+ * way back from cr_load_rows8_transposed). */
+__attribute__((target("avx2"), always_inline)) static inline void cr_load_vectors8_transposed(
+    const float *src, int64_t stride, int64_t count, __m256 v[8]) {
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    v[j] = j < count ? _mm256_loadu_ps(src + j * stride) : _mm256_setzero_ps();
+  }
+  cr_transpose8x8(v);
+}
+
+/* What follows a vector of 8 sums: the residual (masked: only the lanes of
+ * mask are read), then act, NaN kept by both (max(0, NaN) and min(high,
+ * NaN) return NaN), as cr_epilogue. */
+__attribute__((target("avx2"), always_inline)) static inline __m256 cr_epilogue8(
+    __m256 value, const float *residual, __m256i mask, int masked, cr_epilogue_act act,
+    __m256 low, __m256 high) {
+  if (residual != NULL) {
+    value = _mm256_add_ps(value, masked ? _mm256_maskload_ps(residual, mask)
+                                        : _mm256_loadu_ps(residual));
+  }
+  if (act == CR_EPI_RELU) {
+    value = _mm256_max_ps(_mm256_setzero_ps(), value);
+  } else if (act == CR_EPI_CLIP) {
+    value = _mm256_min_ps(high, _mm256_max_ps(low, value));
+  }
+  return value;
 }
 #else
 #define CR_TRANSPOSE_AVX2 0
