@@ -1216,3 +1216,119 @@ int cr_gemm_notify(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
   cr_parallel_for(threads, ceil_div(panels, job.group), gemm_chunk, &job);
   return atomic_load(&job.failed) ? -1 : 0;
 }
+
+/* ---- Matrix-vector products --------------------------------------------- */
+
+enum { kGemvRows = 64 }; /* rows per unit of work shared out */
+
+typedef struct gemv_task {
+  int64_t n, k;
+  const float *a, *x, *bias;
+  float *y;
+} gemv_task;
+
+/* Rows [i0, i1) of cr_gemv, portably: eight partial sums per row (p mod 8),
+ * added pairwise at the end. */
+static void gemv_rows_generic(const gemv_task *t, int64_t i0, int64_t i1) {
+  const int64_t k = t->k;
+  for (int64_t i = i0; i < i1; ++i) {
+    const float *row = t->a + i * k;
+    float part[8] = {0};
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+      for (int l = 0; l < 8; ++l) part[l] += row[p + l] * t->x[p + l];
+    }
+    for (int l = 0; p + l < k; ++l) part[l] += row[p + l] * t->x[p + l];
+    const float sum = ((part[0] + part[1]) + (part[2] + part[3])) +
+                      ((part[4] + part[5]) + (part[6] + part[7]));
+    t->y[i] = (t->bias != NULL ? t->bias[i] : 0.0f) + sum;
+  }
+}
+
+#if CR_TRANSPOSE_AVX2
+__attribute__((target("avx2"), always_inline)) static inline float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* `rows` (1 to 4) rows from row i of cr_gemv: per row two partial sums
+ * over alternate blocks of 8 floats (eight independent chains for four
+ * rows, enough to hide the latency of the fused multiply-adds, one load of
+ * x for all), the last k mod 8 values by masked loads. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void gemv_block_avx2(
+    const gemv_task *t, int rows, int64_t i) {
+  const int64_t k = t->k;
+  const float *x = t->x;
+  const float *r[4];
+  __m256 s[4], u[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[j] = t->a + (i + (j < rows ? j : 0)) * k;
+    s[j] = u[j] = _mm256_setzero_ps();
+  }
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) {
+    const __m256 x0 = _mm256_loadu_ps(x + p), x1 = _mm256_loadu_ps(x + p + 8);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      if (j < rows) {
+        s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r[j] + p), x0, s[j]);
+        u[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r[j] + p + 8), x1, u[j]);
+      }
+    }
+  }
+  if (p + 8 <= k) {
+    const __m256 x0 = _mm256_loadu_ps(x + p);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      if (j < rows) s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r[j] + p), x0, s[j]);
+    }
+    p += 8;
+  }
+  if (p < k) {
+    const __m256i mask = cr_lanes_mask(k - p);
+    const __m256 x0 = _mm256_maskload_ps(x + p, mask);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      if (j < rows) u[j] = _mm256_fmadd_ps(_mm256_maskload_ps(r[j] + p, mask), x0, u[j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    if (j < rows) {
+      t->y[i + j] = (t->bias != NULL ? t->bias[i + j] : 0.0f) + sum8(_mm256_add_ps(s[j], u[j]));
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) static void gemv_rows_avx2(const gemv_task *t, int64_t i0,
+                                                               int64_t i1) {
+  int64_t i = i0;
+  for (; i + 4 <= i1; i += 4) gemv_block_avx2(t, 4, i);
+  for (; i < i1; ++i) gemv_block_avx2(t, 1, i);
+}
+#endif
+
+/* Units [begin, end) of kGemvRows rows. */
+static void gemv_units(void *context, int64_t begin, int64_t end) {
+  const gemv_task *t = context;
+  const int64_t i0 = begin * kGemvRows, i1 = min_i64(t->n, end * kGemvRows);
+#if CR_TRANSPOSE_AVX2
+  if (cr_gemm_isa() != CR_ISA_GENERIC) {
+    gemv_rows_avx2(t, i0, i1);
+    return;
+  }
+#endif
+  gemv_rows_generic(t, i0, i1);
+}
+
+void cr_gemv(int64_t n, int64_t k, const float *a, const float *x, const float *bias, float *y,
+             int num_threads) {
+  if (n <= 0) return;
+  gemv_task task = {n, k > 0 ? k : 0, a, x, bias, y};
+  const int64_t units = ceil_div(n, kGemvRows);
+  const int threads = cr_threads_for_work(num_threads, (double)n * (double)task.k, 1);
+  cr_parallel_for(threads, units, gemv_units, &task);
+}

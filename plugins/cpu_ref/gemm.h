@@ -108,6 +108,15 @@ cr_isa cr_gemm_pack_b(int64_t k, int64_t n, const float *b, int64_t rs, int64_t 
 int cr_gemm(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a, const cr_gemm_operand *b,
             float *c, int64_t ldc, const cr_epilogue *epilogue, int num_threads);
 
+/* y[i] = bias[i] (0 when bias is NULL) + the sum over p of a[i * k + p] *
+ * x[p], for i in [0, n): a matrix-vector product on A's rows in place (a
+ * FullyConnected of one row, or a 1 x 1 convolution of one 1 x 1 image),
+ * which cr_gemm would compute in tiles of 6 or 8 rows by 16 or 48 columns
+ * with all but one column wasted. Each y[i] is summed in an order fixed by
+ * k alone, whatever the thread count. Uses at most num_threads threads. */
+void cr_gemv(int64_t n, int64_t k, const float *a, const float *x, const float *bias, float *y,
+             int num_threads);
+
 /* The number of threads, at most num_threads, cr_gemm uses for an m x n x k
  * product that does not take the small path (whole panels of the larger
  * dimension of C per thread, each thread worth enough work). */

@@ -15,6 +15,7 @@
  * Each output value is computed by one thread in an order that does not
  * depend on the thread count (see gemm.h).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1064,6 +1065,150 @@ static void depthwise_split_ring(const split_plane *sp, const float *w, float bi
   }
 }
 
+#if CR_DENSE_X86
+/* The 8 floats of row from column start (masked: those past in_w read as
+ * zeros, none of them touched; all zeros from start >= in_w). */
+__attribute__((target("avx2"), always_inline)) static inline __m256 s2_load(const float *row,
+                                                                          int64_t start,
+                                                                          int64_t in_w,
+                                                                          int masked) {
+  if (!masked) return _mm256_loadu_ps(row + start);
+  if (start >= in_w) return _mm256_setzero_ps();
+  return _mm256_maskload_ps(row + start, cr_lanes_mask(in_w - start < 8 ? in_w - start : 8));
+}
+
+/* One output of depthwise_s2_avx2 whose window starts left of the row
+ * (column c0 < 0), in scalar code with the vector path's operations: fused
+ * multiply-adds in (kh, kw) order from the bias, padding read as zeros,
+ * then cr_epilogue8's residual and activation. */
+__attribute__((target("avx2,fma"))) static float depthwise_s2_edge(
+    const float *const rows[3], int64_t c0, int64_t in_w, const float *w, float bias,
+    const float *residual, cr_epilogue_act act, float low, float high) {
+  float acc = bias;
+  for (int kh = 0; kh < 3; ++kh) {
+    for (int kw = 0; kw < 3; ++kw) {
+      const int64_t col = c0 + kw;
+      const float v = rows[kh] != NULL && col >= 0 && col < in_w ? rows[kh][col] : 0.0f;
+      acc = fmaf(w[kh * 3 + kw], v, acc);
+    }
+  }
+  if (residual != NULL) acc += *residual;
+  if (act == CR_EPI_RELU) {
+    acc = 0.0f > acc ? 0.0f : acc; /* _mm256_max_ps(zero, acc): NaN kept */
+  } else if (act == CR_EPI_CLIP) {
+    acc = low > acc ? low : acc;
+    acc = high < acc ? high : acc;
+  }
+  return acc;
+}
+
+/* The sums (bias, then the 9 taps by fused multiply-adds in (kh, kw)
+ * order) of the 8 outputs whose windows start at column c0 of rows (NULL:
+ * a padding row, zeros), in the shuffled lane order of depthwise_s2_avx2;
+ * masked: the window reaches past the row's end; c0 < 0 only for padding
+ * 1's first vector. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 s2_sums(
+    const float *const rows[3], int64_t c0, int64_t in_w, int masked, const __m256 wv[9],
+    __m256 acc) {
+  const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 3
+  for (int kh = 0; kh < 3; ++kh) {
+    __m256 even = zero, odd = zero, next = zero;
+    if (rows[kh] != NULL && c0 < 0) {
+      /* The window is column -1 (zero) then columns 0 .. 15: the odd taps
+       * are the row's even columns, the third taps its odd columns, and
+       * the even taps those one output right, after a zero. */
+      const __m256 a = s2_load(rows[kh], 0, in_w, in_w < 16);
+      const __m256 b = s2_load(rows[kh], 8, in_w, in_w < 16);
+      odd = _mm256_shuffle_ps(a, b, 0x88);
+      next = _mm256_shuffle_ps(a, b, 0xDD);
+      even = _mm256_blend_ps(
+          _mm256_permutevar8x32_ps(next, _mm256_setr_epi32(0, 0, 5, 2, 1, 4, 3, 6)), zero, 0x01);
+    } else if (rows[kh] != NULL) {
+      const __m256 a = s2_load(rows[kh], c0, in_w, masked);
+      const __m256 b = s2_load(rows[kh], c0 + 8, in_w, masked);
+      const __m256 a2 = s2_load(rows[kh], c0 + 2, in_w, masked);
+      const __m256 b2 = s2_load(rows[kh], c0 + 10, in_w, masked);
+      even = _mm256_shuffle_ps(a, b, 0x88); /* columns 0 2 8 10 | 4 6 12 14 */
+      odd = _mm256_shuffle_ps(a, b, 0xDD);  /* 1 3 9 11 | 5 7 13 15 */
+      next = _mm256_shuffle_ps(a2, b2, 0x88);
+    }
+    acc = _mm256_fmadd_ps(wv[kh * 3], even, acc);
+    acc = _mm256_fmadd_ps(wv[kh * 3 + 1], odd, acc);
+    acc = _mm256_fmadd_ps(wv[kh * 3 + 2], next, acc);
+  }
+  /* back from the shuffled order */
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(acc), 0xD8));
+}
+
+/* A stride-2 3 x 3 depthwise plane (one depth slice) on AVX2, read straight
+ * from the input plane: 8 outputs at a time from 18 columns of each of the
+ * three rows, split into even and odd columns in registers (vshufps)
+ * rather than through split rows in scratch. The shuffles leave the lanes
+ * in the order 0 2 1 3 of their 64-bit pairs; every tap's vector is in that
+ * order and the weights and bias are the same in every lane, so the sums
+ * are permuted back once, before the epilogue. Whole vectors go two at a
+ * time (two chains of nine fused multiply-adds in flight). Windows reaching
+ * past the row's end are read with masked loads (zeros, as padding), those
+ * starting left of it in shuffles (padding 1) or scalar code (padding 2 or
+ * more); rows outside the plane are zeros (padding adds w * 0, as
+ * elsewhere). Then the residual and activation. mobilenetv2's stride-2
+ * layers: docs/cpu_ref_performance.md, "AVX2, round 4". */
+__attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
+    const float *x, const int64_t in[3], const int64_t out[3], int64_t pad_h, int64_t pad_w,
+    const float *w, float bias, const float *residual, const cr_fusion *fusion, float *y) {
+  __m256 wv[9];
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
+  const __m256 bias_v = _mm256_set1_ps(bias);
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
+  const float low_s = fusion != NULL ? fusion->clip_low : 0.0f;
+  const float high_s = fusion != NULL ? fusion->clip_high : 0.0f;
+  const __m256 low = _mm256_set1_ps(low_s), high = _mm256_set1_ps(high_s);
+  const __m256i all = _mm256_set1_epi32(-1);
+  const int64_t in_h = in[1], in_w = in[2], out_h = out[1], out_w = out[2];
+  /* Outputs before `first` have windows starting left of the row; from
+   * `first`, those before `inner` are read with whole loads. */
+  const int64_t first = pad_w == 1 ? 0 : (pad_w + 1) / 2 < out_w ? (pad_w + 1) / 2 : out_w;
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    const float *rows[3];
+    for (int kh = 0; kh < 3; ++kh) {
+      const int64_t ih = 2 * oh - pad_h + kh;
+      rows[kh] = ih >= 0 && ih < in_h ? x + ih * in_w : NULL;
+    }
+    const float *res_row = residual != NULL ? residual + oh * out_w : NULL;
+    float *y_row = y + oh * out_w;
+    for (int64_t ow = 0; ow < first; ++ow) {
+      y_row[ow] = depthwise_s2_edge(rows, 2 * ow - pad_w, in_w, w, bias,
+                                    res_row != NULL ? res_row + ow : NULL, act, low_s, high_s);
+    }
+    int64_t ow = first;
+    for (; ow + 16 <= out_w && 2 * ow - pad_w + 34 <= in_w; ow += 16) {
+      const int64_t c0 = 2 * ow - pad_w;
+      __m256 acc0 = s2_sums(rows, c0, in_w, 0, wv, bias_v);
+      __m256 acc1 = s2_sums(rows, c0 + 16, in_w, 0, wv, bias_v);
+      acc0 = cr_epilogue8(acc0, res_row != NULL ? res_row + ow : NULL, all, 0, act, low, high);
+      acc1 = cr_epilogue8(acc1, res_row != NULL ? res_row + ow + 8 : NULL, all, 0, act, low,
+                          high);
+      _mm256_storeu_ps(y_row + ow, acc0);
+      _mm256_storeu_ps(y_row + ow + 8, acc1);
+    }
+    for (; ow < out_w; ow += 8) {
+      const int64_t count = out_w - ow < 8 ? out_w - ow : 8, c0 = 2 * ow - pad_w;
+      const __m256i mask = cr_lanes_mask(count);
+      __m256 acc = s2_sums(rows, c0, in_w, c0 + 18 > in_w, wv, bias_v);
+      acc = cr_epilogue8(acc, res_row != NULL ? res_row + ow : NULL, mask, count < 8, act, low,
+                         high);
+      if (count == 8) {
+        _mm256_storeu_ps(y_row + ow, acc);
+      } else {
+        _mm256_maskstore_ps(y_row + ow, mask, acc);
+      }
+    }
+  }
+}
+#endif
+
 /* One output plane (n, o) of a convolution whose groups see one input
  * channel each: bias, then the taps in (kd, kh, kw) order (padding adds
  * w * 0), then the fused residual and activation. scratch: the floats
@@ -1085,9 +1230,19 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
     const split_plane plane = {x, in, out, p->pad[1], p->pad[2], half, scratch};
     const float *residual = plane_residual(task, n, o);
     const int whole = rows * 2 * half <= kSmallSplit;
+#if CR_DENSE_X86
+    /* Large planes on AVX2: straight from the plane, 1.25x faster than the
+     * ring of split rows (mobilenetv2's 112 x 112 -> 56 x 56); smaller
+     * ones split whole, which measured faster than the straight read. */
+    if (!whole && task->isa == CR_ISA_AVX2 && in[0] == 1) {
+      depthwise_s2_avx2(x, in, out, p->pad[1], p->pad[2], w, bias, residual, task->fusion, y);
+      return;
+    }
+#endif
     /* The ring's rows take AVX2's vector kernel one row per call, which
      * measured slower than the portable loop (mobilenetv2's 112 x 112 ->
-     * 56 x 56 planes: 0.36 against 0.32 ms): only whole planes do. */
+     * 56 x 56 planes: 0.36 against 0.32 ms): only whole planes do (large
+     * planes on AVX2 take depthwise_s2_avx2, above). */
     const cr_isa isa = whole || task->isa == CR_ISA_AVX512 ? task->isa : CR_ISA_GENERIC;
     if (whole) {
       depthwise_split_whole(&plane, w, bias, isa, residual, task->fusion, y);
@@ -1788,6 +1943,23 @@ int cr_convolution_into(const cr_conv_params *params, const int64_t x_shape[5], 
   return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
 }
 
+/* y = W . x + bias for one image (W: outputs x channels, in place), then
+ * the residual and activation: one read of the filters at the speed of
+ * memory rather than a GEMM tile per 6 filters with 15 of its 16 columns
+ * wasted (mobilenetv2's 1280 -> 1000 classifier at batch 1: 384 us where
+ * onnxruntime took 189; docs/cpu_ref_performance.md, "AVX2, round 4"). */
+static int matrix_vector(int64_t outputs, int64_t channels, const float *x, const float *w,
+                         const float *bias, const cr_fusion *fusion, float *y, int num_threads) {
+  cr_gemv(outputs, channels, w, x, bias, y, num_threads);
+  if (fusion != NULL) {
+    cr_epilogue e = make_epilogue(fusion);
+    e.residual = fusion->residual;
+    e.ld_residual = outputs;
+    cr_epilogue_apply(&e, 0, 1, 0, outputs, y, outputs);
+  }
+  return 0;
+}
+
 /* A 1 x 1 convolution of 1 x 1 images (a classifier written as a
  * convolution, as in mobilenetv2): one product for the whole batch, C
  * (outputs x batch) = W . X^T, so that the filters are read once rather
@@ -1840,6 +2012,9 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     return 0;
   }
 
+  if (batch == 1 && groups == 1 && ks == 1 && in_plane == 1 && out_plane == 1) {
+    return matrix_vector(outputs, channels, x, w, bias, fusion, y, num_threads);
+  }
   if (batch > 1 && groups == 1 && ks == 1 && in_plane == 1 && out_plane == 1) {
     return convolve_single_positions(batch, channels, outputs, x, w, packed_w, packed_isa, bias,
                                      fusion, y, num_threads);
@@ -1926,6 +2101,7 @@ int cr_fully_connected_fused(int64_t batch, int64_t in_dim, int64_t out_dim, con
                              const float *w, const float *packed_w, cr_isa packed_isa,
                              const float *bias, const cr_fusion *fusion, float *y,
                              int num_threads) {
+  if (batch == 1) return matrix_vector(out_dim, in_dim, x, w, bias, fusion, y, num_threads);
   cr_gemm_operand a = {x, in_dim, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
   cr_gemm_operand b = {w, 1, in_dim, NULL, NULL, packed_w, packed_isa, NULL};
   cr_epilogue e = make_epilogue(fusion);

@@ -595,6 +595,68 @@ static void test_fc_threads(void) {
                    256);
 }
 
+/* cr_gemv (FullyConnected of one row, a 1 x 1 convolution of one 1 x 1
+ * image) against a double-precision dot product: rows by fours and the
+ * rest, k with and without a 16- and an 8-float remainder, no bias, k = 0;
+ * 1 and 2 threads identical. */
+static void test_gemv(void) {
+  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 8}, {4, 16}, {7, 23}, {9, 31},
+                               {130, 37}, {1000, 1280}, {2, 0}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+    const int64_t n = shapes[s][0], k = shapes[s][1];
+    rng r = {(uint64_t)(n * 131 + k)};
+    float *a = random_array(&r, n * k + 1), *x = random_array(&r, k + 1);
+    float *bias = random_array(&r, n);
+    float *y1 = zero_array(n), *y2 = zero_array(n), *plain = zero_array(n);
+    float *want = zero_array(n), *want_plain = zero_array(n);
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; ++p) sum += (double)a[i * k + p] * x[p];
+      want_plain[i] = (float)sum;
+      want[i] = (float)(sum + bias[i]);
+    }
+    cr_gemv(n, k, a, x, bias, y1, 1);
+    cr_gemv(n, k, a, x, bias, y2, 2);
+    cr_gemv(n, k, a, x, NULL, plain, 2);
+    char name[96];
+    snprintf(name, sizeof name, "gemv %lld x %lld vs double dot products", (long long)n,
+             (long long)k);
+    check_close(name, y1, want, n, 1e-5f);
+    snprintf(name, sizeof name, "gemv %lld x %lld without bias", (long long)n, (long long)k);
+    check_close(name, plain, want_plain, n, 1e-5f);
+    snprintf(name, sizeof name, "gemv %lld x %lld: 1 and 2 threads identical", (long long)n,
+             (long long)k);
+    check_identical(name, y1, y2, n);
+    free(a), free(x), free(bias), free(y1), free(y2), free(plain), free(want), free(want_plain);
+  }
+
+  /* Through FullyConnected at batch 1 and a 1 x 1 convolution of a 1 x 1
+   * image, fused with a residual and relu6. */
+  const int64_t channels = 45, outputs = 19;
+  rng r = {77};
+  float *x = random_array(&r, channels), *w = random_array(&r, outputs * channels);
+  float *bias = random_array(&r, outputs), *residual = random_array(&r, outputs);
+  float *want = zero_array(outputs), *fc = zero_array(outputs), *conv = zero_array(outputs);
+  for (int64_t o = 0; o < outputs; ++o) {
+    double sum = bias[o];
+    for (int64_t c = 0; c < channels; ++c) sum += (double)w[o * channels + c] * x[c];
+    const float v = (float)sum + residual[o];
+    want[o] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
+  }
+  const cr_fusion fusion = {residual, CR_EPI_CLIP, 0.0f, 6.0f};
+  int status = cr_fully_connected_fused(1, channels, outputs, x, w, NULL, CR_ISA_GENERIC, bias,
+                                        &fusion, fc, 2);
+  report(status == 0, "fc batch 1 fused with residual and relu6 runs");
+  check_close("fc batch 1 fused with residual and relu6", fc, want, outputs, 1e-5f);
+  const cr_conv_params p = conv_params_2d(1, 1, 1, 0, 1);
+  const int64_t x_shape[5] = {1, channels, 1, 1, 1}, y_shape[5] = {1, outputs, 1, 1, 1};
+  status = cr_convolution_fused(&p, x_shape, x, w, NULL, CR_ISA_GENERIC, bias, &fusion, y_shape,
+                                conv, 2);
+  report(status == 0, "1 x 1 conv of a 1 x 1 image fused runs");
+  check_identical("1 x 1 conv of a 1 x 1 image fused, as FullyConnected", conv, fc, outputs);
+  free(x), free(w), free(bias), free(residual), free(want), free(fc), free(conv);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Activation                                                                */
 /* ------------------------------------------------------------------------ */
@@ -1664,6 +1726,16 @@ static void test_conv_paths(void) {
        {1, 2, 1, 95, 104}, 2},
       {"depthwise 3x3 stride 2 pad 0, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
        {1, 1, 1, 101, 110}, 1},
+      /* the same planes under AVX2 read straight from the plane
+       * (depthwise_s2_avx2): rows narrower than two vectors (the first
+       * vector's loads masked too), a last vector of one output, and a
+       * padding of 3 (two outputs left of the row, in scalar code) */
+      {"depthwise 3x3 stride 2, ring, rows of 9", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 2},
+       {1, 2, 1, 1001, 9}, 2},
+      {"depthwise 3x3 stride 2, ring, rows of 33", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 1, 1, 260, 33}, 1},
+      {"depthwise 3x3 stride 2 pad 3, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 3, 3}, 1},
+       {1, 1, 1, 130, 70}, 1},
       /* channel-blocked under AVX2 (conv_blocked.c) once packed: rows
        * narrower than a vector, a block of rows crossing tiles of 6
        * positions; channels in two chunks (32 + 8) and rows shared by 2
@@ -1847,6 +1919,7 @@ static void run_all(void) {
   test_pool_3d_channels();
   test_fc_small();
   test_fc_threads();
+  test_gemv();
   test_activation();
   test_batch_norm();
   test_softmax();
