@@ -118,24 +118,44 @@ def settle(function: Callable[[], object], seconds: float) -> None:
         function()
 
 
-def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
-                warmup: int = 2, settle_s: float = 0.0) -> dict[str, float]:
-    """Median seconds per call of each function, measured alternately in
-    blocks of a few calls so that load from other processes hits them alike.
-    Each block starts with untimed calls, one at least and for at least
-    `settle_s` seconds (see settle()), so that every figure is taken with
-    the function's data in the caches, not evicted by the one before, and
-    without the previous function's spinning threads."""
+def interleaved_blocks(functions: dict[str, Callable[[], object]], repeat: int,
+                       warmup: int = 2, settle_s: float = 0.0) -> dict[str, list[list[float]]]:
+    """Seconds per call of each function, measured alternately in blocks of
+    a few calls so that load from other processes hits them alike, as a
+    list of blocks (block i of every function taken in round i, one after
+    the other). Each block starts with untimed calls, one at least and for
+    at least `settle_s` seconds (see settle()), so that every figure is
+    taken with the function's data in the caches, not evicted by the one
+    before, and without the previous function's spinning threads."""
     for function in functions.values():
         for _ in range(warmup):
             function()
-    samples: dict[str, list[float]] = {name: [] for name in functions}
-    block = max(1, repeat // 5)
-    while min(len(times) for times in samples.values()) < repeat:
+    blocks: dict[str, list[list[float]]] = {name: [] for name in functions}
+    size = max(1, repeat // 5)
+    while min(sum(len(block) for block in timed) for timed in blocks.values()) < repeat:
         for name, function in functions.items():
             settle(function, settle_s)
-            for _ in range(block):
+            block = []
+            for _ in range(size):
                 start = time.perf_counter()
                 function()
-                samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(times) for name, times in samples.items()}
+                block.append(time.perf_counter() - start)
+            blocks[name].append(block)
+    return blocks
+
+
+def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
+                warmup: int = 2, settle_s: float = 0.0) -> dict[str, float]:
+    """Median seconds per call of each function over interleaved_blocks."""
+    blocks = interleaved_blocks(functions, repeat, warmup, settle_s)
+    return {name: statistics.median(t for block in timed for t in block)
+            for name, timed in blocks.items()}
+
+
+def paired_ratio(ours: list[list[float]], theirs: list[list[float]]) -> float:
+    """The median over rounds of the ratio of the two functions' block
+    medians in that round (measured back to back): a slower phase of the
+    machine that lasts a round slows both sides of that round's ratio,
+    where it would shift one side's overall median more than the other's."""
+    return statistics.median(statistics.median(a) / statistics.median(b)
+                             for a, b in zip(ours, theirs))
