@@ -148,8 +148,12 @@ def interleaved(functions: dict[str, Callable[[], object]], repeat: int,
                 warmup: int = 2, settle_s: float = 0.0) -> dict[str, float]:
     """Median seconds per call of each function over interleaved_blocks."""
     blocks = interleaved_blocks(functions, repeat, warmup, settle_s)
-    return {name: statistics.median(t for block in timed for t in block)
-            for name, timed in blocks.items()}
+    return {name: blocks_median(timed) for name, timed in blocks.items()}
+
+
+def blocks_median(blocks: list[list[float]]) -> float:
+    """The median of every time in blocks."""
+    return statistics.median(t for block in blocks for t in block)
 
 
 def paired_ratio(ours: list[list[float]], theirs: list[list[float]]) -> float:

@@ -57,6 +57,7 @@ from bench_common import (
     ROOT,
     TRANSFORMERS,
     BenchModel,
+    blocks_median,
     interleaved,
     interleaved_blocks,
     load_model,
@@ -171,8 +172,7 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
     mx.cpu_ref(0).configure(num_threads=1)
     row: dict[str, Any] = {"model": model.name, "batch": model.batch, "threads": threads,
                            "max_rel_error_vs_onnxruntime": worst}
-    row.update({f"{label}_ms": statistics.median(t for block in timed for t in block) * 1e3
-                for label, timed in blocks.items()})
+    row.update({f"{label}_ms": blocks_median(timed) * 1e3 for label, timed in blocks.items()})
     # The simulated card's time per forward (its clock, not the host's);
     # None when nothing of the model ran on the card.
     simulated = float(stats["sim_time_ns"])

@@ -232,27 +232,20 @@ __attribute__((target("avx2"))) static void store_planes(const blocked_geometry 
                                                          const cr_fusion *finish, float *y) {
   const int64_t ow_count = g->out_w, ld = g->out_stride;
   const float *residual = finish->residual;
-  const __m256 low = _mm256_set1_ps(finish->clip_low), high = _mm256_set1_ps(finish->clip_high);
+  const cr_act8 act = cr_act8_of(finish);
   for (int64_t ob = 0; ob < g->outputs / kOut; ++ob) {
     for (int64_t i = 0; i < rows; ++i) {
       const float *src = buffer + ob * stride + i * g->wq * kOut;
       const int64_t first = (oh0 + i) * ow_count;
       for (int64_t col = 0; col < ow_count; col += 8) {
         const int64_t count = ow_count - col < 8 ? ow_count - col : 8;
-        const __m256i mask = cr_lanes_mask(count);
         for (int half = 0; half < 2; ++half) {
           __m256 v[8];
           cr_load_vectors8_transposed(src + col * kOut + half * 8, kOut, count, v);
 #pragma GCC unroll 8
           for (int k = 0; k < 8; ++k) {
-            const int64_t at = (ob * kOut + half * 8 + k) * ld + first + col;
-            const __m256 out = cr_epilogue8(v[k], residual != NULL ? residual + at : NULL, mask,
-                                            count < 8, finish->act, low, high);
-            if (count == 8) {
-              _mm256_storeu_ps(y + at, out);
-            } else {
-              _mm256_maskstore_ps(y + at, mask, out);
-            }
+            cr_finish8(v[k], residual, y, (ob * kOut + half * 8 + k) * ld + first + col, count,
+                       &act);
           }
         }
       }

@@ -881,9 +881,7 @@ __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
   const __m256 bias_v = _mm256_set1_ps(bias);
-  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
-  const __m256 low = _mm256_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
-  const __m256 high = _mm256_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  const cr_act8 act = cr_act8_of(fusion);
   const int64_t full = count / 8 * 8, pairs = count / 16 * 16, tail = count - full;
   const __m256i all = _mm256_set1_epi32(-1);
   const __m256i tail_mask = cr_lanes_mask(tail);
@@ -893,24 +891,18 @@ __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
     const float *res_row = residual != NULL ? residual + r * count : NULL;
     int64_t q = 0;
     for (; q < pairs; q += 16) {
-      __m256 acc0 = depthwise_taps8(wv, bias_v, row + q, offsets, all, 0);
-      __m256 acc1 = depthwise_taps8(wv, bias_v, row + q + 8, offsets, all, 0);
-      acc0 = cr_epilogue8(acc0, res_row != NULL ? res_row + q : NULL, all, 0, act, low, high);
-      acc1 = cr_epilogue8(acc1, res_row != NULL ? res_row + q + 8 : NULL, all, 0, act, low,
-                          high);
-      _mm256_storeu_ps(out_row + q, acc0);
-      _mm256_storeu_ps(out_row + q + 8, acc1);
+      const __m256 acc0 = depthwise_taps8(wv, bias_v, row + q, offsets, all, 0);
+      const __m256 acc1 = depthwise_taps8(wv, bias_v, row + q + 8, offsets, all, 0);
+      cr_finish8(acc0, res_row, out_row, q, 8, &act);
+      cr_finish8(acc1, res_row, out_row, q + 8, 8, &act);
     }
     for (; q < full; q += 8) {
-      __m256 acc = depthwise_taps8(wv, bias_v, row + q, offsets, all, 0);
-      acc = cr_epilogue8(acc, res_row != NULL ? res_row + q : NULL, all, 0, act, low, high);
-      _mm256_storeu_ps(out_row + q, acc);
+      cr_finish8(depthwise_taps8(wv, bias_v, row + q, offsets, all, 0), res_row, out_row, q, 8,
+                 &act);
     }
     if (tail > 0) {
-      __m256 acc = depthwise_taps8(wv, bias_v, row + q, offsets, tail_mask, 1);
-      acc = cr_epilogue8(acc, res_row != NULL ? res_row + q : NULL, tail_mask, 1, act, low,
-                         high);
-      _mm256_maskstore_ps(out_row + q, tail_mask, acc);
+      cr_finish8(depthwise_taps8(wv, bias_v, row + q, offsets, tail_mask, 1), res_row, out_row,
+                 q, tail, &act);
     }
   }
 }
@@ -1080,10 +1072,10 @@ __attribute__((target("avx2"), always_inline)) static inline __m256 s2_load(cons
 /* One output of depthwise_s2_avx2 whose window starts left of the row
  * (column c0 < 0), in scalar code with the vector path's operations: fused
  * multiply-adds in (kh, kw) order from the bias, padding read as zeros,
- * then cr_epilogue8's residual and activation. */
+ * then cr_finish8's residual and activation. */
 __attribute__((target("avx2,fma"))) static float depthwise_s2_edge(
     const float *const rows[3], int64_t c0, int64_t in_w, const float *w, float bias,
-    const float *residual, cr_epilogue_act act, float low, float high) {
+    const float *residual, const cr_fusion *fusion) {
   float acc = bias;
   for (int kh = 0; kh < 3; ++kh) {
     for (int kw = 0; kw < 3; ++kw) {
@@ -1093,11 +1085,12 @@ __attribute__((target("avx2,fma"))) static float depthwise_s2_edge(
     }
   }
   if (residual != NULL) acc += *residual;
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
   if (act == CR_EPI_RELU) {
     acc = 0.0f > acc ? 0.0f : acc; /* _mm256_max_ps(zero, acc): NaN kept */
   } else if (act == CR_EPI_CLIP) {
-    acc = low > acc ? low : acc;
-    acc = high < acc ? high : acc;
+    acc = fusion->clip_low > acc ? fusion->clip_low : acc;
+    acc = fusion->clip_high < acc ? fusion->clip_high : acc;
   }
   return acc;
 }
@@ -1161,14 +1154,10 @@ __attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
 #pragma GCC unroll 9
   for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
   const __m256 bias_v = _mm256_set1_ps(bias);
-  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
-  const float low_s = fusion != NULL ? fusion->clip_low : 0.0f;
-  const float high_s = fusion != NULL ? fusion->clip_high : 0.0f;
-  const __m256 low = _mm256_set1_ps(low_s), high = _mm256_set1_ps(high_s);
-  const __m256i all = _mm256_set1_epi32(-1);
+  const cr_act8 act = cr_act8_of(fusion);
   const int64_t in_h = in[1], in_w = in[2], out_h = out[1], out_w = out[2];
-  /* Outputs before `first` have windows starting left of the row; from
-   * `first`, those before `inner` are read with whole loads. */
+  /* Outputs before `first` have windows starting left of the row and take
+   * the scalar code (at padding 1, the first vector's shuffles cover it). */
   const int64_t first = pad_w == 1 ? 0 : (pad_w + 1) / 2 < out_w ? (pad_w + 1) / 2 : out_w;
   for (int64_t oh = 0; oh < out_h; ++oh) {
     const float *rows[3];
@@ -1180,30 +1169,20 @@ __attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
     float *y_row = y + oh * out_w;
     for (int64_t ow = 0; ow < first; ++ow) {
       y_row[ow] = depthwise_s2_edge(rows, 2 * ow - pad_w, in_w, w, bias,
-                                    res_row != NULL ? res_row + ow : NULL, act, low_s, high_s);
+                                    res_row != NULL ? res_row + ow : NULL, fusion);
     }
     int64_t ow = first;
     for (; ow + 16 <= out_w && 2 * ow - pad_w + 34 <= in_w; ow += 16) {
       const int64_t c0 = 2 * ow - pad_w;
-      __m256 acc0 = s2_sums(rows, c0, in_w, 0, wv, bias_v);
-      __m256 acc1 = s2_sums(rows, c0 + 16, in_w, 0, wv, bias_v);
-      acc0 = cr_epilogue8(acc0, res_row != NULL ? res_row + ow : NULL, all, 0, act, low, high);
-      acc1 = cr_epilogue8(acc1, res_row != NULL ? res_row + ow + 8 : NULL, all, 0, act, low,
-                          high);
-      _mm256_storeu_ps(y_row + ow, acc0);
-      _mm256_storeu_ps(y_row + ow + 8, acc1);
+      const __m256 acc0 = s2_sums(rows, c0, in_w, 0, wv, bias_v);
+      const __m256 acc1 = s2_sums(rows, c0 + 16, in_w, 0, wv, bias_v);
+      cr_finish8(acc0, res_row, y_row, ow, 8, &act);
+      cr_finish8(acc1, res_row, y_row, ow + 8, 8, &act);
     }
     for (; ow < out_w; ow += 8) {
       const int64_t count = out_w - ow < 8 ? out_w - ow : 8, c0 = 2 * ow - pad_w;
-      const __m256i mask = cr_lanes_mask(count);
-      __m256 acc = s2_sums(rows, c0, in_w, c0 + 18 > in_w, wv, bias_v);
-      acc = cr_epilogue8(acc, res_row != NULL ? res_row + ow : NULL, mask, count < 8, act, low,
-                         high);
-      if (count == 8) {
-        _mm256_storeu_ps(y_row + ow, acc);
-      } else {
-        _mm256_maskstore_ps(y_row + ow, mask, acc);
-      }
+      cr_finish8(s2_sums(rows, c0, in_w, c0 + 18 > in_w, wv, bias_v), res_row, y_row, ow, count,
+                 &act);
     }
   }
 }
@@ -1817,27 +1796,14 @@ __attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_
   }
 
   /* Out: back to eight planes, with the epilogue. */
-  const cr_fusion *fusion = task->fusion;
-  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
-  const __m256 low = _mm256_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
-  const __m256 high = _mm256_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  const cr_act8 act = cr_act8_of(task->fusion);
   const float *residual = plane_residual(task, n, o0);
   float *y = task->y + (n * task->y_shape[1] + o0) * out_plane;
   for (int64_t q = 0; q < out_plane; q += 8) {
     const int64_t count = out_plane - q < 8 ? out_plane - q : 8;
-    const __m256i mask = cr_lanes_mask(count);
     __m256 r[8];
     cr_load_vectors8_transposed(result + 8 * q, 8, count, r);
-    for (int c = 0; c < 8; ++c) {
-      const int64_t at = c * out_plane + q;
-      const __m256 value = cr_epilogue8(r[c], residual != NULL ? residual + at : NULL, mask,
-                                        count < 8, act, low, high);
-      if (count == 8) {
-        _mm256_storeu_ps(y + at, value);
-      } else {
-        _mm256_maskstore_ps(y + at, mask, value);
-      }
-    }
+    for (int c = 0; c < 8; ++c) cr_finish8(r[c], residual, y, c * out_plane + q, count, &act);
   }
 }
 #endif
@@ -1943,6 +1909,16 @@ int cr_convolution_into(const cr_conv_params *params, const int64_t x_shape[5], 
   return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
 }
 
+/* The fusion's residual (rows x outputs, as y) and activation on y, rows
+ * of `outputs` values whose bias is added already (fusion NULL: none). */
+static void apply_fusion(const cr_fusion *fusion, int64_t rows, int64_t outputs, float *y) {
+  if (fusion == NULL) return;
+  cr_epilogue e = make_epilogue(fusion);
+  e.residual = fusion->residual;
+  e.ld_residual = outputs;
+  cr_epilogue_apply(&e, 0, rows, 0, outputs, y, outputs);
+}
+
 /* y = W . x + bias for one image (W: outputs x channels, in place), then
  * the residual and activation: one read of the filters at the speed of
  * memory rather than a GEMM tile per 6 filters with 15 of its 16 columns
@@ -1951,12 +1927,7 @@ int cr_convolution_into(const cr_conv_params *params, const int64_t x_shape[5], 
 static int matrix_vector(int64_t outputs, int64_t channels, const float *x, const float *w,
                          const float *bias, const cr_fusion *fusion, float *y, int num_threads) {
   cr_gemv(outputs, channels, w, x, bias, y, num_threads);
-  if (fusion != NULL) {
-    cr_epilogue e = make_epilogue(fusion);
-    e.residual = fusion->residual;
-    e.ld_residual = outputs;
-    cr_epilogue_apply(&e, 0, 1, 0, outputs, y, outputs);
-  }
+  apply_fusion(fusion, 1, outputs, y);
   return 0;
 }
 
@@ -1982,12 +1953,7 @@ static int convolve_single_positions(int64_t batch, int64_t channels, int64_t ou
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t o = 0; o < outputs; ++o) y[n * outputs + o] = c[o * batch + n];
   }
-  if (fusion != NULL) {
-    cr_epilogue e = make_epilogue(fusion);
-    e.residual = fusion->residual;
-    e.ld_residual = outputs;
-    cr_epilogue_apply(&e, 0, batch, 0, outputs, y, outputs);
-  }
+  apply_fusion(fusion, batch, outputs, y);
   return 0;
 }
 

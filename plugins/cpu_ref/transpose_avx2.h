@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "gemm.h"
+#include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define CR_TRANSPOSE_AVX2 1
@@ -71,22 +72,46 @@ __attribute__((target("avx2"), always_inline)) static inline void cr_load_vector
   cr_transpose8x8(v);
 }
 
-/* What follows a vector of 8 sums: the residual (masked: only the lanes of
- * mask are read), then act, NaN kept by both (max(0, NaN) and min(high,
- * NaN) return NaN), as cr_epilogue. */
-__attribute__((target("avx2"), always_inline)) static inline __m256 cr_epilogue8(
-    __m256 value, const float *residual, __m256i mask, int masked, cr_epilogue_act act,
-    __m256 low, __m256 high) {
+/* A fusion's activation as cr_finish8 applies it (fusion NULL: none). */
+typedef struct cr_act8 {
+  cr_epilogue_act act;
+  __m256 low, high; /* act == CR_EPI_CLIP */
+} cr_act8;
+
+__attribute__((target("avx2"), always_inline)) static inline cr_act8 cr_act8_of(
+    const cr_fusion *fusion) {
+  cr_act8 a = {CR_EPI_NONE, _mm256_setzero_ps(), _mm256_setzero_ps()};
+  if (fusion != NULL) {
+    a.act = fusion->act;
+    a.low = _mm256_set1_ps(fusion->clip_low);
+    a.high = _mm256_set1_ps(fusion->clip_high);
+  }
+  return a;
+}
+
+/* What follows a vector of 8 sums, whose outputs go to out + at: the
+ * residual's values at residual + at (when residual is not NULL), then the
+ * activation, NaN kept by both (max(0, NaN) and min(high, NaN) return NaN),
+ * as cr_epilogue; only the first count (1 to 8) outputs are read and
+ * written, the others are not touched. */
+__attribute__((target("avx2"), always_inline)) static inline void cr_finish8(
+    __m256 value, const float *residual, float *out, int64_t at, int64_t count,
+    const cr_act8 *a) {
+  const __m256i mask = cr_lanes_mask(count);
   if (residual != NULL) {
-    value = _mm256_add_ps(value, masked ? _mm256_maskload_ps(residual, mask)
-                                        : _mm256_loadu_ps(residual));
+    value = _mm256_add_ps(value, count < 8 ? _mm256_maskload_ps(residual + at, mask)
+                                           : _mm256_loadu_ps(residual + at));
   }
-  if (act == CR_EPI_RELU) {
+  if (a->act == CR_EPI_RELU) {
     value = _mm256_max_ps(_mm256_setzero_ps(), value);
-  } else if (act == CR_EPI_CLIP) {
-    value = _mm256_min_ps(high, _mm256_max_ps(low, value));
+  } else if (a->act == CR_EPI_CLIP) {
+    value = _mm256_min_ps(a->high, _mm256_max_ps(a->low, value));
   }
-  return value;
+  if (count < 8) {
+    _mm256_maskstore_ps(out + at, mask, value);
+  } else {
+    _mm256_storeu_ps(out + at, value);
+  }
 }
 #else
 #define CR_TRANSPOSE_AVX2 0
