@@ -153,15 +153,15 @@ class _BoundStep:
     plugin's infer() is the whole step (descriptors built once). It runs
     only while every array still holds the buffer it was bound with."""
 
-    __slots__ = ("infer", "storages", "buffers")
+    __slots__ = ("infer", "_bound")
 
     def __init__(self, infer: BoundInference, arrays: Sequence[NDArray]) -> None:
         self.infer = infer
-        self.storages = tuple(array._storage for array in arrays)
-        self.buffers = tuple(storage.device for storage in self.storages)
+        # (storage, the device buffer it held when bound) per array
+        self._bound = tuple((array._storage, array._storage.device) for array in arrays)
 
     def current(self) -> bool:
-        for storage, buffer in zip(self.storages, self.buffers):
+        for storage, buffer in self._bound:
             if storage.device is not buffer or storage.host is not None:
                 return False
         return True

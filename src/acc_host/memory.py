@@ -50,10 +50,15 @@ class DeviceBuffer:
         self._host = TensorArray([spec], HOST_DEVICE)  # reused by every copy
         self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
         self._finalizer.atexit = False
+        # Set by free(), the only way a buffer somebody holds is released
+        # (the finalizer's own run needs the buffer unreachable): a plain
+        # attribute, read per call by the bound steps (the finalizer's
+        # ``alive`` costs a property call and a dictionary lookup).
+        self.freed = False
 
     @property
     def closed(self) -> bool:
-        return not self._finalizer.alive
+        return self.freed or not self._finalizer.alive
 
     def _check_open(self) -> None:
         if self.closed:
@@ -89,6 +94,7 @@ class DeviceBuffer:
 
     def free(self) -> None:
         """mx_free now (idempotent)."""
+        self.freed = True
         release_now(self._finalizer)
 
     def __repr__(self) -> str:

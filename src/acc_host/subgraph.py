@@ -179,7 +179,7 @@ class SubgraphOperator:
     def weights_current(self) -> bool:
         """Inside a pushed operation that reads the weights: whether the
         loaded model holds their latest values (no write since it saw them)."""
-        return [var.version for var in self._weight_vars] == self._versions
+        return not self._weight_vars or [var.version for var in self._weight_vars] == self._versions
 
     def bind_buffers(self, inputs: Mapping[int, DeviceBuffer],
                      outputs: Mapping[int, DeviceBuffer]) -> BoundInference:
