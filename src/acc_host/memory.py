@@ -54,11 +54,11 @@ class DeviceBuffer:
         # (the finalizer's own run needs the buffer unreachable): a plain
         # attribute, read per call by the bound steps (the finalizer's
         # ``alive`` costs a property call and a dictionary lookup).
-        self.freed = False
+        self._freed = False
 
     @property
     def closed(self) -> bool:
-        return self.freed or not self._finalizer.alive
+        return self._freed or not self._finalizer.alive
 
     def _check_open(self) -> None:
         if self.closed:
@@ -94,7 +94,7 @@ class DeviceBuffer:
 
     def free(self) -> None:
         """mx_free now (idempotent)."""
-        self.freed = True
+        self._freed = True
         release_now(self._finalizer)
 
     def __repr__(self) -> str:

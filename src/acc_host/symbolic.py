@@ -347,7 +347,7 @@ class BoundInference:
     def alive(self) -> bool:
         """Whether every buffer bound is still allocated."""
         for buffer in self._buffers:
-            if buffer.freed:
+            if buffer._freed:
                 return False
         return True
 
@@ -358,7 +358,7 @@ class BoundInference:
         if call is None or model._call is None:
             raise InvalidArgumentError(f"model {model.model_id} was unloaded")
         for buffer in self._buffers:
-            if buffer.freed:
+            if buffer._freed:
                 raise TensorError(f"model {model.model_id}: {buffer!r} bound to it was freed")
         with model._lock:
             self.run_locked()
