@@ -855,6 +855,13 @@ __attribute__((target("avx512f"))) static void depthwise_plane_avx512(
   }
 }
 
+/* The nine filter values of a 3 x 3 depthwise plane, each in every lane. */
+__attribute__((target("avx2"), always_inline)) static inline void broadcast_taps9(
+    const float *w, __m256 wv[9]) {
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
+}
+
 /* depthwise_vector in vectors of 8: acc plus, tap by tap, w[t] times x +
  * offsets[t], the loads masked (vmaskmovps: no masked-out lane is read)
  * when `masked`. */
@@ -878,8 +885,7 @@ __attribute__((target("avx2,fma"))) static void depthwise_plane_avx2(
     const float *src, int64_t ld_src, const int64_t offsets[9], int64_t rows, int64_t count,
     const float *w, float bias, const float *residual, const cr_fusion *fusion, float *out) {
   __m256 wv[9];
-#pragma GCC unroll 9
-  for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
+  broadcast_taps9(w, wv);
   const __m256 bias_v = _mm256_set1_ps(bias);
   const cr_act8 act = cr_act8_of(fusion);
   const int64_t full = count / 8 * 8, pairs = count / 16 * 16, tail = count - full;
@@ -1151,8 +1157,7 @@ __attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
     const float *x, const int64_t in[3], const int64_t out[3], int64_t pad_h, int64_t pad_w,
     const float *w, float bias, const float *residual, const cr_fusion *fusion, float *y) {
   __m256 wv[9];
-#pragma GCC unroll 9
-  for (int t = 0; t < 9; ++t) wv[t] = _mm256_set1_ps(w[t]);
+  broadcast_taps9(w, wv);
   const __m256 bias_v = _mm256_set1_ps(bias);
   const cr_act8 act = cr_act8_of(fusion);
   const int64_t in_h = in[1], in_w = in[2], out_h = out[1], out_w = out[2];
@@ -1978,12 +1983,10 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     return 0;
   }
 
-  if (batch == 1 && groups == 1 && ks == 1 && in_plane == 1 && out_plane == 1) {
-    return matrix_vector(outputs, channels, x, w, bias, fusion, y, num_threads);
-  }
-  if (batch > 1 && groups == 1 && ks == 1 && in_plane == 1 && out_plane == 1) {
-    return convolve_single_positions(batch, channels, outputs, x, w, packed_w, packed_isa, bias,
-                                     fusion, y, num_threads);
+  if (groups == 1 && ks == 1 && in_plane == 1 && out_plane == 1) {
+    return batch == 1 ? matrix_vector(outputs, channels, x, w, bias, fusion, y, num_threads)
+                      : convolve_single_positions(batch, channels, outputs, x, w, packed_w,
+                                                  packed_isa, bias, fusion, y, num_threads);
   }
   /* A batch is shared out image by image: one synchronisation per layer
    * rather than one per image's product. */
