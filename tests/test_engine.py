@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import acc_host as mx
-from acc_host.engine import Engine, NaiveEngine, ThreadedEngine
+from acc_host.engine import Engine, NaiveEngine, ThreadedEngine, WriteWatch
 
 ENGINES = ("naive", "threaded")
 
@@ -420,6 +420,73 @@ def test_push_sync_now_runs_on_the_caller_only_when_it_could_start_at_once(
     # The queued one ran once "slow" was done: on the worker, or on this
     # thread while it waited (Worker.help), whichever came first.
     assert var.version == 2
+
+
+def test_run_now_watching_runs_on_the_caller_and_is_granted_like_a_push(
+        threaded: ThreadedEngine) -> None:
+    watched, written, other = threaded.new_var(), threaded.new_var(), threaded.new_var()
+    caller = threading.current_thread()
+    ran: list[Any] = []
+    assert threaded.run_now_watching(lambda ctx: ran.append((ctx.ctx, threading.current_thread())),
+                                     "here", (watched,), (written,))
+    assert ran == [("here", caller)]
+    assert (watched.version, written.version) == (0, 1)  # watched: read, not written
+    # A write queued on a watched var: declined, nothing run.
+    release = threading.Event()
+    threaded.push_sync(lambda _ctx: release.wait(5), None, [], [watched])
+    assert not threaded.run_now_watching(lambda _ctx: ran.append("no"), None, (watched,),
+                                         (other,))
+    release.set()
+    threaded.wait_for_var(watched)
+    assert len(ran) == 1 and other.version == 0
+    # A write pushed while it runs waits behind it and runs after it.
+    started, order = threading.Event(), []
+
+    def slow(_ctx: Any) -> None:
+        started.set()
+        time.sleep(0.05)
+        order.append("direct")
+
+    pusher = threading.Thread(target=lambda: (started.wait(5), threaded.push_sync(
+        lambda _ctx: order.append("pushed"), None, [], [written])))
+    pusher.start()
+    assert threaded.run_now_watching(slow, None, (), (written,))
+    pusher.join()
+    threaded.wait_for_var(written)
+    assert order == ["direct", "pushed"] and written.version == 3
+    # A failure is stored on the written vars and raised by the next wait.
+    assert threaded.run_now_watching(lambda _ctx: 1 / 0, None, (), (other,))
+    with pytest.raises(ZeroDivisionError):
+        threaded.wait_for_var(other)
+    assert other.version == 0
+    # Inside an operation it declines (the caller is already granted).
+    inner: list[bool] = []
+    threaded.push_sync(lambda _ctx: inner.append(threaded.run_now_watching(
+        lambda _ctx: None, None, (), (other,))), None, [], [])
+    threaded.wait_for_all()
+    assert inner == [False]
+
+
+def test_a_write_watch_tells_whether_any_of_its_vars_was_written(engine: Engine) -> None:
+    first, second, elsewhere = engine.new_var(), engine.new_var(), engine.new_var()
+    watch = WriteWatch([first, second])
+    assert watch.written  # made written: its owner compares once
+    watch.written = False
+    engine.push_sync(lambda _ctx: None, None, [first], [elsewhere])
+    engine.wait_for_all()
+    assert not watch.written  # read and other vars' writes do not count
+    engine.push_sync(lambda _ctx: None, None, [], [second])
+    engine.wait_for_all()
+    assert watch.written
+    # Two watches on one var both learn of a write; a dropped one is pruned.
+    again = WriteWatch([second])
+    watch.written = again.written = False
+    engine.push_sync(lambda _ctx: None, None, [], [second])
+    engine.wait_for_all()
+    assert watch.written and again.written
+    del watch
+    WriteWatch([second])
+    assert len(second._watches) == 2
 
 
 def test_a_waiting_thread_helps_but_keeps_a_workers_order_and_width() -> None:

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import using_engine
-from conv_fc_net import SHAPE, bind
+from conv_fc_net import SHAPE, bind, conv_fc_net
 from conv_fc_net import image as _image
 from conv_fc_net import weights as _weights
 
@@ -103,6 +103,28 @@ def test_predict_runs_directly_and_follows_data_and_weights(accelerator: str,
     _check(exe, cpu, _image(9))
     assert exe._steps[0].subgraph.loads == 2 and direct.runs == runs + 1
     exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything", "engine_kind")
+def test_executors_sharing_weights_each_see_a_write_to_them(direct: _Counter) -> None:
+    """Each loaded model watches the weights' vars (engine.WriteWatch): a
+    write to an array two executors share reaches both direct paths."""
+    ctx = mx.cpu_ref(0)
+    first = _bind(ctx, _weights(0))
+    shared = {name: array for name, array in first.arg_dict.items() if name != "data"}
+    second = conv_fc_net(True).bind(ctx, {**shared, "data": mx.nd.zeros(SHAPE, ctx)})
+    cpu = _bind(mx.cpu(), _weights(0))
+    for exe in (first, second, first, second):
+        _check(exe, cpu, _image(1))
+    assert direct.runs == 2
+    for target in (first, cpu):  # first's arrays are second's
+        target.arg_dict["fc_weight"][:] = target.arg_dict["fc_weight"].asnumpy() + 0.5
+    for exe in (first, second, first, second):
+        _check(exe, cpu, _image(2))
+    assert direct.runs == 4  # each refreshed its model once, then ran directly
+    assert [exe._steps[0].subgraph.weight_refreshes for exe in (first, second)] == [1, 1]
+    for exe in (first, second):
+        exe.close()
 
 
 @pytest.mark.usefixtures("offload_everything")

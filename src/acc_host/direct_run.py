@@ -107,20 +107,17 @@ class DirectRun:
             self._values = self._results = self._failure = None
 
     def _operation(self, _run_ctx: engine.RunContext) -> None:
-        """The engine operation: the work, when the path applies."""
+        """The engine operation: the work, when the bound step may run now
+        (its model, buffers and weights current)."""
         values = self._values
-        if values is None or not self._applies():
+        operator, step = self.operator, self.step
+        if (values is None or operator.declined or step.infer.model is not operator.model
+                or not step.current() or not operator.weights_current()):
             return
         try:
             self._results = self._work(values)
         except BaseException as error:  # raised by run(), to its caller
             self._failure = error
-
-    def _applies(self) -> bool:
-        """Inside the granted operation: whether the bound step may run."""
-        operator, step = self.operator, self.step
-        return (not operator.declined and step.infer.model is operator.model
-                and step.current() and step.infer.alive() and operator.weights_current())
 
     def _work(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """The copies and infer(); values are C-contiguous host arrays of
@@ -138,7 +135,7 @@ class DirectRun:
                 host.data = ffi.NULL
                 if status:
                     library.check(library.name, "copyToAcc", status)
-            self.step.infer.run_locked()  # _applies() checked the buffers
+            self.step.infer.run_locked()  # _operation checked the buffers
             for device, host, address, spec in self._outputs:
                 array = np.empty(spec.shape, spec.dtype)
                 pointer = ffi.from_buffer(array, require_writable=True)

@@ -161,8 +161,11 @@ class _BoundStep:
         self._bound = tuple((array._storage, array._storage.device) for array in arrays)
 
     def current(self) -> bool:
+        """Whether every array still holds, in device memory only, the
+        buffer it was bound with, and that buffer is allocated (the
+        bound infer's buffers are these)."""
         for storage, buffer in self._bound:
-            if storage.device is not buffer or storage.host is not None:
+            if storage.device is not buffer or storage.host is not None or buffer._freed:
                 return False
         return True
 
@@ -542,9 +545,16 @@ class Executor:
         with self.lock:
             direct = self._direct_run()
             if direct is not None and inputs.keys() <= direct.inputs.keys():
-                specs, arrays = direct.specs, direct.inputs
-                values = {name: _direct_value(name, value, specs[name], arrays[name])
-                          for name, value in inputs.items()}
+                # Per inference, so written out: the inputs as they are when
+                # they are C-contiguous host arrays of the bound specs.
+                specs, values = direct.specs, inputs
+                for name, value in inputs.items():
+                    shape, dtype = specs[name]
+                    if (type(value) is not np.ndarray or value.shape != shape
+                            or value.dtype != dtype or not value.flags.c_contiguous):
+                        values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
+                                  for key, item in inputs.items()}
+                        break
                 results = direct.run(values)
                 if results is not None:
                     return results

@@ -28,6 +28,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from .engine.base import in_operation
+from .engine.var import WriteWatch
 from .errors import AccHostError, InvalidArgumentError
 from .library import AccLibrary
 from .memory import DeviceBuffer
@@ -62,6 +63,7 @@ class SubgraphOperator:
         self._model: LoadedModel | None = None
         self._versions: list[int] = []
         self._weight_vars: tuple[Any, ...] = ()  # the weights' engine vars, once loaded
+        self._watch: WriteWatch | None = None  # on those vars, when there are any
         self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
                               if name not in spec.weights]
         self._weight_names = tuple(spec.weights)
@@ -115,8 +117,9 @@ class SubgraphOperator:
             self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
             self.load_source = "compiled"
         self.load_seconds = time.perf_counter() - start
-        self._versions = [weights[name].version for name in self._weight_names]
         self._weight_vars = tuple(weights[name]._storage.var for name in self._weight_names)
+        self._watch = WriteWatch(self._weight_vars) if self._weight_vars else None
+        self._versions = [weights[name].version for name in self._weight_names]
         self.loads += 1
         if self.device_memory:
             self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
@@ -160,6 +163,8 @@ class SubgraphOperator:
         their vars' versions are read directly."""
         names = self._weight_names
         if in_operation():
+            if self.weights_current():
+                return None
             versions = [weights[name]._storage.var.version for name in names]
         else:
             versions = [weights[name].version for name in names]
@@ -178,8 +183,16 @@ class SubgraphOperator:
 
     def weights_current(self) -> bool:
         """Inside a pushed operation that reads the weights: whether the
-        loaded model holds their latest values (no write since it saw them)."""
-        return not self._weight_vars or [var.version for var in self._weight_vars] == self._versions
+        loaded model holds their latest values (no write since it saw them).
+        O(1) while no weight was written since the last check (WriteWatch)."""
+        watch = self._watch
+        if watch is None or not watch.written:
+            return True
+        watch.written = False  # before the comparison: see WriteWatch
+        if [var.version for var in self._weight_vars] == self._versions:
+            return True
+        watch.written = True
+        return False
 
     def bind_buffers(self, inputs: Mapping[int, DeviceBuffer],
                      outputs: Mapping[int, DeviceBuffer]) -> BoundInference:

@@ -344,13 +344,6 @@ class BoundInference:
             model._call[0], model._call[1], model._call[2], self._in.pointer, self._out.pointer,
             len(self._in), len(self._out))
 
-    def alive(self) -> bool:
-        """Whether every buffer bound is still allocated."""
-        for buffer in self._buffers:
-            if buffer._freed:
-                return False
-        return True
-
     def __call__(self) -> None:
         # Per forward of a bound step: kept to plain attribute reads (the
         # one-operator overhead figure of benchmarks/suite.py).
@@ -365,8 +358,8 @@ class BoundInference:
 
     def run_locked(self) -> None:
         """The call, for a caller that holds the model's device lock and has
-        checked :meth:`alive` (``__call__`` does both). Under
-        MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
+        checked that every buffer bound is allocated (``__call__`` does
+        both). Under MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
         model, call = self.model, self._call
         if call is None or model._call is None:
             raise InvalidArgumentError(f"model {model.model_id} was unloaded")

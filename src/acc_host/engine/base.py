@@ -12,7 +12,7 @@ from ..errors import DeletedVarError, EngineError
 from .var import Var
 
 __all__ = ["Engine", "RunContext", "Operator", "OpBlock", "SyncFn", "AsyncFn", "Callback",
-           "in_operation", "normalize_vars"]
+           "in_operation", "normalize_vars", "operation_depth"]
 
 
 class RunContext(NamedTuple):
@@ -36,6 +36,13 @@ def in_operation() -> bool:
     """Whether the calling thread is running a pushed function (whose
     dependencies the engine already satisfied)."""
     return getattr(_local, "depth", 0) > 0
+
+
+def operation_depth() -> threading.local:
+    """The calling thread's record of the operations it runs: ``depth``
+    (absent: 0) is what in_operation reads, for an engine that marks an
+    operation it runs inline without the two calls below."""
+    return _local
 
 
 def enter_operation() -> None:

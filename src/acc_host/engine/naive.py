@@ -40,7 +40,7 @@ class NaiveEngine(Engine):
             leave_operation()
         if block.counts:
             for var in block.mutate_vars:
-                var.version += 1
+                var.bump()
 
     def run_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
                 mutate_vars: Sequence[Var] = ()) -> bool:

@@ -32,6 +32,7 @@ from .base import (
     in_operation,
     leave_operation,
     normalize_vars,
+    operation_depth,
 )
 from .var import Var, grantable_now
 from .workers import Worker
@@ -89,9 +90,46 @@ class ThreadedEngine(Engine):
 
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
                          mutate_vars: tuple[Var, ...]) -> bool:
-        if in_operation():
+        # The synchronous inference's grant (acc_host.direct_run), once per
+        # forward: _run_granted and _finish inlined for an operation that
+        # reads nothing, with no block made when nothing queued behind it.
+        local = operation_depth()
+        depth = getattr(local, "depth", 0)
+        if depth:
             return False
-        return self._run_granted(fn, ctx, (), mutate_vars, watched)
+        with self._lock:
+            if self._stopped:
+                return False
+            if (self._pending or self._failed) and not grantable_now(watched, mutate_vars):
+                return False
+            # Granted as add_write would grant it: every var is idle (nothing
+            # pending at all, or grantable_now checked each).
+            self._pending += 1
+            self._pushed += 1
+            for var in mutate_vars:
+                var._writing = True
+        failure: BaseException | None = None
+        local.depth = 1
+        try:
+            fn(RunContext(ctx, "caller"))
+        except BaseException as error:  # stored on the vars, raised at the next wait
+            failure = error
+        finally:
+            local.depth = 0
+        with self._lock:
+            if failure is None and not self._idle_waiters:
+                for var in mutate_vars:
+                    if var._pending:
+                        break
+                else:  # nothing queued behind it: finish_write without grants
+                    for var in mutate_vars:
+                        var._writing = False
+                        var.bump()
+                    self._pending -= 1
+                    return True
+        block = OpBlock(fn, False, ctx, (), mutate_vars)
+        self._complete(block, failure)
+        return True
 
     def _run_granted(self, fn: SyncFn, ctx: Any, const: tuple[Var, ...],
                      mutate: tuple[Var, ...], unwritten: tuple[Var, ...]) -> bool:

@@ -9,10 +9,12 @@ the books; the engine calls them under its own lock.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Var", "grantable_now"]
+__all__ = ["Var", "WriteWatch", "grantable_now"]
 
 
 class Var:
@@ -21,13 +23,16 @@ class Var:
     that wrote it, until a wait delivers it."""
 
     __slots__ = ("_pending", "_running_reads", "_writing", "version", "exception", "deleted",
-                 "__weakref__")
+                 "_watches", "__weakref__")
 
     def __init__(self) -> None:
         self._pending: deque[tuple[Any, bool]] = deque()  # (block, is_write)
         self._running_reads = 0
         self._writing = False
         self.version = 0
+        # References to the WriteWatches on this var (replaced, never changed
+        # in place, so that a write iterating them needs no lock).
+        self._watches: tuple[weakref.ref[WriteWatch], ...] = ()
         self.exception: BaseException | None = None
         self.deleted = False
 
@@ -64,7 +69,7 @@ class Var:
         write."""
         self._writing = False
         if counts:
-            self.version += 1
+            self.bump()
         granted = []
         pending = self._pending
         while pending and not pending[0][1]:
@@ -74,6 +79,15 @@ class Var:
             granted.append(pending.popleft()[0])
             self._writing = True
         return granted
+
+    def bump(self) -> None:
+        """A write finished: the version moves, then the watches learn it
+        (in that order, see WriteWatch)."""
+        self.version += 1
+        for ref in self._watches:
+            watch = ref()
+            if watch is not None:
+                watch.written = True
 
     # ---- state -------------------------------------------------------------------------
 
@@ -105,3 +119,20 @@ def grantable_now(unwritten: tuple[Var, ...], mutate: tuple[Var, ...]) -> bool:
         if var._writing or var._running_reads or var._pending or var.exception is not None:
             return False
     return True
+
+
+class WriteWatch:
+    """Tells in O(1) whether any of a set of vars may have been written: a
+    write to any of them sets ``written`` (after moving its version). A
+    reader that keeps the versions it last saw clears ``written`` *before*
+    comparing them, so a write during the comparison is either seen by it or
+    sets the flag again. Created with ``written`` set. Held by its owner;
+    the vars keep only weak references."""
+
+    __slots__ = ("written", "__weakref__")
+
+    def __init__(self, variables: Iterable[Var]) -> None:
+        self.written = True
+        ref = weakref.ref(self)
+        for var in variables:
+            var._watches = (*(r for r in var._watches if r() is not None), ref)

@@ -149,19 +149,33 @@ class AccHostRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         feed = self._feed(inputs)
         if self.imported is None:
-            imported, executor = self._specialise(feed)
+            _, executor = self._specialise(feed)
         else:
-            imported = self.imported
-            key = tuple((n, v.shape, v.dtype) for n, v in feed.items())
-            if self._executor is None or self._key != key:
-                self._executor = self._bind(imported, {n: v.shape for n, v in feed.items()},
-                                            {n: v.dtype for n, v in feed.items()})
-                self._key = key
-            executor = self._executor
-        args = {name: value for name, value in feed.items() if name in executor.arg_dict}
-        for name, value in feed.items():
-            if name in executor.aux_dict:
-                executor.aux_dict[name][:] = value
+            # Per inference, so written out: the executor bound for these
+            # names, shapes and dtypes, else one bound now (and kept).
+            executor, key = self._executor, self._key
+            if executor is not None and key is not None and len(key) == len(feed):
+                for name, shape, dtype in key:
+                    value = feed.get(name)
+                    if value is None or value.shape != shape or value.dtype != dtype:
+                        executor = None
+                        break
+            else:
+                executor = None
+            if executor is None:
+                self._executor = executor = self._bind(
+                    self.imported, {n: v.shape for n, v in feed.items()},
+                    {n: v.dtype for n, v in feed.items()})
+                self._key = tuple((n, v.shape, v.dtype) for n, v in feed.items())
+        arg_dict, aux_dict = executor.arg_dict, executor.aux_dict
+        args = feed
+        for name in feed:
+            if name not in arg_dict:  # rare: an auxiliary state or an unused input
+                args = {name: value for name, value in feed.items() if name in arg_dict}
+                for aux, value in feed.items():
+                    if aux in aux_dict:
+                        aux_dict[aux][:] = value
+                break
         return tuple(executor.predict(**args))
 
 
