@@ -542,6 +542,10 @@ class Executor:
         operation with no per-forward bookkeeping (acc_host.direct_run);
         any other runs forward() and reads its outputs. A failure is raised
         here and not left on the executor's arrays."""
+        return self._predict(inputs)
+
+    def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+        """predict(**inputs) for a mapping of them."""
         with self.lock:
             direct = self._direct_run()
             if direct is not None and inputs.keys() <= direct.inputs.keys():

@@ -116,7 +116,11 @@ class AccHostRep(BackendRep):
     def _feed(self, inputs: Any) -> dict[str, np.ndarray]:
         names = self.input_names
         if isinstance(inputs, dict):
-            return {name: np.asarray(inputs[name]) for name in names}
+            feed = {}
+            for name in names:  # per inference: numpy arrays as they are
+                value = inputs[name]
+                feed[name] = value if type(value) is np.ndarray else np.asarray(value)
+            return feed
         if isinstance(inputs, np.ndarray):
             inputs = [inputs]
         inputs = list(inputs)
@@ -176,7 +180,7 @@ class AccHostRep(BackendRep):
                     if aux in aux_dict:
                         aux_dict[aux][:] = value
                 break
-        return tuple(executor.predict(**args))
+        return tuple(executor._predict(args))
 
 
 def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
