@@ -153,6 +153,30 @@ def test_backend_api_and_contexts():
         assert any("cpu_ref" in str(device) for device in rep._executor.placement().values())
 
 
+def test_backend_rep_rebinds_for_new_shapes_and_keeps_its_inputs_checked():
+    """A prepared model with a free batch dimension, run on cpu_ref: each
+    new batch binds an executor for it, and going back reuses the right
+    one (the inputs as numpy arrays, lists and nested lists)."""
+    from acc_host.onnx import backend
+
+    model = small_cnn()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    rng = np.random.default_rng(7)
+    images = {n: rng.standard_normal((n, 3, 8, 8)).astype(np.float32) for n in (1, 3)}
+    rep = backend.prepare(model, accelerator="cpu_ref")
+    for n in (1, 3, 1, 3):
+        x = images[n]
+        expected = onnxruntime_outputs(model, {"x": x})[0]
+        for feed in ({"x": x}, [x], {"x": x.tolist()}):
+            (got,) = rep.run(feed)
+            assert got.shape == (n, 5)
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+        assert rep._key == (("x", (n, 3, 8, 8), np.dtype(np.float32)),)
+    with pytest.raises(ValueError, match="takes 1 inputs"):
+        rep.run([images[1], images[1]])
+
+
 def test_import_does_not_load_onnx():
     code = "import sys, acc_host as mx; mx.onnx.import_model; print('onnx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -25,10 +25,10 @@ from .naive import NaiveEngine
 from .threaded import ThreadedEngine
 from .var import Var, WriteWatch
 
-__all__ = ["Engine", "NaiveEngine", "ThreadedEngine", "Var", "WriteWatch", "RunContext", "Operator",
-           "get", "engine_type", "set_engine_type", "new_var", "push_sync", "push_async",
-           "push_delete", "wait_for_var", "wait_to_read", "wait_for_all", "drain", "new_operator",
-           "push", "delete_operator", "in_operation"]
+__all__ = ["Engine", "NaiveEngine", "ThreadedEngine", "Var", "WriteWatch", "RunContext",
+           "Operator", "get", "engine_type", "set_engine_type", "new_var", "push_sync",
+           "push_async", "push_delete", "wait_for_var", "wait_to_read", "wait_for_all", "drain",
+           "new_operator", "push", "delete_operator", "in_operation"]
 
 _THREADED_NAMES = ("ThreadedEngine", "ThreadedEnginePerDevice", "ThreadedEnginePooled")
 _current: Engine | None = None

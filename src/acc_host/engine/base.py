@@ -12,7 +12,7 @@ from ..errors import DeletedVarError, EngineError
 from .var import Var
 
 __all__ = ["Engine", "RunContext", "Operator", "OpBlock", "SyncFn", "AsyncFn", "Callback",
-           "in_operation", "normalize_vars", "operation_depth"]
+           "in_operation", "normalize_vars", "operation_state"]
 
 
 class RunContext(NamedTuple):
@@ -38,7 +38,7 @@ def in_operation() -> bool:
     return getattr(_local, "depth", 0) > 0
 
 
-def operation_depth() -> threading.local:
+def operation_state() -> threading.local:
     """The calling thread's record of the operations it runs: ``depth``
     (absent: 0) is what in_operation reads, for an engine that marks an
     operation it runs inline without the two calls below."""

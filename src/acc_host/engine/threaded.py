@@ -32,7 +32,7 @@ from .base import (
     in_operation,
     leave_operation,
     normalize_vars,
-    operation_depth,
+    operation_state,
 )
 from .var import Var, grantable_now
 from .workers import Worker
@@ -93,7 +93,7 @@ class ThreadedEngine(Engine):
         # The synchronous inference's grant (acc_host.direct_run), once per
         # forward: _run_granted and _finish inlined for an operation that
         # reads nothing, with no block made when nothing queued behind it.
-        local = operation_depth()
+        local = operation_state()
         depth = getattr(local, "depth", 0)
         if depth:
             return False
