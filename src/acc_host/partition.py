@@ -61,28 +61,31 @@ def segment(num_nodes: int, predecessors: Sequence[Sequence[int]],
     successors: list[list[int]] = [[] for _ in range(num_nodes)]
     missing = [0] * num_nodes
     for node, preds in enumerate(predecessors):
-        unique = set(preds)
-        missing[node] = len(unique)
-        for pred in unique:
+        # A predecessor listed twice is counted, and lists the node, twice
+        # (next to each other): it becomes ready at the same point as with
+        # the duplicates removed, without a set per node.
+        missing[node] = len(preds)
+        for pred in preds:
             successors[pred].append(node)
-    ready: dict[int, deque[int]] = {}
+    # One queue per class, made once (the loop below runs once per node).
+    ready: dict[int, deque[int]] = {device_class: deque() for device_class in set(classes)}
     for node in range(num_nodes):
         if missing[node] == 0:
-            ready.setdefault(classes[node], deque()).append(node)
+            ready[classes[node]].append(node)
     segments: list[tuple[int, list[int]]] = []
-    current: int | None = None
-    placed = 0
-    while placed < num_nodes:
-        if current is None or not ready.get(current):
+    queue: deque[int] = deque()
+    members: list[int] = []
+    for _ in range(num_nodes):
+        if not queue:
             current = _next_class(ready)
-            segments.append((current, []))
-        node = ready[current].popleft()
-        segments[-1][1].append(node)
-        placed += 1
+            queue, members = ready[current], []
+            segments.append((current, members))
+        node = queue.popleft()
+        members.append(node)
         for successor in successors[node]:
             missing[successor] -= 1
             if missing[successor] == 0:
-                ready.setdefault(classes[successor], deque()).append(successor)
+                ready[classes[successor]].append(successor)
     return [Segment(device_class, tuple(nodes)) for device_class, nodes in segments]
 
 

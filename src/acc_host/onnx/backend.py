@@ -21,7 +21,7 @@ from ..context import Context, cpu
 from ..errors import TensorError, UnsupportedOnnxOperatorError
 from ..tensor import dtype_code
 from ._onnx import require_onnx
-from .importer import Imported, import_graph
+from .importer import Imported, _tensor_type, import_graph
 
 require_onnx()
 
@@ -63,6 +63,12 @@ class AccHostRep(BackendRep):
         self.input_names = [value.name for value in model.graph.input
                             if value.name not in initializers]
         self._specialised: dict[tuple, tuple[Any, Any]] = {}
+        # Each input's declared element type, for inputs given as lists.
+        self._declared: dict[str, np.dtype] = {}
+        for value in model.graph.input:
+            dtype = _tensor_type(value)[1] if value.name in self.input_names else None
+            if dtype is not None and dtype.kind not in "OSU":  # strings: numpy picks
+                self._declared[value.name] = dtype
         self._executor = None
         self._key: tuple | None = None
         self.imported: Imported | None
@@ -114,20 +120,23 @@ class AccHostRep(BackendRep):
                            data_names=[name for name in imported.inputs if name in args])
 
     def _feed(self, inputs: Any) -> dict[str, np.ndarray]:
+        """The inputs by name: numpy arrays as they are, anything else (a
+        list, a scalar) as an array of the input's declared dtype when the
+        model declares one (as onnxruntime reads them)."""
         names = self.input_names
         if isinstance(inputs, dict):
-            feed = {}
-            for name in names:  # per inference: numpy arrays as they are
-                value = inputs[name]
-                feed[name] = value if type(value) is np.ndarray else np.asarray(value)
-            return feed
-        if isinstance(inputs, np.ndarray):
-            inputs = [inputs]
-        inputs = list(inputs)
-        if len(inputs) != len(names):
-            raise ValueError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
-                             f"{len(inputs)} given")
-        return {name: np.asarray(value) for name, value in zip(names, inputs)}
+            values = [inputs[name] for name in names]
+        else:
+            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            if len(values) != len(names):
+                raise ValueError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
+                                 f"{len(values)} given")
+        feed = {}
+        for name, value in zip(names, values):  # per inference: arrays as they are
+            if type(value) is not np.ndarray:
+                value = np.asarray(value, self._declared.get(name))
+            feed[name] = value
+        return feed
 
     def _specialise(self, feed: dict[str, np.ndarray]) -> tuple[Any, Any]:
         shapes = {name: value.shape for name, value in feed.items()}
