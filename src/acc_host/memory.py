@@ -17,7 +17,7 @@ from ._abi import HOST_DEVICE, ffi
 from .errors import LibraryError, TensorError
 from .library import AccLibrary
 from .releases import release_now
-from .tensor import TensorArray, TensorSpec, contiguous
+from .tensor import TensorArray, TensorSpec, contiguous, host_pointer
 
 __all__ = ["DeviceBuffer"]
 
@@ -69,27 +69,30 @@ class DeviceBuffer:
             raise TensorError(
                 f"host array {array.shape} {array.dtype} does not match the device buffer "
                 f"{self.spec.shape} {self.spec.dtype}")
-        self._host.set_host_array(0, array, writable=writable)
+        pointer = host_pointer(array, writable=writable)  # checks the layout
+        self._host.set_data(0, pointer, HOST_DEVICE, pointer)
         return self._host
 
     def copy_from_host(self, array: np.ndarray) -> None:
         """copyToAcc: host array -> this buffer."""
         self._check_open()
         source = self._host_descriptor(contiguous(np.asarray(array)), writable=False)
-        with self.library.device_lock(self.dev_id):
-            self.library.check(self.library.name, "copyToAcc",
-                               self.library.lib.copyToAcc(self._descriptor.pointer,
-                                                          source.pointer))
+        library = self.library
+        with library.device_lock(self.dev_id):  # the plugin's error message too
+            status = library.lib.copyToAcc(self._descriptor.pointer, source.pointer)
+            if status:
+                library.check(library.name, "copyToAcc", status)
 
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """copyFromAcc: this buffer -> a new (or the given) host array."""
         self._check_open()
         result = np.empty(self.spec.shape, self.spec.dtype) if out is None else out
         target = self._host_descriptor(result, writable=True)
-        with self.library.device_lock(self.dev_id):
-            self.library.check(self.library.name, "copyFromAcc",
-                               self.library.lib.copyFromAcc(target.pointer,
-                                                            self._descriptor.pointer))
+        library = self.library
+        with library.device_lock(self.dev_id):
+            status = library.lib.copyFromAcc(target.pointer, self._descriptor.pointer)
+            if status:
+                library.check(library.name, "copyFromAcc", status)
         return result
 
     def free(self) -> None:

@@ -37,6 +37,7 @@ from .engine.base import in_operation
 from .engine.naive import NaiveEngine
 from .errors import (
     ContextError,
+    DeletedVarError,
     EngineError,
     InvalidArgumentError,
     OperatorError,
@@ -219,7 +220,11 @@ class NDArray:
         done."""
         current = _engine.get()
         var = self._storage.var
-        if current.run_now(lambda _run_ctx: self._write_now(values), self._ctx, (), [var]):
+        if var.deleted:  # what run_now's checks would raise
+            raise DeletedVarError(f"{var!r} was deleted with push_delete(); it cannot be used")
+        # run_now with nothing read: the grant the engine makes inline.
+        if current.run_now_watching(lambda _run_ctx: self._write_now(values), self._ctx, (),
+                                    (var,)):
             return
         snapshot = np.array(values, copy=True)  # the caller may change values meanwhile
         current.push_sync(lambda _run_ctx: self._write_now(snapshot), self._ctx, (), [var])

@@ -276,7 +276,10 @@ class ThreadedEngine(Engine):
         """Runs one queued block on the waiting thread when a worker has one
         and no free thread is already on it (see Worker.help); returns
         whether it did."""
-        return any(worker.help() for worker in self._workers)
+        for worker in self._workers:
+            if worker.help():
+                return True
+        return False
 
     def _deliver(self, var: Var) -> None:
         if var.exception is None:  # set only under the lock, by a failing operation

@@ -44,7 +44,10 @@ class Worker:
         self.stream = stream
         self._run = run
         self._queue: deque[Any] = deque()
-        self._ready = threading.Condition(threading.Lock())
+        # Entered directly except where a thread waits (the Condition's own
+        # __enter__ is a Python frame, and put, help and _done run per block).
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
         self._capacity = threads
         self._running = 0  # blocks started and not yet returned, by any thread
         self._asleep = 0   # threads waiting without a timeout: a push must notify
@@ -55,7 +58,7 @@ class Worker:
             thread.start()
 
     def put(self, block: Any) -> None:
-        with self._ready:
+        with self._lock:  # the Condition's lock: notify() may be called under it
             self._queue.append(block)
             if self._asleep:
                 self._ready.notify()
@@ -77,7 +80,7 @@ class Worker:
             return block
 
     def _done(self) -> None:
-        with self._ready:
+        with self._lock:
             self._running -= 1
             self._last = time.monotonic()
             if self._queue:
@@ -97,7 +100,9 @@ class Worker:
     def help(self) -> bool:
         """Runs the next queued block on the calling thread if a run slot is
         free; returns whether it ran one."""
-        with self._ready:
+        if not self._queue:  # read without the lock: a push that races it is another's
+            return False
+        with self._lock:
             if (not self._queue or self._running >= self._capacity
                     or self._queue[0] is _STOP):
                 return False
