@@ -298,7 +298,7 @@ def overhead_section(repeat: int) -> dict[str, float]:
     fixed = bound._bound_steps[step.node]
     assert fixed is not None
     timed["bound_step"] = many(
-        lambda: fixed.current() and operator.weights_current() and fixed.infer(), inner)
+        lambda: fixed.current() and operator.weights_current() and fixed.infer.run(), inner)
     for kind in ("ThreadedEngine", "NaiveEngine"):
         engine.set_engine_type(kind)
         exe = relu.simple_bind(mx.cpu_ref(0), data=(1, 16))

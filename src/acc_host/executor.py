@@ -89,12 +89,18 @@ def _input_values(name: str, value: Any, target: NDArray) -> np.ndarray:
                           f"{target.dtype}: {error}") from None
 
 
+def _as_bound(value: Any, spec: tuple[tuple[int, ...], np.dtype]) -> bool:
+    """Whether value is already a C-contiguous host array of spec, the
+    (shape, dtype) an argument was bound with."""
+    return (type(value) is np.ndarray and value.shape == spec[0] and value.dtype == spec[1]
+            and value.flags.c_contiguous)
+
+
 def _direct_value(name: str, value: Any, spec: tuple[tuple[int, ...], np.dtype],
                   target: NDArray) -> np.ndarray:
     """value for the argument target, whose (shape, dtype) is spec, as a
     C-contiguous host array of them (_input_values, the common case first)."""
-    if (type(value) is np.ndarray and value.flags.c_contiguous
-            and value.shape == spec[0] and value.dtype == spec[1]):
+    if _as_bound(value, spec):
         return value
     return contiguous(_input_values(name, value, target))
 
@@ -549,13 +555,11 @@ class Executor:
         with self.lock:
             direct = self._direct_run()
             if direct is not None and inputs.keys() <= direct.inputs.keys():
-                # Per inference, so written out: the inputs as they are when
-                # they are C-contiguous host arrays of the bound specs.
+                # The inputs as they are when every one is already as bound
+                # (no new mapping per inference), else each converted.
                 specs, values = direct.specs, inputs
                 for name, value in inputs.items():
-                    shape, dtype = specs[name]
-                    if (type(value) is not np.ndarray or value.shape != shape
-                            or value.dtype != dtype or not value.flags.c_contiguous):
+                    if not _as_bound(value, specs[name]):
                         values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
                                   for key, item in inputs.items()}
                         break
@@ -615,7 +619,7 @@ class Executor:
                 if (bound is not None and self._differential is None
                         and bound.infer.model is operator.model
                         and bound.current() and operator.weights_current()):
-                    bound.infer()
+                    bound.infer.run()  # current() checked its buffers
                     run.done_with(push.done)
                     return
                 # The differential check reads every input, weights included.

@@ -33,11 +33,10 @@ import numpy as np
 from . import engine as _engine
 from . import limits, ndarray_format
 from .context import Context, cpu, current_context
-from .engine.base import in_operation
+from .engine.base import check_live, in_operation
 from .engine.naive import NaiveEngine
 from .errors import (
     ContextError,
-    DeletedVarError,
     EngineError,
     InvalidArgumentError,
     OperatorError,
@@ -220,8 +219,7 @@ class NDArray:
         done."""
         current = _engine.get()
         var = self._storage.var
-        if var.deleted:  # what run_now's checks would raise
-            raise DeletedVarError(f"{var!r} was deleted with push_delete(); it cannot be used")
+        check_live(var)  # as run_now would; run_now_watching takes vars checked
         # run_now with nothing read: the grant the engine makes inline.
         if current.run_now_watching(lambda _run_ctx: self._write_now(values), self._ctx, (),
                                     (var,)):

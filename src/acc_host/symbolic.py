@@ -345,21 +345,27 @@ class BoundInference:
             len(self._in), len(self._out))
 
     def __call__(self) -> None:
-        # Per forward of a bound step: kept to plain attribute reads (the
-        # one-operator overhead figure of benchmarks/suite.py).
-        model, call = self.model, self._call
-        if call is None or model._call is None:
+        """The call, after checking that the model is loaded and every
+        buffer bound is allocated."""
+        model = self.model
+        if self._call is None or model._call is None:
             raise InvalidArgumentError(f"model {model.model_id} was unloaded")
         for buffer in self._buffers:
             if buffer._freed:
                 raise TensorError(f"model {model.model_id}: {buffer!r} bound to it was freed")
-        with model._lock:
+        self.run()
+
+    def run(self) -> None:
+        """The call under the model's device lock, for a caller that has
+        checked that every buffer bound is allocated (an executor's bound
+        step checks it with its own buffers)."""
+        with self.model._lock:
             self.run_locked()
 
     def run_locked(self) -> None:
         """The call, for a caller that holds the model's device lock and has
-        checked that every buffer bound is allocated (``__call__`` does
-        both). Under MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
+        checked that every buffer bound is allocated (``run`` takes the
+        lock). Under MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
         model, call = self.model, self._call
         if call is None or model._call is None:
             raise InvalidArgumentError(f"model {model.model_id} was unloaded")

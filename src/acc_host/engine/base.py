@@ -12,7 +12,7 @@ from ..errors import DeletedVarError, EngineError
 from .var import Var
 
 __all__ = ["Engine", "RunContext", "Operator", "OpBlock", "SyncFn", "AsyncFn", "Callback",
-           "in_operation", "normalize_vars", "operation_state"]
+           "in_operation", "normalize_vars", "check_live", "operation_state"]
 
 
 class RunContext(NamedTuple):
@@ -63,9 +63,14 @@ def normalize_vars(const_vars: Sequence[Var], mutate_vars: Sequence[Var]
         if not isinstance(var, Var):
             raise EngineError(f"dependencies must be engine vars (engine.new_var()), got "
                               f"{type(var).__name__}")
-        if var.deleted:
-            raise DeletedVarError(f"{var!r} was deleted with push_delete(); it cannot be used")
+        check_live(var)
     return const, mutate
+
+
+def check_live(var: Var) -> None:
+    """Raises DeletedVarError for a var deleted with push_delete()."""
+    if var.deleted:
+        raise DeletedVarError(f"{var!r} was deleted with push_delete(); it cannot be used")
 
 
 class Operator:

@@ -94,18 +94,13 @@ class ThreadedEngine(Engine):
         # forward: _run_granted and _finish inlined for an operation that
         # reads nothing, with no block made when nothing queued behind it.
         local = operation_state()
-        depth = getattr(local, "depth", 0)
-        if depth:
+        if getattr(local, "depth", 0):
             return False
         with self._lock:
-            if self._stopped:
-                return False
-            if (self._pending or self._failed) and not grantable_now(watched, mutate_vars):
+            if not self._admit(watched, mutate_vars):
                 return False
             # Granted as add_write would grant it: every var is idle (nothing
-            # pending at all, or grantable_now checked each).
-            self._pending += 1
-            self._pushed += 1
+            # pending at all, or _admit checked each).
             for var in mutate_vars:
                 var._writing = True
         failure: BaseException | None = None
@@ -139,20 +134,29 @@ class ThreadedEngine(Engine):
         nothing at all on mutate, no failure on either; granted exactly as
         _push would. Returns whether it ran."""
         with self._lock:
-            if self._stopped:
+            if not self._admit(unwritten, mutate):
                 return False
-            # With nothing pending and no failure stored, no var has an
-            # operation running or queued, or a failure: nothing to check.
-            if (self._pending or self._failed) and not grantable_now(unwritten, mutate):
-                return False
-            self._pending += 1
-            self._pushed += 1
             block = OpBlock(fn, False, ctx, const, mutate)
             for var in const:
                 var.add_read(block)
             for var in mutate:
                 var.add_write(block)
         self._execute(block, "caller")
+        return True
+
+    def _admit(self, unwritten: tuple[Var, ...], mutate: tuple[Var, ...]) -> bool:
+        """Under the lock: whether an operation writing mutate, with no write
+        running or queued on the unwritten vars, may start at once on the
+        calling thread; if so it is counted as pending (the caller grants
+        the vars)."""
+        if self._stopped:
+            return False
+        # With nothing pending and no failure stored, no var has an
+        # operation running or queued, or a failure: nothing to check.
+        if (self._pending or self._failed) and not grantable_now(unwritten, mutate):
+            return False
+        self._pending += 1
+        self._pushed += 1
         return True
 
     def _worker(self, ctx: Any) -> Worker:
