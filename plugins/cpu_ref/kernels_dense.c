@@ -80,7 +80,7 @@ cr_isa cr_conv_pack(const cr_conv_params *params, int64_t outputs, int64_t group
   const int64_t depth = group_channels * kernel_size_of(params);
   cr_isa isa = cr_gemm_isa();
   if (cr_conv_blocked_applies(params, outputs, group_channels, isa)) {
-    cr_conv_blocked_pack(outputs, group_channels, w, packed);
+    cr_conv_blocked_pack(outputs, group_channels, w, isa, packed);
     return isa;
   }
   const size_t per_group = cr_gemm_packed_a_floats(group_outputs, depth);
@@ -2003,7 +2003,8 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
    * packs them for nothing else). */
   if (packed_w != NULL && packed_isa == cr_gemm_isa() &&
       cr_conv_blocked_applies(params, outputs, group_channels, packed_isa)) {
-    return cr_conv_blocked(params, x_shape, x, packed_w, bias, fusion, y_shape, y, num_threads);
+    return cr_conv_blocked(params, x_shape, x, packed_w, packed_isa, bias, fusion, y_shape, y,
+                           num_threads);
   }
   if (ks == 1 && x_shape[2] == 1 && params->stride[0] == 1 && params->pad[0] == 0 &&
       params->pad[1] == 0 && params->pad[2] == 0 &&

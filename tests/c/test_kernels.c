@@ -1698,15 +1698,17 @@ static void test_conv_paths(void) {
       /* each of 2 threads fills the phase rows its share of the columns
        * reads (stride 2 with a zero row past an odd padded height; stride
        * 3's counted walk; short rows), or all of them when the threads
-       * share the outputs (64 outputs of an 8 x 8 image) */
+       * share the outputs (72 outputs of an 8 x 8 image); outputs not a
+       * multiple of 16, which keeps these on the GEMM path under AVX2 and
+       * AVX-512 alike (the blocked kernels have cases of their own) */
       {"3x3 deep stride 2, rows filled by 2 threads",
-       {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 8, 1, 41, 70}, 32},
+       {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 8, 1, 41, 70}, 40},
       {"3x3 deep stride 3, rows filled by 2 threads",
        {{1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 8, 1, 40, 101}, 48},
       {"3x3 deep stride 2, short rows filled by 2 threads",
-       {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 32, 1, 31, 30}, 64},
+       {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 32, 1, 31, 30}, 72},
       {"3x3 deep, outputs shared by 2 threads", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
-       {1, 64, 1, 8, 8}, 64},
+       {1, 64, 1, 8, 8}, 72},
       /* AVX-512: rows of whole vectors of 16, and whole vectors plus a
        * masked tail, at stride 1 and 2 */
       {"depthwise 3x3 rows of 16", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 2},
@@ -1736,7 +1738,7 @@ static void test_conv_paths(void) {
        {1, 1, 1, 260, 33}, 1},
       {"depthwise 3x3 stride 2 pad 3, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 3, 3}, 1},
        {1, 1, 1, 130, 70}, 1},
-      /* channel-blocked under AVX2 (conv_blocked.c) once packed: rows
+      /* channel-blocked (conv_blocked.c) once packed, under AVX2: rows
        * narrower than a vector, a block of rows crossing tiles of 6
        * positions; channels in two chunks (32 + 8) and rows shared by 2
        * threads; kernel depth 1 on a 3-D input (each slice a plane); a
@@ -1761,6 +1763,28 @@ static void test_conv_paths(void) {
        {1, 8, 1, 2, 19}, 16},
       {"3x3 stride 2 blocked, 48 channels, 2 threads",
        {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 48, 1, 21, 30}, 64},
+      /* channel-blocked under AVX-512 too (blocks of 32 outputs; at
+       * stride 1 from 32 channels): output rows in tiles of at most 12
+       * positions (13 -> 7 + 6, 25 -> 9 + 8 + 8, one column), chunks of
+       * 16 channels (48: three), 3-D slices, a batch; 2 threads sharing
+       * the blocks of outputs (4 blocks) or, with 3 blocks, the rows;
+       * stride 2 from 16 channels on odd sizes */
+      {"3x3 blocked, rows of 13, 32 outputs", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 32, 1, 5, 13}, 32},
+      {"3x3 blocked, rows of 25, 48 channels", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {2, 48, 1, 6, 25}, 64},
+      {"3x3 blocked, rows of 1", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 32, 1, 4, 1}, 32},
+      {"3x3 blocked, 3-D slices, 32 outputs", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {2, 32, 2, 4, 6}, 32},
+      {"3x3 blocked, outputs shared by 2 threads", {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 64, 1, 13, 13}, 128},
+      {"3x3 blocked, 3 blocks, rows shared by 2 threads",
+       {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 40, 1, 17, 14}, 96},
+      {"3x3 stride 2 blocked, 16 channels, 15 x 17", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 16, 1, 15, 17}, 32},
+      {"3x3 stride 2 blocked, 32 outputs, 2 threads", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1},
+       {1, 32, 1, 32, 32}, 64},
   };
   rng r = {99};
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {
