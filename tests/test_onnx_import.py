@@ -173,6 +173,11 @@ def test_backend_rep_rebinds_for_new_shapes_and_keeps_its_inputs_checked():
             assert got.shape == (n, 5)
             np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
         assert rep._key == (("x", (n, 3, 8, 8), np.dtype(np.float32)),)
+        # A dict of arrays as bound goes to the bound executor as it is.
+        assert rep._plain == (rep._executor, rep._key)
+        # ... and one not C-contiguous is converted on the way.
+        (got,) = rep.run({"x": np.asfortranarray(x)})
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="takes 1 inputs"):
         rep.run([images[1], images[1]])
 
@@ -182,6 +187,16 @@ def test_import_does_not_load_onnx():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip().endswith("False")
+
+
+def test_backend_module_imports_by_name_in_a_fresh_process():
+    """`from acc_host.onnx import backend` as a process's first use of it
+    (it once recursed: the lazy attribute imported itself by that form)."""
+    code = ("from acc_host.onnx import backend; import acc_host as mx; "
+            "print(mx.onnx.backend is backend and hasattr(backend, 'prepare'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip().endswith("True")
 
 
 def test_onnx_missing_is_a_clear_error(monkeypatch):

@@ -8,6 +8,7 @@ missing ``onnx`` is reported as an :class:`acc_host.errors.AccHostError`.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -83,7 +84,7 @@ def supported_operators() -> dict[str, tuple[int, int]]:
 
 def __getattr__(name: str) -> Any:
     if name == "backend":
-        from . import backend
-
-        return backend
+        # Not "from . import backend": its fromlist check asks this module
+        # for the attribute first, which comes back here.
+        return importlib.import_module(f"{__name__}.backend")
     raise AttributeError(f"module 'acc_host.onnx' has no attribute {name!r}")
