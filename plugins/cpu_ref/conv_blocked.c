@@ -297,9 +297,10 @@ static int64_t tap_offset(const blocked_geometry *g, int64_t block_floats, int64
 }
 
 /* Output rows [oh0, oh0 + rows) of the output blocks [ob0, ob1) from a
- * block's sums (buffer: per block of g->block outputs from ob0, `stride` floats of positions on the wide grid, that
- * many sums each, which started at the bias), into the planes at y, with
- * finish's residual (the plane's, or NULL) and activation. */
+ * block's sums (buffer: per block of g->block outputs from ob0, `stride`
+ * floats of positions on the wide grid, that many sums each, which started
+ * at the bias), into the planes at y, with finish's residual (the plane's,
+ * or NULL) and activation. */
 __attribute__((target("avx2"))) static void store_planes(const blocked_geometry *g,
                                                          const float *buffer, int64_t stride,
                                                          int64_t ob0, int64_t ob1, int64_t oh0,

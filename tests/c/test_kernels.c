@@ -1781,10 +1781,10 @@ static void test_conv_paths(void) {
        {1, 64, 1, 13, 13}, 128},
       {"3x3 blocked, 3 blocks, rows shared by 2 threads",
        {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 40, 1, 17, 14}, 96},
-      {"3x3 stride 2 blocked, 16 channels, 15 x 17", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1},
-       {1, 16, 1, 15, 17}, 32},
-      {"3x3 stride 2 blocked, 32 outputs, 2 threads", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1},
-       {1, 32, 1, 32, 32}, 64},
+      {"3x3 stride 2 blocked, 16 channels, 15 x 17",
+       {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 16, 1, 15, 17}, 32},
+      {"3x3 stride 2 blocked, 32 outputs, 2 threads",
+       {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 32, 1, 32, 32}, 64},
   };
   rng r = {99};
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {
