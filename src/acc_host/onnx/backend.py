@@ -176,15 +176,15 @@ class AccHostRep(BackendRep):
             # bound executor's inputs, each a numpy array of its shape and
             # dtype, goes to it as it is (what _feed and the checks below
             # would make of it).
-            executor, key = plain
-            if len(inputs) == len(key):
-                for name, shape, dtype in key:
+            bound, signature = plain
+            if len(inputs) == len(signature):
+                for name, shape, dtype in signature:
                     value = inputs.get(name)
                     if (type(value) is not np.ndarray or value.shape != shape
                             or value.dtype != dtype):
                         break
                 else:
-                    return tuple(executor._predict(inputs))
+                    return tuple(bound._predict(inputs))
         feed = self._feed(inputs)
         if self.imported is None:
             _, executor = self._specialise(feed)
