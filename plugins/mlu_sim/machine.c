@@ -340,8 +340,29 @@ static void run_store(const launch *l, const mlu_move *m) {
   }
 }
 
+/* Whether a compute instruction has no output element: the verifier
+ * (insn_ok) accepts such an instruction without checking its addresses, so
+ * the machine must not run it (the int8 matmul quantizes A even with no
+ * column of B to multiply it by, and read past the on-chip memory through
+ * an imported file's unchecked address). */
+static int insn_empty(const mlu_insn *insn) {
+  switch (insn->opcode) {
+    case MLU_OP_CONV:
+      return insn->u.conv.nf == 0 || insn->u.conv.out_rows == 0 || insn->u.conv.ow == 0;
+    case MLU_OP_MATMUL: return insn->u.matmul.rows == 0 || insn->u.matmul.cols == 0;
+    case MLU_OP_POOL:
+      return insn->u.pool.planes == 0 || insn->u.pool.out_rows == 0 || insn->u.pool.ow == 0;
+    case MLU_OP_EWISE: return insn->u.ewise.n == 0;
+    case MLU_OP_SOFTMAX:
+      return insn->u.softmax.outer == 0 || insn->u.softmax.axis_len == 0 ||
+             insn->u.softmax.inner == 0;
+    default: return 0;
+  }
+}
+
 static void run_insn(const launch *l, const mlu_insn *insn) {
   int int8 = insn->dtype == MLU_DT_INT8;
+  if (insn_empty(insn)) return;
   switch (insn->opcode) {
     case MLU_OP_LOAD: run_load(l, &insn->u.move); break;
     case MLU_OP_STORE: run_store(l, &insn->u.move); break;
