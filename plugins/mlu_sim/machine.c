@@ -139,6 +139,18 @@ static int block_rows_ok(int64_t row0, int64_t rows, int64_t lo, int64_t hi, int
   return hi <= lo || (row0 <= lo && hi <= row0 + rows);
 }
 
+/* Compute instructions with no output element. The verifier accepts one
+ * without checking its addresses, so the machine must not run it
+ * (run_insn); both ask these. */
+static int conv_empty(const mlu_conv *c) { return c->nf == 0 || c->out_rows == 0 || c->ow == 0; }
+static int matmul_empty(const mlu_matmul *m) { return m->rows == 0 || m->cols == 0; }
+static int pool_empty(const mlu_pool *p) {
+  return p->planes == 0 || p->out_rows == 0 || p->ow == 0;
+}
+static int softmax_empty(const mlu_softmax *s) {
+  return s->outer == 0 || s->axis_len == 0 || s->inner == 0;
+}
+
 static int epilogue_ok(const mlu_epilogue *ep, uint64_t channels, uint64_t count, uint64_t words) {
   if (ep->bias != MLU_NONE && !extent_ok(ep->bias, 1, 0, channels, words)) return 0;
   return ep->residual == MLU_NONE || extent_ok(ep->residual, channels, ep->residual_stride,
@@ -154,7 +166,7 @@ static int conv_ok(const mlu_conv *c, uint64_t words) {
   if (c->fg < 1 || c->sh < 1 || c->sw < 1 || c->dh < 1 || c->dw < 1 || c->kh < 1 || c->kw < 1) {
     return 0;
   }
-  if (c->nf == 0 || c->out_rows == 0 || c->ow == 0) return 1;
+  if (conv_empty(c)) return 1;
   int64_t first_group = c->f0 / c->fg, last_group = (c->f0 + c->nf - 1) / c->fg;
   int64_t channel_lo = first_group * c->cg, channel_hi = (last_group + 1) * c->cg;
   if (channel_lo < c->in_c0) return 0;
@@ -171,7 +183,7 @@ static int conv_ok(const mlu_conv *c, uint64_t words) {
 
 static int matmul_ok(const mlu_matmul *m, uint64_t words) {
   if (!nonnegative(m->rows) || !nonnegative(m->cols) || !nonnegative(m->k)) return 0;
-  if (m->rows == 0 || m->cols == 0) return 1;
+  if (matmul_empty(m)) return 1;
   uint64_t rows = (uint64_t)m->rows, cols = (uint64_t)m->cols, k = (uint64_t)m->k;
   if (!extent_ok(m->out, rows, m->out_stride, cols, words)) return 0;
   if (m->ep.bias != MLU_NONE && !extent_ok(m->ep.bias, 1, 0, cols, words)) return 0;
@@ -185,7 +197,7 @@ static int matmul_ok(const mlu_matmul *m, uint64_t words) {
 /* int8 operands: the per-filter scales, and an accumulation that int32
  * holds exactly (MLU_INT8_MAX_TAPS). */
 static int conv_int8_ok(const mlu_conv *c, uint64_t words) {
-  if (c->nf == 0 || c->out_rows == 0 || c->ow == 0) return 1;
+  if (conv_empty(c)) return 1;
   if (c->kh > MLU_INT8_MAX_TAPS || c->kw > MLU_INT8_MAX_TAPS || c->cg > MLU_INT8_MAX_TAPS ||
       c->kh * c->kw * c->cg > MLU_INT8_MAX_TAPS) {
     return 0;
@@ -194,7 +206,7 @@ static int conv_int8_ok(const mlu_conv *c, uint64_t words) {
 }
 
 static int matmul_int8_ok(const mlu_matmul *m, uint64_t words) {
-  if (m->rows == 0 || m->cols == 0) return 1;
+  if (matmul_empty(m)) return 1;
   return m->k <= MLU_INT8_MAX_TAPS && extent_ok(m->wscale, 1, 0, (uint64_t)m->cols, words);
 }
 
@@ -205,7 +217,7 @@ static int pool_ok(const mlu_pool *p, uint64_t words) {
     if (!nonnegative(fields[i])) return 0;
   }
   if (p->sh < 1 || p->sw < 1) return 0;
-  if (p->planes == 0 || p->out_rows == 0 || p->ow == 0) return 1;
+  if (pool_empty(p)) return 1;
   int64_t lo, hi;
   rows_read(p->oy0, p->out_rows, p->sh, p->ph, p->kh, 1, p->h, &lo, &hi);
   return block_rows_ok(p->in_row0, p->in_rows, lo, hi, p->h) &&
@@ -233,7 +245,7 @@ static int ewise_ok(const mlu_ewise *e, uint64_t words) {
 
 static int softmax_ok(const mlu_softmax *s, uint64_t words) {
   if (!nonnegative(s->outer) || !nonnegative(s->axis_len) || !nonnegative(s->inner)) return 0;
-  if (s->outer == 0 || s->axis_len == 0 || s->inner == 0) return 1;
+  if (softmax_empty(s)) return 1;
   /* The last element of the last strip, as a run of inner words. */
   uint64_t in_last = s->in + (uint64_t)(s->outer - 1) * s->in_outer_stride;
   uint64_t out_last = s->out + (uint64_t)(s->outer - 1) * s->out_outer_stride;
@@ -340,22 +352,16 @@ static void run_store(const launch *l, const mlu_move *m) {
   }
 }
 
-/* Whether a compute instruction has no output element: the verifier
- * (insn_ok) accepts such an instruction without checking its addresses, so
- * the machine must not run it (the int8 matmul quantizes A even with no
- * column of B to multiply it by, and read past the on-chip memory through
- * an imported file's unchecked address). */
+/* Whether a compute instruction has no output element (the verifier took
+ * it unchecked: the int8 matmul, run anyway, quantized A with no column of
+ * B and read past the on-chip memory through an imported file's address). */
 static int insn_empty(const mlu_insn *insn) {
   switch (insn->opcode) {
-    case MLU_OP_CONV:
-      return insn->u.conv.nf == 0 || insn->u.conv.out_rows == 0 || insn->u.conv.ow == 0;
-    case MLU_OP_MATMUL: return insn->u.matmul.rows == 0 || insn->u.matmul.cols == 0;
-    case MLU_OP_POOL:
-      return insn->u.pool.planes == 0 || insn->u.pool.out_rows == 0 || insn->u.pool.ow == 0;
+    case MLU_OP_CONV: return conv_empty(&insn->u.conv);
+    case MLU_OP_MATMUL: return matmul_empty(&insn->u.matmul);
+    case MLU_OP_POOL: return pool_empty(&insn->u.pool);
     case MLU_OP_EWISE: return insn->u.ewise.n == 0;
-    case MLU_OP_SOFTMAX:
-      return insn->u.softmax.outer == 0 || insn->u.softmax.axis_len == 0 ||
-             insn->u.softmax.inner == 0;
+    case MLU_OP_SOFTMAX: return softmax_empty(&insn->u.softmax);
     default: return 0;
   }
 }

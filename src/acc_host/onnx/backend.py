@@ -69,11 +69,11 @@ class AccHostRep(BackendRep):
             dtype = _tensor_type(value)[1] if value.name in self.input_names else None
             if dtype is not None and dtype.kind not in "OSU":  # strings: numpy picks
                 self._declared[value.name] = dtype
-        self._executor = None
+        self._executor: Any = None
         self._key: tuple | None = None
-        # (executor, key) when a dict of exactly the key's arrays can go to
-        # the executor as it is (see run); None otherwise.
-        self._plain: tuple[Any, tuple] | None = None
+        # Whether a dict of arrays fitting _key can go to _executor as it is
+        # (see run): the key's names are the inputs, all bound arguments.
+        self._plain = False
         self.imported: Imported | None
         try:
             self.imported = import_graph(model)
@@ -94,8 +94,7 @@ class AccHostRep(BackendRep):
         """Keeps executor as the one bound for key's (name, shape, dtype)s."""
         self._executor, self._key = executor, key
         names = {name for name, _, _ in key}
-        plain = names == set(self.input_names) and names <= executor.arg_dict.keys()
-        self._plain = (executor, key) if plain else None
+        self._plain = names == set(self.input_names) and names <= executor.arg_dict.keys()
 
     def _home(self, dtype: Any) -> Context:
         """The context of an input array: the executor's, unless the accelerator
@@ -170,35 +169,18 @@ class AccHostRep(BackendRep):
         return imported, executor
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        plain = self._plain
-        if plain is not None and type(inputs) is dict:
-            # Per inference, so written out: a dict holding exactly the
-            # bound executor's inputs, each a numpy array of its shape and
-            # dtype, goes to it as it is (what _feed and the checks below
-            # would make of it).
-            bound, signature = plain
-            if len(inputs) == len(signature):
-                for name, shape, dtype in signature:
-                    value = inputs.get(name)
-                    if (type(value) is not np.ndarray or value.shape != shape
-                            or value.dtype != dtype):
-                        break
-                else:
-                    return tuple(bound._predict(inputs))
+        executor, key = self._executor, self._key
+        if self._plain and type(inputs) is dict and key is not None and _fits(inputs, key):
+            # A dict holding exactly the bound executor's inputs goes to it
+            # as it is (what _feed and the checks below would make of it).
+            return tuple(executor._predict(inputs))
         feed = self._feed(inputs)
         if self.imported is None:
             _, executor = self._specialise(feed)
         else:
-            # Per inference, so written out: the executor bound for these
-            # names, shapes and dtypes, else one bound now (and kept).
-            executor, key = self._executor, self._key
-            if executor is not None and key is not None and len(key) == len(feed):
-                for name, shape, dtype in key:
-                    value = feed.get(name)
-                    if value is None or value.shape != shape or value.dtype != dtype:
-                        executor = None
-                        break
-            else:
+            # The executor bound for these names, shapes and dtypes, else
+            # one bound now (and kept).
+            if key is None or not _fits(feed, key):
                 executor = None
             if executor is None:
                 executor = self._bind(self.imported, {n: v.shape for n, v in feed.items()},
@@ -214,6 +196,18 @@ class AccHostRep(BackendRep):
                         aux_dict[aux][:] = value
                 break
         return tuple(executor._predict(args))
+
+
+def _fits(values: dict[str, Any], key: tuple) -> bool:
+    """Whether values holds exactly key's inputs, each a numpy array of its
+    (name, shape, dtype). Per inference, so written out."""
+    if len(values) != len(key):
+        return False
+    for name, shape, dtype in key:
+        value = values.get(name)
+        if type(value) is not np.ndarray or value.shape != shape or value.dtype != dtype:
+            return False
+    return True
 
 
 def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
