@@ -523,6 +523,93 @@ __attribute__((target("avx512f"))) static void max_pool_passes_avx512(
   }
 }
 
+/* The loads of a strip of 16 outputs from a row of windows 3 wide at
+ * stride 2: floats [0, 16) and [16, 32) of the strip's first column, and
+ * float 32 (lanes past the row's floats masked off). */
+typedef struct cr_strip_masks {
+  __mmask16 lo, hi, last;
+} cr_strip_masks;
+
+static cr_strip_masks strip_masks(int64_t avail) {
+  const int64_t rest = avail - 16;
+  cr_strip_masks m;
+  m.lo = avail >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << avail) - 1u);
+  m.hi = rest >= 16 ? (__mmask16)0xFFFF : rest > 0 ? (__mmask16)((1u << rest) - 1u) : 0;
+  m.last = avail > 32 ? (__mmask16)1 : (__mmask16)0;
+  return m;
+}
+
+/* Row-major max of the 3 taps at columns 2j, 2j + 1, 2j + 2 of row for
+ * the 16 outputs j of a strip, from -FLT_MAX (a lane past the strip's
+ * outputs may hold anything). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 max3_stride2_avx512(
+    const float *row, cr_strip_masks m, __m512i evens, __m512i odds) {
+  const __m512 a = _mm512_maskz_loadu_ps(m.lo, row), b = _mm512_maskz_loadu_ps(m.hi, row + 16);
+  const __m512 c = _mm512_maskz_loadu_ps(m.last, row + 32);
+  const __m512 t0 = _mm512_permutex2var_ps(a, evens, b);
+  const __m512 t1 = _mm512_permutex2var_ps(a, odds, b);
+  /* columns 2j + 2: t0 one lane down, column 32 into the last lane */
+  const __m512 t2 =
+      _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(t0), 1));
+  const __m512 acc = _mm512_max_ps(t0, _mm512_set1_ps(-FLT_MAX));
+  return _mm512_max_ps(t2, _mm512_max_ps(t1, acc));
+}
+
+/* Bytes of input rows a block of output rows of max_pool_3s2_avx512 may
+ * span: the block's strips then read them from L1. */
+enum { kPoolBlockBytes = 16 * 1024 };
+
+/* Max pooling with windows 3 wide at stride 2 along rows (kh rows at
+ * stride sh down), 16 outputs per vector: each row of a window to its
+ * maximum (max3_stride2_avx512), then the rows in order, as
+ * max_pool_passes_generic takes them (so the same results), without the
+ * passes' store and reload of the row maxima. The output rows go in blocks
+ * whose input rows fit in L1, each block a strip of 16 output columns at
+ * a time; with 3 rows at stride 2 a window's first row is the window
+ * above's last, whose maxima are kept. The plane is (out_h - 1) * sh + kh
+ * rows of wp >= 2 * out_w + 1 floats. */
+__attribute__((target("avx512f"))) static void max_pool_3s2_avx512(const float *padded,
+                                                                  int64_t wp, int64_t kh,
+                                                                  int64_t sh, int64_t out_h,
+                                                                  int64_t out_w, float *y) {
+  const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i evens = _mm512_add_epi32(lanes, lanes);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  const __m512 lowest = _mm512_set1_ps(-FLT_MAX);
+  const int64_t row_bytes = wp * (int64_t)sizeof(float) * sh;
+  const int64_t block = row_bytes < kPoolBlockBytes ? kPoolBlockBytes / row_bytes : 1;
+  for (int64_t b0 = 0; b0 < out_h; b0 += block) {
+    const int64_t b1 = out_h - b0 < block ? out_h : b0 + block;
+    for (int64_t o = 0; o < out_w; o += 16) {
+      const int64_t left = out_w - o;
+      const cr_strip_masks m = strip_masks(wp - 2 * o);
+      const __mmask16 store = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+      const float *column = padded + 2 * o;
+      if (kh == 3 && sh == 2) {
+        __m512 first = max3_stride2_avx512(column + 2 * b0 * wp, m, evens, odds);
+        for (int64_t oh = b0; oh < b1; ++oh) {
+          const float *top = column + 2 * oh * wp;
+          const __m512 middle = max3_stride2_avx512(top + wp, m, evens, odds);
+          const __m512 last = max3_stride2_avx512(top + 2 * wp, m, evens, odds);
+          const __m512 acc =
+              _mm512_max_ps(last, _mm512_max_ps(middle, _mm512_max_ps(first, lowest)));
+          _mm512_mask_storeu_ps(y + oh * out_w + o, store, acc);
+          first = last;
+        }
+        continue;
+      }
+      for (int64_t oh = b0; oh < b1; ++oh) {
+        const float *top = column + oh * sh * wp;
+        __m512 acc = lowest;
+        for (int64_t i = 0; i < kh; ++i) {
+          acc = _mm512_max_ps(max3_stride2_avx512(top + i * wp, m, evens, odds), acc);
+        }
+        _mm512_mask_storeu_ps(y + oh * out_w + o, store, acc);
+      }
+    }
+  }
+}
+
 /* The AVX2 passes: 8 outputs per vector, the row maxima in rows of hw =
  * out_w rounded up to 8 (whole vectors, the lanes past out_w unused).
  * Stride 1 loads each tap; stride 2 loads 16 consecutive values per tap
@@ -624,6 +711,10 @@ static void max_pool_passes(const float *padded, int64_t wp, int64_t kh, int64_t
                             int64_t sw, int64_t out_h, int64_t out_w, float *hmax, float *y) {
 #if CR_POOL_AVX512
   /* The gather's indices are 32-bit: strides and widths stay far below. */
+  if (cr_gemm_isa() == CR_ISA_AVX512 && kw == 3 && sw == 2) {
+    max_pool_3s2_avx512(padded, wp, kh, sh, out_h, out_w, y);
+    return;
+  }
   if (cr_gemm_isa() == CR_ISA_AVX512 && sw * 16 < INT32_MAX) {
     max_pool_passes_avx512(padded, wp, kh, kw, sh, sw, out_h, out_w, hmax, y);
     return;

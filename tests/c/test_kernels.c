@@ -502,6 +502,85 @@ static void test_pool_2d_max_shapes(void) {
   report(ok, "pool 2-D max: windows 2 to 5, strides 1 to 3, every row tail, bit for bit");
 }
 
+/* The window maxima of planes x (planes x in_h x in_w) in row-major order
+ * from -FLT_MAX, as MXNet takes them: the reference of the max pooling
+ * tests. */
+static void max_pool_reference(const float *x, int64_t planes, int64_t in_h, int64_t in_w,
+                               int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pad,
+                               int64_t out_h, int64_t out_w, float *want) {
+  for (int64_t c = 0; c < planes; ++c) {
+    for (int64_t oh = 0; oh < out_h; ++oh) {
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        float m = -FLT_MAX;
+        for (int64_t i = 0; i < kh; ++i) {
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t h = oh * sh + i - pad, w = ow * sw + j - pad;
+            if (h < 0 || h >= in_h || w < 0 || w >= in_w) continue;
+            const float v = x[(c * in_h + h) * in_w + w];
+            m = v > m ? v : m;
+          }
+        }
+        want[(c * out_h + oh) * out_w + ow] = m;
+      }
+    }
+  }
+}
+
+static void test_pool_2d_max_3_wide_stride_2(void) {
+  /* Windows 3 wide at stride 2 along rows (AVX-512 takes them one strip of
+   * 16 outputs at a time, in blocks of rows, keeping a window's last row
+   * for the window below when it has 3 rows at stride 2): 2 to 4 rows at
+   * strides 1 to 3 down, outputs 1 to 150 wide (up to 10 strips, every
+   * tail), 1 to 21 high (several blocks of rows), with and without
+   * padding. The input holds NaNs, infinities and zeros of both signs, so
+   * the order in which equal maxima win shows; it is allocated to its
+   * exact size, so that a read past the plane is caught under
+   * AddressSanitizer. Bit for bit against the row-major maxima. */
+  const int64_t widths[] = {1, 7, 13, 16, 17, 27, 31, 33, 55, 64, 70, 150};
+  const int64_t heights[] = {1, 2, 5, 21};
+  int ok = 1;
+  for (int64_t kh = 2; kh <= 4; ++kh) {
+    for (int64_t sh = 1; sh <= 3; ++sh) {
+      for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; ++wi) {
+        for (size_t hi = 0; hi < sizeof heights / sizeof heights[0]; ++hi) {
+          const int64_t out_w = widths[wi], out_h = heights[hi], planes = 2;
+          const int64_t pad = (out_w + out_h) % 2 == 0 ? 1 : 0;
+          const int64_t in_w = (out_w - 1) * 2 + 3 - 2 * pad;
+          const int64_t in_h = (out_h - 1) * sh + kh - 2 * pad;
+          if (in_w < 1 || in_h < 1) continue;
+          const cr_pool_params max = {{1, kh, 3}, {1, sh, 2}, {0, pad, pad}, CR_POOL_MAX, 1, 0};
+          const int64_t x_shape[5] = {1, planes, 1, in_h, in_w};
+          const int64_t y_shape[5] = {1, planes, 1, out_h, out_w};
+          const int64_t in_size = planes * in_h * in_w, out_size = planes * out_h * out_w;
+          float *x = malloc((size_t)in_size * sizeof *x);
+          float *y = malloc((size_t)out_size * sizeof *y);
+          float *want = malloc((size_t)out_size * sizeof *want);
+          if (x == NULL || y == NULL || want == NULL) {
+            ok = 0;
+          } else {
+            for (int64_t i = 0; i < in_size; ++i) {
+              const int64_t r = (i * 37 + out_w * 5 + kh) % 31;
+              x[i] = r == 0   ? NAN
+                     : r == 1 ? -INFINITY
+                     : r == 2 ? INFINITY
+                     : r < 9  ? (r % 2 == 0 ? 0.0f : -0.0f)
+                              : (float)(r % 13) - 9.0f;
+            }
+            max_pool_reference(x, planes, in_h, in_w, kh, 3, sh, 2, pad, out_h, out_w, want);
+            cr_pooling(&max, x_shape, x, y_shape, y, 1);
+            ok &= memcmp(y, want, (size_t)out_size * sizeof *y) == 0;
+          }
+          free(x);
+          free(y);
+          free(want);
+        }
+      }
+    }
+  }
+  report(ok, "pool 2-D max: windows 3 wide at stride 2, 2 to 4 rows, strides 1 to 3 down, "
+             "bit for bit");
+}
+
 static void test_pool_global_average(void) {
   /* 19 planes of 3 x 5 averaged whole (blocks of planes summed side by
    * side, then the rest one by one): each plane's sum in row-major order
@@ -1934,6 +2013,7 @@ static void run_all(void) {
   test_pool_2d_max_unpadded();
   test_pool_2d_max_wide_rows_nan();
   test_pool_2d_max_shapes();
+  test_pool_2d_max_3_wide_stride_2();
   test_pool_global_average();
   test_conv_1d();
   test_conv_3d_random();
