@@ -384,9 +384,25 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
         const float *wc = t->packed + (ob * channels + c0) * 9 * block;
         const float *start = c0 > 0 ? NULL : t->bias != NULL ? t->bias + ob * block : kZeros;
         float *out = buffer + (ob - ob0) * stride;
+        /* The filters of the next (chunk, block), fetched into L2 a part
+         * before each tile of this one. */
+        const char *next = NULL;
+        int64_t next_lines = 0;
+        if (ob + 1 < ob1) {
+          next = (const char *)(wc + channels * 9 * block), next_lines = cc * 9 * block / 16;
+        } else if (c0 + chunk < channels) {
+          const int64_t nc = channels - c0 - chunk < chunk ? channels - c0 - chunk : chunk;
+          next = (const char *)(t->packed + (ob0 * channels + c0 + chunk) * 9 * block);
+          next_lines = nc * 9 * block / 16;
+        }
         if (avx512) {
+          const int64_t tiles = rows * row_tiles, per_tile = (next_lines + tiles - 1) / tiles;
+          int64_t line = 0;
           for (int64_t i = 0; i < rows; ++i) {
             for (int64_t k = 0; k < row_tiles; ++k) {
+              for (int64_t e = line + per_tile; line < e && line < next_lines; ++line) {
+                __builtin_prefetch(next + line * 64, 0, 2);
+              }
               const int64_t q = i * wq + g->out_w * k / row_tiles;
               const int n = (int)(g->out_w * (k + 1) / row_tiles - g->out_w * k / row_tiles);
               tile512_n(n, cc * 9, start, xc + q * 8, offsets, wc, out + q * block);
@@ -394,7 +410,13 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
           }
           continue;
         }
+        const int64_t tiles = (positions + kTile - 1) / kTile;
+        const int64_t per_tile = (next_lines + tiles - 1) / tiles;
+        int64_t line = 0;
         for (int64_t q = 0; q < positions; q += kTile) {
+          for (int64_t e = line + per_tile; line < e && line < next_lines; ++line) {
+            __builtin_prefetch(next + line * 64, 0, 2);
+          }
           const int n = positions - q < kTile ? (int)(positions - q) : kTile;
           tile_n(n, cc * 9, start, xc + q * 8, offsets, wc, out + q * kOut);
         }
