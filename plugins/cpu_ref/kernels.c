@@ -838,8 +838,14 @@ void cr_pooling(const cr_pool_params *params, const int64_t x_shape[5],
   const int64_t work = planes * y_shape[2] * y_shape[3] * y_shape[4] *
                        params->kernel[0] * params->kernel[1] *
                        params->kernel[2];
-  cr_parallel_for(cr_threads_for_images(num_threads, x_shape[0], (double)work), planes,
-                  pool_planes, &task);
+  int threads = cr_threads_for_images(num_threads, x_shape[0], (double)work);
+  if (is_whole_plane_average(params, x_shape + 2, y_shape + 2)) {
+    /* A stream over the planes: shared out by bytes read. */
+    const double bytes = (double)(planes * x_shape[2] * x_shape[3] * x_shape[4]) * sizeof(float);
+    const int by_bytes = cr_threads_for_bytes(num_threads, bytes);
+    if (by_bytes > threads) threads = by_bytes;
+  }
+  cr_parallel_for(threads, planes, pool_planes, &task);
 }
 
 /* ------------------------------------------------------------------------ */

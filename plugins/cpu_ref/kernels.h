@@ -469,6 +469,10 @@ int cr_is_nonzero(cr_dtype dtype, const void *x, int64_t index);
 void cr_copy_rows(int64_t rows, int64_t width, size_t elem_size,
                   const void *x, int64_t x_stride, void *y, int64_t y_stride);
 
+/* Copies bytes bytes from x to y (which must not overlap), in contiguous
+ * ranges on up to num_threads threads (cr_threads_for_bytes). */
+void cr_copy_bytes(size_t bytes, const void *x, void *y, int num_threads);
+
 /* How output index o along one axis picks the input index it copies. */
 typedef enum cr_axis_map_kind {
   CR_MAP_STEP,         /* offset + o * factor (factor 0 broadcasts) */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "parallel.h"
 #include "short_rows.h"
 
 size_t cr_dtype_size(cr_dtype dtype) {
@@ -306,6 +307,34 @@ static void copy_element(unsigned char *y, const unsigned char *x, size_t elem_s
     default:
       memcpy(y, x, elem_size);
       return;
+  }
+}
+
+typedef struct cr_byte_copy {
+  const unsigned char *x;
+  unsigned char *y;
+  size_t bytes;
+} cr_byte_copy;
+
+enum { kCopyLine = 64 };
+
+/* Lines [begin, end) of the copy (the last one short). */
+static void copy_lines(void *context, int64_t begin, int64_t end) {
+  const cr_byte_copy *t = context;
+  const size_t first = (size_t)begin * kCopyLine;
+  const size_t last = (size_t)end * kCopyLine < t->bytes ? (size_t)end * kCopyLine : t->bytes;
+  memcpy(t->y + first, t->x + first, last - first);
+}
+
+void cr_copy_bytes(size_t bytes, const void *x, void *y, int num_threads) {
+  if (bytes == 0) return;
+  cr_byte_copy task = {x, y, bytes};
+  const int64_t lines = (int64_t)((bytes + kCopyLine - 1) / kCopyLine);
+  const int threads = cr_threads_for_bytes(num_threads, (double)bytes);
+  if (threads > 1) {
+    cr_parallel_for(threads, lines, copy_lines, &task);
+  } else {
+    memcpy(y, x, bytes);
   }
 }
 

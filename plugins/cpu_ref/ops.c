@@ -300,9 +300,8 @@ int cr_same_shape_infer(const cr_params *params, const acc_shape *in, int num_in
 int cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in, const cr_tensor *out,
                 int num_threads) {
   (void)num_in;
-  (void)num_threads;
-  size_t count = (size_t)cr_element_count(&out->shape);
-  if (count > 0) memcpy(out->data, in[0].data, count * cr_in_size(params, 0));
+  const size_t count = (size_t)cr_element_count(&out->shape);
+  cr_copy_bytes(count * cr_in_size(params, 0), in[0].data, out->data, num_threads);
   return MX_ACC_OK;
 }
 

@@ -286,15 +286,27 @@ static void grow_pool(cr_pool *pool, int wanted) {
  * tens of microseconds to wake (more when its core is busy). */
 enum { kMinWorkPolling = 1 << 17, kMinWorkSleeping = 1 << 20 };
 
-int cr_threads_for_work(int num_threads, double work, int scale) {
-  if (num_threads <= 1 || !(work > 0)) return 1;
+/* Threads for a job of `amount`, each to get at least `polling` of it
+ * (`sleeping` when the pool does not poll). */
+static int threads_for(int num_threads, double amount, double polling, double sleeping) {
+  if (num_threads <= 1 || !(amount > 0)) return 1;
   pthread_once(&g_atfork_once, once_per_process);
   const int64_t poll_ns = atomic_load_explicit(&g_poll_ns, memory_order_relaxed);
-  const double per_thread = (double)(poll_ns > 0 ? kMinWorkPolling : kMinWorkSleeping) *
-                            (scale > 1 ? scale : 1);
-  const double useful = work / per_thread;
+  const double useful = amount / (poll_ns > 0 ? polling : sleeping);
   if (useful < 2) return 1;
   return useful < num_threads ? (int)useful : num_threads;
+}
+
+int cr_threads_for_work(int num_threads, double work, int scale) {
+  const double times = scale > 1 ? scale : 1;
+  return threads_for(num_threads, work, (double)kMinWorkPolling * times,
+                     (double)kMinWorkSleeping * times);
+}
+
+enum { kMinBytesPolling = 64 << 10, kMinBytesSleeping = 512 << 10 };
+
+int cr_threads_for_bytes(int num_threads, double bytes) {
+  return threads_for(num_threads, bytes, kMinBytesPolling, kMinBytesSleeping);
 }
 
 int cr_threads_for_images(int num_threads, int64_t images, double work) {
