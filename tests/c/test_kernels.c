@@ -581,6 +581,46 @@ static void test_pool_2d_max_3_wide_stride_2(void) {
              "bit for bit");
 }
 
+static void test_pool_2d_max_rows_shared(void) {
+  /* One image of 24 planes of at least 8 KiB, enough work for 2 and 3
+   * threads: the threads share every plane's output rows (41 of them:
+   * parts of 20 and 21, or 13, 14 and 14), the odd parts taking the planes
+   * in reverse. Windows 3 x 3
+   * at stride 2 and 2 x 2 at stride 1, read in place; NaNs and zeros of
+   * both signs. Bit for bit against the row-major maxima. */
+  enum { kPlanes = 24, kOH = 41, kOW = 60 };
+  int ok = 1;
+  for (int64_t k = 2; k <= 3; ++k) {
+    const int64_t stride = k == 3 ? 2 : 1;
+    const int64_t in_h = (kOH - 1) * stride + k, in_w = (kOW - 1) * stride + k;
+    const cr_pool_params max = {{1, k, k}, {1, stride, stride}, {0, 0, 0}, CR_POOL_MAX, 1, 0};
+    const int64_t x_shape[5] = {1, kPlanes, 1, in_h, in_w};
+    const int64_t y_shape[5] = {1, kPlanes, 1, kOH, kOW};
+    const int64_t in_size = kPlanes * in_h * in_w, out_size = kPlanes * kOH * kOW;
+    float *x = malloc((size_t)in_size * sizeof *x);
+    float *y = malloc((size_t)out_size * sizeof *y);
+    float *want = malloc((size_t)out_size * sizeof *want);
+    if (x == NULL || y == NULL || want == NULL) {
+      ok = 0;
+    } else {
+      for (int64_t i = 0; i < in_size; ++i) {
+        const int64_t r = (i * 53 + k) % 29;
+        x[i] = r == 0 ? NAN : r < 5 ? (r % 2 == 0 ? 0.0f : -0.0f) : (float)(r % 11) - 6.0f;
+      }
+      max_pool_reference(x, kPlanes, in_h, in_w, k, k, stride, stride, 0, kOH, kOW, want);
+      for (int threads = 2; threads <= 3; ++threads) {
+        memset(y, 0, (size_t)out_size * sizeof *y);
+        cr_pooling(&max, x_shape, x, y_shape, y, threads);
+        ok &= memcmp(y, want, (size_t)out_size * sizeof *y) == 0;
+      }
+    }
+    free(x);
+    free(y);
+    free(want);
+  }
+  report(ok, "pool 2-D max: one image's rows shared by 2 and 3 threads, bit for bit");
+}
+
 static void test_pool_global_average(void) {
   /* 19 planes of 3 x 5 averaged whole (blocks of planes summed side by
    * side, then the rest one by one): each plane's sum in row-major order
@@ -2014,6 +2054,7 @@ static void run_all(void) {
   test_pool_2d_max_wide_rows_nan();
   test_pool_2d_max_shapes();
   test_pool_2d_max_3_wide_stride_2();
+  test_pool_2d_max_rows_shared();
   test_pool_global_average();
   test_conv_1d();
   test_conv_3d_random();
