@@ -6,6 +6,13 @@
  * data, and checks that the thread count never changes a result. Prints
  * "N passed, N failed" and exits non-zero if anything failed.
  */
+#if defined(__linux__)
+#define _GNU_SOURCE /* sched_getcpu and the affinity calls, for the pool's test */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+#endif
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -128,6 +135,69 @@ static void test_parallel_for_covers_each_index_once(void) {
   }
   report(ok, "parallel_for covers each index exactly once");
 }
+
+#if defined(__linux__)
+/* Two chunks: the caller's (0) waits up to 200 ms for the other to start,
+ * so that a worker runs it; each records the CPU and thread it ran on. */
+typedef struct wake_task {
+  pthread_t caller;
+  atomic_int second_started;
+  int cpu[2];
+  int by_worker[2];
+} wake_task;
+
+static void record_wake_chunk(void *context, int64_t begin, int64_t end) {
+  wake_task *t = context;
+  for (int64_t i = begin; i < end; ++i) {
+    t->cpu[i] = sched_getcpu();
+    t->by_worker[i] = !pthread_equal(pthread_self(), t->caller);
+    if (i == 1) atomic_store(&t->second_started, 1);
+    const struct timespec tick = {0, 100000};
+    for (int wait = 0; i == 0 && wait < 2000 && !atomic_load(&t->second_started); ++wait) {
+      nanosleep(&tick, NULL);
+    }
+  }
+}
+
+static void test_parallel_worker_leaves_caller_cpu(void) {
+  /* The caller pinned to one CPU, 20 rounds of: idle 2 ms (past the
+   * workers' 300 us of polling, so that they sleep), then a job that wakes
+   * one. A worker never runs a chunk on the caller's CPU: one that the wake
+   * put there (or that polled there) moves off it. */
+  cpu_set_t allowed, one;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
+    printf("note: fewer than 2 CPUs allowed; the pool's wake test did not run\n");
+    return;
+  }
+  int caller_cpu = 0;
+  while (!CPU_ISSET(caller_cpu, &allowed)) ++caller_cpu;
+  CPU_ZERO(&one);
+  CPU_SET(caller_cpu, &one);
+  if (sched_setaffinity(0, sizeof one, &one) != 0) {
+    report(0, "parallel_for: pin the caller for the wake test");
+    return;
+  }
+  int ok = 1, worker_rounds = 0;
+  for (int round = 0; round < 20; ++round) {
+    const struct timespec idle = {0, 2000000};
+    nanosleep(&idle, NULL);
+    wake_task task = {.caller = pthread_self()};
+    atomic_init(&task.second_started, 0);
+    cr_parallel_for(2, 2, record_wake_chunk, &task);
+    for (int i = 0; i < 2; ++i) {
+      if (!task.by_worker[i]) continue;
+      worker_rounds += 1;
+      if (task.cpu[i] == caller_cpu) {
+        ok = 0;
+        printf("round %d: a worker ran chunk %d on the caller's CPU %d\n", round, i, caller_cpu);
+      }
+    }
+  }
+  sched_setaffinity(0, sizeof allowed, &allowed);
+  report(ok && worker_rounds > 0,
+         "parallel_for: a worker runs off the CPU of the caller that posted the job");
+}
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Convolution                                                               */
@@ -2044,6 +2114,9 @@ static void test_depthwise_small_planes(void) {
 /* Every test, once per GEMM ISA this CPU has (the portable path always). */
 static void run_all(void) {
   test_parallel_for_covers_each_index_once();
+#if defined(__linux__)
+  test_parallel_worker_leaves_caller_cpu();
+#endif
   test_gemm_random();
   test_conv_paths();
   test_depthwise_small_planes();
