@@ -677,6 +677,81 @@ __attribute__((target("avx2"), always_inline)) static inline void max_column_avx
   }
 }
 
+/* max3_stride2_avx512 in AVX2 vectors, 8 outputs: floats [0, 8) and
+ * [8, 16) of the strip's first column under lo and hi (lanes past the
+ * row's floats masked off), float 16 when last. */
+typedef struct cr_strip_masks_avx2 {
+  __m256i lo, hi;
+  int last;
+} cr_strip_masks_avx2;
+
+__attribute__((target("avx2"))) static cr_strip_masks_avx2 strip_masks_avx2(int64_t avail) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int lo = avail >= 8 ? 8 : (int)avail, hi = avail >= 16 ? 8 : avail > 8 ? (int)avail - 8 : 0;
+  cr_strip_masks_avx2 m;
+  m.lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(lo), lanes);
+  m.hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lanes);
+  m.last = avail > 16;
+  return m;
+}
+
+__attribute__((target("avx2"), always_inline)) static inline __m256 max3_stride2_avx2(
+    const float *row, const cr_strip_masks_avx2 *m, __m256i down) {
+  const __m256 a = _mm256_maskload_ps(row, m->lo), b = _mm256_maskload_ps(row + 8, m->hi);
+  const __m256 c = m->last ? _mm256_broadcast_ss(row + 16) : _mm256_set1_ps(-FLT_MAX);
+  const __m256 t0 = _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+  const __m256 t1 = _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+  /* columns 2j + 2: t0 one lane down, column 16 into the last lane */
+  const __m256 t2 = _mm256_blend_ps(_mm256_permutevar8x32_ps(t0, down), c, 0x80);
+  const __m256 acc = _mm256_max_ps(t0, _mm256_set1_ps(-FLT_MAX));
+  return _mm256_max_ps(t2, _mm256_max_ps(t1, acc));
+}
+
+/* max_pool_3s2_avx512 in AVX2 vectors of 8 outputs (the same blocks of
+ * rows, strips and kept row maxima; the same results). */
+__attribute__((target("avx2"))) static void max_pool_3s2_avx2(const float *padded, int64_t wp,
+                                                              int64_t kh, int64_t sh,
+                                                              int64_t out_h, int64_t out_w,
+                                                              float *y) {
+  const __m256i down = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+  const __m256 lowest = _mm256_set1_ps(-FLT_MAX);
+  const int64_t row_bytes = wp * (int64_t)sizeof(float) * sh;
+  const int64_t block = row_bytes < kPoolBlockBytes ? kPoolBlockBytes / row_bytes : 1;
+  for (int64_t b0 = 0; b0 < out_h; b0 += block) {
+    const int64_t b1 = out_h - b0 < block ? out_h : b0 + block;
+    for (int64_t o = 0; o < out_w; o += 8) {
+      const int64_t left = out_w - o;
+      const cr_strip_masks_avx2 m = strip_masks_avx2(wp - 2 * o);
+      const __m256i store = _mm256_cmpgt_epi32(_mm256_set1_epi32(left >= 8 ? 8 : (int)left),
+                                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const float *column = padded + 2 * o;
+      if (kh == 3 && sh == 2) {
+        __m256 first = max3_stride2_avx2(column + 2 * b0 * wp, &m, down);
+        for (int64_t oh = b0; oh < b1; ++oh) {
+          const float *top = column + 2 * oh * wp;
+          const __m256 middle = max3_stride2_avx2(top + wp, &m, down);
+          const __m256 last = max3_stride2_avx2(top + 2 * wp, &m, down);
+          const __m256 acc =
+              _mm256_max_ps(last, _mm256_max_ps(middle, _mm256_max_ps(first, lowest)));
+          _mm256_maskstore_ps(y + oh * out_w + o, store, acc);
+          first = last;
+        }
+        continue;
+      }
+      for (int64_t oh = b0; oh < b1; ++oh) {
+        const float *top = column + oh * sh * wp;
+        __m256 acc = lowest;
+        for (int64_t i = 0; i < kh; ++i) {
+          acc = _mm256_max_ps(max3_stride2_avx2(top + i * wp, &m, down), acc);
+        }
+        _mm256_maskstore_ps(y + oh * out_w + o, store, acc);
+      }
+    }
+  }
+}
+
 /* Whether max_pool_passes_avx2 takes these windows. */
 static int max_pool_avx2_fits(int64_t kw, int64_t sw) {
   return (sw == 1 || sw == 2) && kw <= kMaxStagedTaps;
@@ -720,6 +795,10 @@ static void max_pool_passes(const float *padded, int64_t wp, int64_t kh, int64_t
   }
   if (cr_gemm_isa() == CR_ISA_AVX512 && sw * 16 < INT32_MAX) {
     max_pool_passes_avx512(padded, wp, kh, kw, sh, sw, out_h, out_w, hmax, y);
+    return;
+  }
+  if (cr_gemm_isa() == CR_ISA_AVX2 && kw == 3 && sw == 2) {
+    max_pool_3s2_avx2(padded, wp, kh, sh, out_h, out_w, y);
     return;
   }
   if (cr_gemm_isa() == CR_ISA_AVX2 && max_pool_avx2_fits(kw, sw)) {
