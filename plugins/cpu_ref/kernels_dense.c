@@ -1978,8 +1978,14 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     cr_conv_task task = {params, x_shape, x, w, bias, y_shape, y, fusion,
                          cr_gemm_isa()};
     const int64_t planes = batch * outputs;
-    cr_parallel_for(cr_threads_for_images(num_threads, batch, (double)(planes * out_plane * ks)),
-                    planes, direct_planes, &task);
+    int threads = cr_threads_for_images(num_threads, batch, (double)(planes * out_plane * ks));
+    /* Little work on a large input (mobilenetv2's 576 x 14 x 14 -> 7 x 7):
+     * shared by the bytes read, so that each thread reads the planes its
+     * core's step just wrote (cr_threads_for_bytes). */
+    const int by_bytes =
+        cr_threads_for_bytes(num_threads, (double)(batch * channels * in_plane) * sizeof(float));
+    if (by_bytes > threads) threads = by_bytes;
+    cr_parallel_for(threads, planes, direct_planes, &task);
     return 0;
   }
 
