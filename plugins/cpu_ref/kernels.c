@@ -562,6 +562,12 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 max3_stri
  * span: the block's strips then read them from L1. */
 enum { kPoolBlockBytes = 16 * 1024 };
 
+/* Output rows per such block, for input rows of wp floats at stride sh. */
+static int64_t pool_rows_per_block(int64_t wp, int64_t sh) {
+  const int64_t row_bytes = wp * (int64_t)sizeof(float) * sh;
+  return row_bytes < kPoolBlockBytes ? kPoolBlockBytes / row_bytes : 1;
+}
+
 /* Max pooling with windows 3 wide at stride 2 along rows (kh rows at
  * stride sh down), 16 outputs per vector: each row of a window to its
  * maximum (max3_stride2_avx512), then the rows in order, as
@@ -579,8 +585,7 @@ __attribute__((target("avx512f"))) static void max_pool_3s2_avx512(const float *
   const __m512i evens = _mm512_add_epi32(lanes, lanes);
   const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
   const __m512 lowest = _mm512_set1_ps(-FLT_MAX);
-  const int64_t row_bytes = wp * (int64_t)sizeof(float) * sh;
-  const int64_t block = row_bytes < kPoolBlockBytes ? kPoolBlockBytes / row_bytes : 1;
+  const int64_t block = pool_rows_per_block(wp, sh);
   for (int64_t b0 = 0; b0 < out_h; b0 += block) {
     const int64_t b1 = out_h - b0 < block ? out_h : b0 + block;
     for (int64_t o = 0; o < out_w; o += 16) {
@@ -717,8 +722,7 @@ __attribute__((target("avx2"))) static void max_pool_3s2_avx2(const float *padde
                                                               float *y) {
   const __m256i down = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
   const __m256 lowest = _mm256_set1_ps(-FLT_MAX);
-  const int64_t row_bytes = wp * (int64_t)sizeof(float) * sh;
-  const int64_t block = row_bytes < kPoolBlockBytes ? kPoolBlockBytes / row_bytes : 1;
+  const int64_t block = pool_rows_per_block(wp, sh);
   for (int64_t b0 = 0; b0 < out_h; b0 += block) {
     const int64_t b1 = out_h - b0 < block ? out_h : b0 + block;
     for (int64_t o = 0; o < out_w; o += 8) {
@@ -829,12 +833,26 @@ static int64_t plain_max_sizes(const cr_pool_params *p, const int64_t in[3],
   return *hp * *wp + ((out[1] - 1) * p->stride[1] + p->kernel[1]) * ((out[2] + 7) / 8 * 8);
 }
 
+/* Input planes at least this large have their rows shared between
+ * threads at batch 1 (cr_pooling). */
+enum { kRowsSharedPlaneBytes = 8 * 1024 };
+
+/* Whether max pooling reads every plane in place: no padding, every
+ * window inside the plane (max_pool_plane's first case). */
+static int max_pool_in_place(const cr_pool_params *p, const int64_t in[3],
+                             const int64_t out[3]) {
+  int64_t hp, wp;
+  plain_max_sizes(p, in, out, &hp, &wp);
+  return is_plain_max_pool(p, in) && p->pad[1] == 0 && p->pad[2] == 0 && hp == in[1] &&
+         wp == in[2];
+}
+
 static void max_pool_plane(const cr_pool_params *p, const float *x, const int64_t in[3],
                            float *y, const int64_t out[3], float *scratch) {
   int64_t hp, wp;
   plain_max_sizes(p, in, out, &hp, &wp);
   float *padded = scratch, *hmax = scratch + hp * wp;
-  if (p->pad[1] == 0 && p->pad[2] == 0 && hp == in[1] && wp == in[2]) {
+  if (max_pool_in_place(p, in, out)) {
     /* Every window lies inside the plane: no padded copy needed. */
     max_pool_passes(x, in[2], p->kernel[1], p->kernel[2], p->stride[1], p->stride[2], out[1],
                     out[2], hmax, y);
@@ -881,20 +899,6 @@ CR_TARGET_CLONES static void plane_means(const float *x, int64_t size, int64_t b
     for (int64_t i = 0; i < size; ++i) acc += x[p * size + i];
     y[p] = acc / (float)size;
   }
-}
-
-/* Input planes at least this large have their rows shared between
- * threads at batch 1 (cr_pooling). */
-enum { kRowsSharedPlaneBytes = 8 * 1024 };
-
-/* Whether max pooling reads every plane in place: no padding, every
- * window inside the plane (max_pool_plane's first case). */
-static int max_pool_in_place(const cr_pool_params *p, const int64_t in[3],
-                             const int64_t out[3]) {
-  int64_t hp, wp;
-  plain_max_sizes(p, in, out, &hp, &wp);
-  return is_plain_max_pool(p, in) && p->pad[1] == 0 && p->pad[2] == 0 && hp == in[1] &&
-         wp == in[2];
 }
 
 /* Shares [begin, end) of a max pooling read in place, each one part of the

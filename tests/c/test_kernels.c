@@ -515,6 +515,30 @@ static void test_pool_2d_max_wide_rows_nan(void) {
   check_identical("pool 2-D max, wide rows with NaNs", y, want, kOH * kOW);
 }
 
+/* The window maxima of planes x (planes x in_h x in_w) in row-major order
+ * from -FLT_MAX, as MXNet takes them: the reference of the max pooling
+ * tests. */
+static void max_pool_reference(const float *x, int64_t planes, int64_t in_h, int64_t in_w,
+                               int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pad,
+                               int64_t out_h, int64_t out_w, float *want) {
+  for (int64_t c = 0; c < planes; ++c) {
+    for (int64_t oh = 0; oh < out_h; ++oh) {
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        float m = -FLT_MAX;
+        for (int64_t i = 0; i < kh; ++i) {
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t h = oh * sh + i - pad, w = ow * sw + j - pad;
+            if (h < 0 || h >= in_h || w < 0 || w >= in_w) continue;
+            const float v = x[(c * in_h + h) * in_w + w];
+            m = v > m ? v : m;
+          }
+        }
+        want[(c * out_h + oh) * out_w + ow] = m;
+      }
+    }
+  }
+}
+
 static void test_pool_2d_max_shapes(void) {
   /* Windows 2, 3 and 5 wide, strides 1 to 3, outputs 1 to 19 wide (whole
    * vectors and every tail), some planes padded: the vector passes read
@@ -544,22 +568,8 @@ static void test_pool_2d_max_shapes(void) {
           for (int64_t i = 0; i < planes * in_h * in_w; ++i) {
             x[i] = i % 11 == 4 ? NAN : (float)((i * 37 + out_w) % 29) - 14.0f;
           }
-          for (int64_t c = 0; c < planes; ++c) {
-            for (int64_t oh = 0; oh < out_h; ++oh) {
-              for (int64_t ow = 0; ow < out_w; ++ow) {
-                float m = -FLT_MAX;
-                for (int64_t i = 0; i < k; ++i) {
-                  for (int64_t j = 0; j < k; ++j) {
-                    const int64_t h = oh * stride + i - pad, w = ow * stride + j - pad;
-                    if (h < 0 || h >= in_h || w < 0 || w >= in_w) continue;
-                    const float v = x[(c * in_h + h) * in_w + w];
-                    m = v > m ? v : m;
-                  }
-                }
-                want[(c * out_h + oh) * out_w + ow] = m;
-              }
-            }
-          }
+          max_pool_reference(x, planes, in_h, in_w, k, k, stride, stride, pad, out_h, out_w,
+                             want);
           cr_pooling(&max, x_shape, x, y_shape, y, 1);
           ok &= memcmp(y, want, (size_t)(planes * out_h * out_w) * sizeof *y) == 0;
         }
@@ -570,30 +580,6 @@ static void test_pool_2d_max_shapes(void) {
     }
   }
   report(ok, "pool 2-D max: windows 2 to 5, strides 1 to 3, every row tail, bit for bit");
-}
-
-/* The window maxima of planes x (planes x in_h x in_w) in row-major order
- * from -FLT_MAX, as MXNet takes them: the reference of the max pooling
- * tests. */
-static void max_pool_reference(const float *x, int64_t planes, int64_t in_h, int64_t in_w,
-                               int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pad,
-                               int64_t out_h, int64_t out_w, float *want) {
-  for (int64_t c = 0; c < planes; ++c) {
-    for (int64_t oh = 0; oh < out_h; ++oh) {
-      for (int64_t ow = 0; ow < out_w; ++ow) {
-        float m = -FLT_MAX;
-        for (int64_t i = 0; i < kh; ++i) {
-          for (int64_t j = 0; j < kw; ++j) {
-            const int64_t h = oh * sh + i - pad, w = ow * sw + j - pad;
-            if (h < 0 || h >= in_h || w < 0 || w >= in_w) continue;
-            const float v = x[(c * in_h + h) * in_w + w];
-            m = v > m ? v : m;
-          }
-        }
-        want[(c * out_h + oh) * out_w + ow] = m;
-      }
-    }
-  }
 }
 
 static void test_pool_2d_max_3_wide_stride_2(void) {
