@@ -8,6 +8,7 @@ threads, stay layer by layer. cpu_ref's ACC_CPU_REF_PROFILE lines show which
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,3 +125,64 @@ def test_models_that_mix_images_and_threaded_runs_stay_layer_by_layer(
         assert [op for op, _ in steps][0] == "Convolution" and steps[0][1] == 4
         assert len(steps) == count  # each step once
         np.testing.assert_allclose(out, _host(mixed, data, weights)[0], rtol=RTOL, atol=ATOL)
+
+
+def _tail_graph() -> mx.sym.Symbol:
+    """Large early activations, then a classifier with 4 MiB of weights on a
+    small input: the classifier runs once on the batch, the rest per image.
+    The pooled features the classifier reads lie, in the memory plan, where
+    the first convolution's output lay: the next image's first step would
+    overwrite image 0's features unless they are kept apart."""
+    data = mx.sym.Variable("data")
+    left = mx.sym.Activation(mx.sym.Convolution(data, num_filter=1, kernel=(1, 1), name="a"),
+                             act_type="relu", name="a_relu")
+    right = mx.sym.Activation(mx.sym.Convolution(data, num_filter=1, kernel=(1, 1), name="b"),
+                              act_type="relu", name="b_relu")
+    both = mx.sym.elemwise_add(left, right, name="both")
+    wide = mx.sym.Convolution(both, num_filter=32, kernel=(1, 1), name="wide")
+    pooled = mx.sym.Pooling(wide, kernel=(4, 4), stride=(4, 4), pool_type="max", name="pooled")
+    return mx.sym.FullyConnected(pooled, num_hidden=8, name="classifier")
+
+
+def test_a_tail_with_large_weights_and_small_activations_runs_on_the_batch(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    sym = _tail_graph()
+    data = np.random.default_rng(10).standard_normal((2, 3, 256, 256)).astype(np.float32)
+    weights = _weights(sym, {"data": data.shape}, seed=11)
+    (ours,), steps = _run(sym, data, weights, 1, None, monkeypatch, capfd)
+    per_image = [("Convolution", 1), ("Convolution", 1), ("elemwise_add", 1),
+                 ("Convolution", 1), ("Pooling", 1)]
+    assert steps == per_image * 2 + [("FullyConnected", 2)]
+    (whole,), steps = _run(sym, data, weights, 1, "0", monkeypatch, capfd)
+    assert all(batch == 2 for _, batch in steps)
+    (split,), steps = _run(sym, data, weights, 1, "1", monkeypatch, capfd)
+    assert steps == (per_image + [("FullyConnected", 1)]) * 2
+    host = _host(sym, data, weights)[0]
+    for result in (ours, whole, split):
+        np.testing.assert_allclose(result, host, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(ours, whole, rtol=1e-6, atol=1e-6)
+
+
+def test_mobilenetv2_runs_its_7x7_layers_and_classifier_on_the_batch(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """The shared MXNet model at batch 2: the layers up to the last stride-2
+    depthwise run per image, the 7 x 7 layers (0.6-5 MB of filters each)
+    and the classifier on the batch. Image 0 is the input MXNet computed its
+    output for; image 1 the same mirrored, checked against its own batch-1
+    run (which is not split)."""
+    folder = Path(__file__).resolve().parent / "models" / "mobilenetv2_1_0"
+    image = np.load(folder / "input_0.npy")
+    sym, arg_params, aux_params = mx.model.load_checkpoint(str(folder / "model"), 0)
+    weights = {key: value.asnumpy() for key, value in {**arg_params, **aux_params}.items()}
+    data = np.concatenate([image, image[..., ::-1]])
+    (ours,), steps = _run(sym, data, weights, 1, None, monkeypatch, capfd)
+    batched = [k for k, (_, batch) in enumerate(steps) if batch == 2]
+    assert batched and batched == list(range(batched[0], len(steps)))
+    split = steps[:batched[0]]
+    assert len(split) % 2 == 0 and split[:len(split) // 2] == split[len(split) // 2:]
+    assert all(batch == 1 for _, batch in split)
+    assert [op for op, _ in steps[batched[0]:]][-3:] == ["Pooling", "Convolution", "Flatten"]
+    np.testing.assert_allclose(ours[:1], np.load(folder / "expected_0.npy"), rtol=1e-4, atol=1e-5)
+    (mirrored,), _ = _run(sym, np.ascontiguousarray(data[1:]), weights, 1, None, monkeypatch,
+                          capfd)
+    np.testing.assert_allclose(ours[1:], mirrored, rtol=1e-5, atol=1e-6)

@@ -534,6 +534,89 @@ static int run_dense(cr_model *model, const cr_step *step, int num_threads) {
                 : MX_ACC_OK;
 }
 
+/* Where image by image stops (split_end; "Image by image" below): the
+ * steps before it run once per image, the rest once on the whole batch.
+ * Split, a step reads its weights once per image, from beyond the core's
+ * cache when the model's weights do not fit there: mobilenetv2's 7 x 7
+ * layers (0.6-5 MB of filters each) took twice as long per image as on
+ * the batch. On the batch, a step keeps its activations in cache only when
+ * the batch's fit. So a step's cost, in bytes moved from beyond the cache,
+ * is (batch - 1) x its weights split (plus its activations when even one
+ * image's overflow kBatchCacheBytes, half of a 2 MiB L2, the rest left for
+ * weights), and its batch's activations when those overflow it on the
+ * batch. The model ignores compute, which hides some of the weights'
+ * reads, so a suffix runs on the batch only when that moves at most
+ * kBatchShare of the bytes its steps would move split; of those, the one
+ * that saves the most bytes. squeezenet's last convolution (2 MB of
+ * filters, 1.5 MB of activations per image) is near even on these counts,
+ * and measured so: 1.8 ms faster on the batch, its pooling 0.7 ms slower,
+ * the forward no faster; it stays split. */
+enum { kBatchCacheBytes = 1 << 20 };
+static const double kBatchShare = 0.5;
+
+/* Each entry's bytes, in a new array (NULL when out of memory). */
+static size_t *entry_sizes(const cr_model *model) {
+  const acc_graph *graph = model->graph;
+  size_t *sizes = calloc(model->num_entries ? model->num_entries : 1, sizeof *sizes);
+  for (size_t i = 0; i < graph->num_nodes && sizes != NULL; ++i) {
+    for (int k = 0; k < graph->nodes[i].num_outputs; ++k) {
+      sizes[model->entry_of_node[i] + (size_t)k] = entry_bytes(model, i, (uint32_t)k);
+    }
+  }
+  return sizes;
+}
+
+/* The bytes of step's weight inputs and of its data inputs and output (0
+ * for steps run inside another's or elided). */
+static void step_bytes(const cr_step *step, const cr_entry_facts *facts, const size_t *sizes,
+                       double *weights, double *activations) {
+  *weights = *activations = 0.0;
+  if (step->fused_away || step->elided) return;
+  for (int k = 0; k < step->num_inputs; ++k) {
+    *(facts->is_weight[step->inputs[k]] ? weights : activations) += (double)sizes[step->inputs[k]];
+  }
+  *activations += (double)sizes[step->dense != NULL ? step->dense->output : step->outputs];
+}
+
+/* Sets the split_end of a model plan_image_split accepted (see
+ * kBatchCacheBytes), once its Concats are elided or not: num_steps when
+ * no suffix qualifies. */
+static int plan_split_end(cr_model *model) {
+  cr_entry_facts facts;
+  int status = gather_facts(model, &facts);
+  if (status != MX_ACC_OK) return status;
+  const size_t n = model->num_steps;
+  size_t *sizes = entry_sizes(model);
+  double *split = calloc(n + 1, sizeof *split);     /* steps ..k-1 split */
+  double *batched = calloc(n + 1, sizeof *batched); /* steps k.. on the batch */
+  if (sizes == NULL || split == NULL || batched == NULL) {
+    status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
+  }
+  const double batch = (double)model->split_batch;
+  for (size_t s = 0; s < n && status == MX_ACC_OK; ++s) {
+    double weights, activations;
+    step_bytes(&model->steps[s], &facts, sizes, &weights, &activations);
+    split[s + 1] = split[s] + (batch - 1.0) * weights +
+                   (activations / batch > kBatchCacheBytes ? activations : 0.0);
+    batched[s] = activations > kBatchCacheBytes ? activations : 0.0;
+  }
+  for (size_t s = n; s-- > 0 && status == MX_ACC_OK;) batched[s] += batched[s + 1];
+  model->split_end = n;
+  double most = 0.0; /* bytes saved by the best end so far */
+  for (size_t end = n; end-- > 0 && status == MX_ACC_OK;) {
+    const double suffix_split = split[n] - split[end];
+    if (batched[end] <= kBatchShare * suffix_split && suffix_split - batched[end] > most) {
+      most = suffix_split - batched[end];
+      model->split_end = end;
+    }
+  }
+  free(sizes);
+  free(split);
+  free(batched);
+  free_facts(&facts);
+  return status;
+}
+
 /* ---- Memory planning ----------------------------------------------------- */
 
 /* Operator outputs share one arena: each gets a range that no other entry
@@ -655,12 +738,18 @@ static int plan_memory(cr_model *model) {
   }
   for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) view[e] = SIZE_MAX;
   if (status == MX_ACC_OK) status = plan_concat_views(model, first, view, view_offset);
+  if (status == MX_ACC_OK && model->split_batch) status = plan_split_end(model);
   /* Run image by image, the graph's outputs hold the images done while the
    * next are computed: they share memory with nothing, not even entries
    * whose lifetimes end before theirs begin. */
   for (size_t i = 0; i < graph->num_heads && status == MX_ACC_OK && model->split_batch; ++i) {
     const size_t e = model->entry_of_node[graph->heads[i].node] + graph->heads[i].index;
     if (first[e] != SIZE_MAX) first[e] = 0;
+  }
+  /* So do the entries that the steps run per image leave to those run on
+   * the batch. */
+  for (size_t e = 0; e < n && status == MX_ACC_OK && model->split_batch; ++e) {
+    if (first[e] < model->split_end && last[e] >= model->split_end) first[e] = 0;
   }
   size_t num_live = 0, arena_bytes = 0;
   for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
@@ -750,11 +839,14 @@ static int plan_memory(cr_model *model) {
  * image 1, and so on, each entry pointed at its image's slice (shape[0] =
  * 1): the activations of one image stay in cache from step to step.
  * squeezenet1_1 at batch 8: 10-18% faster (docs/cpu_ref_performance.md).
+ * A tail of steps with large weights and small activations may run on the
+ * whole batch after the per-image passes (split_end, plan_split_end).
  *
  * Two entries share memory only when their lifetimes, in step order, do not
  * overlap, and each pass runs the steps in that order: what a pass leaves
- * behind is dead for the next, except the graph's outputs, which the
- * memory plan then keeps apart from every other entry (plan_memory). */
+ * behind is dead for the next, except the graph's outputs and the entries
+ * the batched tail reads, which the memory plan then keeps apart from
+ * every other entry (plan_memory). */
 
 /* Splitting pays where a layer's activations for the whole batch overflow
  * the caches; below this size for the largest, the cost of running every
@@ -869,11 +961,11 @@ static int plan_image_bytes(cr_model *model) {
   return MX_ACC_OK;
 }
 
-/* Runs every step once over the entries as they are. */
-static int run_steps(cr_model *model, int num_threads) {
+/* Runs steps begin..end-1 once over the entries as they are. */
+static int run_steps(cr_model *model, size_t begin, size_t end, int num_threads) {
   const int profile = getenv("ACC_CPU_REF_PROFILE") != NULL;
   int status = MX_ACC_OK;
-  for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
+  for (size_t s = begin; s < end && status == MX_ACC_OK; ++s) {
     const cr_step *step = &model->steps[s];
     if (step->fused_away || step->elided) continue;
     cr_tensor inputs[CR_MAX_INPUTS];
@@ -905,18 +997,22 @@ static int run_steps(cr_model *model, int num_threads) {
   return status;
 }
 
-/* run_steps on each image in turn when plan_image_split allows it, on one
- * thread, and either the activations are large (split_by_default) or
- * ACC_CPU_REF_IMAGE_SPLIT is 1 (0: never); else on the whole batch.
+/* Runs the model: on one thread, when plan_image_split allows it and
+ * either the activations are large (split_by_default) or
+ * ACC_CPU_REF_IMAGE_SPLIT is 1, the steps before split_end on each image
+ * in turn, then the rest on the whole batch (ACC_CPU_REF_IMAGE_SPLIT=1:
+ * every step per image; 0: none); else every step on the whole batch.
  * Several threads share a batch out image by image within each step
  * instead. */
 static int run_model(cr_model *model, int num_threads) {
-  if (model->split_batch < 2 || num_threads != 1) return run_steps(model, num_threads);
+  const size_t steps = model->num_steps;
+  if (model->split_batch < 2 || num_threads != 1) return run_steps(model, 0, steps, num_threads);
   const char *setting = getenv("ACC_CPU_REF_IMAGE_SPLIT");
-  const int wanted = setting != NULL && strcmp(setting, "1") == 0   ? 1
+  const size_t end = setting != NULL && strcmp(setting, "1") == 0   ? steps
                      : setting != NULL && strcmp(setting, "0") == 0 ? 0
-                                                                    : model->split_by_default;
-  if (!wanted) return run_steps(model, num_threads);
+                     : model->split_by_default                       ? model->split_end
+                                                                     : 0;
+  if (end == 0) return run_steps(model, 0, steps, num_threads);
   for (size_t e = 0; e < model->num_entries; ++e) {
     model->batch_data[e] = model->image_bytes[e] ? model->entries[e].data : NULL;
   }
@@ -928,13 +1024,14 @@ static int run_model(cr_model *model, int num_threads) {
       if (model->batch_data[e] == NULL) continue; /* no memory (inside a fused chain) */
       model->entries[e].data = (char *)model->batch_data[e] + (size_t)n * model->image_bytes[e];
     }
-    status = run_steps(model, num_threads);
+    status = run_steps(model, 0, end, num_threads);
   }
   for (size_t e = 0; e < model->num_entries; ++e) {
     if (model->image_bytes[e] == 0) continue;
     model->entries[e].shape.dims[0] = (uint64_t)model->split_batch;
     if (model->batch_data[e] != NULL) model->entries[e].data = model->batch_data[e];
   }
+  if (status == MX_ACC_OK) status = run_steps(model, end, steps, num_threads);
   return status;
 }
 

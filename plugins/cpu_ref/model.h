@@ -33,6 +33,7 @@ struct cr_model {
    * during an infer(). */
   int64_t split_batch;
   int split_by_default;   /* large activations: split unless told not to */
+  size_t split_end;       /* by default the steps from here on run on the batch */
   size_t *image_bytes;
   void **batch_data;
   char **head_names;      /* num_heads names of the outputs */
