@@ -25,8 +25,9 @@ PROFILE = re.compile(r"cpu_ref profile: step (\d+) (\S+) [\d.]+ us in (\d+)")
 def _fire_graph() -> mx.sym.Symbol:
     """squeezenet's pattern: a fire module's two convolutions written into
     one Concat, pooling, dropout, a folded BatchNorm with a residual add, a
-    classifier; and a second output early in the graph, whose memory the
-    later steps of the next images must not reuse."""
+    classifier; and two more outputs early in the graph, whose memory the
+    later steps of the next images must not reuse: one of them the Concat,
+    which its two convolutions write in place."""
     data = mx.sym.Variable("data")
     stem = mx.sym.Convolution(data, num_filter=8, kernel=(3, 3), pad=(1, 1), name="stem")
     stem = mx.sym.Activation(stem, act_type="relu", name="stem_relu")
@@ -48,7 +49,7 @@ def _fire_graph() -> mx.sym.Symbol:
     gap = mx.sym.Pooling(dw, global_pool=True, pool_type="avg", kernel=(1, 1), name="gap")
     fc = mx.sym.FullyConnected(mx.sym.Flatten(gap, name="flat"), num_hidden=7, name="fc")
     early = mx.sym.Activation(squeeze, act_type="sigmoid", name="early")
-    return mx.sym.Group([mx.sym.softmax(fc, name="prob"), early])
+    return mx.sym.Group([mx.sym.softmax(fc, name="prob"), early, fire])
 
 
 def _fire_case(batch: int, seed: int) -> tuple[mx.sym.Symbol, np.ndarray, dict]:

@@ -142,6 +142,7 @@ void cr_model_free(cr_model *model) {
   }
   free(model->steps);
   free(model->image_bytes);
+  free(model->image_moves);
   free(model->batch_data);
   free(model->arena);
   free(model->owned);
@@ -742,14 +743,28 @@ static int plan_memory(cr_model *model) {
   /* Run image by image, the graph's outputs hold the images done while the
    * next are computed: they share memory with nothing, not even entries
    * whose lifetimes end before theirs begin. */
+  if (status == MX_ACC_OK && model->split_batch) {
+    model->image_moves = calloc(n ? n : 1, 1);
+    if (model->image_moves == NULL) status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
+  }
   for (size_t i = 0; i < graph->num_heads && status == MX_ACC_OK && model->split_batch; ++i) {
     const size_t e = model->entry_of_node[graph->heads[i].node] + graph->heads[i].index;
     if (first[e] != SIZE_MAX) first[e] = 0;
+    model->image_moves[e] = 1;
   }
   /* So do the entries that the steps run per image leave to those run on
-   * the batch. */
+   * the batch. Every other entry a pass writes is dead by the next pass,
+   * which writes it again at the same place (see run_model). */
   for (size_t e = 0; e < n && status == MX_ACC_OK && model->split_batch; ++e) {
-    if (first[e] < model->split_end && last[e] >= model->split_end) first[e] = 0;
+    if (first[e] < model->split_end && last[e] >= model->split_end) {
+      first[e] = 0;
+      model->image_moves[e] = 1;
+    }
+  }
+  for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK && model->split_batch; ++i) {
+    if (graph->nodes[i].op == NULL && graph->nodes[i].kind == ACC_VAR_DATA) {
+      model->image_moves[model->entry_of_node[i]] = 1; /* the caller's images */
+    }
   }
   size_t num_live = 0, arena_bytes = 0;
   for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
@@ -817,6 +832,7 @@ static int plan_memory(cr_model *model) {
     if (view[e] == SIZE_MAX) continue;
     model->entries[e].data = (char *)model->arena + offset[view[e]] + view_offset[e];
     model->owned[e] = 2;
+    if (model->image_moves != NULL) model->image_moves[e] = model->image_moves[view[e]];
   }
   free(view);
   free(view_offset);
@@ -836,9 +852,14 @@ static int plan_memory(cr_model *model) {
  * x 55 fire outputs: 12 MB) no longer fit in the caches that hold one
  * image's. On one thread, a model whose every step treats axis 0 as
  * independent images instead runs all of its steps on image 0, then on
- * image 1, and so on, each entry pointed at its image's slice (shape[0] =
- * 1): the activations of one image stay in cache from step to step.
- * squeezenet1_1 at batch 8: 10-18% faster (docs/cpu_ref_performance.md).
+ * image 1, and so on, each entry with a batch of 1 (shape[0] = 1): the
+ * activations of one image stay in cache from step to step. An entry that
+ * lives from one pass to the next (the data inputs, the graph's outputs,
+ * what a batched tail reads: image_moves) points at its image's slice;
+ * every other entry stays at the first image's, so that each pass writes
+ * the memory the pass before wrote, still in cache, rather than a new
+ * image's slice (squeezenet1_1 at batch 8, alternated with onnxruntime:
+ * 1.20 -> 1.04 when entries stopped moving; docs/cpu_ref_performance.md).
  * A tail of steps with large weights and small activations may run on the
  * whole batch after the per-image passes (split_end, plan_split_end).
  *
@@ -851,8 +872,9 @@ static int plan_memory(cr_model *model) {
 /* Splitting pays where a layer's activations for the whole batch overflow
  * the caches; below this size for the largest, the cost of running every
  * step once per image wins (dwsep_small at batch 8, 128 KB: 6% slower
- * split; squeezenet1_1, 25 MB: 10-18% faster; mobilenetv2_1_0, 38 MB, whose
- * filters are then read once per image: the same). */
+ * split, 6.5% still with the entries in place; resnet_small, 2 MB: 2%
+ * faster then, too little to move the line; squeezenet1_1, 25 MB: 10-18%
+ * faster, before the entries stayed in place). */
 enum { kSplitMinBytes = 8 << 20 };
 
 /* Whether step computes each image of its batch from that image alone,
@@ -1021,7 +1043,7 @@ static int run_model(cr_model *model, int num_threads) {
     for (size_t e = 0; e < model->num_entries; ++e) {
       if (model->image_bytes[e] == 0) continue; /* not split (weights) */
       model->entries[e].shape.dims[0] = 1;
-      if (model->batch_data[e] == NULL) continue; /* no memory (inside a fused chain) */
+      if (model->batch_data[e] == NULL || !model->image_moves[e]) continue;
       model->entries[e].data = (char *)model->batch_data[e] + (size_t)n * model->image_bytes[e];
     }
     status = run_steps(model, 0, end, num_threads);

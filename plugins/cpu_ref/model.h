@@ -35,6 +35,9 @@ struct cr_model {
   int split_by_default;   /* large activations: split unless told not to */
   size_t split_end;       /* by default the steps from here on run on the batch */
   size_t *image_bytes;
+  unsigned char *image_moves; /* 1: each image at its own place (inputs, outputs,
+                               * what the batched steps read); 0: every
+                               * image's pass at the first image's */
   void **batch_data;
   char **head_names;      /* num_heads names of the outputs */
   cr_model *next;
