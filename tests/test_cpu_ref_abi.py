@@ -151,6 +151,24 @@ def test_memory_checks(library) -> None:
     assert mx.cpu_ref(0).configure(query="memory") == before
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_large_copies_are_exact_on_every_thread_count(library, threads: int) -> None:
+    # Large enough to be shared between threads, and not a whole number of
+    # the 64-byte lines the threads take, at an offset that is not one.
+    values = np.random.default_rng(threads).standard_normal(300_001).astype(np.float32)
+    host = values[1:]
+    spec = TensorSpec(host.shape, F32)
+    buffer = DeviceBuffer(library, 0, spec)
+    mx.cpu_ref(0).configure(num_threads=threads)
+    try:
+        buffer.copy_from_host(host)
+        back = buffer.to_host()
+    finally:
+        mx.cpu_ref(0).configure(num_threads=1)
+        buffer.free()
+    assert back.tobytes() == host.tobytes()
+
+
 def test_copies_check_sizes_and_devices(library) -> None:
     buffer = DeviceBuffer(library, 0, TensorSpec((4,), F32))
     with pytest.raises(mx.TensorError, match="does not match"):

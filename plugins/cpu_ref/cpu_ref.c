@@ -16,6 +16,7 @@
 
 #include "binfile.h"
 #include "executor.h"
+#include "kernels.h"
 #include "library.h"
 #include "model.h"
 #include "model_file.h"
@@ -154,28 +155,35 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
 }
 
 /* Checks a copy between host and device memory (acc_check_copy) on one
- * of this plugin's devices and returns its size. */
+ * of this plugin's devices and returns its size and the device's threads. */
 static int check_copy(const MXTensor *device_side, const MXTensor *host_side, const char *call,
-                      size_t *bytes) {
+                      size_t *bytes, int *num_threads) {
   int status = acc_check_copy(device_side, host_side, call, bytes);
   if (status != MX_ACC_OK) return status;
-  if (cr_device_get(device_side->dev_id) == NULL) return device_error(device_side->dev_id);
+  cr_device *device = cr_device_get(device_side->dev_id);
+  if (device == NULL) return device_error(device_side->dev_id);
+  *num_threads = atomic_load(&device->num_threads);
   return cr_check_data(device_side->dev_id, device_side, *bytes, call);
 }
 
+/* A large copy (a batch of images) is shared between the device's
+ * threads (cr_copy_bytes): squeezenet's 8 x 3 x 224 x 224 input, 4.8 MB,
+ * is a memcpy of about 0.4 ms on one core. */
 MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {
   acc_clear_error();
   size_t bytes;
-  int status = check_copy(dst, src, "copyToAcc", &bytes);
-  if (status == MX_ACC_OK && bytes > 0) memcpy(dst->data, src->data, bytes);
+  int num_threads = 1;
+  int status = check_copy(dst, src, "copyToAcc", &bytes, &num_threads);
+  if (status == MX_ACC_OK && bytes > 0) cr_copy_bytes(bytes, src->data, dst->data, num_threads);
   return status;
 }
 
 MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) {
   acc_clear_error();
   size_t bytes;
-  int status = check_copy(src, dst, "copyFromAcc", &bytes);
-  if (status == MX_ACC_OK && bytes > 0) memcpy(dst->data, src->data, bytes);
+  int num_threads = 1;
+  int status = check_copy(src, dst, "copyFromAcc", &bytes, &num_threads);
+  if (status == MX_ACC_OK && bytes > 0) cr_copy_bytes(bytes, src->data, dst->data, num_threads);
   return status;
 }
 
