@@ -107,13 +107,35 @@ def test_small_activations_stay_layer_by_layer_and_large_ones_split_by_default(
     np.testing.assert_allclose(out, _host(big, data, weights)[0], rtol=RTOL, atol=ATOL)
 
 
-def test_models_that_mix_images_and_threaded_runs_stay_layer_by_layer(
-        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    sym, data, weights = _fire_case(4, seed=6)
-    outputs, steps = _run(sym, data, weights, 2, "1", monkeypatch, capfd)
-    assert steps and all(batch == 4 for _, batch in steps)
-    for ours, host in zip(outputs, _host(sym, data, weights)):
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_run_the_images_as_lanes_with_the_one_thread_results(
+        threads: int, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """On several threads each thread takes the next image not yet taken
+    and runs every step on it, in memory of its own: the same results, bit
+    for bit, as one thread image by image (each step on one thread)."""
+    sym, data, weights = _fire_case(5, seed=6)
+    lanes, lane_steps = _run(sym, data, weights, threads, "1", monkeypatch, capfd)
+    alone, alone_steps = _run(sym, data, weights, 1, "1", monkeypatch, capfd)
+    assert len(lane_steps) == len(alone_steps) and all(batch == 1 for _, batch in lane_steps)
+    assert sorted(lane_steps) == sorted(alone_steps)
+    for ours, single, host in zip(lanes, alone, _host(sym, data, weights)):
+        assert ours.tobytes() == single.tobytes()
         np.testing.assert_allclose(ours, host, rtol=RTOL, atol=ATOL)
+    # With a tail on the batch, which then runs on the threads.
+    sym = _tail_graph()
+    data = np.random.default_rng(12).standard_normal((3, 3, 256, 256)).astype(np.float32)
+    weights = _weights(sym, {"data": data.shape}, seed=13)
+    (lanes,), steps = _run(sym, data, weights, threads, None, monkeypatch, capfd)
+    assert steps[-1] == ("FullyConnected", 3) and len(steps) == 3 * 5 + 1
+    (alone,), _ = _run(sym, data, weights, 1, None, monkeypatch, capfd)
+    np.testing.assert_allclose(lanes, alone, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(lanes, _host(sym, data, weights)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_models_that_mix_images_stay_layer_by_layer(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    data = np.random.default_rng(6).standard_normal((4, 3, 14, 14)).astype(np.float32)
     # A softmax over axis 0 (every entry still has the batch as axis 0), and
     # a reshape merging the batch into rows: outputs depend on every image.
     x = mx.sym.Variable("data")

@@ -9,6 +9,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,9 @@ void cr_model_free(cr_model *model) {
   free(model->steps);
   free(model->image_bytes);
   free(model->image_moves);
+  free(model->lane_offset);
+  free(model->lane_arena);
+  free(model->lane_tables);
   free(model->batch_data);
   free(model->arena);
   free(model->owned);
@@ -503,18 +507,18 @@ static void view_5d(const acc_shape *shape, int64_t out[5]) {
   }
 }
 
-static int run_dense(cr_model *model, const cr_step *step, int num_threads) {
+static int run_dense(const cr_tensor *entries, const cr_step *step, int num_threads) {
   const cr_dense_plan *plan = step->dense;
-  const cr_tensor *x = &model->entries[step->inputs[0]];
-  const cr_tensor *weight = &model->entries[step->inputs[1]];
+  const cr_tensor *x = &entries[step->inputs[0]];
+  const cr_tensor *weight = &entries[step->inputs[1]];
   const float *w = plan->folded_w != NULL ? plan->folded_w : weight->data;
   const float *bias = plan->has_bn ? plan->folded_b
-                      : step->num_inputs == 3 ? model->entries[step->inputs[2]].data
+                      : step->num_inputs == 3 ? entries[step->inputs[2]].data
                                               : NULL;
-  cr_fusion fusion = {plan->has_residual ? model->entries[plan->residual].data : NULL,
+  cr_fusion fusion = {plan->has_residual ? entries[plan->residual].data : NULL,
                       plan->act, plan->clip_low, plan->clip_high};
-  float *y = model->entries[plan->output].data;
-  const cr_tensor *own_output = &model->entries[step->outputs];
+  float *y = entries[plan->output].data;
+  const cr_tensor *own_output = &entries[step->outputs];
   int failed;
   if (plan->is_conv) {
     int64_t x_shape[5], y_shape[5];
@@ -704,18 +708,115 @@ static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_
 
 enum { kArenaAlign = 64 };
 
+/* Places each entry e with first[e] != SIZE_MAX: sizes[e] bytes (rounded
+ * up to kArenaAlign) from step first[e] to step last[e], first-fit, at no
+ * range another entry holds at the same time; sets offset[e] and the
+ * bytes the placement spans. */
+static int place_entries(const cr_model *model, const size_t *first, const size_t *last,
+                         const size_t *sizes, size_t *offset, size_t *arena_bytes) {
+  const size_t n = model->num_entries;
+  cr_block *live = malloc((n ? n : 1) * sizeof *live);
+  size_t *live_entry = malloc((n ? n : 1) * sizeof *live_entry);
+  int status = live && live_entry ? MX_ACC_OK : acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
+  size_t num_live = 0;
+  *arena_bytes = 0;
+  for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
+    for (size_t e = 0; e < n; ++e) {
+      if (first[e] != s) continue;
+      size_t size = sizes[e];
+      if (size > SIZE_MAX - kArenaAlign) {
+        status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model buffers");
+        break;
+      }
+      size = (size + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+      if (size == 0) size = kArenaAlign;
+      /* First fit: the lowest start, 0 or a live block's end, that
+       * overlaps no live block. */
+      size_t best = SIZE_MAX;
+      for (size_t c = 0; c <= num_live; ++c) {
+        const size_t start = c == num_live ? 0 : live[c].end;
+        if (start >= best || start > SIZE_MAX - size) continue;
+        int fits = 1;
+        for (size_t b = 0; b < num_live && fits; ++b) {
+          fits = start + size <= live[b].begin || live[b].end <= start;
+        }
+        if (fits) best = start;
+      }
+      if (best == SIZE_MAX) {
+        status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model buffers");
+        break;
+      }
+      offset[e] = best;
+      live[num_live] = (cr_block){best, best + size};
+      live_entry[num_live++] = e;
+      if (best + size > *arena_bytes) *arena_bytes = best + size;
+    }
+    for (size_t b = 0; b < num_live;) {
+      if (last[live_entry[b]] == s) {
+        live[b] = live[num_live - 1];
+        live_entry[b] = live_entry[num_live - 1];
+        num_live -= 1;
+      } else {
+        b += 1;
+      }
+    }
+  }
+  free(live);
+  free(live_entry);
+  return status;
+}
+
+/* The memory of the lanes that run a split batch on several threads
+ * (run_lanes): each lane computes its images one by one in an arena of its
+ * own, laid out for one image, holding the entries that do not move from
+ * image to image (image_moves); the moving ones stay in the main arena, at
+ * each image's slice. Sets
+ * lane_offset (SIZE_MAX: not in a lane's arena) and lane_bytes. */
+static int plan_lanes(cr_model *model, const size_t *first, const size_t *last,
+                      const size_t *sizes, const size_t *view, const size_t *view_offset) {
+  const size_t n = model->num_entries;
+  size_t *lane_first = malloc((n ? n : 1) * sizeof *lane_first);
+  size_t *image_sizes = malloc((n ? n : 1) * sizeof *image_sizes);
+  model->lane_offset = malloc((n ? n : 1) * sizeof *model->lane_offset);
+  int status = lane_first && image_sizes && model->lane_offset
+                   ? MX_ACC_OK
+                   : acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
+  for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) {
+    /* Every step may run per image (ACC_CPU_REF_IMAGE_SPLIT=1), the ones
+     * from split_end on too. */
+    const int placed = first[e] != SIZE_MAX && !model->image_moves[e];
+    lane_first[e] = placed ? first[e] : SIZE_MAX;
+    image_sizes[e] = sizes[e] / (size_t)model->split_batch;
+    model->lane_offset[e] = SIZE_MAX;
+  }
+  size_t bytes = 0;
+  if (status == MX_ACC_OK) {
+    status = place_entries(model, lane_first, last, image_sizes, model->lane_offset, &bytes);
+  }
+  for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) {
+    if (lane_first[e] == SIZE_MAX) model->lane_offset[e] = SIZE_MAX;
+  }
+  for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) {
+    if (view[e] != SIZE_MAX && model->lane_offset[view[e]] != SIZE_MAX) {
+      model->lane_offset[e] = model->lane_offset[view[e]] + view_offset[e];
+    }
+  }
+  model->lane_bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  free(lane_first);
+  free(image_sizes);
+  return status;
+}
+
 static int plan_memory(cr_model *model) {
   const size_t n = model->num_entries;
   const acc_graph *graph = model->graph;
   size_t *first = malloc((n ? n : 1) * sizeof *first);
   size_t *last = calloc(n ? n : 1, sizeof *last);
   size_t *offset = calloc(n ? n : 1, sizeof *offset);
-  size_t *bytes = calloc(n ? n : 1, sizeof *bytes);
-  cr_block *live = malloc((n ? n : 1) * sizeof *live);
-  size_t *live_entry = malloc((n ? n : 1) * sizeof *live_entry);
+  size_t *sizes = entry_sizes(model);
   size_t *view = malloc((n ? n : 1) * sizeof *view);
   size_t *view_offset = calloc(n ? n : 1, sizeof *view_offset);
-  int status = first && last && offset && bytes && live && live_entry && view && view_offset
+  int status = first && last && offset && sizes && view && view_offset
                    ? MX_ACC_OK
                    : acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model tables");
   for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) first[e] = SIZE_MAX;
@@ -766,55 +867,13 @@ static int plan_memory(cr_model *model) {
       model->image_moves[model->entry_of_node[i]] = 1; /* the caller's images */
     }
   }
-  size_t num_live = 0, arena_bytes = 0;
-  for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
-    for (size_t e = 0; e < n; ++e) {
-      if (first[e] != s) continue;
-      size_t size = 0;
-      for (size_t node = 0; node < graph->num_nodes; ++node) {
-        if (model->entry_of_node[node] <= e &&
-            e < model->entry_of_node[node] + (size_t)graph->nodes[node].num_outputs) {
-          size = entry_bytes(model, node, (uint32_t)(e - model->entry_of_node[node]));
-          break;
-        }
-      }
-      if (size > SIZE_MAX - kArenaAlign) {
-        status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model buffers");
-        break;
-      }
-      size = (size + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-      if (size == 0) size = kArenaAlign;
-      /* First fit: the lowest start, 0 or a live block's end, that
-       * overlaps no live block. */
-      size_t best = SIZE_MAX;
-      for (size_t c = 0; c <= num_live; ++c) {
-        const size_t start = c == num_live ? 0 : live[c].end;
-        if (start >= best || start > SIZE_MAX - size) continue;
-        int fits = 1;
-        for (size_t b = 0; b < num_live && fits; ++b) {
-          fits = start + size <= live[b].begin || live[b].end <= start;
-        }
-        if (fits) best = start;
-      }
-      if (best == SIZE_MAX) {
-        status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model buffers");
-        break;
-      }
-      offset[e] = best;
-      bytes[e] = size;
-      live[num_live] = (cr_block){best, best + size};
-      live_entry[num_live++] = e;
-      if (best + size > arena_bytes) arena_bytes = best + size;
-    }
-    for (size_t b = 0; b < num_live;) {
-      if (last[live_entry[b]] == s) {
-        live[b] = live[num_live - 1];
-        live_entry[b] = live_entry[num_live - 1];
-        num_live -= 1;
-      } else {
-        b += 1;
-      }
-    }
+  for (size_t e = 0; e < n && status == MX_ACC_OK && model->split_batch; ++e) {
+    if (view[e] != SIZE_MAX) model->image_moves[e] = model->image_moves[view[e]];
+  }
+  size_t arena_bytes = 0;
+  if (status == MX_ACC_OK) status = place_entries(model, first, last, sizes, offset, &arena_bytes);
+  if (status == MX_ACC_OK && model->split_batch) {
+    status = plan_lanes(model, first, last, sizes, view, view_offset);
   }
   if (status == MX_ACC_OK) {
     model->arena = aligned_alloc(kArenaAlign, arena_bytes ? arena_bytes : kArenaAlign);
@@ -832,16 +891,13 @@ static int plan_memory(cr_model *model) {
     if (view[e] == SIZE_MAX) continue;
     model->entries[e].data = (char *)model->arena + offset[view[e]] + view_offset[e];
     model->owned[e] = 2;
-    if (model->image_moves != NULL) model->image_moves[e] = model->image_moves[view[e]];
   }
   free(view);
   free(view_offset);
   free(first);
   free(last);
   free(offset);
-  free(bytes);
-  free(live);
-  free(live_entry);
+  free(sizes);
   return status;
 }
 
@@ -983,77 +1039,167 @@ static int plan_image_bytes(cr_model *model) {
   return MX_ACC_OK;
 }
 
-/* Runs steps begin..end-1 once over the entries as they are. */
-static int run_steps(cr_model *model, size_t begin, size_t end, int num_threads) {
+/* Appends " %llu" per dimension of shape to line (size bytes, used of
+ * them taken; silently cut at the end). */
+static void append_dims(char *line, size_t size, size_t *used, const acc_shape *shape) {
+  for (int d = 0; d < shape->ndim && *used < size; ++d) {
+    const int written = snprintf(line + *used, size - *used, " %llu",
+                                 (unsigned long long)shape->dims[d]);
+    if (written < 0) return;
+    *used += (size_t)written;
+  }
+}
+
+/* Prints step s's ACC_CPU_REF_PROFILE line (its time, input 0's and
+ * output 0's shapes) in one write, so that lanes on other threads do not
+ * cut into it. */
+static void print_profile(size_t s, const cr_step *step, const cr_tensor *entries, double us) {
+  char line[kNameSize];
+  const int head = snprintf(line, sizeof line, "cpu_ref profile: step %zu %s %.1f us in", s,
+                            step->op->name, us);
+  size_t used = head < 0 ? 0 : (size_t)head;
+  if (step->num_inputs > 0) append_dims(line, sizeof line, &used, &entries[step->inputs[0]].shape);
+  if (used < sizeof line) used += (size_t)snprintf(line + used, sizeof line - used, " out");
+  append_dims(line, sizeof line, &used, &entries[step->outputs].shape);
+  fprintf(stderr, "%s\n", line);
+}
+
+/* Runs steps begin..end-1 of model once over entries (entries, or
+ * a lane's copy of them: run_lanes). */
+static int run_steps(const cr_model *model, cr_tensor *entries, size_t begin, size_t end,
+                     int num_threads) {
   const int profile = getenv("ACC_CPU_REF_PROFILE") != NULL;
   int status = MX_ACC_OK;
   for (size_t s = begin; s < end && status == MX_ACC_OK; ++s) {
     const cr_step *step = &model->steps[s];
     if (step->fused_away || step->elided) continue;
     cr_tensor inputs[CR_MAX_INPUTS];
-    for (int k = 0; k < step->num_inputs; ++k) inputs[k] = model->entries[step->inputs[k]];
+    for (int k = 0; k < step->num_inputs; ++k) inputs[k] = entries[step->inputs[k]];
     struct timespec t0, t1;
     if (profile) timespec_get(&t0, TIME_UTC);
     if (step->dense != NULL) {
-      status = run_dense(model, step, num_threads);
+      status = run_dense(entries, step, num_threads);
     } else {
       status = step->op->impl->run(&step->params, inputs, step->num_inputs,
-                                   &model->entries[step->outputs], num_threads);
+                                   &entries[step->outputs], num_threads);
     }
     if (profile) {
       timespec_get(&t1, TIME_UTC);
-      const acc_shape *in0 = &model->entries[step->inputs[0]].shape;
-      const acc_shape *out0 = &model->entries[step->outputs].shape;
-      fprintf(stderr, "cpu_ref profile: step %zu %s %.1f us in", s, step->op->name,
-              (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3);
-      for (int d = 0; step->num_inputs > 0 && d < in0->ndim; ++d) {
-        fprintf(stderr, " %llu", (unsigned long long)in0->dims[d]);
-      }
-      fprintf(stderr, " out");
-      for (int d = 0; d < out0->ndim; ++d) {
-        fprintf(stderr, " %llu", (unsigned long long)out0->dims[d]);
-      }
-      fprintf(stderr, "\n");
+      print_profile(s, step, entries,
+                    (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3);
     }
   }
   return status;
 }
 
-/* Runs the model: on one thread, when plan_image_split allows it and
- * either the activations are large (split_by_default) or
- * ACC_CPU_REF_IMAGE_SPLIT is 1, the steps before split_end on each image
- * in turn, then the rest on the whole batch (ACC_CPU_REF_IMAGE_SPLIT=1:
- * every step per image; 0: none); else every step on the whole batch.
- * Several threads share a batch out image by image within each step
- * instead. */
+/* At most this many lanes (their statuses and messages live on the stack);
+ * more threads run the lanes' steps on one thread each all the same. */
+enum { kMaxLanes = 8 };
+
+/* The lanes of a split batch (run_lanes): each lane takes the next image
+ * not yet taken until none is left, and computes it over its own copy of
+ * the entries; so a lane whose thread is held up (a busy core) leaves the
+ * images it has not started to the others. */
+typedef struct cr_lanes {
+  const cr_model *model;
+  cr_tensor *tables;   /* lanes x num_entries */
+  size_t end;          /* the steps run per image */
+  atomic_llong next;   /* the next image to take */
+  int *status;         /* per lane */
+  char *messages;      /* per lane, kErrorSize each: a failure's message */
+} cr_lanes;
+
+static void run_lane_range(void *context, int64_t begin, int64_t end) {
+  cr_lanes *job = context;
+  const cr_model *model = job->model;
+  for (int64_t lane = begin; lane < end; ++lane) {
+    cr_tensor *table = job->tables + (size_t)lane * model->num_entries;
+    int status = MX_ACC_OK;
+    for (int64_t n = atomic_fetch_add(&job->next, 1); n < model->split_batch && status == MX_ACC_OK;
+         n = atomic_fetch_add(&job->next, 1)) {
+      for (size_t e = 0; e < model->num_entries; ++e) {
+        if (model->image_bytes[e] == 0 || !model->image_moves[e]) continue;
+        if (model->batch_data[e] == NULL) continue; /* no memory (inside a fused chain) */
+        table[e].data = (char *)model->batch_data[e] + (size_t)n * model->image_bytes[e];
+      }
+      status = run_steps(model, table, 0, job->end, 1);
+    }
+    job->status[lane] = status;
+    if (status != MX_ACC_OK) {
+      snprintf(job->messages + (size_t)lane * kErrorSize, kErrorSize, "%s", acc_last_error());
+    }
+  }
+}
+
+/* Runs steps 0..end-1 on every image of the batch, on `lanes` threads:
+ * lane 0 in the model's arena at the first image's place (what stays
+ * there from image to image is dead by the next image), every other lane
+ * in an arena of its own (plan_lanes); the moving entries at each image's
+ * slice. The caller has set batch_data. */
+static int run_lanes(cr_model *model, size_t end, int lanes) {
+  const size_t n = model->num_entries;
+  if (model->lane_count < lanes) {
+    free(model->lane_arena);
+    free(model->lane_tables);
+    model->lane_count = 0;
+    const size_t arenas = (size_t)(lanes - 1) * model->lane_bytes;
+    model->lane_arena = aligned_alloc(kArenaAlign, arenas ? arenas : kArenaAlign);
+    model->lane_tables = malloc((size_t)lanes * (n ? n : 1) * sizeof *model->lane_tables);
+    if (model->lane_arena == NULL || model->lane_tables == NULL) {
+      return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for %d lanes", arenas,
+                      lanes);
+    }
+    model->lane_count = lanes;
+  }
+  int status_of[kMaxLanes];
+  char messages[kMaxLanes * kErrorSize];
+  cr_lanes job = {.model = model, .tables = model->lane_tables, .end = end,
+                  .status = status_of, .messages = messages};
+  atomic_init(&job.next, 0);
+  for (int lane = 0; lane < lanes; ++lane) {
+    cr_tensor *table = job.tables + (size_t)lane * n;
+    memcpy(table, model->entries, n * sizeof *table);
+    for (size_t e = 0; e < n; ++e) {
+      if (model->image_bytes[e] == 0) continue; /* not split (weights) */
+      table[e].shape.dims[0] = 1;
+      if (lane > 0 && model->lane_offset[e] != SIZE_MAX) {
+        table[e].data = (char *)model->lane_arena + (size_t)(lane - 1) * model->lane_bytes +
+                        model->lane_offset[e];
+      }
+    }
+  }
+  cr_parallel_for(lanes, lanes, run_lane_range, &job);
+  for (int lane = 0; lane < lanes; ++lane) {
+    if (status_of[lane] != MX_ACC_OK) {
+      return acc_fail(status_of[lane], "%s", messages + (size_t)lane * kErrorSize);
+    }
+  }
+  return MX_ACC_OK;
+}
+
+/* Runs the model. When plan_image_split allows it and either the
+ * activations are large (split_by_default) or ACC_CPU_REF_IMAGE_SPLIT is
+ * 1, the steps before split_end run on each image in turn (on several
+ * threads, as lanes that each take a share of the images: run_lanes),
+ * then the rest on the whole batch (ACC_CPU_REF_IMAGE_SPLIT=1: every step
+ * per image; 0: none); else every step runs on the whole batch, several
+ * threads sharing each step's work. */
 static int run_model(cr_model *model, int num_threads) {
   const size_t steps = model->num_steps;
-  if (model->split_batch < 2 || num_threads != 1) return run_steps(model, 0, steps, num_threads);
+  if (model->split_batch < 2) return run_steps(model, model->entries, 0, steps, num_threads);
   const char *setting = getenv("ACC_CPU_REF_IMAGE_SPLIT");
   const size_t end = setting != NULL && strcmp(setting, "1") == 0   ? steps
                      : setting != NULL && strcmp(setting, "0") == 0 ? 0
                      : model->split_by_default                       ? model->split_end
                                                                      : 0;
-  if (end == 0) return run_steps(model, 0, steps, num_threads);
+  if (end == 0) return run_steps(model, model->entries, 0, steps, num_threads);
   for (size_t e = 0; e < model->num_entries; ++e) {
     model->batch_data[e] = model->image_bytes[e] ? model->entries[e].data : NULL;
   }
-  int status = MX_ACC_OK;
-  for (int64_t n = 0; n < model->split_batch && status == MX_ACC_OK; ++n) {
-    for (size_t e = 0; e < model->num_entries; ++e) {
-      if (model->image_bytes[e] == 0) continue; /* not split (weights) */
-      model->entries[e].shape.dims[0] = 1;
-      if (model->batch_data[e] == NULL || !model->image_moves[e]) continue;
-      model->entries[e].data = (char *)model->batch_data[e] + (size_t)n * model->image_bytes[e];
-    }
-    status = run_steps(model, 0, end, num_threads);
-  }
-  for (size_t e = 0; e < model->num_entries; ++e) {
-    if (model->image_bytes[e] == 0) continue;
-    model->entries[e].shape.dims[0] = (uint64_t)model->split_batch;
-    if (model->batch_data[e] != NULL) model->entries[e].data = model->batch_data[e];
-  }
-  if (status == MX_ACC_OK) status = run_steps(model, end, steps, num_threads);
+  int lanes = num_threads < kMaxLanes ? num_threads : kMaxLanes;
+  if (lanes > model->split_batch) lanes = (int)model->split_batch;
+  int status = run_lanes(model, end, lanes < 1 ? 1 : lanes);
+  if (status == MX_ACC_OK) status = run_steps(model, model->entries, end, steps, num_threads);
   return status;
 }
 

@@ -39,6 +39,14 @@ struct cr_model {
                                * what the batched steps read); 0: every
                                * image's pass at the first image's */
   void **batch_data;
+  /* Lanes (run_lanes): each entry's place in a lane's arena (SIZE_MAX:
+   * none), the bytes of one lane's arena, and the arenas and entry tables
+   * of lane_count lanes, allocated on first use. */
+  size_t *lane_offset;
+  size_t lane_bytes;
+  void *lane_arena;       /* lanes 1.. (lane 0 runs in arena) */
+  cr_tensor *lane_tables; /* lane_count x num_entries */
+  int lane_count;
   char **head_names;      /* num_heads names of the outputs */
   cr_model *next;
 };
