@@ -1,9 +1,11 @@
 """cpu_ref runs a batch image by image (every step on image 0, then on image
-1, ...) on one thread when every step of the model treats axis 0 as
-independent images: the results are those of the layer-by-layer run and of
-the host's CPU path; models with a step that mixes images, and runs on more
-threads, stay layer by layer. cpu_ref's ACC_CPU_REF_PROFILE lines show which
-(a step printed once per image, with a batch of 1)."""
+1, ...) when every step of the model treats axis 0 as independent images:
+on one thread when the activations are large, on several as lanes (each
+thread taking the next image), a tail of large weights and small
+activations on the whole batch. The results are those of the
+layer-by-layer run and of the host's CPU path; models with a step that
+mixes images stay layer by layer. cpu_ref's ACC_CPU_REF_PROFILE lines show
+which (a step printed once per image, with a batch of 1)."""
 
 from __future__ import annotations
 
@@ -91,7 +93,7 @@ def test_a_batch_runs_image_by_image_with_the_layer_by_layer_results(
         np.testing.assert_allclose(ours, host, rtol=RTOL, atol=ATOL)
 
 
-def test_small_activations_stay_layer_by_layer_and_large_ones_split_by_default(
+def test_on_one_thread_small_activations_stay_layer_by_layer_and_large_ones_split(
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     sym, data, weights = _fire_case(3, seed=2)
     _, steps = _run(sym, data, weights, 1, None, monkeypatch, capfd)
@@ -122,6 +124,11 @@ def test_threads_run_the_images_as_lanes_with_the_one_thread_results(
     for ours, single, host in zip(lanes, alone, _host(sym, data, weights)):
         assert ours.tobytes() == single.tobytes()
         np.testing.assert_allclose(ours, host, rtol=RTOL, atol=ATOL)
+    # Lanes are the default on several threads, small activations or not.
+    lanes, lane_steps = _run(sym, data, weights, threads, None, monkeypatch, capfd)
+    assert len(lane_steps) == len(alone_steps) and all(batch == 1 for _, batch in lane_steps)
+    for ours, single in zip(lanes, alone):
+        assert ours.tobytes() == single.tobytes()
     # With a tail on the batch, which then runs on the threads.
     sym = _tail_graph()
     data = np.random.default_rng(12).standard_normal((3, 3, 256, 256)).astype(np.float32)
