@@ -1,5 +1,6 @@
 """Building and running the C test programs of tests/c/ under the
-sanitizers (AddressSanitizer with leak detection, UndefinedBehaviorSanitizer)."""
+sanitizers (AddressSanitizer with leak detection, UndefinedBehaviorSanitizer;
+ThreadSanitizer for the programs that ask for it)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def sanitizer_env() -> dict[str, str]:
     env.pop("LD_PRELOAD", None)  # the program links its own sanitizer runtime
     env["ASAN_OPTIONS"] = "detect_leaks=1"
     env["UBSAN_OPTIONS"] = "halt_on_error=1:print_stacktrace=1"
+    env["TSAN_OPTIONS"] = "halt_on_error=1"  # a data race fails the program
     return env
 
 

@@ -31,9 +31,12 @@
  * musl's loader does not support (and GCC for musl targets refuses), so
  * __GLIBC__ (defined by <stdint.h> above) is required too.
  * Without -ffast-math (and with ISO C's default of no contraction into
- * fused multiply-adds) every variant computes the same results. */
+ * fused multiply-adds) every variant computes the same results. Not under
+ * ThreadSanitizer: it instruments the resolvers, which a program linking
+ * the kernels runs while it is relocated, before the sanitizer's runtime
+ * has started (a segfault before main). */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    defined(__GLIBC__)
+    defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
 #define CR_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CR_TARGET_CLONES
