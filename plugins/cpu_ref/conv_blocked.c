@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "parallel.h"
+#include "prefetch.h"
 #include "scratch.h"
 #include "transpose_avx2.h"
 
@@ -340,18 +341,6 @@ typedef struct blocked_task {
   int failed;
 } blocked_task;
 
-/* Lines of filters fetched into L2 ahead of their use, per_tile of them
- * before each tile: next's lines [done, lines). */
-typedef struct filter_prefetch {
-  const char *next;
-  int64_t lines, per_tile, done;
-} filter_prefetch;
-
-static inline void prefetch_part(filter_prefetch *f) {
-  const int64_t end = f->done + f->per_tile < f->lines ? f->done + f->per_tile : f->lines;
-  for (; f->done < end; ++f->done) __builtin_prefetch(f->next + f->done * 64, 0, 2);
-}
-
 /* Output rows [r0, r1) of the plane at x / y; residual: the same plane of
  * the residual, or NULL. */
 static int blocked_rows(const blocked_task *t, const float *x, float *y, const float *residual,
@@ -398,20 +387,22 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
         float *out = buffer + (ob - ob0) * stride;
         /* The filters of the next (chunk, block), fetched into L2 a part
          * before each tile of this one. */
-        filter_prefetch ahead = {NULL, 0, 0, 0};
+        const float *next = NULL;
+        int64_t next_floats = 0;
         if (ob + 1 < ob1) {
-          ahead.next = (const char *)(wc + channels * 9 * block);
-          ahead.lines = cc * 9 * block / 16;
+          next = wc + channels * 9 * block;
+          next_floats = cc * 9 * block;
         } else if (c0 + chunk < channels) {
           const int64_t nc = channels - c0 - chunk < chunk ? channels - c0 - chunk : chunk;
-          ahead.next = (const char *)(t->packed + (ob0 * channels + c0 + chunk) * 9 * block);
-          ahead.lines = nc * 9 * block / 16;
+          next = t->packed + (ob0 * channels + c0 + chunk) * 9 * block;
+          next_floats = nc * 9 * block;
         }
+        const int64_t next_bytes = next_floats * (int64_t)sizeof *next;
         if (avx512) {
-          ahead.per_tile = (ahead.lines + rows * row_tiles - 1) / (rows * row_tiles);
+          cr_prefetch ahead = cr_prefetch_spread(next, next_bytes, rows * row_tiles);
           for (int64_t i = 0; i < rows; ++i) {
             for (int64_t k = 0; k < row_tiles; ++k) {
-              prefetch_part(&ahead);
+              cr_prefetch_part(&ahead);
               const int64_t q = i * wq + g->out_w * k / row_tiles;
               const int n = (int)(g->out_w * (k + 1) / row_tiles - g->out_w * k / row_tiles);
               tile512_n(n, cc * 9, start, xc + q * 8, offsets, wc, out + q * block);
@@ -419,10 +410,9 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
           }
           continue;
         }
-        const int64_t tiles = (positions + kTile - 1) / kTile;
-        ahead.per_tile = (ahead.lines + tiles - 1) / tiles;
+        cr_prefetch ahead = cr_prefetch_spread(next, next_bytes, (positions + kTile - 1) / kTile);
         for (int64_t q = 0; q < positions; q += kTile) {
-          prefetch_part(&ahead);
+          cr_prefetch_part(&ahead);
           const int n = positions - q < kTile ? (int)(positions - q) : kTile;
           tile_n(n, cc * 9, start, xc + q * 8, offsets, wc, out + q * kOut);
         }

@@ -775,10 +775,11 @@ static int place_entries(const cr_model *model, const size_t *first, const size_
 
 /* The memory of the lanes that run a split batch on several threads
  * (run_lanes): each lane computes its images one by one in an arena of its
- * own, laid out for one image, holding the entries that do not move from
- * image to image (image_moves); the moving ones stay in the main arena, at
- * each image's slice. Sets
- * lane_offset (SIZE_MAX: not in a lane's arena) and lane_bytes. */
+ * own, laid out for one image (the same lifetimes as the model's arena, at
+ * one image's sizes), holding the entries that do not move from image to
+ * image (image_moves); the moving ones stay in the model's arena, at each
+ * image's slice. Sets lane_offset (SIZE_MAX: not in a lane's arena) and
+ * lane_bytes. */
 static int plan_lanes(cr_model *model, const size_t *first, const size_t *last,
                       const size_t *sizes, const size_t *view, const size_t *view_offset) {
   const size_t n = model->num_entries;
