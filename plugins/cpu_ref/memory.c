@@ -1,13 +1,35 @@
+#if defined(__linux__)
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
+#endif
+
 #include "memory.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "mxnet_acc.h"
 #include "status.h"
 
 enum { kAlignment = 64, kInitialCapacity = 64 };
+
+void *cr_buffer_alloc(size_t bytes) {
+  const size_t huge = (size_t)2 << 20;
+  if (bytes < huge) {
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    return aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  }
+  if (bytes > SIZE_MAX - (huge - 1)) return NULL;
+  const size_t rounded = (bytes + huge - 1) / huge * huge;
+  void *block = aligned_alloc(huge, rounded);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (block != NULL) madvise(block, rounded, MADV_HUGEPAGE); /* advice: failure is harmless */
+#endif
+  return block;
+}
 
 static size_t slot_of(const cr_memory *memory, const void *address) {
   uintptr_t key = (uintptr_t)address / kAlignment;

@@ -21,6 +21,14 @@ typedef struct cr_memory {
   size_t bytes_in_use;
 } cr_memory;
 
+/* bytes (at least 1) of 64-byte aligned memory for a model's buffers, to
+ * free with free(); NULL when out of memory. From 2 MiB on it is aligned
+ * to and rounded up to 2 MiB and, on Linux, the kernel is asked to back it
+ * with huge pages (MADV_HUGEPAGE; the default "madvise" policy of
+ * transparent huge pages grants them only where asked), so that a large
+ * model's activations take few TLB entries. */
+void *cr_buffer_alloc(size_t bytes);
+
 /* All functions return an MX_ACC_* status; the caller holds the device lock. */
 int cr_memory_alloc(cr_memory *memory, size_t size, void **address);
 int cr_memory_free(cr_memory *memory, void *address);

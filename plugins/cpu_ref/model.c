@@ -18,6 +18,7 @@
 
 #include "kernels.h"
 #include "library.h"
+#include "memory.h"
 #include "op_impl.h"
 #include "parallel.h"
 #include "status.h"
@@ -884,7 +885,7 @@ static int plan_memory(cr_model *model) {
     status = plan_lanes(model, first, last, sizes, view, view_offset);
   }
   if (status == MX_ACC_OK) {
-    model->arena = aligned_alloc(kArenaAlign, arena_bytes ? arena_bytes : kArenaAlign);
+    model->arena = cr_buffer_alloc(arena_bytes);
     if (model->arena == NULL) {
       status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of buffers",
                         arena_bytes);
@@ -1151,7 +1152,7 @@ static int run_lanes(cr_model *model, size_t end, int lanes) {
     free(model->lane_tables);
     model->lane_count = 0;
     const size_t arenas = (size_t)(lanes - 1) * model->lane_bytes;
-    model->lane_arena = aligned_alloc(kArenaAlign, arenas ? arenas : kArenaAlign);
+    model->lane_arena = cr_buffer_alloc(arenas);
     model->lane_tables = malloc((size_t)lanes * (n ? n : 1) * sizeof *model->lane_tables);
     if (model->lane_arena == NULL || model->lane_tables == NULL) {
       return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for %d lanes", arenas,

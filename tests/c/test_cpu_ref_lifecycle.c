@@ -12,6 +12,7 @@
 #include "mxnet_acc.h"
 
 #include "cpu_ref_fixture.h"
+#include "memory.h"
 
 
 static int load(const char *id) {
@@ -211,7 +212,24 @@ static void test_configure(void) {
   CHECK(strstr(out_vals[2], "batch_dot:1") != NULL);
 }
 
+/* A model's buffers: 64-byte lines; from 2 MiB on, whole 2 MiB pages. */
+static void test_buffer_alloc(void) {
+  const size_t huge = (size_t)2 << 20;
+  unsigned char *none = cr_buffer_alloc(0), *small = cr_buffer_alloc(100);
+  unsigned char *large = cr_buffer_alloc(huge + 1);
+  CHECK(none != NULL && (uintptr_t)none % 64 == 0);
+  CHECK(small != NULL && (uintptr_t)small % 64 == 0);
+  CHECK(large != NULL && (uintptr_t)large % huge == 0);
+  if (small != NULL) memset(small, 1, 128);    /* rounded up to a line */
+  if (large != NULL) memset(large, 1, 2 * huge); /* rounded up to a page */
+  CHECK(cr_buffer_alloc(SIZE_MAX - 10) == NULL);
+  free(none);
+  free(small);
+  free(large);
+}
+
 int main(void) {
+  test_buffer_alloc();
   CHECK(getAccApiVersion() == MX_ACC_API_VERSION);
   CHECK(getNumAcc() == 0); /* before initialize */
   CHECK(initialize(200) == MX_ACC_ERR_VERSION);
