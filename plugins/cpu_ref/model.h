@@ -32,7 +32,7 @@ struct cr_model {
    * next (0: not split, e.g. weights), and its whole-batch data pointer
    * during an infer(). */
   int64_t split_batch;
-  int split_by_default;   /* large activations: split unless told not to */
+  int split_by_default;   /* large activations: split on one thread unless told not to */
   size_t split_end;       /* by default the steps from here on run on the batch */
   size_t *image_bytes;
   unsigned char *image_moves; /* 1: each image at its own place (inputs, outputs,
