@@ -21,14 +21,16 @@ def test_cpu_ref_lifecycle_is_clean(tmp_path: Path) -> None:
     print(report)
 
 
-@pytest.mark.parametrize("sanitizer", ["address", "thread"])
+# The default sanitizers (AddressSanitizer, UndefinedBehaviorSanitizer), or
+# ThreadSanitizer, which cannot be linked with them.
+LANES_BUILDS = {"address": {}, "thread": {"extra_flags": ["-g", "-O1", "-fsanitize=thread"],
+                                          "sanitize": False}}
+
+
+@pytest.mark.parametrize("sanitizer", sorted(LANES_BUILDS))
 def test_cpu_ref_lanes_agree_and_do_not_race(tmp_path: Path, sanitizer: str) -> None:
-    if sanitizer == "address":
-        report = build_and_run(["tests/c/test_cpu_ref_lanes.c", *SOURCES],
-                               tmp_path / "test_cpu_ref_lanes", INCLUDES)
-    else:
-        report = build_and_run(["tests/c/test_cpu_ref_lanes.c", *SOURCES],
-                               tmp_path / "test_cpu_ref_lanes_tsan", INCLUDES,
-                               extra_flags=["-g", "-O1", "-fsanitize=thread"], sanitize=False)
+    report = build_and_run(["tests/c/test_cpu_ref_lanes.c", *SOURCES],
+                           tmp_path / f"test_cpu_ref_lanes_{sanitizer}", INCLUDES,
+                           **LANES_BUILDS[sanitizer])
     assert "ThreadSanitizer" not in report, report
     print(report)

@@ -801,7 +801,6 @@ static float *scratch_floats(cr_scratch_slot slot, size_t count) {
   return cr_scratch(slot, (count ? count : 1) * sizeof(float));
 }
 
-/* C's row panels [p0, p1) by column panels [q0, q1). */
 /* Pre-packed A (weights) comes from memory on its first pass: each
  * panel (kc x mr floats, 4 KiB at kc = 128 under AVX-512) is a page of its
  * own, where the hardware prefetchers start afresh, and with few columns
@@ -812,6 +811,7 @@ static float *scratch_floats(cr_scratch_slot slot, size_t count) {
  * alternated with onnxruntime, paired 1.214 -> 1.137. */
 enum { kPrefetchPanels = 2 };
 
+/* C's row panels [p0, p1) by column panels [q0, q1). */
 static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int64_t q1) {
   const cr_gemm_arch *arch = job->arch;
   const int mr = arch->mr, nr = arch->nr;

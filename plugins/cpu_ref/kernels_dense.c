@@ -1198,10 +1198,6 @@ __attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
 }
 #endif
 
-/* One output plane (n, o) of a convolution whose groups see one input
- * channel each: bias, then the taps in (kd, kh, kw) order (padding adds
- * w * 0), then the fused residual and activation. scratch: the floats
- * plain_3x3_sizes gives when is_plain_3x3, else NULL. */
 /* The input plane that output plane (n, o) of a direct convolution reads. */
 static const float *plane_input(const cr_conv_task *task, int64_t n, int64_t o) {
   const int64_t outputs = task->y_shape[1];
@@ -1210,10 +1206,13 @@ static const float *plane_input(const cr_conv_task *task, int64_t n, int64_t o) 
   return task->x + (n * task->x_shape[1] + group) * in_plane;
 }
 
-/* Output plane (n, o) of a direct convolution; ahead: the input plane the
- * same thread reads next, which a large stride-2 plane fetches into L2 as
- * it goes (mobilenetv2's 96 x 112 x 112 -> 56 x 56 layer, in the model:
- * 473 -> 305 us), or NULL. */
+/* One output plane (n, o) of a convolution whose groups see one input
+ * channel each: bias, then the taps in (kd, kh, kw) order (padding adds
+ * w * 0), then the fused residual and activation. scratch: the floats
+ * plain_3x3_sizes gives when is_plain_3x3, else NULL. ahead: the input
+ * plane the same thread reads next, or NULL; a large stride-2 plane
+ * fetches it into L2 as it goes (mobilenetv2's 96 x 112 x 112 -> 56 x 56
+ * layer, in the model: 473 -> 305 us). */
 static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *scratch,
                          const float *ahead) {
   const cr_conv_params *p = task->params;

@@ -44,6 +44,13 @@ static inline MXTensor host_tensor(void *values, const uint64_t *shape, uint64_t
   return tensor;
 }
 
+/* count floats of a fixed pattern in [-scale, scale], shifted by seed. */
+static inline void fill_pattern(float *values, int count, float scale, int seed) {
+  for (int i = 0; i < count; ++i) {
+    values[i] = scale * (float)((int)(((unsigned)(i + seed) * 7919u) % 23u) - 11) / 11.0f;
+  }
+}
+
 /* ---- files ---------------------------------------------------------------------------- */
 
 /* A file's bytes; bytes is malloc'ed and owned by the holder (free it). */

@@ -32,8 +32,6 @@ static const char kGraph[] =
 
 static float data[50], conv_w[54], conv_b[3], fc_w[48], fc_b[4];
 
-static void fill(float *values, int count, float scale) {
-  for (int i = 0; i < count; ++i) values[i] = scale * (float)((i * 7919) % 23 - 11) / 11.0f;
-}
+static void fill(float *values, int count, float scale) { fill_pattern(values, count, scale, 0); }
 
 #endif /* TESTS_C_CPU_REF_FIXTURE_H_ */

@@ -50,12 +50,6 @@ typedef struct outputs {
   float relu[kBatch * 8 * 16 * 16];
 } outputs;
 
-static void fill(float *values, int count, float scale, int seed) {
-  for (int i = 0; i < count; ++i) {
-    values[i] = scale * (float)((int)(((unsigned)(i + seed) * 7919u) % 23u) - 11) / 11.0f;
-  }
-}
-
 static int set_threads(int threads) {
   char text[8];
   snprintf(text, sizeof text, "%d", threads);
@@ -98,11 +92,11 @@ static int close_to(const float *a, const float *b, size_t count) {
 }
 
 int main(void) {
-  fill(data, kBatch * 2 * 16 * 16, 1.0f, 0);
-  fill(conv_w, 8 * 2 * 9, 0.5f, 1);
-  fill(conv_b, 8, 0.1f, 2);
-  fill(fc_w, kHidden * kFeatures, 0.05f, 3);
-  fill(fc_b, kHidden, 0.1f, 4);
+  fill_pattern(data, kBatch * 2 * 16 * 16, 1.0f, 0);
+  fill_pattern(conv_w, 8 * 2 * 9, 0.5f, 1);
+  fill_pattern(conv_b, 8, 0.1f, 2);
+  fill_pattern(fc_w, kHidden * kFeatures, 0.05f, 3);
+  fill_pattern(fc_b, kHidden, 0.1f, 4);
   CHECK(initialize(MX_ACC_API_VERSION) == MX_ACC_OK);
   static outputs layered, single, many;
   CHECK(setenv("ACC_CPU_REF_IMAGE_SPLIT", "0", 1) == 0);
