@@ -172,21 +172,28 @@ static double peak_ops(const mlu_params *params, int dtype) {
 
 static double seconds_to_ns(double ops, double rate) { return ops / rate * 1e9; }
 
+/* a * b, or UINT64_MAX where that overflows. */
+static uint64_t product_or_max(uint64_t a, uint64_t b) {
+  return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
 uint64_t mlu_int8_input_elements(const mlu_insn *insn) {
   if (insn->dtype != MLU_DT_INT8) return 0;
   if (insn->opcode == MLU_OP_CONV) {
     const mlu_conv *c = &insn->u.conv;
-    if (c->nf <= 0 || c->out_rows <= 0 || c->fg <= 0) return 0;
+    if (c->nf <= 0 || c->out_rows <= 0 || c->fg <= 0 || c->cg <= 0 || c->w <= 0) return 0;
     /* The channels of the filters' groups, the rows the output rows read. */
-    int64_t groups = (c->f0 + c->nf - 1) / c->fg - c->f0 / c->fg + 1;
+    uint64_t groups = (uint64_t)((c->f0 + c->nf - 1) / c->fg - c->f0 / c->fg + 1);
     int64_t lo = c->oy0 * c->sh - c->ph;
     int64_t hi = (c->oy0 + c->out_rows - 1) * c->sh - c->ph + (c->kh - 1) * c->dh + 1;
     if (lo < 0) lo = 0;
     if (hi > c->h) hi = c->h;
-    return hi > lo ? (uint64_t)(groups * c->cg) * (uint64_t)(hi - lo) * (uint64_t)c->w : 0;
+    if (hi <= lo) return 0;
+    uint64_t channels = product_or_max(groups, (uint64_t)c->cg);
+    return product_or_max(channels, product_or_max((uint64_t)(hi - lo), (uint64_t)c->w));
   }
   if (insn->opcode == MLU_OP_MATMUL && insn->u.matmul.rows > 0 && insn->u.matmul.k > 0) {
-    return (uint64_t)insn->u.matmul.rows * (uint64_t)insn->u.matmul.k;
+    return product_or_max((uint64_t)insn->u.matmul.rows, (uint64_t)insn->u.matmul.k);
   }
   return 0;
 }

@@ -70,7 +70,8 @@ int mlu_params_set(mlu_params *params, const char *key, const char *text);
  * a choice such as precision's "fp32" / "int8"); -1 if key is unknown. */
 int mlu_params_format(const mlu_params *params, const char *key, char *buffer, size_t size);
 
-/* Input elements an int8 CONV/MATMUL quantizes (0 for anything else). */
+/* Input elements an int8 CONV/MATMUL quantizes (0 for anything else;
+ * UINT64_MAX where the count overflows). */
 uint64_t mlu_int8_input_elements(const mlu_insn *insn);
 
 /* Simulated nanoseconds of one instruction; adds the DRAM bytes it moves

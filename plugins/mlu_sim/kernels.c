@@ -260,7 +260,8 @@ static int32_t weight_of(float w) {
 uint64_t mlu_int8_work_bytes(const mlu_insn *insn) {
   uint64_t bytes = mlu_int8_input_elements(insn);
   if (insn->dtype == MLU_DT_INT8 && insn->opcode == MLU_OP_MATMUL && insn->u.matmul.k > 0) {
-    bytes += (uint64_t)insn->u.matmul.k; /* one column of weights */
+    uint64_t k = (uint64_t)insn->u.matmul.k; /* one column of weights */
+    bytes = bytes > UINT64_MAX - k ? UINT64_MAX : bytes + k;
   }
   return bytes;
 }

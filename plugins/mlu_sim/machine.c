@@ -194,20 +194,33 @@ static int matmul_ok(const mlu_matmul *m, uint64_t words) {
   return extent_ok(m->a, rows, m->a_stride, k, words) && extent_ok(m->b, cols, k, k, words);
 }
 
-/* int8 operands: the per-filter scales, and an accumulation that int32
- * holds exactly (MLU_INT8_MAX_TAPS). */
-static int conv_int8_ok(const mlu_conv *c, uint64_t words) {
+/* The cluster workspace an int8 instruction needs (kernels.h) fits in as
+ * many bytes as the on-chip memory has: its quantized input block is a byte
+ * per fp32 word the instruction reads. Only a program whose blocks overlap
+ * (a channel or row stride below its run) could ask for more, and the
+ * machine would allocate it for every launch (the counts saturate rather
+ * than wrap). */
+static int int8_workspace_ok(const mlu_insn *insn, uint64_t words) {
+  return mlu_int8_work_bytes(insn) <= words * sizeof(float) && mlu_int8_acc_words(insn) <= words;
+}
+
+/* int8 operands: the per-filter scales, an accumulation that int32 holds
+ * exactly (MLU_INT8_MAX_TAPS), and the workspace. */
+static int conv_int8_ok(const mlu_insn *insn, uint64_t words) {
+  const mlu_conv *c = &insn->u.conv;
   if (conv_empty(c)) return 1;
   if (c->kh > MLU_INT8_MAX_TAPS || c->kw > MLU_INT8_MAX_TAPS || c->cg > MLU_INT8_MAX_TAPS ||
       c->kh * c->kw * c->cg > MLU_INT8_MAX_TAPS) {
     return 0;
   }
-  return extent_ok(c->wscale, 1, 0, (uint64_t)c->nf, words);
+  return extent_ok(c->wscale, 1, 0, (uint64_t)c->nf, words) && int8_workspace_ok(insn, words);
 }
 
-static int matmul_int8_ok(const mlu_matmul *m, uint64_t words) {
+static int matmul_int8_ok(const mlu_insn *insn, uint64_t words) {
+  const mlu_matmul *m = &insn->u.matmul;
   if (matmul_empty(m)) return 1;
-  return m->k <= MLU_INT8_MAX_TAPS && extent_ok(m->wscale, 1, 0, (uint64_t)m->cols, words);
+  return m->k <= MLU_INT8_MAX_TAPS && extent_ok(m->wscale, 1, 0, (uint64_t)m->cols, words) &&
+         int8_workspace_ok(insn, words);
 }
 
 static int pool_ok(const mlu_pool *p, uint64_t words) {
@@ -264,10 +277,10 @@ static int insn_ok(const mlu_program *p, const mlu_insn *insn) {
     case MLU_OP_STORE: return move_ok(p, &insn->u.move, insn->opcode);
     case MLU_OP_CONV:
       return conv_ok(&insn->u.conv, words) &&
-             (insn->dtype != MLU_DT_INT8 || conv_int8_ok(&insn->u.conv, words));
+             (insn->dtype != MLU_DT_INT8 || conv_int8_ok(insn, words));
     case MLU_OP_MATMUL:
       return matmul_ok(&insn->u.matmul, words) &&
-             (insn->dtype != MLU_DT_INT8 || matmul_int8_ok(&insn->u.matmul, words));
+             (insn->dtype != MLU_DT_INT8 || matmul_int8_ok(insn, words));
     case MLU_OP_POOL: return pool_ok(&insn->u.pool, words);
     case MLU_OP_EWISE: return ewise_ok(&insn->u.ewise, words);
     case MLU_OP_SOFTMAX: return softmax_ok(&insn->u.softmax, words);
@@ -352,11 +365,16 @@ static void run_store(const launch *l, const mlu_move *m) {
   }
 }
 
-/* Whether a compute instruction has no output element (the verifier took
- * it unchecked: the int8 matmul, run anyway, quantized A with no column of
- * B and read past the on-chip memory through an imported file's address). */
+/* Whether an instruction writes no element. The verifier takes one
+ * unchecked, so it must not run: the int8 matmul, run anyway, quantized A
+ * with no column of B and read past the on-chip memory through an imported
+ * file's address; a move or copy with an empty run looped over up to 2^28
+ * rows of nothing (a fuzzed file: 11 s for one launch). */
 static int insn_empty(const mlu_insn *insn) {
   switch (insn->opcode) {
+    case MLU_OP_LOAD:
+    case MLU_OP_STORE: return insn->u.move.rows == 0 || insn->u.move.run == 0;
+    case MLU_OP_COPY: return insn->u.copy.rows == 0 || insn->u.copy.run == 0;
     case MLU_OP_CONV: return conv_empty(&insn->u.conv);
     case MLU_OP_MATMUL: return matmul_empty(&insn->u.matmul);
     case MLU_OP_POOL: return pool_empty(&insn->u.pool);

@@ -10,7 +10,8 @@
  * with version 2's FNV-1a checksum is refused); hostile
  * length fields and random changes with the checksum recomputed (so that
  * only the reader's checks stand between them and the simulator) are
- * refused or load a model that runs, never crashing or leaking.
+ * refused or load a model that runs, never crashing or leaking; an int8
+ * instruction whose workspace would exceed the on-chip memory is refused.
  * Prints "N passed, N failed"; exits non-zero on failure.
  */
 #include <inttypes.h>
@@ -379,6 +380,75 @@ static void test_hostile_fields(void) {
   free(file.bytes);
 }
 
+/* Bytes each instruction takes in the file after its opcode and dtype
+ * (model_file.c's coders, field by field), by opcode. */
+static size_t insn_body_bytes(unsigned opcode) {
+  enum { kDramRef = 1 + 1 + 2 + 8, kEpilogue = 3 * 8 + 1 + 4 + 4 };
+  static const size_t bytes[] = {
+      kDramRef + 5 * 8,                      /* LOAD */
+      kDramRef + 5 * 8,                      /* STORE */
+      2 * 8 + 5 * 8 + 3 * 8 + 15 * 8 + kEpilogue + 8, /* CONV */
+      5 * 8 + 3 * 8 + kEpilogue + 8,         /* MATMUL */
+      6 * 8 + 12 * 8 + 1 + 1 + 4,            /* POOL */
+      5 * 8 + 4 * 8 + 1 + 1 + 4 + 4,         /* EWISE */
+      6 * 8 + 3 * 8 + 8,                     /* SOFTMAX */
+      6 * 8,                                 /* COPY */
+      0,                                     /* SYNC */
+  };
+  return opcode < sizeof bytes / sizeof bytes[0] ? bytes[opcode] : SIZE_MAX;
+}
+
+/* An int8 matrix product whose input rows overlap (a_stride 0) reads few
+ * words of on-chip memory but quantizes every row into the cluster's
+ * workspace: the machine once allocated rows * k bytes for it at every
+ * launch (1.3 GB for a fuzzed file). The verifier bounds that workspace by
+ * the on-chip memory, so such a file is refused. */
+static void test_int8_workspace_beyond_on_chip_memory(void) {
+  CHECK(call(0, "precision", "int8", NULL, NULL, NULL, 0) == MX_ACC_OK);
+  CHECK(load_model("q", 0) == MX_ACC_OK);
+  CHECK(call(0, "precision", "fp32", NULL, NULL, NULL, 0) == MX_ACC_OK);
+  CHECK(export_to("q", 0, "q.model") == MX_ACC_OK);
+  CHECK(unloadModel("q") == MX_ACC_OK);
+  buffer file = read_all("q.model");
+  if (file.size == 0) {
+    CHECK(0);
+    return;
+  }
+  layout l = walk(&file);
+  uint64_t words = get_le(file.bytes + l.const_length - 3 * 8, 8); /* report: sram_words */
+  uint64_t count = get_le(file.bytes + l.insn_count, 8);
+  size_t at = l.first_insn, matmul = 0;
+  for (uint64_t i = 0; i < count && at + 2 <= file.size; ++i) {
+    unsigned opcode = file.bytes[at], dtype = file.bytes[at + 1];
+    if (opcode == 3 && dtype == 2) matmul = at; /* MLU_OP_MATMUL, MLU_DT_INT8 */
+    size_t body = insn_body_bytes(opcode);
+    if (body == SIZE_MAX) break;
+    at += 2 + body;
+  }
+  CHECK(matmul != 0 && words > 0);
+  if (matmul == 0) {
+    free(file.bytes);
+    return;
+  }
+  /* The unchanged file loads; then A at 0 with stride 0, one output column
+   * per row at 0 .. words - 1: every extent lies in on-chip memory, the
+   * workspace is words * k + k bytes. */
+  CHECK(import_with(&file, 0, file.bytes[0], 1) == MX_ACC_OK);
+  size_t fields = matmul + 2;
+  put_le(file.bytes + fields + 0 * 8, 0, 8);      /* a */
+  put_le(file.bytes + fields + 1 * 8, 0, 8);      /* a_stride */
+  put_le(file.bytes + fields + 3 * 8, 0, 8);      /* out */
+  put_le(file.bytes + fields + 4 * 8, 1, 8);      /* out_stride */
+  put_le(file.bytes + fields + 5 * 8, words, 8);  /* rows */
+  put_le(file.bytes + fields + 6 * 8, 1, 8);      /* cols */
+  int status = import_with(&file, 0, file.bytes[0], 1);
+  CHECK(status == MX_ACC_ERR_INVALID_ARG);
+  CHECK(strstr(import_message, "verification") != NULL);
+  if (status != MX_ACC_ERR_INVALID_ARG) fprintf(stderr, "int8 workspace: %s\n", import_message);
+  free(file.bytes);
+  remove("q.model");
+}
+
 int main(void) {
   CHECK(initialize(MX_ACC_API_VERSION) == MX_ACC_OK);
   CHECK(getNumAcc() >= 2);
@@ -389,6 +459,7 @@ int main(void) {
   test_bad_calls();
   test_every_truncation_and_bit_flip();
   test_hostile_fields();
+  test_int8_workspace_beyond_on_chip_memory();
   CHECK(unloadModel("m") == MX_ACC_OK);
   CHECK(!is_loaded("damaged"));
   CHECK(stat_of(0, "memory", "bytes_in_use") == before);
