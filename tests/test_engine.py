@@ -9,12 +9,14 @@ MXNET_ENGINE_TYPE says otherwise).
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -224,6 +226,39 @@ def test_run_context_names_the_worker(threaded: ThreadedEngine) -> None:
     threaded.push_sync(lambda ctx: seen.append(ctx.stream), FakeDevice(object(), 1))
     threaded.wait_for_all()
     assert sorted(seen) == ["cpu", "fake(1)"]
+
+
+def test_a_finished_operation_keeps_nothing_its_function_holds(engine: Engine) -> None:
+    """Once an operation has run, neither its block nor the worker that ran
+    it (idle now, waiting for the next) keeps its function: what the
+    closure holds (arrays, device buffers) goes with its last user. An
+    idle device worker once kept a closed executor's last step, and with it
+    54 buffers on the card, which then refused to change its memory size."""
+
+    class Held:
+        pass
+
+    held = Held()
+    alive = weakref.ref(held)
+
+    def step(obj: Held) -> Any:
+        def run(_ctx: Any) -> None:
+            assert obj is not None
+        return run
+
+    def step_async(obj: Held) -> Any:
+        def run(_ctx: Any, on_complete: Any) -> None:
+            assert obj is not None
+            on_complete()
+        return run
+
+    for ctx in (None, FakeDevice(object(), 0)):
+        engine.push_sync(step(held), ctx, [], [engine.new_var()])
+        engine.push_async(step_async(held), ctx, [], [engine.new_var()])
+    engine.wait_for_all()
+    del held
+    gc.collect()
+    assert alive() is None
 
 
 # ---- failures ------------------------------------------------------------------------------

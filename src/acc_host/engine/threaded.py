@@ -232,6 +232,9 @@ class ThreadedEngine(Engine):
             if block.done:
                 raise EngineError("on_complete() was called twice for one operation")
             block.done = True
+            # The function's closure may hold arrays and device buffers: they
+            # go with their last user, not with the block (an idle worker's).
+            block.fn = None
             for var in block.const_vars:
                 for granted in var.finish_read():
                     granted.pending -= 1
