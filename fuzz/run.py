@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -265,6 +266,30 @@ def corpus_dirs(target: Target) -> list[Path]:
             if d.is_dir()]
 
 
+def _run_fresh(command: list[str], env: dict[str, str], cwd: str,
+               timeout: float) -> tuple[int, str]:
+    """Runs command with its output captured: (exit status, output).
+
+    Linux carries a process's peak RSS across fork and exec: a fuzzer
+    started straight from a large process (pytest late in a long session
+    holds gigabytes) begins with its parent's peak, and libFuzzer's
+    -rss_limit_mb, which reads that peak, stops it at once. A shell that
+    forks the fuzzer (rather than exec-ing it) gives it its own small
+    peak. The shell leads a process group of its own, so that a run past
+    the timeout is killed whole."""
+    shell = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *command]
+    with subprocess.Popen(shell, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace", env=env, cwd=cwd,
+                          start_new_session=True) as process:
+        try:
+            text, _ = process.communicate(timeout=timeout)
+            return process.returncode, text
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            text, _ = process.communicate()
+            return -9, (text or "") + "\n(killed: no end)"
+
+
 def run(target: Target, seconds: float, *, replay: bool = False, work: Path | None = None,
         extra: list[str] | None = None, log=print) -> Result:
     """Fuzzes target for seconds (replay: runs the committed inputs once)."""
@@ -294,14 +319,7 @@ def run(target: Target, seconds: float, *, replay: bool = False, work: Path | No
             options.append(f"-dict={FUZZ / target.dictionary}")
         command += [*options, *(extra or []), *map(str, dirs)]
         started = time.monotonic()
-        try:
-            process = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, errors="replace", env=env, cwd=tmp,
-                                     timeout=seconds + 300)
-            returncode, text = process.returncode, process.stdout
-        except subprocess.TimeoutExpired as error:
-            returncode = -9
-            text = (error.stdout or b"").decode("utf-8", "replace") + "\n(killed: no end)"
+        returncode, text = _run_fresh(command, env, tmp, seconds + 300)
     result = Result(target.name, time.monotonic() - started, returncode,
                     driver=driver_name(target))
     parse_log(text, result)

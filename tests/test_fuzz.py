@@ -95,6 +95,33 @@ def test_python_target_bounded_session(target: str, tmp_path: Path) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], SECONDS, work=tmp_path))
 
 
+def test_a_session_started_from_a_large_process_has_a_memory_peak_of_its_own(
+        libfuzzer, tmp_path: Path) -> None:
+    """Linux carries a process's peak RSS across fork and exec, and
+    libFuzzer's -rss_limit_mb reads that peak. Run from pytest late in a
+    long session (4.6 GB resident, the suite's files in reverse order),
+    every bounded session stopped at once with "out-of-memory (used:
+    4661Mb)". Here a process holding 1.2 GB runs a session with a limit of
+    1 GB: it must run to its end."""
+    import subprocess
+    import textwrap
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        sys.path.insert(0, {str(ROOT / "fuzz")!r})
+        import run as fuzz_run
+        ballast = bytearray(1200 << 20)
+        for page in range(0, len(ballast), 4096):
+            ballast[page] = 1
+        fuzz_run.RSS_LIMIT_MB = 1024
+        result = fuzz_run.run(fuzz_run.TARGETS["graph_json"], 2, work=Path({str(tmp_path)!r}))
+        print(result.returncode, result.peak_rss_mb, result.artifacts, result.log_tail)
+        sys.exit(0 if result.ok else 1)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+
+
 # ---- hypothesis over the Python targets' check functions ---------------------------------------
 
 
