@@ -233,7 +233,8 @@ class ThreadedEngine(Engine):
                 raise EngineError("on_complete() was called twice for one operation")
             block.done = True
             # The function's closure may hold arrays and device buffers: they
-            # go with their last user, not with the block (an idle worker's).
+            # go with their last user, not with the block, which an idle
+            # worker keeps until it takes the next.
             block.fn = None
             for var in block.const_vars:
                 for granted in var.finish_read():

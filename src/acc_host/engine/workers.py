@@ -95,7 +95,6 @@ class Worker:
             try:
                 run(block, stream)
             finally:
-                block = None  # not kept alive while this thread waits for the next
                 self._done()
 
     def help(self) -> bool:
