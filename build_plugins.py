@@ -60,7 +60,8 @@ RELEASE_FLAGS = ["-O2"]
 # where the linker happens to place them (the same convolution took 15%
 # longer in one link order than another), and a forward of resnet_small
 # ran 13% faster in the EPYC's slow phases (medians of 8 alternated rounds
-# against the unaligned build; docs/cpu_ref_performance.md, "AVX2, round 4").
+# against the unaligned build; docs/cpu_ref_performance.md, "Run-time dispatch
+# and build flags").
 GCC_RELEASE_FLAGS = ["-fvect-cost-model=dynamic", "-falign-loops=32"]
 # CR_SCRATCH_POISON: cpu_ref fills its reused scratch memory with NaNs each
 # time it hands it out (plugins/cpu_ref/scratch.c), so reading scratch a

@@ -1157,7 +1157,7 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 s2_sums(
  * starting left of it in shuffles (padding 1) or scalar code (padding 2 or
  * more); rows outside the plane are zeros (padding adds w * 0, as
  * elsewhere). Then the residual and activation. mobilenetv2's stride-2
- * layers: docs/cpu_ref_performance.md, "AVX2, round 4". */
+ * layers: docs/cpu_ref_performance.md, "Depthwise convolution". */
 __attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
     const float *x, const int64_t in[3], const int64_t out[3], int64_t pad_h, int64_t pad_w,
     const float *w, float bias, const float *residual, const cr_fusion *fusion, float *y) {
@@ -1946,7 +1946,7 @@ static void apply_fusion(const cr_fusion *fusion, int64_t rows, int64_t outputs,
  * the residual and activation: one read of the filters at the speed of
  * memory rather than a GEMM tile per 6 filters with 15 of its 16 columns
  * wasted (mobilenetv2's 1280 -> 1000 classifier at batch 1: 384 us where
- * onnxruntime took 189; docs/cpu_ref_performance.md, "AVX2, round 4"). */
+ * onnxruntime took 189; docs/cpu_ref_performance.md, "GEMM"). */
 static int matrix_vector(int64_t outputs, int64_t channels, const float *x, const float *w,
                          const float *bias, const cr_fusion *fusion, float *y, int num_threads) {
   cr_gemv(outputs, channels, w, x, bias, y, num_threads);
