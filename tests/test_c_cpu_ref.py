@@ -3,7 +3,10 @@ so that AddressSanitizer and LeakSanitizer check hundreds of load/infer/unload,
 alloc/free and executor cycles and the failure paths for leaks and memory
 errors; tests/c/test_cpu_ref_lanes.c: a batch run as lanes on 2 and 3
 threads gives the 1-thread results bit for bit, under AddressSanitizer and
-under ThreadSanitizer (any data race between the lanes fails it)."""
+under ThreadSanitizer (any data race between the lanes fails it);
+tests/c/test_cpu_ref_concat_views.c: Concats written in place into a later
+Concat's output (views of views) match a reference computed in C, under
+AddressSanitizer."""
 
 from pathlib import Path
 
@@ -18,6 +21,12 @@ INCLUDES = ["include", "plugins/common", "plugins/cpu_ref"]
 def test_cpu_ref_lifecycle_is_clean(tmp_path: Path) -> None:
     report = build_and_run(["tests/c/test_cpu_ref_lifecycle.c", *SOURCES],
                            tmp_path / "test_cpu_ref_lifecycle", INCLUDES)
+    print(report)
+
+
+def test_cpu_ref_concat_views_of_views_are_right(tmp_path: Path) -> None:
+    report = build_and_run(["tests/c/test_cpu_ref_concat_views.c", *SOURCES],
+                           tmp_path / "test_cpu_ref_concat_views", INCLUDES)
     print(report)
 
 

@@ -654,6 +654,24 @@ static cr_dense_plan *conv_writing(const cr_model *model, size_t e) {
   return NULL;
 }
 
+/* Points every view at its root, the entry that is no view and so owns
+ * the memory, with the offsets along the chain summed. A Concat's output
+ * taken as a view by a later Concat (Inception's E blocks concatenate the
+ * 1x3 and 3x1 branches, then that with the other branches) leaves its own
+ * inputs viewing an entry that gets no block of its own: every consumer of
+ * view[] (the arena and lane places, image_moves) reads the root's. */
+static void resolve_views(size_t n, size_t *view, size_t *view_offset) {
+  for (size_t e = 0; e < n; ++e) {
+    /* Each entry views at most one other, a later step's output, so a
+     * chain ends within n links. */
+    for (size_t links = 0; view[e] != SIZE_MAX && view[view[e]] != SIZE_MAX && links < n;
+         ++links) {
+      view_offset[e] += view_offset[view[e]];
+      view[e] = view[view[e]];
+    }
+  }
+}
+
 /* Concat along an axis with nothing but extent-1 axes before it (channels
  * of one image): each input is one contiguous run of the output, so the
  * steps computing the inputs can write them there and the concatenation
@@ -664,7 +682,11 @@ static cr_dense_plan *conv_writing(const cr_model *model, size_t e) {
  * that only the Concat reads and no graph output: its memory is then the
  * output's from the first producer on (first[] moves there; the inputs get
  * no block of their own), and view[input] / view_offset[input] say where
- * its first image lies. */
+ * its first image lies. An input may be an earlier Concat elided so (a
+ * run of a run is a run): its own inputs then view this output, at their
+ * offsets plus its own (resolve_views), and the root's lifetime begins at
+ * the earliest producer of the whole tree. Not for a batch: an elided
+ * Concat is no convolution, whose image stride could be widened. */
 static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_t *view_offset) {
   cr_entry_facts facts;
   int status = gather_facts(model, &facts);
@@ -711,6 +733,7 @@ static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_
     step->elided = 1;
   }
   free_facts(&facts);
+  resolve_views(model->num_entries, view, view_offset);
   return MX_ACC_OK;
 }
 
@@ -1037,8 +1060,10 @@ static int plan_image_bytes(cr_model *model) {
       model->image_bytes[e] = entry_bytes(model, i, (uint32_t)k) / batch;
     }
   }
-  /* The inputs of a Concat written in place lie in its output's images. */
-  for (size_t s = 0; s < model->num_steps; ++s) {
+  /* The inputs of a Concat written in place lie in its output's images;
+   * an outer Concat comes later, so its output has its root's image bytes
+   * before they pass on to the inner Concat's inputs. */
+  for (size_t s = model->num_steps; s-- > 0;) {
     const cr_step *step = &model->steps[s];
     if (!step->elided) continue;
     for (int k = 0; k < step->num_inputs; ++k) {
