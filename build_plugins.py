@@ -3,7 +3,9 @@
 
 Every directory ``plugins/<name>/`` holding ``.c`` files becomes
 ``lib<name>.so`` (``.dylib`` on macOS), compiled together with the shared
-sources of ``plugins/common/`` against ``include/mxnet_acc.h``. The libraries,
+sources of ``plugins/common/`` against ``include/mxnet_acc.h``, except the
+directories in NOT_BUNDLED (``plugins/template``, the plugin to copy), which
+are built only on request: ``--plugin NAME --out DIR``. The libraries,
 a copy of the header and, in ``sdk/``, a copy of ``plugins/common/`` (the C
 helpers a plugin built outside this tree compiles in: ``acc-host sdk``) go to
 ``src/acc_host/_bundled/``, where the installed package finds them
@@ -13,6 +15,7 @@ helpers a plugin built outside this tree compiles in: ``acc-host sdk``) go to
 Usage::
 
     python build_plugins.py [--out DIR] [--sanitize] [--werror] [--force]
+    python build_plugins.py --plugin template --out build/template [--werror]
 
 Shipped builds are optimised (-O2, with GCC's loop vectoriser allowed to
 version loops for aliasing: ``-fvect-cost-model=dynamic``, which makes the
@@ -50,6 +53,12 @@ PLUGINS_DIR = ROOT / "plugins"
 COMMON_DIR = PLUGINS_DIR / "common"
 DEFAULT_OUT = ROOT / "src" / "acc_host" / "_bundled"
 SDK_DIR = "sdk"  # under the output directory: the copy of plugins/common
+# Plugin directories that are not bundled: every library in _bundled/ ships
+# in the wheel and is loaded at `import acc_host`, and the template (a
+# starting point for vendors, plugins/template/README.md) would add an
+# accelerator to every session, to the demo and to every test that lists
+# the loaded ones. They are built with --plugin NAME into another directory.
+NOT_BUNDLED = frozenset({"template"})
 
 SHARED_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
 
@@ -119,11 +128,13 @@ def library_name(plugin: str) -> str:
     return f"lib{plugin}{SHARED_SUFFIX}"
 
 
-def plugin_dirs() -> list[Path]:
-    """Plugin source directories that hold C sources, in name order."""
+def plugin_dirs(*, bundled_only: bool = True) -> list[Path]:
+    """Plugin source directories that hold C sources, in name order; those
+    of NOT_BUNDLED only with bundled_only=False."""
     return sorted(
         path for path in PLUGINS_DIR.iterdir()
         if path.is_dir() and path != COMMON_DIR and any(path.glob("*.c"))
+        and not (bundled_only and path.name in NOT_BUNDLED)
     )
 
 
@@ -275,6 +286,25 @@ def build_all(out_dir: Path = DEFAULT_OUT, *, sanitize: bool = False, werror: bo
     return built
 
 
+def build_named(names: Sequence[str], out_dir: Path, *, sanitize: bool = False,
+                werror: bool = False, force: bool = False, log=print) -> list[Path]:
+    """Builds the plugins named (directories of plugins/, bundled or not)
+    into out_dir. A plugin of NOT_BUNDLED never goes to the package's own
+    _bundled/ directory, where it would be loaded at import."""
+    dirs = {path.name: path for path in plugin_dirs(bundled_only=False)}
+    built = []
+    for name in names:
+        if name not in dirs:
+            raise BuildError(f"no plugin {name!r} in {PLUGINS_DIR} (there are: "
+                             f"{', '.join(sorted(dirs))})")
+        if name in NOT_BUNDLED and out_dir.resolve() == DEFAULT_OUT.resolve():
+            raise BuildError(f"{name} is not bundled (NOT_BUNDLED): build it with --out DIR")
+        path = build_plugin(dirs[name], out_dir, sanitize=sanitize, werror=werror, force=force)
+        log(f"built {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+        built.append(path)
+    return built
+
+
 def _remove_stale(out_dir: Path, built: Sequence[Path], log) -> None:
     keep = {path.name for path in built} | {path.with_suffix(".stamp").name for path in built}
     for path in out_dir.glob("lib*"):
@@ -291,9 +321,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="build with AddressSanitizer and UndefinedBehaviorSanitizer")
     parser.add_argument("--werror", action="store_true", help="treat warnings as errors")
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    parser.add_argument("--plugin", action="append", metavar="NAME",
+                        help="build only this plugin directory (repeatable), also one that is "
+                             f"not bundled ({', '.join(sorted(NOT_BUNDLED))}: needs --out)")
     args = parser.parse_args(argv)
     try:
-        build_all(args.out, sanitize=args.sanitize, werror=args.werror, force=args.force)
+        if args.plugin:
+            build_named(args.plugin, args.out, sanitize=args.sanitize, werror=args.werror,
+                        force=args.force)
+        else:
+            build_all(args.out, sanitize=args.sanitize, werror=args.werror, force=args.force)
     except BuildError as error:
         print(error, file=sys.stderr)
         return 1

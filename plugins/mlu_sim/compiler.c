@@ -13,15 +13,11 @@
 #include "half.h"
 #include "kernels.h"
 #include "machine.h"
+#include "sram.h"
 #include "mxnet_acc.h"
 #include "status.h"
 
 enum { kConstAlign = 64 };
-
-int mlu_root(const compiler *c, int v) {
-  while (c->values[v].alias >= 0) v = c->values[v].alias;
-  return v;
-}
 
 static void compiler_release(compiler *c) {
   for (size_t i = 0; i < c->num_kernels; ++i) {
@@ -34,7 +30,7 @@ static void compiler_release(compiler *c) {
   free(c->kernels);
   free(c->values);
   free(c->insns);
-  free(c->sram.blocks);
+  mlu_sram_release(&c->sram);
 }
 
 static const char *kind_name(int kind) {
@@ -577,7 +573,7 @@ static int place_and_emit(compiler *c, size_t index, int allow_resident) {
       c->info.spilled_values += 1;
     }
   }
-  if (gap_addr + words > c->sram.peak) c->sram.peak = gap_addr + words;
+  mlu_sram_note_use(&c->sram, gap_addr, words);
   mlu_emit_kernel(c, k, gap_addr, gap);
   return c->emit_status;
 }
@@ -601,8 +597,7 @@ static void reset_emission(compiler *c) {
   c->num_insns = 0;
   memset(c->info.by_opcode, 0, sizeof c->info.by_opcode);
   c->info.resident_values = c->info.spilled_values = c->info.kernels = 0;
-  c->sram.count = 0;
-  c->sram.peak = 0;
+  mlu_sram_reset(&c->sram);
   c->scratch_bytes = 0;
   for (size_t i = 0; i < c->num_values; ++i) c->values[i].resident = 0;
   compute_liveness(c);
@@ -619,7 +614,7 @@ static int emit_kernels(compiler *c, int allow_resident) {
 }
 
 static int emit_program(compiler *c) {
-  c->sram.total = c->params.sram_bytes / sizeof(float);
+  mlu_sram_init(&c->sram, c->params.sram_bytes / sizeof(float));
   int status = emit_kernels(c, 1);
   if (status == MX_ACC_ERR_UNSUPPORTED) {
     /* Values kept on chip left a later kernel too little room to tile:

@@ -1,7 +1,11 @@
 /*
  * The compiler's working state, shared by compiler.c (ordering, kernels,
- * fusion, memory planning, finishing) and emit.c (on-chip allocation,
- * tiling, instruction emission). Internal to the compiler.
+ * fusion, memory planning, finishing) and emit.c (tiling, instruction
+ * emission). Internal to the compiler.
+ *
+ * Calls go one way: compiler.c calls emit.c (the functions declared below)
+ * and sram.c (the on-chip allocator, sram.h); emit.c calls neither back, and
+ * needs only this header's types and inline helpers.
  */
 #ifndef MLU_SIM_COMPILER_IMPL_H_
 #define MLU_SIM_COMPILER_IMPL_H_
@@ -12,6 +16,7 @@
 #include "card.h"
 #include "cnml_impl.h"
 #include "isa.h"
+#include "sram.h"
 
 /* One tensor of the compiled subgraph. */
 typedef struct cvalue {
@@ -64,18 +69,6 @@ typedef struct ckernel {
   uint64_t weights_offset, bias_offset, scale_offset, shift_offset, wscale_offset; /* bytes */
 } ckernel;
 
-typedef struct sram_block {
-  uint64_t addr, words;
-} sram_block;
-
-/* First-fit allocator of on-chip words for resident values. */
-typedef struct sram_space {
-  uint64_t total;
-  sram_block *blocks; /* live, sorted by address */
-  size_t count, capacity;
-  uint64_t peak;      /* highest word used by anything, + 1 */
-} sram_space;
-
 typedef struct compiler {
   mlu_card *card;
   mlu_params params;
@@ -87,19 +80,18 @@ typedef struct compiler {
   mlu_insn *insns;
   size_t num_insns, insn_capacity;
   int emit_status; /* MX_ACC_OK, or the first failure to grow insns */
-  sram_space sram;
+  mlu_sram_space sram; /* resident values and tiles (sram.h) */
   uint64_t scratch_bytes, const_bytes;
   mlu_program_info info;
 } compiler;
 
 /* The value whose storage v uses (follows aliases). */
-int mlu_root(const compiler *c, int v);
+static inline int mlu_root(const compiler *c, int v) {
+  while (c->values[v].alias >= 0) v = c->values[v].alias;
+  return v;
+}
 
 /* ---- emit.c ----------------------------------------------------------------- */
-
-int mlu_sram_alloc(sram_space *space, uint64_t words, uint64_t *addr);
-void mlu_sram_free(sram_space *space, uint64_t addr);
-void mlu_sram_largest_gap(const sram_space *space, uint64_t *addr, uint64_t *words);
 
 /* Whether kernel k, with its operands' current residency, can be tiled
  * into gap_words of on-chip scratch; if so *words is what it uses. */

@@ -1,6 +1,7 @@
 /*
- * Stage 4 of the compiler (see compiler.h): on-chip allocation, tiling and
- * instruction emission for each kernel.
+ * Stage 4 of the compiler (see compiler.h): tiling and instruction emission
+ * for each kernel, into the on-chip gap the memory planner (compiler.c, with
+ * sram.h) leaves it.
  *
  * Every kernel follows one pattern: pick the largest tile whose operands
  * fit in the on-chip scratch area it is given, then per tile LOAD each
@@ -15,60 +16,6 @@
 #include "compiler_impl.h"
 #include "mxnet_acc.h"
 #include "status.h"
-
-enum { kSramAlign = 16 }; /* words: keeps resident tensors on 64-byte lines */
-
-/* ---- on-chip allocation ---------------------------------------------------------- */
-
-int mlu_sram_alloc(sram_space *space, uint64_t words, uint64_t *addr) {
-  if (words == 0 || words > space->total) return 0;
-  uint64_t size = (words + kSramAlign - 1) / kSramAlign * kSramAlign, start = 0;
-  for (size_t i = 0; i <= space->count; ++i) {
-    uint64_t end = i < space->count ? space->blocks[i].addr : space->total;
-    if (end >= start && end - start >= words) {
-      if (space->count == space->capacity) {
-        size_t capacity = space->capacity ? space->capacity * 2 : 16;
-        sram_block *blocks = realloc(space->blocks, capacity * sizeof *blocks);
-        if (blocks == NULL) return 0; /* simply not resident */
-        space->blocks = blocks;
-        space->capacity = capacity;
-      }
-      memmove(&space->blocks[i + 1], &space->blocks[i], (space->count - i) * sizeof *space->blocks);
-      space->blocks[i] = (sram_block){start, size < end - start ? size : end - start};
-      space->count += 1;
-      if (start + words > space->peak) space->peak = start + words;
-      *addr = start;
-      return 1;
-    }
-    if (i < space->count) start = space->blocks[i].addr + space->blocks[i].words;
-  }
-  return 0;
-}
-
-void mlu_sram_free(sram_space *space, uint64_t addr) {
-  for (size_t i = 0; i < space->count; ++i) {
-    if (space->blocks[i].addr == addr) {
-      memmove(&space->blocks[i], &space->blocks[i + 1],
-              (space->count - i - 1) * sizeof *space->blocks);
-      space->count -= 1;
-      return;
-    }
-  }
-}
-
-void mlu_sram_largest_gap(const sram_space *space, uint64_t *addr, uint64_t *words) {
-  uint64_t start = 0, best_addr = 0, best = 0;
-  for (size_t i = 0; i <= space->count; ++i) {
-    uint64_t end = i < space->count ? space->blocks[i].addr : space->total;
-    if (end > start && end - start > best) {
-      best = end - start;
-      best_addr = start;
-    }
-    if (i < space->count) start = space->blocks[i].addr + space->blocks[i].words;
-  }
-  *addr = best_addr;
-  *words = best;
-}
 
 /* ---- instructions ------------------------------------------------------------------ */
 
