@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .errors import GraphError, ShapeError, TensorError, UnknownOperatorError
+from .errors import DTypeError, GraphError, ShapeError, TensorError, UnknownOperatorError
 from .ops import registry
 from .ops.params import Attrs, parse_tuple
 from .symbol_json import Node
@@ -221,6 +221,8 @@ class Graph:
                 except registry.ShapeUnknownError:
                     continue
                 except ShapeError as error:  # the same kind, naming the node
+                    if what == "dtype":
+                        self._input_dtype_error(k, values, given)
                     raise type(error)(f"node {node.name!r} ({node.op}): {error}") from None
                 for position, (entry, value) in enumerate(zip(entries, filled)):
                     self._merge(values, entry, value, node, position, accept, what)
@@ -228,6 +230,46 @@ class Graph:
                     values[self.entry_start[k] + output] = value
                 done[k] = progress = True
         return values
+
+    def _input_dtype_error(self, k: int, values: list[Any], given: Mapping[str, Any]) -> None:
+        """Raises a DTypeError naming the graph input at the root of node k's
+        dtype conflict, when there is one: node k's inputs disagree, the
+        dtype most of them share is the expected one, and an input of
+        another dtype comes from a variable given that dtype (a float64
+        array for a float32 model). Returns when the conflict is elsewhere."""
+        node = self.nodes[k]
+        entries = self.input_entries(k)
+        known = [values[e] for e in entries if values[e] is not None]
+        if len(set(known)) < 2:
+            return
+        expected = max(set(known), key=lambda dtype: (known.count(dtype), -known.index(dtype)))
+        for entry, (producer, _, _) in zip(entries, node.inputs):
+            odd = values[entry]
+            if odd is None or odd == expected:
+                continue
+            for root in self._variables_with_dtype(producer, odd, values):
+                if root.name in given:
+                    raise DTypeError(
+                        f"input {root.name!r} has dtype {np.dtype(odd).name}, the model takes "
+                        f"{np.dtype(expected).name} (node {node.name!r} ({node.op}) gets both); "
+                        f"cast the input to {np.dtype(expected).name}")
+
+    def _variables_with_dtype(self, producer: Node, dtype: Any, values: list[Any]) -> list[Node]:
+        """The variables upstream of producer (itself included) whose dtype
+        is dtype, nearest first."""
+        found: list[Node] = []
+        queue, seen = [producer], {id(producer)}
+        while queue:
+            current = queue.pop(0)
+            if current.is_variable:
+                if values[self.entry_start[self.index[id(current)]]] == dtype:
+                    found.append(current)
+                continue
+            for source, _, _ in current.inputs:
+                if id(source) not in seen:
+                    seen.add(id(source))
+                    queue.append(source)
+        return found
 
     def _merge(self, values: list[Any], entry: int, value: Any, node: Node, position: int,
                accept: Callable[[int, Node, Any], None], what: str) -> None:
