@@ -20,7 +20,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import AccHostError, AllocationTooLargeError, OperatorError, ShapeError
+from ..errors import (
+    AccHostError,
+    AllocationTooLargeError,
+    DTypeError,
+    OperatorError,
+    ShapeError,
+)
 from ..limits import array_bytes, check_bytes, check_empty_span
 from .params import (
     Attrs,
@@ -48,6 +54,23 @@ def _axis(op: str, axis: int, ndim: int) -> int:
     """axis of an ndim-dimensional input in [-ndim, ndim) as a non-negative
     index; a ShapeError otherwise (a 0-d input has no axis)."""
     return normalize_axis(op, axis, ndim)
+
+
+#: Functions ONNX defines for integer (and, but for the shifts, bool) inputs only.
+_BITWISE = frozenset({"bitshift_left", "bitshift_right", "bitwise_and", "bitwise_or",
+                      "bitwise_xor", "bitwise_not"})
+
+
+def _bitwise_dtype(op: str, fn: str, dtypes: list) -> Any:
+    """The output dtype (the first input's); a DTypeError for a bitwise
+    function of a float input."""
+    if fn in _BITWISE:
+        allowed = "iu" if fn.startswith("bitshift") else "iub"
+        for position, dtype in enumerate(dtypes):
+            if dtype is not None and np.dtype(dtype).kind not in allowed:
+                raise DTypeError(f"{op}: {fn} takes integer inputs, input {position} is "
+                                 f"{np.dtype(dtype).name}")
+    return dtypes[0]
 
 
 def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
@@ -200,7 +223,8 @@ _def("_onnx_unary", _unary,
       Param("beta", parse_float, 0.0), Param("gamma", parse_float, 1.0),
       Param("approximate", parse_str, "none"),
       Param("detect_positive", parse_bool, True), Param("detect_negative", parse_bool, True)],
-     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_UNARY else d[0]],
+     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_UNARY
+                         else _bitwise_dtype("_onnx_unary", a.fn, d)],
      infer_shape=_broadcast_shape("_onnx_unary"),
      doc="ONNX element-wise unary functions (activation functions with ONNX's "
          "alpha/beta/gamma, predicates returning bool).")
@@ -270,7 +294,8 @@ def _binary(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 _def("_onnx_binary", _binary,
      [Param("fn", choice(*_BINARY, *_BOOL_BINARY)), Param("fmod", parse_bool, False)],
      arguments=("lhs", "rhs"),
-     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_BINARY else d[0]],
+     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_BINARY
+                         else _bitwise_dtype("_onnx_binary", a.fn, d)],
      infer_shape=_broadcast_shape("_onnx_binary"),
      doc="ONNX binary element-wise operators with numpy broadcasting; comparisons "
          "and logical operators return bool, integer Div truncates, Pow keeps the "
