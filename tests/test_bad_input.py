@@ -30,13 +30,17 @@ from acc_host.errors import (
     AccHostError,
     AllocationTooLargeError,
     ContextError,
+    DTypeError,
     GraphError,
     InvalidArgumentError,
     ModelFileError,
+    ModelFileNotFoundError,
     OperatorError,
+    OperatorInternalError,
     RankError,
     ShapeError,
     TensorError,
+    UnknownAcceleratorError,
     UnknownOperatorError,
     UnsupportedOnnxOperatorError,
 )
@@ -189,7 +193,11 @@ SYMBOL_ROWS = [
     Row("json-shape-hint-none-extent", "bind", lambda tmp: _bind_hinted("(2, None)")(tmp),
         GraphError, ("variable 'data': bad __shape__ '(2, None)': extents must be integers",)),
     Row("json-missing-file", "load", lambda tmp: mx.sym.load(str(tmp / "none-symbol.json")),
-        GraphError, ("cannot read symbol file", "none-symbol.json")),
+        ModelFileNotFoundError, ("symbol file", "none-symbol.json not found")),
+    Row("checkpoint-wrong-epoch", "load", lambda tmp: _checkpoint(tmp, 7), ModelFileNotFoundError,
+        ("m-0007.params not found", "epochs saved with this prefix: 3")),
+    Row("checkpoint-wrong-prefix", "load", lambda tmp: _checkpoint(tmp, 3, "other"),
+        ModelFileNotFoundError, ("other-symbol.json and ", "other-0003.params not found")),
 ]
 
 # ---- bind and simple_bind ----------------------------------------------------------------------
@@ -204,6 +212,34 @@ def _fc_bind(**changes: Any) -> Callable[[Path], Any]:
         return FC.bind(mx.cpu(), {name: value for name, value in args.items()
                                   if value is not None})
     return run
+
+
+_BN = mx.sym.BatchNorm(FC, name="bn")
+
+
+def _checkpoint(tmp: Path, epoch: int, prefix: str = "m") -> Any:
+    """load_checkpoint(prefix, epoch) in a directory holding epoch 3 of m."""
+    mx.model.save_checkpoint(tmp / "m", 3, FC, _GOOD_PARAMS, {})
+    return mx.model.load_checkpoint(tmp / prefix, epoch)
+
+
+def _deep_bind(_tmp: Path) -> Any:
+    """A float64 input that meets the float32 weights two operators in."""
+    net = mx.sym.FullyConnected(mx.sym.Activation(DATA, act_type="relu", name="r0"),
+                                num_hidden=4, name="fc")
+    return net.bind(mx.cpu(), {"data": mx.nd.ones((2, 3), dtype=np.float64), **_GOOD_PARAMS})
+
+
+def _naive(call: Callable[[], Any]) -> Any:
+    """call() under NaiveEngine (which used to skip inference)."""
+    from conftest import using_engine
+
+    with using_engine("NaiveEngine"):
+        return call()
+
+
+def _unknown_accelerator(_tmp: Path) -> Any:
+    return mx.foo(0)
 
 
 BIND_ROWS = [
@@ -221,13 +257,21 @@ BIND_ROWS = [
     Row("bind-wrong-shape", "bind", _fc_bind(fc_weight=mx.nd.ones((4, 5))), ShapeError,
         ("node 'fc' (FullyConnected)", "weight has shape (4, 5), expected (4, 3)")),
     Row("bind-wrong-dtype", "bind", _fc_bind(fc_weight=mx.nd.ones((4, 3), dtype=np.int32)),
-        ShapeError, ("node 'fc' (FullyConnected)", "must share one dtype",
-                     "float32, int32, float32")),
+        DTypeError, ("input 'fc_weight' has dtype int32, the model takes float32",
+                     "node 'fc' (FullyConnected)")),
+    Row("bind-input-dtype", "bind", _fc_bind(data=mx.nd.ones((2, 3), dtype=np.float64)),
+        DTypeError, ("input 'data' has dtype float64, the model takes float32",
+                     "cast the input to float32")),
+    Row("bind-input-dtype-deep", "bind", _deep_bind, DTypeError,
+        ("input 'data' has dtype float64, the model takes float32",)),
     Row("bind-no-shapes", "bind", lambda tmp: FC.simple_bind(mx.cpu()), ShapeError,
         ("cannot infer the shapes of data, fc_weight, fc_bias",)),
     Row("bind-unknown-shape-name", "bind",
         lambda tmp: RELU.simple_bind(mx.cpu(), data=(2, 3), datum=(2, 3)), GraphError,
-        ("'datum' not among the graph's inputs (data)",)),
+        ("'datum' not among the graph's inputs (data inputs: data;",)),
+    Row("bind-misspelt-input", "bind", lambda tmp: _BN.simple_bind(mx.cpu(), dat=(2, 3)),
+        GraphError, ("'dat' not among the graph's inputs (data inputs: data; and 6 parameters; "
+                     "did you mean 'data' for 'dat'?)",)),
     Row("bind-negative-extent", "bind", lambda tmp: RELU.simple_bind(mx.cpu(), data=(-1, 3)),
         ShapeError, ("the shape given for 'data', (-1, 3), has a negative extent",)),
     Row("bind-fractional-extent", "bind",
@@ -236,6 +280,9 @@ BIND_ROWS = [
     Row("bind-unknown-dtype", "bind",
         lambda tmp: RELU.simple_bind(mx.cpu(), data=(2, 3), type_dict={"data": "float33"}),
         TensorError, ("the dtype given for 'data', 'float33', is not a dtype",)),
+    Row("bind-unknown-accelerator-attribute", "bind", _unknown_accelerator,
+        UnknownAcceleratorError, ("module 'acc_host' has no attribute 'foo': no accelerator "
+                                  "called 'foo' is loaded (loaded: ",)),
     Row("bind-unknown-context", "bind",
         lambda tmp: RELU.simple_bind(mx.Context("tpu", 0), data=(2, 3)), ContextError,
         ("no accelerator called 'tpu' is loaded",)),
@@ -293,6 +340,15 @@ def _module(batch: list[Any], init: bool = True) -> Callable[[Path], Any]:
 
 
 FORWARD_ROWS = [
+    Row("ndarray-op-shapes", "forward",
+        lambda tmp: mx.nd.broadcast_add(mx.nd.ones((4,)), mx.nd.ones((3,))), ShapeError,
+        ("broadcast_add: operands could not be broadcast together with shapes (4,) (3,)",
+         "(inputs: lhs (4,) float32, rhs (3,) float32)")),
+    Row("ndarray-op-shapes-naive", "forward", lambda tmp: _naive(
+        lambda: mx.nd.FullyConnected(mx.nd.ones((2, 3)), mx.nd.ones((4, 5)), mx.nd.ones(4),
+                                     num_hidden=4)), ShapeError,
+        ("FullyConnected: weight has shape (4, 5), expected (4, 3)",
+         "(inputs: data (2, 3) float32, weight (4, 5) float32, bias (4,) float32)")),
     Row("forward-wrong-shape", "forward", _forward(data=np.ones((3, 3))), ShapeError,
         ("forward: 'data' has shape (3, 3), the executor was bound with (2, 3)",)),
     Row("forward-unknown-argument", "forward", _forward(datum=np.ones((2, 3))), GraphError,
@@ -652,8 +708,62 @@ def test_every_row_of_the_table_has_its_test() -> None:
         assert callable(getattr(test_misbehaving, name, None)), name
 
 
+def test_an_operator_s_stray_exception_is_typed_and_names_the_operator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatch's safety net: an exception that is not an acc_host error
+    from an operator's computation is an OperatorInternalError naming the
+    operator and its inputs, with the original as __cause__ (no operator
+    needs it today: tests/test_operator_errors_property.py fails on it)."""
+    from acc_host.ops import registry
+
+    import dataclasses
+
+    op = registry.get("relu")
+
+    def broken(attrs: Any, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.ones(3) + np.ones(2)]  # numpy's ValueError
+
+    monkeypatch.setitem(registry._REGISTRY, "relu", dataclasses.replace(op, compute=broken))
+    with pytest.raises(OperatorInternalError, match=r"relu \(inputs: data \(2,\) float32\): "
+                                                      "ValueError: operands could not") as raised:
+        mx.nd.relu(mx.nd.ones(2)).asnumpy()
+    assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_cli_run_exits_2_for_an_input_the_model_does_not_take(tmp_path: Path) -> None:
+    """docs/cli.md: exit 2 for an input shape or dtype the model does not
+    take (a ShapeError at bind), not 1."""
+    from acc_host.cli import main
+    from acc_host.cli.errors import USAGE, exit_code
+
+    prefix = tmp_path / "m"
+    mx.model.save_checkpoint(prefix, 0, FC, _GOOD_PARAMS, {})
+    assert main(["run", str(prefix), "--acc", "cpu_ref", "--shape", "2,5"]) == USAGE
+    np.save(tmp_path / "x.npy", np.ones((2, 3)))  # float64
+    assert main(["run", str(prefix), "--acc", "cpu_ref", "--input",
+                 f"data={tmp_path / 'x.npy'}"]) == USAGE
+    assert exit_code(DTypeError("x")) == USAGE == exit_code(ShapeError("x"))
+    assert exit_code(ModelFileNotFoundError("x")) == 3 and exit_code(OperatorError("x")) == 1
+
+
+def test_unknown_attributes_of_the_module_stay_attribute_errors() -> None:
+    """mx.foo is an UnknownAcceleratorError, which is an AttributeError:
+    getattr with a default and hasattr work; dunder names get a plain one."""
+    assert not hasattr(mx, "foo") and getattr(mx, "foo", 7) == 7
+    with pytest.raises(AttributeError) as raised:
+        mx.__wrapped__  # noqa: B018
+    assert type(raised.value) is AttributeError
+    assert not hasattr(mx, "__wrapped__")
+    with pytest.raises(UnknownAcceleratorError, match="no accelerator called 'foo'"):
+        mx.Context("foo", 0)
+    assert mx.cpu_ref(0) == mx.Context("cpu_ref", 0)
+
+
 # Rows that are not errors, with their tests.
 OTHER_ROWS = {
+    "ndarray-op-safety-net": "test_an_operator_s_stray_exception_is_typed_and_names_the_operator",
+    "cli-run-bad-input": "test_cli_run_exits_2_for_an_input_the_model_does_not_take",
+    "module-unknown-attribute": "test_unknown_attributes_of_the_module_stay_attribute_errors",
     "forward-other-dtype": "test_forward_casts_other_dtypes_as_mxnet_copies_do",
     "params-extra-allowed": "test_extra_params_can_be_ignored_as_in_mxnet",
     "forward-nan-inf": "test_nan_and_inf_inputs_propagate",

@@ -224,6 +224,9 @@ def test_run_failures(plugins: dict[str, Path]) -> None:
     assert_error(cli("run", "/no/such/model", "--acc", "mlu"), 3, "model not found",
                  "/no/such/model-symbol.json")
     assert_error(cli("run", model, "--acc", "mlu"), 2, "--shape data=")
+    # An input shape or dtype the model does not take is bad input (docs/cli.md): 2.
+    assert_error(cli("run", model, "--acc", "mlu", "--shape", "1,3,224"), 2,
+                 "Convolution: data must be 4-D, got shape (1, 3, 224)")
     assert_error(cli("run", model, "--acc", "nosuchacc", "--shape", "1,3,224,224"), 3,
                  "no accelerator called 'nosuchacc'")
     assert_error(cli("run", model, "--acc", "mlu", "--device", "9", "--shape", "1,3,224,224"),

@@ -137,5 +137,7 @@ def test_hostile_json_and_attributes() -> None:
 
 
 def test_missing_file() -> None:
-    with pytest.raises(mx.GraphError, match="cannot read"):
+    with pytest.raises(mx.ModelFileNotFoundError, match="symbol file .* not found") as raised:
         mx.sym.load("/nonexistent/model-symbol.json")
+    assert isinstance(raised.value, FileNotFoundError)
+    assert raised.value.filename == "/nonexistent/model-symbol.json"

@@ -63,9 +63,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Callable[[int], Context]:
-    """``mx.<name>(i)`` for every loaded accelerator library."""
-    from .registry import _state
+    """``mx.<name>(i)`` for every loaded accelerator library. Any other
+    name is an UnknownAcceleratorError (an AttributeError) saying which
+    accelerators are loaded; dunder names get a plain AttributeError, as
+    for any module (``hasattr(mx, "__wrapped__")`` is False)."""
+    from .registry import _state, unknown_accelerator_text
 
+    if name.startswith("__") and name.endswith("__"):
+        raise AttributeError(f"module 'acc_host' has no attribute {name!r}")
     if name in _state.by_name:
         def make_context(device_id: int = 0) -> Context:
             return Context(name, device_id)
@@ -73,7 +78,10 @@ def __getattr__(name: str) -> Callable[[int], Context]:
         make_context.__name__ = name
         make_context.__doc__ = f"Context of device device_id of accelerator {name!r}."
         return make_context
-    raise AttributeError(f"module 'acc_host' has no attribute {name!r}")
+    error = UnknownAcceleratorError(f"module 'acc_host' has no attribute {name!r}: "
+                                    f"{unknown_accelerator_text(name)}")
+    error.name = name  # AttributeError's attribute, as getattr() sets it
+    raise error
 
 
 def __dir__() -> list[str]:

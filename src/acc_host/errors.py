@@ -26,16 +26,20 @@ __all__ = [
     "PluginContractError",
     "InvalidArgumentError",
     "ContextError",
+    "UnknownAcceleratorError",
     "TensorError",
     "OperatorError",
     "UnknownOperatorError",
     "UnsupportedOnnxOperatorError",
     "UnsupportedOnnxExportError",
     "ShapeError",
+    "DTypeError",
     "RankError",
+    "OperatorInternalError",
     "GraphError",
     "AllocationTooLargeError",
     "ModelFileError",
+    "ModelFileNotFoundError",
     "EngineError",
     "DeletedVarError",
     "IsolationError",
@@ -159,6 +163,12 @@ class ContextError(InvalidArgumentError):
     where it cannot be."""
 
 
+class UnknownAcceleratorError(ContextError, AttributeError):
+    """``mx.<name>(i)`` or ``mx.Context(name, i)`` for an accelerator no
+    loaded library provides. Also an ``AttributeError``, so that
+    ``getattr(mx, name, default)`` and ``hasattr`` keep working."""
+
+
 class TensorError(InvalidArgumentError):
     """An array cannot be passed to a plugin: unsupported dtype, too many
     dimensions, or not contiguous."""
@@ -204,6 +214,19 @@ class ShapeError(OperatorError):
     """Shapes or dtypes are inconsistent, or cannot be inferred."""
 
 
+class DTypeError(ShapeError):
+    """An input's dtype is not the one the operator or the model takes; the
+    message names the input, its dtype and the dtype expected."""
+
+
+class OperatorInternalError(OperatorError):
+    """An operator's inference or computation raised an exception that is
+    not an acc_host error: input it does not validate yet. The message names
+    the operator and its inputs' shapes and dtypes; ``__cause__`` is the
+    original exception. Raised by the imperative dispatch (``mx.nd.<op>``)
+    and the CPU path of executors as a last resort."""
+
+
 class RankError(ShapeError):
     """A result would have more dimensions than numpy arrays may have
     (``acc_host.limits.MAX_DIMS``: 64, 32 before numpy 2); refused before
@@ -229,6 +252,19 @@ class AllocationTooLargeError(InvalidArgumentError, MemoryError):
 class ModelFileError(AccHostError, ValueError):
     """A model or parameter file is corrupt, truncated or not in the
     expected format; the message names the file and the offset."""
+
+
+class ModelFileNotFoundError(ModelFileError, FileNotFoundError):
+    """A model file (``prefix-symbol.json``, ``prefix-NNNN.params``) does
+    not exist; the message and ``filename`` (``FileNotFoundError``'s
+    attribute) name it."""
+
+    def __init__(self, message: str, filename: str = "") -> None:
+        super().__init__(message)
+        self.filename = filename
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class TraceError(AccHostError, ValueError):

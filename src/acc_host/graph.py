@@ -9,13 +9,14 @@ lists.
 
 from __future__ import annotations
 
+import difflib
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
-from .errors import GraphError, ShapeError, TensorError, UnknownOperatorError
+from .errors import DTypeError, GraphError, ShapeError, TensorError, UnknownOperatorError
 from .ops import registry
 from .ops.params import Attrs, parse_tuple
 from .symbol_json import Node
@@ -200,8 +201,7 @@ class Graph:
         names = {node.name for node in self.nodes if node.is_variable}
         unknown = sorted(set(given) - names)
         if unknown:
-            raise GraphError(f"{', '.join(map(repr, unknown))} not among the graph's inputs "
-                             f"({', '.join(sorted(names))})")
+            raise GraphError(self._unknown_inputs_text(unknown))
         values: list[T | None] = [None] * self.num_entries
         for k, node in enumerate(self.nodes):
             if node.is_variable:
@@ -221,6 +221,8 @@ class Graph:
                 except registry.ShapeUnknownError:
                     continue
                 except ShapeError as error:  # the same kind, naming the node
+                    if what == "dtype":
+                        self._input_dtype_error(k, values, given)
                     raise type(error)(f"node {node.name!r} ({node.op}): {error}") from None
                 for position, (entry, value) in enumerate(zip(entries, filled)):
                     self._merge(values, entry, value, node, position, accept, what)
@@ -228,6 +230,78 @@ class Graph:
                     values[self.entry_start[k] + output] = value
                 done[k] = progress = True
         return values
+
+    def data_inputs(self) -> list[str]:
+        """The variables that are data, not parameters: neither auxiliary
+        states nor inputs a consumer takes as a parameter (PARAMETER_ARGUMENTS:
+        weight, bias, gamma, beta, ...), in graph order."""
+        arguments, _ = self.variables()
+        parameters: set[int] = set()
+        for k, node in enumerate(self.nodes):
+            resolved = self._resolved(k)
+            if resolved is None:
+                continue
+            names = resolved[0].argument_names(resolved[1])
+            for (producer, _, _), name in zip(node.inputs, names):
+                if producer.is_variable and name in PARAMETER_ARGUMENTS:
+                    parameters.add(self.index[id(producer)])
+        return [self.nodes[k].name for k in arguments if k not in parameters]
+
+    def _unknown_inputs_text(self, unknown: Sequence[str]) -> str:
+        """"'dat' not among the graph's inputs (data inputs: data; did you
+        mean 'data'?)": parameters are left out of the list (a model has
+        dozens), named only when one is the close match."""
+        data = self.data_inputs()
+        others = sorted({node.name for node in self.nodes if node.is_variable} - set(data))
+        parts = [f"data inputs: {', '.join(data) or 'none'}"]
+        if others:
+            parts.append(f"and {len(others)} parameter{'s' if len(others) != 1 else ''}")
+        for name in unknown:
+            close = difflib.get_close_matches(name, data, n=1) \
+                or difflib.get_close_matches(name, others, n=1)
+            if close:
+                parts.append(f"did you mean {close[0]!r} for {name!r}?")
+        return f"{', '.join(map(repr, unknown))} not among the graph's inputs ({'; '.join(parts)})"
+
+    def _input_dtype_error(self, k: int, values: list[Any], given: Mapping[str, Any]) -> None:
+        """Raises a DTypeError naming the graph input at the root of node k's
+        dtype conflict, when there is one: node k's inputs disagree, the
+        dtype most of them share is the expected one, and an input of
+        another dtype comes from a variable given that dtype (a float64
+        array for a float32 model). Returns when the conflict is elsewhere."""
+        node = self.nodes[k]
+        entries = self.input_entries(k)
+        known = [values[e] for e in entries if values[e] is not None]
+        if len(set(known)) < 2:
+            return
+        expected = max(set(known), key=lambda dtype: (known.count(dtype), -known.index(dtype)))
+        for entry, (producer, _, _) in zip(entries, node.inputs):
+            odd = values[entry]
+            if odd is None or odd == expected:
+                continue
+            for root in self._variables_with_dtype(producer, odd, values):
+                if root.name in given:
+                    raise DTypeError(
+                        f"input {root.name!r} has dtype {np.dtype(odd).name}, the model takes "
+                        f"{np.dtype(expected).name} (node {node.name!r} ({node.op}) gets both); "
+                        f"cast the input to {np.dtype(expected).name}")
+
+    def _variables_with_dtype(self, producer: Node, dtype: Any, values: list[Any]) -> list[Node]:
+        """The variables upstream of producer (itself included) whose dtype
+        is dtype, nearest first."""
+        found: list[Node] = []
+        queue, seen = [producer], {id(producer)}
+        while queue:
+            current = queue.pop(0)
+            if current.is_variable:
+                if values[self.entry_start[self.index[id(current)]]] == dtype:
+                    found.append(current)
+                continue
+            for source, _, _ in current.inputs:
+                if id(source) not in seen:
+                    seen.add(id(source))
+                    queue.append(source)
+        return found
 
     def _merge(self, values: list[Any], entry: int, value: Any, node: Node, position: int,
                accept: Callable[[int, Node, Any], None], what: str) -> None:
@@ -241,6 +315,12 @@ class Graph:
             raise ShapeError(
                 f"node {node.name!r} ({node.op}) needs {what} {value} for input {position} "
                 f"({producer.name!r}), which has {what} {current}")
+
+
+#: Operator argument names that take parameters (learned or running
+#: statistics), not data: how data_inputs() tells a model's inputs.
+PARAMETER_ARGUMENTS = frozenset({"weight", "bias", "gamma", "beta", "moving_mean", "moving_var",
+                                 "parameters", "alpha"})
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -3,12 +3,13 @@ and ``<prefix>-<epoch:04d>.params`` with keys "arg:<name>" and "aux:<name>"."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from . import ndarray as nd
 from . import symbol as sym
-from .errors import ModelFileError
+from .errors import ModelFileError, ModelFileNotFoundError
 from .ndarray import NDArray
 from .symbol import Symbol
 
@@ -17,6 +18,20 @@ __all__ = ["load_checkpoint", "save_checkpoint", "load_params"]
 
 def _params_path(prefix: str | Path, epoch: int) -> Path:
     return Path(f"{prefix}-{epoch:04d}.params")
+
+
+def _epochs_text(prefix: str | Path) -> str:
+    """"epochs saved with this prefix: 1, 2" (or that there are none)."""
+    base = Path(prefix)
+    try:
+        names = [path.name for path in base.parent.iterdir()]
+    except OSError:
+        names = []
+    epochs = sorted(int(match.group(1)) for name in names
+                    if (match := re.fullmatch(re.escape(base.name) + r"-(\d{4,})\.params", name)))
+    if not epochs:
+        return f"no parameter file {base.name}-NNNN.params is in {base.parent}"
+    return f"epochs saved with this prefix: {', '.join(map(str, epochs))}"
 
 
 def load_params(fname: str | Path) -> tuple[dict[str, NDArray], dict[str, NDArray]]:
@@ -42,9 +57,16 @@ def load_params(fname: str | Path) -> tuple[dict[str, NDArray], dict[str, NDArra
 def load_checkpoint(prefix: str | Path, epoch: int) -> tuple[Symbol, dict[str, NDArray],
                                                              dict[str, NDArray]]:
     """(symbol, arg_params, aux_params) from ``prefix-symbol.json`` and
-    ``prefix-<epoch:04d>.params``."""
-    symbol = sym.load(f"{prefix}-symbol.json")
-    arg_params, aux_params = load_params(_params_path(prefix, epoch))
+    ``prefix-<epoch:04d>.params``. A missing file, either one, is a
+    ModelFileNotFoundError naming it (and the epochs the prefix has)."""
+    symbol_path, params_path = Path(f"{prefix}-symbol.json"), _params_path(prefix, epoch)
+    missing = [path for path in (symbol_path, params_path) if not path.is_file()]
+    if missing:
+        raise ModelFileNotFoundError(
+            f"load_checkpoint({str(prefix)!r}, {epoch}): {' and '.join(map(str, missing))} "
+            f"not found; {_epochs_text(prefix)}", str(missing[0]))
+    symbol = sym.load(symbol_path)
+    arg_params, aux_params = load_params(params_path)
     return symbol, arg_params, aux_params
 
 

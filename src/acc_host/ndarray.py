@@ -36,11 +36,11 @@ from .context import Context, cpu, current_context
 from .engine.base import check_live, in_operation
 from .engine.naive import NaiveEngine
 from .errors import (
+    AccHostError,
     ContextError,
     EngineError,
     InvalidArgumentError,
     OperatorError,
-    RankError,
     TensorError,
 )
 from .ops import registry
@@ -512,8 +512,8 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
                            f"{', '.join(sorted(map(str, contexts)))}")
     ctx = contexts.pop() if contexts else current_context()
     engine = _engine.get()
-    specs = None if isinstance(engine, NaiveEngine) else _inferred(op, parsed, inputs)
-    if specs is None:
+    specs = _inferred(op, parsed, inputs)
+    if specs is None or isinstance(engine, NaiveEngine):
         return _invoke_now(op, parsed, inputs, ctx, out)
     if out is None:
         targets = [NDArray._pending(ctx, shape, dtype) for shape, dtype in specs]
@@ -549,25 +549,36 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
 
 def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
               ) -> list[tuple[tuple[int, ...], np.dtype]] | None:
-    """The output shapes and dtypes by the registry's inference, or None
-    when they cannot be told before running (the operator then runs now and
-    reports its own errors)."""
-    if len(inputs) != len(op.input_names(attrs)):
-        return None
+    """The output shapes and dtypes by the registry's inference, which
+    validates the inputs before anything runs: a refusal is raised here, as
+    the operator's typed error with the inputs' shapes and dtypes added. None
+    when inference cannot tell before running (an input whose shape only
+    running tells); the operator then runs now."""
+    names = op.input_names(attrs)
+    if len(inputs) != len(names):
+        raise OperatorError(f"{op.name}: {len(inputs)} inputs given, {len(names)} expected "
+                            f"({', '.join(names)})")
+    hints = [array._spec_hint() for array in inputs]
     try:
-        hints = [array._spec_hint() for array in inputs]
         _, shapes = op.infer_shape(attrs, [shape for shape, _ in hints])
         _, dtypes = op.infer_type(attrs, [dtype for _, dtype in hints])
-        if len(shapes) != len(dtypes) or len(shapes) != len(op.output_names(attrs)):
-            return None
-        if any(shape is None for shape in shapes) or any(dtype is None for dtype in dtypes):
-            return None
-        return [(tuple(int(extent) for extent in shape), np.dtype(dtype))
-                for shape, dtype in zip(shapes, dtypes)]
-    except RankError:
-        raise  # certain at inference: numpy could not even hold the result
-    except Exception:  # noqa: BLE001  (running the operator reports the real error)
+    except registry.ShapeUnknownError:
         return None
+    except AccHostError as error:
+        described = registry.describe_inputs(names, hints)
+        message = str(error)
+        if not message.startswith(op.name):
+            message = f"{op.name}: {message}"
+        error.args = (f"{message} (inputs: {described})", *error.args[1:])
+        raise
+    except Exception as error:  # noqa: BLE001  (the safety net: typed, naming the op)
+        raise op.internal_error(error, attrs, hints) from error
+    if len(shapes) != len(dtypes) or len(shapes) != len(op.output_names(attrs)):
+        return None
+    if any(shape is None for shape in shapes) or any(dtype is None for dtype in dtypes):
+        return None
+    return [(tuple(int(extent) for extent in shape), np.dtype(dtype))
+            for shape, dtype in zip(shapes, dtypes)]
 
 
 def _invoke_now(op: registry.OpDef, parsed: Any, inputs: Sequence[NDArray], ctx: Context,

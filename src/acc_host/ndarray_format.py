@@ -73,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError, ModelFileError, TensorError
+from .errors import InvalidArgumentError, ModelFileError, ModelFileNotFoundError, TensorError
 
 __all__ = [
     "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC", "MAX_NDIM", "DTYPE_BY_FLAG",
@@ -156,13 +156,18 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
          ) -> tuple[list[np.ndarray], list[str]]:
     """Read an NDArray-list file: ``(arrays, names)``; names is empty when the
     file stores none. Bytes-like arguments are parsed directly (see
-    :func:`loads`); anything else is a path. OSError from opening the file
-    passes through; everything wrong with its content is a ModelFileError."""
+    :func:`loads`); anything else is a path. A missing file is a
+    ModelFileNotFoundError (a FileNotFoundError); other OSErrors from opening
+    it pass through; everything wrong with its content is a ModelFileError."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return loads(path_or_bytes)
     path = os.fspath(path_or_bytes)
-    with open(path, "rb") as handle:
-        data = handle.read()
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise ModelFileNotFoundError(f"NDArray file {path} not found",
+                                     str(path)) from None
     return _parse(memoryview(data), str(path))
 
 

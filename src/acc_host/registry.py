@@ -22,6 +22,7 @@ from .errors import (
     InvalidAccNameError,
     LibraryError,
     LibraryNotFoundError,
+    UnknownAcceleratorError,
 )
 from .isolate import IsolatedLibrary, isolate_by_default
 from .library import AccLibrary
@@ -146,9 +147,15 @@ def get_library(name: str) -> AccLibrary:
     with _lock:
         library = _state.by_name.get(name)
     if library is None:
-        known = ", ".join(sorted(_state.by_name)) or "none"
-        raise ContextError(f"no accelerator called {name!r} is loaded (loaded: {known})")
+        raise UnknownAcceleratorError(unknown_accelerator_text(name))
     return library
+
+
+def unknown_accelerator_text(name: str) -> str:
+    """"no accelerator called 'foo' is loaded (loaded: cpu_ref, mlu)"."""
+    with _lock:
+        known = ", ".join(sorted(_state.by_name)) or "none"
+    return f"no accelerator called {name!r} is loaded (loaded: {known})"
 
 
 def libraries() -> list[AccLibrary]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .attribute import current_attrs
-from .errors import GraphError, OperatorError
+from .errors import GraphError, ModelFileNotFoundError, OperatorError
 from .graph import Graph, Shape
 from .ops import registry
 from .ops.params import format_value
@@ -373,6 +373,8 @@ def load(fname: str | Path) -> Symbol:
     """A symbol from an MXNet "-symbol.json" file."""
     try:
         text = Path(fname).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelFileNotFoundError(f"symbol file {fname} not found", str(fname)) from None
     except OSError as error:
         raise GraphError(f"cannot read symbol file {fname}: {error.strerror}") from None
     except UnicodeDecodeError as error:

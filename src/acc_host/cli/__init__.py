@@ -22,7 +22,7 @@ from . import (
     sdk_cmd,
     trace_cmd,
 )
-from .errors import ENVIRONMENT, FAILURE, USAGE, CliError
+from .errors import FAILURE, USAGE, CliError, exit_code
 
 __all__ = ["main", "build_parser", "PROG"]
 
@@ -70,17 +70,6 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-def _exit_code(error: BaseException) -> int:
-    """The exit status of an acc_host error or OSError: 3 for what the
-    environment lacks (files, loadable libraries, the onnx package), 1 for
-    the rest."""
-    from ..errors import LibraryError, ModelFileError
-
-    if isinstance(error, (LibraryError, ModelFileError, OSError, ImportError)):
-        return ENVIRONMENT
-    return FAILURE
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line argv (default sys.argv[1:]); returns the exit
     status. Without a command it prints the help and returns 2."""
@@ -108,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return FAILURE
     except (AccHostError, OSError) as error:
         _error(str(error))
-        return _exit_code(error)
+        return exit_code(error)
     except KeyboardInterrupt:
         _error("interrupted")
         return 130

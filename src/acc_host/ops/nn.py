@@ -1002,6 +1002,8 @@ register(OpDef(
 def _softmax_values(x: np.ndarray, axis: int, temperature: float | None = None,
                     log: bool = False) -> np.ndarray:
     x = _f64(x)
+    if x.size == 0:  # nothing to normalize (numpy's max has no identity)
+        return x.copy()
     if temperature is not None:
         x = x / temperature
     shifted = x - x.max(axis=axis, keepdims=True)

@@ -20,7 +20,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import AccHostError, AllocationTooLargeError, ShapeError
+from ..errors import (
+    AccHostError,
+    AllocationTooLargeError,
+    DTypeError,
+    OperatorError,
+    ShapeError,
+)
 from ..limits import array_bytes, check_bytes, check_empty_span
 from .params import (
     Attrs,
@@ -34,7 +40,7 @@ from .params import (
     parse_str,
     parse_tuple,
 )
-from .registry import OpDef, ShapeUnknownError, register, take
+from .registry import OpDef, ShapeUnknownError, normalize_axis, register, take
 
 _ONNX_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
                 "int16", "int32", "int64", "bool")
@@ -42,6 +48,29 @@ _ONNX_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "u
 
 def _parse_onnx_dtype(text: str) -> str:
     return choice(*_ONNX_DTYPES)(text)
+
+
+def _axis(op: str, axis: int, ndim: int) -> int:
+    """axis of an ndim-dimensional input in [-ndim, ndim) as a non-negative
+    index; a ShapeError otherwise (a 0-d input has no axis)."""
+    return normalize_axis(op, axis, ndim)
+
+
+#: Functions ONNX defines for integer (and, but for the shifts, bool) inputs only.
+_BITWISE = frozenset({"bitshift_left", "bitshift_right", "bitwise_and", "bitwise_or",
+                      "bitwise_xor", "bitwise_not"})
+
+
+def _bitwise_dtype(op: str, fn: str, dtypes: list) -> Any:
+    """The output dtype (the first input's); a DTypeError for a bitwise
+    function of a float input."""
+    if fn in _BITWISE:
+        allowed = "iu" if fn.startswith("bitshift") else "iub"
+        for position, dtype in enumerate(dtypes):
+            if dtype is not None and np.dtype(dtype).kind not in allowed:
+                raise DTypeError(f"{op}: {fn} takes integer inputs, input {position} is "
+                                 f"{np.dtype(dtype).name}")
+    return dtypes[0]
 
 
 def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
@@ -194,7 +223,8 @@ _def("_onnx_unary", _unary,
       Param("beta", parse_float, 0.0), Param("gamma", parse_float, 1.0),
       Param("approximate", parse_str, "none"),
       Param("detect_positive", parse_bool, True), Param("detect_negative", parse_bool, True)],
-     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_UNARY else d[0]],
+     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_UNARY
+                         else _bitwise_dtype("_onnx_unary", a.fn, d)],
      infer_shape=_broadcast_shape("_onnx_unary"),
      doc="ONNX element-wise unary functions (activation functions with ONNX's "
          "alpha/beta/gamma, predicates returning bool).")
@@ -211,13 +241,33 @@ def _fmod(a: np.ndarray, b: np.ndarray, fmod: bool) -> np.ndarray:
     return np.fmod(a, b) if fmod else np.mod(a, b)
 
 
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ONNX Pow; for integers exactly (numpy refuses negative integer
+    exponents): a ** -n truncates toward zero, so it is 0 unless |a| is 1;
+    0 to a negative power is an OperatorError."""
+    if np.issubdtype(a.dtype, np.floating):
+        return np.power(a, b.astype(a.dtype))
+    if not np.issubdtype(b.dtype, np.integer):
+        with np.errstate(all="ignore"):
+            return np.power(a.astype(np.float64), b).astype(a.dtype)
+    negative = b < 0
+    if not negative.any():
+        return np.power(a, b)
+    a_full, b_full = np.broadcast_arrays(a, b)
+    if (negative & (a_full == 0)).any():
+        raise OperatorError("_onnx_binary: pow: 0 to a negative integer power")
+    result = np.power(a_full, np.where(negative, 0, b_full)).astype(a.dtype)
+    minus_one = np.where(b_full % 2 == 0, 1, -1).astype(a.dtype)
+    reciprocal = np.where(a_full == 1, 1, np.where(a_full == -1, minus_one, 0)).astype(a.dtype)
+    return np.where(negative, reciprocal, result)
+
+
 _BINARY: dict[str, Callable[[np.ndarray, np.ndarray, Attrs], np.ndarray]] = {
     "add": lambda a, b, t: a + b,
     "sub": lambda a, b, t: a - b,
     "mul": lambda a, b, t: a * b,
     "div": lambda a, b, t: _int_div(a, b),
-    "pow": lambda a, b, t: np.power(a, b.astype(a.dtype) if np.issubdtype(a.dtype, np.floating)
-                                    else b),
+    "pow": lambda a, b, t: _pow(a, b),
     "mod": lambda a, b, t: _fmod(a, b, t.fmod),
     "bitshift_left": lambda a, b, t: np.left_shift(a, b),
     "bitshift_right": lambda a, b, t: np.right_shift(a, b),
@@ -244,7 +294,8 @@ def _binary(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 _def("_onnx_binary", _binary,
      [Param("fn", choice(*_BINARY, *_BOOL_BINARY)), Param("fmod", parse_bool, False)],
      arguments=("lhs", "rhs"),
-     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_BINARY else d[0]],
+     dtype=lambda a, d: [np.bool_ if a.fn in _BOOL_BINARY
+                         else _bitwise_dtype("_onnx_binary", a.fn, d)],
      infer_shape=_broadcast_shape("_onnx_binary"),
      doc="ONNX binary element-wise operators with numpy broadcasting; comparisons "
          "and logical operators return bool, integer Div truncates, Pow keeps the "
@@ -354,7 +405,7 @@ _def("_onnx_expand", _expand, [Param("shape", parse_tuple)],
 def _unsqueeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     ndim = x.ndim + len(attrs.axes)
-    axes = sorted(a % ndim for a in attrs.axes)
+    axes = sorted(_axis("_onnx_unsqueeze", a, ndim) for a in attrs.axes)
     for axis in axes:
         x = np.expand_dims(x, axis)
     return [x.copy()]
@@ -368,7 +419,7 @@ def _squeeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     if attrs.axes is None:
         return [np.squeeze(x).copy()]
-    return [np.squeeze(x, axis=tuple(a % x.ndim for a in attrs.axes)).copy()]
+    return [np.squeeze(x, axis=tuple(_axis("_onnx_squeeze", a, x.ndim) for a in attrs.axes)).copy()]
 
 
 _def("_onnx_squeeze", _squeeze, [Param("axes", optional(parse_tuple), None)],
@@ -393,7 +444,7 @@ def _slice(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     for start, end, axis, step in zip(attrs.starts, attrs.ends, axes, steps):
         start = max(min(start, big), -big)
         end = max(min(end, big), -big)
-        index[axis % x.ndim] = slice(start, end, step)
+        index[_axis("_onnx_slice", axis, x.ndim)] = slice(start, end, step)
     return [x[tuple(index)].copy()]
 
 
@@ -404,7 +455,7 @@ _def("_onnx_slice", _slice, [Param("starts", parse_tuple), Param("ends", parse_t
 
 def _split(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = _axis("_onnx_split", attrs.axis, x.ndim)
     points: list[int]
     if attrs.split:
         points = [int(p) for p in np.cumsum(attrs.split)[:-1]]
@@ -467,11 +518,35 @@ def _tile(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 _def("_onnx_tile", _tile, [Param("reps", parse_tuple)], doc="ONNX Tile.")
 
 
+def _indices(op: str, idx: np.ndarray, size: int, what: str) -> np.ndarray:
+    """idx as int64 with negative entries counted from the end; an
+    OperatorError when one lies outside [-size, size)."""
+    with np.errstate(all="ignore"):
+        idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        raise OperatorError(f"{op}: indices from {idx.min()} to {idx.max()} are out of range "
+                            f"[{-size}, {size}) for {what}")
+    return np.where(idx < 0, idx + size, idx)
+
+
+def _nd_indices(op: str, idx: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """GatherND/ScatterND index tuples (the last axis of idx) into shape,
+    each entry checked against its extent; negative ones count from the end."""
+    with np.errstate(all="ignore"):
+        idx = idx.astype(np.int64)
+    k = idx.shape[-1] if idx.ndim else 0
+    if idx.ndim == 0 or k > len(shape):
+        raise ShapeError(f"{op}: indices of shape {idx.shape} index {k} axes of data of shape "
+                         f"{shape}")
+    columns = [_indices(op, idx[..., j], shape[j], f"axis {j} of data {shape}")
+               for j in range(k)]
+    return np.stack(columns, axis=-1) if columns else idx
+
+
 def _gather(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx = inputs
-    axis = attrs.axis % x.ndim
-    idx = idx.astype(np.int64)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    axis = _axis("_onnx_gather", attrs.axis, x.ndim)
+    idx = _indices("_onnx_gather", idx, x.shape[axis], f"axis {axis} of data {x.shape}")
     return [take("_onnx_gather", x, idx, axis)]
 
 
@@ -481,9 +556,9 @@ _def("_onnx_gather", _gather, [Param("axis", parse_int, 0)], arguments=("data", 
 
 def _gather_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx = inputs
-    axis = attrs.axis % x.ndim
-    idx = idx.astype(np.int64)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    axis = _axis("_onnx_gather_elements", attrs.axis, x.ndim)
+    idx = _indices("_onnx_gather_elements", idx, x.shape[axis],
+                   f"axis {axis} of data {x.shape}")
     return [np.take_along_axis(x, idx, axis=axis)]
 
 
@@ -494,7 +569,10 @@ _def("_onnx_gather_elements", _gather_elements, [Param("axis", parse_int, 0)],
 def _gather_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx = inputs
     b = attrs.batch_dims
-    idx = idx.astype(np.int64)
+    if not 0 <= b < min(x.ndim, idx.ndim):
+        raise ShapeError(f"_onnx_gather_nd: batch_dims={b} must be in [0, "
+                         f"{min(x.ndim, idx.ndim)}) for data {x.shape} and indices {idx.shape}")
+    idx = _nd_indices("_onnx_gather_nd", idx, x.shape[b:])
     batch_shape = x.shape[:b]
     k = int(idx.shape[-1])
     out_shape = idx.shape[:-1] + x.shape[b + k:]
@@ -511,9 +589,9 @@ _def("_onnx_gather_nd", _gather_nd, [Param("batch_dims", parse_int, 0)],
 def _scatter_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx, upd = inputs
     out = x.copy()
-    axis = attrs.axis % x.ndim
-    idx = idx.astype(np.int64)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    axis = _axis("_onnx_scatter_elements", attrs.axis, x.ndim)
+    idx = _indices("_onnx_scatter_elements", idx, x.shape[axis],
+                   f"axis {axis} of data {x.shape}")
     for pos in np.ndindex(*idx.shape):
         position = list(pos)
         position[axis] = idx[pos]
@@ -541,7 +619,7 @@ _def("_onnx_scatter_elements", _scatter_elements,
 def _scatter_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx, upd = inputs
     out = x.copy()
-    idx = idx.astype(np.int64)
+    idx = _nd_indices("_onnx_scatter_nd", idx, x.shape)
     for pos in np.ndindex(*idx.shape[:-1]):
         target = tuple(idx[pos])
         if attrs.reduction == "add":
@@ -629,7 +707,7 @@ def _reduce(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     if not attrs.axes and attrs.noop_with_empty_axes:
         return [x.copy()]
-    axes = tuple(a % x.ndim for a in attrs.axes) if attrs.axes else None
+    axes = tuple(_axis("_onnx_reduce", a, x.ndim) for a in attrs.axes) if attrs.axes else None
     if x.size == 0 and attrs.fn in ("max", "min"):
         shape = [1 if axes is None or i in axes else d for i, d in enumerate(x.shape)]
         if not attrs.keepdims:
@@ -654,7 +732,7 @@ _def("_onnx_reduce", _reduce,
 
 def _arg(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = _axis("_onnx_arg", attrs.axis, x.ndim)
     fn = np.argmax if attrs.fn == "max" else np.argmin
     if attrs.select_last_index:
         flipped = np.flip(x, axis)
@@ -674,7 +752,7 @@ _def("_onnx_arg", _arg, [Param("fn", choice("max", "min")), Param("axis", parse_
 
 def _cumsum(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = _axis("_onnx_cumsum", attrs.axis, x.ndim)
     if attrs.reverse:
         x = np.flip(x, axis)
     out = np.cumsum(x, axis=axis, dtype=x.dtype)
@@ -694,7 +772,7 @@ _def("_onnx_cumsum", _cumsum, [Param("axis", parse_int), Param("exclusive", pars
 
 def _topk(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = _axis("_onnx_topk", attrs.axis, x.ndim)
     if attrs.largest:
         key = (np.iinfo(x.dtype).max - x) if np.issubdtype(x.dtype, np.unsignedinteger) else -x
     else:
@@ -782,7 +860,7 @@ def _lrn(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [(x / (attrs.bias + attrs.alpha / attrs.size * total) ** attrs.beta).astype(x.dtype)]
 
 
-_def("_onnx_lrn", _lrn, [Param("size", parse_int), Param("alpha", parse_float, 1e-4),
+_def("_onnx_lrn", _lrn, [Param("size", parse_count), Param("alpha", parse_float, 1e-4),
                          Param("beta", parse_float, 0.75), Param("bias", parse_float, 1.0)],
      doc="ONNX LRN (across channels, window floor((size-1)/2) before and the rest after).")
 
@@ -799,27 +877,40 @@ _def("_onnx_mvn", _mvn, [Param("axes", parse_tuple, (0, 2, 3))],
      doc="ONNX MeanVarianceNormalization.")
 
 
+def parse_tuple_float(text: str) -> tuple[float, ...]:
+    from .params import parse_float_tuple
+    return parse_float_tuple(text)
+
+
+def parse_scales(text: str) -> tuple[float, ...]:
+    """Resize scales: finite numbers, none negative."""
+    scales = tuple(float(value) for value in parse_tuple_float(text))
+    if not all(np.isfinite(scale) and scale >= 0 for scale in scales):
+        raise ValueError(f"expected finite scales of 0 or more, got {text!r}")
+    return scales
+
+
 def _resize_nearest(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Nearest-neighbour resize with asymmetric coordinates and floor
     (Upsample's semantics)."""
     x = inputs[0]
+    if len(attrs.scales) > x.ndim:
+        raise ShapeError(f"_onnx_upsample_nearest: {len(attrs.scales)} scales for data of "
+                         f"shape {x.shape}")
+    sizes = [int(np.floor(n * scale)) for n, scale in zip(x.shape, attrs.scales)]
+    out_shape = tuple(sizes) + x.shape[len(sizes):]
+    check_bytes(array_bytes(out_shape, x.dtype),
+                f"_onnx_upsample_nearest: the result of shape {out_shape}")
     out = x
     for axis, scale in enumerate(attrs.scales):
-        n = x.shape[axis]
-        size = int(np.floor(n * scale))
+        n, size = x.shape[axis], sizes[axis]
         idx = np.minimum(np.floor(np.arange(size) / scale).astype(np.int64), n - 1)
         out = np.take(out, idx, axis=axis)
     return [out.copy()]
 
 
-_def("_onnx_upsample_nearest", _resize_nearest, [Param("scales", lambda t: tuple(
-    float(v) for v in parse_tuple_float(t)))],
+_def("_onnx_upsample_nearest", _resize_nearest, [Param("scales", parse_scales)],
      doc="ONNX Upsample (nearest, asymmetric coordinates, floor).")
-
-
-def parse_tuple_float(text: str) -> tuple[float, ...]:
-    from .params import parse_float_tuple
-    return parse_float_tuple(text)
 
 
 __all__: list[str] = []
@@ -834,7 +925,7 @@ _def("_onnx_cast_like", lambda a, i: [i[0].astype(i[1].dtype)], arguments=("data
 
 def _layer_norm3(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = _axis("_onnx_norm", attrs.axis, x.ndim)
     axes = tuple(range(axis, x.ndim))
     xf = x.astype(np.float32) if x.dtype != np.float64 else x
     mean = xf.mean(axis=axes, keepdims=True)
@@ -868,7 +959,7 @@ register(OpDef(name="_onnx_norm", compute=_layer_norm3,
 
 def _cumprod(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = _axis("_onnx_cumprod", attrs.axis, x.ndim)
     if attrs.reverse:
         x = np.flip(x, axis)
     out = np.cumprod(x, axis=axis, dtype=x.dtype)
@@ -1038,7 +1129,15 @@ _def("_onnx_group_norm", _group_norm, [Param("num_groups", parse_int),
      arguments=("data", "gamma", "beta"), doc="ONNX GroupNormalization (opset 21 form: "
      "per-channel scale and bias).")
 
-_def("_onnx_det", lambda a, i: [np.asarray(np.linalg.det(i[0]), dtype=i[0].dtype)],
+def _det(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x = inputs[0]
+    # numpy's linalg has no float16 kernels: compute in float32, as ONNX
+    # runtimes do, and return the input's dtype.
+    wide = x.astype(np.float32) if x.dtype == np.float16 else x
+    return [np.asarray(np.linalg.det(wide), dtype=x.dtype)]
+
+
+_def("_onnx_det", _det,
      doc="ONNX Det (batched determinant).")
 
 
@@ -1146,7 +1245,7 @@ def _resize(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 _def("_onnx_resize", _resize,
-     [Param("sizes", parse_tuple), Param("scales", lambda t: tuple(parse_tuple_float(t))),
+     [Param("sizes", parse_tuple), Param("scales", parse_scales),
       Param("mode", choice("nearest", "linear", "cubic"), "nearest"),
       Param("coordinate_transformation_mode", parse_str, "half_pixel"),
       Param("nearest_mode", choice("round_prefer_floor", "round_prefer_ceil", "floor",

@@ -27,12 +27,21 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OperatorError, RankError, ShapeError, UnknownOperatorError
+from ..errors import (
+    AccHostError,
+    AllocationTooLargeError,
+    OperatorError,
+    OperatorInternalError,
+    RankError,
+    ShapeError,
+    UnknownOperatorError,
+)
 from ..limits import MAX_DIMS
 from .params import REQUIRED, Attrs, Param
 
 __all__ = ["OpDef", "register", "get", "find", "all_ops", "Shape", "same_dtype",
-           "same_shape", "require_known", "normalize_axis", "ShapeUnknownError"]
+           "same_shape", "require_known", "normalize_axis", "ShapeUnknownError",
+           "describe_inputs"]
 
 Shape = tuple[int, ...]
 Names = Sequence[str] | Callable[[Attrs], Sequence[str]]
@@ -81,6 +90,17 @@ def same_shape(op: str) -> ShapeFn:
             raise ShapeError(f"{op}: input shapes differ: {', '.join(map(str, known))}")
         return [known[0]] * len(shapes), [known[0]]
     return infer
+
+
+def describe_inputs(names: Sequence[str], specs: Sequence[tuple[Any, Any]]) -> str:
+    """"data (4,) float32, weight (3, 4) float32": the inputs of a call, for
+    messages (names past the operator's own are numbered)."""
+    parts = []
+    for index, (shape, dtype) in enumerate(specs):
+        name = names[index] if index < len(names) else f"input {index}"
+        shown_dtype = "?" if dtype is None else np.dtype(dtype).name
+        parts.append(f"{name} {'?' if shape is None else tuple(shape)} {shown_dtype}")
+    return ", ".join(parts) or "no inputs"
 
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:
@@ -183,11 +203,30 @@ class OpDef:
                                 f"({', '.join(self.input_names(attrs))})")
         try:
             return self.compute(attrs, list(inputs))
-        except ValueError as error:
-            # Run without inference first (NaiveEngine): numpy's own refusal.
-            if "maximum supported dimension" in str(error):
-                raise RankError(f"{self.name}: {error}") from None
+        except AccHostError:
             raise
+        except Exception as error:  # noqa: BLE001  (the safety net: typed, naming the op)
+            raise self.internal_error(error, attrs, inputs) from error
+
+    def internal_error(self, error: Exception, attrs: Attrs,
+                       inputs: Sequence[Any]) -> AccHostError:
+        """The typed error for an exception that is not an acc_host error,
+        raised by this operator's inference or computation on inputs (arrays
+        or (shape, dtype) pairs): a RankError for numpy's refusal of too
+        many dimensions, an AllocationTooLargeError for a MemoryError, else
+        an OperatorInternalError naming the operator and its inputs."""
+        specs = [(value.shape, value.dtype) if hasattr(value, "shape") else value
+                 for value in inputs]
+        try:
+            names = self.input_names(attrs)
+        except Exception:  # noqa: BLE001  (names are only for the message)
+            names = []
+        where = f"{self.name} (inputs: {describe_inputs(names, specs)})"
+        if isinstance(error, ValueError) and "maximum supported dimension" in str(error):
+            return RankError(f"{where}: {error}")
+        if isinstance(error, MemoryError):
+            return AllocationTooLargeError(f"{where}: out of memory: {error}")
+        return OperatorInternalError(f"{where}: {type(error).__name__}: {error}")
 
 
 _REGISTRY: dict[str, OpDef] = {}

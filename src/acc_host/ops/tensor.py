@@ -706,6 +706,8 @@ def _concat_infer(attrs: Attrs, shapes: Shapes) -> ShapeResult:
     op = "Concat"
     known = _known(op, shapes, _arg_names(attrs))
     first = known[0]
+    if not first:
+        _fail(op, f"cannot concatenate 0-d inputs (shapes {', '.join(map(str, known))})")
     axis = _check_axis(op, attrs.dim, len(first))
     for shape in known[1:]:
         if len(shape) != len(first) or any(a != b for k, (a, b) in enumerate(zip(shape, first))
@@ -1115,10 +1117,11 @@ def _dot(attrs: Attrs, inputs: Arrays) -> Arrays:
     lhs, rhs = inputs
     out = _dot_shape("dot", attrs, lhs.shape, rhs.shape)
     acc = _accumulator(lhs.dtype)
-    left = (lhs.reshape(lhs.shape[0], -1).T if attrs.transpose_a
-            else lhs.reshape(-1, lhs.shape[-1]))
-    right = (rhs.reshape(-1, rhs.shape[-1]).T if attrs.transpose_b
-             else rhs.reshape(rhs.shape[0], -1))
+    # Explicit extents, not -1: numpy cannot infer -1 for an empty array.
+    left = (lhs.reshape(lhs.shape[0], math.prod(lhs.shape[1:])).T if attrs.transpose_a
+            else lhs.reshape(math.prod(lhs.shape[:-1]), lhs.shape[-1]))
+    right = (rhs.reshape(math.prod(rhs.shape[:-1]), rhs.shape[-1]).T if attrs.transpose_b
+             else rhs.reshape(rhs.shape[0], math.prod(rhs.shape[1:])))
     product: np.ndarray = left.astype(acc) @ right.astype(acc)
     return [product.reshape(out).astype(lhs.dtype)]
 
@@ -1178,6 +1181,9 @@ register(OpDef(
 
 def _take_shape(op: str, attrs: Attrs, data: Shape, indices: Shape) -> Shape:
     axis = normalize_axis(op, attrs.axis, len(data))
+    if data[axis] == 0 and 0 not in indices:
+        _fail(op, f"cannot take indices of shape {indices} from axis {axis} of data {data}, "
+                  "which has size 0")
     return data[:axis] + indices + data[axis + 1:]
 
 
@@ -1191,10 +1197,12 @@ def _take_positions(attrs: Attrs, indices: np.ndarray, size: int) -> np.ndarray:
     or checked ("raise", which accepts [-size, size))."""
     with np.errstate(all="ignore"):
         positions = indices.astype(np.int64)
+    if size == 0:
+        if positions.size:
+            raise ShapeError("take: cannot take from an axis of size 0")
+        return positions
     if attrs.mode == "clip":
         return np.clip(positions, 0, size - 1)
-    if size == 0:
-        raise OperatorError("take: cannot take from an axis of size 0")
     if attrs.mode == "wrap":
         return np.mod(positions, size)
     if positions.size and (positions.min() < -size or positions.max() >= size):
