@@ -25,6 +25,33 @@ SANITIZE_FLAGS = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-
 BASE_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"]
 
 
+CPU_REF = ROOT / "plugins" / "cpu_ref"
+
+
+def _relative(paths: Sequence[Path]) -> list[str]:
+    return [str(path.relative_to(ROOT)) for path in paths]
+
+
+def cpu_ref_kernel_sources() -> list[str]:
+    """The sources of cpu_ref's kernels (plugins/cpu_ref/kernels/, reference
+    and fast), which need nothing else of the plugin."""
+    return _relative(sorted((CPU_REF / "kernels").rglob("*.c")))
+
+
+def cpu_ref_sources() -> list[str]:
+    """All of cpu_ref's sources and those of plugins/common."""
+    return _relative([*sorted(CPU_REF.rglob("*.c")),
+                      *sorted((ROOT / "plugins" / "common").glob("*.c"))])
+
+
+def cpu_ref_includes() -> list[str]:
+    """The include directories a program compiled with cpu_ref's sources
+    needs: the ABI header's, plugins/common and every folder of cpu_ref that
+    holds headers (as build_plugins.plugin_include_dirs lists them)."""
+    folders = sorted({header.parent for header in CPU_REF.rglob("*.h")} - {CPU_REF})
+    return ["include", "plugins/common", *_relative([CPU_REF, *folders])]
+
+
 def compiler() -> str:
     found = shutil.which("gcc") or shutil.which("cc")
     if found is None:

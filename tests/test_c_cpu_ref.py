@@ -8,11 +8,10 @@ under ThreadSanitizer (any data race between the lanes fails it)."""
 from pathlib import Path
 
 import pytest
-from c_programs import ROOT, build_and_run
+from c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
 
-SOURCES = [str(path.relative_to(ROOT)) for directory in ("plugins/cpu_ref", "plugins/common")
-           for path in sorted((ROOT / directory).glob("*.c"))]
-INCLUDES = ["include", "plugins/common", "plugins/cpu_ref"]
+SOURCES = cpu_ref_sources()
+INCLUDES = cpu_ref_includes()
 
 
 def test_cpu_ref_lifecycle_is_clean(tmp_path: Path) -> None:
