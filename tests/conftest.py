@@ -98,17 +98,18 @@ def perturbed_cpu_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("perturbed")
     source_dir = out / "cpu_ref"
     shutil.copytree(ROOT / "plugins" / "cpu_ref", source_dir)
-    kernels = source_dir / "kernels" / "reference" / "kernels.c"
-    text = kernels.read_text()
-    # The general windows and the whole-plane (global) fast path.
-    for original, changed in (
-            ("return window_average(params, x, in, window);",
+    # The general windows (the reference loop, which the fast kernel runs
+    # too) and the whole-plane (global) fast path.
+    for name, original, changed in (
+            ("reference/kernels.c", "return window_average(params, x, in, window);",
              "return 1.001f * window_average(params, x, in, window);"),
-            ("y[p + b] = acc[b] / (float)size;", "y[p + b] = 1.001f * acc[b] / (float)size;"),
-            ("y[p] = acc / (float)size;", "y[p] = 1.001f * acc / (float)size;")):
+            ("fast/pooling.c", "y[p + b] = acc[b] / (float)size;",
+             "y[p + b] = 1.001f * acc[b] / (float)size;"),
+            ("fast/pooling.c", "y[p] = acc / (float)size;", "y[p] = 1.001f * acc / (float)size;")):
+        kernels = source_dir / "kernels" / name
+        text = kernels.read_text()
         assert text.count(original) == 1, "the average pooling kernel moved: update this test"
-        text = text.replace(original, changed)
-    kernels.write_text(text)
+        kernels.write_text(text.replace(original, changed))
     sources = [*build_plugins.plugin_sources(source_dir),
                *sorted(build_plugins.COMMON_DIR.glob("*.c"))]
     return build_plugins.compile_library(

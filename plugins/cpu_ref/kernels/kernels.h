@@ -38,6 +38,13 @@ typedef enum cr_dtype {
   CR_INT64 = 6
 } cr_dtype;
 
+/* Which kernels run an operator (configure key kernels, ACC_CPU_REF_KERNELS):
+ * the fast ones (kernels/fast/: blocked, vectorised, threaded; the default)
+ * or the reference ones (kernels/reference/: one plain loop per operator,
+ * the executable definition of its semantics). Operators with one kernel
+ * run their reference kernel in both modes. */
+typedef enum cr_kernels { CR_KERNELS_FAST = 0, CR_KERNELS_REFERENCE = 1 } cr_kernels;
+
 typedef struct cr_conv_params {
   int64_t kernel[3];
   int64_t stride[3];

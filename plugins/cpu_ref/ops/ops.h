@@ -67,6 +67,9 @@ typedef struct cr_onnx_params {
 typedef struct cr_params {
   /* The table entry's variant (see cr_op), set before parsing. */
   int variant;
+  /* The kernels that run it: fast (0, what parsing leaves) unless the
+   * executor or model that resolved it was made for reference kernels. */
+  cr_kernels kernels;
   /* Set after parsing, before the dtypes are checked. */
   int num_inputs;
   int num_outputs;
