@@ -73,6 +73,9 @@ static int answer_query(const char *what, cr_device *device, int *count, size_t 
     return emit(count, used, "keys", "num_threads,kernels,query,export_model,import_model,path");
   }
   if (strcmp(what, "version") == 0) return emit(count, used, "version", CR_VERSION);
+  if (strcmp(what, "kernels") == 0) {
+    return emit(count, used, "kernels", cr_kernels_name((cr_kernels)atomic_load(&device->kernels)));
+  }
   if (strcmp(what, "ops") == 0) {
     int status = list_ops(text, sizeof text);
     return status == MX_ACC_OK ? emit(count, used, "ops", text) : status;
@@ -87,7 +90,7 @@ static int answer_query(const char *what, cr_device *device, int *count, size_t 
     return status == MX_ACC_OK ? emit(count, used, "bytes_in_use", text) : status;
   }
   return acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query \"%s\" (keys, ops, version, "
-                  "memory)", what);
+                  "kernels, memory)", what);
 }
 
 static int set_threads(const char *value, cr_device *device, int *count, size_t *used) {
