@@ -109,12 +109,14 @@ def compile_object(source: Path, flags: Sequence[str], include_dirs: Sequence[Pa
 
 
 def build_and_run(sources: Sequence[str], output: Path, include_dirs: Sequence[str],
-                  extra_flags: Sequence[str] = (), sanitize: bool = True) -> str:
+                  extra_flags: Sequence[str] = (), sanitize: bool = True,
+                  env: dict[str, str] | None = None) -> str:
     """Compiles sources (relative to the repository) with the sanitizers
     (without them when sanitize is false: instrumented memory accesses keep
     GCC from vectorising loops), runs the program, asserts it succeeded and
     printed "0 failed"; returns its output. The sources compile one object
-    each, on every core, reusing this session's objects (compile_object)."""
+    each, on every core, reusing this session's objects (compile_object);
+    env adds variables to the program's environment."""
     flags = [*BASE_FLAGS, *(SANITIZE_FLAGS if sanitize else ()), *extra_flags]
     includes = [ROOT / path for path in include_dirs]
     paths = [ROOT / source for source in sources]
@@ -127,7 +129,7 @@ def build_and_run(sources: Sequence[str], output: Path, include_dirs: Sequence[s
     built = subprocess.run(command, capture_output=True, text=True, env=sanitizer_env())
     assert built.returncode == 0, f"link failed:\n{built.stdout}{built.stderr}"
     result = subprocess.run([str(output)], capture_output=True, text=True, timeout=600,
-                            env=sanitizer_env(), cwd=output.parent)
+                            env={**sanitizer_env(), **(env or {})}, cwd=output.parent)
     report = result.stdout + result.stderr
     assert result.returncode == 0, f"{output.name} exited with {result.returncode}:\n{report}"
     assert " 0 failed" in result.stdout, report
