@@ -36,8 +36,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cpu_ref_cases import CASES, Case, case_id
-from test_cpu_ref_ops import (_assert_all_close, _host_results, _inputs, _one_op_graph,
-                              _outputs_by_name)
+from test_cpu_ref_ops import (
+    _assert_all_close,
+    _host_results,
+    _inputs,
+    _one_op_graph,
+    _outputs_by_name,
+)
 
 import acc_host as mx
 from acc_host.annotate import annotate_symbol
