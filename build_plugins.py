@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Build the C accelerator plugins of acc-host into shared libraries.
 
-Every directory ``plugins/<name>/`` holding ``.c`` files becomes
-``lib<name>.so`` (``.dylib`` on macOS), compiled together with the shared
-sources of ``plugins/common/`` against ``include/mxnet_acc.h``, except the
-directories in NOT_BUNDLED (``plugins/template``, the plugin to copy), which
-are built only on request: ``--plugin NAME --out DIR``. The libraries,
+Every directory ``plugins/<name>/`` holding ``.c`` files (in it or in its
+folders, at any depth) becomes ``lib<name>.so`` (``.dylib`` on macOS),
+compiled together with the shared sources of ``plugins/common/`` against
+``include/mxnet_acc.h``, except the directories in NOT_BUNDLED
+(``plugins/template``, the plugin to copy), which are built only on request:
+``--plugin NAME --out DIR``. A plugin's sources include its headers by name
+alone: every folder of the plugin that holds headers is on the include path
+(plugin_include_dirs), and a header name may occur once per plugin. The libraries,
 a copy of the header and, in ``sdk/``, a copy of ``plugins/common/`` (the C
 helpers a plugin built outside this tree compiles in: ``acc-host sdk``) go to
 ``src/acc_host/_bundled/``, where the installed package finds them
@@ -129,13 +132,39 @@ def library_name(plugin: str) -> str:
 
 
 def plugin_dirs(*, bundled_only: bool = True) -> list[Path]:
-    """Plugin source directories that hold C sources, in name order; those
-    of NOT_BUNDLED only with bundled_only=False."""
+    """Plugin source directories that hold C sources (at any depth), in name
+    order; those of NOT_BUNDLED only with bundled_only=False."""
     return sorted(
         path for path in PLUGINS_DIR.iterdir()
-        if path.is_dir() and path != COMMON_DIR and any(path.glob("*.c"))
+        if path.is_dir() and path != COMMON_DIR and any(path.rglob("*.c"))
         and not (bundled_only and path.name in NOT_BUNDLED)
     )
+
+
+def plugin_sources(source_dir: Path) -> list[Path]:
+    """The C sources of a plugin: source_dir's and its folders', at any depth."""
+    return sorted(source_dir.rglob("*.c"))
+
+
+def plugin_headers(source_dir: Path) -> list[Path]:
+    """The headers of a plugin, at any depth."""
+    return sorted(source_dir.rglob("*.h"))
+
+
+def plugin_include_dirs(source_dir: Path) -> list[Path]:
+    """source_dir and each of its folders that holds headers: what a
+    plugin's sources (and the tests and benchmarks that compile them) put
+    on the include path. Raises BuildError when two headers of the plugin
+    share a name, since an include by name would then pick one by the
+    order of the directories."""
+    seen: dict[str, Path] = {}
+    for header in plugin_headers(source_dir):
+        if header.name in seen:
+            raise BuildError(f"{source_dir.name}: header name {header.name} is used twice "
+                             f"({seen[header.name]} and {header})")
+        seen[header.name] = header
+    folders = {header.parent for header in seen.values()}
+    return [source_dir, *sorted(folder for folder in folders if folder != source_dir)]
 
 
 def compile_library(sources: Sequence[Path], output: Path, *, sanitize: bool = False,
@@ -230,22 +259,23 @@ def build_plugin(source_dir: Path, out_dir: Path, *, sanitize: bool = False,
                  werror: bool = False, force: bool = False) -> Path:
     """Builds one plugin directory with the common sources; skips it when
     the library is newer than every source and header it depends on."""
-    sources = sorted(source_dir.glob("*.c")) + sorted(COMMON_DIR.glob("*.c"))
-    headers = [HEADER, *source_dir.glob("*.h"), *COMMON_DIR.glob("*.h")]
+    sources = plugin_sources(source_dir) + sorted(COMMON_DIR.glob("*.c"))
+    headers = [HEADER, *plugin_headers(source_dir), *COMMON_DIR.glob("*.h")]
+    include_dirs = plugin_include_dirs(source_dir)
     output = out_dir / library_name(source_dir.name)
     # The stamp records how and for what the library was built, so that
     # switching between a release and a sanitizer build, or to another
     # compiler, target or architecture, always recompiles.
     stamp = output.with_suffix(".stamp")
     command = compile_command(sources, output, sanitize=sanitize, werror=werror,
-                              include_dirs=[source_dir])
+                              include_dirs=include_dirs)
     recipe = f"target={target_triple(command[0])}\n{_relative_to_root(command)}\n"
     up_to_date = (_is_fresh(output, [*sources, *headers, Path(__file__)])
                   and stamp.exists() and stamp.read_text() == recipe)
     if up_to_date and not force:
         return output
     compile_library(sources, output, sanitize=sanitize, werror=werror,
-                    include_dirs=[source_dir])
+                    include_dirs=include_dirs)
     stamp.write_text(recipe)
     return output
 

@@ -38,10 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import build_plugins  # noqa: E402
 
-SOURCES = ["benchmarks/c/bench_kernels.c", "plugins/cpu_ref/gemm.c",
-           "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/conv_blocked.c",
-           "plugins/cpu_ref/kernels.c", "plugins/cpu_ref/kernels_data.c",
-           "plugins/cpu_ref/parallel.c", "plugins/cpu_ref/scratch.c"]
+CPU_REF = ROOT / "plugins" / "cpu_ref"
+# The harness and cpu_ref's kernels (reference and fast), which need nothing
+# else of the plugin.
+SOURCES = [ROOT / "benchmarks" / "c" / "bench_kernels.c",
+           *build_plugins.plugin_sources(CPU_REF / "kernels")]
 
 # (label, M, N, K, pre-packed operand): square products with A pre-packed
 # (as convolution filters are), and FullyConnected layers of the transformer
@@ -72,7 +73,8 @@ def build(out_dir: Path) -> Path:
     flags += [] if build_plugins.is_clang(cc) else build_plugins.GCC_RELEASE_FLAGS
     binary = out_dir / "bench_kernels"
     command = [cc, *flags, f"-I{ROOT / 'include'}",
-               f"-I{ROOT / 'plugins' / 'cpu_ref'}", *(str(ROOT / s) for s in SOURCES),
+               *(f"-I{d}" for d in build_plugins.plugin_include_dirs(CPU_REF)),
+               *map(str, SOURCES),
                "-o", str(binary), "-lm"]
     subprocess.run(command, check=True)
     return binary

@@ -123,8 +123,9 @@ def _c_sources(target: Target) -> tuple[list[Path], list[Path]]:
     includes = [ROOT / "include", common, FUZZ / "c"]
     if target.plugin:
         plugin = ROOT / "plugins" / target.plugin
-        sources += sorted(plugin.glob("*.c"))
-        includes.append(plugin)
+        sources += sorted(plugin.rglob("*.c"))
+        # Every folder of the plugin that holds headers (build_plugins.plugin_include_dirs).
+        includes += [plugin, *sorted({h.parent for h in plugin.rglob("*.h")} - {plugin})]
     return sources, includes
 
 
@@ -157,7 +158,7 @@ def build(target: Target, force: bool = False, log=print) -> Path:
     flags = [compiler(), *C_FLAGS, *(f"-I{d}" for d in includes)]
     jobs, objects = [], []
     for source in sources:
-        obj = objects_dir / f"{source.parent.name}_{source.stem}.o"
+        obj = objects_dir / f"{'_'.join(source.relative_to(ROOT).with_suffix('').parts)}.o"
         objects.append(obj)
         if force or not _fresh(obj, [source, *headers, Path(__file__)]):
             extra = ["-O0"] if source.name in target.unoptimized else []

@@ -25,6 +25,33 @@ SANITIZE_FLAGS = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-
 BASE_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"]
 
 
+CPU_REF = ROOT / "plugins" / "cpu_ref"
+
+
+def _relative(paths: Sequence[Path]) -> list[str]:
+    return [str(path.relative_to(ROOT)) for path in paths]
+
+
+def cpu_ref_kernel_sources() -> list[str]:
+    """The sources of cpu_ref's kernels (plugins/cpu_ref/kernels/, reference
+    and fast), which need nothing else of the plugin."""
+    return _relative(sorted((CPU_REF / "kernels").rglob("*.c")))
+
+
+def cpu_ref_sources() -> list[str]:
+    """All of cpu_ref's sources and those of plugins/common."""
+    return _relative([*sorted(CPU_REF.rglob("*.c")),
+                      *sorted((ROOT / "plugins" / "common").glob("*.c"))])
+
+
+def cpu_ref_includes() -> list[str]:
+    """The include directories a program compiled with cpu_ref's sources
+    needs: the ABI header's, plugins/common and every folder of cpu_ref that
+    holds headers (as build_plugins.plugin_include_dirs lists them)."""
+    folders = sorted({header.parent for header in CPU_REF.rglob("*.h")} - {CPU_REF})
+    return ["include", "plugins/common", *_relative([CPU_REF, *folders])]
+
+
 def compiler() -> str:
     found = shutil.which("gcc") or shutil.which("cc")
     if found is None:
@@ -82,12 +109,14 @@ def compile_object(source: Path, flags: Sequence[str], include_dirs: Sequence[Pa
 
 
 def build_and_run(sources: Sequence[str], output: Path, include_dirs: Sequence[str],
-                  extra_flags: Sequence[str] = (), sanitize: bool = True) -> str:
+                  extra_flags: Sequence[str] = (), sanitize: bool = True,
+                  env: dict[str, str] | None = None) -> str:
     """Compiles sources (relative to the repository) with the sanitizers
     (without them when sanitize is false: instrumented memory accesses keep
     GCC from vectorising loops), runs the program, asserts it succeeded and
     printed "0 failed"; returns its output. The sources compile one object
-    each, on every core, reusing this session's objects (compile_object)."""
+    each, on every core, reusing this session's objects (compile_object);
+    env adds variables to the program's environment."""
     flags = [*BASE_FLAGS, *(SANITIZE_FLAGS if sanitize else ()), *extra_flags]
     includes = [ROOT / path for path in include_dirs]
     paths = [ROOT / source for source in sources]
@@ -100,7 +129,7 @@ def build_and_run(sources: Sequence[str], output: Path, include_dirs: Sequence[s
     built = subprocess.run(command, capture_output=True, text=True, env=sanitizer_env())
     assert built.returncode == 0, f"link failed:\n{built.stdout}{built.stderr}"
     result = subprocess.run([str(output)], capture_output=True, text=True, timeout=600,
-                            env=sanitizer_env(), cwd=output.parent)
+                            env={**sanitizer_env(), **(env or {})}, cwd=output.parent)
     report = result.stdout + result.stderr
     assert result.returncode == 0, f"{output.name} exited with {result.returncode}:\n{report}"
     assert " 0 failed" in result.stdout, report

@@ -79,8 +79,8 @@ def build_cpu_ref_variant(tmp_path_factory: pytest.TempPathFactory) -> Callable[
     builds cpu_ref under another name, e.g. keeping only some operators."""
     cpu_ref = build_plugins.PLUGINS_DIR / "cpu_ref"
     return _plugin_builder(tmp_path_factory.mktemp("cpu_ref_variants"), lambda: [
-        *sorted(cpu_ref.glob("*.c")), *sorted(build_plugins.COMMON_DIR.glob("*.c"))],
-        include_dirs=[cpu_ref])
+        *build_plugins.plugin_sources(cpu_ref), *sorted(build_plugins.COMMON_DIR.glob("*.c"))],
+        include_dirs=build_plugins.plugin_include_dirs(cpu_ref))
 
 
 @pytest.fixture
@@ -98,20 +98,23 @@ def perturbed_cpu_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("perturbed")
     source_dir = out / "cpu_ref"
     shutil.copytree(ROOT / "plugins" / "cpu_ref", source_dir)
-    kernels = source_dir / "kernels.c"
-    text = kernels.read_text()
-    # The general windows and the whole-plane (global) fast path.
-    for original, changed in (
-            ("return window_average(params, x, in, window);",
+    # The general windows (the reference loop, which the fast kernel runs
+    # too) and the whole-plane (global) fast path.
+    for name, original, changed in (
+            ("reference/kernels.c", "return window_average(params, x, in, window);",
              "return 1.001f * window_average(params, x, in, window);"),
-            ("y[p + b] = acc[b] / (float)size;", "y[p + b] = 1.001f * acc[b] / (float)size;"),
-            ("y[p] = acc / (float)size;", "y[p] = 1.001f * acc / (float)size;")):
+            ("fast/pooling.c", "y[p + b] = acc[b] / (float)size;",
+             "y[p + b] = 1.001f * acc[b] / (float)size;"),
+            ("fast/pooling.c", "y[p] = acc / (float)size;", "y[p] = 1.001f * acc / (float)size;")):
+        kernels = source_dir / "kernels" / name
+        text = kernels.read_text()
         assert text.count(original) == 1, "the average pooling kernel moved: update this test"
-        text = text.replace(original, changed)
-    kernels.write_text(text)
-    sources = sorted(source_dir.glob("*.c")) + sorted(build_plugins.COMMON_DIR.glob("*.c"))
+        kernels.write_text(text.replace(original, changed))
+    sources = [*build_plugins.plugin_sources(source_dir),
+               *sorted(build_plugins.COMMON_DIR.glob("*.c"))]
     return build_plugins.compile_library(
-        sources, out / build_plugins.library_name("cpu_ref"), include_dirs=[source_dir],
+        sources, out / build_plugins.library_name("cpu_ref"),
+        include_dirs=build_plugins.plugin_include_dirs(source_dir),
         sanitize=SANITIZE)
 
 

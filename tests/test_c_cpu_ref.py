@@ -3,24 +3,29 @@ so that AddressSanitizer and LeakSanitizer check hundreds of load/infer/unload,
 alloc/free and executor cycles and the failure paths for leaks and memory
 errors; tests/c/test_cpu_ref_lanes.c: a batch run as lanes on 2 and 3
 threads gives the 1-thread results bit for bit, under AddressSanitizer and
-under ThreadSanitizer (any data race between the lanes fails it);
-tests/c/test_cpu_ref_concat_views.c: Concats written in place into a later
-Concat's output (views of views) match a reference computed in C, under
-AddressSanitizer."""
+under ThreadSanitizer (any data race between the lanes fails it). Both run
+with the fast kernels and, through ACC_CPU_REF_KERNELS, the reference ones
+(plugins/cpu_ref/kernels/reference/); tests/c/test_cpu_ref_concat_views.c:
+Concats written in place into a later Concat's output (views of views) match
+a reference computed in C, under AddressSanitizer."""
 
 from pathlib import Path
 
 import pytest
-from c_programs import ROOT, build_and_run
+from c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
 
-SOURCES = [str(path.relative_to(ROOT)) for directory in ("plugins/cpu_ref", "plugins/common")
-           for path in sorted((ROOT / directory).glob("*.c"))]
-INCLUDES = ["include", "plugins/common", "plugins/cpu_ref"]
+SOURCES = cpu_ref_sources()
+INCLUDES = cpu_ref_includes()
 
 
-def test_cpu_ref_lifecycle_is_clean(tmp_path: Path) -> None:
+KERNELS = ["fast", "reference"]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_cpu_ref_lifecycle_is_clean(tmp_path: Path, kernels: str) -> None:
     report = build_and_run(["tests/c/test_cpu_ref_lifecycle.c", *SOURCES],
-                           tmp_path / "test_cpu_ref_lifecycle", INCLUDES)
+                           tmp_path / "test_cpu_ref_lifecycle", INCLUDES,
+                           env={"ACC_CPU_REF_KERNELS": kernels})
     print(report)
 
 
@@ -36,10 +41,12 @@ LANES_BUILDS = {"address": {}, "thread": {"extra_flags": ["-g", "-O1", "-fsaniti
                                           "sanitize": False}}
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("sanitizer", sorted(LANES_BUILDS))
-def test_cpu_ref_lanes_agree_and_do_not_race(tmp_path: Path, sanitizer: str) -> None:
+def test_cpu_ref_lanes_agree_and_do_not_race(tmp_path: Path, sanitizer: str,
+                                             kernels: str) -> None:
     report = build_and_run(["tests/c/test_cpu_ref_lanes.c", *SOURCES],
                            tmp_path / f"test_cpu_ref_lanes_{sanitizer}", INCLUDES,
-                           **LANES_BUILDS[sanitizer])
+                           env={"ACC_CPU_REF_KERNELS": kernels}, **LANES_BUILDS[sanitizer])
     assert "ThreadSanitizer" not in report, report
     print(report)

@@ -5,13 +5,12 @@ round trips, every truncation, byte flips and hostile fields."""
 
 from pathlib import Path
 
-from c_programs import ROOT, build_and_run
+from c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
 
 
 def test_cpu_ref_model_files_are_checked(tmp_path: Path) -> None:
-    sources = [str(path.relative_to(ROOT)) for directory in ("plugins/cpu_ref", "plugins/common")
-               for path in sorted((ROOT / directory).glob("*.c"))]
+    sources = cpu_ref_sources()
     report = build_and_run(["tests/c/test_cpu_ref_model_file.c", *sources],
                            tmp_path / "test_cpu_ref_model_file",
-                           ["include", "plugins/common", "plugins/cpu_ref"])
+                           cpu_ref_includes())
     print(report)

@@ -6,22 +6,15 @@ the element-wise kernels against scalar references, built both as shipped
 import subprocess
 from pathlib import Path
 
-from c_programs import build_and_run, compiler
+from c_programs import build_and_run, compiler, cpu_ref_includes, cpu_ref_kernel_sources
 
 
 def test_c_kernels(tmp_path: Path) -> None:
-    build_and_run(["tests/c/test_kernels.c", "plugins/cpu_ref/kernels.c",
-                   "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/conv_blocked.c",
-                   "plugins/cpu_ref/gemm.c", "plugins/cpu_ref/kernels_data.c",
-                   "plugins/cpu_ref/parallel.c", "plugins/cpu_ref/scratch.c"],
-                  tmp_path / "test_kernels",
-                  ["include", "plugins/cpu_ref"])
+    build_and_run(["tests/c/test_kernels.c", *cpu_ref_kernel_sources()],
+                  tmp_path / "test_kernels", cpu_ref_includes())
 
 
-ELEMENTWISE_SOURCES = ["tests/c/test_elementwise.c", "plugins/cpu_ref/kernels.c",
-                       "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/conv_blocked.c",
-                       "plugins/cpu_ref/gemm.c", "plugins/cpu_ref/kernels_data.c",
-                       "plugins/cpu_ref/parallel.c", "plugins/cpu_ref/scratch.c"]
+ELEMENTWISE_SOURCES = ["tests/c/test_elementwise.c", *cpu_ref_kernel_sources()]
 
 
 def test_c_elementwise_vectorised(tmp_path: Path) -> None:
@@ -33,10 +26,10 @@ def test_c_elementwise_vectorised(tmp_path: Path) -> None:
     version = subprocess.run([compiler(), "--version"], capture_output=True, text=True).stdout
     flags = ["-O2"] + ([] if "clang" in version else ["-fvect-cost-model=dynamic"])
     build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise",
-                  ["include", "plugins/cpu_ref"], extra_flags=flags, sanitize=False)
+                  cpu_ref_includes(), extra_flags=flags, sanitize=False)
 
 
 def test_c_elementwise_sanitized(tmp_path: Path) -> None:
     """The same, under the sanitizers (scalar code at -O1)."""
     build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise",
-                  ["include", "plugins/cpu_ref"])
+                  cpu_ref_includes())

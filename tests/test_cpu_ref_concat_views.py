@@ -1,5 +1,5 @@
 """cpu_ref writes the inputs of a Concat in place into its output (a view:
-plugins/cpu_ref/model.c, plan_concat_views) and, when a Concat's output is
+plugins/cpu_ref/model/memory_plan.c, plan_concat_views) and, when a Concat's output is
 itself the input of a later Concat, views of views: every view resolves to
 the root entry that owns the memory, at the summed offset (resolve_views).
 Each graph here is one shape of that: Concats of Concats on the same axis

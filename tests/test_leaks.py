@@ -59,8 +59,10 @@ def sanitized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 return
             source = build_plugins.PLUGINS_DIR / plugin
             libraries[plugin] = build_plugins.compile_library(
-                [*sorted(source.glob("*.c")), *sorted(build_plugins.COMMON_DIR.glob("*.c"))],
-                out / build_plugins.library_name(plugin), sanitize=True, include_dirs=[source])
+                [*build_plugins.plugin_sources(source),
+                 *sorted(build_plugins.COMMON_DIR.glob("*.c"))],
+                out / build_plugins.library_name(plugin), sanitize=True,
+                include_dirs=build_plugins.plugin_include_dirs(source))
         except BaseException as error:  # noqa: BLE001 (re-raised below)
             errors.append(error)
 

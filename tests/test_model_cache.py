@@ -1,5 +1,5 @@
 """The compiled-model cache (MXNET_ACC_CACHE_DIR, acc_host.model_cache) with
-cpu_ref's export_model/import_model (plugins/cpu_ref/model_file.c): a second
+cpu_ref's export_model/import_model (plugins/cpu_ref/model/model_file.c): a second
 process imports what the first compiled; damaged entries, and entries the
 plugin refuses, are rebuilt; the key follows the weights; nothing is written
 without the variable. Also configure() export/import directly."""

@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness: cpu_ref's compiled-model loader (configure
- * "import_model", plugins/cpu_ref/model_file.c), then the imported model's
+ * "import_model", plugins/cpu_ref/model/model_file.c), then the imported model's
  * infer, export and unload. See model_fuzz.h. Seeds: fuzz/corpus/cpu_ref_model/.
  *
  * Build: python3 fuzz/run.py build.

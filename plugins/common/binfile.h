@@ -1,7 +1,7 @@
 /*
  * The envelope of the compiled-model files plugins write for the configure()
  * keys "export_model" and "import_model" (mxnet_acc.h section 9), shared by
- * cpu_ref (plugins/cpu_ref/model_file.c) and mlu_sim
+ * cpu_ref (plugins/cpu_ref/model/model_file.c) and mlu_sim
  * (plugins/mlu_sim/model_file.c). Each plugin keeps its own format (magic,
  * version, body); what is the same is here:
  *

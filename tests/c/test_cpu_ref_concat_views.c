@@ -1,5 +1,5 @@
 /*
- * cpu_ref's Concat views of views (plugins/cpu_ref/model.c,
+ * cpu_ref's Concat views of views (plugins/cpu_ref/model/memory_plan.c,
  * plan_concat_views and resolve_views): an inner Concat of two 1x1
  * convolutions, written in place into its output, is itself an input of
  * an outer Concat, along the channels (one run of one image at batch 1)

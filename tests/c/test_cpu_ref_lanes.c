@@ -1,7 +1,7 @@
 /*
  * cpu_ref's lanes: a batch run image by image on several threads, each
  * thread taking the next image and running it through on one thread, in
- * memory of its own (plugins/cpu_ref/model.c, run_lanes). Linked directly,
+ * memory of its own (plugins/cpu_ref/model/lanes.c, run_lanes). Linked directly,
  * so that the same program runs under AddressSanitizer and under
  * ThreadSanitizer (tests/test_c_cpu_ref.py). The results on 2 and 3 threads
  * must be those of 1 thread bit for bit, by default (lanes, then the

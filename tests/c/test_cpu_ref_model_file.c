@@ -1,6 +1,6 @@
 /*
  * cpu_ref's compiled-model files (configure "export_model"/"import_model",
- * plugins/cpu_ref/model_file.c) through the ABI entry points, linked
+ * plugins/cpu_ref/model/model_file.c) through the ABI entry points, linked
  * directly so that AddressSanitizer and LeakSanitizer watch every path:
  * export -> import gives a model with the same outputs; every truncation of
  * an exported file, every single-byte change and random byte flips are

@@ -1,5 +1,5 @@
 /*
- * The element-wise kernels of plugins/cpu_ref/kernels.c against scalar
+ * The element-wise kernels of plugins/cpu_ref/kernels/reference/kernels.c against scalar
  * references, compiled as the shipped library is (-O2 with GCC's dynamic
  * vector cost model; tests/test_c_kernels.py adds the sanitizers), so that
  * the vectorised loops are the ones tested: every operation over lengths

@@ -1,5 +1,5 @@
 /*
- * Tests for plugins/cpu_ref/kernels.c, kernels_data.c and parallel.c.
+ * Tests for plugins/cpu_ref/kernels/ (reference/kernels.c, reference/data.c, fast/parallel.c, ...).
  *
  * Small cases with expected values worked out by hand (the arithmetic is in
  * the comments), a direct-formula convolution to compare against on random
@@ -1787,7 +1787,7 @@ static void test_gemm_random(void) {
   report(ok_threads, "gemm: strided B and 3 threads give identical results");
 }
 
-/* Each convolution path of kernels_dense.c (1 x 1, the phase planes at
+/* Each convolution path of kernels/fast/dense.c (1 x 1, the phase planes at
  * stride 1 and 2 with dilation, packed or, when deep, read in place on the
  * wide grid, im2col in 3-D, direct depthwise 3 x 3 and
  * general) against the direct formula, then fused (pre-packed filters,

@@ -8,8 +8,8 @@
  * functions, the scalar arithmetic, the reductions, ...) share one cr_op_impl
  * and differ only in their table entry's variant. Adding an operator means
  * adding one cr_op entry in ops.c, plus a cr_op_impl in one of the ops_*.c
- * files (see op_impl.h) and a kernel in kernels.c or kernels_data.c when it
- * does something new.
+ * files (see op_impl.h) and, when it does something new, a kernel in
+ * kernels/reference/ (and one in kernels/fast/ where a faster one pays).
  */
 #ifndef CPU_REF_OPS_H_
 #define CPU_REF_OPS_H_
@@ -67,6 +67,9 @@ typedef struct cr_onnx_params {
 typedef struct cr_params {
   /* The table entry's variant (see cr_op), set before parsing. */
   int variant;
+  /* The kernels that run it: fast (0, what parsing leaves) unless the
+   * executor or model that resolved it was made for reference kernels. */
+  cr_kernels kernels;
   /* Set after parsing, before the dtypes are checked. */
   int num_inputs;
   int num_outputs;

@@ -17,6 +17,11 @@ typedef struct cr_model cr_model;
 struct cr_model {
   char *id;
   int dev_id;
+  /* The device's kernels at loadModel, for the model's whole life: with
+   * reference kernels every step runs its operator's reference kernel
+   * (no pre-packing, BatchNorm folding, fusion or image-by-image lanes);
+   * memory planning is the same. */
+  cr_kernels kernels;
   char *json;             /* the graph JSON as loadModel received it (for export) */
   acc_graph *graph;
   size_t num_entries;

@@ -34,6 +34,9 @@ typedef struct cr_scratch_set {
   struct cr_scratch_set *prev, *next; /* on g_sets */
 } cr_scratch_set;
 
+/* Process-wide (README.md, "State"): each thread's scratch set is its own
+ * (thread-specific data); the list of all sets, for freeing them, is
+ * guarded by g_lock. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* guards g_sets */
 static cr_scratch_set *g_sets;
 static pthread_key_t g_key;

@@ -1,7 +1,7 @@
 /*
  * 8 x 8 transposes of floats in AVX2 registers, for the kernels that move
  * between planes (NCHW) and blocks of 8 channels or 6 to 8 GEMM rows
- * interleaved: kernels_dense.c's blocked depthwise planes, conv_blocked.c's
+ * interleaved: fast/dense.c's blocked depthwise planes, conv_blocked.c's
  * convolutions, gemm.c's packing of A; and the epilogue those kernels (and
  * the AVX2 depthwise rows) apply to vectors of 8 outputs. x86-64 with GCC
  * or Clang only (CR_TRANSPOSE_AVX2 says whether); the callers run them

@@ -538,7 +538,8 @@ static cr_isa best_supported(void) {
   return CR_ISA_GENERIC;
 }
 
-/* -1 until first use; then the ISA in use. */
+/* -1 until first use; then the ISA in use. A process-wide cache (the CPU
+ * is the process's): atomic, so that any thread may read or set it. */
 static atomic_int g_isa = -1;
 
 static cr_isa cap_isa(cr_isa wanted) {

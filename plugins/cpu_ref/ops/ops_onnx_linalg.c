@@ -169,7 +169,8 @@ static int matmul_run(const cr_params *params, const cr_tensor *in, int num_in,
   broadcast_shapes(batch, 2, &outer);
   const int64_t batches = count_of(&outer);
   const cr_dtype dtype = cr_in_dtype(params, 0);
-  if (dtype == CR_FLOAT32) {
+  /* Reference kernels: the float64 sums of matmul_block, like every dtype. */
+  if (dtype == CR_FLOAT32 && params->kernels == CR_KERNELS_FAST) {
     return matmul_f32(in[0].data, in[1].data, out->data, &batch[0], &batch[1], &outer, batches,
                       m, n, k, num_threads);
   }
@@ -278,7 +279,7 @@ static int gemm_run(const cr_params *params, const cr_tensor *in, int num_in,
   const int64_t a_rs = p->flag[0] ? 1 : k, a_cs = p->flag[0] ? m : 1;
   const int64_t b_rs = p->flag[1] ? 1 : n, b_cs = p->flag[1] ? k : 1;
   const cr_dtype dtype = cr_in_dtype(params, 0);
-  if (dtype == CR_FLOAT32 && out->shape.ndim == 2 && (int64_t)out->shape.dims[0] == m &&
+  if (dtype == CR_FLOAT32 && params->kernels == CR_KERNELS_FAST && out->shape.ndim == 2 && (int64_t)out->shape.dims[0] == m &&
       (int64_t)out->shape.dims[1] == n) {
     return gemm_f32(p, in, num_in, out, m, n, k, a_rs, a_cs, b_rs, b_cs, num_threads);
   }

@@ -2,7 +2,7 @@
  * Data fetched into L2 a part at a time while the kernel works on what
  * came before it: the next block of filters of the channel-blocked 3 x 3
  * convolution (conv_blocked.c), the next plane of a stride-2 depthwise
- * layer (kernels_dense.c), a pre-packed A panel two tiles ahead (gemm.c).
+ * layer (fast/dense.c), a pre-packed A panel two tiles ahead (gemm.c).
  * The hardware prefetchers start afresh at every 4 KiB page and at every
  * jump between blocks or planes; fetching the next one spread over the
  * current one's work keeps its lines arriving before they are read,

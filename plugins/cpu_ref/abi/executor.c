@@ -160,10 +160,14 @@ int cr_executor_create(const char *op_name, const MXTensor *inputs, const MXTens
                            executor->out_shapes, executor->out_dtypes, num_out, &executor->op,
                            &executor->params);
   }
+  cr_device *device = status == MX_ACC_OK ? cr_device_get(dev_id) : NULL;
+  if (status == MX_ACC_OK && device == NULL) status = cr_device_error(dev_id);
   if (status != MX_ACC_OK) {
     free(executor);
     return status;
   }
+  /* The device's kernels when the executor is made, for its whole life. */
+  executor->params.kernels = (cr_kernels)atomic_load(&device->kernels);
   executor->dev_id = dev_id;
   executor->num_inputs = num_in;
   executor->num_outputs = num_out;

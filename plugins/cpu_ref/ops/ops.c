@@ -24,6 +24,7 @@
 
 #include "attrs.h"
 #include "op_impl.h"
+#include "reference.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -301,7 +302,11 @@ int cr_copy_run(const cr_params *params, const cr_tensor *in, int num_in, const 
                 int num_threads) {
   (void)num_in;
   const size_t count = (size_t)cr_element_count(&out->shape);
-  cr_copy_bytes(count * cr_in_size(params, 0), in[0].data, out->data, num_threads);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_ref_copy_bytes(count * cr_in_size(params, 0), in[0].data, out->data);
+  } else {
+    cr_copy_bytes(count * cr_in_size(params, 0), in[0].data, out->data, num_threads);
+  }
   return MX_ACC_OK;
 }
 

@@ -15,6 +15,7 @@
 
 #include "attrs.h"
 #include "op_impl.h"
+#include "reference.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -477,6 +478,11 @@ static int batch_dot_infer(const cr_params *params, const acc_shape *in, int num
 
 static int run_product(const cr_params *params, const product_dims *dims, const cr_tensor *in,
                        const cr_tensor *out, int num_threads) {
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_ref_matmul(dims->batch, dims->m, dims->n, dims->k, params->u.dot.transpose_a,
+                  params->u.dot.transpose_b, in[0].data, in[1].data, out->data);
+    return MX_ACC_OK;
+  }
   if (cr_matmul(dims->batch, dims->m, dims->n, dims->k, params->u.dot.transpose_a,
                 params->u.dot.transpose_b, in[0].data, in[1].data, out->data,
                 num_threads) != 0) {

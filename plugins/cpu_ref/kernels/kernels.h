@@ -1,13 +1,18 @@
 /*
- * cpu_ref kernels with MXNet 1.x semantics: plain loops (kernels.c), and
- * the dense ones on a packed, register-blocked GEMM with run-time CPU
- * dispatch (kernels_dense.c, gemm.c; see docs/cpu_ref_performance.md).
+ * cpu_ref kernels with MXNet 1.x semantics: the interface of both kernel
+ * sets. kernels/reference/ holds the plain loops (one thread, no
+ * intrinsics): the only kernels of most operators, and in reference.h the
+ * reference convolution, pooling, FullyConnected and products that
+ * configure(kernels="reference") selects. kernels/fast/ holds the blocked,
+ * vectorised and threaded kernels: a packed, register-blocked GEMM with
+ * run-time CPU dispatch (gemm.c, dense.c, conv_blocked.c; see
+ * docs/cpu_ref_performance.md), pooling, deconvolution and copies.
  * The compute kernels work on float32; float16 data reaches them widened to
  * float32 (see cr_run_float32 in op_impl.h). The data kernels
- * (kernels_data.c) convert between dtypes and move elements of any dtype by
+ * (reference/data.c) convert between dtypes and move elements of any dtype by
  * their size.
  *
- * Kernels know nothing about the ABI, JSON or attributes: ops.c parses
+ * Kernels know nothing about the ABI, JSON or attributes: ops/ parses
  * attributes, checks shapes and calls them with valid arguments. Every
  * spatial operator works on 5-D views (N, C, D, H, W): a 1-D input is viewed
  * with D = H = 1 and a 2-D input with D = 1, and the kernel/stride/pad
@@ -38,6 +43,13 @@ typedef enum cr_dtype {
   CR_INT64 = 6
 } cr_dtype;
 
+/* Which kernels run an operator (configure key kernels, ACC_CPU_REF_KERNELS):
+ * the fast ones (kernels/fast/: blocked, vectorised, threaded; the default)
+ * or the reference ones (kernels/reference/: one plain loop per operator,
+ * the executable definition of its semantics). Operators with one kernel
+ * run their reference kernel in both modes. */
+typedef enum cr_kernels { CR_KERNELS_FAST = 0, CR_KERNELS_REFERENCE = 1 } cr_kernels;
+
 typedef struct cr_conv_params {
   int64_t kernel[3];
   int64_t stride[3];
@@ -59,7 +71,7 @@ typedef struct cr_fusion {
  * kernel window of x * w, with zero padding.
  * x: (N, C, D, H, W); w: (O, C / num_group, KD, KH, KW); bias: O values or
  * NULL; y: (N, O, OD, OH, OW), sizes already computed by the caller.
- * Computed as a GEMM of w by an im2col view of x (kernels_dense.c), or
+ * Computed as a GEMM of w by an im2col view of x (fast/dense.c), or
  * directly when each group sees one input channel (depthwise). Returns 0,
  * or -1 when scratch memory cannot be had. */
 int cr_convolution(const cr_conv_params *params, const int64_t x_shape[5],
@@ -399,7 +411,7 @@ void cr_upsampling_sum(int num, const float *const *x, const int64_t *factors,
                        int64_t width, float *y);
 
 /* ======================================================================== */
-/* Data kernels (kernels_data.c): dtypes and moving elements of any dtype    */
+/* Data kernels (reference/data.c): dtypes and moving elements of any dtype    */
 /* ======================================================================== */
 
 /* Bytes per element of dtype. */

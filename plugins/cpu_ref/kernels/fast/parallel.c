@@ -102,6 +102,9 @@ typedef struct cr_pool {
   _Alignas(64) atomic_int_fast64_t finished;
 } cr_pool;
 
+/* The process's one pool (README.md, "State"): a pool per device would
+ * multiply the threads contending for the same cores. Guarded by its locks
+ * and atomics; `busy` lets one job run at a time. */
 static cr_pool g_pool = {.caller_cpu = -1,
                          .lock = PTHREAD_MUTEX_INITIALIZER,
                          .work = PTHREAD_COND_INITIALIZER,

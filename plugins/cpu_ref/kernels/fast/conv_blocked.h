@@ -1,6 +1,6 @@
 /*
  * 3 x 3 convolutions (stride 1 or 2, padding 1, one group) channel-blocked on
- * AVX2 and AVX-512 machines, see conv_blocked.c. kernels_dense.c packs a model's
+ * AVX2 and AVX-512 machines, see conv_blocked.c. fast/dense.c packs a model's
  * filters for them at loadModel, where cr_conv_blocked_applies, and runs
  * them on those packed filters.
  */

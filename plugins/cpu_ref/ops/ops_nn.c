@@ -16,6 +16,7 @@
 
 #include "attrs.h"
 #include "op_impl.h"
+#include "reference.h"
 #include "status.h"
 #include "tensor.h"
 
@@ -233,6 +234,11 @@ static int convolution_compute(const cr_params *params, const cr_tensor *in, int
   int64_t x_shape[5], y_shape[5];
   view_5d(&in[0].shape, x_shape);
   view_5d(&out->shape, y_shape);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_ref_convolution(&params->u.convolution.conv, x_shape, in[0].data, in[1].data,
+                       num_in == 3 ? in[2].data : NULL, y_shape, out->data);
+    return MX_ACC_OK;
+  }
   if (cr_convolution(&params->u.convolution.conv, x_shape, in[0].data, in[1].data,
                      num_in == 3 ? in[2].data : NULL, y_shape, out->data, num_threads) != 0) {
     return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "Convolution: out of scratch memory");
@@ -318,8 +324,13 @@ static int deconvolution_compute(const cr_params *params, const cr_tensor *in, i
   int64_t x_shape[5], y_shape[5];
   view_5d(&in[0].shape, x_shape);
   view_5d(&out->shape, y_shape);
-  cr_deconvolution(&conv, x_shape, in[0].data, in[1].data, num_in == 3 ? in[2].data : NULL,
-                   y_shape, out->data, num_threads);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_ref_deconvolution(&conv, x_shape, in[0].data, in[1].data,
+                         num_in == 3 ? in[2].data : NULL, y_shape, out->data);
+  } else {
+    cr_deconvolution(&conv, x_shape, in[0].data, in[1].data, num_in == 3 ? in[2].data : NULL,
+                     y_shape, out->data, num_threads);
+  }
   return MX_ACC_OK;
 }
 
@@ -447,7 +458,11 @@ static int pooling_compute(const cr_params *params, const cr_tensor *in, int num
       pool.pad[i] = 0;
     }
   }
-  cr_pooling(&pool, x_shape, in[0].data, y_shape, out->data, num_threads);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_ref_pooling(&pool, x_shape, in[0].data, y_shape, out->data);
+  } else {
+    cr_pooling(&pool, x_shape, in[0].data, y_shape, out->data, num_threads);
+  }
   if (pool.type == CR_POOL_MAX && cr_out_dtype(params, 0) == CR_FLOAT16) {
     /* An empty window yields the lowest value of the data's dtype; float16
      * data cannot hold the kernel's -FLT_MAX, so every -FLT_MAX marks one. */
@@ -522,6 +537,11 @@ static int fully_connected_compute(const cr_params *params, const cr_tensor *in,
   int64_t hidden = params->u.fully_connected.num_hidden;
   int64_t in_dim = (int64_t)in[1].shape.dims[1];
   int64_t rows = cr_product(&out->shape, 0, out->shape.ndim) / hidden;
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_ref_fully_connected(rows, in_dim, hidden, in[0].data, in[1].data,
+                           num_in == 3 ? in[2].data : NULL, out->data);
+    return MX_ACC_OK;
+  }
   if (cr_fully_connected(rows, in_dim, hidden, in[0].data, in[1].data,
                          num_in == 3 ? in[2].data : NULL, out->data, num_threads) != 0) {
     return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "FullyConnected: out of scratch memory");
