@@ -1,9 +1,9 @@
 /*
  * Device memory. A real plugin calls its driver here; the template takes
  * host memory from malloc and keeps a table of it per device, so that it
- * refuses pointers it did not hand out (mx_free, tensors naming a device)
- * instead of crashing on them, and frees everything in mx_releaseAll.
- * No lock: the host serializes the calls naming one dev_id.
+ * refuses a pointer it did not hand out (mx_free, a tensor naming a device)
+ * instead of dereferencing it. No lock: the host serializes the calls naming
+ * one dev_id.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -75,23 +75,23 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
   struct tp_device *d = &devices[dev_id];
   for (size_t i = 0; i < d->count; ++i) free(d->blocks[i].ptr);
   free(d->blocks);
-  d->blocks = NULL;
-  d->count = d->capacity = 0;
-  d->bytes = 0;
+  *d = (struct tp_device){.limit = d->limit}; /* the setting stays */
   return MX_ACC_OK;
 }
 
-int tp_mem_check(int dev_id, const void *ptr, size_t bytes, const char *what) {
+/* MX_ACC_OK if [ptr, ptr + bytes) lies in one live allocation of dev_id. */
+static int check_memory(int dev_id, const void *ptr, size_t bytes, const char *what) {
   const struct tp_device *d = &devices[dev_id];
   uintptr_t start = (uintptr_t)ptr; /* as integers: comparing pointers into
                                      * different objects is undefined in C */
-  size_t i = 0;
-  for (; bytes > 0 && i < d->count; ++i) {
+  for (size_t i = 0; i < d->count; ++i) {
     uintptr_t block = (uintptr_t)d->blocks[i].ptr;
     size_t size = d->blocks[i].size;
-    if (start >= block && start - block <= size && bytes <= size - (start - block)) break;
+    if (start >= block && start - block <= size && bytes <= size - (start - block)) {
+      return MX_ACC_OK;
+    }
   }
-  if (bytes == 0 || i < d->count) return MX_ACC_OK;
+  if (bytes == 0) return MX_ACC_OK;
   return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: %zu bytes at %p are not memory of device %d", what,
                   bytes, ptr, dev_id);
 }
@@ -108,7 +108,7 @@ int tp_tensor_data(const MXTensor *tensor, const char *what, const acc_shape *sh
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: on device %d, not %d", what, tensor->dev_id,
                     dev_id);
   }
-  return tp_mem_check(dev_id, tensor->data, bytes, what);
+  return check_memory(dev_id, tensor->data, bytes, what);
 }
 
 /* acc_check_copy checks the two descriptors against each other; the device
@@ -118,7 +118,7 @@ static int copy(const MXTensor *device, const MXTensor *host, int to_device, con
   acc_clear_error();
   int status = acc_check_copy(device, host, call, &bytes);
   if (status == MX_ACC_OK) status = tp_check_device(call, device->dev_id);
-  if (status == MX_ACC_OK) status = tp_mem_check(device->dev_id, device->data, bytes, call);
+  if (status == MX_ACC_OK) status = check_memory(device->dev_id, device->data, bytes, call);
   if (status == MX_ACC_OK && bytes > 0) {
     memcpy(to_device ? device->data : host->data, to_device ? host->data : device->data, bytes);
   }
