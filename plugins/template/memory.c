@@ -1,6 +1,6 @@
 /*
  * Device memory. A real plugin calls its driver here; the template takes
- * host memory from malloc and keeps a table of it per device, so that it
+ * host memory from malloc and keeps a list of it per device, so that it
  * refuses a pointer it did not hand out (mx_free, a tensor naming a device)
  * instead of dereferencing it. No lock: the host serializes the calls naming
  * one dev_id.
@@ -12,12 +12,14 @@
 #include "template.h"
 #include "tensor.h"
 
+typedef struct tp_block { /* one allocation: this header, then the bytes handed out */
+  struct tp_block *next;
+  size_t size;
+  max_align_t data[]; /* aligned for any type, as malloc's memory is */
+} tp_block;
+
 static struct tp_device {
-  struct tp_block {
-    unsigned char *ptr;
-    size_t size;
-  } *blocks; /* live allocations, owned, in no order */
-  size_t count, capacity;
+  tp_block *blocks;      /* live allocations, owned, newest first */
   uint64_t bytes, limit; /* in use; configure(memory_limit), 0: none */
 } devices[TP_NUM_DEVICES];
 
@@ -37,18 +39,13 @@ MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
   if (d->limit != 0 && (d->bytes > d->limit || size > d->limit - d->bytes)) {
     return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: past memory_limit");
   }
-  if (d->count == d->capacity) {
-    size_t capacity = d->capacity ? d->capacity * 2 : 16;
-    struct tp_block *blocks = realloc(d->blocks, capacity * sizeof *blocks);
-    if (blocks == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: table");
-    d->blocks = blocks;
-    d->capacity = capacity;
-  }
-  unsigned char *memory = malloc(size ? size : 1); /* size 0 too gets its own address */
-  if (memory == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
-  d->blocks[d->count++] = (struct tp_block){memory, size};
+  tp_block *block = size <= SIZE_MAX - sizeof *block ? malloc(sizeof *block + size) : NULL;
+  if (block == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
+  block->next = d->blocks;
+  block->size = size;
+  d->blocks = block;
   d->bytes += size;
-  *ptr = memory;
+  *ptr = block->data;
   return MX_ACC_OK;
 }
 
@@ -57,11 +54,12 @@ MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
   int status = tp_check_device("mx_free", dev_id);
   if (status != MX_ACC_OK || ptr == NULL) return status;
   struct tp_device *d = &devices[dev_id];
-  for (size_t i = 0; i < d->count; ++i) {
-    if (d->blocks[i].ptr == ptr) {
-      d->bytes -= d->blocks[i].size;
-      free(ptr);
-      d->blocks[i] = d->blocks[--d->count];
+  for (tp_block **link = &d->blocks; *link != NULL; link = &(*link)->next) {
+    tp_block *block = *link;
+    if ((void *)block->data == ptr) {
+      *link = block->next;
+      d->bytes -= block->size;
+      free(block);
       return MX_ACC_OK;
     }
   }
@@ -73,9 +71,12 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
   int status = tp_check_device("mx_releaseAll", dev_id);
   if (status != MX_ACC_OK) return status;
   struct tp_device *d = &devices[dev_id];
-  for (size_t i = 0; i < d->count; ++i) free(d->blocks[i].ptr);
-  free(d->blocks);
-  *d = (struct tp_device){.limit = d->limit}; /* the setting stays */
+  for (tp_block *block = d->blocks, *next; block != NULL; block = next) {
+    next = block->next;
+    free(block);
+  }
+  d->blocks = NULL;
+  d->bytes = 0;
   return MX_ACC_OK;
 }
 
@@ -84,10 +85,9 @@ static int check_memory(int dev_id, const void *ptr, size_t bytes, const char *w
   const struct tp_device *d = &devices[dev_id];
   uintptr_t start = (uintptr_t)ptr; /* as integers: comparing pointers into
                                      * different objects is undefined in C */
-  for (size_t i = 0; i < d->count; ++i) {
-    uintptr_t block = (uintptr_t)d->blocks[i].ptr;
-    size_t size = d->blocks[i].size;
-    if (start >= block && start - block <= size && bytes <= size - (start - block)) {
+  for (const tp_block *b = d->blocks; b != NULL; b = b->next) {
+    uintptr_t block = (uintptr_t)b->data;
+    if (start >= block && start - block <= b->size && bytes <= b->size - (start - block)) {
       return MX_ACC_OK;
     }
   }

@@ -22,8 +22,10 @@ typedef struct tp_model { /* everything owned */
   int dev_id;
   acc_graph *graph;
   char **head_names; /* for acc_match_outputs() */
-  tp_op *ops;        /* per node: its operator (operator nodes) */
-  float **values;    /* per node: its value, or its output (operator nodes) */
+  struct tp_node {
+    tp_op op;     /* operator nodes: the operator */
+    float *value; /* the variable's value, or the operator's output */
+  } *nodes;       /* one per node of graph */
 } tp_model;
 
 static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -36,7 +38,9 @@ static int parse(const char *call, int dev_id, const char *json, const char *con
   char error[256];
   *graph = NULL;
   int status = tp_check_device(call, dev_id);
-  if (status == MX_ACC_OK && json == NULL) status = acc_fail(MX_ACC_ERR_INVALID_ARG, "%s", call);
+  if (status == MX_ACC_OK && json == NULL) {
+    status = acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: json is NULL", call);
+  }
   if (status == MX_ACC_OK) status = acc_check_named_tensors(call, names, data, num_data);
   if (status != MX_ACC_OK) return status;
   status = acc_graph_parse(json, 1, graph, error, sizeof error);
@@ -87,12 +91,11 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
 }
 
 static void model_free(tp_model *model) {
-  for (size_t n = 0; model->values != NULL && n < model->graph->num_nodes; ++n) {
-    free(model->values[n]);
+  for (size_t n = 0; model->nodes != NULL && n < model->graph->num_nodes; ++n) {
+    free(model->nodes[n].value);
   }
   if (model->head_names != NULL) acc_free_head_names(model->graph, model->head_names);
-  free(model->values);
-  free(model->ops);
+  free(model->nodes);
   acc_graph_free(model->graph);
   free(model->id);
   free(model);
@@ -112,7 +115,7 @@ static int upload(tp_model *model, size_t n, const MXTensor *tensor, const char 
   size_t bytes;
   int status = tp_tensor_data(tensor, name, shape, model->dev_id, 1, &given);
   if (status == MX_ACC_OK) status = acc_shape_bytes(shape, sizeof(float), name, &bytes);
-  if (status == MX_ACC_OK && bytes > 0) memcpy(model->values[n], given, bytes);
+  if (status == MX_ACC_OK && bytes > 0) memcpy(model->nodes[n].value, given, bytes);
   return status;
 }
 
@@ -120,22 +123,19 @@ static int upload(tp_model *model, size_t n, const MXTensor *tensor, const char 
 static int compile(tp_model *model, const char *const *names, const MXTensor *data, int num) {
   const acc_graph *graph = model->graph;
   size_t bytes;
-  model->ops = calloc(graph->num_nodes + 1, sizeof *model->ops);
-  model->values = calloc(graph->num_nodes + 1, sizeof *model->values);
-  if (model->ops == NULL || model->values == NULL) {
-    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
-  }
+  model->nodes = calloc(graph->num_nodes + 1, sizeof *model->nodes);
+  if (model->nodes == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
   int status = acc_graph_head_names(graph, &model->head_names);
   for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
     const acc_node *node = &graph->nodes[n];
-    if (node->op != NULL) status = node_op(graph, n, &model->ops[n]);
+    if (node->op != NULL) status = node_op(graph, n, &model->nodes[n].op);
     if (node->op == NULL && node->out_dtypes[0] != kFloat32) {
       status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "loadModel: %s is not float32", node->name);
     }
     if (status == MX_ACC_OK) {
       status = acc_shape_bytes(&node->out_shapes[0], sizeof(float), node->name, &bytes);
     }
-    if (status == MX_ACC_OK && (model->values[n] = malloc(bytes ? bytes : 1)) == NULL) {
+    if (status == MX_ACC_OK && (model->nodes[n].value = malloc(bytes ? bytes : 1)) == NULL) {
       status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
     }
     if (status == MX_ACC_OK && node->kind == ACC_VAR_WEIGHT) {
@@ -237,14 +237,14 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     const acc_node *node = &graph->nodes[n];
     const float *in[TP_MAX_INPUTS];
     for (size_t i = 0; node->op != NULL && i < node->num_inputs; ++i) {
-      in[i] = model->values[node->inputs[i].node];
+      in[i] = model->nodes[node->inputs[i].node].value;
     }
-    if (node->op != NULL) tp_op_run(&model->ops[n], in, model->values[n]);
+    if (node->op != NULL) tp_op_run(&model->nodes[n].op, in, model->nodes[n].value);
   }
   for (int i = 0; status == MX_ACC_OK && i < num_out; ++i) { /* the heads, out */
     size_t node = graph->heads[head_of[i]].node;
     acc_shape_bytes(&graph->nodes[node].out_shapes[0], sizeof(float), "", &bytes);
-    if (bytes > 0) memcpy(out_data[i].data, model->values[node], bytes);
+    if (bytes > 0) memcpy(out_data[i].data, model->nodes[node].value, bytes);
   }
   free(head_of);
   return status;
