@@ -1,9 +1,9 @@
 /*
  * Device memory. A real plugin calls its driver here; the template takes
- * host memory from malloc and keeps a table of it per device, so that it
- * refuses pointers it did not hand out (mx_free, tensors naming a device)
- * instead of crashing on them, and frees everything in mx_releaseAll.
- * No lock: the host serializes the calls naming one dev_id.
+ * host memory from malloc and keeps a list of it per device, so that it
+ * refuses a pointer it did not hand out (mx_free, a tensor naming a device)
+ * instead of dereferencing it. No lock: the host serializes the calls naming
+ * one dev_id.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +12,14 @@
 #include "template.h"
 #include "tensor.h"
 
+typedef struct tp_block { /* one allocation: this header, then the bytes handed out */
+  struct tp_block *next;
+  size_t size;
+  max_align_t data[]; /* aligned for any type, as malloc's memory is */
+} tp_block;
+
 static struct tp_device {
-  struct tp_block {
-    unsigned char *ptr;
-    size_t size;
-  } *blocks; /* live allocations, owned, in no order */
-  size_t count, capacity;
+  tp_block *blocks;      /* live allocations, owned, newest first */
   uint64_t bytes, limit; /* in use; configure(memory_limit), 0: none */
 } devices[TP_NUM_DEVICES];
 
@@ -37,18 +39,13 @@ MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
   if (d->limit != 0 && (d->bytes > d->limit || size > d->limit - d->bytes)) {
     return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: past memory_limit");
   }
-  if (d->count == d->capacity) {
-    size_t capacity = d->capacity ? d->capacity * 2 : 16;
-    struct tp_block *blocks = realloc(d->blocks, capacity * sizeof *blocks);
-    if (blocks == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: table");
-    d->blocks = blocks;
-    d->capacity = capacity;
-  }
-  unsigned char *memory = malloc(size ? size : 1); /* size 0 too gets its own address */
-  if (memory == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
-  d->blocks[d->count++] = (struct tp_block){memory, size};
+  tp_block *block = size <= SIZE_MAX - sizeof *block ? malloc(sizeof *block + size) : NULL;
+  if (block == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
+  block->next = d->blocks;
+  block->size = size;
+  d->blocks = block;
   d->bytes += size;
-  *ptr = memory;
+  *ptr = block->data;
   return MX_ACC_OK;
 }
 
@@ -57,11 +54,12 @@ MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
   int status = tp_check_device("mx_free", dev_id);
   if (status != MX_ACC_OK || ptr == NULL) return status;
   struct tp_device *d = &devices[dev_id];
-  for (size_t i = 0; i < d->count; ++i) {
-    if (d->blocks[i].ptr == ptr) {
-      d->bytes -= d->blocks[i].size;
-      free(ptr);
-      d->blocks[i] = d->blocks[--d->count];
+  for (tp_block **link = &d->blocks; *link != NULL; link = &(*link)->next) {
+    tp_block *block = *link;
+    if ((void *)block->data == ptr) {
+      *link = block->next;
+      d->bytes -= block->size;
+      free(block);
       return MX_ACC_OK;
     }
   }
@@ -73,25 +71,27 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
   int status = tp_check_device("mx_releaseAll", dev_id);
   if (status != MX_ACC_OK) return status;
   struct tp_device *d = &devices[dev_id];
-  for (size_t i = 0; i < d->count; ++i) free(d->blocks[i].ptr);
-  free(d->blocks);
+  for (tp_block *block = d->blocks, *next; block != NULL; block = next) {
+    next = block->next;
+    free(block);
+  }
   d->blocks = NULL;
-  d->count = d->capacity = 0;
   d->bytes = 0;
   return MX_ACC_OK;
 }
 
-int tp_mem_check(int dev_id, const void *ptr, size_t bytes, const char *what) {
+/* MX_ACC_OK if [ptr, ptr + bytes) lies in one live allocation of dev_id. */
+static int check_memory(int dev_id, const void *ptr, size_t bytes, const char *what) {
   const struct tp_device *d = &devices[dev_id];
   uintptr_t start = (uintptr_t)ptr; /* as integers: comparing pointers into
                                      * different objects is undefined in C */
-  size_t i = 0;
-  for (; bytes > 0 && i < d->count; ++i) {
-    uintptr_t block = (uintptr_t)d->blocks[i].ptr;
-    size_t size = d->blocks[i].size;
-    if (start >= block && start - block <= size && bytes <= size - (start - block)) break;
+  for (const tp_block *b = d->blocks; b != NULL; b = b->next) {
+    uintptr_t block = (uintptr_t)b->data;
+    if (start >= block && start - block <= b->size && bytes <= b->size - (start - block)) {
+      return MX_ACC_OK;
+    }
   }
-  if (bytes == 0 || i < d->count) return MX_ACC_OK;
+  if (bytes == 0) return MX_ACC_OK;
   return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: %zu bytes at %p are not memory of device %d", what,
                   bytes, ptr, dev_id);
 }
@@ -108,7 +108,7 @@ int tp_tensor_data(const MXTensor *tensor, const char *what, const acc_shape *sh
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: on device %d, not %d", what, tensor->dev_id,
                     dev_id);
   }
-  return tp_mem_check(dev_id, tensor->data, bytes, what);
+  return check_memory(dev_id, tensor->data, bytes, what);
 }
 
 /* acc_check_copy checks the two descriptors against each other; the device
@@ -118,7 +118,7 @@ static int copy(const MXTensor *device, const MXTensor *host, int to_device, con
   acc_clear_error();
   int status = acc_check_copy(device, host, call, &bytes);
   if (status == MX_ACC_OK) status = tp_check_device(call, device->dev_id);
-  if (status == MX_ACC_OK) status = tp_mem_check(device->dev_id, device->data, bytes, call);
+  if (status == MX_ACC_OK) status = check_memory(device->dev_id, device->data, bytes, call);
   if (status == MX_ACC_OK && bytes > 0) {
     memcpy(to_device ? device->data : host->data, to_device ? host->data : device->data, bytes);
   }

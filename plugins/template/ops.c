@@ -1,15 +1,14 @@
 /*
- * The operators, float32 and at operator version 1, with MXNet's semantics
- * (as the host's CPU operators in src/acc_host/ops define them):
- * Convolution (2-D NCHW: groups, stride, pad, dilation), FullyConnected,
+ * The operators, float32 at operator version 1, with MXNet's semantics (the
+ * host's CPU operators in src/acc_host/ops define them): Convolution (2-D
+ * NCHW: groups, stride, pad, dilation), FullyConnected (flatten=True),
  * Activation(relu), elemwise_add, Flatten.
  *
- * tp_op_prepare() alone decides what the template runs: supportedOps(),
- * loadModel() and accGetExecutor() all ask it. It reads the attributes that
- * change the result, refusing values it does not implement, and ignores
- * the others (workspace, cudnn_tune...). It computes the output's shape and
- * compares it with the host's. To add an operator: a kOps row, a check in
- * tp_op_prepare, a loop in tp_op_run, an entry in tp_op_list.
+ * tp_op_prepare() reads the attributes that change the result, refuses the
+ * values it does not implement, ignores the others (workspace, cudnn_tune...),
+ * and compares the output's shape it computes with the host's. To add an
+ * operator: a tp_kind, its row of kOps and entry of tp_op_list, its checks in
+ * tp_op_prepare, its loop in tp_op_run.
  */
 #include <string.h>
 
@@ -18,20 +17,21 @@
 #include "template.h"
 #include "tensor.h"
 
-#define TP_MAX_WINDOW 4096 /* largest kernel, stride, pad or dilation taken */
+/* Bounds every integer attribute, so that the loops' index arithmetic stays
+ * within int64_t. */
+#define TP_MAX_ATTR INT32_MAX
 
 const char tp_op_list[] = "Activation:1,Convolution:1,Flatten:1,FullyConnected:1,elemwise_add:1";
 
 static const struct {
   const char *name;
-  tp_kind kind;
-  int min_inputs, max_inputs;
-} kOps[] = {{"Convolution", TP_CONV, 2, 3}, {"FullyConnected", TP_FC, 2, 3},
-            {"Activation", TP_RELU, 1, 1},  {"elemwise_add", TP_ADD, 2, 2},
-            {"Flatten", TP_FLATTEN, 1, 1}};
+  int inputs, bias; /* inputs without the bias; bias: 1 if no_bias=False adds one */
+} kOps[] = {[TP_CONV] = {"Convolution", 2, 1}, [TP_FC] = {"FullyConnected", 2, 1},
+            [TP_RELU] = {"Activation", 1, 0},  [TP_ADD] = {"elemwise_add", 2, 0},
+            [TP_FLATTEN] = {"Flatten", 1, 0}};
 
 typedef struct attr_list {
-  const char *name; /* the operator's, for messages */
+  const char *op; /* the operator's name, for messages */
   const char *const *keys, *const *vals;
   size_t count;
 } attr_list;
@@ -45,35 +45,32 @@ static const char *get(const attr_list *a, const char *key) {
 }
 
 static int fail(int status, const attr_list *a, const char *what) {
-  return acc_fail(status, "%s: %s", a->name, what);
+  return acc_fail(status, "%s: %s", a->op, what);
 }
 
-/* Boolean key into *out, fallback when absent. */
+static int fail_attr(const attr_list *a, const char *key, const char *text) {
+  return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: %s=%s is not valid", a->op, key,
+                  text != NULL ? text : "None");
+}
+
+/* Boolean key into *out; fallback when absent. */
 static int get_bool(const attr_list *a, const char *key, int fallback, int *out) {
   const char *text = get(a, key);
   *out = fallback;
-  return text == NULL || acc_attr_bool(text, out) == 0
-             ? MX_ACC_OK : fail(MX_ACC_ERR_INVALID_ARG, a, "an attribute is not a boolean");
+  return text == NULL || acc_attr_bool(text, out) == 0 ? MX_ACC_OK : fail_attr(a, key, text);
 }
 
-/* Integer key (>= 1) into *out, required. */
-static int get_count(const attr_list *a, const char *key, int64_t *out) {
-  const char *text = get(a, key);
-  return text != NULL && acc_attr_int(text, out) == 0 && *out >= 1
-             ? MX_ACC_OK : fail(MX_ACC_ERR_INVALID_ARG, a, "a count is missing or not >= 1");
-}
-
-/* 2-D window key such as kernel=(3, 3) into out, values in [min,
- * TP_MAX_WINDOW]; fallback for "()" or absent (< 0: required). */
-static int get_pair(const attr_list *a, const char *key, int64_t fallback, int64_t min,
-                    int64_t out[2]) {
+/* n integers (a count, or a (y, x) pair) in [min, TP_MAX_ATTR] into out;
+ * fallback when absent or "()", a fallback < min making the key required. */
+static int get_ints(const attr_list *a, const char *key, int n, int64_t fallback, int64_t min,
+                    int64_t *out) {
   const char *text = get(a, key);
   int count = 0;
-  if (text != NULL && acc_attr_int_tuple(text, out, 2, &count) != 0) count = -1;
-  if (count == 0) out[0] = out[1] = fallback;
-  int ok = (count == 0 || count == 2) && out[0] >= min && out[1] >= min &&
-           out[0] <= TP_MAX_WINDOW && out[1] <= TP_MAX_WINDOW;
-  return ok ? MX_ACC_OK : fail(MX_ACC_ERR_INVALID_ARG, a, "a window attribute is not valid");
+  if (text != NULL && acc_attr_int_tuple(text, out, n, &count) != 0) count = -1;
+  for (int i = 0; count == 0 && i < n; ++i) out[i] = fallback;
+  int ok = count == 0 || count == n;
+  for (int i = 0; ok && i < n; ++i) ok = out[i] >= min && out[i] <= TP_MAX_ATTR;
+  return ok ? MX_ACC_OK : fail_attr(a, key, text);
 }
 
 /* Shapes come from the host: the nonzero extents must multiply to at most
@@ -90,33 +87,34 @@ static int check_shape(const attr_list *a, const acc_shape *shape) {
   return MX_ACC_OK;
 }
 
-/* Convolution: data (N, C, H, W), weight (F, C / groups, KH, KW), bias (F). */
+/* (d0, d1, ...) as the matrix (d0, d1 * ...): Flatten's output and the data
+ * of FullyConnected. The product fits: check_shape. */
+static acc_shape flat(const acc_shape *x) {
+  acc_shape matrix = {2, {x->ndim > 0 ? x->dims[0] : 1, 1}};
+  for (int d = 1; d < x->ndim; ++d) matrix.dims[1] *= x->dims[d];
+  return matrix;
+}
+
+/* Convolution: data (N, C, H, W), weight (F, C / groups, KH, KW). */
 static int prepare_conv(const attr_list *a, tp_op *op) {
+  const acc_shape *x = &op->in[0], *w = &op->in[1];
   const char *layout = get(a, "layout");
   int64_t filters;
-  int no_bias, status = get_bool(a, "no_bias", 0, &no_bias);
-  if (layout != NULL && strcmp(layout, "NCHW") != 0) {
-    return fail(MX_ACC_ERR_UNSUPPORTED, a, "layouts other than NCHW are not run");
+  if (x->ndim != 4 || w->ndim != 4 || (layout != NULL && strcmp(layout, "NCHW") != 0)) {
+    return fail(MX_ACC_ERR_UNSUPPORTED, a, "only 2-D NCHW convolutions are run");
   }
-  if (status == MX_ACC_OK) status = get_pair(a, "kernel", -1, 1, op->kernel);
-  if (status == MX_ACC_OK) status = get_pair(a, "stride", 1, 1, op->stride);
-  if (status == MX_ACC_OK) status = get_pair(a, "pad", 0, 0, op->pad);
-  if (status == MX_ACC_OK) status = get_pair(a, "dilate", 1, 1, op->dilate);
-  if (status == MX_ACC_OK) status = get_count(a, "num_filter", &filters);
-  op->groups = 1;
-  if (status == MX_ACC_OK && get(a, "num_group") != NULL) {
-    status = get_count(a, "num_group", &op->groups);
-  }
+  int status = get_ints(a, "kernel", 2, -1, 1, op->kernel);
+  if (status == MX_ACC_OK) status = get_ints(a, "stride", 2, 1, 1, op->stride);
+  if (status == MX_ACC_OK) status = get_ints(a, "pad", 2, 0, 0, op->pad);
+  if (status == MX_ACC_OK) status = get_ints(a, "dilate", 2, 1, 1, op->dilate);
+  if (status == MX_ACC_OK) status = get_ints(a, "num_filter", 1, -1, 1, &filters);
+  if (status == MX_ACC_OK) status = get_ints(a, "num_group", 1, 1, 1, &op->groups);
   if (status != MX_ACC_OK) return status;
-  op->has_bias = !no_bias;
-  const acc_shape *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
-  if (x->ndim != 4 || w->ndim != 4) return fail(MX_ACC_ERR_UNSUPPORTED, a, "only 2-D is run");
   const int64_t c = (int64_t)x->dims[1], f = (int64_t)w->dims[0];
-  if (op->num_inputs != 2 + op->has_bias || f != filters || c % op->groups != 0 ||
-      f % op->groups != 0 || (int64_t)w->dims[1] != c / op->groups ||
-      (int64_t)w->dims[2] != op->kernel[0] || (int64_t)w->dims[3] != op->kernel[1] ||
-      (op->has_bias && (b->ndim != 1 || (int64_t)b->dims[0] != f))) {
-    return fail(MX_ACC_ERR_INVALID_ARG, a, "inputs do not match num_filter, num_group, kernel");
+  if (f != filters || c % op->groups != 0 || f % op->groups != 0 ||
+      (int64_t)w->dims[1] != c / op->groups || (int64_t)w->dims[2] != op->kernel[0] ||
+      (int64_t)w->dims[3] != op->kernel[1]) {
+    return fail(MX_ACC_ERR_INVALID_ARG, a, "the weight does not match num_filter, kernel...");
   }
   op->out = (acc_shape){4, {x->dims[0], (uint64_t)f, 0, 0}};
   for (int d = 0; d < 2; ++d) {
@@ -128,27 +126,17 @@ static int prepare_conv(const attr_list *a, tp_op *op) {
   return MX_ACC_OK;
 }
 
-/* FullyConnected: data (N, ...) taken as (N, K), or (..., K) with
- * flatten=False; weight (num_hidden, K); bias (num_hidden). */
+/* FullyConnected: data (N, ...) taken as (N, K), weight (num_hidden, K). */
 static int prepare_fc(const attr_list *a, tp_op *op) {
   int64_t hidden;
-  int no_bias, flatten, status = get_bool(a, "no_bias", 0, &no_bias);
-  if (status == MX_ACC_OK) status = get_bool(a, "flatten", 1, &flatten);
-  if (status == MX_ACC_OK) status = get_count(a, "num_hidden", &hidden);
+  int flatten, status = get_bool(a, "flatten", 1, &flatten);
+  if (status == MX_ACC_OK) status = get_ints(a, "num_hidden", 1, -1, 1, &hidden);
   if (status != MX_ACC_OK) return status;
-  op->has_bias = !no_bias;
-  const acc_shape *x = &op->in[0], *w = &op->in[1], *b = &op->in[2];
-  if (x->ndim < (flatten ? 2 : 1)) return fail(MX_ACC_ERR_UNSUPPORTED, a, "data of this rank");
-  op->out = *x;
-  uint64_t k = x->dims[x->ndim - 1];
-  if (flatten) {
-    for (int d = 1; d < x->ndim - 1; ++d) k *= x->dims[d]; /* fits: check_shape */
-    op->out.ndim = 2;
-  }
-  op->out.dims[op->out.ndim - 1] = (uint64_t)hidden;
-  if (op->num_inputs != 2 + op->has_bias || w->ndim != 2 || (int64_t)w->dims[0] != hidden ||
-      w->dims[1] != k || (op->has_bias && (b->ndim != 1 || (int64_t)b->dims[0] != hidden))) {
-    return fail(MX_ACC_ERR_INVALID_ARG, a, "inputs do not match num_hidden and the data");
+  if (!flatten) return fail(MX_ACC_ERR_UNSUPPORTED, a, "flatten=False is not run");
+  const acc_shape data = flat(&op->in[0]), *w = &op->in[1];
+  op->out = (acc_shape){2, {data.dims[0], (uint64_t)hidden}};
+  if (w->ndim != 2 || w->dims[0] != (uint64_t)hidden || w->dims[1] != data.dims[1]) {
+    return fail(MX_ACC_ERR_INVALID_ARG, a, "the weight does not match num_hidden and the data");
   }
   return MX_ACC_OK;
 }
@@ -158,24 +146,23 @@ int tp_op_prepare(const char *op_name, const char *const *keys, const char *cons
                   const acc_shape *output, tp_op *op) {
   const attr_list a = {op_name, keys, vals, num_attrs};
   const char *version = get(&a, "__op_version__"); /* absent means 1 */
-  size_t k = 0, num_ops = sizeof kOps / sizeof kOps[0];
-  while (k < num_ops && strcmp(kOps[k].name, op_name) != 0) ++k;
-  if (k == num_ops || (version != NULL && strcmp(version, "1") != 0)) {
+  int k = 0, no_bias = 1, status = MX_ACC_OK;
+  while (k <= TP_FLATTEN && strcmp(kOps[k].name, op_name) != 0) ++k;
+  if (k > TP_FLATTEN || (version != NULL && strcmp(version, "1") != 0)) {
     return fail(MX_ACC_ERR_UNSUPPORTED, &a, "the template has no such operator or version");
   }
-  if (num_inputs < kOps[k].min_inputs || num_inputs > kOps[k].max_inputs) {
-    return fail(MX_ACC_ERR_INVALID_ARG, &a, "wrong number of inputs");
+  if (kOps[k].bias) status = get_bool(&a, "no_bias", 0, &no_bias);
+  *op = (tp_op){.kind = (tp_kind)k, .num_inputs = num_inputs, .has_bias = !no_bias};
+  if (status == MX_ACC_OK && num_inputs != kOps[k].inputs + op->has_bias) {
+    status = fail(MX_ACC_ERR_INVALID_ARG, &a, "wrong number of inputs");
   }
-  memset(op, 0, sizeof *op);
-  op->kind = kOps[k].kind;
-  op->num_inputs = num_inputs;
-  int status = check_shape(&a, output);
-  for (int i = 0; i < num_inputs; ++i) {
-    if (status == MX_ACC_OK) status = check_shape(&a, &inputs[i]);
+  if (status == MX_ACC_OK) status = check_shape(&a, output);
+  for (int i = 0; status == MX_ACC_OK && i < num_inputs; ++i) {
+    status = check_shape(&a, &inputs[i]);
     op->in[i] = inputs[i];
   }
-  op->out = inputs[0]; /* Activation, elemwise_add */
   if (status != MX_ACC_OK) return status;
+  op->out = inputs[0]; /* Activation, elemwise_add */
   if (op->kind == TP_CONV) status = prepare_conv(&a, op);
   if (op->kind == TP_FC) status = prepare_fc(&a, op);
   if (op->kind == TP_RELU && !acc_attr_equals(get(&a, "act_type"), "relu")) {
@@ -184,9 +171,10 @@ int tp_op_prepare(const char *op_name, const char *const *keys, const char *cons
   if (op->kind == TP_ADD && !acc_shape_equal(&inputs[0], &inputs[1])) {
     status = fail(MX_ACC_ERR_INVALID_ARG, &a, "the inputs' shapes differ");
   }
-  if (op->kind == TP_FLATTEN) { /* (d0, d1, ...) -> (d0, d1 * ...) */
-    op->out = (acc_shape){2, {inputs[0].ndim > 0 ? inputs[0].dims[0] : 1, 1}};
-    for (int d = 1; d < inputs[0].ndim; ++d) op->out.dims[1] *= inputs[0].dims[d];
+  if (op->kind == TP_FLATTEN) op->out = flat(&inputs[0]);
+  const acc_shape *b = &op->in[2]; /* one per output channel (dimension 1) */
+  if (status == MX_ACC_OK && op->has_bias && (b->ndim != 1 || b->dims[0] != op->out.dims[1])) {
+    status = fail(MX_ACC_ERR_INVALID_ARG, &a, "the bias does not match the output");
   }
   if (status == MX_ACC_OK && !acc_shape_equal(&op->out, output)) {
     status = fail(MX_ACC_ERR_INVALID_ARG, &a, "the output's shape is not the one computed");
@@ -226,9 +214,10 @@ void tp_op_run(const tp_op *op, const float *const *in, float *out) {
   for (int d = 0; d < op->out.ndim; ++d) count *= (int64_t)op->out.dims[d];
   const float *bias = op->has_bias ? in[2] : NULL;
   if (op->kind == TP_CONV) run_conv(op, in[0], in[1], bias, out);
-  if (op->kind == TP_FC) { /* rows x hidden = (rows x k) . (hidden x k)^T + bias */
-    const int64_t hidden = (int64_t)op->in[1].dims[0], k = (int64_t)op->in[1].dims[1];
-    for (int64_t r = 0; r < count / hidden; ++r)
+  if (op->kind == TP_FC) { /* (rows x hidden) = (rows x k) . (hidden x k)^T + bias */
+    const int64_t rows = (int64_t)op->out.dims[0], hidden = (int64_t)op->out.dims[1];
+    const int64_t k = (int64_t)op->in[1].dims[1];
+    for (int64_t r = 0; r < rows; ++r)
       for (int64_t o = 0; o < hidden; ++o) {
         float sum = bias != NULL ? bias[o] : 0.0f;
         for (int64_t j = 0; j < k; ++j) sum += in[0][r * k + j] * in[1][o * k + j];
@@ -239,5 +228,5 @@ void tp_op_run(const tp_op *op, const float *const *in, float *out) {
     out[i] = in[0][i] < 0.0f ? 0.0f : in[0][i]; /* NaN stays NaN */
   }
   for (int64_t i = 0; op->kind == TP_ADD && i < count; ++i) out[i] = in[0][i] + in[1][i];
-  if (op->kind == TP_FLATTEN && count > 0) memmove(out, in[0], (size_t)count * sizeof(float));
+  if (op->kind == TP_FLATTEN && count > 0) memcpy(out, in[0], (size_t)count * sizeof(float));
 }

@@ -36,22 +36,13 @@ MX_ACC_EXPORT int supportsImperative(void) { return 1; }
 
 MX_ACC_EXPORT const char *accGetLastError(void) { return acc_last_error(); }
 
-/* ---- imperative execution: an executor is one prepared operator --------------------- */
+/* ---- imperative mode: an executor is one operator that tp_op_prepare() accepted ---- */
 
 typedef struct tp_executor {
+  MXAccExecutor base; /* what the host holds; base.state points back to this */
   tp_op op;
   int dev_id;
 } tp_executor;
-
-/* 1 if the elements of two checked tensors share memory. */
-static int overlap(const float *a, const acc_shape *a_shape, const float *b,
-                   const acc_shape *b_shape) {
-  size_t a_count, b_count;
-  acc_shape_count(a_shape, sizeof(float), "", &a_count);
-  acc_shape_count(b_shape, sizeof(float), "", &b_count);
-  return a_count > 0 && b_count > 0 && (uintptr_t)a < (uintptr_t)(b + b_count) &&
-         (uintptr_t)b < (uintptr_t)(a + a_count);
-}
 
 static int forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
                    const MXTensor *outputs, int num_out) {
@@ -67,20 +58,12 @@ static int forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
   for (int i = 0; status == MX_ACC_OK && i < num_in; ++i) {
     status = tp_tensor_data(&inputs[i], "forward: input", &e->op.in[i], e->dev_id, 0, &data);
     in[i] = data;
-    /* Element-wise ops may run in place; the others read inputs after writing. */
-    if (status == MX_ACC_OK && (e->op.kind == TP_CONV || e->op.kind == TP_FC) &&
-        overlap(data, &e->op.in[i], out, &e->op.out)) {
-      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "forward: the output overlaps input %d", i);
-    }
   }
   if (status == MX_ACC_OK) tp_op_run(&e->op, in, out);
   return status;
 }
 
-static void release(MXAccExecutor *self) {
-  free(self->state);
-  free(self);
-}
+static void release(MXAccExecutor *self) { free(self->state); }
 
 MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
                                  const MXTensor *outputs, int num_in, int num_out,
@@ -98,28 +81,23 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %d inputs, %d outputs", op_name, num_in, num_out);
   }
   acc_shape in[TP_MAX_INPUTS], out;
-  for (int i = 0; i <= num_in; ++i) { /* the inputs, then the output */
+  tp_op op;
+  for (int i = 0; status == MX_ACC_OK && i <= num_in; ++i) { /* the inputs, then the output */
     const MXTensor *tensor = i < num_in ? &inputs[i] : &outputs[0];
     status = tensor->dtype != kFloat32
                  ? acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: on %s", op_name,
                             acc_dtype_name(tensor->dtype))
                  : acc_tensor_shape(tensor, op_name, i < num_in ? &in[i] : &out);
-    if (status != MX_ACC_OK) return status;
   }
-  tp_executor *state = malloc(sizeof *state);
-  MXAccExecutor *made = malloc(sizeof *made);
-  status = state == NULL || made == NULL
-               ? acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "accGetExecutor")
-               : tp_op_prepare(op_name, attr_keys, attr_vals, (size_t)num_attrs, num_in, in,
-                               &out, &state->op);
-  if (status != MX_ACC_OK) {
-    free(state);
-    free(made);
-    return status;
+  if (status == MX_ACC_OK) {
+    status = tp_op_prepare(op_name, attr_keys, attr_vals, (size_t)num_attrs, num_in, in, &out,
+                           &op);
   }
-  state->dev_id = dev_id;
-  *made = (MXAccExecutor){forward, release, state};
-  *executor = made;
+  if (status != MX_ACC_OK) return status;
+  tp_executor *e = malloc(sizeof *e);
+  if (e == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "accGetExecutor");
+  *e = (tp_executor){{forward, release, e}, op, dev_id};
+  *executor = &e->base;
   return MX_ACC_OK;
 }
 
