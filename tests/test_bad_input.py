@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_hardening import ROWS as HARDENING_ROWS
 from test_misbehaving import ROWS as MISBEHAVING_ROWS
 
 import acc_host as mx
@@ -637,19 +638,24 @@ def test_nan_and_inf_inputs_propagate(context: str, name: str,
 
 
 def test_every_row_of_the_table_has_its_test() -> None:
-    """docs/robustness.md lists each case by its id; this file and
-    tests/test_misbehaving.py test exactly those."""
+    """docs/robustness.md lists each case by its id; this file,
+    tests/test_misbehaving.py and tests/test_hardening.py test exactly
+    those."""
     text = DOC.read_text(encoding="utf-8")
     documented = re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M)
     assert len(documented) == len(set(documented)), "a row id appears twice"
-    tested = [row.id for row in ROWS] + list(OTHER_ROWS) + list(MISBEHAVING_ROWS)
+    tested = [row.id for row in ROWS] + list(OTHER_ROWS) + list(MISBEHAVING_ROWS) + list(
+        HARDENING_ROWS)
     assert sorted(documented) == sorted(tested)
+    import test_hardening
     import test_misbehaving
 
     for name in OTHER_ROWS.values():
         assert callable(globals().get(name)), name
     for name in MISBEHAVING_ROWS.values():
         assert callable(getattr(test_misbehaving, name, None)), name
+    for name in HARDENING_ROWS.values():
+        assert callable(getattr(test_hardening, name, None)), name
 
 
 # Rows that are not errors, with their tests.

@@ -35,7 +35,7 @@ from .releases import Releaser
 from .tensor import CStrings, TensorArray, TensorSpec
 
 __all__ = ["AccLibrary", "REQUIRED_SYMBOLS", "IMPERATIVE_SYMBOLS", "OPTIONAL_SYMBOLS",
-           "validate_acc_name"]
+           "MAX_DEVICES", "validate_acc_name"]
 
 REQUIRED_SYMBOLS = ("getAccApiVersion", "initialize", "getAccName", "getNumAcc",
                     "supportsImperative", "supportedOps", "loadModel", "unloadModel", "infer",
@@ -44,6 +44,13 @@ IMPERATIVE_SYMBOLS = ("mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copy
                       "accGetExecutor")
 OPTIONAL_SYMBOLS = ("accGetLastError",)
 
+# The most devices one library may report (getNumAcc()). Hosts carry at
+# most a few dozen accelerators (16 per node is the common maximum; 7 MIG
+# slices of each of 16 GPUs make 112), so 4096 leaves ample room for
+# virtual devices while a plugin that answers INT_MAX is refused at load
+# instead of making the host build state for two billion devices
+# (docs/robustness.md, row plugin-num-acc-huge).
+MAX_DEVICES = 4096
 _NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*\Z")
 # supportedOps(): ints after the ids array, and the pattern they hold.
 _IDS_GUARD = 16
@@ -62,6 +69,25 @@ def validate_acc_name(name: str, path: str) -> str:
             f"{path}: accelerator name {name!r} is invalid: it must be 1 to {_abi.NAME_MAX - 1} "
             "characters from [a-z0-9_], starting with a letter", path)
     return name
+
+
+class _DeviceLocks:
+    """One re-entrant lock per device, made on first use."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, threading.RLock] = {}
+        self._making = threading.Lock()
+
+    def __getitem__(self, dev_id: int) -> threading.RLock:
+        lock = self._made.get(dev_id)
+        if lock is None:
+            with self._making:
+                lock = self._made.setdefault(dev_id, threading.RLock())
+        return lock
+
+    def used(self) -> list[int]:
+        with self._making:
+            return sorted(self._made)
 
 
 class AccLibrary:
@@ -94,11 +120,18 @@ class AccLibrary:
             raise NoDeviceError(
                 f"{self.path}: getNumAcc() returned {self.num_devices}; the library has no "
                 "usable device", self.path)
+        if self.num_devices > MAX_DEVICES:
+            raise LibraryError(
+                f"{self.path}: getNumAcc() returned {self.num_devices}, more than the "
+                f"{MAX_DEVICES} devices acc_host accepts from one library (acc_host.library."
+                "MAX_DEVICES)", self.path)
         self.supports_imperative = self._read_imperative()
         if self.supports_imperative:
             self._check_symbols(IMPERATIVE_SYMBOLS, "supportsImperative() returned 1 but ")
         self._configure_lock = threading.Lock()
-        self._device_locks = [threading.RLock() for _ in range(self.num_devices)]
+        # Per-device state is made when a device is first used, so a library
+        # that reports many devices costs nothing for those never touched.
+        self._device_locks = _DeviceLocks()
         self.releases = Releaser(self.name, self._device_locks)
 
     # ---- loading -------------------------------------------------------------
@@ -228,7 +261,11 @@ class AccLibrary:
     def device_lock(self, dev_id: int) -> threading.RLock:
         """The lock that serializes calls for one device, as the ABI promises."""
         self.check_device(dev_id)
-        return self._device_locks[dev_id]
+        return self._device_locks[int(dev_id)]
+
+    def used_devices(self) -> list[int]:
+        """The devices some call has used (taken the lock of), ascending."""
+        return self._device_locks.used()
 
     def release(self, dev_id: int, function: Callable[[], object], wait: bool) -> None:
         """Runs a release (unloadModel, mx_free, an executor's release) under
