@@ -13,8 +13,13 @@ mode every output is filled with a canary before each infer() and checked
 after it: a floating-point element still holding the canary (a NaN with a
 payload no arithmetic produces) or an integer output whose every byte still
 holds it is a :class:`~acc_host.errors.PluginContractError` naming the
-output. It costs a fill and a scan of every output per inference, so it is
-off by default (docs/robustness.md has the measured cost).
+output. Each host output is also given to the plugin inside a scratch
+buffer with _GUARD_BYTES of a pattern before and after it, checked after
+the call: a plugin that wrote outside an output is a PluginContractError
+naming it (device buffers are the plugin's own memory, which the host
+cannot guard). It costs a fill, a scan and a copy of every output per
+inference, so it is off by default (docs/robustness.md has the measured
+cost).
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ CHECK_OUTPUTS_VARIABLE = "MXNET_ACC_CHECK_OUTPUTS"
 _CANARY_FLOAT = {2: (np.uint16, 0x7DA5), 4: (np.uint32, 0x7FA5A5A5),
                  8: (np.uint64, 0x7FF4A5A5A5A5A5A5)}
 _CANARY_BYTE = 0xA5
+_GUARD_BYTES = 64
+_GUARD_PATTERN = np.frombuffer(bytes([0x3C, 0xC3, 0x5A, 0xA5]) * (_GUARD_BYTES // 4), np.uint8)
 
 
 def check_outputs_enabled() -> bool:
@@ -388,14 +395,36 @@ class _CheckedModel(LoadedModel):
         if outputs is None:
             outputs = {name: np.empty(spec.shape, spec.dtype)
                        for name, spec in self.signature.outputs.items()}
-        for value in outputs.values():
+        given = dict(outputs)
+        guarded: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # name -> (scratch, inner)
+        for name, value in outputs.items():
             if isinstance(value, DeviceBuffer):
                 canary = np.empty(value.spec.shape, value.spec.dtype)
                 _fill_canary(canary)
                 value.copy_from_host(canary)
             elif isinstance(value, np.ndarray) and value.flags.writeable:
-                _fill_canary(value)
-        results = super().infer(inputs, outputs, weights)
+                scratch = np.empty(value.nbytes + 2 * _GUARD_BYTES, np.uint8)
+                scratch[:_GUARD_BYTES] = _GUARD_PATTERN
+                scratch[_GUARD_BYTES + value.nbytes:] = _GUARD_PATTERN
+                inner = scratch[_GUARD_BYTES:_GUARD_BYTES + value.nbytes].view(
+                    value.dtype).reshape(value.shape)
+                _fill_canary(inner)
+                guarded[name] = (scratch, inner)
+                given[name] = inner
+        results = super().infer(inputs, given, weights)
+        for name, (scratch, inner) in guarded.items():
+            for side, guard in (("before the start", scratch[:_GUARD_BYTES]),
+                                ("past the end", scratch[_GUARD_BYTES + inner.nbytes:])):
+                changed = int(np.count_nonzero(guard != _GUARD_PATTERN))
+                if changed:
+                    raise PluginContractError(
+                        f"{self.library.name}: infer ({self.model_id}) wrote {side} of output "
+                        f"{name!r}: {changed} of the {_GUARD_BYTES} guard bytes "
+                        f"{CHECK_OUTPUTS_VARIABLE} put there were overwritten (a buffer "
+                        "overrun)")
+        for name, (_, inner) in guarded.items():
+            outputs[name][...] = inner  # type: ignore[index]
+            results[name] = outputs[name]
         for name, value in results.items():
             host = value.to_host() if isinstance(value, DeviceBuffer) else value
             if not isinstance(host, np.ndarray):
