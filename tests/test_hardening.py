@@ -1,7 +1,8 @@
 """Hardening against hostile plugins, torn results and exhausted memory
 (issue 34; docs/robustness.md, section "Hostile plugins and limits").
 
-Each test is one row of that section's table (ROWS: row id -> test).
+Each test is one row of that section's table (ROWS: row id -> test, here
+or "module:test" in another file of tests/).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ ROWS = {
     "isolated-reply-length-huge": "test_a_made_up_reply_length_kills_the_child",
     "isolated-output-overrun": "test_an_output_overrun_is_caught_in_the_guard",
     "plugin-output-overrun-checked": "test_an_output_overrun_is_caught_in_checked_mode",
+    "executor-concurrent-output-reads":
+        "test_concurrency:test_unlocked_output_reads_see_whole_forwards",
+    "executor-weights-written-during-forward":
+        "test_concurrency:test_weights_written_during_forwards_are_whole",
 }
 
 

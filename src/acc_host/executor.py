@@ -272,6 +272,14 @@ class Executor:
         # Serializes forward() calls (see forward); public, so that a thread
         # can pair its forward with the reading of its outputs.
         self.lock = threading.RLock()
+        # Writes into the bound arrays from other threads hold the lock while
+        # they are pushed (NDArray._write, _push_write), reads of them and of
+        # the outputs while they copy (NDArray._reading): a forward sees one
+        # whole version of each argument and weight, a read one whole
+        # forward's output (the first executor an array is bound to guards it).
+        for array in (*self._bound.values(), *self.outputs):
+            if array._storage.guard is None:
+                array._storage.guard = self.lock
 
     # ---- binding -----------------------------------------------------------------------
 
