@@ -251,7 +251,8 @@ BIND_ROWS = [
     Row("bind-huge-intermediate", "bind",
         lambda tmp: mx.sym.broadcast_to(DATA, shape=(TERA, 4), name="wide").simple_bind(
             mx.cpu(), data=(1, 4)), AllocationTooLargeError,
-        ("binding wide: its outputs and intermediate results would take 16.0 TiB",), huge=True),
+        ("simple_bind: the planned memory of the bind and a forward (16 bytes of arguments",
+         "17592186044416 of outputs", "would take 32.0 TiB"), huge=True),
     Row("bind-over-configured-limit", "bind",
         lambda tmp: RELU.simple_bind(mx.cpu(), data=(1024, 1024)), AllocationTooLargeError,
         ("would take 4.0 MiB (4194304 bytes), more than MXNET_ACC_MAX_ALLOC_BYTES=1048576",)),

@@ -7,8 +7,12 @@ or "module:test" in another file of tests/).
 
 from __future__ import annotations
 
+import json
+import os
 import resource
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,7 +21,12 @@ import pytest
 from conftest import settle_engine
 
 import acc_host as mx
-from acc_host.errors import ContextError, LibraryError, PluginContractError
+from acc_host.errors import (
+    AllocationTooLargeError,
+    ContextError,
+    LibraryError,
+    PluginContractError,
+)
 from acc_host.isolate import wire
 from acc_host.library import MAX_DEVICES
 
@@ -26,6 +35,8 @@ ROWS = {
     "isolated-reply-length-huge": "test_a_made_up_reply_length_kills_the_child",
     "isolated-output-overrun": "test_an_output_overrun_is_caught_in_the_guard",
     "plugin-output-overrun-checked": "test_an_output_overrun_is_caught_in_checked_mode",
+    "limit-bind-planned-total": "test_a_bind_is_checked_against_its_planned_total",
+    "limit-onnx-folding-planned": "test_import_time_folding_is_checked_with_its_copies",
     "executor-concurrent-output-reads":
         "test_concurrency:test_unlocked_output_reads_see_whole_forwards",
     "executor-weights-written-during-forward":
@@ -181,3 +192,97 @@ def test_an_output_overrun_is_caught_in_checked_mode(misbehave_copy: Callable[[s
     monkeypatch.setenv("MXNET_ACC_CHECK_OUTPUTS", "1")
     _overrun_then_recover(mx.load_acc(misbehave_copy("misbehave_overrun"),
                                       acc_name="overrun_checked"))
+
+
+# ---- item 4: memory limits on planned totals ----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+GIGA = 10**9
+
+
+def test_a_bind_is_checked_against_its_planned_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An input of 1000 x 1000 x 1000 float32 (4 GB) passes the check of
+    one array under a 6 GB limit, but binding it and running a forward
+    plans 16 GB (the input, the output, and the operator's input and output
+    copies): refused before anything is allocated, with the planned bytes
+    and the limit in the message, on the CPU and on cpu_ref."""
+    monkeypatch.setenv("MXNET_ACC_MAX_ALLOC_BYTES", str(6 * GIGA))
+    relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
+    before = _peak_rss()
+    for ctx in (mx.cpu(), mx.cpu_ref(0)):
+        with pytest.raises(AllocationTooLargeError, match=(
+                r"simple_bind: the planned memory of the bind and a forward \(4000000000 bytes "
+                r"of arguments and auxiliary states, 4000000000 of outputs, 0 of intermediate "
+                r"results at the plan's peak, 8000000000 for the largest operator's inputs and "
+                r"outputs\) would take 14.9 GiB \(16000000000 bytes\), more than "
+                r"MXNET_ACC_MAX_ALLOC_BYTES=6000000000")) as caught:
+            relu.simple_bind(ctx, data=(1000, 1000, 1000))
+        assert caught.value.nbytes == 16 * GIGA and caught.value.limit == 6 * GIGA
+    assert _peak_rss() - before < 256 << 20
+    exe = relu.simple_bind(mx.cpu_ref(0), data=(100, 100))  # one that fits runs
+    report = exe.memory_report()
+    assert report["planned_total"] == 4 * 40000 and report["transient"] == 2 * 40000
+    data = np.linspace(-1, 1, 10000, dtype=np.float32).reshape(100, 100)
+    assert np.array_equal(exe.forward(data=data)[0].asnumpy(), np.maximum(data, 0))
+
+
+def test_a_model_that_fits_runs_and_reports_its_plan(tmp_path: Path) -> None:
+    """acc-host run --json reports the plan (planned_peak, planned_total)
+    and the limit; with the limit just above the planned total the model
+    still runs."""
+    model = str(ROOT / "tests" / "models" / "squeezenet1_1" / "model")
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("MXNET_ACC_LIBRARIES", "MXNET_ACC_CACHE_DIR")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"),
+                                         *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["MXNET_ACC_CACHE_DIR"] = str(tmp_path / "cache")
+
+    def run(limit: int | None) -> subprocess.CompletedProcess[str]:
+        extra = {} if limit is None else {"MXNET_ACC_MAX_ALLOC_BYTES": str(limit)}
+        return subprocess.run([sys.executable, "-m", "acc_host", "run", model, "--acc",
+                               "cpu_ref", "--shape", "data=1,3,224,224", "--repeat", "0",
+                               "--json"], capture_output=True,
+                              text=True, env={**env, **extra}, timeout=300, check=False)
+
+    done = run(None)
+    assert done.returncode == 0, done.stderr
+    memory = json.loads(done.stdout)["memory"]
+    assert memory["bound"] > 0 and 0 <= memory["planned_peak"] <= memory["unplanned"]
+    assert memory["planned_total"] == (memory["bound"] + memory["outputs"]
+                                       + memory["planned_peak"] + memory["transient"])
+    assert run(memory["planned_total"] + (1 << 20)).returncode == 0
+    refused = run(memory["planned_total"] // 2)
+    assert refused.returncode != 0 and "planned memory" in refused.stderr
+
+
+def _onnx_one_node(op: str, inputs: dict[str, np.ndarray]) -> bytes:
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    node = onnx.helper.make_node(op, list(inputs), ["y"])
+    graph = onnx.helper.make_graph(
+        [node], "g", [], [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(value, name) for name, value in inputs.items()])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    return bytes(model.SerializeToString())
+
+
+@pytest.mark.parametrize("op, inputs, limit, planned", [
+    ("ConstantOfShape", {"shape": np.array([5 * GIGA], np.int64)}, 30 * GIGA, 20 * GIGA),
+    ("Range", {"a": np.array(0, np.int64), "b": np.array(GIGA, np.int64),
+               "c": np.array(1, np.int64)}, 20 * GIGA, 8 * GIGA),
+], ids=["ConstantOfShape-5e9-float32", "Range-1e9-int64"])
+def test_import_time_folding_is_checked_with_its_copies(
+        monkeypatch: pytest.MonkeyPatch, op: str, inputs: dict[str, np.ndarray], limit: int,
+        planned: int) -> None:
+    """A ConstantOfShape of 5e9 float32 (20 GB) under a 30 GB limit, a
+    Range of 1e9 int64 (8 GB) under 20 GB: each array fits, but folding it
+    holds it with two copies: refused before allocating, with the bytes."""
+    monkeypatch.setenv("MXNET_ACC_MAX_ALLOC_BYTES", str(limit))
+    before = _peak_rss()
+    with pytest.raises(AllocationTooLargeError, match=(
+            rf"{op}: folding it at import \({planned} bytes, held with its two copies on the "
+            rf"way to a parameter, after 0 bytes of constants folded before\) would take .* "
+            rf"\({3 * planned} bytes\), more than MXNET_ACC_MAX_ALLOC_BYTES={limit}")):
+        mx.onnx.import_model(_onnx_one_node(op, inputs))
+    assert _peak_rss() - before < 256 << 20

@@ -243,10 +243,9 @@ class Executor:
         self._producer = {entry: index for index, step in enumerate(self._steps)
                           for entry in step.outputs}
         self._readers = self._count_readers()
-        limits.check_bytes(sum(map(self._entry_bytes, self._heads))
-                           + self.memory_report()["planned_peak"],
-                           f"binding {symbol.name or 'the symbol'}: its outputs and intermediate "
-                           "results")
+        report = self.memory_report()
+        _check_planned(f"binding {symbol.name or 'the symbol'}", report["bound"],
+                       report["outputs"], report["transient"], report["planned_peak"])
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
         # What every forward pushes, worked out once: each step's context and
@@ -304,6 +303,13 @@ class Executor:
             name, shape, _ = declared[sizes.index(max(sizes))]
             limits.check_bytes(sum(sizes), f"simple_bind: the arguments and auxiliary states "
                                f"(the largest, {name!r}, of shape {tuple(shape)})")
+            # Before allocating them: the bind and a forward as a whole.
+            graph = symbol.graph
+            entry_shapes = graph.infer_shapes({name: shape for name, shape, _ in declared})
+            entry_dtypes = graph.infer_dtypes({name: dtype for name, _, dtype in declared})
+            heads = [graph.entry(node, output) for node, output in symbol._outputs]
+            _check_planned("simple_bind", sum(sizes),
+                           *_graph_bytes(graph, entry_shapes, entry_dtypes, heads), 0)
         arg_dict = {name: zeros(shape, ctx, dtype)
                     for name, shape, dtype in zip(arg_names, arg_shapes, arg_types)}
         aux_dict = {name: zeros(shape, ctx, dtype)
@@ -494,8 +500,17 @@ class Executor:
         return limits.array_bytes(self._shapes[entry] or (), self._dtypes[entry])
 
     def memory_report(self) -> dict[str, int]:
-        """Bytes of intermediate results: ``planned_peak`` (most alive at
-        once under the plan) and ``unplanned`` (all of them kept)."""
+        """Bytes the executor plans for: ``planned_peak`` (intermediate
+        results alive at once under the plan at most), ``unplanned`` (all of
+        them kept), ``bound`` (arguments and auxiliary states), ``outputs``,
+        ``transient`` (the largest operator's inputs and outputs, which a
+        forward may copy) and ``planned_total`` (the sum of bound, outputs,
+        planned_peak and transient: what the memory limit is checked
+        against)."""
+        bound = sum(limits.array_bytes(*array._spec_hint()) for array in
+                    {id(array): array for array in (*self.arg_dict.values(),
+                                                     *self.aux_dict.values())}.values())
+        outputs, transient = _graph_bytes(self._graph, self._shapes, self._dtypes, self._heads)
         alive = peak = total = 0
         for step in self._steps:
             produced = sum(self._entry_bytes(entry) for entry in step.outputs
@@ -504,7 +519,8 @@ class Executor:
             total += produced
             peak = max(peak, alive)
             alive -= sum(self._entry_bytes(entry) for entry in step.release)
-        return {"planned_peak": peak, "unplanned": total}
+        return {"planned_peak": peak, "unplanned": total, "bound": bound, "outputs": outputs,
+                "transient": transient, "planned_total": bound + outputs + transient + peak}
 
     # ---- running -------------------------------------------------------------------------
 
@@ -752,6 +768,35 @@ class Executor:
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} @{self._ctx}>"
+
+
+def _graph_bytes(graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any],
+                 heads: Sequence[int]) -> tuple[int, int]:
+    """(bytes of the outputs, the most bytes one operator's inputs and
+    outputs take together) for entries of the given shapes and dtypes."""
+    def size(entry: int) -> int:
+        shape = shapes[entry]
+        return 0 if shape is None else limits.array_bytes(shape, dtypes[entry])
+
+    transient = 0
+    for k, node in enumerate(graph.nodes):
+        if node.is_variable:
+            continue
+        start = graph.entry_start[k]
+        transient = max(transient, sum(map(size, graph.input_entries(k)))
+                        + sum(map(size, range(start, start + graph.num_visible(k)))))
+    return sum(map(size, dict.fromkeys(heads))), transient
+
+
+def _check_planned(what: str, bound: int, outputs: int, transient: int, peak: int) -> None:
+    """Refuses a bind whose planned total exceeds the memory limit, naming
+    its parts (AllocationTooLargeError, before anything is allocated for
+    them)."""
+    limits.check_bytes(
+        bound + outputs + transient + peak,
+        f"{what}: the planned memory of the bind and a forward ({bound} bytes of arguments "
+        f"and auxiliary states, {outputs} of outputs, {peak} of intermediate results at the "
+        f"plan's peak, {transient} for the largest operator's inputs and outputs)")
 
 
 def _targets(operator: SubgraphOperator, outputs: Sequence[tuple[NDArray, int]]

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from .. import limits
 from .. import ndarray as nd
 from .. import symbol as sym_mod
 from ..context import cpu
@@ -143,6 +144,18 @@ class Context:
         # MatMul outputs translated to FullyConnected(no_bias): value -> (data
         # symbol, transposed weight's name, width), for folding a bias Add into it
         self.linear: dict[str, tuple[Any, str, int]] = {}
+        self.folded_bytes = 0  # constants made at import so far (see plan_constant)
+
+    def plan_constant(self, nbytes: int, what: str) -> None:
+        """Checks, before it is made, a constant of nbytes that import-time
+        folding makes: it is held with the constants folded before, and
+        copied twice more on its way to a parameter (an NDArray, then the
+        parameter's own array), so 3 x nbytes plus what was folded before
+        must fit the memory limit (acc_host.limits)."""
+        limits.check_bytes(
+            self.folded_bytes + 3 * nbytes,
+            f"{what}: folding it at import ({nbytes} bytes, held with its two copies on the "
+            f"way to a parameter, after {self.folded_bytes} bytes of constants folded before)")
 
     def used(self, name: str) -> bool:
         """Whether a value is read by a node or is a graph output."""
@@ -371,8 +384,10 @@ def _bind_outputs(cx: Context, node: Any, results: list) -> None:
         value = results[position]
         if isinstance(value, np.ndarray):
             cx.consts[name] = value
+            cx.folded_bytes += value.nbytes
         elif foldable:
             cx.consts[name] = _evaluate(value, cx)
+            cx.folded_bytes += cx.consts[name].nbytes
         else:
             cx.symbols[name] = value
 

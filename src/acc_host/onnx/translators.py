@@ -126,7 +126,9 @@ def _constant_of_shape(cx, node, attrs, inputs, opset):
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if any(extent < 0 for extent in shape):
         raise Unsupported(f"ConstantOfShape of shape {tuple(shape)}: a negative extent")
-    limits.check_array(shape, value.dtype, f"ConstantOfShape {node.name or ''}".rstrip())
+    what = f"ConstantOfShape {node.name or ''}".rstrip()
+    limits.check_array(shape, value.dtype, what)
+    cx.plan_constant(limits.array_bytes(shape, value.dtype), what)
     return [np.full(shape, value[0], dtype=value.dtype)]
 
 
@@ -137,7 +139,9 @@ def _range(cx, node, attrs, inputs, opset):
     if not np.all(np.isfinite([start, limit, delta])) or np.all(np.asarray(delta) == 0):
         raise Unsupported(f"Range({start}, {limit}, {delta}) has no finite length")
     count = max(int(np.ceil((limit - start) / delta)), 0)
-    limits.check_array((count,), np.asarray(start).dtype, f"Range {node.name or ''}".rstrip())
+    what = f"Range {node.name or ''}".rstrip()
+    limits.check_array((count,), np.asarray(start).dtype, what)
+    cx.plan_constant(limits.array_bytes((count,), np.asarray(start).dtype), what)
     return [(start + np.arange(count) * delta).astype(np.asarray(start).dtype)]
 
 
