@@ -37,6 +37,11 @@ ROWS = {
     "plugin-output-overrun-checked": "test_an_output_overrun_is_caught_in_checked_mode",
     "limit-bind-planned-total": "test_a_bind_is_checked_against_its_planned_total",
     "limit-onnx-folding-planned": "test_import_time_folding_is_checked_with_its_copies",
+    "cache-untrusted-directory": "test_model_cache:test_an_untrusted_cache_directory_is_not_used",
+    "cache-untrusted-entry": "test_model_cache:test_an_entry_with_untrusted_files_is_rebuilt",
+    "cache-stale-temporaries":
+        "test_model_cache:test_stale_temporaries_are_cleaned_when_the_cache_opens",
+    "cache-directory-unusable": "test_model_cache:test_an_unusable_cache_directory_is_bypassed",
     "executor-concurrent-output-reads":
         "test_concurrency:test_unlocked_output_reads_see_whole_forwards",
     "executor-weights-written-during-forward":
