@@ -26,6 +26,7 @@ from acc_host.errors import (
     ContextError,
     LibraryError,
     PluginContractError,
+    ShapeError,
 )
 from acc_host.isolate import wire
 from acc_host.library import MAX_DEVICES
@@ -42,6 +43,16 @@ ROWS = {
     "cache-stale-temporaries":
         "test_model_cache:test_stale_temporaries_are_cleaned_when_the_cache_opens",
     "cache-directory-unusable": "test_model_cache:test_an_unusable_cache_directory_is_bypassed",
+    "onnx-axis-out-of-range": "test_out_of_range_axes_and_splits_are_refused",
+    **{row: "test_raw_exceptions_are_typed" for row in (
+        "json-integer-too-long", "json-shape-hint-too-deep", "onnx-depth-to-space-zero",
+        "onnx-lrn-size-zero", "ndarray-load-directory", "ndarray-load-missing",
+        "ndarray-load-not-a-path", "onnx-import-directory", "arg-assign-wrong-shape",
+        "onnx-backend-initializer-input")},
+    "params-duplicate-name": "test_duplicate_names_warn_on_read_and_are_refused_on_write",
+    "discovery-not-a-file":
+        "test_safe_discovery:test_entries_that_are_not_library_files_are_reported",
+    "onnx-index-out-of-range-cpu": "test_out_of_range_indices_are_typed_on_the_cpu_path",
     "executor-concurrent-output-reads":
         "test_concurrency:test_unlocked_output_reads_see_whole_forwards",
     "executor-weights-written-during-forward":
@@ -144,7 +155,7 @@ def test_a_made_up_reply_length_kills_the_child(crashacc: Callable[[str], mx.Con
     assert np.array_equal(out[1].asnumpy(), np.maximum(-data, 0))
 
 
-# ---- item 3: writes past an output ----------------------------------------------------------------
+# ---- item 3: writes past an output -------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -291,3 +302,211 @@ def test_import_time_folding_is_checked_with_its_copies(
             rf"\({3 * planned} bytes\), more than MXNET_ACC_MAX_ALLOC_BYTES={limit}")):
         mx.onnx.import_model(_onnx_one_node(op, inputs))
     assert _peak_rss() - before < 256 << 20
+
+
+# ---- item 8: axes and splits ------------------------------------------------------------------
+
+
+def _onnx_model_bytes(node_args: tuple, inputs: list[tuple[str, list[int] | None]],
+                      constants: dict[str, np.ndarray]) -> bytes:
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    op, node_inputs, extra = node_args
+    node = onnx.helper.make_node(op, node_inputs, ["y"], **extra)
+    graph = onnx.helper.make_graph(
+        [node], "g",
+        [onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape)
+         for name, shape in inputs],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(value, name) for name, value in constants.items()])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    return bytes(model.SerializeToString())
+
+
+CASES = {
+    "Split-axis-5": (("Split", ["x"], {"axis": 5}), {},
+                     r"axis 5 is out of range for the 2 dimensions"),
+    "CumSum-axis-99": (("CumSum", ["x", "axis"], {}), {"axis": np.array(99, np.int64)},
+                       r"axis 99 is out of range for the 2 dimensions"),
+    "Split-sizes-1-1-of-3": (("Split", ["x", "split"], {"axis": 1}),
+                             {"split": np.array([1, 1], np.int64)},
+                             r"split \(1, 1\) does not add up to the extent 3"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("where", ["cpu", "cpu_ref", "mlu"])
+def test_out_of_range_axes_and_splits_are_refused(case: str, where: str) -> None:
+    """ONNX Split with axis=5 and CumSum with axis=99 on a 2-D input, and a
+    split of (1, 1) over an extent of 3, used to run (the axis wrapped, the
+    split padded): with the input's shape declared they are refused at
+    import, without it at shape inference when bound, on every context."""
+    node, constants, message = CASES[case]
+    with pytest.raises(ShapeError, match=message):
+        mx.onnx.import_model(_onnx_model_bytes(node, [("x", [2, 3])], constants))
+    symbol, arg, _ = mx.onnx.import_model(_onnx_model_bytes(node, [("x", None)], constants))
+    ctx = mx.cpu() if where == "cpu" else mx.Context(where, 0)
+    with pytest.raises(ShapeError, match=message.replace("the 2 dimensions", "2 dimensions")
+                       .replace("extent 3", "extent 3 of axis")):
+        symbol.simple_bind(ctx, x=(2, 3))
+
+
+# ---- item 12: raw exceptions -------------------------------------------------------------------
+
+
+def _relu_json(edit: Callable[[str], str]) -> Callable[[Path], object]:
+    text = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="r").tojson()
+    return lambda _tmp: mx.sym.load_json(edit(text)).infer_shape()
+
+
+def _deep_shape(text: str) -> str:
+    document = json.loads(text)
+    document["nodes"][0].setdefault("attrs", {})["__shape__"] = "-" * 100000 + "1"
+    return json.dumps(document)
+
+
+def _onnx_run(op: str, attrs: dict, shape: list[int]) -> Callable[[Path], object]:
+    def run(_tmp: Path) -> object:
+        symbol, _, _ = mx.onnx.import_model(_onnx_model_bytes((op, ["x"], attrs),
+                                                              [("x", shape)], {}))
+        exe = symbol.simple_bind(mx.cpu(), x=tuple(shape))
+        return exe.forward(x=np.ones(shape, np.float32))[0].asnumpy()
+    return run
+
+
+def _assign_wrong_shape(_tmp: Path) -> None:
+    exe = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu").simple_bind(
+        mx.cpu(), data=(2, 3))
+    exe.arg_dict["data"][:] = np.ones((4, 5), np.float32)
+
+
+def _backend_shadowed(_tmp: Path) -> object:
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    from acc_host.onnx import backend
+
+    node = onnx.helper.make_node("Relu", ["x"], ["y"])
+    info = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(
+        [node], "g", [info("x", onnx.TensorProto.FLOAT, [3])],
+        [info("y", onnx.TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.array([1, -2, 3], np.float32), "x")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    prepared = backend.prepare(model)
+    assert np.array_equal(prepared.run([])[0], [1, 0, 3])  # the initializer's value
+    return prepared.run([np.ones(3, np.float32)])
+
+
+TYPED = {
+    "json-integer-too-long": (
+        _relu_json(lambda text: text.replace('"relu"', '"relu", "x": ' + "1" * 5000, 1)),
+        mx.errors.GraphError,
+        "not valid JSON: Exceeds the limit (4300 digits)"),
+    "json-shape-hint-too-deep": (_relu_json(_deep_shape), Exception,
+                                 "bad __shape__"),
+    "onnx-depth-to-space-zero": (_onnx_run("DepthToSpace", {"blocksize": 0}, [1, 4, 2, 2]),
+                                 Exception, "expected an integer of at least 1, got '0'"),
+    "onnx-lrn-size-zero": (_onnx_run("LRN", {"size": 0}, [1, 4, 2, 2]), Exception,
+                           "expected an integer of at least 1, got '0'"),
+    "ndarray-load-directory": (lambda tmp: mx.nd.load(tmp), Exception,
+                               "is a directory, not a model or parameter file"),
+    "ndarray-load-missing": (lambda tmp: mx.nd.load(tmp / "none.params"), FileNotFoundError,
+                             "none.params: no such file"),
+    "ndarray-load-not-a-path": (lambda tmp: mx.nd.load(42), Exception,
+                                "expected a path (str or os.PathLike) or bytes, got int"),
+    "onnx-import-directory": (lambda tmp: mx.onnx.import_model(tmp), Exception,
+                              "is a directory, not a model or parameter file"),
+    "arg-assign-wrong-shape": (_assign_wrong_shape, Exception,
+                               "cannot assign a value of shape (4, 5) to [slice(None, None, "
+                               "None)] of an array of shape (2, 3)"),
+    "onnx-backend-initializer-input": (_backend_shadowed, Exception,
+                                       "'x' also listed as graph input(s) have an initializer"),
+}
+
+
+@pytest.mark.parametrize("row", list(TYPED))
+def test_raw_exceptions_are_typed(row: str, tmp_path: Path) -> None:
+    """Each of these used to raise a builtin exception (ValueError,
+    MemoryError, ZeroDivisionError, IsADirectoryError, TypeError...): now
+    an acc_host error naming what was wrong."""
+    run, also, fragment = TYPED[row]
+    with pytest.raises(mx.errors.AccHostError) as raised:
+        run(tmp_path)
+    assert isinstance(raised.value, also)
+    assert fragment in str(raised.value), str(raised.value)
+
+
+def _indexed_model(op: str) -> tuple[bytes, dict[str, np.ndarray]]:
+    """An ONNX model of op whose index (or target) input is a graph input,
+    and inputs with an index out of range."""
+    onnx = pytest.importorskip("onnx")
+    info = onnx.helper.make_tensor_value_info
+    f, i = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    cases = {
+        "Gather": (["x", "i"], {"axis": 1}, {"i": np.array([0, 5], np.int64)}, [2, 3]),
+        "GatherElements": (["x", "i"], {"axis": 1}, {"i": np.array([[0, 7], [1, 2]], np.int64)},
+                           [2, 2]),
+        "GatherND": (["x", "i"], {}, {"i": np.array([[1, 9]], np.int64)}, [1]),
+        "ScatterElements": (["x", "i", "u"], {"axis": 1},
+                            {"i": np.array([[0, 3]], np.int64), "u": np.ones((1, 2), np.float32)},
+                            [2, 3]),
+        "ScatterND": (["x", "i", "u"], {}, {"i": np.array([[4, 0]], np.int64),
+                                            "u": np.ones(1, np.float32)}, [2, 3]),
+        "NegativeLogLikelihoodLoss": (["x", "i"], {"reduction": "none"},
+                                      {"i": np.array([1, 8], np.int64)}, [2]),
+        "SoftmaxCrossEntropyLoss": (["x", "i"], {"reduction": "none"},
+                                    {"i": np.array([1, 8], np.int64)}, [2]),
+    }
+    names, attrs, values, out_shape = cases[op]
+    inputs = [info("x", f, [2, 3])] + [
+        info(name, i if values[name].dtype == np.int64 else f, list(values[name].shape))
+        for name in names[1:]]
+    graph = onnx.helper.make_graph([onnx.helper.make_node(op, names, ["y"], **attrs)], "g",
+                                   inputs, [info("y", f, out_shape)])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    return bytes(model.SerializeToString()), {"x": x, **values}
+
+
+@pytest.mark.parametrize("op", ["Gather", "GatherElements", "GatherND", "ScatterElements",
+                                "ScatterND", "NegativeLogLikelihoodLoss",
+                                "SoftmaxCrossEntropyLoss"])
+def test_out_of_range_indices_are_typed_on_the_cpu_path(op: str) -> None:
+    """Out-of-range indices reaching the CPU path were numpy IndexErrors
+    without the node's name (cpu_ref already refused them): now an
+    OperatorError naming the node and the index."""
+    model, feed = _indexed_model(op)
+    symbol, _, _ = mx.onnx.import_model(model)
+    exe = symbol.simple_bind(mx.cpu(), **{name: value.shape for name, value in feed.items()})
+    with pytest.raises(mx.errors.OperatorError, match=r"node '.*' \(_onnx_\w+\): _onnx_\w+: "
+                       r"(index|target) -?\d+ at position"):
+        exe.forward(**feed)[0].asnumpy()
+
+
+# ---- item 10: duplicate names in .params -------------------------------------------------------
+
+
+def test_duplicate_names_warn_on_read_and_are_refused_on_write(tmp_path: Path) -> None:
+    """A .params file naming two arrays alike (MXNet can write one) still
+    loads, as in MXNet the later array wins, but with a warning naming
+    both; acc_host refuses to write one."""
+    from acc_host import ndarray_format
+    from acc_host.ndarray_format import DuplicateNameWarning
+
+    first, second = np.zeros(2, np.float32), np.ones(2, np.float32)
+    with pytest.raises(mx.errors.InvalidArgumentError,
+                       match=r"names 0 and 1 are both 'arg:w'"):
+        ndarray_format.dumps([first, second], ["arg:w", "arg:w"])
+    with pytest.raises(mx.errors.InvalidArgumentError, match="are both 'w'"):
+        ndarray_format.save(tmp_path / "refused.params", [first, second], ["w", "w"])
+    assert not (tmp_path / "refused.params").exists()
+    # A file as MXNet writes it: both arrays under one name.
+    data = ndarray_format.dumps([first, second], ["arg:w", "arg:v"]).replace(b"arg:v", b"arg:w")
+    path = tmp_path / "dup.params"
+    path.write_bytes(data)
+    with pytest.warns(DuplicateNameWarning, match=r"dup.params: the name 'arg:w' is given to "
+                      r"arrays 0, 1; as in MXNet, loading it as a dict keeps array 1"):
+        loaded = mx.nd.load(str(path))
+    assert list(loaded) == ["arg:w"] and np.array_equal(loaded["arg:w"].asnumpy(), second)

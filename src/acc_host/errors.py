@@ -36,6 +36,7 @@ __all__ = [
     "GraphError",
     "AllocationTooLargeError",
     "ModelFileError",
+    "ModelFileNotFoundError",
     "EngineError",
     "DeletedVarError",
     "IsolationError",
@@ -228,7 +229,21 @@ class AllocationTooLargeError(InvalidArgumentError, MemoryError):
 
 class ModelFileError(AccHostError, ValueError):
     """A model or parameter file is corrupt, truncated or not in the
-    expected format; the message names the file and the offset."""
+    expected format, or cannot be read (a directory, no permission); the
+    message names the file and the offset."""
+
+
+class ModelFileNotFoundError(ModelFileError, FileNotFoundError):
+    """A model or parameter file does not exist."""
+
+
+def model_file_os_error(path: str, error: OSError) -> ModelFileError:
+    """The error for a model or parameter file that cannot be opened."""
+    if isinstance(error, FileNotFoundError):
+        return ModelFileNotFoundError(f"{path}: no such file")
+    if isinstance(error, IsADirectoryError):
+        return ModelFileError(f"{path}: is a directory, not a model or parameter file")
+    return ModelFileError(f"{path}: cannot be read: {error.strerror or error}")
 
 
 class TraceError(AccHostError, ValueError):

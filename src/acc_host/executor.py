@@ -31,7 +31,14 @@ from . import engine, limits
 from .annotate import annotate_symbol
 from .context import Context, cpu
 from .direct_run import DirectRun
-from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
+from .errors import (
+    GraphError,
+    OperatorError,
+    PluginContractError,
+    PluginUnsupportedError,
+    ShapeError,
+    TensorError,
+)
 from .graph import Graph
 from .ndarray import NDArray, zeros
 from .offload import costs_of
@@ -716,8 +723,14 @@ class Executor:
             op, attrs = graph.ops[k], graph.attrs[k]
             assert op is not None and attrs is not None
             start = tracer.now() if tracer is not None else 0
-            results = op.compute(attrs, [to_host(values[entry])
-                                         for entry in graph.input_entries(k)])
+            try:
+                results = op.compute(attrs, [to_host(values[entry])
+                                             for entry in graph.input_entries(k)])
+            except OperatorError as error:  # the values a forward met: name the node
+                if type(error) not in (OperatorError, ShapeError):
+                    raise
+                raise type(error)(f"node {graph.nodes[k].name!r} ({graph.nodes[k].op}): "
+                                  f"{error}") from None
             values.update(zip(self._node_entries(k), results))
             if tracer is not None:
                 tracer.span("cpu_op", f"{graph.nodes[k].op} {graph.nodes[k].name}", start,

@@ -335,7 +335,7 @@ class ModelCache:
     def clean_stale(self) -> list[str]:
         """Deletes the temporaries of processes that are gone (or older than
         a day); returns their names."""
-        removed = []
+        removed: list[str] = []
         try:
             names = os.listdir(self.directory)
         except OSError:

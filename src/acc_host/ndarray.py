@@ -399,6 +399,7 @@ class NDArray:
         from_host = not isinstance(value, NDArray)
         if isinstance(value, np.ndarray):
             value = np.array(value, copy=True)
+        self._check_assignable(key, value)
 
         def write() -> None:
             source = value._read() if isinstance(value, NDArray) else value
@@ -412,6 +413,25 @@ class NDArray:
         self._push_write(write, () if from_host else (value,))
         if from_host:
             self._sync()
+
+    def _check_assignable(self, key: Any, value: Any) -> None:
+        """Raises TensorError, before anything is pushed, when value cannot
+        be written into self[key] (a shape that does not broadcast, a key
+        out of range): numpy would raise inside the write."""
+        shape = self._spec_hint()[0]
+        try:
+            target = np.broadcast_to(np.zeros((), np.uint8), shape)[key].shape
+        except (IndexError, TypeError, ValueError) as error:
+            raise TensorError(f"cannot assign to [{key!r}] of an array of shape {shape}: "
+                              f"{error}") from None
+        given = value._spec_hint()[0] if isinstance(value, NDArray) else np.shape(value)
+        try:
+            fits = np.broadcast_shapes(tuple(given), target) == target
+        except ValueError:
+            fits = False
+        if not fits:
+            raise TensorError(f"cannot assign a value of shape {tuple(given)} to [{key!r}] of an "
+                              f"array of shape {shape} (the selection has shape {target})")
 
     def __len__(self) -> int:
         if not self.shape:

@@ -31,9 +31,9 @@ from typing import Any
 
 from ..errors import (
     IsolationError,
-    PluginContractError,
     LibraryDeadError,
     NotALibraryError,
+    PluginContractError,
     PluginCrashedError,
     PluginTimeoutError,
 )

@@ -31,6 +31,7 @@ from ..errors import (
     OperatorError,
     TensorError,
     UnsupportedOnnxOperatorError,
+    model_file_os_error,
 )
 from ..tensor import dtype_code
 from ._onnx import require_onnx
@@ -55,8 +56,8 @@ class Imported:
 
 def _load(model: Any) -> Any:
     """model (a path, the bytes of a file, or a ModelProto) as a ModelProto.
-    A file that is not a valid ModelProto is a ModelFileError; OSError from
-    opening it passes through."""
+    A file that is not a valid ModelProto, or cannot be read, is a
+    ModelFileError (ModelFileNotFoundError for a missing one)."""
     onnx = require_onnx()
     if isinstance(model, (str, os.PathLike)):
         source = os.fspath(model)
@@ -71,8 +72,8 @@ def _load(model: Any) -> Any:
                                    f"onnx.ModelProto, got {type(model).__name__}")
     try:
         return loader()
-    except OSError:
-        raise
+    except OSError as error:
+        raise model_file_os_error(source, error) from None
     except Exception as error:  # protobuf's DecodeError, onnx's ValidationError, ...
         raise ModelFileError(f"{source}: not a valid ONNX model (protobuf ModelProto): "
                              f"{error}") from None

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import limits
+from ..errors import ShapeError
 
 MIN_OPSET = 1
 
@@ -1018,11 +1019,28 @@ def _concat(cx, node, attrs, inputs, opset):
     return [cx.op("_onnx_concat", *syms, axis=axis, num_args=len(syms))]
 
 
+def _check_axis(cx: Any, node: Any, name: str, axis: int, split: tuple[int, ...] = ()) -> None:
+    """Refuses, at import, an axis out of range for the input's rank and
+    split sizes that do not add up to its extent, where the shape is known
+    (shape inference checks them again at bind)."""
+    shape = cx.shape(name) or cx.infer_shape(name)
+    if shape is None:
+        return
+    if not -len(shape) <= axis < len(shape):
+        raise ShapeError(f"{node.op_type} {node.name or ''}: axis {axis} is out of range for the "
+                         f"{len(shape)} dimensions of {name!r} (shape {tuple(shape)})")
+    extent = shape[axis % len(shape)]
+    if split and (any(size < 0 for size in split) or sum(split) != extent):
+        raise ShapeError(f"{node.op_type} {node.name or ''}: split {split} does not add up to "
+                         f"the extent {extent} of axis {axis} of {name!r} (shape {tuple(shape)})")
+
+
 @onnx_op("Split")
 def _split(cx, node, attrs, inputs, opset):
     outputs = len(node.output)
     split = attrs.get("split") if opset < 13 else _const(cx, node, inputs, 1, "split")
     split = () if split is None else _ints(split)
+    _check_axis(cx, node, inputs[0], attrs.get("axis", 0), split)
     result = cx.op("_onnx_split", cx.sym(inputs[0]), axis=attrs.get("axis", 0), split=split,
                    num_outputs=attrs.get("num_outputs", outputs))
     return [result[i] for i in range(outputs)]
@@ -1147,6 +1165,7 @@ def _arg(cx, node, attrs, inputs, opset):
 @onnx_op("CumSum")
 def _cumsum(cx, node, attrs, inputs, opset):
     axis = _const(cx, node, inputs, 1, "axis")
+    _check_axis(cx, node, inputs[0], int(np.asarray(axis).reshape(-1)[0]))
     return [cx.op("_onnx_cumsum", cx.sym(inputs[0]), axis=int(np.asarray(axis).reshape(-1)[0]),
                   exclusive=bool(attrs.get("exclusive", 0)),
                   reverse=bool(attrs.get("reverse", 0)))]

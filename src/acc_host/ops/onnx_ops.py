@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import AccHostError, AllocationTooLargeError, ShapeError
+from ..errors import AccHostError, AllocationTooLargeError, OperatorError, ShapeError
 from ..limits import array_bytes, check_bytes, check_empty_span
 from .params import (
     Attrs,
@@ -31,10 +31,11 @@ from .params import (
     parse_count,
     parse_float,
     parse_int,
+    parse_positive_int,
     parse_str,
     parse_tuple,
 )
-from .registry import OpDef, ShapeUnknownError, register, take
+from .registry import OpDef, ShapeUnknownError, normalize_axis, register, take
 
 _ONNX_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
                 "int16", "int32", "int64", "bool")
@@ -354,7 +355,7 @@ _def("_onnx_expand", _expand, [Param("shape", parse_tuple)],
 def _unsqueeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     ndim = x.ndim + len(attrs.axes)
-    axes = sorted(a % ndim for a in attrs.axes)
+    axes = sorted(normalize_axis("_onnx_unsqueeze", a, ndim) for a in attrs.axes)
     for axis in axes:
         x = np.expand_dims(x, axis)
     return [x.copy()]
@@ -368,7 +369,8 @@ def _squeeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     if attrs.axes is None:
         return [np.squeeze(x).copy()]
-    return [np.squeeze(x, axis=tuple(a % x.ndim for a in attrs.axes)).copy()]
+    axes = tuple(normalize_axis("_onnx_squeeze", a, x.ndim) for a in attrs.axes)
+    return [np.squeeze(x, axis=axes).copy()]
 
 
 _def("_onnx_squeeze", _squeeze, [Param("axes", optional(parse_tuple), None)],
@@ -393,7 +395,7 @@ def _slice(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     for start, end, axis, step in zip(attrs.starts, attrs.ends, axes, steps):
         start = max(min(start, big), -big)
         end = max(min(end, big), -big)
-        index[axis % x.ndim] = slice(start, end, step)
+        index[normalize_axis("_onnx_slice", axis, x.ndim)] = slice(start, end, step)
     return [x[tuple(index)].copy()]
 
 
@@ -404,9 +406,12 @@ _def("_onnx_slice", _slice, [Param("starts", parse_tuple), Param("ends", parse_t
 
 def _split(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = normalize_axis("_onnx_split", attrs.axis, x.ndim)
     points: list[int]
     if attrs.split:
+        if any(int(p) < 0 for p in attrs.split) or sum(map(int, attrs.split)) != x.shape[axis]:
+            raise ShapeError(f"_onnx_split: split {tuple(attrs.split)} does not add up to the "
+                             f"extent {x.shape[axis]} of axis {axis} of shape {x.shape}")
         points = [int(p) for p in np.cumsum(attrs.split)[:-1]]
     else:
         n = attrs.num_outputs
@@ -467,11 +472,23 @@ def _tile(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 _def("_onnx_tile", _tile, [Param("reps", parse_tuple)], doc="ONNX Tile.")
 
 
+def _indices(op: str, idx: np.ndarray, extent: int, what: str = "index") -> np.ndarray:
+    """idx as int64 with negative entries counted from the end, every one
+    checked against extent (OperatorError naming the first one out of
+    range: numpy would raise IndexError, or wrap silently)."""
+    idx = np.asarray(idx).astype(np.int64)
+    bad = (idx < -extent) | (idx >= extent)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise OperatorError(f"{op}: {what} {int(idx[where])} at position {where} is out of "
+                            f"range for an extent of {extent}")
+    return np.where(idx < 0, idx + extent, idx)
+
+
 def _gather(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx = inputs
-    axis = attrs.axis % x.ndim
-    idx = idx.astype(np.int64)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    axis = normalize_axis("_onnx_gather", attrs.axis, x.ndim)
+    idx = _indices("_onnx_gather", idx, x.shape[axis])
     return [take("_onnx_gather", x, idx, axis)]
 
 
@@ -481,9 +498,8 @@ _def("_onnx_gather", _gather, [Param("axis", parse_int, 0)], arguments=("data", 
 
 def _gather_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx = inputs
-    axis = attrs.axis % x.ndim
-    idx = idx.astype(np.int64)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    axis = normalize_axis("_onnx_gather_elements", attrs.axis, x.ndim)
+    idx = _indices("_onnx_gather_elements", idx, x.shape[axis])
     return [np.take_along_axis(x, idx, axis=axis)]
 
 
@@ -497,6 +513,11 @@ def _gather_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     idx = idx.astype(np.int64)
     batch_shape = x.shape[:b]
     k = int(idx.shape[-1])
+    if b + k > x.ndim:
+        raise OperatorError(f"_onnx_gather_nd: indices of depth {k} after {b} batch dimensions "
+                            f"do not fit data of {x.ndim} dimensions")
+    idx = np.stack([_indices("_onnx_gather_nd", idx[..., j], x.shape[b + j])
+                    for j in range(k)], axis=-1) if k else idx
     out_shape = idx.shape[:-1] + x.shape[b + k:]
     xs = x.reshape((-1,) + x.shape[b:]) if b else x[None]
     ids = idx.reshape((int(np.prod(batch_shape, dtype=np.int64)) if b else 1, -1, k))
@@ -511,9 +532,8 @@ _def("_onnx_gather_nd", _gather_nd, [Param("batch_dims", parse_int, 0)],
 def _scatter_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx, upd = inputs
     out = x.copy()
-    axis = attrs.axis % x.ndim
-    idx = idx.astype(np.int64)
-    idx = np.where(idx < 0, idx + x.shape[axis], idx)
+    axis = normalize_axis("_onnx_scatter_elements", attrs.axis, x.ndim)
+    idx = _indices("_onnx_scatter_elements", idx, x.shape[axis])
     for pos in np.ndindex(*idx.shape):
         position = list(pos)
         position[axis] = idx[pos]
@@ -542,6 +562,13 @@ def _scatter_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx, upd = inputs
     out = x.copy()
     idx = idx.astype(np.int64)
+    k = int(idx.shape[-1]) if idx.ndim else 0
+    if k > x.ndim:
+        raise OperatorError(f"_onnx_scatter_nd: indices of depth {k} do not fit data of "
+                            f"{x.ndim} dimensions")
+    if k:
+        idx = np.stack([_indices("_onnx_scatter_nd", idx[..., j], x.shape[j])
+                        for j in range(k)], axis=-1)
     for pos in np.ndindex(*idx.shape[:-1]):
         target = tuple(idx[pos])
         if attrs.reduction == "add":
@@ -574,7 +601,7 @@ def _depth_to_space(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 _def("_onnx_depth_to_space", _depth_to_space,
-     [Param("blocksize", parse_int), Param("mode", choice("DCR", "CRD"), "DCR")],
+     [Param("blocksize", parse_positive_int), Param("mode", choice("DCR", "CRD"), "DCR")],
      doc="ONNX DepthToSpace.")
 
 
@@ -586,7 +613,7 @@ def _space_to_depth(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [y.reshape(n, c * b * b, h // b, w // b).copy()]
 
 
-_def("_onnx_space_to_depth", _space_to_depth, [Param("blocksize", parse_int)],
+_def("_onnx_space_to_depth", _space_to_depth, [Param("blocksize", parse_positive_int)],
      doc="ONNX SpaceToDepth.")
 
 
@@ -629,7 +656,8 @@ def _reduce(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     if not attrs.axes and attrs.noop_with_empty_axes:
         return [x.copy()]
-    axes = tuple(a % x.ndim for a in attrs.axes) if attrs.axes else None
+    axes = (tuple(normalize_axis("_onnx_reduce", a, x.ndim) for a in attrs.axes)
+            if attrs.axes else None)
     if x.size == 0 and attrs.fn in ("max", "min"):
         shape = [1 if axes is None or i in axes else d for i, d in enumerate(x.shape)]
         if not attrs.keepdims:
@@ -654,7 +682,7 @@ _def("_onnx_reduce", _reduce,
 
 def _arg(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = normalize_axis("_onnx_arg", attrs.axis, x.ndim)
     fn = np.argmax if attrs.fn == "max" else np.argmin
     if attrs.select_last_index:
         flipped = np.flip(x, axis)
@@ -674,7 +702,7 @@ _def("_onnx_arg", _arg, [Param("fn", choice("max", "min")), Param("axis", parse_
 
 def _cumsum(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = normalize_axis("_onnx_cumsum", attrs.axis, x.ndim)
     if attrs.reverse:
         x = np.flip(x, axis)
     out = np.cumsum(x, axis=axis, dtype=x.dtype)
@@ -694,7 +722,7 @@ _def("_onnx_cumsum", _cumsum, [Param("axis", parse_int), Param("exclusive", pars
 
 def _topk(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = normalize_axis("_onnx_topk", attrs.axis, x.ndim)
     if attrs.largest:
         key = (np.iinfo(x.dtype).max - x) if np.issubdtype(x.dtype, np.unsignedinteger) else -x
     else:
@@ -782,7 +810,7 @@ def _lrn(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [(x / (attrs.bias + attrs.alpha / attrs.size * total) ** attrs.beta).astype(x.dtype)]
 
 
-_def("_onnx_lrn", _lrn, [Param("size", parse_int), Param("alpha", parse_float, 1e-4),
+_def("_onnx_lrn", _lrn, [Param("size", parse_positive_int), Param("alpha", parse_float, 1e-4),
                          Param("beta", parse_float, 0.75), Param("bias", parse_float, 1.0)],
      doc="ONNX LRN (across channels, window floor((size-1)/2) before and the rest after).")
 
@@ -834,7 +862,7 @@ _def("_onnx_cast_like", lambda a, i: [i[0].astype(i[1].dtype)], arguments=("data
 
 def _layer_norm3(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = normalize_axis("_onnx_layer_norm", attrs.axis, x.ndim)
     axes = tuple(range(axis, x.ndim))
     xf = x.astype(np.float32) if x.dtype != np.float64 else x
     mean = xf.mean(axis=axes, keepdims=True)
@@ -868,7 +896,7 @@ register(OpDef(name="_onnx_norm", compute=_layer_norm3,
 
 def _cumprod(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = attrs.axis % x.ndim
+    axis = normalize_axis("_onnx_cumprod", attrs.axis, x.ndim)
     if attrs.reverse:
         x = np.flip(x, axis)
     out = np.cumprod(x, axis=axis, dtype=x.dtype)
@@ -930,6 +958,11 @@ def _nll(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     weight = inputs[2] if len(inputs) > 2 else None
     c = x.shape[1]
     safe = np.where(target == attrs.ignore_index, 0, target)
+    bad = (safe < 0) | (safe >= c)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise OperatorError(f"_onnx_nll_loss: target {int(safe[where])} at position {where} is "
+                            f"not a class index below {c} (nor the ignore_index)")
     picked = -np.take_along_axis(x, safe[:, None], axis=1)[:, 0]
     w = np.ones_like(picked) if weight is None else weight[safe].astype(x.dtype)
     w = np.where(target == attrs.ignore_index, 0, w).astype(x.dtype)
