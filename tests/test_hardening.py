@@ -52,6 +52,8 @@ ROWS = {
     "params-duplicate-name": "test_duplicate_names_warn_on_read_and_are_refused_on_write",
     "discovery-not-a-file":
         "test_safe_discovery:test_entries_that_are_not_library_files_are_reported",
+    "plugin-crash-reported": "test_an_in_process_crash_names_the_plugin_call",
+    "plugin-exit-zero": "test_an_exit_inside_infer",
     "onnx-index-out-of-range-cpu": "test_out_of_range_indices_are_typed_on_the_cpu_path",
     "executor-concurrent-output-reads":
         "test_concurrency:test_unlocked_output_reads_see_whole_forwards",
@@ -510,3 +512,66 @@ def test_duplicate_names_warn_on_read_and_are_refused_on_write(tmp_path: Path) -
                       r"arrays 0, 1; as in MXNet, loading it as a dict keeps array 1"):
         loaded = mx.nd.load(str(path))
     assert list(loaded) == ["arg:w"] and np.array_equal(loaded["arg:w"].asnumpy(), second)
+
+
+# ---- item 14: crashes and exits in this process --------------------------------------------------
+
+_CRASH_SCRIPT = """
+import sys, numpy as np, acc_host as mx
+ctx = mx.load_acc(sys.argv[1], acc_name="crashy")
+sym = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="r")
+exe = sym.simple_bind(ctx, data=(2, 3))
+exe.forward(data=np.ones((2, 3), np.float32))[0].asnumpy()
+ctx.configure(mode=sys.argv[2])
+print("forwarding", flush=True)
+exe.forward(data=np.ones((2, 3), np.float32))[0].asnumpy()
+print("survived", flush=True)
+"""
+
+
+def _run_crash_script(library: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("MXNET_ACC_FAULT_HANDLER", "PYTHONFAULTHANDLER")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"),
+                                         *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["MXNET_ENGINE_TYPE"] = "NaiveEngine"
+    return subprocess.run([sys.executable, "-c", _CRASH_SCRIPT, str(library), mode],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def test_an_in_process_crash_names_the_plugin_call(misbehave_copy: Callable[[str], Path]
+                                                   ) -> None:
+    """A plugin that segfaults in this process still kills it (nothing can
+    continue safely), but loading a library turns on faulthandler, and the
+    innermost frame of its report names the library, the entry point and
+    the model, and suggests isolated mode; without python -X faulthandler."""
+    done = _run_crash_script(misbehave_copy("misbehave_crash_report"), "crash")
+    assert done.returncode in (-11, 139) or done.returncode != 0, done
+    assert "forwarding" in done.stdout and "survived" not in done.stdout
+    assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr
+    innermost = done.stderr.split("most recent call first):", 1)[1].strip().splitlines()[0]
+    assert innermost.startswith('File "<in-process plugin call: crashy infer(acc_host.'), innermost
+    assert "libmisbehave_crash_report.so; a crash here is the plugin's: mx.load_acc(path, " \
+           "isolate=True) runs it in a process of its own" in innermost
+    assert innermost.endswith(" in infer")
+
+
+def test_an_exit_inside_infer(misbehave_copy: Callable[[str], Path]) -> None:
+    """A plugin that calls _exit(0) inside infer ends this process with
+    status 0: no handler runs, so nothing in this process can report it
+    (documented); isolated, the same plugin is a PluginCrashedError with
+    the exit status and the call."""
+    path = misbehave_copy("misbehave_exit0")
+    done = _run_crash_script(path, "exit0")
+    assert done.returncode == 0 and "forwarding" in done.stdout
+    assert "survived" not in done.stdout
+    ctx = mx.load_acc(path, acc_name="exit0_iso", isolate=True)
+    try:
+        exe = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu").simple_bind(
+            ctx, data=(2, 3))
+        ctx.configure(mode="exit0")
+        with pytest.raises(mx.PluginCrashedError, match=r"exited with status 0 during infer\("):
+            exe.forward(data=np.ones((2, 3), np.float32))[0].asnumpy()
+    finally:
+        settle_engine()
+        ctx.library.close()

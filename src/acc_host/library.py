@@ -7,6 +7,7 @@ status into an exception that carries the plugin's own message.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
 import threading
@@ -35,7 +36,10 @@ from .releases import Releaser
 from .tensor import CStrings, TensorArray, TensorSpec
 
 __all__ = ["AccLibrary", "REQUIRED_SYMBOLS", "IMPERATIVE_SYMBOLS", "OPTIONAL_SYMBOLS",
-           "MAX_DEVICES", "validate_acc_name"]
+           "MAX_DEVICES", "FAULT_HANDLER_ENV_VAR", "validate_acc_name", "marked_call"]
+
+# "0": loading a library in this process does not turn on faulthandler.
+FAULT_HANDLER_ENV_VAR = "MXNET_ACC_FAULT_HANDLER"
 
 REQUIRED_SYMBOLS = ("getAccApiVersion", "initialize", "getAccName", "getNumAcc",
                     "supportsImperative", "supportedOps", "loadModel", "unloadModel", "infer",
@@ -69,6 +73,36 @@ def validate_acc_name(name: str, path: str) -> str:
             f"{path}: accelerator name {name!r} is invalid: it must be 1 to {_abi.NAME_MAX - 1} "
             "characters from [a-z0-9_], starting with a letter", path)
     return name
+
+
+def _enable_fault_handler() -> None:
+    """Turns on Python's faulthandler (unless it is on already, or
+    MXNET_ACC_FAULT_HANDLER=0): a plugin that crashes this process then
+    leaves the Python stacks of every thread on stderr, whose innermost
+    frame names the plugin call in flight (see marked_call)."""
+    if os.environ.get(FAULT_HANDLER_ENV_VAR, "1") == "0" or faulthandler.is_enabled():
+        return
+    try:
+        faulthandler.enable(all_threads=True)
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        pass  # no usable stderr (a GUI, a closed stream): nothing to report to
+
+
+def marked_call(library: AccLibrary, function: str, context: str,
+                call: Callable[..., Any]) -> Callable[..., Any]:
+    """call (an entry point of library's), behind a Python frame whose file
+    name says which plugin call runs: if the plugin crashes the process
+    inside it, faulthandler's report (Python frames, innermost first)
+    starts with that line, and with the advice to isolate the plugin. Made
+    once per model or executor, it costs one Python call per plugin call."""
+    where = (f"<in-process plugin call: {library.name} {function}({context}) of "
+             f"{library.path}; a crash here is the plugin's: mx.load_acc(path, isolate=True) "
+             f"runs it in a process of its own, where a crash is a PluginCrashedError>")
+    namespace: dict[str, Any] = {"call": call}
+    exec(compile("def marked(*args):\n    return call(*args)\n", where, "exec"), namespace)
+    marked = namespace["marked"]
+    marked.__code__ = marked.__code__.replace(co_name=function)
+    return marked  # type: ignore[no-any-return]
 
 
 class _DeviceLocks:
@@ -133,6 +167,8 @@ class AccLibrary:
         # that reports many devices costs nothing for those never touched.
         self._device_locks = _DeviceLocks()
         self.releases = Releaser(self.name, self._device_locks)
+        if not self.isolated:
+            _enable_fault_handler()
 
     # ---- loading -------------------------------------------------------------
 

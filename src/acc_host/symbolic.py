@@ -36,7 +36,7 @@ import numpy as np
 from ._abi import HOST_DEVICE, ffi
 from .annotate import GraphSignature, signature
 from .errors import InvalidArgumentError, PluginContractError, TensorError
-from .library import AccLibrary
+from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
 from .releases import release_now
 from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
@@ -110,8 +110,10 @@ class LoadedModel:
         for index, name in enumerate(self.signature.weights):
             self._point(tensors, index, name, weights[name], writable=False)
         c_names = CStrings(names)  # must outlive the call
+        load = library.lib.loadModel if library.isolated else marked_call(
+            library, "loadModel", self.model_id, library.lib.loadModel)
         with library.device_lock(dev_id):
-            library.check(library.name, "loadModel", library.lib.loadModel(
+            library.check(library.name, "loadModel", load(
                 ffi.new("char[]", self.model_id.encode("utf-8")),
                 ffi.new("char[]", json.dumps(graph).encode("utf-8")),
                 c_names.pointer, tensors.pointer, len(names), dev_id), self.model_id)
@@ -149,7 +151,8 @@ class LoadedModel:
         self._in_slots = self._inputs.slots()
         self._out_slots = self._outputs.slots()
         self._lock = library.device_lock(dev_id)
-        self._infer = library.lib.infer
+        self._infer = library.lib.infer if library.isolated else marked_call(
+            library, "infer", self.model_id, library.lib.infer)
         # infer()'s arguments but the data pointers, which the descriptors hold.
         self._call: tuple[Any, ...] | None = (
             self._model_id_text, self._in_names.pointer, self._out_names.pointer,
