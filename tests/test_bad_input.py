@@ -11,6 +11,7 @@ path and on the bundled accelerators, as numpy says they should.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import struct
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_hardening import ROWS as HARDENING_ROWS
 from test_misbehaving import ROWS as MISBEHAVING_ROWS
 
 import acc_host as mx
@@ -296,7 +298,8 @@ BIND_ROWS = [
     Row("bind-huge-intermediate", "bind",
         lambda tmp: mx.sym.broadcast_to(DATA, shape=(TERA, 4), name="wide").simple_bind(
             mx.cpu(), data=(1, 4)), AllocationTooLargeError,
-        ("binding wide: its outputs and intermediate results would take 16.0 TiB",), huge=True),
+        ("simple_bind: the planned memory of the bind and a forward (16 bytes of arguments",
+         "17592186044416 of outputs", "would take 32.0 TiB"), huge=True),
     Row("bind-over-configured-limit", "bind",
         lambda tmp: RELU.simple_bind(mx.cpu(), data=(1024, 1024)), AllocationTooLargeError,
         ("would take 4.0 MiB (4194304 bytes), more than MXNET_ACC_MAX_ALLOC_BYTES=1048576",)),
@@ -693,19 +696,26 @@ def test_nan_and_inf_inputs_propagate(context: str, name: str,
 
 
 def test_every_row_of_the_table_has_its_test() -> None:
-    """docs/robustness.md lists each case by its id; this file and
-    tests/test_misbehaving.py test exactly those."""
+    """docs/robustness.md lists each case by its id; this file,
+    tests/test_misbehaving.py and tests/test_hardening.py test exactly
+    those."""
     text = DOC.read_text(encoding="utf-8")
     documented = re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M)
     assert len(documented) == len(set(documented)), "a row id appears twice"
-    tested = [row.id for row in ROWS] + list(OTHER_ROWS) + list(MISBEHAVING_ROWS)
+    tested = [row.id for row in ROWS] + list(OTHER_ROWS) + list(MISBEHAVING_ROWS) + list(
+        HARDENING_ROWS)
     assert sorted(documented) == sorted(tested)
+    import test_hardening
     import test_misbehaving
 
     for name in OTHER_ROWS.values():
         assert callable(globals().get(name)), name
     for name in MISBEHAVING_ROWS.values():
         assert callable(getattr(test_misbehaving, name, None)), name
+    for name in HARDENING_ROWS.values():  # "test" in test_hardening, or "module:test"
+        module, _, test = name.rpartition(":")
+        owner = importlib.import_module(module) if module else test_hardening
+        assert callable(getattr(owner, test, None)), name
 
 
 def test_an_operator_s_stray_exception_is_typed_and_names_the_operator(

@@ -184,6 +184,85 @@ def test_shared_executor(plugin: str, engine_kind: str,
     exe.close()
 
 
+def _fc_net(ctx: mx.Context, rng: np.random.Generator) -> mx.executor.Executor:
+    """data (4, 512) -> FullyConnected(1024) -> relu -> FullyConnected(1024),
+    with random weights: outputs of 16 KiB, weights of 2 MiB."""
+    net = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=1024, name="fc1")
+    net = mx.sym.FullyConnected(mx.sym.Activation(net, act_type="relu", name="r"),
+                                num_hidden=1024, name="fc2")
+    exe = net.simple_bind(ctx, data=(4, 512))
+    for name in exe.arg_dict:
+        exe.arg_dict[name][:] = (rng.standard_normal(exe.arg_dict[name].shape) * 0.05
+                                 ).astype(np.float32)
+    return exe
+
+
+@pytest.mark.parametrize("where", ["cpu", "cpu_ref", "mlu"])
+def test_unlocked_output_reads_see_whole_forwards(where: str, engine_kind: str) -> None:
+    """Two threads forward one executor (each forward under exe.lock) while
+    six others read its output without the lock: every read is one
+    forward's whole result (docs/robustness.md, row
+    executor-concurrent-output-reads). Readers copying one device buffer
+    out at once used to share its host descriptor: one of them returned an
+    array the plugin never wrote."""
+    rng = np.random.default_rng(21)
+    exe = _fc_net(mx.cpu() if where == "cpu" else mx.Context(where, 0), rng)
+    inputs = [rng.standard_normal((4, 512)).astype(np.float32) for _ in range(2)]
+    valid = {exe.forward(data=x)[0].asnumpy().tobytes() for x in inputs}
+    done = threading.Event()
+    reads: list[bool] = []
+
+    def work(k: int) -> None:
+        if k < 2:
+            for _ in range(10 * ROUNDS):
+                with exe.lock:
+                    exe.forward(data=inputs[k])
+            done.set()
+        else:
+            while not done.is_set() or len(reads) < 200:
+                reads.append(exe.outputs[0].asnumpy().tobytes() in valid)
+
+    _run_threads(work)
+    assert all(reads), f"{reads.count(False)} reads of {len(reads)} matched no forward"
+    exe.close()
+
+
+@pytest.mark.parametrize("where", ["cpu", "cpu_ref", "mlu"])
+def test_weights_written_during_forwards_are_whole(where: str, engine_kind: str) -> None:
+    """Four threads forward one executor while four others overwrite a
+    weight, without exe.lock, with one of two versions: every forward
+    computes with one whole version (docs/robustness.md, row
+    executor-weights-written-during-forward; under NaiveEngine on the CPU
+    a forward read a weight while it was being copied into)."""
+    rng = np.random.default_rng(22)
+    exe = _fc_net(mx.cpu() if where == "cpu" else mx.Context(where, 0), rng)
+    x = rng.standard_normal((4, 512)).astype(np.float32)
+    versions = [(rng.standard_normal((1024, 512)) * 0.05).astype(np.float32) for _ in range(2)]
+    expected = set()
+    for version in versions:
+        exe.arg_dict["fc1_weight"][:] = version
+        expected.add(exe.forward(data=x)[0].asnumpy().tobytes())
+    done = threading.Event()
+    results: list[bool] = []
+
+    def work(k: int) -> None:
+        if k % 2:
+            for _ in range(10 * ROUNDS):
+                with exe.lock:
+                    results.append(exe.forward(data=x)[0].asnumpy().tobytes() in expected)
+            done.set()
+        else:
+            flip = k
+            while not done.is_set():
+                exe.arg_dict["fc1_weight"][:] = versions[flip % 2]
+                flip += 1
+
+    _run_threads(work)
+    assert all(results), (f"{results.count(False)} forwards of {len(results)} used a weight "
+                          "that was half written")
+    exe.close()
+
+
 def test_mixed_plugins_and_imperative(engine_kind: str,
                                       references: dict[str, list[np.ndarray]]) -> None:
     """Threads on both plugins at once, half of them also running imperative

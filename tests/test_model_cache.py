@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import textwrap
+import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +21,7 @@ import pytest
 from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 
 import acc_host as mx
-from acc_host import model_cache
+from acc_host import model_cache, trust
 from acc_host.annotate import annotate_symbol
 from acc_host.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
 from acc_host.symbolic import LoadedModel
@@ -308,3 +313,108 @@ def test_configure_export_then_import(squeezenet, tmp_path: Path) -> None:
     with pytest.raises(mx.PluginError, match="No such file or directory") as error:
         ctx.configure(import_model="missing", path=tmp_path / "missing.model")
     assert error.value.code_name == "MX_ACC_ERR_INTERNAL"
+
+
+# ---- trust, stale temporaries, unusable directories (issue 34) ---------------------------------
+
+
+def _forward_warning(squeezenet) -> tuple[str, np.ndarray, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        source, output = _forward(squeezenet)
+    return source, output, [str(w.message) for w in caught
+                            if issubclass(w.category, model_cache.CacheWarning)]
+
+
+def test_an_untrusted_cache_directory_is_not_used(squeezenet, cache_dir: Path) -> None:
+    """A world-writable cache directory (anyone could plant an entry built
+    from other weights behind matching metadata) is not used: one
+    CacheWarning names the problem, models compile, nothing is imported
+    from it or written to it; an entry planted there is never imported.
+    With MXNET_ACC_STRICT_MODES=0 it is used."""
+    source, expected = _forward(squeezenet)
+    (model_file,) = cache_entries(cache_dir).values()
+    # Plant another weight value's model behind this entry's metadata: what
+    # an attacker with write access to the directory could do.
+    _, poisoned = _forward(squeezenet, perturb=True)
+    assert not np.array_equal(poisoned, expected)
+    other = [path for path in cache_entries(cache_dir).values() if path != model_file]
+    (other_file,) = other
+    replace_entry_file(model_file, other_file.read_bytes())
+    cache_dir.chmod(0o777)
+    try:
+        source, output, messages = _forward_warning(squeezenet)
+        assert source == "compiled"
+        np.testing.assert_array_equal(output, expected)  # not the planted model's output
+        assert len(messages) == 1 and "it is not trusted" in messages[0], messages
+        assert "writable by everyone" in messages[0] or "writable" in messages[0]
+        assert _forward_warning(squeezenet)[2] == []  # warned once
+        os.environ[trust.STRICT_ENV_VAR] = "0"
+        try:
+            assert _forward(squeezenet)[0] == "cache"
+        finally:
+            del os.environ[trust.STRICT_ENV_VAR]
+    finally:
+        cache_dir.chmod(0o700)
+
+
+def test_an_entry_with_untrusted_files_is_rebuilt(squeezenet, cache_dir: Path) -> None:
+    """An entry whose model file others may write, or whose metadata is a
+    symlink, is deleted and rebuilt, never imported."""
+    source, expected = _forward(squeezenet)
+    (model_file,) = cache_entries(cache_dir).values()
+    model_file.chmod(0o666)
+    source, output = _forward(squeezenet)
+    assert source == "compiled" and np.array_equal(output, expected)
+    assert model_file.stat().st_mode & 0o022 == 0
+    meta_file = model_file.with_suffix(".json")
+    target = cache_dir.parent / "elsewhere.json"
+    target.write_text(meta_file.read_text())
+    meta_file.unlink()
+    meta_file.symlink_to(target)
+    assert _forward(squeezenet)[0] == "compiled"
+    assert not meta_file.is_symlink()
+    assert _forward(squeezenet)[0] == "cache"
+
+
+def test_stale_temporaries_are_cleaned_when_the_cache_opens(squeezenet, cache_dir: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """What a process killed while exporting leaves (.export-<pid>-*,
+    .meta-<pid>-*) is deleted when a process first opens the cache: the
+    temporaries of processes that are gone and any older than a day; a
+    live process's recent temporaries are kept."""
+    cache_dir.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = [cache_dir / f".export-{gone}-abc", cache_dir / f".meta-{gone}-def"]
+    old = cache_dir / f".export-{os.getpid()}-old"
+    legacy = cache_dir / ".meta-oldstyle"
+    live = cache_dir / f".export-{os.getpid()}-live"
+    for path in (*dead, old, legacy, live):
+        path.write_bytes(b"partial")
+    two_days_ago = time.time() - 2 * 24 * 3600
+    os.utime(old, (two_days_ago, two_days_ago))
+    monkeypatch.setattr(model_cache, "_cleaned", set())
+    _forward(squeezenet)
+    left = sorted(path.name for path in cache_dir.iterdir() if path.name.startswith("."))
+    assert left == [live.name]
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file"])
+def test_an_unusable_cache_directory_is_bypassed(squeezenet, tmp_path: Path, kind: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """MXNET_ACC_CACHE_DIR naming a file, or a directory that cannot be
+    created: the cache is an optimisation, so one CacheWarning says so and
+    every forward runs, compiled."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(ENV_VAR, str(blocker if kind == "a file" else blocker / "cache"))
+    source, output, messages = _forward_warning(squeezenet)
+    assert source == "compiled"
+    assert len(messages) == 1, messages
+    assert ("not a directory" in messages[0] if kind == "a file"
+            else "cannot be created" in messages[0])
+    source, again, messages = _forward_warning(squeezenet)
+    assert source == "compiled" and messages == []
+    np.testing.assert_array_equal(output, again)

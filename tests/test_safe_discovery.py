@@ -442,6 +442,38 @@ def test_symlinks_are_resolved_checked_and_reported(hostile, tmp_path: Path) -> 
     assert f"  {accs / 'libloose.so'} -> {loose} (MXNET_ACC_LIBRARIES): not trusted" in table[-1]
 
 
+def test_entries_that_are_not_library_files_are_reported(hostile, tmp_path: Path) -> None:
+    """Entries of MXNET_ACC_LIBRARIES named like libraries that are not
+    library files (a dangling symlink, a symlink loop, a FIFO, a directory,
+    a link to /dev/zero) are skipped with a warning naming each and its
+    reason, and `acc-host list` shows them (docs/robustness.md, row
+    discovery-not-a-file); the good library beside them loads."""
+    accs = tmp_path / "accs"
+    install(accs, hostile("beside"))
+    (accs / "libdangling.so").symlink_to(tmp_path / "nowhere.so")
+    (accs / "libloop.so").symlink_to(accs / "libloop.so")
+    os.mkfifo(accs / "libfifo.so")
+    (accs / "libdir.so").mkdir()
+    (accs / "libzero.so").symlink_to("/dev/zero")
+    code = REPORT + "import acc_host.cli as cli\ncli.main(['list'])\n"
+    done = host(code, tmp_path / "cache.json", MXNET_ACC_LIBRARIES=str(accs))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[0])
+    assert result["names"] == ["beside"]
+    errors = {Path(record["link"] or record["path"]).name: record.get("error")
+              for record in result["records"] if record["path"]}
+    expected = {"libdangling.so": "a dangling symlink (its target does not exist)",
+                "libloop.so": "a symlink loop", "libfifo.so": "a FIFO, not a library file",
+                "libdir.so": "a directory, not a library file",
+                "libzero.so": "a character device (through a symlink to /dev/zero), not a "
+                              "library file"}
+    for name, reason in expected.items():
+        assert errors[name] == f"not loaded: {reason}", (name, errors[name])
+        assert f"skipped accelerator library {accs / name} (from MXNET_ACC_LIBRARIES): " \
+               f"not loaded: {reason}" in done.stderr
+        assert str(accs / name) in done.stdout.split("\n", 1)[1]
+
+
 # ---- entry points, explicit loads, switches ------------------------------------------------
 
 
@@ -515,4 +547,5 @@ def test_import_survives_every_bad_setting_at_once(hostile, tmp_path: Path) -> N
     assert "MXNET_ACC_PROBE_TIMEOUT='soon' is not a number of seconds" in done.stderr
     assert "killed by SIGSEGV" in result["by_file"]["libsegv_init.so"]["error"]
     assert "not a loadable library" in result["by_file"]["libjunk.so"]["error"]
-    assert "libdangling.so" not in result["by_file"]  # not a file: not a library
+    assert result["by_file"]["libdangling.so"]["error"] == (  # reported, never opened
+        "not loaded: a dangling symlink (its target does not exist)")

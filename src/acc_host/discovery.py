@@ -30,8 +30,10 @@ reason; the import itself never fails because of one.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +102,36 @@ def library_files(directory: Path) -> list[Path]:
                   if path.is_file() and _LIBRARY_NAME.match(path.name))
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why an entry named like a library cannot be one (a dangling symlink,
+    a symlink loop, a directory, a FIFO, a device, a socket), or None for
+    a regular file (after its symlinks)."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return "a dangling symlink (its target does not exist)" if path.is_symlink() \
+            else "gone while the directory was read"
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "a symlink loop"
+        return f"cannot be examined: {error.strerror or error}"
+    mode = status.st_mode
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            via = f" (through a symlink to {os.path.realpath(path)})" if path.is_symlink() else ""
+            return f"{what}{via}, not a library file"
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _named_entries(directory: Path) -> list[tuple[Path, str | None]]:
+    """Every entry of directory named like a shared library, in name order,
+    with the reason it is not a library file (None for a regular file)."""
+    return [(path, _not_a_file(path)) for path in sorted(directory.iterdir())
+            if _LIBRARY_NAME.match(path.name)]
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, AccLibraryWarning, stacklevel=_STACKLEVEL)
 
@@ -134,7 +166,8 @@ def _directory_candidates(directory: str) -> list[_Candidate]:
         _warn(f"acc_host: {ENV_VAR}={directory!r} is not a directory")
         return []
     try:
-        found = [_Candidate(path, ENV_VAR) for path in library_files(folder)]
+        found = [_Candidate(path, ENV_VAR, None if reason is None else f"not loaded: {reason}")
+                 for path, reason in _named_entries(folder)]
     except OSError as error:
         _warn(f"acc_host: {ENV_VAR}={directory!r} cannot be read: {error}")
         return []

@@ -251,7 +251,8 @@ class AllocationTooLargeError(InvalidArgumentError, MemoryError):
 
 class ModelFileError(AccHostError, ValueError):
     """A model or parameter file is corrupt, truncated or not in the
-    expected format; the message names the file and the offset."""
+    expected format, or cannot be read (a directory, no permission); the
+    message names the file and the offset."""
 
 
 class ModelFileNotFoundError(ModelFileError, FileNotFoundError):
@@ -265,6 +266,15 @@ class ModelFileNotFoundError(ModelFileError, FileNotFoundError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+def model_file_os_error(path: str, error: OSError) -> ModelFileError:
+    """The error for a model or parameter file that cannot be opened."""
+    if isinstance(error, FileNotFoundError):
+        return ModelFileNotFoundError(f"{path}: no such file", path)
+    if isinstance(error, IsADirectoryError):
+        return ModelFileError(f"{path}: is a directory, not a model or parameter file")
+    return ModelFileError(f"{path}: cannot be read: {error.strerror or error}")
 
 
 class TraceError(AccHostError, ValueError):

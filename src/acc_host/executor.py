@@ -31,7 +31,14 @@ from . import engine, limits
 from .annotate import annotate_symbol
 from .context import Context, cpu
 from .direct_run import DirectRun
-from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
+from .errors import (
+    GraphError,
+    OperatorError,
+    PluginContractError,
+    PluginUnsupportedError,
+    ShapeError,
+    TensorError,
+)
 from .graph import Graph
 from .ndarray import NDArray, zeros
 from .offload import costs_of
@@ -243,10 +250,9 @@ class Executor:
         self._producer = {entry: index for index, step in enumerate(self._steps)
                           for entry in step.outputs}
         self._readers = self._count_readers()
-        limits.check_bytes(sum(map(self._entry_bytes, self._heads))
-                           + self.memory_report()["planned_peak"],
-                           f"binding {symbol.name or 'the symbol'}: its outputs and intermediate "
-                           "results")
+        report = self.memory_report()
+        _check_planned(f"binding {symbol.name or 'the symbol'}", report["bound"],
+                       report["outputs"], report["transient"], report["planned_peak"])
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
         # What every forward pushes, worked out once: each step's context and
@@ -272,6 +278,14 @@ class Executor:
         # Serializes forward() calls (see forward); public, so that a thread
         # can pair its forward with the reading of its outputs.
         self.lock = threading.RLock()
+        # Writes into the bound arrays from other threads hold the lock while
+        # they are pushed (NDArray._write, _push_write), reads of them and of
+        # the outputs while they copy (NDArray._reading): a forward sees one
+        # whole version of each argument and weight, a read one whole
+        # forward's output (the first executor an array is bound to guards it).
+        for array in (*self._bound.values(), *self.outputs):
+            if array._storage.guard is None:
+                array._storage.guard = self.lock
 
     # ---- binding -----------------------------------------------------------------------
 
@@ -296,6 +310,13 @@ class Executor:
             name, shape, _ = declared[sizes.index(max(sizes))]
             limits.check_bytes(sum(sizes), f"simple_bind: the arguments and auxiliary states "
                                f"(the largest, {name!r}, of shape {tuple(shape)})")
+            # Before allocating them: the bind and a forward as a whole.
+            graph = symbol.graph
+            entry_shapes = graph.infer_shapes({name: shape for name, shape, _ in declared})
+            entry_dtypes = graph.infer_dtypes({name: dtype for name, _, dtype in declared})
+            heads = [graph.entry(node, output) for node, output in symbol._outputs]
+            _check_planned("simple_bind", sum(sizes),
+                           *_graph_bytes(graph, entry_shapes, entry_dtypes, heads), 0)
         arg_dict = {name: zeros(shape, ctx, dtype)
                     for name, shape, dtype in zip(arg_names, arg_shapes, arg_types)}
         aux_dict = {name: zeros(shape, ctx, dtype)
@@ -486,8 +507,17 @@ class Executor:
         return limits.array_bytes(self._shapes[entry] or (), self._dtypes[entry])
 
     def memory_report(self) -> dict[str, int]:
-        """Bytes of intermediate results: ``planned_peak`` (most alive at
-        once under the plan) and ``unplanned`` (all of them kept)."""
+        """Bytes the executor plans for: ``planned_peak`` (intermediate
+        results alive at once under the plan at most), ``unplanned`` (all of
+        them kept), ``bound`` (arguments and auxiliary states), ``outputs``,
+        ``transient`` (the largest operator's inputs and outputs, which a
+        forward may copy) and ``planned_total`` (the sum of bound, outputs,
+        planned_peak and transient: what the memory limit is checked
+        against)."""
+        bound = sum(limits.array_bytes(*array._spec_hint()) for array in
+                    {id(array): array for array in (*self.arg_dict.values(),
+                                                     *self.aux_dict.values())}.values())
+        outputs, transient = _graph_bytes(self._graph, self._shapes, self._dtypes, self._heads)
         alive = peak = total = 0
         for step in self._steps:
             produced = sum(self._entry_bytes(entry) for entry in step.outputs
@@ -496,7 +526,8 @@ class Executor:
             total += produced
             peak = max(peak, alive)
             alive -= sum(self._entry_bytes(entry) for entry in step.release)
-        return {"planned_peak": peak, "unplanned": total}
+        return {"planned_peak": peak, "unplanned": total, "bound": bound, "outputs": outputs,
+                "transient": transient, "planned_total": bound + outputs + transient + peak}
 
     # ---- running -------------------------------------------------------------------------
 
@@ -692,8 +723,14 @@ class Executor:
             op, attrs = graph.ops[k], graph.attrs[k]
             assert op is not None and attrs is not None
             start = tracer.now() if tracer is not None else 0
-            results = op.compute(attrs, [to_host(values[entry])
-                                         for entry in graph.input_entries(k)])
+            try:
+                results = op.compute(attrs, [to_host(values[entry])
+                                             for entry in graph.input_entries(k)])
+            except OperatorError as error:  # the values a forward met: name the node
+                if type(error) not in (OperatorError, ShapeError):
+                    raise
+                raise type(error)(f"node {graph.nodes[k].name!r} ({graph.nodes[k].op}): "
+                                  f"{error}") from None
             values.update(zip(self._node_entries(k), results))
             if tracer is not None:
                 tracer.span("cpu_op", f"{graph.nodes[k].op} {graph.nodes[k].name}", start,
@@ -744,6 +781,35 @@ class Executor:
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} @{self._ctx}>"
+
+
+def _graph_bytes(graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any],
+                 heads: Sequence[int]) -> tuple[int, int]:
+    """(bytes of the outputs, the most bytes one operator's inputs and
+    outputs take together) for entries of the given shapes and dtypes."""
+    def size(entry: int) -> int:
+        shape = shapes[entry]
+        return 0 if shape is None else limits.array_bytes(shape, dtypes[entry])
+
+    transient = 0
+    for k, node in enumerate(graph.nodes):
+        if node.is_variable:
+            continue
+        start = graph.entry_start[k]
+        transient = max(transient, sum(map(size, graph.input_entries(k)))
+                        + sum(map(size, range(start, start + graph.num_visible(k)))))
+    return sum(map(size, dict.fromkeys(heads))), transient
+
+
+def _check_planned(what: str, bound: int, outputs: int, transient: int, peak: int) -> None:
+    """Refuses a bind whose planned total exceeds the memory limit, naming
+    its parts (AllocationTooLargeError, before anything is allocated for
+    them)."""
+    limits.check_bytes(
+        bound + outputs + transient + peak,
+        f"{what}: the planned memory of the bind and a forward ({bound} bytes of arguments "
+        f"and auxiliary states, {outputs} of outputs, {peak} of intermediate results at the "
+        f"plan's peak, {transient} for the largest operator's inputs and outputs)")
 
 
 def _targets(operator: SubgraphOperator, outputs: Sequence[tuple[NDArray, int]]

@@ -7,6 +7,7 @@ status into an exception that carries the plugin's own message.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import re
 import threading
@@ -35,7 +36,10 @@ from .releases import Releaser
 from .tensor import CStrings, TensorArray, TensorSpec
 
 __all__ = ["AccLibrary", "REQUIRED_SYMBOLS", "IMPERATIVE_SYMBOLS", "OPTIONAL_SYMBOLS",
-           "validate_acc_name"]
+           "MAX_DEVICES", "FAULT_HANDLER_ENV_VAR", "validate_acc_name", "marked_call"]
+
+# "0": loading a library in this process does not turn on faulthandler.
+FAULT_HANDLER_ENV_VAR = "MXNET_ACC_FAULT_HANDLER"
 
 REQUIRED_SYMBOLS = ("getAccApiVersion", "initialize", "getAccName", "getNumAcc",
                     "supportsImperative", "supportedOps", "loadModel", "unloadModel", "infer",
@@ -44,6 +48,13 @@ IMPERATIVE_SYMBOLS = ("mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copy
                       "accGetExecutor")
 OPTIONAL_SYMBOLS = ("accGetLastError",)
 
+# The most devices one library may report (getNumAcc()). Hosts carry at
+# most a few dozen accelerators (16 per node is the common maximum; 7 MIG
+# slices of each of 16 GPUs make 112), so 4096 leaves ample room for
+# virtual devices while a plugin that answers INT_MAX is refused at load
+# instead of making the host build state for two billion devices
+# (docs/robustness.md, row plugin-num-acc-huge).
+MAX_DEVICES = 4096
 _NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*\Z")
 # supportedOps(): ints after the ids array, and the pattern they hold.
 _IDS_GUARD = 16
@@ -62,6 +73,55 @@ def validate_acc_name(name: str, path: str) -> str:
             f"{path}: accelerator name {name!r} is invalid: it must be 1 to {_abi.NAME_MAX - 1} "
             "characters from [a-z0-9_], starting with a letter", path)
     return name
+
+
+def _enable_fault_handler() -> None:
+    """Turns on Python's faulthandler (unless it is on already, or
+    MXNET_ACC_FAULT_HANDLER=0): a plugin that crashes this process then
+    leaves the Python stacks of every thread on stderr, whose innermost
+    frame names the plugin call in flight (see marked_call)."""
+    if os.environ.get(FAULT_HANDLER_ENV_VAR, "1") == "0" or faulthandler.is_enabled():
+        return
+    try:
+        faulthandler.enable(all_threads=True)
+    except (AttributeError, OSError, RuntimeError, ValueError):
+        pass  # no usable stderr (a GUI, a closed stream): nothing to report to
+
+
+def marked_call(library: AccLibrary, function: str, context: str,
+                call: Callable[..., Any]) -> Callable[..., Any]:
+    """call (an entry point of library's), behind a Python frame whose file
+    name says which plugin call runs: if the plugin crashes the process
+    inside it, faulthandler's report (Python frames, innermost first)
+    starts with that line, and with the advice to isolate the plugin. Made
+    once per model or executor, it costs one Python call per plugin call."""
+    where = (f"<in-process plugin call: {library.name} {function}({context}) of "
+             f"{library.path}; a crash here is the plugin's: mx.load_acc(path, isolate=True) "
+             f"runs it in a process of its own, where a crash is a PluginCrashedError>")
+    namespace: dict[str, Any] = {"call": call}
+    exec(compile("def marked(*args):\n    return call(*args)\n", where, "exec"), namespace)
+    marked = namespace["marked"]
+    marked.__code__ = marked.__code__.replace(co_name=function)
+    return marked  # type: ignore[no-any-return]
+
+
+class _DeviceLocks:
+    """One re-entrant lock per device, made on first use."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, threading.RLock] = {}
+        self._making = threading.Lock()
+
+    def __getitem__(self, dev_id: int) -> threading.RLock:
+        lock = self._made.get(dev_id)
+        if lock is None:
+            with self._making:
+                lock = self._made.setdefault(dev_id, threading.RLock())
+        return lock
+
+    def used(self) -> list[int]:
+        with self._making:
+            return sorted(self._made)
 
 
 class AccLibrary:
@@ -94,12 +154,21 @@ class AccLibrary:
             raise NoDeviceError(
                 f"{self.path}: getNumAcc() returned {self.num_devices}; the library has no "
                 "usable device", self.path)
+        if self.num_devices > MAX_DEVICES:
+            raise LibraryError(
+                f"{self.path}: getNumAcc() returned {self.num_devices}, more than the "
+                f"{MAX_DEVICES} devices acc_host accepts from one library (acc_host.library."
+                "MAX_DEVICES)", self.path)
         self.supports_imperative = self._read_imperative()
         if self.supports_imperative:
             self._check_symbols(IMPERATIVE_SYMBOLS, "supportsImperative() returned 1 but ")
         self._configure_lock = threading.Lock()
-        self._device_locks = [threading.RLock() for _ in range(self.num_devices)]
+        # Per-device state is made when a device is first used, so a library
+        # that reports many devices costs nothing for those never touched.
+        self._device_locks = _DeviceLocks()
         self.releases = Releaser(self.name, self._device_locks)
+        if not self.isolated:
+            _enable_fault_handler()
 
     # ---- loading -------------------------------------------------------------
 
@@ -228,7 +297,11 @@ class AccLibrary:
     def device_lock(self, dev_id: int) -> threading.RLock:
         """The lock that serializes calls for one device, as the ABI promises."""
         self.check_device(dev_id)
-        return self._device_locks[dev_id]
+        return self._device_locks[int(dev_id)]
+
+    def used_devices(self) -> list[int]:
+        """The devices some call has used (taken the lock of), ascending."""
+        return self._device_locks.used()
 
     def release(self, dev_id: int, function: Callable[[], object], wait: bool) -> None:
         """Runs a release (unloadModel, mx_free, an executor's release) under

@@ -76,9 +76,13 @@ class DeviceBuffer:
     def copy_from_host(self, array: np.ndarray) -> None:
         """copyToAcc: host array -> this buffer."""
         self._check_open()
-        source = self._host_descriptor(contiguous(np.asarray(array)), writable=False)
+        values = contiguous(np.asarray(array))
         library = self.library
+        # The host descriptor is shared by every copy of this buffer: it is
+        # pointed at this call's array under the device lock, or two threads
+        # copying at once would each copy the other's array.
         with library.device_lock(self.dev_id):  # the plugin's error message too
+            source = self._host_descriptor(values, writable=False)
             status = library.lib.copyToAcc(self._descriptor.pointer, source.pointer)
             if status:
                 library.check(library.name, "copyToAcc", status)
@@ -87,9 +91,9 @@ class DeviceBuffer:
         """copyFromAcc: this buffer -> a new (or the given) host array."""
         self._check_open()
         result = np.empty(self.spec.shape, self.spec.dtype) if out is None else out
-        target = self._host_descriptor(result, writable=True)
         library = self.library
-        with library.device_lock(self.dev_id):
+        with library.device_lock(self.dev_id):  # the shared descriptor too (copy_from_host)
+            target = self._host_descriptor(result, writable=True)
             status = library.lib.copyFromAcc(target.pointer, self._descriptor.pointer)
             if status:
                 library.check(library.name, "copyFromAcc", status)

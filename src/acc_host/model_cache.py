@@ -29,6 +29,21 @@ those files in the directory named by ``MXNET_ACC_CACHE_DIR``:
   entry whose metadata or file is missing or does not match, or that the
   plugin refuses to import, is deleted and rebuilt: the cache is never
   trusted blindly.
+
+Trust (docs/security.md): the directory is used only when the trust rules
+of plugin directories hold for it (acc_host.trust: owned by the user or
+root, not writable by group or others, every directory above it safe);
+else a :class:`CacheWarning` says why, once, and models are compiled
+without the cache. An entry whose files are symlinks, owned by someone
+else or writable by group or others is deleted and rebuilt. Whoever can
+write the cache directory decides what is imported, so those rules are
+what binds an entry to the weights and graph its key names.
+
+The cache is an optimisation: a directory that cannot be created, or is
+a file, is reported the same way and bypassed. Temporaries
+(``.export-<pid>-*``, ``.meta-<pid>-*``) left by a process killed while
+exporting are deleted when the cache is first opened in a process: those
+of a process that is gone, and any older than a day.
 """
 
 from __future__ import annotations
@@ -37,8 +52,11 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import threading
+import time
+import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -48,10 +66,11 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from . import trust
 from .errors import AccHostError
 from .library import AccLibrary
 
-__all__ = ["ENV_VAR", "ModelCache", "cache_from_environment"]
+__all__ = ["ENV_VAR", "CacheWarning", "ModelCache", "cache_from_environment"]
 
 ENV_VAR = "MXNET_ACC_CACHE_DIR"
 # 2: the metadata holds the file's size and last bytes, no SHA-256 of it;
@@ -61,6 +80,14 @@ _CHUNK = 1 << 20
 _TAIL = 16
 # Below this many bytes to hash, threads cost more than they save.
 _PARALLEL_BYTES = 1 << 20
+# Temporaries older than this are stale whoever made them.
+_STALE_SECONDS = 24 * 3600
+_TEMP_PREFIXES = (".export-", ".meta-")
+
+
+class CacheWarning(UserWarning):
+    """The compiled-model cache cannot be used (it is bypassed: models are
+    compiled as without MXNET_ACC_CACHE_DIR)."""
 
 
 @functools.cache
@@ -269,9 +296,15 @@ class ModelCache:
                           meta)
 
     def valid(self, entry: CacheEntry) -> bool:
-        """Whether the entry exists and its file matches its metadata (its
-        size and last bytes; the plugin checks the rest at import); deletes
-        what is left of an invalid entry."""
+        """Whether the entry exists, its files can be trusted (regular files
+        of the user's or root's, not writable by group or others) and its
+        file matches its metadata (its size and last bytes; the plugin
+        checks the rest at import); deletes what is left of an invalid
+        entry."""
+        if trust.strict_modes() and not all(map(_trusted_file, (entry.meta_path,
+                                                                 entry.model_path))):
+            self.discard(entry)
+            return False
         try:
             stored = json.loads(entry.meta_path.read_text())
             size = entry.model_path.stat().st_size
@@ -295,9 +328,36 @@ class ModelCache:
     def scratch_path(self) -> Path:
         """A fresh file name in the cache directory for a plugin to write."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=".export-", dir=self.directory)
+        handle, name = tempfile.mkstemp(prefix=f".export-{os.getpid()}-", dir=self.directory)
         os.close(handle)
         return Path(name)
+
+    def clean_stale(self) -> list[str]:
+        """Deletes the temporaries of processes that are gone (or older than
+        a day); returns their names."""
+        removed: list[str] = []
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return removed
+        now = time.time()
+        for name in names:
+            if not name.startswith(_TEMP_PREFIXES):
+                continue
+            path = self.directory / name
+            try:
+                age = now - path.lstat().st_mtime
+            except OSError:
+                continue
+            pid_text = name.split("-", 2)[1] if name.count("-") >= 2 else ""
+            owner_alive = pid_text.isdigit() and _process_alive(int(pid_text))
+            if age > _STALE_SECONDS or not owner_alive:
+                try:
+                    path.unlink()
+                    removed.append(name)
+                except OSError:
+                    pass
+        return removed
 
     def discard(self, entry: CacheEntry) -> None:
         for path in (entry.meta_path, entry.model_path):
@@ -308,12 +368,74 @@ class ModelCache:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    handle, name = tempfile.mkstemp(prefix=".meta-", dir=path.parent)
+    handle, name = tempfile.mkstemp(prefix=f".meta-{os.getpid()}-", dir=path.parent)
     with os.fdopen(handle, "w") as stream:
         stream.write(text)
     os.replace(name, path)
 
 
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process (or a number no pid can be)
+    return True
+
+
+def _trusted_file(path: Path) -> bool:
+    """Whether path is missing (the entry is then invalid anyway) or a
+    regular file of the user's or root's that group and others cannot
+    write."""
+    try:
+        status = path.lstat()
+    except OSError:
+        return True
+    return (stat.S_ISREG(status.st_mode) and status.st_uid in (0, os.geteuid())
+            and not status.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+_opened_lock = threading.Lock()
+_warned: set[tuple[str, str]] = set()
+_cleaned: set[str] = set()
+
+
+def _bypass(directory: str, reason: str) -> None:
+    """Warns, once per directory and reason, that the cache is bypassed."""
+    with _opened_lock:
+        if (directory, reason) in _warned:
+            return
+        _warned.add((directory, reason))
+    warnings.warn(f"{ENV_VAR}={directory}: {reason}; models are compiled without the "
+                  "compiled-model cache", CacheWarning, stacklevel=3)
+
+
 def cache_from_environment() -> ModelCache | None:
+    """The cache of MXNET_ACC_CACHE_DIR, or None when it is unset or cannot
+    be used (a CacheWarning says why, once)."""
     directory = os.environ.get(ENV_VAR)
-    return ModelCache(directory) if directory else None
+    if not directory:
+        return None
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        _bypass(directory, "it is not a directory")
+        return None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        _bypass(directory, f"the directory cannot be created ({error.strerror or error})")
+        return None
+    if trust.strict_modes():
+        _, problems = trust.directory_problems(path)
+        if problems:
+            _bypass(directory, f"it is not trusted: {'; '.join(problems)} "
+                    f"({trust.STRICT_ENV_VAR}=0 uses it anyway)")
+            return None
+    cache = ModelCache(path)
+    with _opened_lock:
+        first = directory not in _cleaned
+        _cleaned.add(directory)
+    if first:
+        cache.clean_stale()
+    return cache

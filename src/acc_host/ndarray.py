@@ -23,6 +23,7 @@ registry computes the outputs, and they are written back to the context
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -56,15 +57,22 @@ class _Storage:
     """Where an array's elements live. ``host`` is a numpy array when they
     live in host memory; ``device`` a DeviceBuffer otherwise; neither while
     the operation producing them is pending (``spec`` then holds the
-    inferred shape and dtype). ``var`` is the engine var of the elements."""
+    inferred shape and dtype). ``var`` is the engine var of the elements.
+    ``guard``: for an argument or output of an executor, the executor's
+    lock, which every write from outside the executor holds while it is
+    pushed, and every read from outside the engine while it copies (a
+    forward holds it while it pushes its steps, and under NaiveEngine while
+    they run: it sees one whole version of its arguments, and a read sees
+    one whole forward's outputs)."""
 
-    __slots__ = ("host", "device", "var", "spec")
+    __slots__ = ("host", "device", "var", "spec", "guard")
 
     def __init__(self, host: np.ndarray | None, device: Any = None) -> None:
         self.host = host
         self.device = device
         self.var = _engine.Var()
         self.spec: tuple[tuple[int, ...], np.dtype] | None = None
+        self.guard: Any = None
 
     @property
     def filled(self) -> bool:
@@ -169,9 +177,13 @@ class NDArray:
         return self.shape, self.dtype
 
     def _push_write(self, fn: Callable[[], None], reads: Sequence[NDArray] = ()) -> None:
-        """Pushes fn, which writes this array and reads ``reads``."""
-        _engine.get().push_sync(lambda _run_ctx: fn(), self._ctx,
-                                [array._storage.var for array in reads], [self._storage.var])
+        """Pushes fn, which writes this array and reads ``reads`` (holding
+        the storage's guard, if it has one, while it is pushed)."""
+        guard = self._storage.guard
+        with guard if guard is not None else contextlib.nullcontext():
+            _engine.get().push_sync(lambda _run_ctx: fn(), self._ctx,
+                                    [array._storage.var for array in reads],
+                                    [self._storage.var])
 
     @property
     def _device_storage(self) -> Any:
@@ -217,6 +229,14 @@ class NDArray:
         """Writes a copy of values (same shape): at once when nothing is
         pending on the array, else pushed; the version is bumped when it is
         done."""
+        guard = self._storage.guard
+        if guard is not None:
+            with guard:
+                self._write_unguarded(values)
+        else:
+            self._write_unguarded(values)
+
+    def _write_unguarded(self, values: np.ndarray) -> None:
         current = _engine.get()
         var = self._storage.var
         check_live(var)  # as run_now would; run_now_watching takes vars checked
@@ -280,22 +300,33 @@ class NDArray:
 
     # ---- conversion ---------------------------------------------------------------------
 
+    def _reading(self) -> Any:
+        """What a read from outside the engine holds while it copies the
+        elements out: the storage's guard (an executor's lock, for its
+        arguments and outputs: no forward writes them meanwhile), else
+        nothing. Inside a pushed operation the engine orders the accesses."""
+        guard = self._storage.guard
+        return guard if guard is not None and not in_operation() else contextlib.nullcontext()
+
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the elements."""
-        values = self._read()
-        # Device memory was just copied out into a fresh array: that is the copy.
-        fresh = self._view is None and self._storage.host is None
-        return values if fresh else np.array(values, copy=True)
+        with self._reading():
+            values = self._read()
+            # Device memory was just copied out into a fresh array: that is the copy.
+            fresh = self._view is None and self._storage.host is None
+            return values if fresh else np.array(values, copy=True)
 
     def asscalar(self) -> Any:
         if self.size != 1:
             raise TensorError(f"asscalar() needs one element, the array has shape {self.shape}")
-        return self._read().reshape(()).item()
+        with self._reading():
+            return self._read().reshape(()).item()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        values = self._read()
-        return np.array(values, dtype=dtype, copy=True) if copy or dtype is not None \
-            else values
+        with self._reading():
+            values = self._read()
+            return np.array(values, dtype=dtype, copy=True) if copy or dtype is not None \
+                else values
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         self._sync()
@@ -368,6 +399,7 @@ class NDArray:
         from_host = not isinstance(value, NDArray)
         if isinstance(value, np.ndarray):
             value = np.array(value, copy=True)
+        self._check_assignable(key, value)
 
         def write() -> None:
             source = value._read() if isinstance(value, NDArray) else value
@@ -381,6 +413,25 @@ class NDArray:
         self._push_write(write, () if from_host else (value,))
         if from_host:
             self._sync()
+
+    def _check_assignable(self, key: Any, value: Any) -> None:
+        """Raises TensorError, before anything is pushed, when value cannot
+        be written into self[key] (a shape that does not broadcast, a key
+        out of range): numpy would raise inside the write."""
+        shape = self._spec_hint()[0]
+        try:
+            target = np.broadcast_to(np.zeros((), np.uint8), shape)[key].shape
+        except (IndexError, TypeError, ValueError) as error:
+            raise TensorError(f"cannot assign to [{key!r}] of an array of shape {shape}: "
+                              f"{error}") from None
+        given = value._spec_hint()[0] if isinstance(value, NDArray) else np.shape(value)
+        try:
+            fits = np.broadcast_shapes(tuple(given), target) == target
+        except ValueError:
+            fits = False
+        if not fits:
+            raise TensorError(f"cannot assign a value of shape {tuple(given)} to [{key!r}] of an "
+                              f"array of shape {shape} (the selection has shape {target})")
 
     def __len__(self) -> int:
         if not self.shape:

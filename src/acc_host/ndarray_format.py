@@ -68,12 +68,13 @@ from __future__ import annotations
 
 import os
 import struct
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError, ModelFileError, ModelFileNotFoundError, TensorError
+from .errors import InvalidArgumentError, ModelFileError, TensorError, model_file_os_error
 
 __all__ = [
     "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC", "MAX_NDIM", "DTYPE_BY_FLAG",
@@ -156,18 +157,21 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
          ) -> tuple[list[np.ndarray], list[str]]:
     """Read an NDArray-list file: ``(arrays, names)``; names is empty when the
     file stores none. Bytes-like arguments are parsed directly (see
-    :func:`loads`); anything else is a path. A missing file is a
-    ModelFileNotFoundError (a FileNotFoundError); other OSErrors from opening
-    it pass through; everything wrong with its content is a ModelFileError."""
+    :func:`loads`); anything else is a path. A path that cannot be read is a
+    ModelFileError too (ModelFileNotFoundError, also a FileNotFoundError,
+    for a missing file); anything but a path or bytes an
+    InvalidArgumentError."""
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return loads(path_or_bytes)
+    if not isinstance(path_or_bytes, (str, os.PathLike)):
+        raise InvalidArgumentError(f"load: expected a path (str or os.PathLike) or bytes, got "
+                                   f"{type(path_or_bytes).__name__}")
     path = os.fspath(path_or_bytes)
     try:
         with open(path, "rb") as handle:
             data = handle.read()
-    except FileNotFoundError:
-        raise ModelFileNotFoundError(f"NDArray file {path} not found",
-                                     str(path)) from None
+    except OSError as error:
+        raise model_file_os_error(str(path), error) from None
     return _parse(memoryview(data), str(path))
 
 
@@ -181,6 +185,23 @@ def loads(data: bytes | bytearray | memoryview) -> tuple[list[np.ndarray], list[
     return _parse(view, "<bytes>")
 
 
+class DuplicateNameWarning(UserWarning):
+    """An NDArray file names two arrays alike: as in MXNet, a dict of its
+    arrays keeps the last one (acc_host never writes such a file)."""
+
+
+def _warn_duplicates(names: list[str], source: str) -> None:
+    seen: dict[str, list[int]] = {}
+    for index, name in enumerate(names):
+        seen.setdefault(name, []).append(index)
+    for name, indices in seen.items():
+        if len(indices) > 1:
+            warnings.warn(f"{source}: the name {name!r} is given to arrays "
+                          f"{', '.join(map(str, indices))}; as in MXNet, loading it as a dict "
+                          f"keeps array {indices[-1]} and drops the others",
+                          DuplicateNameWarning, stacklevel=4)
+
+
 def _parse(view: memoryview, source: str) -> tuple[list[np.ndarray], list[str]]:
     reader = _Reader(view, source)
     _read_list_header(reader)
@@ -190,6 +211,7 @@ def _parse(view: memoryview, source: str) -> tuple[list[np.ndarray], list[str]]:
     if reader.remaining:
         raise reader.error(f"{reader.remaining} unexpected bytes after the last "
                            f"{'name' if names else 'array'} (the file should end here)")
+    _warn_duplicates(names, source)
     return arrays, names
 
 
@@ -401,9 +423,14 @@ def _encode_names(names: Sequence[str] | None, array_count: int) -> list[bytes]:
     if len(names) != array_count:
         raise InvalidArgumentError(f"{len(names)} names for {array_count} arrays")
     encoded = []
+    first: dict[str, int] = {}
     for index, name in enumerate(names):
         if not isinstance(name, str):
             raise InvalidArgumentError(f"name {index} is {type(name).__name__}, not str")
+        if name in first:
+            raise InvalidArgumentError(f"names {first[name]} and {index} are both {name!r}: a "
+                                       "file's names must be unique (a reader keeps only one)")
+        first[name] = index
         encoded.append(name.encode("utf-8"))
     return encoded
 

@@ -80,7 +80,7 @@ def _check_free_name(library: AccLibrary, replaced: AccLibrary | None = None) ->
 def _release_all_devices() -> None:
     for library in list(_state.by_name.values()):
         if library.supports_imperative:
-            for dev_id in range(library.num_devices):
+            for dev_id in library.used_devices():
                 library.lib.mx_releaseAll(dev_id)
 
 

@@ -23,18 +23,23 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["Releaser", "release_now"]
 
 _IDLE_SECONDS = 5.0
 
 
+class _Locks(Protocol):
+    def __getitem__(self, dev_id: int, /) -> threading.RLock: ...
+
+
 class Releaser:
     """The deferred releases of one library (``name``, for messages),
     whose device locks are ``locks``."""
 
-    def __init__(self, name: str, locks: Sequence[threading.RLock]) -> None:
+    def __init__(self, name: str, locks: _Locks) -> None:
         self._name = name
         self._locks = locks
         self._queue: deque[tuple[int, Callable[[], object]]] = deque()

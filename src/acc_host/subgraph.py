@@ -148,7 +148,10 @@ class SubgraphOperator:
                 return LoadedModel.adopt(self.library, self.spec.graph, model_id, self.dev_id)
         model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
         self.load_source = "compiled"
-        scratch = cache.scratch_path()
+        try:
+            scratch = cache.scratch_path()
+        except OSError:  # the cache is an optimisation: a full disk costs the export only
+            return model
         try:
             self.library.configure(self.dev_id, {"export_model": model.model_id,
                                                  "path": str(scratch)})

@@ -110,6 +110,8 @@ def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry
             raise _fail(f"not valid JSON: {error}") from None
         except RecursionError:
             raise _fail("not valid JSON: nested too deeply") from None
+        except ValueError as error:  # an integer of more digits than int() converts
+            raise _fail(f"not valid JSON: {error}") from None
     else:
         document = source
     if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):

@@ -13,8 +13,13 @@ mode every output is filled with a canary before each infer() and checked
 after it: a floating-point element still holding the canary (a NaN with a
 payload no arithmetic produces) or an integer output whose every byte still
 holds it is a :class:`~acc_host.errors.PluginContractError` naming the
-output. It costs a fill and a scan of every output per inference, so it is
-off by default (docs/robustness.md has the measured cost).
+output. Each host output is also given to the plugin inside a scratch
+buffer with _GUARD_BYTES of a pattern before and after it, checked after
+the call: a plugin that wrote outside an output is a PluginContractError
+naming it (device buffers are the plugin's own memory, which the host
+cannot guard). It costs a fill, a scan and a copy of every output per
+inference, so it is off by default (docs/robustness.md has the measured
+cost).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 from ._abi import HOST_DEVICE, ffi
 from .annotate import GraphSignature, signature
 from .errors import InvalidArgumentError, PluginContractError, TensorError
-from .library import AccLibrary
+from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
 from .releases import release_now
 from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
@@ -49,6 +54,8 @@ CHECK_OUTPUTS_VARIABLE = "MXNET_ACC_CHECK_OUTPUTS"
 _CANARY_FLOAT = {2: (np.uint16, 0x7DA5), 4: (np.uint32, 0x7FA5A5A5),
                  8: (np.uint64, 0x7FF4A5A5A5A5A5A5)}
 _CANARY_BYTE = 0xA5
+_GUARD_BYTES = 64
+_GUARD_PATTERN = np.frombuffer(bytes([0x3C, 0xC3, 0x5A, 0xA5]) * (_GUARD_BYTES // 4), np.uint8)
 
 
 def check_outputs_enabled() -> bool:
@@ -103,8 +110,10 @@ class LoadedModel:
         for index, name in enumerate(self.signature.weights):
             self._point(tensors, index, name, weights[name], writable=False)
         c_names = CStrings(names)  # must outlive the call
+        load = library.lib.loadModel if library.isolated else marked_call(
+            library, "loadModel", self.model_id, library.lib.loadModel)
         with library.device_lock(dev_id):
-            library.check(library.name, "loadModel", library.lib.loadModel(
+            library.check(library.name, "loadModel", load(
                 ffi.new("char[]", self.model_id.encode("utf-8")),
                 ffi.new("char[]", json.dumps(graph).encode("utf-8")),
                 c_names.pointer, tensors.pointer, len(names), dev_id), self.model_id)
@@ -142,7 +151,8 @@ class LoadedModel:
         self._in_slots = self._inputs.slots()
         self._out_slots = self._outputs.slots()
         self._lock = library.device_lock(dev_id)
-        self._infer = library.lib.infer
+        self._infer = library.lib.infer if library.isolated else marked_call(
+            library, "infer", self.model_id, library.lib.infer)
         # infer()'s arguments but the data pointers, which the descriptors hold.
         self._call: tuple[Any, ...] | None = (
             self._model_id_text, self._in_names.pointer, self._out_names.pointer,
@@ -388,14 +398,36 @@ class _CheckedModel(LoadedModel):
         if outputs is None:
             outputs = {name: np.empty(spec.shape, spec.dtype)
                        for name, spec in self.signature.outputs.items()}
-        for value in outputs.values():
+        given = dict(outputs)
+        guarded: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # name -> (scratch, inner)
+        for name, value in outputs.items():
             if isinstance(value, DeviceBuffer):
                 canary = np.empty(value.spec.shape, value.spec.dtype)
                 _fill_canary(canary)
                 value.copy_from_host(canary)
             elif isinstance(value, np.ndarray) and value.flags.writeable:
-                _fill_canary(value)
-        results = super().infer(inputs, outputs, weights)
+                scratch = np.empty(value.nbytes + 2 * _GUARD_BYTES, np.uint8)
+                scratch[:_GUARD_BYTES] = _GUARD_PATTERN
+                scratch[_GUARD_BYTES + value.nbytes:] = _GUARD_PATTERN
+                inner = scratch[_GUARD_BYTES:_GUARD_BYTES + value.nbytes].view(
+                    value.dtype).reshape(value.shape)
+                _fill_canary(inner)
+                guarded[name] = (scratch, inner)
+                given[name] = inner
+        results = super().infer(inputs, given, weights)
+        for name, (scratch, inner) in guarded.items():
+            for side, guard in (("before the start", scratch[:_GUARD_BYTES]),
+                                ("past the end", scratch[_GUARD_BYTES + inner.nbytes:])):
+                changed = int(np.count_nonzero(guard != _GUARD_PATTERN))
+                if changed:
+                    raise PluginContractError(
+                        f"{self.library.name}: infer ({self.model_id}) wrote {side} of output "
+                        f"{name!r}: {changed} of the {_GUARD_BYTES} guard bytes "
+                        f"{CHECK_OUTPUTS_VARIABLE} put there were overwritten (a buffer "
+                        "overrun)")
+        for name, (_, inner) in guarded.items():
+            outputs[name][...] = inner  # type: ignore[index]
+            results[name] = outputs[name]
         for name, value in results.items():
             host = value.to_host() if isinstance(value, DeviceBuffer) else value
             if not isinstance(host, np.ndarray):

@@ -10,15 +10,22 @@
  * disarmed by fail="none") or, before the first configure(), by the
  * environment variable CRASHACC_FAIL:
  *   WHERE  initialize | supported | load | infer | forward | alloc | copy
- *   HOW    segv (writes through NULL) | abort | exit (_exit(3)) | hang
- *          (sleeps for ever) | error (returns MX_ACC_ERR_INTERNAL)
+ *   HOW    segv (writes through NULL) | abort | exit (_exit(3)) | exit0
+ *          (_exit(0)) | hang (sleeps for ever) | error (returns
+ *          MX_ACC_ERR_INTERNAL) | claim8g, claim2p40 (writes an 8-byte
+ *          length header claiming 8 GiB or 2^40 bytes on every socket of
+ *          the process, the framing of isolated mode, then hangs)
  * configure(query="stats") answers "pid" (the process the plugin runs in)
  * and "infers".
  */
+#define _POSIX_C_SOURCE 200809L /* S_ISSOCK, fstat under -std=c11 */
+
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "graph.h"
@@ -36,6 +43,19 @@ static long infers;
 
 /* ---- failing on request -------------------------------------------------- */
 
+/* Writes an 8-byte little-endian length on every socket descriptor. */
+static void claim_length(uint64_t length) {
+  unsigned char header[8];
+  for (int b = 0; b < 8; ++b) header[b] = (unsigned char)(length >> (8 * b));
+  for (int fd = 3; fd < 1024; ++fd) {
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+      ssize_t written = write(fd, header, sizeof header);
+      (void)written;
+    }
+  }
+}
+
 static int maybe_fail(const char *where) {
   char spec[64];
   pthread_mutex_lock(&lock);
@@ -52,6 +72,11 @@ static int maybe_fail(const char *where) {
     abort();
   } else if (strcmp(how, "exit") == 0) {
     _exit(3);
+  } else if (strcmp(how, "exit0") == 0) {
+    _exit(0);
+  } else if (strcmp(how, "claim8g") == 0 || strcmp(how, "claim2p40") == 0) {
+    claim_length(strcmp(how, "claim8g") == 0 ? (uint64_t)8 << 30 : (uint64_t)1 << 40);
+    for (;;) sleep(1);
   } else if (strcmp(how, "hang") == 0) {
     for (;;) sleep(1);
   } else if (strcmp(how, "error") == 0) {

@@ -34,6 +34,10 @@
  *   infer_partial          infer() writes only the first half of each output
  *   slow                   infer() sleeps delay_ms (default 500) first
  *   crash                  infer() raises SIGSEGV (the process dies)
+ *   exit0                  infer() calls _exit(0) (the process ends, "successfully")
+ *   infer_overrun          infer() runs, then writes 16 floats past the end of
+ *                          its first output (host memory only: use the
+ *                          build without MISB_IMPERATIVE)
  *
  * configure(query=stats) answers "loads", "unloads", "infers" and "models"
  * (currently loaded) for the device, and "mode".
@@ -53,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "graph.h"
 #include "mxnet_acc.h"
@@ -408,6 +413,7 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     raise(SIGSEGV);
     return acc_fail(MX_ACC_ERR_INTERNAL, "infer: survived SIGSEGV");
   }
+  if (is_mode(mode, "exit0")) _exit(0);
   if (is_mode(mode, "slow")) sleep_ms(delay_ms);
   /* relu(NaN) is NaN here. */
   relu_run_options options = {.check_tensor = check_tensor, .dev_id = dev_id, .keep_nan = 1,
@@ -415,6 +421,11 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
   if (is_mode(mode, "infer_unwritten")) options.write = RELU_WRITE_NONE;
   if (is_mode(mode, "infer_partial")) options.write = RELU_WRITE_HALF;
   status = relu_run(graph, in_names, in_data, num_in, out_names, out_data, num_out, &options);
+  if (status == MX_ACC_OK && is_mode(mode, "infer_overrun") && num_out > 0 &&
+      out_data[0].dev_id == MX_ACC_HOST_DEVICE) {
+    float *past = (float *)out_data[0].data + relu_tensor_count(&out_data[0]);
+    for (int k = 0; k < 16; ++k) past[k] = 12345.0f;
+  }
   if (status == MX_ACC_OK) {
     pthread_mutex_lock(&lock);
     ++counts[dev_id].infers;
@@ -430,7 +441,7 @@ static const char *const kModes[] = {
     "ids_variable", "ids_count_overflow", "ids_count_unset", "ids_write_past",
     "supported_fail", "supported_fail_silent", "load_fail", "load_fail_silent", "load_oom",
     "load_unsupported", "infer_fail", "infer_fail_silent", "infer_oom", "infer_bad_status",
-    "infer_unwritten", "infer_partial", "slow", "crash"};
+    "infer_unwritten", "infer_partial", "slow", "crash", "exit0", "infer_overrun"};
 
 static relu_answer answers[MISB_NUM_ACC]; /* under lock */
 

@@ -111,6 +111,7 @@ def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[s
 
 
 def run(args: argparse.Namespace) -> int:
+    from .. import limits
     from .models import bind
     from .summary import summarize
 
@@ -125,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     exe = bind(model, ctx)
     bind_s = time.perf_counter() - start
+    memory = exe.memory_report()
     checked = None
     try:
         timing = execute(exe, values, args.repeat, show)
@@ -144,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     report = {"model": model.source, "format": model.kind,
               "inputs": {name: {"shape": list(model.shapes[name]),
                                 "dtype": str(model.dtypes[name])} for name in model.data_names},
-              "where": where, "bind_s": bind_s, **timing, "outputs": outputs}
+              "where": where, "bind_s": bind_s, **timing, "outputs": outputs,
+              "memory": {**memory, "limit": limits.limit()}}
     if checked is not None:
         report["check"] = {"subgraphs": checked.subgraphs_checked,
                            "outputs": checked.outputs_checked,

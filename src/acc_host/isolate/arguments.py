@@ -9,6 +9,12 @@ NULL pointer, or a descriptor whose data the plugin must not read), an int
 shared array's segment is sent as it is; any other host memory is copied
 into the channel's staging segment before the call and, for the tensors the
 plugin writes, copied back after it (:class:`CallMemory`).
+
+Guards: in the staging segment every tensor is followed by GUARD_BYTES
+filled with a pattern, checked after the call; a plugin that wrote past
+the end of one tensor (into the next, in a plain layout) is caught there
+and the call fails with :class:`GuardError`, naming the tensor, before
+anything is copied back.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ from ..errors import TensorError
 from ..tensor import numpy_dtype
 from . import shared
 
-__all__ = ["CallMemory", "text", "texts", "address", "readable"]
+__all__ = ["CallMemory", "GuardError", "GUARD_BYTES", "text", "texts", "address", "readable"]
+
+GUARD_BYTES = 64
+_GUARD_PATTERN = bytes([0xA5, 0x5A, 0xC3, 0x3C]) * (GUARD_BYTES // 4)
 
 Encoded = list[Any]
 
@@ -65,13 +74,22 @@ def texts(array: Any, count: int) -> list[bytes | None] | None:
             for index in range(readable(array, count))]
 
 
+class GuardError(Exception):
+    """The plugin wrote past the end of a staged tensor (``label``)."""
+
+    def __init__(self, label: str, written: int) -> None:
+        super().__init__(f"wrote past the end of {label}: {written} of the {GUARD_BYTES} guard "
+                         "bytes after it were overwritten")
+        self.label, self.written = label, written
+
+
 class _Staged:
-    __slots__ = ("encoded", "address", "nbytes", "copy_in", "write", "offset")
+    __slots__ = ("encoded", "address", "nbytes", "copy_in", "write", "offset", "label")
 
     def __init__(self, encoded: Encoded, address: int, nbytes: int, copy_in: bool,
-                 write: bool) -> None:
+                 write: bool, label: str) -> None:
         self.encoded, self.address, self.nbytes = encoded, address, nbytes
-        self.copy_in, self.write = copy_in, write
+        self.copy_in, self.write, self.label = copy_in, write, label
         self.offset = 0
 
 
@@ -84,18 +102,26 @@ class CallMemory:
         self.staging_bytes = 0
 
     def tensors(self, pointer: Any, count: int, *, data: bool = True, write: bool = False,
-                copy_in: bool = True) -> list[Encoded] | None:
+                copy_in: bool = True, names: list[bytes | None] | None = None
+                ) -> list[Encoded] | None:
         """The descriptors pointer[0 .. count-1] (None for NULL). data=False:
         the plugin must not read the data, which is not sent; write: the
         plugin writes the host memory, which is copied back after a call
         that succeeded; copy_in=False: the plugin writes every byte, so the
-        host's are not copied in first."""
+        host's are not copied in first; names: the tensors' names (for
+        messages)."""
         if pointer is None or pointer == ffi.NULL:
             return None
-        return [self._tensor(pointer[index], data, write, copy_in)
-                for index in range(readable(pointer, count))]
+        kind = "output" if write else "input"
+        labels = [
+            f"{kind} {index}" if not names or index >= len(names) or names[index] is None
+            else f"{kind} {names[index].decode('utf-8', 'replace')!r}"  # type: ignore[union-attr]
+            for index in range(readable(pointer, count))]
+        return [self._tensor(pointer[index], data, write, copy_in, labels[index])
+                for index in range(len(labels))]
 
-    def _tensor(self, tensor: Any, data: bool, write: bool, copy_in: bool) -> Encoded:
+    def _tensor(self, tensor: Any, data: bool, write: bool, copy_in: bool,
+                label: str) -> Encoded:
         shape_len, extents, layout_text = tensor.shape_len, tensor.shape, tensor.layout
         shape = None if extents == _NULL else list(extents[0:min(shape_len, _abi.MAX_NDIM)])
         layout = None if layout_text == _NULL else ffi.string(layout_text)
@@ -117,13 +143,14 @@ class CallMemory:
             encoded[0] = (segment.id, where - segment.address)
             self.segments[segment.id] = segment
         else:
-            self.staged.append(_Staged(encoded, where, nbytes, copy_in, write))
-            self.staging_bytes += shared.round_up(nbytes, shared.ALIGNMENT)
+            self.staged.append(_Staged(encoded, where, nbytes, copy_in, write, label))
+            self.staging_bytes += shared.round_up(nbytes + GUARD_BYTES, shared.ALIGNMENT)
         return encoded
 
     def place(self, staging: shared.Segment) -> int:
-        """Copies the staged host memory into staging and points the
-        descriptors at it; returns the bytes copied."""
+        """Copies the staged host memory into staging, with a guard after
+        each tensor, and points the descriptors at it; returns the bytes
+        copied."""
         offset = copied = 0
         for item in self.staged:
             item.offset = offset
@@ -132,14 +159,27 @@ class CallMemory:
                 ffi.memmove(staging.pointer(offset), ffi.cast(_CHAR_P, item.address),
                             item.nbytes)
                 copied += item.nbytes
-            offset += shared.round_up(item.nbytes, shared.ALIGNMENT)
+            guard = offset + item.nbytes
+            staging.map[guard:guard + GUARD_BYTES] = _GUARD_PATTERN
+            offset += shared.round_up(item.nbytes + GUARD_BYTES, shared.ALIGNMENT)
         return copied
+
+    def check_guards(self, staging: shared.Segment) -> None:
+        """Raises GuardError for the first tensor whose guard the plugin
+        overwrote."""
+        for item in self.staged:
+            guard = item.offset + item.nbytes
+            found = staging.map[guard:guard + GUARD_BYTES]
+            if found != _GUARD_PATTERN:
+                changed = sum(a != b for a, b in zip(found, _GUARD_PATTERN))
+                raise GuardError(item.label, changed)
 
     def copy_back(self, staging: shared.Segment, answer: Any) -> int:
         """Copies what the plugin wrote into staging back into host memory,
-        if the call succeeded (answer: ``(status, message)``); returns the
-        bytes copied."""
+        if the call succeeded (answer: ``(status, message)``), after
+        checking the guards; returns the bytes copied."""
         copied = 0
+        self.check_guards(staging)
         if answer[0] != _abi.OK:
             return copied
         for item in self.staged:

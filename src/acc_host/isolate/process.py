@@ -33,11 +33,12 @@ from ..errors import (
     IsolationError,
     LibraryDeadError,
     NotALibraryError,
+    PluginContractError,
     PluginCrashedError,
     PluginTimeoutError,
 )
 from . import shared, wire
-from .arguments import CallMemory
+from .arguments import CallMemory, GuardError
 from .settings import LOAD_FUNCTIONS, LOAD_TIMEOUT_ENV_VAR, TIMEOUT_ENV_VAR, Timeouts
 
 __all__ = ["PluginProcess", "CHILD_SCRIPT"]
@@ -171,8 +172,16 @@ class PluginProcess:
             deadline = time.monotonic() + self.timeouts.of(function)
             kind, value = self._exchange(channel.sock, function, context,
                                          (function, segments, gone, args), fds, deadline)
+            if kind not in ("ok", "exc"):
+                raise self._broken(function, f"a reply of unknown kind {kind!r}")
             if memory is not None and channel.staging is not None and kind == "ok":
-                self.copied_bytes += memory.copy_back(channel.staging, value)
+                try:
+                    self.copied_bytes += memory.copy_back(channel.staging, value)
+                except GuardError as error:
+                    raise PluginContractError(
+                        f"{self.label}: {self._where(function, context)} {error} (a buffer "
+                        "overrun, caught in the guard the host puts after each tensor in "
+                        "shared memory); its outputs were discarded") from None
             if channel.staging is not None and channel.staging.size > _KEEP_STAGING:
                 with self._state_lock:
                     self._gone.append(channel.staging.id)
@@ -269,18 +278,24 @@ class PluginProcess:
             self._in_flight[token] = self._where(function, context)
         try:
             wire.send(sock, frame, fds)
-            reply, extra = wire.recv(sock, deadline, wire.loads_plain)
+            reply, extra = wire.recv(sock, deadline, wire.loads_plain, wire.MAX_REPLY_BYTES)
         except TimeoutError:
             raise self._timed_out(function, context) from None
         except (wire.Closed, OSError):
             raise self._crashed(function, context) from None
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as error:
+        except wire.TooLarge as error:
+            raise self._broken(function, f"{error} (wire.MAX_REPLY_BYTES)") from None
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, MemoryError,
+                RecursionError, IndexError, KeyError, AttributeError) as error:
             raise self._broken(function, f"an unreadable reply ({error})") from None
         finally:
             with self._state_lock:
                 self._in_flight.pop(token, None)
         for fd in extra:
             os.close(fd)
+        if not (isinstance(reply, tuple) and len(reply) == 2):
+            raise self._broken(function, f"a reply that is not a (kind, value) pair: "
+                                         f"{type(reply).__name__}")
         return reply
 
     # ---- death ------------------------------------------------------------------------
@@ -336,11 +351,15 @@ class PluginProcess:
             f"{self._reload_hint()}", self.path, self.label, function, seconds))
 
     def _broken(self, function: str, what: str) -> BaseException:
+        """The error of a call whose reply broke the protocol: the child is
+        killed and the library is dead from then on (a child that wrote
+        garbage on its socket cannot be trusted with another call)."""
         with self._state_lock:
             self._reap(kill=True)
-        return self._record(IsolationError(
-            f"{self.label}: the plugin process (pid {self.pid}) sent {what} during "
-            f"{_shown(function)}(); it was killed. {self._reload_hint()}", self.path, self.label))
+        return self._record(PluginCrashedError(
+            f"{self.label}: the plugin process (pid {self.pid}) broke the protocol: it sent "
+            f"{what} during {_shown(function)}(); it was killed. {self._reload_hint()}",
+            self.path, self.label, function, "SIGKILL", None))
 
     def _record(self, error: BaseException) -> BaseException:
         """Makes error the death of the process (unless one is recorded

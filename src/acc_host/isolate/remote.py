@@ -249,8 +249,10 @@ class RemoteLib:
     def _abi_infer(self, model_id: Any, in_names: Any, out_names: Any, inputs: Any,
                    outputs: Any, num_in: int, num_out: int) -> int:
         memory = CallMemory()
-        args = (text(model_id), texts(in_names, num_in), texts(out_names, num_out),
-                memory.tensors(inputs, num_in), memory.tensors(outputs, num_out, write=True),
+        input_names, output_names = texts(in_names, num_in), texts(out_names, num_out)
+        args = (text(model_id), input_names, output_names,
+                memory.tensors(inputs, num_in, names=input_names),
+                memory.tensors(outputs, num_out, write=True, names=output_names),
                 int(num_in), int(num_out))
         return self._status(self._process.call("infer", args, memory,
                                                context=_context(model_id)))

@@ -22,15 +22,32 @@ import struct
 import time
 from typing import Any
 
-__all__ = ["HEADER", "MAX_FDS", "Closed", "encode", "send", "recv", "loads_plain"]
+__all__ = ["HEADER", "MAX_FDS", "MAX_REPLY_BYTES", "Closed", "TooLarge", "encode", "send",
+           "recv", "loads_plain"]
 
 HEADER = struct.Struct("<Q")
+# The most bytes one reply of a plugin process may hold. Replies carry
+# statuses, messages, names, configure() answers and supportedOps() ids;
+# tensors travel in shared memory, never in a message. The largest a real
+# plugin sends is supportedOps()'s ids (about 5 bytes a node: 1.3 MB for
+# a graph of 262,144 nodes), so 64 MiB leaves ample room while a length
+# the child makes up (8 GiB, 2**40) is refused before anything is
+# allocated for it.
+MAX_REPLY_BYTES = 64 << 20
 MAX_FDS = 8
 _ANCILLARY = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
 
 
 class Closed(Exception):
     """The other end closed the socket (or its process died)."""
+
+
+class TooLarge(Exception):
+    """A message announced more bytes than the receiver accepts."""
+
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(f"a message of {length} bytes, more than the {limit} accepted")
+        self.length, self.limit = length, limit
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -80,10 +97,12 @@ def _wait(sock: socket.socket, deadline: float | None) -> None:
 
 
 def recv(sock: socket.socket, deadline: float | None = None,
-         loads: Any = pickle.loads) -> tuple[Any, list[int]]:
+         loads: Any = pickle.loads, limit: int | None = None) -> tuple[Any, list[int]]:
     """Receives one message and the fds that came with it. Raises Closed at
     end of file, TimeoutError (socket.timeout) past deadline (a
-    time.monotonic() value; None waits for ever)."""
+    time.monotonic() value; None waits for ever), TooLarge when the message
+    announces more than limit bytes (None: no limit), before reading or
+    allocating its body."""
     header = bytearray()
     fds: list[int] = []
     try:
@@ -95,6 +114,8 @@ def recv(sock: socket.socket, deadline: float | None = None,
                 raise Closed("end of file")
             header += chunk
         (length,) = HEADER.unpack(header)
+        if limit is not None and length > limit:
+            raise TooLarge(length, limit)
         body = bytearray(length)
         view, got = memoryview(body), 0
         while got < length:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import ndarray as nd
 from ..context import Context, cpu
-from ..errors import TensorError, UnsupportedOnnxOperatorError
+from ..errors import InvalidArgumentError, TensorError, UnsupportedOnnxOperatorError
 from ..tensor import dtype_code
 from ._onnx import require_onnx
 from .importer import Imported, _tensor_type, import_graph
@@ -60,6 +60,7 @@ class AccHostRep(BackendRep):
         self.model = model
         self.ctx = ctx
         initializers = {init.name for init in model.graph.initializer}
+        self._initialized = initializers
         self.input_names = [value.name for value in model.graph.input
                             if value.name not in initializers]
         self._specialised: dict[tuple, tuple[Any, Any]] = {}
@@ -134,12 +135,31 @@ class AccHostRep(BackendRep):
         model declares one (as onnxruntime reads them)."""
         names = self.input_names
         if isinstance(inputs, dict):
+            shadowed = sorted(set(inputs) & self._initialized)
+            if shadowed:
+                raise InvalidArgumentError(
+                    f"{', '.join(map(repr, shadowed))}: graph input(s) with an initializer, "
+                    "whose value the model fixes (acc-host folds initializers at import and "
+                    "does not override them); feed only " + (", ".join(map(repr, names))
+                                                             or "nothing"))
+            missing = [name for name in names if name not in inputs]
+            unknown = sorted(set(inputs) - set(names))
+            if missing or unknown:
+                raise InvalidArgumentError(
+                    f"the model's inputs are {', '.join(map(repr, names)) or 'none'}; missing: "
+                    f"{', '.join(map(repr, missing)) or 'none'}; unknown: "
+                    f"{', '.join(map(repr, unknown)) or 'none'}")
             values = [inputs[name] for name in names]
         else:
             values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
             if len(values) != len(names):
-                raise ValueError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
-                                 f"{len(values)} given")
+                fixed = sorted(self._initialized & {value.name for value in
+                                                    self.model.graph.input})
+                note = (f"; {', '.join(map(repr, fixed))} also listed as graph input(s) "
+                        "have an initializer, which fixes their value") if fixed else ""
+                raise InvalidArgumentError(
+                    f"the model takes {len(names)} inputs ({', '.join(names)}), "
+                    f"{len(values)} given{note}")
         feed = {}
         for name, value in zip(names, values):  # per inference: arrays as they are
             if type(value) is not np.ndarray:

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from .. import limits
 from .. import ndarray as nd
 from .. import symbol as sym_mod
 from ..context import cpu
@@ -30,6 +31,7 @@ from ..errors import (
     OperatorError,
     TensorError,
     UnsupportedOnnxOperatorError,
+    model_file_os_error,
 )
 from ..tensor import dtype_code
 from ._onnx import require_onnx
@@ -54,8 +56,8 @@ class Imported:
 
 def _load(model: Any) -> Any:
     """model (a path, the bytes of a file, or a ModelProto) as a ModelProto.
-    A file that is not a valid ModelProto is a ModelFileError; OSError from
-    opening it passes through."""
+    A file that is not a valid ModelProto, or cannot be read, is a
+    ModelFileError (ModelFileNotFoundError for a missing one)."""
     onnx = require_onnx()
     if isinstance(model, (str, os.PathLike)):
         source = os.fspath(model)
@@ -70,8 +72,8 @@ def _load(model: Any) -> Any:
                                    f"onnx.ModelProto, got {type(model).__name__}")
     try:
         return loader()
-    except OSError:
-        raise
+    except OSError as error:
+        raise model_file_os_error(source, error) from None
     except Exception as error:  # protobuf's DecodeError, onnx's ValidationError, ...
         raise ModelFileError(f"{source}: not a valid ONNX model (protobuf ModelProto): "
                              f"{error}") from None
@@ -143,6 +145,18 @@ class Context:
         # MatMul outputs translated to FullyConnected(no_bias): value -> (data
         # symbol, transposed weight's name, width), for folding a bias Add into it
         self.linear: dict[str, tuple[Any, str, int]] = {}
+        self.folded_bytes = 0  # constants made at import so far (see plan_constant)
+
+    def plan_constant(self, nbytes: int, what: str) -> None:
+        """Checks, before it is made, a constant of nbytes that import-time
+        folding makes: it is held with the constants folded before, and
+        copied twice more on its way to a parameter (an NDArray, then the
+        parameter's own array), so 3 x nbytes plus what was folded before
+        must fit the memory limit (acc_host.limits)."""
+        limits.check_bytes(
+            self.folded_bytes + 3 * nbytes,
+            f"{what}: folding it at import ({nbytes} bytes, held with its two copies on the "
+            f"way to a parameter, after {self.folded_bytes} bytes of constants folded before)")
 
     def used(self, name: str) -> bool:
         """Whether a value is read by a node or is a graph output."""
@@ -371,8 +385,10 @@ def _bind_outputs(cx: Context, node: Any, results: list) -> None:
         value = results[position]
         if isinstance(value, np.ndarray):
             cx.consts[name] = value
+            cx.folded_bytes += value.nbytes
         elif foldable:
             cx.consts[name] = _evaluate(value, cx)
+            cx.folded_bytes += cx.consts[name].nbytes
         else:
             cx.symbols[name] = value
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import limits
+from ..errors import ShapeError
 
 MIN_OPSET = 1
 
@@ -126,7 +127,9 @@ def _constant_of_shape(cx, node, attrs, inputs, opset):
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if any(extent < 0 for extent in shape):
         raise Unsupported(f"ConstantOfShape of shape {tuple(shape)}: a negative extent")
-    limits.check_array(shape, value.dtype, f"ConstantOfShape {node.name or ''}".rstrip())
+    what = f"ConstantOfShape {node.name or ''}".rstrip()
+    limits.check_array(shape, value.dtype, what)
+    cx.plan_constant(limits.array_bytes(shape, value.dtype), what)
     return [np.full(shape, value[0], dtype=value.dtype)]
 
 
@@ -137,7 +140,9 @@ def _range(cx, node, attrs, inputs, opset):
     if not np.all(np.isfinite([start, limit, delta])) or np.all(np.asarray(delta) == 0):
         raise Unsupported(f"Range({start}, {limit}, {delta}) has no finite length")
     count = max(int(np.ceil((limit - start) / delta)), 0)
-    limits.check_array((count,), np.asarray(start).dtype, f"Range {node.name or ''}".rstrip())
+    what = f"Range {node.name or ''}".rstrip()
+    limits.check_array((count,), np.asarray(start).dtype, what)
+    cx.plan_constant(limits.array_bytes((count,), np.asarray(start).dtype), what)
     return [(start + np.arange(count) * delta).astype(np.asarray(start).dtype)]
 
 
@@ -1014,11 +1019,28 @@ def _concat(cx, node, attrs, inputs, opset):
     return [cx.op("_onnx_concat", *syms, axis=axis, num_args=len(syms))]
 
 
+def _check_axis(cx: Any, node: Any, name: str, axis: int, split: tuple[int, ...] = ()) -> None:
+    """Refuses, at import, an axis out of range for the input's rank and
+    split sizes that do not add up to its extent, where the shape is known
+    (shape inference checks them again at bind)."""
+    shape = cx.shape(name) or cx.infer_shape(name)
+    if shape is None:
+        return
+    if not -len(shape) <= axis < len(shape):
+        raise ShapeError(f"{node.op_type} {node.name or ''}: axis {axis} is out of range for the "
+                         f"{len(shape)} dimensions of {name!r} (shape {tuple(shape)})")
+    extent = shape[axis % len(shape)]
+    if split and (any(size < 0 for size in split) or sum(split) != extent):
+        raise ShapeError(f"{node.op_type} {node.name or ''}: split {split} does not add up to "
+                         f"the extent {extent} of axis {axis} of {name!r} (shape {tuple(shape)})")
+
+
 @onnx_op("Split")
 def _split(cx, node, attrs, inputs, opset):
     outputs = len(node.output)
     split = attrs.get("split") if opset < 13 else _const(cx, node, inputs, 1, "split")
     split = () if split is None else _ints(split)
+    _check_axis(cx, node, inputs[0], attrs.get("axis", 0), split)
     result = cx.op("_onnx_split", cx.sym(inputs[0]), axis=attrs.get("axis", 0), split=split,
                    num_outputs=attrs.get("num_outputs", outputs))
     return [result[i] for i in range(outputs)]
@@ -1143,6 +1165,7 @@ def _arg(cx, node, attrs, inputs, opset):
 @onnx_op("CumSum")
 def _cumsum(cx, node, attrs, inputs, opset):
     axis = _const(cx, node, inputs, 1, "axis")
+    _check_axis(cx, node, inputs[0], int(np.asarray(axis).reshape(-1)[0]))
     return [cx.op("_onnx_cumsum", cx.sym(inputs[0]), axis=int(np.asarray(axis).reshape(-1)[0]),
                   exclusive=bool(attrs.get("exclusive", 0)),
                   reverse=bool(attrs.get("reverse", 0)))]

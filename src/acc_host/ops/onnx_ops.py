@@ -37,6 +37,7 @@ from .params import (
     parse_count,
     parse_float,
     parse_int,
+    parse_positive_int,
     parse_str,
     parse_tuple,
 )
@@ -458,6 +459,9 @@ def _split(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     axis = _axis("_onnx_split", attrs.axis, x.ndim)
     points: list[int]
     if attrs.split:
+        if any(int(p) < 0 for p in attrs.split) or sum(map(int, attrs.split)) != x.shape[axis]:
+            raise ShapeError(f"_onnx_split: split {tuple(attrs.split)} does not add up to the "
+                             f"extent {x.shape[axis]} of axis {axis} of shape {x.shape}")
         points = [int(p) for p in np.cumsum(attrs.split)[:-1]]
     else:
         n = attrs.num_outputs
@@ -575,6 +579,9 @@ def _gather_nd(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     idx = _nd_indices("_onnx_gather_nd", idx, x.shape[b:])
     batch_shape = x.shape[:b]
     k = int(idx.shape[-1])
+    if b + k > x.ndim:
+        raise OperatorError(f"_onnx_gather_nd: indices of depth {k} after {b} batch dimensions "
+                            f"do not fit data of {x.ndim} dimensions")
     out_shape = idx.shape[:-1] + x.shape[b + k:]
     xs = x.reshape((-1,) + x.shape[b:]) if b else x[None]
     ids = idx.reshape((int(np.prod(batch_shape, dtype=np.int64)) if b else 1, -1, k))
@@ -652,7 +659,7 @@ def _depth_to_space(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 _def("_onnx_depth_to_space", _depth_to_space,
-     [Param("blocksize", parse_int), Param("mode", choice("DCR", "CRD"), "DCR")],
+     [Param("blocksize", parse_positive_int), Param("mode", choice("DCR", "CRD"), "DCR")],
      doc="ONNX DepthToSpace.")
 
 
@@ -664,7 +671,7 @@ def _space_to_depth(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [y.reshape(n, c * b * b, h // b, w // b).copy()]
 
 
-_def("_onnx_space_to_depth", _space_to_depth, [Param("blocksize", parse_int)],
+_def("_onnx_space_to_depth", _space_to_depth, [Param("blocksize", parse_positive_int)],
      doc="ONNX SpaceToDepth.")
 
 
@@ -1021,6 +1028,11 @@ def _nll(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     weight = inputs[2] if len(inputs) > 2 else None
     c = x.shape[1]
     safe = np.where(target == attrs.ignore_index, 0, target)
+    bad = (safe < 0) | (safe >= c)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise OperatorError(f"_onnx_nll_loss: target {int(safe[where])} at position {where} is "
+                            f"not a class index below {c} (nor the ignore_index)")
     picked = -np.take_along_axis(x, safe[:, None], axis=1)[:, 0]
     w = np.ones_like(picked) if weight is None else weight[safe].astype(x.dtype)
     w = np.where(target == attrs.ignore_index, 0, w).astype(x.dtype)

@@ -29,10 +29,27 @@ class _Required:
 REQUIRED: Any = _Required()
 
 
+def _literal(text: str) -> Any:
+    """ast.literal_eval, with the parser's own limits (nesting, memory,
+    recursion) as ValueError."""
+    try:
+        return ast.literal_eval(text)
+    except (MemoryError, RecursionError):
+        raise ValueError(f"nested too deeply ({len(text)} characters)") from None
+
+
 def parse_int(text: str) -> int:
-    value = ast.literal_eval(text.strip())
+    value = _literal(text.strip())
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected an integer, got {text!r}")
+    return value
+
+
+def parse_positive_int(text: str) -> int:
+    """An integer of at least 1 (a block or window size)."""
+    value = parse_int(text)
+    if value < 1:
+        raise ValueError(f"expected an integer of at least 1, got {text!r}")
     return value
 
 
@@ -78,7 +95,7 @@ def _literal_sequence(text: str) -> tuple[Any, ...]:
     stripped = text.strip()
     if stripped in ("", "()", "[]"):
         return ()
-    value = ast.literal_eval(stripped)
+    value = _literal(stripped)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (value,)
     if not isinstance(value, (tuple, list)):
