@@ -200,6 +200,7 @@ def test_run_a_checkpoint_on_the_mlu() -> None:
     assert done.stderr == ""  # no progress bar when stderr is not a terminal
 
 
+@pytest.mark.needs_onnx
 def test_run_onnx_as_json_with_a_batch_and_a_forced_progress_bar() -> None:
     done = cli("run", str(RESNET_ONNX), "--acc", "cpu_ref", "--batch", "3", "--repeat", "1",
                "--json", "--progress")
@@ -213,6 +214,7 @@ def test_run_onnx_as_json_with_a_batch_and_a_forced_progress_bar() -> None:
     assert "[" in done.stderr and "2/2" in done.stderr  # the bar: first forward + 1 run
 
 
+@pytest.mark.needs_onnx
 def test_run_on_the_host_cpu_by_default() -> None:
     done = cli("run", str(RESNET_ONNX), "--repeat", "0")
     assert done.returncode == 0, done.stderr

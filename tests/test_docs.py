@@ -437,7 +437,16 @@ RUNNABLE_PAGES = [page for page in PAGES
                   if any(block.action in ("run", "file") for block in blocks(page))]
 
 
-@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=page_id)
+def uses_onnx(page: Path) -> bool:
+    """Whether a block the page runs names onnx (mx.onnx, an .onnx model):
+    such a page needs the onnx package."""
+    return any(block.action == "run" and re.search(r"\bonnx\b", block.code)
+               for block in blocks(page))
+
+
+@pytest.mark.parametrize("page", [
+    pytest.param(page, marks=[pytest.mark.needs_onnx] if uses_onnx(page) else [])
+    for page in RUNNABLE_PAGES], ids=page_id)
 def test_page_blocks_run(page: Path, tmp_path: Path) -> None:
     for block, ok, output in run_page(page, tmp_path):
         if not ok:

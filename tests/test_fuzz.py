@@ -34,7 +34,8 @@ import run as fuzz_run  # noqa: E402  (fuzz/run.py)
 
 SECONDS = float(os.environ.get("FUZZ_SECONDS", "3"))
 C_TARGETS = [name for name, t in fuzz_run.TARGETS.items() if t.kind == "c"]
-PY_TARGETS = [name for name, t in fuzz_run.TARGETS.items() if t.kind == "python"]
+PY_TARGETS = [pytest.param(name, marks=[pytest.mark.needs_onnx] if name == "onnx" else [])
+              for name, t in fuzz_run.TARGETS.items() if t.kind == "python"]
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +177,7 @@ def test_symbol_json_loader_under_hypothesis(data: bytes) -> None:
     symbol_json_fuzz.check(data)
 
 
+@pytest.mark.needs_onnx
 @settings(_SETTINGS, max_examples=60)
 @given(data=st.one_of(mutated(_seeds("onnx")),
                       st.binary(min_size=2, max_size=200).filter(lambda b: b[0] != 0x08)))
@@ -202,6 +204,7 @@ def _onnx_model(nodes, inputs, outputs, initializers=()):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+@pytest.mark.needs_onnx
 def test_onnx_output_produced_by_no_node_is_a_graph_error() -> None:
     from onnx import TensorProto, helper
     vi = helper.make_tensor_value_info
@@ -211,6 +214,7 @@ def test_onnx_output_produced_by_no_node_is_a_graph_error() -> None:
         mx.onnx.import_model(model)
 
 
+@pytest.mark.needs_onnx
 def test_onnx_malformed_node_is_an_operator_error() -> None:
     """Constant folding of a Gather whose constant index is out of range."""
     from onnx import TensorProto, helper, numpy_helper
