@@ -15,6 +15,7 @@ SOURCES = [str(path.relative_to(ROOT)) for directory in ("plugins/cpu_ref", "plu
 INCLUDES = ["include", "plugins/common", "plugins/cpu_ref"]
 
 
+@pytest.mark.sanitizer
 def test_cpu_ref_lifecycle_is_clean(tmp_path: Path) -> None:
     report = build_and_run(["tests/c/test_cpu_ref_lifecycle.c", *SOURCES],
                            tmp_path / "test_cpu_ref_lifecycle", INCLUDES)
@@ -27,6 +28,7 @@ LANES_BUILDS = {"address": {}, "thread": {"extra_flags": ["-g", "-O1", "-fsaniti
                                           "sanitize": False}}
 
 
+@pytest.mark.sanitizer
 @pytest.mark.parametrize("sanitizer", sorted(LANES_BUILDS))
 def test_cpu_ref_lanes_agree_and_do_not_race(tmp_path: Path, sanitizer: str) -> None:
     report = build_and_run(["tests/c/test_cpu_ref_lanes.c", *SOURCES],

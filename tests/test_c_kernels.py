@@ -6,9 +6,11 @@ the element-wise kernels against scalar references, built both as shipped
 import subprocess
 from pathlib import Path
 
+import pytest
 from c_programs import build_and_run, compiler
 
 
+@pytest.mark.sanitizer
 def test_c_kernels(tmp_path: Path) -> None:
     build_and_run(["tests/c/test_kernels.c", "plugins/cpu_ref/kernels.c",
                    "plugins/cpu_ref/kernels_dense.c", "plugins/cpu_ref/conv_blocked.c",
@@ -24,6 +26,7 @@ ELEMENTWISE_SOURCES = ["tests/c/test_elementwise.c", "plugins/cpu_ref/kernels.c"
                        "plugins/cpu_ref/parallel.c", "plugins/cpu_ref/scratch.c"]
 
 
+@pytest.mark.slow
 def test_c_elementwise_vectorised(tmp_path: Path) -> None:
     """tests/c/test_elementwise.c: the element-wise kernels built as the
     shipped library is (-O2, GCC's dynamic vector cost model, no
@@ -36,6 +39,7 @@ def test_c_elementwise_vectorised(tmp_path: Path) -> None:
                   ["include", "plugins/cpu_ref"], extra_flags=flags, sanitize=False)
 
 
+@pytest.mark.sanitizer
 def test_c_elementwise_sanitized(tmp_path: Path) -> None:
     """The same, under the sanitizers (scalar code at -O1)."""
     build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise",

@@ -333,6 +333,7 @@ def test_check_passes_a_good_plugin_and_fails_a_broken_one(build_fake: Any) -> N
 # ---- run --check, --trace, replay and timeline -------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_check_trace_replay_and_timeline(tmp_path: Path, perturbed_cpu_ref: Path) -> None:
     trace = tmp_path / "run.trace"
     done = cli("run", str(SQUEEZENET / "model"), "--acc", "cpu_ref", "--input",

@@ -81,6 +81,7 @@ def test_c_target_replays_corpus_and_regressions(libfuzzer, target: str) -> None
     _check(fuzz_run.run(fuzz_run.TARGETS[target], 0, replay=True))
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("target", C_TARGETS)
 def test_c_target_bounded_session(libfuzzer, target: str, tmp_path: Path) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], SECONDS, work=tmp_path))
@@ -91,11 +92,14 @@ def test_python_target_replays_corpus_and_regressions(target: str) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], 0, replay=True))
 
 
-@pytest.mark.parametrize("target", PY_TARGETS)
+@pytest.mark.parametrize("target", [  # the default run: one session
+    pytest.param(*param.values, marks=[*param.marks, *([] if param.values == ("params",) else [
+        pytest.mark.fuzz])]) for param in PY_TARGETS])
 def test_python_target_bounded_session(target: str, tmp_path: Path) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], SECONDS, work=tmp_path))
 
 
+@pytest.mark.fuzz
 def test_a_session_started_from_a_large_process_has_a_memory_peak_of_its_own(
         libfuzzer, tmp_path: Path) -> None:
     """Linux carries a process's peak RSS across fork and exec, and

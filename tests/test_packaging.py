@@ -319,6 +319,7 @@ def test_wheel_is_py3_none_for_this_platform_and_holds_plugins_and_header(wheel:
     assert not any(name.startswith(("tests/", "plugins/", "include/")) for name in names)
 
 
+@pytest.mark.packaging
 def test_sdist_carries_the_plugin_sources_and_no_built_library(source_copy: Path,
                                                                tmp_path: Path) -> None:
     code = ("import sys; from setuptools import build_meta; "
@@ -332,6 +333,7 @@ def test_sdist_carries_the_plugin_sources_and_no_built_library(source_copy: Path
     assert not [name for name in names if name.endswith((".so", ".dylib", ".stamp"))]
 
 
+@pytest.mark.packaging
 def test_installed_wheel_finds_its_bundled_plugins(venv: Venv) -> None:
     records = {record["name"]: record for record in list_records(venv) if record["loaded"]}
     for name in ("cpu_ref", "mlu"):
@@ -341,12 +343,14 @@ def test_installed_wheel_finds_its_bundled_plugins(venv: Venv) -> None:
     assert records["cpu_ref"]["modes"] == ["imperative", "symbolic"]
 
 
+@pytest.mark.packaging
 def test_installed_wheel_ships_the_header(venv: Venv) -> None:
     code = "from acc_host import _abi; print(_abi.header_path())"
     header = Path(venv.python_code(code).stdout.strip())
     assert venv.contains(header) and header.read_bytes() == HEADER.read_bytes()
 
 
+@pytest.mark.packaging
 def test_demo_runs_from_the_installed_wheel(venv: Venv) -> None:
     # From the checkout, so that the demo also finds tests/models/ (the real model).
     done = venv.acc_host("demo", "--repeat", "1", cwd=ROOT)
@@ -360,10 +364,12 @@ def test_demo_runs_from_the_installed_wheel(venv: Venv) -> None:
 # ---- a third-party plugin package ---------------------------------------------------------
 
 
+@pytest.mark.packaging
 def test_vendor_wheel_is_platform_specific(vendor_wheel: Path) -> None:
     assert not wheel_tag(vendor_wheel).endswith("-any")
 
 
+@pytest.mark.packaging
 def test_vendor_package_is_found_through_its_entry_point(with_vendor: Venv) -> None:
     records = {record["name"]: record for record in list_records(with_vendor)
                if record["loaded"]}
@@ -382,6 +388,7 @@ def test_vendor_package_is_found_through_its_entry_point(with_vendor: Venv) -> N
     assert done.stdout.strip().split(maxsplit=2) == ["myacc(0)", "[0]", "{'echo_speed': 'fast'}"]
 
 
+@pytest.mark.packaging
 def test_failing_entry_points_are_reported_and_import_still_works(with_broken: Venv) -> None:
     records = {record["source"]: record for record in list_records(with_broken)}
     raises = records["entry point broken-plugin:raises"]
