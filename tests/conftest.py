@@ -44,7 +44,7 @@ if "MXNET_ACC_PROBE_CACHE" not in os.environ:
 # The default run (`python3 -m pytest`) deselects them and keeps a sample of
 # each group unmarked; `--run-all` or ACC_HOST_FULL_TESTS=1 runs everything
 # (.ci/run does), and so does any `-m` expression or a test named by its id.
-LONG_MARKERS = ("slow", "onnx_full", "ops_full", "sanitizer", "fuzz", "packaging", "stress")
+LONG_MARKERS = ("slow", "onnx_full", "sanitizer", "fuzz", "packaging", "stress")
 FULL_RUN_VARIABLE = "ACC_HOST_FULL_TESTS"
 
 
