@@ -357,6 +357,7 @@ def test_run_check_trace_replay_and_timeline(tmp_path: Path, perturbed_cpu_ref: 
     assert_error(cli("replay", str(trace), "--lib", "cpu_ref"), 2, "NAME=PATH")
 
 
+@pytest.mark.slow
 def test_run_check_fails_on_a_changed_kernel_and_names_the_node(perturbed_cpu_ref: Path) -> None:
     done = cli("run", str(SQUEEZENET / "model"), "--acc", str(perturbed_cpu_ref), "--input",
                str(SQUEEZENET / "input_0.npy"), "--repeat", "0", "--check",
