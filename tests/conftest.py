@@ -9,6 +9,7 @@ runtimes preloaded (.ci/run shows how).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -36,6 +37,57 @@ if "MXNET_ACC_PROBE_CACHE" not in os.environ:
 
     os.environ["MXNET_ACC_PROBE_CACHE"] = str(
         Path(tempfile.mkdtemp(prefix="acc-host-tests-")) / "probe-cache.json")
+
+# ---- the default run and the full run ---------------------------------------------------
+#
+# The long-running groups carry these markers (registered in pyproject.toml).
+# The default run (`python3 -m pytest`) deselects them and keeps a sample of
+# each group unmarked; `--run-all` or ACC_HOST_FULL_TESTS=1 runs everything
+# (.ci/run does), and so does any `-m` expression or a test named by its id.
+LONG_MARKERS = ("slow", "onnx_full", "sanitizer", "fuzz", "packaging", "stress")
+FULL_RUN_VARIABLE = "ACC_HOST_FULL_TESTS"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-all", action="store_true", default=False,
+                     help="also run the long-running tests (markers: "
+                          f"{', '.join(LONG_MARKERS)}); {FULL_RUN_VARIABLE}=1 does the same")
+
+
+def full_run(config: pytest.Config) -> bool:
+    return bool(config.getoption("--run-all")) or os.environ.get(FULL_RUN_VARIABLE) == "1"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if full_run(config):
+        return "acc-host tests: the full run (every long-running group)"
+    return (f"acc-host tests: the default run, without the long-running tests marked "
+            f"{', '.join(LONG_MARKERS)} (--run-all or {FULL_RUN_VARIABLE}=1 runs them)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if (full_run(config) or config.getoption("markexpr")
+            or any("::" in arg for arg in config.args)):
+        return
+    keep: list[pytest.Item] = []
+    long: list[pytest.Item] = []
+    for item in items:
+        marked = any(item.get_closest_marker(name) is not None for name in LONG_MARKERS)
+        (long if marked else keep).append(item)
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = keep
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked needs_onnx skips, with the reason, where the onnx
+    package is not installed (it comes with the test extra)."""
+    if item.get_closest_marker("needs_onnx") is not None and not _HAVE_ONNX:
+        pytest.skip("needs the onnx package (pip install -e '.[test]')")
+
+
+_HAVE_ONNX = importlib.util.find_spec("onnx") is not None
+
 
 def _plugin_builder(out_dir: Path, sources: Callable[..., list[Path]],
                     include_dirs: Sequence[Path] = ()) -> Callable[..., Path]:

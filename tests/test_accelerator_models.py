@@ -135,6 +135,7 @@ def test_two_devices_hold_models_at_once() -> None:
     assert result.stdout.strip() == "2"
 
 
+@pytest.mark.slow  # builds a variant of cpu_ref (18 CPU seconds)
 @pytest.mark.parametrize("name", NAMES)
 def test_a_plugin_with_two_operators_splits_models_and_stays_right(
         name: str, build_cpu_ref_variant) -> None:

@@ -554,7 +554,9 @@ ONNX_ROWS = [
 ROWS = SYMBOL_ROWS + BIND_ROWS + FORWARD_ROWS + PARAMS_ROWS + ONNX_ROWS
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
+@pytest.mark.parametrize("row", [
+    pytest.param(row, id=row.id, marks=[pytest.mark.needs_onnx] if row in ONNX_ROWS else [])
+    for row in ROWS])
 def test_bad_input_raises_the_documented_error(row: Row, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     if row.id == "bind-over-configured-limit":

@@ -13,6 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_quick_suite_writes_json_markdown_and_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="the plot needs matplotlib (the bench extra)")
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--quick",

@@ -21,6 +21,7 @@ INCLUDES = cpu_ref_includes()
 KERNELS = ["fast", "reference"]
 
 
+@pytest.mark.sanitizer
 @pytest.mark.parametrize("kernels", KERNELS)
 def test_cpu_ref_lifecycle_is_clean(tmp_path: Path, kernels: str) -> None:
     report = build_and_run(["tests/c/test_cpu_ref_lifecycle.c", *SOURCES],
@@ -29,6 +30,7 @@ def test_cpu_ref_lifecycle_is_clean(tmp_path: Path, kernels: str) -> None:
     print(report)
 
 
+@pytest.mark.sanitizer
 def test_cpu_ref_concat_views_of_views_are_right(tmp_path: Path) -> None:
     report = build_and_run(["tests/c/test_cpu_ref_concat_views.c", *SOURCES],
                            tmp_path / "test_cpu_ref_concat_views", INCLUDES)
@@ -41,6 +43,7 @@ LANES_BUILDS = {"address": {}, "thread": {"extra_flags": ["-g", "-O1", "-fsaniti
                                           "sanitize": False}}
 
 
+@pytest.mark.sanitizer
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("sanitizer", sorted(LANES_BUILDS))
 def test_cpu_ref_lanes_agree_and_do_not_race(tmp_path: Path, sanitizer: str,

@@ -5,9 +5,11 @@ round trips, every truncation, byte flips and hostile fields."""
 
 from pathlib import Path
 
+import pytest
 from c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
 
 
+@pytest.mark.sanitizer
 def test_cpu_ref_model_files_are_checked(tmp_path: Path) -> None:
     sources = cpu_ref_sources()
     report = build_and_run(["tests/c/test_cpu_ref_model_file.c", *sources],

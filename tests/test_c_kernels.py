@@ -6,9 +6,11 @@ the element-wise kernels against scalar references, built both as shipped
 import subprocess
 from pathlib import Path
 
+import pytest
 from c_programs import build_and_run, compiler, cpu_ref_includes, cpu_ref_kernel_sources
 
 
+@pytest.mark.sanitizer
 def test_c_kernels(tmp_path: Path) -> None:
     build_and_run(["tests/c/test_kernels.c", *cpu_ref_kernel_sources()],
                   tmp_path / "test_kernels", cpu_ref_includes())
@@ -17,6 +19,7 @@ def test_c_kernels(tmp_path: Path) -> None:
 ELEMENTWISE_SOURCES = ["tests/c/test_elementwise.c", *cpu_ref_kernel_sources()]
 
 
+@pytest.mark.slow
 def test_c_elementwise_vectorised(tmp_path: Path) -> None:
     """tests/c/test_elementwise.c: the element-wise kernels built as the
     shipped library is (-O2, GCC's dynamic vector cost model, no
@@ -29,6 +32,7 @@ def test_c_elementwise_vectorised(tmp_path: Path) -> None:
                   cpu_ref_includes(), extra_flags=flags, sanitize=False)
 
 
+@pytest.mark.sanitizer
 def test_c_elementwise_sanitized(tmp_path: Path) -> None:
     """The same, under the sanitizers (scalar code at -O1)."""
     build_and_run(ELEMENTWISE_SOURCES, tmp_path / "test_elementwise",

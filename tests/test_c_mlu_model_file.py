@@ -7,9 +7,11 @@ hostile length and instruction fields."""
 
 from pathlib import Path
 
+import pytest
 from c_programs import ROOT, build_and_run
 
 
+@pytest.mark.sanitizer
 def test_mlu_offline_model_files_are_checked(tmp_path: Path) -> None:
     sources = [str(path.relative_to(ROOT)) for directory in ("plugins/mlu_sim", "plugins/common")
                for path in sorted((ROOT / directory).glob("*.c"))]

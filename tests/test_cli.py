@@ -200,6 +200,7 @@ def test_run_a_checkpoint_on_the_mlu() -> None:
     assert done.stderr == ""  # no progress bar when stderr is not a terminal
 
 
+@pytest.mark.needs_onnx
 def test_run_onnx_as_json_with_a_batch_and_a_forced_progress_bar() -> None:
     done = cli("run", str(RESNET_ONNX), "--acc", "cpu_ref", "--batch", "3", "--repeat", "1",
                "--json", "--progress")
@@ -213,6 +214,7 @@ def test_run_onnx_as_json_with_a_batch_and_a_forced_progress_bar() -> None:
     assert "[" in done.stderr and "2/2" in done.stderr  # the bar: first forward + 1 run
 
 
+@pytest.mark.needs_onnx
 def test_run_on_the_host_cpu_by_default() -> None:
     done = cli("run", str(RESNET_ONNX), "--repeat", "0")
     assert done.returncode == 0, done.stderr
@@ -334,6 +336,7 @@ def test_check_passes_a_good_plugin_and_fails_a_broken_one(build_fake: Any) -> N
 # ---- run --check, --trace, replay and timeline -------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_check_trace_replay_and_timeline(tmp_path: Path, perturbed_cpu_ref: Path) -> None:
     trace = tmp_path / "run.trace"
     done = cli("run", str(SQUEEZENET / "model"), "--acc", "cpu_ref", "--input",
@@ -357,6 +360,7 @@ def test_run_check_trace_replay_and_timeline(tmp_path: Path, perturbed_cpu_ref: 
     assert_error(cli("replay", str(trace), "--lib", "cpu_ref"), 2, "NAME=PATH")
 
 
+@pytest.mark.slow
 def test_run_check_fails_on_a_changed_kernel_and_names_the_node(perturbed_cpu_ref: Path) -> None:
     done = cli("run", str(SQUEEZENET / "model"), "--acc", str(perturbed_cpu_ref), "--input",
                str(SQUEEZENET / "input_0.npy"), "--repeat", "0", "--check",

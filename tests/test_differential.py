@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import acc_host as mx
 from acc_host import differential
@@ -31,6 +32,7 @@ def test_a_correct_plugin_passes_on_a_real_model() -> None:
     assert "all within tolerance" in report.format_text()
 
 
+@pytest.mark.slow
 def test_a_changed_kernel_is_narrowed_to_its_node(perturbed_cpu_ref: Path) -> None:
     ctx = mx.load_acc(perturbed_cpu_ref, acc_name="cpu_ref_perturbed")
     executor, x = _bind_squeezenet(ctx)
@@ -51,6 +53,7 @@ def test_tolerances_follow_the_dtype() -> None:
     assert differential.tolerance(np.float32, {"float32": (0.1, 0.1)}) == (0.1, 0.1)
 
 
+@pytest.mark.slow
 def test_without_narrowing_only_the_output_is_named(perturbed_cpu_ref: Path) -> None:
     ctx = mx.load_acc(perturbed_cpu_ref, acc_name="cpu_ref_perturbed")
     executor, x = _bind_squeezenet(ctx)

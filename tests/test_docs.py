@@ -437,7 +437,24 @@ RUNNABLE_PAGES = [page for page in PAGES
                   if any(block.action in ("run", "file") for block in blocks(page))]
 
 
-@pytest.mark.parametrize("page", RUNNABLE_PAGES, ids=page_id)
+# The pages whose blocks take longest (they build plugins and run the
+# conformance checks, the CLI and the guides' models): the default run
+# leaves them out, the full run runs them.
+SLOW_PAGES = {"docs/cli.md", "docs/conformance.md", "docs/plugin_guide.md",
+              "docs/user_guide.md"}
+
+
+def uses_onnx(page: Path) -> bool:
+    """Whether a block the page runs names onnx (mx.onnx, an .onnx model):
+    such a page needs the onnx package."""
+    return any(block.action == "run" and re.search(r"\bonnx\b", block.code)
+               for block in blocks(page))
+
+
+@pytest.mark.parametrize("page", [
+    pytest.param(page, marks=[*([pytest.mark.needs_onnx] if uses_onnx(page) else []),
+                              *([pytest.mark.slow] if page_id(page) in SLOW_PAGES else [])])
+    for page in RUNNABLE_PAGES], ids=page_id)
 def test_page_blocks_run(page: Path, tmp_path: Path) -> None:
     for block, ok, output in run_page(page, tmp_path):
         if not ok:

@@ -34,7 +34,8 @@ import run as fuzz_run  # noqa: E402  (fuzz/run.py)
 
 SECONDS = float(os.environ.get("FUZZ_SECONDS", "3"))
 C_TARGETS = [name for name, t in fuzz_run.TARGETS.items() if t.kind == "c"]
-PY_TARGETS = [name for name, t in fuzz_run.TARGETS.items() if t.kind == "python"]
+PY_TARGETS = [pytest.param(name, marks=[pytest.mark.needs_onnx] if name == "onnx" else [])
+              for name, t in fuzz_run.TARGETS.items() if t.kind == "python"]
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +81,7 @@ def test_c_target_replays_corpus_and_regressions(libfuzzer, target: str) -> None
     _check(fuzz_run.run(fuzz_run.TARGETS[target], 0, replay=True))
 
 
+@pytest.mark.fuzz
 @pytest.mark.parametrize("target", C_TARGETS)
 def test_c_target_bounded_session(libfuzzer, target: str, tmp_path: Path) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], SECONDS, work=tmp_path))
@@ -90,11 +92,14 @@ def test_python_target_replays_corpus_and_regressions(target: str) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], 0, replay=True))
 
 
-@pytest.mark.parametrize("target", PY_TARGETS)
+@pytest.mark.parametrize("target", [  # the default run: one session
+    pytest.param(*param.values, marks=[*param.marks, *([] if param.values == ("params",) else [
+        pytest.mark.fuzz])]) for param in PY_TARGETS])
 def test_python_target_bounded_session(target: str, tmp_path: Path) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], SECONDS, work=tmp_path))
 
 
+@pytest.mark.fuzz
 def test_a_session_started_from_a_large_process_has_a_memory_peak_of_its_own(
         libfuzzer, tmp_path: Path) -> None:
     """Linux carries a process's peak RSS across fork and exec, and
@@ -176,6 +181,7 @@ def test_symbol_json_loader_under_hypothesis(data: bytes) -> None:
     symbol_json_fuzz.check(data)
 
 
+@pytest.mark.needs_onnx
 @settings(_SETTINGS, max_examples=60)
 @given(data=st.one_of(mutated(_seeds("onnx")),
                       st.binary(min_size=2, max_size=200).filter(lambda b: b[0] != 0x08)))
@@ -202,6 +208,7 @@ def _onnx_model(nodes, inputs, outputs, initializers=()):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+@pytest.mark.needs_onnx
 def test_onnx_output_produced_by_no_node_is_a_graph_error() -> None:
     from onnx import TensorProto, helper
     vi = helper.make_tensor_value_info
@@ -211,6 +218,7 @@ def test_onnx_output_produced_by_no_node_is_a_graph_error() -> None:
         mx.onnx.import_model(model)
 
 
+@pytest.mark.needs_onnx
 def test_onnx_malformed_node_is_an_operator_error() -> None:
     """Constant folding of a Gather whose constant index is out of range."""
     from onnx import TensorProto, helper, numpy_helper

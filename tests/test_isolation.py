@@ -365,6 +365,7 @@ def test_reload_keeps_the_given_name(crashacc_path: Path, tmp_path: Path) -> Non
     again.library.close()
 
 
+@pytest.mark.stress
 def test_misbehaving_plugin_crash_and_hang(build_test_plugin: Callable[..., Path],
                                            tmp_path: Path) -> None:
     """docs/robustness.md's plugin-crash row, isolated: the crash mode of
@@ -432,6 +433,7 @@ def test_environment_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Timeouts(2.0, 5.0).of("infer") == 2.0 and Timeouts(2.0, 5.0).of("loadModel") == 5.0
 
 
+@pytest.mark.stress
 def test_environment_switch_isolates_discovery() -> None:
     """MXNET_ACC_ISOLATE=1: the libraries discovery loads at import (through
     the registry) run in child processes."""

@@ -89,6 +89,7 @@ def _run_driver(sanitized: dict[str, Path], library: Path, cycles: int,
                           capture_output=True, text=True, env=env, timeout=600)
 
 
+@pytest.mark.sanitizer
 @pytest.mark.parametrize("plugin", list(PLUGINS))
 def test_no_leaks_over_model_and_memory_cycles(sanitized: dict[str, Path], plugin: str) -> None:
     result = _run_driver(sanitized, sanitized[plugin], CYCLES)
@@ -99,6 +100,7 @@ def test_no_leaks_over_model_and_memory_cycles(sanitized: dict[str, Path], plugi
     assert f"cycles {CYCLES}:" in result.stdout and " 0 failed" in result.stdout, report
 
 
+@pytest.mark.sanitizer
 def test_leak_sanitizer_reports_a_lost_block(sanitized: dict[str, Path]) -> None:
     """The control: the driver loses one block on purpose (ACC_LEAK_CONTROL)."""
     result = _run_driver(sanitized, sanitized["cpu_ref"], 1, {"ACC_LEAK_CONTROL": "1"})

@@ -9,9 +9,11 @@ LeakSanitizer watching."""
 
 from pathlib import Path
 
+import pytest
 from c_programs import ROOT, build_and_run
 
 
+@pytest.mark.sanitizer
 def test_mlu_cnml_layer_is_correct_and_clean(tmp_path: Path) -> None:
     sources = [str(path.relative_to(ROOT)) for directory in ("plugins/mlu_sim", "plugins/common")
                for path in sorted((ROOT / directory).glob("*.c"))]

@@ -184,6 +184,7 @@ def test_configure_export_then_import_on_another_card(squeezenet, tmp_path: Path
     assert error.value.code_name == "MX_ACC_ERR_NOT_FOUND"
 
 
+@pytest.mark.slow
 def test_load_time_compiled_versus_cache(squeezenet, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Measures (does not assert) the subgraphs' load time: compiled with no

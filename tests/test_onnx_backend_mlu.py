@@ -7,6 +7,9 @@ compares every output against the reference output shipped with the model.
 A second test checks that the accelerator really ran the convolutional part
 of each model (a suite that passes because everything fell back would prove
 nothing about the plugin).
+
+The default run takes the light models of DEFAULT_REAL_MODELS
+(tests/test_onnx_backend.py); the others carry onnx_full.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ pytest.importorskip("onnx", reason="the ONNX backend suite needs the onnx test e
 import onnx  # noqa: E402
 import onnx.backend.test  # noqa: E402
 from onnx_expected_failures import EXPECTED_FAILURES  # noqa: E402
-from test_onnx_backend import build_suite  # noqa: E402
+from test_onnx_backend import DEFAULT_REAL_MODELS, build_suite  # noqa: E402
 
 from acc_host.onnx.backend import MluBackend  # noqa: E402
 
@@ -37,7 +40,9 @@ globals().update({f"Mlu{name}": case for name, case in build_suite(
 _LIGHT_DIR = Path(os.path.dirname(onnx.backend.test.__file__)) / "data" / "light"
 
 
-@pytest.mark.parametrize("model_name", LIGHT_MODELS)
+@pytest.mark.parametrize("model_name", [
+    pytest.param(name, marks=[] if f"test_{name}" in DEFAULT_REAL_MODELS else [
+        pytest.mark.onnx_full]) for name in LIGHT_MODELS])
 def test_the_mlu_runs_the_convolutions(model_name: str) -> None:
     model = onnx.load(str(_LIGHT_DIR / f"light_{model_name}.onnx"))
     rep = MluBackend.prepare(model)

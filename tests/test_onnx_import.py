@@ -208,6 +208,7 @@ def test_onnx_missing_is_a_clear_error(monkeypatch):
     assert issubclass(_onnx.OnnxMissingError, mx.AccHostError)
 
 
+@pytest.mark.slow
 def test_no_oracle_computes_anything() -> None:
     """acc-host's own operators compute every result: a light real model
     and a PyTorch-exported one import and run through the backend (CPU path

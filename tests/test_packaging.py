@@ -5,10 +5,14 @@ library through the acc_host.plugins entry-point group.
 
 The wheel is built once per session with ``pip wheel --no-build-isolation``
 from a copy of the tree (so no build/ or egg-info lands in the checkout),
-reusing the plugins conftest already built. The virtual environment sees
-the system site-packages for numpy and cffi, so nothing is downloaded; the
-wheels are installed with --no-deps, and every check first makes sure that
-acc_host is imported from the environment, not from this checkout.
+reusing the plugins conftest already built. The virtual environment does
+not see the system site-packages (what the base interpreter holds varies
+from machine to machine): the wheel's dependencies (its Requires-Dist, and
+theirs), and pip to install with, are copied into it from the distributions
+installed in the environment running the tests, file by file as their
+RECORD lists them, so nothing is downloaded. The wheels are then installed
+with --no-deps --no-index, and every check first makes sure that acc_host is
+imported from the environment, not from this checkout.
 
 The example vendor package is the one docs/packaging.md shows: its
 pyproject.toml, setup.py and module are read from the page.
@@ -16,6 +20,7 @@ pyproject.toml, setup.py and module are read from the page.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -101,6 +106,15 @@ def wheel_tag(wheel: Path) -> str:
                 if line.startswith("Tag:"))
 
 
+def wheel_requires(wheel: Path) -> list[str]:
+    """The Requires-Dist lines of a wheel's METADATA."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(name).decode()
+    return [line.split(":", 1)[1].strip() for line in text.splitlines()
+            if line.startswith("Requires-Dist:")]
+
+
 def _ignore_for_copy(directory: str, names: list[str]) -> set[str]:
     skipped = {name for name in names
                if any(Path(name).match(pattern) for pattern in _COPY_SKIP_ANYWHERE)}
@@ -109,16 +123,70 @@ def _ignore_for_copy(directory: str, names: list[str]) -> set[str]:
     return skipped
 
 
+def _requirement(line: str) -> tuple[str, bool]:
+    """(name, applies here) of a Requires-Dist line; an extra's never applies."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # pip carries its own copy
+        from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+    requirement = Requirement(line)
+    marker = requirement.marker
+    return requirement.name, marker is None or marker.evaluate({"extra": ""})
+
+
+def dependency_closure(requires: Sequence[str]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions that satisfy requires (Requires-Dist
+    lines), and their own requirements, in this environment."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    pending = list(requires)
+    while pending:
+        name, applies = _requirement(pending.pop())
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if not applies or key in found:
+            continue
+        try:
+            found[key] = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            pytest.fail(f"{name}, which the wheel needs, is not installed in the environment "
+                        "running the tests (pip install -e '.[test]')")
+        pending.extend(found[key].requires or [])
+    return list(found.values())
+
+
+def copy_distribution(dist: importlib.metadata.Distribution, site_packages: Path) -> None:
+    """Installs an installed distribution into another environment's
+    site-packages by copying the files its RECORD lists (not its scripts,
+    which RECORD places outside site-packages)."""
+    files: list[Any] | None = dist.files
+    if files is None:  # no RECORD (a system package manager's): its top-level modules
+        top = set((dist.read_text("top_level.txt") or "").split())
+        base = Path(str(dist.locate_file("")))
+        files = [path.name for path in base.iterdir() if path.name.split(".")[0] in top]
+    for name in files:
+        source = Path(str(dist.locate_file(name)))
+        if Path(name).parts[:1] == ("..",) or not source.exists():
+            continue
+        target = site_packages / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target)
+
+
 class Venv:
-    """A virtual environment with access to the system site-packages."""
+    """A virtual environment without the system site-packages."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.python = path / BIN / "python"
 
+    def site_packages(self) -> Path:
+        code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+        return Path(self.python_code(code).stdout.strip())
+
     def install(self, wheel: Path) -> None:
-        # The system's pip, run by the environment's python, installs into it;
-        # --ignore-installed: acc-host is also installed (editable) in the system.
+        # --ignore-installed: whatever the environment holds, this wheel's files.
         run([self.python, "-m", "pip", "install", "--no-deps", "--no-index",
              "--ignore-installed", wheel], cwd=self.path)
 
@@ -157,8 +225,10 @@ def wheel(source_copy: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     env = Venv(tmp_path_factory.mktemp("venv") / "env")
-    run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", env.path],
-        cwd=env.path.parent)
+    run([sys.executable, "-m", "venv", "--without-pip", env.path], cwd=env.path.parent)
+    site_packages = env.site_packages()
+    for dist in dependency_closure([*wheel_requires(wheel), "pip"]):
+        copy_distribution(dist, site_packages)
     env.install(wheel)
     where = env.python_code("import acc_host; print(acc_host.__file__)").stdout.strip()
     assert env.contains(where), f"acc_host imported from {where}, not from the venv"
@@ -249,6 +319,7 @@ def test_wheel_is_py3_none_for_this_platform_and_holds_plugins_and_header(wheel:
     assert not any(name.startswith(("tests/", "plugins/", "include/")) for name in names)
 
 
+@pytest.mark.packaging
 def test_sdist_carries_the_plugin_sources_and_no_built_library(source_copy: Path,
                                                                tmp_path: Path) -> None:
     code = ("import sys; from setuptools import build_meta; "
@@ -262,6 +333,7 @@ def test_sdist_carries_the_plugin_sources_and_no_built_library(source_copy: Path
     assert not [name for name in names if name.endswith((".so", ".dylib", ".stamp"))]
 
 
+@pytest.mark.packaging
 def test_installed_wheel_finds_its_bundled_plugins(venv: Venv) -> None:
     records = {record["name"]: record for record in list_records(venv) if record["loaded"]}
     for name in ("cpu_ref", "mlu"):
@@ -271,12 +343,14 @@ def test_installed_wheel_finds_its_bundled_plugins(venv: Venv) -> None:
     assert records["cpu_ref"]["modes"] == ["imperative", "symbolic"]
 
 
+@pytest.mark.packaging
 def test_installed_wheel_ships_the_header(venv: Venv) -> None:
     code = "from acc_host import _abi; print(_abi.header_path())"
     header = Path(venv.python_code(code).stdout.strip())
     assert venv.contains(header) and header.read_bytes() == HEADER.read_bytes()
 
 
+@pytest.mark.packaging
 def test_demo_runs_from_the_installed_wheel(venv: Venv) -> None:
     # From the checkout, so that the demo also finds tests/models/ (the real model).
     done = venv.acc_host("demo", "--repeat", "1", cwd=ROOT)
@@ -290,10 +364,12 @@ def test_demo_runs_from_the_installed_wheel(venv: Venv) -> None:
 # ---- a third-party plugin package ---------------------------------------------------------
 
 
+@pytest.mark.packaging
 def test_vendor_wheel_is_platform_specific(vendor_wheel: Path) -> None:
     assert not wheel_tag(vendor_wheel).endswith("-any")
 
 
+@pytest.mark.packaging
 def test_vendor_package_is_found_through_its_entry_point(with_vendor: Venv) -> None:
     records = {record["name"]: record for record in list_records(with_vendor)
                if record["loaded"]}
@@ -312,6 +388,7 @@ def test_vendor_package_is_found_through_its_entry_point(with_vendor: Venv) -> N
     assert done.stdout.strip().split(maxsplit=2) == ["myacc(0)", "[0]", "{'echo_speed': 'fast'}"]
 
 
+@pytest.mark.packaging
 def test_failing_entry_points_are_reported_and_import_still_works(with_broken: Venv) -> None:
     records = {record["source"]: record for record in list_records(with_broken)}
     raises = records["entry point broken-plugin:raises"]

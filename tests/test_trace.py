@@ -79,6 +79,7 @@ def test_replaying_against_the_same_plugin_finds_no_divergence(squeezenet_trace:
     assert "no divergence" in report.format_text()
 
 
+@pytest.mark.slow
 def test_replaying_against_a_changed_kernel_names_the_first_diverging_call(
         squeezenet_trace: Path, perturbed_cpu_ref: Path) -> None:
     report = trace.replay(squeezenet_trace, {"cpu_ref": str(perturbed_cpu_ref)}, only="cpu_ref")

@@ -10,6 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_mypy_reports_no_errors() -> None:
     pytest.importorskip("mypy", reason="mypy comes with the test extra: pip install -e '.[test]'")
     done = subprocess.run([sys.executable, "-m", "mypy", "src/acc_host"], cwd=ROOT,
