@@ -25,7 +25,6 @@ import pytest
 from test_misbehaving import ROWS as MISBEHAVING_ROWS
 
 import acc_host as mx
-from acc_host import ndarray_format
 from acc_host.errors import (
     AccHostError,
     AllocationTooLargeError,
@@ -40,6 +39,7 @@ from acc_host.errors import (
     UnknownOperatorError,
     UnsupportedOnnxOperatorError,
 )
+from acc_host.ndarray import params_file
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "robustness.md"
 TERA = 1 << 40
@@ -313,7 +313,7 @@ FORWARD_ROWS = [
 
 # ---- .params files ------------------------------------------------------------------------------
 
-_PARAMS = ndarray_format.dumps([np.ones((2, 3), np.float32)], ["arg:w"])
+_PARAMS = params_file.dumps([np.ones((2, 3), np.float32)], ["arg:w"])
 _ARRAY = 24  # the first array record: magic, stype, ndim, 2 dims, context, type flag
 _DIMS, _FLAG = _ARRAY + 12, _ARRAY + 36
 
@@ -363,11 +363,11 @@ PARAMS_ROWS = [
     Row("params-huge-count", "load", _params(_pack("<Q", 16, 1 << 60)), ModelFileError,
         ("array count 1152921504606846976 is more than the remaining",), huge=True),
     Row("params-unnamed-checkpoint", "load",
-        lambda tmp: (ndarray_format.save(tmp / "list.params", [np.ones(2, np.float32)]),
+        lambda tmp: (params_file.save(tmp / "list.params", [np.ones(2, np.float32)]),
                      mx.model.load_params(tmp / "list.params")), ModelFileError,
         ("list.params: a checkpoint's parameters must be named",)),
     Row("params-bad-key", "load",
-        lambda tmp: (ndarray_format.save(tmp / "keys.params", [np.ones(2, np.float32)],
+        lambda tmp: (params_file.save(tmp / "keys.params", [np.ones(2, np.float32)],
                                          ["weight"]),
                      mx.model.load_params(tmp / "keys.params")), ModelFileError,
         ("parameter 'weight' is neither 'arg:<name>' nor 'aux:<name>'",)),

@@ -15,9 +15,9 @@ from conv_fc_net import image as _image
 from conv_fc_net import weights as _weights
 
 import acc_host as mx
+from acc_host.abi.memory import DeviceBuffer
 from acc_host.errors import InvalidArgumentError, TensorError
-from acc_host.executor import _BoundStep
-from acc_host.memory import DeviceBuffer
+from acc_host.runtime.executor import _BoundStep
 
 RTOL, ATOL = 1e-4, 1e-5
 ACCELERATORS = ["cpu_ref", "mlu"]

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import acc_host as mx
-from acc_host import _abi
-from acc_host._abi import ffi
-from acc_host.annotate import annotate_symbol
-from acc_host.imperative import Executor
-from acc_host.memory import DeviceBuffer
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import CStrings, TensorArray, TensorSpec
+from acc_host.abi import header
+from acc_host.abi.header import ffi
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.operator_executor import Executor
+from acc_host.abi.tensor import CStrings, TensorArray, TensorSpec
+from acc_host.graph.annotate import annotate_symbol
 
 F32 = np.dtype(np.float32)
 
@@ -39,7 +39,7 @@ def _relu_graph(op_version: str | None = None) -> dict:
 
 def _status(library, function: str, *args) -> tuple[str, str]:
     code = getattr(library.lib, function)(*args)
-    return _abi.status_name(code), library.last_error()
+    return header.status_name(code), library.last_error()
 
 
 def test_supported_ops_declines_unknown_operator_versions(library) -> None:
@@ -217,9 +217,9 @@ def test_executor_forward_needs_device_memory(library) -> None:
     host.set_host_array(0, np.ones((2, 3), np.float32))
     handle = executor._handle
     status = handle.forward(handle, host.pointer, 1, host.pointer, 1)
-    assert _abi.status_name(status) == "MX_ACC_ERR_INVALID_ARG"
+    assert header.status_name(status) == "MX_ACC_ERR_INVALID_ARG"
     assert "on device -1, executor on 0" in library.last_error()
-    assert _abi.status_name(handle.forward(handle, host.pointer, 2, host.pointer, 1)) == \
+    assert header.status_name(handle.forward(handle, host.pointer, 2, host.pointer, 1)) == \
         "MX_ACC_ERR_INVALID_ARG"
     wrong = DeviceBuffer(library, 0, TensorSpec((3, 2), F32))
     with pytest.raises(mx.TensorError, match="expected \\(2, 3\\)"):

@@ -10,7 +10,7 @@ Use as ``import acc_host as mx``::
 Importing the package loads the bundled plugins, every library in the
 directory named by ``MXNET_ACC_LIBRARIES`` and the libraries installed
 packages register in the ``acc_host.plugins`` entry-point group (see
-:mod:`acc_host.discovery` and :mod:`acc_host.entry_points`).
+:mod:`acc_host.plugins.discovery` and :mod:`acc_host.plugins.entry_points`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
 from . import symbol as sym
-from ._abi import API_VERSION
-from .attribute import AttrScope
+from .abi.header import API_VERSION
 from .context import Context, cpu, current_context
-from .discovery import AccLibraryWarning
-from .discovery import discover as _discover
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
-from .registry import acc, get_library, libraries, load_acc
-from .subgraph import AccFallbackWarning
+from .graph.attribute import AttrScope
+from .plugins.discovery import AccLibraryWarning
+from .plugins.discovery import discover as _discover
+from .plugins.registry import acc, get_library, libraries, load_acc
+from .runtime.subgraph import AccFallbackWarning
 
 __version__ = "0.1.0"
 
@@ -64,7 +64,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Callable[[int], Context]:
     """``mx.<name>(i)`` for every loaded accelerator library."""
-    from .registry import _state
+    from .plugins.registry import _state
 
     if name in _state.by_name:
         def make_context(device_id: int = 0) -> Context:
@@ -77,7 +77,7 @@ def __getattr__(name: str) -> Callable[[int], Context]:
 
 
 def __dir__() -> list[str]:
-    from .registry import _state
+    from .plugins.registry import _state
 
     return sorted({*globals(), *_state.by_name})
 

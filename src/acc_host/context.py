@@ -32,7 +32,7 @@ class Context:
         if device_type == "cpu":
             self._library = None
         else:
-            from .registry import get_library
+            from .plugins.registry import get_library
 
             self._library = get_library(device_type)
             self._library.check_device(device_id)
@@ -43,7 +43,7 @@ class Context:
     def device_typeid(self) -> int:
         if self._library is None:
             return BUILTIN_DEVICE_TYPES[self.device_type]
-        from .registry import type_id
+        from .plugins.registry import type_id
 
         return type_id(self.device_type)
 

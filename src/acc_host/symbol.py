@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .attribute import current_attrs
+from .abi.tensor import dtype_code
 from .errors import GraphError, OperatorError
 from .graph import Graph, Shape
+from .graph.attribute import current_attrs
+from .graph.symbol_json import Node, parse_graph, write_graph
 from .ops import registry
 from .ops.params import format_value
-from .symbol_json import Node, parse_graph, write_graph
-from .tensor import dtype_code
 
 __all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson"]
 
@@ -197,7 +197,7 @@ class Symbol:
         auxiliary state, shaped by inference from the given shapes.
         group2ctx places the operators of each "__ctx_group__" (set with
         mx.AttrScope(ctx_group=...)) on a context of its own."""
-        from .executor import Executor
+        from .runtime.executor import Executor
 
         return Executor.simple_bind(self, ctx, shapes, type_dict or {}, grad_req, group2ctx)
 
@@ -209,7 +209,7 @@ class Symbol:
         """An executor over the given arrays (by name, or in list_arguments /
         list_auxiliary_states order). data_names: the arguments that are
         data rather than weights (default: "data")."""
-        from .executor import Executor
+        from .runtime.executor import Executor
 
         return Executor.bind(self, ctx, args, aux_states, grad_req, data_names, group2ctx)
 

@@ -16,7 +16,7 @@ import cffi
 __all__ = ["HEADER_NAME", "header_path", "cdef_source", "ffi", "API_VERSION", "status_name"]
 
 HEADER_NAME = "mxnet_acc.h"
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # acc_host/
 # The installed copy sits beside the bundled libraries; a source checkout
 # that was not built yet still has the original.
 _HEADER_CANDIDATES = (

@@ -15,9 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _abi
-from ._abi import ffi
-from .errors import (
+from ..errors import (
     AccVersionError,
     ContextError,
     InvalidAccNameError,
@@ -31,6 +29,8 @@ from .errors import (
     PluginOutOfMemoryError,
     PluginUnsupportedError,
 )
+from . import header
+from .header import ffi
 from .releases import Releaser
 from .tensor import CStrings, TensorArray, TensorSpec
 
@@ -49,17 +49,17 @@ _NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*\Z")
 _IDS_GUARD = 16
 _IDS_PATTERN = -0x5A5A5A5B
 _ERROR_CLASSES: dict[int, type[PluginError]] = {
-    _abi.ERR_UNSUPPORTED: PluginUnsupportedError,
-    _abi.ERR_OUT_OF_MEMORY: PluginOutOfMemoryError,
+    header.ERR_UNSUPPORTED: PluginUnsupportedError,
+    header.ERR_OUT_OF_MEMORY: PluginOutOfMemoryError,
 }
 
 
 def validate_acc_name(name: str, path: str) -> str:
     """Checks that name can become a context type (mx.<name>(i))."""
-    if not (isinstance(name, str) and 0 < len(name) < _abi.NAME_MAX
+    if not (isinstance(name, str) and 0 < len(name) < header.NAME_MAX
             and _NAME_PATTERN.match(name)):
         raise InvalidAccNameError(
-            f"{path}: accelerator name {name!r} is invalid: it must be 1 to {_abi.NAME_MAX - 1} "
+            f"{path}: accelerator name {name!r} is invalid: it must be 1 to {header.NAME_MAX - 1} "
             "characters from [a-z0-9_], starting with a letter", path)
     return name
 
@@ -77,7 +77,7 @@ class AccLibrary:
     def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None) -> None:
         self.path = os.path.realpath(os.fspath(path))
         self._raw_lib = self._lib = self._open()
-        from .trace import recorder
+        from ..trace import recorder
 
         tracer = recorder.current()
         if tracer is not None:
@@ -135,28 +135,28 @@ class AccLibrary:
                 self.path, missing)
 
     def _initialize(self) -> None:
-        host, plugin = _abi.API_VERSION, self.api_version
+        host, plugin = header.API_VERSION, self.api_version
         status = self._lib.initialize(host)
-        if status == _abi.ERR_VERSION:
+        if status == header.ERR_VERSION:
             raise AccVersionError(
-                f"{self.path}: the library refused host ABI version {_abi.version_text(host)} "
-                f"({host}); it was built for ABI version {_abi.version_text(plugin)} "
+                f"{self.path}: the library refused host ABI version {header.version_text(host)} "
+                f"({host}); it was built for ABI version {header.version_text(plugin)} "
                 f"({plugin}){self._message_suffix()}", self.path, host, plugin)
-        if status != _abi.OK:
+        if status != header.OK:
             self._raise("<library>", "initialize", status)
-        if plugin // 100 != _abi.API_VERSION_MAJOR:
+        if plugin // 100 != header.API_VERSION_MAJOR:
             raise AccVersionError(
-                f"{self.path}: the library was built for ABI version {_abi.version_text(plugin)} "
-                f"({plugin}), which host ABI version {_abi.version_text(host)} ({host}) cannot "
+                f"{self.path}: the library was built for ABI version {header.version_text(plugin)} "
+                f"({plugin}), which host ABI version {header.version_text(host)} ({host}) cannot "
                 "use: the major versions differ", self.path, host, plugin)
 
     def _read_name(self) -> str:
-        buffer = ffi.new("char[]", _abi.NAME_MAX)
-        self.check("<library>", "getAccName", self._lib.getAccName(buffer, _abi.NAME_MAX))
+        buffer = ffi.new("char[]", header.NAME_MAX)
+        self.check("<library>", "getAccName", self._lib.getAccName(buffer, header.NAME_MAX))
         raw = ffi.buffer(buffer)[:]
         if b"\0" not in raw:
             raise InvalidAccNameError(
-                f"{self.path}: getAccName() wrote no NUL terminator within {_abi.NAME_MAX} bytes",
+                f"{self.path}: getAccName() wrote no NUL terminator within {header.NAME_MAX} bytes",
                 self.path)
         name = raw.split(b"\0", 1)[0]
         try:
@@ -187,12 +187,12 @@ class AccLibrary:
 
     def _raise(self, accelerator: str, function: str, status: int, context: str = "") -> None:
         error_class = _ERROR_CLASSES.get(status, PluginError)
-        raise error_class(accelerator, function, status, _abi.status_name(status),
+        raise error_class(accelerator, function, status, header.status_name(status),
                           self.last_error(), context)
 
     def check(self, accelerator: str, function: str, status: int, context: str = "") -> None:
         """Raises the PluginError matching status unless it is MX_ACC_OK."""
-        if status != _abi.OK:
+        if status != header.OK:
             self._raise(accelerator, function, status, context)
 
     def _call(self, function: str, *args: Any, context: str = "") -> None:
@@ -220,7 +220,7 @@ class AccLibrary:
 
     def _trace(self, tracer: Any) -> None:
         """Routes later calls through tracer (None: back to the plugin)."""
-        from .trace.recorder import TracedLib
+        from ..trace.recorder import TracedLib
 
         self._lib = self._raw_lib if tracer is None else TracedLib(
             self._raw_lib, tracer, self.path, self._known_name(), self.last_error)
@@ -234,7 +234,7 @@ class AccLibrary:
         """Runs a release (unloadModel, mx_free, an executor's release) under
         device dev_id's lock; one asked for by the garbage collector (wait
         false) never waits for another thread's call on the device (see
-        acc_host.releases)."""
+        acc_host.abi.releases)."""
         self.releases.release(dev_id, function, wait)
 
     def check_device(self, dev_id: int) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ._abi import HOST_DEVICE, ffi
-from .errors import LibraryError, TensorError
+from ..errors import LibraryError, TensorError
+from .header import HOST_DEVICE, ffi
 from .library import AccLibrary
 from .releases import release_now
 from .tensor import TensorArray, TensorSpec, contiguous, host_pointer

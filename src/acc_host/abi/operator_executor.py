@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ._abi import ffi
-from .errors import LibraryError, PluginContractError, TensorError
+from ..errors import LibraryError, PluginContractError, TensorError
+from .header import ffi
 from .library import AccLibrary
 from .memory import DeviceBuffer
 from .operator_versions import OP_VERSION_ATTR, op_version

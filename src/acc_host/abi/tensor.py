@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _abi
-from ._abi import ffi
-from .errors import InvalidArgumentError, TensorError
+from ..errors import InvalidArgumentError, TensorError
+from . import header
+from .header import ffi
 
 __all__ = ["TensorSpec", "dtype_code", "numpy_dtype", "TensorArray", "CStrings", "contiguous",
            "host_pointer"]
@@ -25,7 +25,7 @@ _NUMPY_BY_ENUM = {
     "kUint8": np.uint8, "kInt32": np.int32, "kInt8": np.int8, "kInt64": np.int64,
 }
 _CODE_BY_NUMPY: dict[np.dtype, int] = {
-    np.dtype(numpy_type): _abi.DTYPE_VALUES[enum] for enum, numpy_type in _NUMPY_BY_ENUM.items()
+    np.dtype(numpy_type): header.DTYPE_VALUES[enum] for enum, numpy_type in _NUMPY_BY_ENUM.items()
 }
 _NUMPY_BY_CODE: dict[int, np.dtype] = {code: dtype for dtype, code in _CODE_BY_NUMPY.items()}
 
@@ -58,8 +58,8 @@ class TensorSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(extent) for extent in self.shape))
         object.__setattr__(self, "dtype", np.dtype(self.dtype))
-        if len(self.shape) > _abi.MAX_NDIM:
-            raise TensorError(f"shape {self.shape} has more than {_abi.MAX_NDIM} dimensions")
+        if len(self.shape) > header.MAX_NDIM:
+            raise TensorError(f"shape {self.shape} has more than {header.MAX_NDIM} dimensions")
         if any(extent < 0 for extent in self.shape):
             raise TensorError(f"shape {self.shape} has a negative extent")
         dtype_code(self.dtype)
@@ -105,7 +105,7 @@ class TensorArray:
     to.
     """
 
-    def __init__(self, specs: Sequence[TensorSpec], dev_id: int = _abi.HOST_DEVICE,
+    def __init__(self, specs: Sequence[TensorSpec], dev_id: int = header.HOST_DEVICE,
                  names: Sequence[str] | None = None) -> None:
         self.specs = tuple(specs)
         self.names = tuple(names) if names is not None else tuple(map(str, range(len(specs))))
@@ -158,7 +158,7 @@ class TensorArray:
                 f"tensor {index}: got shape {array.shape} {array.dtype}, expected "
                 f"{spec.shape} {spec.dtype}")
         pointer = host_pointer(array, writable=writable)
-        self.set_data(index, pointer, _abi.HOST_DEVICE, pointer)
+        self.set_data(index, pointer, header.HOST_DEVICE, pointer)
 
     def clear(self) -> None:
         """Forgets every data pointer (and the objects kept alive for them)."""

@@ -12,16 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import (
-    check_cmd,
-    demo_cmd,
-    inspect_cmd,
-    list_cmd,
-    partition_cmd,
-    run_cmd,
-    sdk_cmd,
-    trace_cmd,
-)
+from . import check_cmd, demo_cmd, inspect_cmd, list_cmd, partition_cmd, run_cmd, sdk_cmd, trace_cmd
 from .errors import ENVIRONMENT, FAILURE, USAGE, CliError
 
 __all__ = ["main", "build_parser", "PROG"]

@@ -51,7 +51,7 @@ def _split(text: str | None) -> list[str] | None:
 
 def describe(library: Any, dev_id: int, dtypes: list[str], show_progress: bool) -> dict[str, Any]:
     """Everything inspect prints, as a dict."""
-    from .. import _abi
+    from ..abi import header
     from .probe import DEFAULT_DTYPES, STANDARD_CASES, probe
 
     dtypes = dtypes or list(DEFAULT_DTYPES)
@@ -62,8 +62,8 @@ def describe(library: Any, dev_id: int, dtypes: list[str], show_progress: bool) 
         "library_name": library.library_name,
         "version": _query(library, dev_id, "version"),
         "api_version": library.api_version,
-        "api_version_text": _abi.version_text(library.api_version),
-        "host_api_version_text": _abi.version_text(_abi.API_VERSION),
+        "api_version_text": header.version_text(library.api_version),
+        "host_api_version_text": header.version_text(header.API_VERSION),
         "devices": library.num_devices,
         "imperative": library.supports_imperative, "symbolic": True,
         "configure_keys": _split(_query(library, dev_id, "keys")),

@@ -261,9 +261,9 @@ def bind(model: Model, ctx: Any) -> Any:
 
 
 def _home(ctx: Any, dtype: Any) -> Any:
+    from ..abi.tensor import dtype_code
     from ..context import cpu
     from ..errors import TensorError
-    from ..tensor import dtype_code
 
     if not ctx.is_accelerator:
         return ctx

@@ -45,9 +45,9 @@ def refiner(library: Any, partition: Any) -> Any:
     unsupported dtype. Answers are cached per operator signature."""
     import numpy as np
 
-    from ..annotate import signature
     from ..errors import AccHostError
-    from ..partition import region_graph
+    from ..graph.annotate import signature
+    from ..partition.segment import region_graph
 
     graph = partition.graph
     cache: dict[tuple[Any, ...], tuple[str, str] | None] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["ENV_VAR", "apply_policy", "configured_threads"]
 

@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .errors import GraphError, ShapeError, TensorError, UnknownOperatorError
-from .ops import registry
-from .ops.params import Attrs, parse_tuple
+from ..abi.tensor import numpy_dtype
+from ..errors import GraphError, ShapeError, TensorError, UnknownOperatorError
+from ..ops import registry
+from ..ops.params import Attrs, parse_tuple
 from .symbol_json import Node
-from .tensor import numpy_dtype
 
 __all__ = ["Graph", "topological_order"]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError
-from .operator_versions import OP_VERSION_ATTR, op_version
-from .tensor import TensorSpec, dtype_code, numpy_dtype
+from ..abi.operator_versions import OP_VERSION_ATTR, op_version
+from ..abi.tensor import TensorSpec, dtype_code, numpy_dtype
+from ..errors import InvalidArgumentError
 
 __all__ = ["annotate", "annotate_symbol", "output_name", "GraphSignature", "signature"]
 

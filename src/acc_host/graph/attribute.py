@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from types import TracebackType
 
-from .errors import GraphError
+from ..errors import GraphError
 
 __all__ = ["AttrScope", "current_attrs"]
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import GraphError
+from ..errors import GraphError
 
 __all__ = ["Node", "Entry", "parse_graph", "write_graph"]
 

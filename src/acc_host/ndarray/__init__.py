@@ -16,7 +16,7 @@ inferred runs at once, in the calling thread.
 
 ``mx.nd.<Op>(...)`` runs any registered operator. On an accelerator context
 it runs on the accelerator where the plugin supports it (see
-:mod:`acc_host.dispatch`); otherwise the inputs are read to the host, the
+:mod:`acc_host.ndarray.dispatch`); otherwise the inputs are read to the host, the
 registry computes the outputs, and they are written back to the context
 (the CPU path).
 """
@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from . import engine as _engine
-from . import limits, ndarray_format
-from .context import Context, cpu, current_context
-from .engine.base import check_live, in_operation
-from .engine.naive import NaiveEngine
-from .errors import (
+from .. import engine as _engine
+from .. import limits
+from ..abi.tensor import TensorSpec, dtype_code
+from ..context import Context, cpu, current_context
+from ..engine.base import check_live, in_operation
+from ..engine.naive import NaiveEngine
+from ..errors import (
     ContextError,
     EngineError,
     InvalidArgumentError,
@@ -43,8 +44,8 @@ from .errors import (
     RankError,
     TensorError,
 )
-from .ops import registry
-from .tensor import TensorSpec, dtype_code
+from ..ops import registry
+from . import params_file
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "from_dlpack",
            "save", "load", "waitall", "concatenate"]
@@ -72,7 +73,7 @@ class _Storage:
 
 
 def _device_buffer(ctx: Context, spec: TensorSpec) -> Any:
-    from .memory import DeviceBuffer
+    from ..abi.memory import DeviceBuffer
 
     return DeviceBuffer(ctx.library, ctx.device_id, spec)
 
@@ -727,12 +728,12 @@ def save(fname: str | Path, data: NDArray | Sequence[NDArray] | Mapping[str, NDA
         arrays = [value.asnumpy() for value in data.values()]
     else:
         names, arrays = None, [value.asnumpy() for value in data]
-    ndarray_format.save(fname, arrays, names)
+    params_file.save(fname, arrays, names)
 
 
 def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
     """The arrays of an MXNet NDArray file: a dict when it stores names,
     else a list."""
-    arrays, names = ndarray_format.load(fname)
+    arrays, names = params_file.load(fname)
     wrapped = [NDArray(np.array(values)) for values in arrays]
     return dict(zip(names, wrapped)) if names else wrapped

@@ -5,7 +5,7 @@ them there.
 ``ndarray.invoke``) for arrays on an accelerator context:
 
 * A plugin with imperative mode (supportsImperative() == 1) runs the operator
-  through an :class:`~acc_host.imperative.Executor` made by accGetExecutor().
+  through an :class:`~acc_host.abi.operator_executor.Executor` made by accGetExecutor().
   Inputs are the arrays' device buffers (arrays in host memory are copied in
   for the call); outputs are new device buffers, adopted by the returned
   NDArrays without a copy.
@@ -43,21 +43,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import engine
-from .annotate import annotate_symbol
-from .context import Context
-from .errors import ContextError, OperatorError, PluginUnsupportedError, TensorError
-from .imperative import Executor
-from .library import AccLibrary
-from .memory import DeviceBuffer
-from .operator_versions import OP_VERSION_ATTR, op_version
-from .ops.params import Attrs
-from .ops.registry import OpDef
-from .symbolic import LoadedModel
-from .tensor import TensorSpec
+from .. import engine
+from ..abi.library import AccLibrary
+from ..abi.loaded_model import LoadedModel
+from ..abi.memory import DeviceBuffer
+from ..abi.operator_executor import Executor
+from ..abi.operator_versions import OP_VERSION_ATTR, op_version
+from ..abi.tensor import TensorSpec
+from ..context import Context
+from ..errors import ContextError, OperatorError, PluginUnsupportedError, TensorError
+from ..graph.annotate import annotate_symbol
+from ..ops.params import Attrs
+from ..ops.registry import OpDef
 
 if TYPE_CHECKING:
-    from .ndarray import NDArray
+    from . import NDArray
 
 __all__ = ["run_on_context", "stats", "clear_cache", "CACHE_CAPACITY"]
 
@@ -91,7 +91,7 @@ class _ExecutorEntry:
     outputs: tuple[TensorSpec, ...]
 
     def run(self, inputs: Sequence[NDArray], ctx: Context) -> list[NDArray]:
-        from .ndarray import NDArray
+        from . import NDArray
 
         library, dev_id = self.executor.library, self.executor.dev_id
         staged: list[DeviceBuffer] = []
@@ -122,7 +122,7 @@ class _ModelEntry:
     inputs: tuple[str, ...]
 
     def run(self, inputs: Sequence[NDArray], ctx: Context) -> list[NDArray]:
-        from .ndarray import NDArray
+        from . import NDArray
 
         values = {name: np.asarray(array) for name, array in zip(self.inputs, inputs)}
         results = self.model.infer(values)
@@ -239,7 +239,7 @@ def _build_executor(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str
 def _one_op_graph(op: OpDef, attrs: dict[str, str], inputs: tuple[TensorSpec, ...],
                   dev_id: int) -> dict[str, Any]:
     """The annotated graph arg0 .. arg<N-1> -> op, every variable "data"."""
-    from . import symbol
+    from .. import symbol
 
     names = [f"arg{index}" for index in range(len(inputs))]
     variables = [symbol.Variable(name) for name in names]

@@ -73,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgumentError, ModelFileError, TensorError
+from ..errors import InvalidArgumentError, ModelFileError, TensorError
 
 __all__ = [
     "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC", "MAX_NDIM", "DTYPE_BY_FLAG",

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from .. import ndarray as nd
+from ..abi.tensor import dtype_code
 from ..context import Context, cpu
 from ..errors import TensorError, UnsupportedOnnxOperatorError
-from ..tensor import dtype_code
 from ._onnx import require_onnx
 from .importer import Imported, _tensor_type, import_graph
 
@@ -37,7 +37,7 @@ def resolve_context(accelerator: Any) -> Context:
         return accelerator
     text = str(accelerator)
     if os.sep in text or text.endswith((".so", ".dylib")):
-        from ..registry import load_acc
+        from ..plugins.registry import load_acc
 
         return load_acc(text)
     name, _, device = text.partition(":")

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import ndarray as nd
 from .. import symbol as sym_mod
+from ..abi.tensor import dtype_code
 from ..context import cpu
 from ..errors import (
     AccHostError,
@@ -31,7 +32,6 @@ from ..errors import (
     TensorError,
     UnsupportedOnnxOperatorError,
 )
-from ..tensor import dtype_code
 from ._onnx import require_onnx
 from .translators import TRANSLATORS, Translator, Unsupported, translator_for
 

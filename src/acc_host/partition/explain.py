@@ -1,6 +1,6 @@
 """Why every operator of a partition runs where it does.
 
-:func:`explain` works from what :class:`acc_host.partition.Partition` keeps
+:func:`explain` works from what :class:`acc_host.partition.segment.Partition` keeps
 (supportedOps' answer per device, the placement, the kept-on-CPU verdicts of
 cost-aware partitioning, the entry shapes and dtypes), after the fact, so
 partitioning itself records nothing more than references. Each operator gets
@@ -22,7 +22,7 @@ kind                meaning
 ``below_min_size``  its candidate subgraph had fewer operators than the
                     plugin's ``min_subgraph_ops``
 ``not_paying``      its candidate subgraph's copies and launch would cost more
-                    than offloading gains (acc_host.offload)
+                    than offloading gains (acc_host.partition.offload)
 ==================  ==========================================================
 
 The boundary report lists every tensor entering or leaving each subgraph,
@@ -44,7 +44,7 @@ import numpy as np
 from .offload import KeptOnCpu
 
 if TYPE_CHECKING:
-    from .partition import Partition, SubgraphSpec
+    from .segment import Partition, SubgraphSpec
 
 __all__ = ["NodeReason", "BoundaryTensor", "Explanation", "Refine", "explain"]
 
@@ -281,7 +281,7 @@ class _Context:
         return str(np.dtype(dtypes[start]))
 
     def _abi_dtype_problem(self, k: int) -> str | None:
-        from .tensor import dtype_code
+        from ..abi.tensor import dtype_code
 
         dtypes = self.partition.dtypes
         if not dtypes:

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import AccHostError, PluginContractError
-from .graph import Graph
+from ..errors import AccHostError, PluginContractError
+from ..graph import Graph
 
 __all__ = ["OffloadCosts", "KeptOnCpu", "MIN_SIZE", "NOT_PAYING", "costs_of", "node_ops",
            "judge"]

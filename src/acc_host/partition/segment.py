@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .annotate import annotate, output_name
-from .graph import Graph
+from ..abi.tensor import TensorSpec
+from ..graph import Graph
+from ..graph.annotate import annotate, output_name
 from .offload import KeptOnCpu, OffloadCosts, judge
-from .tensor import TensorSpec
 
 if TYPE_CHECKING:
     from .explain import Explanation, Refine
@@ -331,7 +331,7 @@ class Partition:
     def explain(self, refine: Refine | None = None,
                 device_memory: bool | None = None) -> Explanation:
         """Why every operator runs where it does, and the tensors (and bytes)
-        crossing every subgraph boundary; see :mod:`acc_host.explain`.
+        crossing every subgraph boundary; see :mod:`acc_host.partition.explain`.
         refine(node, dev_id) may name the reason a node was refused more
         precisely (the op, or its dtype) than supportedOps' answer can;
         device_memory: whether the plugin keeps its own memory."""
@@ -400,7 +400,7 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
     node k may go only to device placement[k] (None: the CPU), when that
     device supports it (the executor's group2ctx). With costs (a device's
     OffloadCosts, or None), a candidate subgraph whose estimated copies and
-    launch cost more than it gains stays on the CPU (acc_host.offload)."""
+    launch cost more than it gains stays on the CPU (acc_host.partition.offload)."""
     op_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
     local = {k: i for i, k in enumerate(op_nodes)}
     classes = [CPU] * len(op_nodes)

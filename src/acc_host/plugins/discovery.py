@@ -9,14 +9,14 @@ Three places are searched, in this order:
 3. the libraries that installed packages register through the
    ``acc_host.plugins`` entry-point group (unless
    ``MXNET_ACC_ENTRY_POINTS=0``), by distribution and entry-point name; see
-   :mod:`acc_host.entry_points` for the contract.
+   :mod:`acc_host.plugins.entry_points` for the contract.
 
 The bundled plugins are part of the installed package and load directly.
 Every other library must first pass the trust checks of
-:mod:`acc_host.trust` (the file, the directories above it and the
+:mod:`acc_host.plugins.trust` (the file, the directories above it and the
 ``MXNET_ACC_LIBRARIES`` directory writable only by the user or root; unless
 ``MXNET_ACC_STRICT_MODES=0``), then is loaded once in a probe process
-(:mod:`acc_host.discovery_probe`, unless ``MXNET_ACC_PROBE=0``; results are
+(:mod:`acc_host.plugins.probe`, unless ``MXNET_ACC_PROBE=0``; results are
 cached): one that crashes, aborts, exits or hangs there is not loaded here.
 docs/security.md has the trust model.
 
@@ -36,10 +36,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import discovery_probe, entry_points, trust
-from .discovery_probe import ProbeResult
-from .errors import AccHostError, EntryPointError
-from .library import AccLibrary
+from ..abi.library import AccLibrary
+from ..errors import AccHostError, EntryPointError
+from . import entry_points, probe, trust
+from .probe import ProbeResult
 from .registry import register
 
 __all__ = ["ENV_VAR", "BUNDLED_ENV_VAR", "ENTRY_POINTS_ENV_VAR", "AccLibraryWarning", "Found",
@@ -91,7 +91,7 @@ _report: list[Found] = []
 
 
 def bundled_dir() -> Path:
-    return Path(__file__).resolve().parent / "_bundled"
+    return Path(__file__).resolve().parents[1] / "_bundled"
 
 
 def library_files(directory: Path) -> list[Path]:
@@ -191,22 +191,22 @@ def _check_trust(candidates: list[_Candidate]) -> None:
 def _probe(candidates: list[_Candidate]) -> None:
     """Loads every candidate not refused yet in a probe process (or finds
     the result in the cache); refuses those that did not survive it."""
-    if not discovery_probe.enabled():
+    if not probe.enabled():
         return
     todo = [candidate for candidate in candidates if candidate.error is None
             and candidate.path is not None and candidate.path.is_file()]
     if not todo:
         return
-    timeout, problem = discovery_probe.timeout_from_environment()
+    timeout, problem = probe.timeout_from_environment()
     if problem:
         _warn(f"acc_host: {problem}")
     try:
-        results = discovery_probe.probe_many([candidate.path for candidate in todo
+        results = probe.probe_many([candidate.path for candidate in todo
                                               if candidate.path is not None], timeout)
     except Exception as error:  # never fatal: what could not be probed is not loaded
         for candidate in todo:
             candidate.error = (f"could not be probed: {type(error).__name__}: {error} (set "
-                               f"{discovery_probe.PROBE_ENV_VAR}=0 to load libraries without "
+                               f"{probe.PROBE_ENV_VAR}=0 to load libraries without "
                                "probing them)")
         return
     for candidate, result in zip(todo, results):
@@ -214,7 +214,7 @@ def _probe(candidates: list[_Candidate]) -> None:
         if not result.safe:
             candidate.error = result.detail + (
                 f" (a cached result: the file is probed again once it changes, or with "
-                f"{discovery_probe.CACHE_ENV_VAR}=0)" if result.cached else "")
+                f"{probe.CACHE_ENV_VAR}=0)" if result.cached else "")
 
 
 def discover() -> list[Found]:

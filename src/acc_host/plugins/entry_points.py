@@ -16,7 +16,7 @@ The contract, for a vendor shipping a plugin as a Python package:
 
 :func:`library_paths` turns one entry point into paths or raises
 :class:`~acc_host.errors.EntryPointError`; loading the libraries is the job
-of :mod:`acc_host.discovery`. Entry points are read once per call of
+of :mod:`acc_host.plugins.discovery`. Entry points are read once per call of
 :func:`plugin_entry_points` and come in the order of (distribution, name).
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import EntryPointError
+from ..errors import EntryPointError
 
 if TYPE_CHECKING:  # importlib.metadata is imported only when the entry points are read
     from importlib.metadata import EntryPoint

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import LibraryError
+from ..errors import LibraryError
 
 __all__ = ["PROBE_ENV_VAR", "TIMEOUT_ENV_VAR", "CACHE_ENV_VAR", "DEFAULT_TIMEOUT", "SAFE",
            "ProbeResult", "ProbeFailedError", "enabled", "timeout_from_environment",
@@ -73,7 +73,7 @@ _STAGES = {
 # The child: acc_host as a bare package, so that its __init__ (discovery) never runs.
 _BOOTSTRAP = ("import sys, types; package = types.ModuleType('acc_host'); "
               "package.__path__ = [sys.argv[1]]; sys.modules['acc_host'] = package; "
-              "from acc_host.discovery_probe import child_main; sys.exit(child_main(sys.argv[2:]))")
+              "from acc_host.plugins.probe import child_main; sys.exit(child_main(sys.argv[2:]))")
 
 
 class ProbeFailedError(LibraryError):
@@ -172,10 +172,10 @@ def _identity(path: str) -> list[int] | None:
 
 
 def _host_tag() -> str:
-    from . import _abi
+    from ..abi import header
 
     version = getattr(sys.modules.get("acc_host"), "__version__", "?")
-    return (f"acc_host {version}; ABI {_abi.API_VERSION}; {sys.implementation.name} "
+    return (f"acc_host {version}; ABI {header.API_VERSION}; {sys.implementation.name} "
             f"{sys.version_info[0]}.{sys.version_info[1]}; {sys.platform}")
 
 
@@ -330,7 +330,7 @@ def _child_environment() -> dict[str, str]:
 def _start(path: str, scratch: Path, index: int, timeout: float) -> _Child | ProbeResult:
     stages = scratch / f"{index}.stages"
     output = scratch / f"{index}.out"
-    package = str(Path(__file__).resolve().parent)
+    package = str(Path(__file__).resolve().parents[1])  # acc_host/
     if not sys.executable:
         return _unavailable(path, timeout, "sys.executable is not set, so no Python can be "
                             "started to probe it")
@@ -451,7 +451,7 @@ def _verdict(child: _Child, code: int, timed_out: bool, timeout: float) -> Probe
 
 def child_main(argv: Sequence[str]) -> int:
     """The probe process: loads argv[0], writing stages to argv[1]."""
-    from .library import AccLibrary
+    from ..abi.library import AccLibrary
 
     path, stages_file = argv[0], argv[1]
     out = os.open(stages_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -15,16 +15,16 @@ import pkgutil
 import threading
 from dataclasses import dataclass
 
-from .context import BUILTIN_DEVICE_TYPES, Context
-from .errors import (
+from ..abi.library import AccLibrary
+from ..context import BUILTIN_DEVICE_TYPES, Context
+from ..errors import (
     AccNameConflictError,
     ContextError,
     InvalidAccNameError,
     LibraryError,
     LibraryNotFoundError,
 )
-from .isolate import IsolatedLibrary, isolate_by_default
-from .library import AccLibrary
+from ..isolate import IsolatedLibrary, isolate_by_default
 
 __all__ = ["load_acc", "acc", "get_library", "libraries", "type_id"]
 

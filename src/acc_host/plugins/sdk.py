@@ -1,6 +1,6 @@
 """What a plugin is compiled against: the header and the SDK's C sources.
 
-The header is the one the host itself reads (:func:`acc_host._abi.header_path`:
+The header is the one the host itself reads (:func:`acc_host.abi.header.header_path`:
 the installed copy beside the bundled libraries, else the checkout's
 ``include/``). The SDK is ``plugins/common/`` of the source tree, the C
 helpers every bundled plugin compiles in (a strict JSON parser with
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import _abi
-from .errors import AccHostError
+from ..abi import header as abi_header
+from ..errors import AccHostError
 
 __all__ = ["SDK_DIR_NAME", "SdkNotFoundError", "header", "include_dir", "source_dir",
            "sources", "cflags", "abi_version"]
 
 SDK_DIR_NAME = "sdk"
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]  # acc_host/
 # Beside the installed header, then the source checkout's original.
 _SOURCE_CANDIDATES = (
     _PACKAGE_DIR / "_bundled" / SDK_DIR_NAME,
@@ -39,7 +39,7 @@ class SdkNotFoundError(AccHostError, FileNotFoundError):
 
 def header() -> Path:
     """Path of ``mxnet_acc.h``, the header the host reads too."""
-    return _abi.header_path()
+    return abi_header.header_path()
 
 
 def include_dir() -> Path:
@@ -71,4 +71,4 @@ def cflags() -> list[str]:
 
 def abi_version() -> int:
     """``MX_ACC_API_VERSION`` of the header (MAJOR * 100 + MINOR)."""
-    return _abi.API_VERSION
+    return abi_header.API_VERSION

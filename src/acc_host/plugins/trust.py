@@ -29,7 +29,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from .errors import LibraryError
+from ..errors import LibraryError
 
 __all__ = ["STRICT_ENV_VAR", "UntrustedLibraryError", "PathWalk", "strict_modes", "walk",
            "library_problems", "directory_problems", "check_library", "check_directory",

@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import engine
-from ._abi import ffi
-from .tensor import TensorArray, TensorSpec
-from .trace import recorder as trace_recorder
+from .. import engine
+from ..abi.header import ffi
+from ..abi.tensor import TensorArray, TensorSpec
+from ..trace import recorder as trace_recorder
 
 if TYPE_CHECKING:
-    from .context import Context
+    from ..context import Context
+    from ..ndarray import NDArray
     from .executor import _BoundStep
-    from .ndarray import NDArray
     from .subgraph import SubgraphOperator
 
 __all__ = ["DirectRun"]

@@ -3,7 +3,7 @@
 Binding infers every shape and dtype once and builds a flat plan of steps:
 operators run by the CPU path, and, when the context is an accelerator,
 subgraph operators for what the accelerator's supportedOps() accepted (see
-acc_host.partition and acc_host.subgraph). Running the plan keeps an
+acc_host.partition.segment and acc_host.runtime.subgraph). Running the plan keeps an
 intermediate result only until its last reader has run, so memory is
 reused as soon as lifetimes allow; ``memory_report()`` gives the planned
 peak next to what keeping every intermediate would cost.
@@ -27,21 +27,27 @@ from typing import Any
 
 import numpy as np
 
-from . import engine, limits
-from .annotate import annotate_symbol
-from .context import Context, cpu
+from .. import engine, limits
+from ..abi.loaded_model import BoundInference
+from ..abi.tensor import TensorSpec, contiguous, dtype_code
+from ..context import Context, cpu
+from ..errors import (
+    GraphError,
+    PluginContractError,
+    PluginUnsupportedError,
+    ShapeError,
+    TensorError,
+)
+from ..graph import Graph
+from ..graph.annotate import annotate_symbol
+from ..ndarray import NDArray, zeros
+from ..ops.params import Attrs
+from ..ops.registry import OpDef
+from ..partition.offload import costs_of
+from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
+from ..trace import recorder as trace_recorder
 from .direct_run import DirectRun
-from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
-from .graph import Graph
-from .ndarray import NDArray, zeros
-from .offload import costs_of
-from .ops.params import Attrs
-from .ops.registry import OpDef
-from .partition import Partition, offerable_region, partition_graph, region_graph
 from .subgraph import SubgraphOperator, Value, to_host
-from .symbolic import BoundInference
-from .tensor import TensorSpec, contiguous, dtype_code
-from .trace import recorder as trace_recorder
 
 __all__ = ["Executor"]
 
@@ -545,7 +551,7 @@ class Executor:
         synchronous inference, with forward()'s effects (the arguments hold
         the inputs, the outputs the results). An executor whose graph runs
         as one subgraph on fixed buffers takes a direct path, one engine
-        operation with no per-forward bookkeeping (acc_host.direct_run);
+        operation with no per-forward bookkeeping (acc_host.runtime.direct_run);
         any other runs forward() and reads its outputs. A failure is raised
         here and not left on the executor's arrays."""
         return self._predict(inputs)

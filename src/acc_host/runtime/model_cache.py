@@ -48,8 +48,8 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from .errors import AccHostError
-from .library import AccLibrary
+from ..abi.library import AccLibrary
+from ..errors import AccHostError
 
 __all__ = ["ENV_VAR", "ModelCache", "cache_from_environment"]
 

@@ -27,16 +27,16 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from .engine.base import in_operation
-from .engine.var import WriteWatch
-from .errors import AccHostError, InvalidArgumentError
-from .library import AccLibrary
-from .memory import DeviceBuffer
+from ..abi.library import AccLibrary
+from ..abi.loaded_model import BoundInference, LoadedModel
+from ..abi.memory import DeviceBuffer
+from ..abi.tensor import TensorSpec
+from ..engine.base import in_operation
+from ..engine.var import WriteWatch
+from ..errors import AccHostError, InvalidArgumentError
+from ..ndarray import NDArray
+from ..partition.segment import SubgraphSpec
 from .model_cache import ModelCache, cache_from_environment, supports_cache
-from .ndarray import NDArray
-from .partition import SubgraphSpec
-from .symbolic import BoundInference, LoadedModel
-from .tensor import TensorSpec
 
 __all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
 

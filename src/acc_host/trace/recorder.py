@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import _abi
+from ..abi import header
 from ..errors import TraceError
 from . import encode
 from .format import FORMAT, VERSION, BlobStore
@@ -42,7 +42,7 @@ class Tracer:
         self._seq = 0
         self._libraries: dict[str, int] = {}
         self._origin = time.perf_counter_ns()
-        self._write({"format": FORMAT, "version": VERSION, "host_api": _abi.API_VERSION,
+        self._write({"format": FORMAT, "version": VERSION, "host_api": header.API_VERSION,
                      "pid": os.getpid(), "time": time.time()})
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -130,7 +130,7 @@ class TracedLib:
                 out = after(tracer.blobs, status, *args)
             except Exception as error:
                 out = {"unrecorded": f"{type(error).__name__}: {error}"}
-            error_text = self._last_error() if status != _abi.OK and name in encode.STATUS_CALLS \
+            error_text = self._last_error() if status != header.OK and name in encode.STATUS_CALLS \
                 else ""
             tracer.call(index, name, recorded, status, out, error_text, start, end)
             return result
@@ -149,7 +149,7 @@ def start(path: str | os.PathLike[str]) -> Tracer:
     libraries loaded now and later are traced; models loaded before this
     call keep calling infer() untraced."""
     global _current
-    from ..registry import libraries
+    from ..plugins.registry import libraries
 
     tracer = Tracer(path)
     with _lock:
@@ -164,7 +164,7 @@ def start(path: str | os.PathLike[str]) -> Tracer:
 def stop() -> Path | None:
     """Stops recording; returns the trace's path (None if none was active)."""
     global _current
-    from ..registry import libraries
+    from ..plugins.registry import libraries
 
     with _lock:
         tracer, _current = _current, None
