@@ -49,7 +49,8 @@ def direct(monkeypatch: pytest.MonkeyPatch) -> _Counter:
     return _Counter(monkeypatch)
 
 
-def _check(exe: mx.runtime.executor.Executor, cpu: mx.runtime.executor.Executor, image: np.ndarray) -> None:
+def _check(exe: mx.runtime.executor.Executor, cpu: mx.runtime.executor.Executor,
+           image: np.ndarray) -> None:
     """exe.predict(data=image) against the CPU path's forward, and the side
     effects: the argument holds image, the outputs hold the results."""
     results = exe.predict(data=image)

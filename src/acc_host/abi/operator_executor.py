@@ -1,6 +1,6 @@
 """Imperative execution: one operator through a plugin's accGetExecutor().
 
-An :class:`Executor` is created once for an operator, its attributes and its
+An :class:`OperatorExecutor` is created once for an operator, its attributes and its
 input/output shapes, and then run on fresh device buffers any number of
 times; the descriptor arrays are built once and only their data pointers
 change per call.
@@ -23,14 +23,14 @@ from .operator_versions import OP_VERSION_ATTR, op_version
 from .releases import release_now
 from .tensor import CStrings, TensorArray, TensorSpec, numpy_dtype
 
-__all__ = ["Executor", "run_graph"]
+__all__ = ["OperatorExecutor", "run_graph"]
 
 
 def _release(library: AccLibrary, dev_id: int, handle: Any, wait: bool = False) -> None:
     library.release(dev_id, lambda: handle.release(handle), wait)
 
 
-class Executor:
+class OperatorExecutor:
     """accGetExecutor(op_name, ...) on device dev_id of library."""
 
     def __init__(self, library: AccLibrary, op_name: str, inputs: Sequence[TensorSpec],
@@ -116,8 +116,8 @@ def run_graph(library: AccLibrary, graph: Mapping[str, Any],
             inputs = [buffers[entry[0]][entry[1]] for entry in node["inputs"]]
             attrs = {key: value for key, value in node.get("attrs", {}).items()
                      if not key.startswith("__") or key == OP_VERSION_ATTR}
-            executor = Executor(library, node["op"], [b.spec for b in inputs],
-                                [b.spec for b in outputs], attrs, dev_id)
+            executor = OperatorExecutor(library, node["op"], [b.spec for b in inputs],
+                                        [b.spec for b in outputs], attrs, dev_id)
             executor.forward(inputs, outputs)
             executor.close()
         buffers.append(outputs)

@@ -25,7 +25,7 @@ from ..abi.header import ffi
 from ..abi.library import AccLibrary
 from ..abi.loaded_model import LoadedModel
 from ..abi.memory import DeviceBuffer
-from ..abi.operator_executor import Executor
+from ..abi.operator_executor import OperatorExecutor
 from ..abi.operator_versions import OP_VERSION_ATTR, op_version
 from ..abi.tensor import CStrings, TensorArray, TensorSpec
 from ..errors import PluginError, PluginUnsupportedError
@@ -442,7 +442,7 @@ def check_unknown_op(session: Session) -> str:
     dev = session.require_devices()[0]
     spec = TensorSpec((2, 3), np.dtype(np.float32))
     try:
-        executor = Executor(library, "AccConformanceNoSuchOp", [spec], [spec], {}, dev)
+        executor = OperatorExecutor(library, "AccConformanceNoSuchOp", [spec], [spec], {}, dev)
     except PluginUnsupportedError:
         return "refused with MX_ACC_ERR_UNSUPPORTED"
     except PluginError as error:
@@ -469,7 +469,7 @@ def check_imperative_numerics(session: Session) -> str:
                  instance.graph["nodes"][instance.op_node]["attrs"].items()
                  if not (key.startswith("__") and key.endswith("__"))}
         try:
-            executor = Executor(library, instance.case.op, inputs, outputs, attrs, dev)
+            executor = OperatorExecutor(library, instance.case.op, inputs, outputs, attrs, dev)
         except PluginUnsupportedError:
             declined += 1
             continue

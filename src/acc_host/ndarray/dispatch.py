@@ -5,7 +5,7 @@ them there.
 ``ndarray.invoke``) for arrays on an accelerator context:
 
 * A plugin with imperative mode (supportsImperative() == 1) runs the operator
-  through an :class:`~acc_host.abi.operator_executor.Executor` made by accGetExecutor().
+  through an :class:`~acc_host.abi.operator_executor.OperatorExecutor` made by accGetExecutor().
   Inputs are the arrays' device buffers (arrays in host memory are copied in
   for the call); outputs are new device buffers, adopted by the returned
   NDArrays without a copy.
@@ -47,7 +47,7 @@ from .. import engine
 from ..abi.library import AccLibrary
 from ..abi.loaded_model import LoadedModel
 from ..abi.memory import DeviceBuffer
-from ..abi.operator_executor import Executor
+from ..abi.operator_executor import OperatorExecutor
 from ..abi.operator_versions import OP_VERSION_ATTR, op_version
 from ..abi.tensor import TensorSpec
 from ..context import Context
@@ -87,7 +87,7 @@ _DECLINED = _Declined()
 class _ExecutorEntry:
     """An executor and the output specs it was built for."""
 
-    executor: Executor
+    executor: OperatorExecutor
     outputs: tuple[TensorSpec, ...]
 
     def run(self, inputs: Sequence[NDArray], ctx: Context) -> list[NDArray]:
@@ -230,7 +230,7 @@ def _build_executor(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str
                     inputs: tuple[TensorSpec, ...],
                     outputs: tuple[TensorSpec, ...]) -> _ExecutorEntry | _Declined:
     try:
-        executor = Executor(library, op.name, inputs, outputs, attrs, dev_id)
+        executor = OperatorExecutor(library, op.name, inputs, outputs, attrs, dev_id)
     except PluginUnsupportedError:
         return _DECLINED
     return _ExecutorEntry(executor, outputs)
