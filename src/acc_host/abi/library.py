@@ -74,14 +74,14 @@ class AccLibrary:
 
     isolated = False
 
-    def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None,
+                 tracer: Any = None) -> None:
+        """tracer: the active :class:`acc_host.trace.Tracer`, which records
+        every call from the first one on (the registry hands it over)."""
         self.path = os.path.realpath(os.fspath(path))
         self._raw_lib = self._lib = self._open()
-        from ..trace import recorder
-
-        tracer = recorder.current()
         if tracer is not None:
-            self._trace(tracer)
+            self.set_tracer(tracer)
         self._check_symbols(REQUIRED_SYMBOLS)
         self._last_error = self._lib.accGetLastError if self._has("accGetLastError") else None
         self.api_version = int(self._lib.getAccApiVersion())
@@ -218,12 +218,11 @@ class AccLibrary:
     def _known_name(self) -> str | None:
         return getattr(self, "name", None)  # None while the constructor runs
 
-    def _trace(self, tracer: Any) -> None:
-        """Routes later calls through tracer (None: back to the plugin)."""
-        from ..trace.recorder import TracedLib
-
-        self._lib = self._raw_lib if tracer is None else TracedLib(
-            self._raw_lib, tracer, self.path, self._known_name(), self.last_error)
+    def set_tracer(self, tracer: Any) -> None:
+        """Routes later calls through tracer's stand-in for the cffi library
+        (``tracer.wrap``); None: back to the plugin."""
+        self._lib = self._raw_lib if tracer is None else tracer.wrap(
+            self._raw_lib, self.path, self._known_name(), self.last_error)
 
     def device_lock(self, dev_id: int) -> threading.RLock:
         """The lock that serializes calls for one device, as the ABI promises."""

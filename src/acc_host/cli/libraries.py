@@ -42,6 +42,7 @@ def _load(path: str) -> AccLibrary:
     from ..abi.library import AccLibrary
     from ..errors import AccNameConflictError, LibraryError
     from ..plugins.registry import register
+    from ..trace import recorder
 
     if not os.path.exists(path):
         raise environment(f"accelerator library not found: {path}")
@@ -49,7 +50,8 @@ def _load(path: str) -> AccLibrary:
         return register(path)
     except AccNameConflictError:
         try:
-            return AccLibrary(path)  # same name as a loaded library: inspect it unregistered
+            # same name as a loaded library: inspect it unregistered
+            return AccLibrary(path, tracer=recorder.current())
         except LibraryError as error:
             raise environment(str(error)) from None
     except LibraryError as error:

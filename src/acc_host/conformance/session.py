@@ -21,6 +21,7 @@ from ..abi import header
 from ..abi.header import ffi
 from ..abi.library import AccLibrary, validate_acc_name
 from ..errors import LibraryError, NotALibraryError
+from ..trace import recorder
 from .report import CheckFailed, CheckSkipped
 
 __all__ = ["Session", "status_text", "ERR_INVALID_ARG", "ERR_NOT_FOUND", "ERR_DEVICE",
@@ -98,7 +99,8 @@ class Session:
         if self.library is not None:
             return self.library
         try:
-            library = AccLibrary(self.load_path, acc_name=_PROVISIONAL_NAME)
+            library = AccLibrary(self.load_path, acc_name=_PROVISIONAL_NAME,
+                                 tracer=recorder.current())
         except NotALibraryError as error:
             raise LibraryError(str(error).replace(self.load_path, self.path), self.path) from None
         try:

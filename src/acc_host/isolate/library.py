@@ -29,11 +29,11 @@ class IsolatedLibrary(AccLibrary):
     isolated = True
 
     def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None,
-                 timeouts: Timeouts | None = None) -> None:
+                 timeouts: Timeouts | None = None, tracer: Any = None) -> None:
         self._timeouts = timeouts or timeouts_from_environment()
         self._process: PluginProcess | None = None
         try:
-            super().__init__(path, acc_name)
+            super().__init__(path, acc_name, tracer)
         except BaseException:
             if self._process is not None:
                 self._process.stop()

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass
 
 from ..abi.library import AccLibrary
-from ..context import BUILTIN_DEVICE_TYPES, Context
+from ..context import BUILTIN_DEVICE_TYPES, Context, install_registry
 from ..errors import (
     AccNameConflictError,
     ContextError,
@@ -25,6 +25,7 @@ from ..errors import (
     LibraryNotFoundError,
 )
 from ..isolate import IsolatedLibrary, isolate_by_default
+from ..trace import recorder
 
 __all__ = ["load_acc", "acc", "get_library", "libraries", "type_id"]
 
@@ -107,7 +108,9 @@ def register(path: str | os.PathLike[str], acc_name: str | None = None,
         isolated = isolate_by_default() if isolate is None else isolate
         if loaded is not None and acc_name is None:
             acc_name = loaded.name  # a reload keeps the name the dead library had
-        library = IsolatedLibrary(path, acc_name) if isolated else AccLibrary(path, acc_name)
+        tracer = recorder.current()
+        library = IsolatedLibrary(path, acc_name, tracer=tracer) if isolated \
+            else AccLibrary(path, acc_name, tracer)
         try:
             _check_free_name(library, loaded)
         except BaseException:
@@ -159,6 +162,16 @@ def libraries() -> list[AccLibrary]:
 
 def type_id(name: str) -> int:
     return _state.type_ids[name]
+
+
+def _hand_tracer(tracer: recorder.Tracer | None) -> None:
+    """Routes every loaded library's calls through tracer (None: untraced)."""
+    for library in libraries():
+        library.set_tracer(tracer)
+
+
+recorder.on_change(_hand_tracer)
+install_registry(get_library, type_id)
 
 
 def acc(device_id: int = 0) -> Context:
