@@ -16,6 +16,7 @@ packages register in the ``acc_host.plugins`` entry-point group (see
 from __future__ import annotations
 
 import os as _os
+import pkgutil as _pkgutil
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
@@ -28,6 +29,7 @@ from .abi.header import API_VERSION
 from .context import Context, cpu, current_context
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
 from .graph.attribute import AttrScope
+from .plugins import registry as _registry
 from .plugins.discovery import AccLibraryWarning
 from .plugins.discovery import discover as _discover
 from .plugins.registry import acc, get_library, libraries, load_acc
@@ -64,9 +66,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Callable[[int], Context]:
     """``mx.<name>(i)`` for every loaded accelerator library."""
-    from .plugins.registry import _state
-
-    if name in _state.by_name:
+    if name in _registry._state.by_name:
         def make_context(device_id: int = 0) -> Context:
             return Context(name, device_id)
 
@@ -77,10 +77,11 @@ def __getattr__(name: str) -> Callable[[int], Context]:
 
 
 def __dir__() -> list[str]:
-    from .plugins.registry import _state
+    return sorted({*globals(), *_registry._state.by_name})
 
-    return sorted({*globals(), *_state.by_name})
 
+# Accelerators cannot take the names of acc_host's attributes and submodules.
+_registry.reserve_names([*__all__, *(info.name for info in _pkgutil.iter_modules(__path__))])
 
 if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are recorded
     from . import trace as _trace

@@ -20,7 +20,8 @@ from ..abi.operator_versions import OP_VERSION_ATTR, op_version
 from ..abi.tensor import TensorSpec, dtype_code, numpy_dtype
 from ..errors import InvalidArgumentError
 
-__all__ = ["annotate", "annotate_symbol", "output_name", "GraphSignature", "signature"]
+__all__ = ["annotate", "annotate_graph", "annotate_symbol", "output_name", "GraphSignature",
+           "signature"]
 
 DATA, WEIGHT = "data", "weight"
 
@@ -76,7 +77,15 @@ def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
     a weight read only by operators that cannot infer it backwards (a
     scalar operand, Gather's table, a Concat operand: an imported ONNX
     model's constants) needs."""
-    graph = symbol.graph
+    return annotate_graph(symbol.graph, symbol.tojson(), shapes, weights, dtypes, dev_id)
+
+
+def annotate_graph(graph: Any, graph_json: str, shapes: Mapping[str, Sequence[int]],
+                   weights: Iterable[str] | Mapping[str, Any],
+                   dtypes: Mapping[str, Any] | None = None,
+                   dev_id: int = 0) -> dict[str, Any]:
+    """:func:`annotate_symbol` for a :class:`acc_host.graph.Graph` and its
+    symbol JSON."""
     shapes = dict(shapes)
     dtypes = dict(dtypes or {})
     if isinstance(weights, Mapping):
@@ -102,7 +111,7 @@ def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
         node_outputs.append([TensorSpec(entry_shapes[entry],
                                         entry_dtypes[entry] or np.dtype(np.float32))
                              for entry in entries])
-    return annotate(json.loads(symbol.tojson()), node_outputs, weights, dev_id)
+    return annotate(json.loads(graph_json), node_outputs, weights, dev_id)
 
 
 def output_name(node_name: str, index: int, num_outputs: int) -> str:

@@ -25,7 +25,10 @@ from typing import Any
 
 from ..errors import GraphError
 
-__all__ = ["Node", "Entry", "parse_graph", "write_graph"]
+__all__ = ["MXNET_VERSION", "Node", "Entry", "parse_graph", "write_graph"]
+
+# The "mxnet_version" graph attribute of the JSON the host writes (MXNet 1.9.1).
+MXNET_VERSION = ["int", 10901]
 
 # Keys a node may carry besides the ones this module understands; they are
 # kept and written back unchanged.

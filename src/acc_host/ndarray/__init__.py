@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import engine as _engine
 from .. import limits
+from ..abi.memory import DeviceBuffer
 from ..abi.tensor import TensorSpec, dtype_code
 from ..context import Context, cpu, current_context
 from ..engine.base import check_live, in_operation
@@ -45,7 +46,7 @@ from ..errors import (
     TensorError,
 )
 from ..ops import registry
-from . import params_file
+from . import dispatch, params_file
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "from_dlpack",
            "save", "load", "waitall", "concatenate"]
@@ -72,9 +73,7 @@ class _Storage:
         return self.host is not None or self.device is not None
 
 
-def _device_buffer(ctx: Context, spec: TensorSpec) -> Any:
-    from ..abi.memory import DeviceBuffer
-
+def _device_buffer(ctx: Context, spec: TensorSpec) -> DeviceBuffer:
     return DeviceBuffer(ctx.library, ctx.device_id, spec)
 
 
@@ -602,9 +601,14 @@ def _on_accelerator(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray],
     (a CPU context, or an operator the plugin declines)."""
     if not ctx.is_accelerator:
         return None
-    from .dispatch import run_on_context
-
-    return run_on_context(op, attrs, list(inputs), ctx)
+    operands = [dispatch.Operand(array.shape, array.dtype,
+                                 lambda array=array: array._device_storage,
+                                 lambda array=array: np.asarray(array)) for array in inputs]
+    results = dispatch.run_on_context(op, attrs, operands, ctx)
+    if results is None:
+        return None
+    return [NDArray._adopt(result, ctx) if isinstance(result, DeviceBuffer)
+            else NDArray(result, ctx) for result in results]
 
 
 def _operator_function(op_name: str) -> Callable[..., Any]:

@@ -2,14 +2,18 @@
 them there.
 
 :func:`run_on_context` is what ``mx.nd.<Op>(...)`` does (through
-``ndarray.invoke``) for arrays on an accelerator context:
+``ndarray.invoke``) for arrays on an accelerator context. It works on
+:class:`Operand` inputs (an array's shape and dtype, and its device buffer
+or host values when the call needs them) and returns device buffers or host
+arrays, which ``ndarray`` turns into NDArrays:
 
 * A plugin with imperative mode (supportsImperative() == 1) runs the operator
   through an :class:`~acc_host.abi.operator_executor.OperatorExecutor` made by accGetExecutor().
   Inputs are the arrays' device buffers (arrays in host memory are copied in
   for the call); outputs are new device buffers, adopted by the returned
   NDArrays without a copy.
-* A symbolic-only plugin runs a one-operator graph: variables ``arg0`` ..
+* A symbolic-only plugin runs a one-operator graph
+  (:func:`acc_host.graph.one_op.one_op_graph`): variables ``arg0`` ..
   ``arg<N-1>`` feeding the operator node, compiled with loadModel() and run
   with infer() on host arrays. Every variable is marked "data", weights
   included: the values change from call to call while the compiled model is
@@ -37,9 +41,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,14 +55,11 @@ from ..abi.operator_versions import OP_VERSION_ATTR, op_version
 from ..abi.tensor import TensorSpec
 from ..context import Context
 from ..errors import ContextError, OperatorError, PluginUnsupportedError, TensorError
-from ..graph.annotate import annotate_symbol
+from ..graph.one_op import one_op_graph
 from ..ops.params import Attrs
 from ..ops.registry import OpDef
 
-if TYPE_CHECKING:
-    from . import NDArray
-
-__all__ = ["run_on_context", "stats", "clear_cache", "CACHE_CAPACITY"]
+__all__ = ["Operand", "Result", "run_on_context", "stats", "clear_cache", "CACHE_CAPACITY"]
 
 # Signatures cached per device (executors, models and refusals alike).
 CACHE_CAPACITY = 256
@@ -68,6 +68,21 @@ STAT_KEYS = ("accelerator_calls", "fallbacks", "cache_hits", "cache_misses", "co
              "declined", "evictions")
 
 Signature = tuple[str, tuple[tuple[str, str], ...], tuple[TensorSpec, ...]]
+# An output: a new device buffer of the context's device (imperative mode) or
+# a host array (a one-operator model).
+Result = DeviceBuffer | np.ndarray
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An operator input: its shape and dtype, and, read only when the call
+    needs them, the device buffer holding it (None when it lives in host
+    memory) and its values as a host array."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    device_buffer: Callable[[], DeviceBuffer | None]
+    host_values: Callable[[], np.ndarray]
 
 
 # ---- cache entries ------------------------------------------------------------------------
@@ -90,9 +105,7 @@ class _ExecutorEntry:
     executor: OperatorExecutor
     outputs: tuple[TensorSpec, ...]
 
-    def run(self, inputs: Sequence[NDArray], ctx: Context) -> list[NDArray]:
-        from . import NDArray
-
+    def run(self, inputs: Sequence[Operand]) -> list[Result]:
         library, dev_id = self.executor.library, self.executor.dev_id
         staged: list[DeviceBuffer] = []
         outputs: list[DeviceBuffer] = []
@@ -107,7 +120,7 @@ class _ExecutorEntry:
         finally:
             for buffer in staged:
                 buffer.free()
-        return [NDArray._adopt(buffer, ctx) for buffer in outputs]
+        return list(outputs)
 
     def close(self) -> None:
         self.executor.close()
@@ -121,12 +134,10 @@ class _ModelEntry:
     model: LoadedModel
     inputs: tuple[str, ...]
 
-    def run(self, inputs: Sequence[NDArray], ctx: Context) -> list[NDArray]:
-        from . import NDArray
-
-        values = {name: np.asarray(array) for name, array in zip(self.inputs, inputs)}
+    def run(self, inputs: Sequence[Operand]) -> list[Result]:
+        values = {name: operand.host_values() for name, operand in zip(self.inputs, inputs)}
         results = self.model.infer(values)
-        return [NDArray(np.asarray(results[name]), ctx) for name in self.model.signature.outputs]
+        return [np.asarray(results[name]) for name in self.model.signature.outputs]
 
     def close(self) -> None:
         self.model.close()
@@ -135,14 +146,14 @@ class _ModelEntry:
 _Entry = _ExecutorEntry | _ModelEntry | _Declined
 
 
-def _input_buffer(array: NDArray, library: AccLibrary, dev_id: int,
+def _input_buffer(operand: Operand, library: AccLibrary, dev_id: int,
                   staged: list[DeviceBuffer]) -> DeviceBuffer:
-    """The device buffer holding array on (library, dev_id), or a new one
+    """The device buffer holding operand on (library, dev_id), or a new one
     with a copy of it (appended to staged, for the caller to free)."""
-    buffer = array._device_storage
+    buffer = operand.device_buffer()
     if buffer is not None and buffer.library is library and buffer.dev_id == dev_id:
         return buffer
-    values = np.asarray(array)
+    values = operand.host_values()
     copy = DeviceBuffer(library, dev_id, TensorSpec.of(values))
     staged.append(copy)
     copy.copy_from_host(values)
@@ -216,7 +227,7 @@ def _output_specs(op: OpDef, attrs: Attrs,
     return tuple(TensorSpec(shape, dtype) for shape, dtype in zip(shapes, dtypes))
 
 
-def _check_arity(op: OpDef, attrs: Attrs, inputs: Sequence[NDArray]) -> None:
+def _check_arity(op: OpDef, attrs: Attrs, inputs: Sequence[Operand]) -> None:
     names = op.input_names(attrs)
     if len(inputs) != len(names):
         raise OperatorError(f"{op.name}: {len(inputs)} inputs given, {len(names)} expected "
@@ -236,24 +247,10 @@ def _build_executor(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str
     return _ExecutorEntry(executor, outputs)
 
 
-def _one_op_graph(op: OpDef, attrs: dict[str, str], inputs: tuple[TensorSpec, ...],
-                  dev_id: int) -> dict[str, Any]:
-    """The annotated graph arg0 .. arg<N-1> -> op, every variable "data"."""
-    from .. import symbol
-
-    names = [f"arg{index}" for index in range(len(inputs))]
-    variables = [symbol.Variable(name) for name in names]
-    given = {key: value for key, value in attrs.items() if key != OP_VERSION_ATTR}
-    node = getattr(symbol, op.name)(*variables, name=op.name.lower(), **given)
-    return annotate_symbol(node, {name: spec.shape for name, spec in zip(names, inputs)},
-                           weights=(), dtypes={name: spec.dtype
-                                               for name, spec in zip(names, inputs)},
-                           dev_id=dev_id)
-
-
 def _build_model(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],
                  inputs: tuple[TensorSpec, ...]) -> _ModelEntry | _Declined:
-    graph = _one_op_graph(op, attrs, inputs, dev_id)
+    graph = one_op_graph(op.name, {key: value for key, value in attrs.items()
+                                   if key != OP_VERSION_ATTR}, inputs, dev_id)
     nodes = graph["nodes"]
     op_node = next(index for index, node in enumerate(nodes) if node["op"] != "null")
     data = {f"arg{index}": spec for index, spec in enumerate(inputs)}
@@ -276,22 +273,22 @@ def _build(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],
 # ---- running ---------------------------------------------------------------------------------
 
 
-def _specs(op: OpDef, attrs: Attrs, inputs: Sequence[NDArray]) -> tuple[
+def _specs(op: OpDef, attrs: Attrs, inputs: Sequence[Operand]) -> tuple[
         tuple[TensorSpec, ...], tuple[TensorSpec, ...]] | None:
     """Input and output specs, or None when a dtype has no TensorDType (no
     plugin can hold it)."""
     try:
-        in_specs = tuple(TensorSpec(array.shape, array.dtype) for array in inputs)
+        in_specs = tuple(TensorSpec(operand.shape, operand.dtype) for operand in inputs)
         return in_specs, _output_specs(op, attrs, in_specs)
     except TensorError:
         return None
 
 
-def run_on_context(op: OpDef, attrs: Attrs, inputs: list[NDArray],
-                   ctx: Context) -> list[NDArray] | None:
-    """Runs op on the accelerator of ctx and returns its visible outputs as
-    NDArrays on ctx, or None when the plugin does not run it (the caller
-    then runs it on the CPU)."""
+def run_on_context(op: OpDef, attrs: Attrs, inputs: Sequence[Operand],
+                   ctx: Context) -> list[Result] | None:
+    """Runs op on the accelerator of ctx and returns its visible outputs
+    (new device buffers of ctx's device, or host arrays), or None when the
+    plugin does not run it (the caller then runs it on the CPU)."""
     library = _library(ctx)
     _check_arity(op, attrs, inputs)
     dev_id = ctx.device_id
@@ -312,7 +309,7 @@ def run_on_context(op: OpDef, attrs: Attrs, inputs: list[NDArray],
         if isinstance(entry, _Declined):
             state.counters["fallbacks"] += 1
             return None
-        results = entry.run(inputs, ctx)
+        results = entry.run(inputs)
         state.counters["accelerator_calls"] += 1
         return results
 

@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abi.tensor import dtype_code
 from .offload import KeptOnCpu
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the partition (segment) calls this module, not the reverse
     from .segment import Partition, SubgraphSpec
 
 __all__ = ["NodeReason", "BoundaryTensor", "Explanation", "Refine", "explain"]
@@ -281,8 +282,6 @@ class _Context:
         return str(np.dtype(dtypes[start]))
 
     def _abi_dtype_problem(self, k: int) -> str | None:
-        from ..abi.tensor import dtype_code
-
         dtypes = self.partition.dtypes
         if not dtypes:
             return None

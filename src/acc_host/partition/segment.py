@@ -30,15 +30,13 @@ import json
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..abi.tensor import TensorSpec
 from ..graph import Graph
 from ..graph.annotate import annotate, output_name
+from .explain import Explanation, Refine, explain
 from .offload import KeptOnCpu, OffloadCosts, judge
-
-if TYPE_CHECKING:
-    from .explain import Explanation, Refine
 
 __all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph",
            "offerable_region", "region_spec", "region_graph"]
@@ -335,8 +333,6 @@ class Partition:
         refine(node, dev_id) may name the reason a node was refused more
         precisely (the op, or its dtype) than supportedOps' answer can;
         device_memory: whether the plugin keeps its own memory."""
-        from .explain import explain
-
         return explain(self, refine, device_memory)
 
     def to_dot(self, explanation: Explanation | None = None) -> str:

@@ -9,10 +9,9 @@ whatever path reaches it; two different files cannot claim one name.
 from __future__ import annotations
 
 import atexit
-import functools
 import os
-import pkgutil
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..abi.library import AccLibrary
@@ -54,14 +53,19 @@ def _file_key(path: str) -> tuple[int, int]:
     return status.st_dev, status.st_ino
 
 
-@functools.cache
-def _reserved_names() -> frozenset[str]:
-    """Context types and acc_host's own public names and submodules: an
-    accelerator called like one of them could not be reached as mx.<name>."""
-    import acc_host
+# Context types, and acc_host's own public names and submodules (which the
+# package reserves when it is imported): an accelerator called like one of
+# them could not be reached as mx.<name>.
+_reserved: set[str] = set(_RESERVED)
 
-    submodules = {module.name for module in pkgutil.iter_modules(acc_host.__path__)}
-    return frozenset({*_RESERVED, *acc_host.__all__, *submodules})
+
+def reserve_names(names: Iterable[str]) -> None:
+    """Refuses accelerators called like one of names from now on."""
+    _reserved.update(names)
+
+
+def _reserved_names() -> frozenset[str]:
+    return frozenset(_reserved)
 
 
 def _check_free_name(library: AccLibrary, replaced: AccLibrary | None = None) -> None:

@@ -2,7 +2,7 @@
 engine operation.
 
 An executor whose plan is a single subgraph step on fixed device buffers
-(see executor._BoundStep: every data input a bound argument, every output
+(see :mod:`.bound_step`: every data input a bound argument, every output
 an executor output, all in the device's memory) does three things per
 synchronous inference: copy the inputs into the argument buffers
 (copyToAcc), call infer() on the bound buffers, copy the outputs into new
@@ -33,11 +33,11 @@ from .. import engine
 from ..abi.header import ffi
 from ..abi.tensor import TensorArray, TensorSpec
 from ..trace import recorder as trace_recorder
+from .bound_step import BoundStep
 
 if TYPE_CHECKING:
     from ..context import Context
     from ..ndarray import NDArray
-    from .executor import _BoundStep
     from .subgraph import SubgraphOperator
 
 __all__ = ["DirectRun"]
@@ -52,7 +52,7 @@ class DirectRun:
                  "_writes", "_ctx", "_library", "_lock", "_descriptors", "_values",
                  "_results", "_failure")
 
-    def __init__(self, operator: SubgraphOperator, step: _BoundStep, ctx: Context,
+    def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
                  reads: Sequence[engine.Var], writes: Sequence[engine.Var]) -> None:
         self.operator = operator

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from .. import engine, limits
-from ..abi.loaded_model import BoundInference
 from ..abi.tensor import TensorSpec, contiguous, dtype_code
 from ..context import Context, cpu
 from ..errors import (
@@ -46,6 +45,7 @@ from ..ops.registry import OpDef
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
 from ..trace import recorder as trace_recorder
+from .bound_step import BoundStep
 from .direct_run import DirectRun
 from .subgraph import SubgraphOperator, Value, to_host
 
@@ -158,30 +158,6 @@ class _Push:
     done: tuple[int, ...]
 
 
-class _BoundStep:
-    """A subgraph step run on fixed buffers: its data inputs are bound
-    arguments and its outputs executor outputs, all in the memory of the
-    subgraph's device, and no other step reads what it computes. So the
-    plugin's infer() is the whole step (descriptors built once). It runs
-    only while every array still holds the buffer it was bound with."""
-
-    __slots__ = ("infer", "_bound")
-
-    def __init__(self, infer: BoundInference, arrays: Sequence[NDArray]) -> None:
-        self.infer = infer
-        # (storage, the device buffer it held when bound) per array
-        self._bound = tuple((array._storage, array._storage.device) for array in arrays)
-
-    def current(self) -> bool:
-        """Whether every array still holds, in device memory only, the
-        buffer it was bound with, and that buffer is allocated (the
-        bound infer's buffers are these)."""
-        for storage, buffer in self._bound:
-            if storage.device is not buffer or storage.host is not None or buffer._freed:
-                return False
-        return True
-
-
 def _stored(array: NDArray) -> Value:
     """An argument's value where it lives: its device buffer when it is in
     accelerator memory (copied to the host only if a CPU operator reads it),
@@ -271,9 +247,9 @@ class Executor:
         # not rebind. So each step's dependencies are worked out once.
         self._bound = {**arg_dict, **aux_dict}
         self._pushes = [self._step_push(index, step) for index, step in enumerate(self._steps)]
-        # Per subgraph step (by node), once its model is loaded: a _BoundStep,
+        # Per subgraph step (by node), once its model is loaded: a BoundStep,
         # or None where the step cannot run on fixed buffers.
-        self._bound_steps: dict[int, _BoundStep | None] = {}
+        self._bound_steps: dict[int, BoundStep | None] = {}
         self._direct: DirectRun | None = None  # see predict()
         # Serializes forward() calls (see forward); public, so that a thread
         # can pair its forward with the reading of its outputs.
@@ -655,9 +631,9 @@ class Executor:
         return run_step
 
     def _bind_step(self, step: _Step, push: _Push,
-                   written: Mapping[int, tuple[NDArray, Value]]) -> _BoundStep | None:
+                   written: Mapping[int, tuple[NDArray, Value]]) -> BoundStep | None:
         """The subgraph step on fixed buffers, where it can run so (see
-        _BoundStep): a device-memory plugin, every data input a bound
+        BoundStep): a device-memory plugin, every data input a bound
         argument and every output an executor output (one each) in its
         device's buffers, nothing else reading the outputs, no differential
         check."""
@@ -679,7 +655,7 @@ class Executor:
         infer = operator.bind_buffers(
             {entry: array._storage.device for entry, array in inputs.items()},
             {entry: output._storage.device for entry, (output, _) in written.items()})
-        return _BoundStep(infer, arrays)
+        return BoundStep(infer, arrays)
 
     def _output_function(self, output: NDArray, entry: int,
                          run: _Forward) -> engine.base.SyncFn:
