@@ -81,7 +81,8 @@ def __dir__() -> list[str]:
 
 
 # Accelerators cannot take the names of acc_host's attributes and submodules.
-_registry.reserve_names([*__all__, *(info.name for info in _pkgutil.iter_modules(__path__))])
+_submodules = [info.name for info in _pkgutil.iter_modules(__path__)]  # noqa: F405 (the package's)
+_registry.reserve_names([*__all__, *_submodules])
 
 if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are recorded
     from . import trace as _trace
