@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .. import __version__
 
     return __version__
@@ -54,6 +55,7 @@ def _error(message: str) -> None:
 def _silence_stdout() -> None:
     """Points stdout at /dev/null, so that flushing it at exit cannot fail
     again once the reader of a pipe has gone."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import os
 
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -65,6 +67,7 @@ def _exit_code(error: BaseException) -> int:
     """The exit status of an acc_host error or OSError: 3 for what the
     environment lacks (files, loadable libraries, the onnx package), 1 for
     the rest."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..errors import LibraryError, ModelFileError
 
     if isinstance(error, (LibraryError, ModelFileError, OSError, ImportError)):
@@ -75,6 +78,7 @@ def _exit_code(error: BaseException) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line argv (default sys.argv[1:]); returns the exit
     status. Without a command it prints the help and returns 2."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..errors import AccHostError
 
     parser = build_parser()

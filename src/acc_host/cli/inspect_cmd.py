@@ -37,6 +37,7 @@ def add_parser(commands: Any) -> None:
 
 def _query(library: Any, dev_id: int, what: str) -> str | None:
     """configure(query=what)'s answer under the key what, or None."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..errors import AccHostError
 
     try:
@@ -51,6 +52,7 @@ def _split(text: str | None) -> list[str] | None:
 
 def describe(library: Any, dev_id: int, dtypes: list[str], show_progress: bool) -> dict[str, Any]:
     """Everything inspect prints, as a dict."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..abi import header
     from .probe import DEFAULT_DTYPES, STANDARD_CASES, probe
 
@@ -104,6 +106,7 @@ def format_text(info: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .libraries import open_library
 
     library = open_library(args.lib)
@@ -118,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_dtypes(dtypes: list[str]) -> None:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import numpy as np
 
     for dtype in dtypes:

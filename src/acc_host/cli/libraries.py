@@ -25,6 +25,7 @@ def is_path(text: str) -> bool:
 
 def known_names() -> list[str]:
     """Names of the accelerators loaded in this process."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..plugins.registry import libraries
 
     return [library.name for library in libraries()]
@@ -39,6 +40,7 @@ def _unknown(name: str) -> CliError:
 def _load(path: str) -> AccLibrary:
     """The library at path: the registered one when that file is loaded,
     else a new one (registered, so that contexts can name it)."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..abi.library import AccLibrary
     from ..errors import AccNameConflictError, LibraryError
     from ..plugins.registry import register
@@ -60,6 +62,7 @@ def _load(path: str) -> AccLibrary:
 
 def open_library(spec: str) -> AccLibrary:
     """The library named or pointed at by spec."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..plugins.registry import _state
 
     if is_path(spec):
@@ -72,6 +75,7 @@ def open_library(spec: str) -> AccLibrary:
 
 def context_for(spec: str, device: int) -> Context:
     """The context of device on the accelerator spec ("cpu": the host)."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..context import Context, cpu
     from ..plugins.registry import _state
 

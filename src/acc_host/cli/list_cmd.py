@@ -40,6 +40,7 @@ def records() -> list[dict[str, Any]]:
     some other way in this process). ``link`` and ``target``: the path found
     and the real file, when the path goes through a symlink (else None);
     ``probe``: how loading it in a probe process went (None: not probed)."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..abi import header
     from ..plugins.discovery import report
     from ..plugins.registry import libraries

@@ -87,6 +87,7 @@ class ProbeResult:
 def probe_case(library: Any, case: OpCase, dtype: str, dev_id: int = 0) -> str:
     """Whether the plugin accepts case's operator in dtype: "yes", "no",
     or "n/a: ..." when the host cannot build the graph in that dtype."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import numpy as np
 
     from .. import symbol as sym

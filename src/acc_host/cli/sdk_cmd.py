@@ -45,6 +45,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _value(show: str) -> str:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..abi import header
     from ..plugins import sdk
 
@@ -62,6 +63,7 @@ def _value(show: str) -> str:
 
 
 def _summary() -> str:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..abi import header
     from ..plugins import sdk
 
@@ -77,6 +79,7 @@ def _summary() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..plugins.sdk import SdkNotFoundError
 
     try:

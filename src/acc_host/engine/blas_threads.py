@@ -54,6 +54,6 @@ def apply_policy() -> None:
         count = configured_threads()
         if count is None:
             return
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # loads the BLAS libraries: only when used
 
         threadpool_limits(limits=count, user_api="blas")

@@ -352,7 +352,7 @@ def main(argv: list[str]) -> int:
 def _exit(code: int) -> None:
     """Exits at once (plugin threads may still run, so no interpreter
     teardown), after flushing what the plugin printed through stdio."""
-    import ctypes
+    import ctypes  # only at exit: the child starts without it
 
     sys.stdout.flush()
     sys.stderr.flush()

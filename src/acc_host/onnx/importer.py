@@ -81,7 +81,7 @@ def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
     """A TensorProto's values; one whose declared dims and data disagree (or
     that cannot be read) is a ModelFileError naming it. Its data is in the
     file, so nothing is allocated beyond what the file holds."""
-    from onnx import numpy_helper
+    from onnx import numpy_helper  # the optional onnx package, only when reading a model
 
     dims = tuple(tensor.dims)
     label = f"ONNX {what} {tensor.name!r}" if tensor.name else f"an ONNX {what}"

@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..abi import header
+from ..abi.library import AccLibrary
 from ..errors import LibraryError
 
 __all__ = ["PROBE_ENV_VAR", "TIMEOUT_ENV_VAR", "CACHE_ENV_VAR", "DEFAULT_TIMEOUT", "SAFE",
@@ -172,8 +174,6 @@ def _identity(path: str) -> list[int] | None:
 
 
 def _host_tag() -> str:
-    from ..abi import header
-
     version = getattr(sys.modules.get("acc_host"), "__version__", "?")
     return (f"acc_host {version}; ABI {header.API_VERSION}; {sys.implementation.name} "
             f"{sys.version_info[0]}.{sys.version_info[1]}; {sys.platform}")
@@ -451,8 +451,6 @@ def _verdict(child: _Child, code: int, timed_out: bool, timeout: float) -> Probe
 
 def child_main(argv: Sequence[str]) -> int:
     """The probe process: loads argv[0], writing stages to argv[1]."""
-    from ..abi.library import AccLibrary
-
     path, stages_file = argv[0], argv[1]
     out = os.open(stages_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 

@@ -166,7 +166,7 @@ def _entry_problems(path: str, kind: str, allow_sticky: bool) -> list[str]:
 
 @functools.cache
 def _user(uid: int) -> str:
-    import pwd
+    import pwd  # POSIX only, and read only to name an owner in a refusal
 
     try:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
@@ -176,7 +176,7 @@ def _user(uid: int) -> str:
 
 @functools.cache
 def _group(gid: int) -> str:
-    import grp
+    import grp  # POSIX only, and read only to name a group in a refusal
 
     try:
         return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
@@ -188,7 +188,7 @@ def _group(gid: int) -> str:
 def _private_group(gid: int) -> bool:
     """Whether gid is the current user's own group: the primary group,
     named like the user, with no other member."""
-    import grp
+    import grp  # POSIX only (see _user)
     import pwd
 
     try:
