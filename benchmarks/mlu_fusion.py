@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 import acc_host as mx
+from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.operator_executor import run_graph
-from acc_host.graph.annotate import annotate_symbol
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

@@ -28,8 +28,8 @@ MODELS = ROOT / "tests" / "models"
 os.environ.setdefault("MXNET_ACC_OFFLOAD_COST", "0")
 
 import acc_host as mx  # noqa: E402
+from acc_host.abi.annotate import annotate_symbol  # noqa: E402
 from acc_host.abi.loaded_model import LoadedModel  # noqa: E402
-from acc_host.graph.annotate import annotate_symbol  # noqa: E402
 from acc_host.ndarray import params_file  # noqa: E402
 
 

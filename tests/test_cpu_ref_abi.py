@@ -13,12 +13,12 @@ import pytest
 
 import acc_host as mx
 from acc_host.abi import header
+from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.header import ffi
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.memory import DeviceBuffer
 from acc_host.abi.operator_executor import OperatorExecutor
 from acc_host.abi.tensor import CStrings, TensorArray, TensorSpec
-from acc_host.graph.annotate import annotate_symbol
 
 F32 = np.dtype(np.float32)
 

@@ -24,13 +24,13 @@ from cpu_ref_cases import CASES, REJECTED, Case, RejectedCase, case_id
 
 import acc_host as mx
 from acc_host import ops
+from acc_host.abi.annotate import annotate_symbol, output_name
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.memory import DeviceBuffer
 from acc_host.abi.operator_executor import OperatorExecutor
 from acc_host.abi.operator_versions import op_version
 from acc_host.abi.tensor import TensorSpec
 from acc_host.errors import OperatorError, ShapeError
-from acc_host.graph.annotate import annotate_symbol, output_name
 
 RTOL, ATOL = 1e-4, 1e-5
 SCALE_TOLERANCE = 1e-6  # see _assert_all_close

@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent('''
     import threading
     import numpy as np
     import acc_host as mx
-    from acc_host.graph.annotate import annotate_symbol
+    from acc_host.abi.annotate import annotate_symbol
     from acc_host.abi.memory import DeviceBuffer
     from acc_host.abi.loaded_model import LoadedModel
     from acc_host.abi.tensor import TensorSpec

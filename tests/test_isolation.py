@@ -23,10 +23,10 @@ from conftest import SANITIZE, settle_engine
 
 import acc_host as mx
 from acc_host import isolate, trace
+from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.memory import DeviceBuffer
 from acc_host.abi.tensor import TensorSpec
-from acc_host.graph.annotate import annotate_symbol
 from acc_host.isolate import IsolatedLibrary, Timeouts
 from acc_host.plugins import registry
 

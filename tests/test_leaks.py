@@ -111,7 +111,7 @@ _RSS_SCRIPT = textwrap.dedent("""
     import json, os, sys
     import numpy as np
     import acc_host as mx
-    from acc_host.graph.annotate import annotate_symbol
+    from acc_host.abi.annotate import annotate_symbol
     from acc_host.abi.memory import DeviceBuffer
     from acc_host.abi.loaded_model import LoadedModel
     from acc_host.abi.tensor import TensorSpec

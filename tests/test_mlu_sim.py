@@ -29,11 +29,11 @@ import pytest
 
 import acc_host as mx
 from acc_host import ops as host_ops
+from acc_host.abi.annotate import annotate, annotate_symbol
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.memory import DeviceBuffer
 from acc_host.abi.operator_executor import OperatorExecutor, run_graph
 from acc_host.abi.tensor import TensorSpec
-from acc_host.graph.annotate import annotate, annotate_symbol
 
 MODELS = Path(__file__).resolve().parent / "models"
 RTOL, ATOL = 1e-4, 1e-5

@@ -16,8 +16,8 @@ import pytest
 from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 
 import acc_host as mx
+from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.loaded_model import LoadedModel
-from acc_host.graph.annotate import annotate_symbol
 from acc_host.runtime import model_cache
 from acc_host.runtime.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
 

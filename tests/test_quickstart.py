@@ -20,10 +20,10 @@ import pytest
 import acc_host as mx
 import build_plugins
 from acc_host.abi import header
+from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.header import ffi
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.tensor import CStrings, TensorArray, TensorSpec
-from acc_host.graph.annotate import annotate_symbol
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "quickstart.md"

@@ -15,12 +15,12 @@ import pytest
 
 import acc_host as mx
 from acc_host.abi import releases
+from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.library import AccLibrary
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.memory import DeviceBuffer
 from acc_host.abi.operator_executor import OperatorExecutor
 from acc_host.abi.tensor import TensorSpec
-from acc_host.graph.annotate import annotate_symbol
 
 SPEC = TensorSpec((4,), np.float32)
 

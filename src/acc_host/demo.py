@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from . import symbol as sym
+from .abi.annotate import annotate_symbol
 from .abi.loaded_model import LoadedModel
 from .abi.operator_executor import run_graph as run_imperative
 from .abi.tensor import TensorSpec
 from .context import Context, cpu
-from .graph.annotate import annotate_symbol
 from .model import load_checkpoint
 from .plugins.registry import get_library, libraries
 from .symbol import Symbol

@@ -29,7 +29,7 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from ..errors import InvalidArgumentError, PluginContractError, TensorError
-from ..graph.annotate import GraphSignature, signature
+from .annotate import GraphSignature, signature
 from .header import HOST_DEVICE, ffi
 from .library import AccLibrary
 from .memory import DeviceBuffer
@@ -82,7 +82,7 @@ def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False)
 
 
 class LoadedModel:
-    """loadModel() of an annotated graph (see :mod:`acc_host.graph.annotate`) with
+    """loadModel() of an annotated graph (see :mod:`acc_host.abi.annotate`) with
     its weights on device dev_id."""
 
     def __init__(self, library: AccLibrary, graph: Mapping[str, Any],

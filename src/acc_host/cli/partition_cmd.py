@@ -46,8 +46,8 @@ def refiner(library: Any, partition: Any) -> Any:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
     import numpy as np
 
+    from ..abi.annotate import signature
     from ..errors import AccHostError
-    from ..graph.annotate import signature
     from ..partition.segment import region_graph
 
     graph = partition.graph

@@ -91,9 +91,9 @@ def probe_case(library: Any, case: OpCase, dtype: str, dev_id: int = 0) -> str:
     import numpy as np
 
     from .. import symbol as sym
+    from ..abi.annotate import annotate_symbol
     from ..abi.tensor import TensorSpec
     from ..errors import AccHostError, PluginError
-    from ..graph.annotate import annotate_symbol
 
     variables = [sym.Variable(name) for name in case.inputs]
     try:

@@ -21,8 +21,8 @@ import numpy as np
 
 from .. import ops
 from .. import symbol as sym
+from ..abi.annotate import annotate_symbol, output_name
 from ..compare import mismatch
-from ..graph.annotate import annotate_symbol, output_name
 
 __all__ = ["OpCase", "Instance", "OP_CASES", "GRAPH_CASES", "GraphCase", "instances",
            "compare", "TOLERANCES"]

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..abi import header
+from ..abi.annotate import annotate_symbol, output_name, signature
 from ..abi.header import ffi
 from ..abi.library import AccLibrary
 from ..abi.loaded_model import LoadedModel
@@ -29,7 +30,6 @@ from ..abi.operator_executor import OperatorExecutor
 from ..abi.operator_versions import OP_VERSION_ATTR, op_version
 from ..abi.tensor import CStrings, TensorArray, TensorSpec
 from ..errors import PluginError, PluginUnsupportedError
-from ..graph.annotate import annotate_symbol, output_name, signature
 from . import cases
 from .report import CheckFailed, CheckSkipped
 from .session import ERR_NOT_FOUND, ERR_STATE, Session

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..abi.annotate import annotate_graph
 from ..abi.tensor import TensorSpec
 from ..errors import OperatorError
 from ..ops import registry
 from . import Graph
-from .annotate import annotate_graph
 from .attribute import current_attrs
 from .symbol_json import MXNET_VERSION, Node, write_graph
 

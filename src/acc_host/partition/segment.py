@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..abi.annotate import annotate, output_name
 from ..abi.tensor import TensorSpec
 from ..graph import Graph
-from ..graph.annotate import annotate, output_name
 from .explain import Explanation, Refine, explain
 from .offload import KeptOnCpu, OffloadCosts, judge
 

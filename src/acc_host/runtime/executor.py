@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import engine, limits
+from ..abi.annotate import annotate_symbol
 from ..abi.tensor import TensorSpec, contiguous, dtype_code
 from ..context import Context, cpu
 from ..errors import (
@@ -38,7 +39,6 @@ from ..errors import (
     TensorError,
 )
 from ..graph import Graph
-from ..graph.annotate import annotate_symbol
 from ..ndarray import NDArray, zeros
 from ..ops.params import Attrs
 from ..ops.registry import OpDef
