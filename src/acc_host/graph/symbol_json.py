@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import GraphError
 
-__all__ = ["MXNET_VERSION", "Node", "Entry", "parse_graph", "write_graph"]
+__all__ = ["Node", "Entry", "parse_graph", "write_graph"]
 
 # The "mxnet_version" graph attribute of the JSON the host writes (MXNet 1.9.1).
 MXNET_VERSION = ["int", 10901]
