@@ -595,16 +595,20 @@ def _invoke_now(op: registry.OpDef, parsed: Any, inputs: Sequence[NDArray], ctx:
     return targets
 
 
+def _operand(array: NDArray) -> dispatch.Operand:
+    """array as dispatch reads it: shape and dtype now, its device buffer or
+    host values when the call needs them."""
+    return dispatch.Operand(array.shape, array.dtype, lambda: array._device_storage,
+                            lambda: np.asarray(array))
+
+
 def _on_accelerator(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray],
                     ctx: Context) -> list[NDArray] | None:
     """The outputs as computed by ctx's accelerator, or None for the CPU path
     (a CPU context, or an operator the plugin declines)."""
     if not ctx.is_accelerator:
         return None
-    operands = [dispatch.Operand(array.shape, array.dtype,
-                                 lambda array=array: array._device_storage,
-                                 lambda array=array: np.asarray(array)) for array in inputs]
-    results = dispatch.run_on_context(op, attrs, operands, ctx)
+    results = dispatch.run_on_context(op, attrs, [_operand(array) for array in inputs], ctx)
     if results is None:
         return None
     return [NDArray._adopt(result, ctx) if isinstance(result, DeviceBuffer)
