@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
-from acc_host.symbolic import LoadedModel
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 

@@ -51,10 +51,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import acc_host as mx  # noqa: E402
 import build_plugins  # noqa: E402
-from acc_host import model_cache  # noqa: E402
-from acc_host.model_cache import ENV_VAR, ModelCache  # noqa: E402
-from acc_host.subgraph import to_host  # noqa: E402
-from acc_host.symbolic import LoadedModel  # noqa: E402
+from acc_host.abi.loaded_model import LoadedModel  # noqa: E402
+from acc_host.runtime import model_cache  # noqa: E402
+from acc_host.runtime.model_cache import ENV_VAR, ModelCache  # noqa: E402
+from acc_host.runtime.subgraph import to_host  # noqa: E402
 
 MODELS = ROOT / "tests" / "models"
 SHARED = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes"]

@@ -37,9 +37,9 @@ import numpy as np
 from bench_common import settle
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
 from acc_host.errors import InvalidArgumentError
-from acc_host.symbolic import LoadedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 MX_MODELS = ("squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes")

@@ -25,7 +25,7 @@ import numpy as np
 
 import acc_host as mx
 from acc_host import engine
-from acc_host.memory import DeviceBuffer
+from acc_host.abi.memory import DeviceBuffer
 
 MODELS = Path(__file__).resolve().parent.parent / "tests" / "models"
 

@@ -33,11 +33,11 @@ import numpy as np
 
 import acc_host as mx
 from acc_host import isolate
-from acc_host.annotate import annotate_symbol
-from acc_host.library import AccLibrary
-from acc_host.memory import DeviceBuffer
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import TensorSpec
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.library import AccLibrary
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.tensor import TensorSpec
 
 SIZES_MB = (1, 16, 64)
 

@@ -49,7 +49,7 @@ def main() -> None:
         exe.forward(data=image)[0].asnumpy()  # compiled before timing
         executors.append(exe)
 
-    def model_job(exe: mx.executor.Executor) -> Callable[[], None]:
+    def model_job(exe: mx.runtime.executor.Executor) -> Callable[[], None]:
         def run() -> None:
             for _ in range(args.forwards):
                 exe.forward(data=image)[0].asnumpy()

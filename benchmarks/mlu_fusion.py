@@ -8,7 +8,7 @@ widths 16-128, 1x3x64x64), on one card:
 
 * symbolic: the whole graph loaded once with loadModel (fusion segments,
   one FusionOp each), then one infer() per forward;
-* imperative: acc_host.imperative.run_graph, the seed's imperative mode:
+* imperative: acc_host.abi.operator_executor.run_graph, the seed's imperative mode:
   every operator through its own executor (one BaseOp compiled and
   launched per operator, intermediates in device memory).
 
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
-from acc_host.imperative import run_graph
-from acc_host.symbolic import LoadedModel
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.operator_executor import run_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))

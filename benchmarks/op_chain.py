@@ -18,8 +18,8 @@ from collections.abc import Callable
 import numpy as np
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
-from acc_host.symbolic import LoadedModel
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
 
 OPS: dict[str, Callable[[mx.sym.Symbol], mx.sym.Symbol]] = {
     "_mul_scalar": lambda y: y * 0.5,

@@ -5,7 +5,7 @@ Usage: python benchmarks/partition_scaling.py [--sizes 10000 100000 1000000] [--
 Each graph is a random DAG in which every node reads one to three of the
 64 nodes before it (the shape of real networks: mostly local edges), and a
 random 70% of the nodes are supported by the accelerator. Prints the median
-time of acc_host.partition.segment() per size and the time per node, whose
+time of acc_host.partition.segment.segment() per size and the time per node, whose
 flatness across sizes is the near-linear scaling.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from acc_host.partition import segment
+from acc_host.partition.segment import segment
 
 
 def synthetic(size: int, seed: int = 0) -> tuple[list[list[int]], list[int]]:

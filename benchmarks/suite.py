@@ -66,9 +66,9 @@ from bench_common import (
 
 import acc_host as mx
 from acc_host import engine
-from acc_host.annotate import annotate_symbol
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
 from acc_host.errors import InvalidArgumentError
-from acc_host.symbolic import LoadedModel
 
 MXNET_ENV = "ACC_HOST_BENCH_MXNET_PYTHON"
 # Untimed calls before each block of a model row (bench_common.interleaved).

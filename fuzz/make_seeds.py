@@ -28,9 +28,9 @@ MODELS = ROOT / "tests" / "models"
 os.environ.setdefault("MXNET_ACC_OFFLOAD_COST", "0")
 
 import acc_host as mx  # noqa: E402
-from acc_host import ndarray_format  # noqa: E402
-from acc_host.annotate import annotate_symbol  # noqa: E402
-from acc_host.symbolic import LoadedModel  # noqa: E402
+from acc_host.abi.annotate import annotate_symbol  # noqa: E402
+from acc_host.abi.loaded_model import LoadedModel  # noqa: E402
+from acc_host.ndarray import params_file  # noqa: E402
 
 
 def _write(target: str, name: str, data: bytes | str) -> None:
@@ -111,8 +111,8 @@ def graph_json_seeds() -> None:
         _write("graph_json", f"{name}.json", json.dumps(graph))
     # A real model, annotated as the host passes it to plugins, and as MXNet wrote it.
     sym = mx.sym.load(str(MODELS / "transformer_enc" / "model-symbol.json"))
-    _, params = ndarray_format.load(MODELS / "transformer_enc" / "model-0000.params"), None
-    arrays, names = ndarray_format.load(MODELS / "transformer_enc" / "model-0000.params")
+    _, params = params_file.load(MODELS / "transformer_enc" / "model-0000.params"), None
+    arrays, names = params_file.load(MODELS / "transformer_enc" / "model-0000.params")
     weights = {n.split(":", 1)[1]: a for n, a in zip(names, arrays)}
     data_shape = np.load(MODELS / "transformer_enc" / "input_0.npy").shape
     graph = annotate_symbol(sym, {"data": data_shape}, weights=weights)
@@ -158,17 +158,17 @@ def params_seeds() -> None:
     arrays = [rng.standard_normal((2, 3)).astype(np.float32), np.arange(4, dtype=np.int64),
               np.array([True, False]), np.zeros((0, 3), np.float16)]
     _write("params", "named_v2.params",
-           ndarray_format.dumps(arrays, ["arg:w", "aux:m", "arg:flag", "arg:empty"]))
+           params_file.dumps(arrays, ["arg:w", "aux:m", "arg:flag", "arg:empty"]))
     _write("params", "unnamed_v3.params",
-           ndarray_format.dumps([np.float64(2.5), np.ones(3, np.uint8)], version=3))
+           params_file.dumps([np.float64(2.5), np.ones(3, np.uint8)], version=3))
     _, weights = annotated(conv_net)
-    _write("params", "conv.params", ndarray_format.dumps(
+    _write("params", "conv.params", params_file.dumps(
         list(weights.values()), [f"arg:{name}" for name in weights]))
-    # Version 1 and pre-version-1 arrays, assembled by hand (ndarray_format.py's tables).
+    # Version 1 and pre-version-1 arrays, assembled by hand (params_file.py's tables).
     import struct
-    v1 = struct.pack("<IiqqiiI", ndarray_format.V1_MAGIC, 2, 1, 2, 1, 0, 0) + bytes(8)
+    v1 = struct.pack("<IiqqiiI", params_file.V1_MAGIC, 2, 1, 2, 1, 0, 0) + bytes(8)
     legacy = struct.pack("<IIIiiI", 2, 2, 1, 1, 0, 4) + bytes(8)
-    header = struct.pack("<QQQ", ndarray_format.LIST_MAGIC, 0, 2)
+    header = struct.pack("<QQQ", params_file.LIST_MAGIC, 0, 2)
     _write("params", "v1_legacy.params", header + v1 + legacy + struct.pack("<Q", 0))
 
 

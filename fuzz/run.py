@@ -13,7 +13,7 @@ the inputs of bugs found and fixed):
     graph_json     C, libFuzzer: plugins/common json.c + graph.c + attrs.c
     mlu_model      C, libFuzzer: mlu_sim's offline-model loader (import, infer, export, unload)
     cpu_ref_model  C, libFuzzer: cpu_ref's model-file loader (the same)
-    params         Python: acc_host.ndarray_format (.params)
+    params         Python: acc_host.ndarray.params_file (.params)
     symbol_json    Python: mx.sym.load_json / mx.sym.load
     onnx           Python: mx.onnx.import_model
 
@@ -81,7 +81,7 @@ TARGETS = {t.name: t for t in [
            dictionary="graph_json.dict", unoptimized=("gemm.c",),
            what="cpu_ref: configure import_model, then infer, export_model, unloadModel"),
     Target("params", "python", "params_fuzz.py", 4096,
-           what="acc_host.ndarray_format.loads, mx.model.load_params"),
+           what="acc_host.ndarray.params_file.loads, mx.model.load_params"),
     Target("symbol_json", "python", "symbol_json_fuzz.py", 65536, dictionary="graph_json.dict",
            what="mx.sym.load_json, mx.sym.load"),
     Target("onnx", "python", "onnx_fuzz.py", 4096, what="mx.onnx.import_model"),

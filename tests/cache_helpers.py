@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import acc_host as mx
-from acc_host.model_cache import ENV_VAR, CacheEntry
+from acc_host.runtime.model_cache import ENV_VAR, CacheEntry
 
 
 def run_script(script: str, args: list[str], output: Path, cache: Path | None) -> dict:

@@ -137,7 +137,7 @@ def build_cpu_ref_variant(tmp_path_factory: pytest.TempPathFactory) -> Callable[
 
 @pytest.fixture
 def offload_everything(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Turns cost-aware partitioning off (acc_host.offload): tests that
+    """Turns cost-aware partitioning off (acc_host.partition.offload): tests that
     check a plugin's numerics or placement on small graphs want every
     supported operator offered, whatever it would cost."""
     monkeypatch.setenv("MXNET_ACC_OFFLOAD_COST", "0")

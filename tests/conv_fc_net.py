@@ -31,7 +31,7 @@ def weights(seed: int) -> dict[str, np.ndarray]:
 
 
 def bind(ctx: mx.Context, values: dict[str, np.ndarray],
-         with_activation_head: bool = False) -> mx.executor.Executor:
+         with_activation_head: bool = False) -> mx.runtime.executor.Executor:
     """An executor of the network on ctx holding the weights values."""
     exe = conv_fc_net(with_activation_head).simple_bind(ctx, data=SHAPE)
     for name, value in values.items():

@@ -568,6 +568,6 @@ EXPECTED_FAILURES: dict[str, str] = {
 
 # Empty: cpu_ref passes every case the CPU path passes. (The expanded
 # grouped-query-attention cases listed here as flaky were a host bug:
-# copyToAcc read a freed temporary; see acc_host.tensor.host_pointer.)
+# copyToAcc read a freed temporary; see acc_host.abi.tensor.host_pointer.)
 CPU_REF_EXTRA: dict[str, str] = {
 }

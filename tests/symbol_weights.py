@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import numpy as np
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
-from acc_host.symbolic import LoadedModel
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
 
 
 def random_weights(sym: mx.sym.Symbol, shapes: dict, seed: int) -> dict[str, np.ndarray]:

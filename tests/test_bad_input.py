@@ -27,7 +27,6 @@ from test_hardening import ROWS as HARDENING_ROWS
 from test_misbehaving import ROWS as MISBEHAVING_ROWS
 
 import acc_host as mx
-from acc_host import ndarray_format
 from acc_host.errors import (
     AccHostError,
     AllocationTooLargeError,
@@ -46,6 +45,7 @@ from acc_host.errors import (
     UnknownOperatorError,
     UnsupportedOnnxOperatorError,
 )
+from acc_host.ndarray import params_file
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "robustness.md"
 TERA = 1 << 40
@@ -372,7 +372,7 @@ FORWARD_ROWS = [
 
 # ---- .params files ------------------------------------------------------------------------------
 
-_PARAMS = ndarray_format.dumps([np.ones((2, 3), np.float32)], ["arg:w"])
+_PARAMS = params_file.dumps([np.ones((2, 3), np.float32)], ["arg:w"])
 _ARRAY = 24  # the first array record: magic, stype, ndim, 2 dims, context, type flag
 _DIMS, _FLAG = _ARRAY + 12, _ARRAY + 36
 
@@ -422,11 +422,11 @@ PARAMS_ROWS = [
     Row("params-huge-count", "load", _params(_pack("<Q", 16, 1 << 60)), ModelFileError,
         ("array count 1152921504606846976 is more than the remaining",), huge=True),
     Row("params-unnamed-checkpoint", "load",
-        lambda tmp: (ndarray_format.save(tmp / "list.params", [np.ones(2, np.float32)]),
+        lambda tmp: (params_file.save(tmp / "list.params", [np.ones(2, np.float32)]),
                      mx.model.load_params(tmp / "list.params")), ModelFileError,
         ("list.params: a checkpoint's parameters must be named",)),
     Row("params-bad-key", "load",
-        lambda tmp: (ndarray_format.save(tmp / "keys.params", [np.ones(2, np.float32)],
+        lambda tmp: (params_file.save(tmp / "keys.params", [np.ones(2, np.float32)],
                                          ["weight"]),
                      mx.model.load_params(tmp / "keys.params")), ModelFileError,
         ("parameter 'weight' is neither 'arg:<name>' nor 'aux:<name>'",)),
@@ -726,9 +726,9 @@ def test_an_operator_s_stray_exception_is_typed_and_names_the_operator(
     from an operator's computation is an OperatorInternalError naming the
     operator and its inputs, with the original as __cause__ (no operator
     needs it today: tests/test_operator_errors_property.py fails on it)."""
-    from acc_host.ops import registry
-
     import dataclasses
+
+    from acc_host.ops import registry
 
     op = registry.get("relu")
 

@@ -1,4 +1,4 @@
-"""The CPU path's BLAS thread policy (acc_host.blas_threads): one thread
+"""The CPU path's BLAS thread policy (acc_host.engine.blas_threads): one thread
 unless the user asks otherwise, applied when the engine starts. Each case
 runs in a fresh interpreter, because the BLAS setting is process-wide."""
 

@@ -1,5 +1,5 @@
-"""An executor's subgraph step on fixed buffers (executor._BoundStep,
-symbolic.BoundInference): once its model is loaded, a step whose inputs are
+"""An executor's subgraph step on fixed buffers (runtime.bound_step.BoundStep,
+abi.loaded_model.BoundInference): once its model is loaded, a step whose inputs are
 bound arguments and whose outputs are executor outputs on the device runs
 as the plugin's infer() alone. These tests check that it is used and that
 it gives what the general path gives (the CPU path is the oracle) through
@@ -15,9 +15,9 @@ from conv_fc_net import image as _image
 from conv_fc_net import weights as _weights
 
 import acc_host as mx
+from acc_host.abi.memory import DeviceBuffer
 from acc_host.errors import InvalidArgumentError, TensorError
-from acc_host.executor import _BoundStep
-from acc_host.memory import DeviceBuffer
+from acc_host.runtime.bound_step import BoundStep
 
 RTOL, ATOL = 1e-4, 1e-5
 ACCELERATORS = ["cpu_ref", "mlu"]
@@ -34,7 +34,7 @@ def test_bound_step_runs_and_follows_data_and_weights(accelerator: str) -> None:
         np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
                                    cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
     bound = exe._bound_steps[exe._steps[0].node]
-    assert isinstance(bound, _BoundStep)
+    assert isinstance(bound, BoundStep)
     operator = exe._steps[0].subgraph
     # Written weights reach the model once, then the bound step runs again.
     for target in (exe, cpu):

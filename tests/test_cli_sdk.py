@@ -12,7 +12,8 @@ from pathlib import Path
 
 import acc_host as mx
 import build_plugins
-from acc_host import _abi, sdk
+from acc_host.abi import header as abi_header
+from acc_host.plugins import sdk
 
 SRC = Path(mx.__file__).resolve().parent.parent
 OPTIONS = ("--cflags", "--include-dir", "--header", "--source-dir", "--sources",
@@ -38,7 +39,7 @@ def value(*args: str, pythonpath: Path = SRC) -> str:
 
 def test_paths_are_the_ones_the_host_reads() -> None:
     header = Path(value("--header"))
-    assert header == _abi.header_path() and header.name == "mxnet_acc.h"
+    assert header == abi_header.header_path() and header.name == "mxnet_acc.h"
     assert Path(value("--include-dir")) == header.parent
     source_dir = Path(value("--source-dir"))
     assert source_dir == sdk.source_dir()
@@ -46,7 +47,7 @@ def test_paths_are_the_ones_the_host_reads() -> None:
     assert value("--cflags").split() == [f"-I{header.parent}", f"-I{source_dir}"]
     sources = [Path(path) for path in value("--sources").split()]
     assert sources == sorted(source_dir.glob("*.c")) and source_dir / "json.c" in sources
-    assert value("--abi-version") == _abi.version_text(_abi.API_VERSION) == "1.0"
+    assert value("--abi-version") == abi_header.version_text(abi_header.API_VERSION) == "1.0"
 
 
 def test_the_built_checkout_serves_the_copies_beside_the_bundled_libraries() -> None:

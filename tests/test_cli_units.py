@@ -20,7 +20,7 @@ from acc_host.cli.errors import USAGE, CliError
 from acc_host.cli.models import parse_shapes, read_inputs
 from acc_host.cli.progress import Progress, enabled
 from acc_host.cli.summary import format_summary, summarize
-from acc_host.offload import MIN_SIZE, NOT_PAYING, KeptOnCpu
+from acc_host.partition.offload import MIN_SIZE, NOT_PAYING, KeptOnCpu
 
 COMMANDS = ("list", "inspect", "run", "partition", "check", "demo")
 

@@ -56,7 +56,7 @@ INPUTS = [np.random.default_rng(100 + k).standard_normal(SHAPE).astype(np.float3
           for k in range(THREADS)]
 
 
-def _bind(ctx: mx.Context) -> mx.executor.Executor:
+def _bind(ctx: mx.Context) -> mx.runtime.executor.Executor:
     exe = SYMBOL.simple_bind(ctx, data=SHAPE)
     for name, value in WEIGHTS.items():
         exe.arg_dict[name][:] = value

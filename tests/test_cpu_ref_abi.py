@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import acc_host as mx
-from acc_host import _abi
-from acc_host._abi import ffi
-from acc_host.annotate import annotate_symbol
-from acc_host.imperative import Executor
-from acc_host.memory import DeviceBuffer
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import CStrings, TensorArray, TensorSpec
+from acc_host.abi import header
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.header import ffi
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.operator_executor import OperatorExecutor
+from acc_host.abi.tensor import CStrings, TensorArray, TensorSpec
 
 F32 = np.dtype(np.float32)
 
@@ -39,7 +39,7 @@ def _relu_graph(op_version: str | None = None) -> dict:
 
 def _status(library, function: str, *args) -> tuple[str, str]:
     code = getattr(library.lib, function)(*args)
-    return _abi.status_name(code), library.last_error()
+    return header.status_name(code), library.last_error()
 
 
 def test_supported_ops_declines_unknown_operator_versions(library) -> None:
@@ -190,36 +190,38 @@ def test_copies_check_sizes_and_devices(library) -> None:
 def test_executor_errors(library) -> None:
     spec = TensorSpec((2, 3), F32)
     with pytest.raises(mx.PluginUnsupportedError, match="operator Frobnicate is not supported"):
-        Executor(library, "Frobnicate", [spec], [spec])
+        OperatorExecutor(library, "Frobnicate", [spec], [spec])
     with pytest.raises(mx.PluginUnsupportedError, match="version \"9\""):
-        Executor(library, "Activation", [spec], [spec], {"act_type": "relu",
+        OperatorExecutor(library, "Activation", [spec], [spec], {"act_type": "relu",
                                                           "__op_version__": "9"})
     with pytest.raises(mx.PluginUnsupportedError, match="attribute \"colour\""):
-        Executor(library, "Activation", [spec], [spec], {"act_type": "relu", "colour": "red"})
+        OperatorExecutor(library, "Activation", [spec], [spec],
+                         {"act_type": "relu", "colour": "red"})
     with pytest.raises(mx.PluginUnsupportedError, match="only float32"):
-        Executor(library, "Activation", [TensorSpec((2, 3), np.float64)],
-                 [TensorSpec((2, 3), np.float64)], {"act_type": "relu"})
+        OperatorExecutor(library, "Activation", [TensorSpec((2, 3), np.float64)],
+                         [TensorSpec((2, 3), np.float64)], {"act_type": "relu"})
     with pytest.raises(mx.PluginError, match="output shape \\(3, 2\\), expected \\(2, 3\\)"):
-        Executor(library, "Activation", [spec], [TensorSpec((3, 2), F32)], {"act_type": "relu"})
+        OperatorExecutor(library, "Activation", [spec], [TensorSpec((3, 2), F32)],
+                         {"act_type": "relu"})
     with pytest.raises(mx.PluginError, match="attribute num_hidden is required"):
-        Executor(library, "FullyConnected", [spec, TensorSpec((4, 3), F32)],
-                 [TensorSpec((2, 4), F32)], {"no_bias": True})
+        OperatorExecutor(library, "FullyConnected", [spec, TensorSpec((4, 3), F32)],
+                         [TensorSpec((2, 4), F32)], {"no_bias": True})
     with pytest.raises(mx.PluginError, match="kernel=\"\\(0, 3\\)\""):
-        Executor(library, "Convolution", [TensorSpec((1, 1, 5, 5), F32)] * 2,
-                 [TensorSpec((1, 1, 5, 5), F32)], {"kernel": "(0, 3)", "num_filter": "1",
+        OperatorExecutor(library, "Convolution", [TensorSpec((1, 1, 5, 5), F32)] * 2,
+                         [TensorSpec((1, 1, 5, 5), F32)], {"kernel": "(0, 3)", "num_filter": "1",
                                                    "no_bias": "True"})
 
 
 def test_executor_forward_needs_device_memory(library) -> None:
     spec = TensorSpec((2, 3), F32)
-    executor = Executor(library, "Activation", [spec], [spec], {"act_type": "relu"})
+    executor = OperatorExecutor(library, "Activation", [spec], [spec], {"act_type": "relu"})
     host = TensorArray([spec])
     host.set_host_array(0, np.ones((2, 3), np.float32))
     handle = executor._handle
     status = handle.forward(handle, host.pointer, 1, host.pointer, 1)
-    assert _abi.status_name(status) == "MX_ACC_ERR_INVALID_ARG"
+    assert header.status_name(status) == "MX_ACC_ERR_INVALID_ARG"
     assert "on device -1, executor on 0" in library.last_error()
-    assert _abi.status_name(handle.forward(handle, host.pointer, 2, host.pointer, 1)) == \
+    assert header.status_name(handle.forward(handle, host.pointer, 2, host.pointer, 1)) == \
         "MX_ACC_ERR_INVALID_ARG"
     wrong = DeviceBuffer(library, 0, TensorSpec((3, 2), F32))
     with pytest.raises(mx.TensorError, match="expected \\(2, 3\\)"):

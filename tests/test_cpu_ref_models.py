@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol, output_name
-from acc_host.symbolic import LoadedModel
+from acc_host.abi.annotate import annotate_symbol, output_name
+from acc_host.abi.loaded_model import LoadedModel
 
 MODELS = Path(__file__).resolve().parent / "models"
 NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes"]

@@ -24,13 +24,13 @@ from cpu_ref_cases import CASES, REJECTED, Case, RejectedCase, case_id
 
 import acc_host as mx
 from acc_host import ops
-from acc_host.annotate import annotate_symbol, output_name
+from acc_host.abi.annotate import annotate_symbol, output_name
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.operator_executor import OperatorExecutor
+from acc_host.abi.operator_versions import op_version
+from acc_host.abi.tensor import TensorSpec
 from acc_host.errors import OperatorError, ShapeError
-from acc_host.imperative import Executor
-from acc_host.memory import DeviceBuffer
-from acc_host.operator_versions import op_version
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import TensorSpec
 
 RTOL, ATOL = 1e-4, 1e-5
 SCALE_TOLERANCE = 1e-6  # see _assert_all_close
@@ -224,7 +224,8 @@ def test_imperative_matches_reference(library, case: Case) -> None:
     for buffer, array in zip(buffers, inputs):
         buffer.copy_from_host(array)
     outputs = [DeviceBuffer(library, 0, TensorSpec.of(array)) for array in expected]
-    executor = Executor(library, op, [b.spec for b in buffers], [b.spec for b in outputs], attrs)
+    executor = OperatorExecutor(library, op, [b.spec for b in buffers],
+                                [b.spec for b in outputs], attrs)
     executor.forward(buffers, outputs)
     _assert_all_close([output.to_host() for output in outputs], expected)
     # The executor is reusable with fresh data of the same shapes.
@@ -275,7 +276,8 @@ NO_FLOAT16 = {"_onnx_det": "numpy.linalg.det raises TypeError for float16"}
 @pytest.mark.parametrize("op", sorted(NO_FLOAT16))
 def test_declines_float16_the_host_cannot_compute(library, op: str) -> None:
     with pytest.raises(mx.PluginUnsupportedError, match="only"):
-        Executor(library, op, [TensorSpec((2, 2), np.float16)], [TensorSpec((), np.float16)], {})
+        OperatorExecutor(library, op, [TensorSpec((2, 2), np.float16)],
+                         [TensorSpec((), np.float16)], {})
 
 
 def test_covers_the_whole_registry(library) -> None:
@@ -309,8 +311,8 @@ def test_rejects_what_the_registry_rejects(library, case: RejectedCase) -> None:
     with pytest.raises((OperatorError, ShapeError)):
         definition.infer_shape(definition.parse(attrs), list(in_shapes))
     with pytest.raises(mx.PluginError) as error:
-        Executor(library, op, [TensorSpec(shape, np.float32) for shape in in_shapes],
-                 [TensorSpec(shape, np.float32) for shape in out_shapes], attrs)
+        OperatorExecutor(library, op, [TensorSpec(shape, np.float32) for shape in in_shapes],
+                         [TensorSpec(shape, np.float32) for shape in out_shapes], attrs)
     assert error.value.code_name == "MX_ACC_ERR_INVALID_ARG"
 
 
@@ -337,8 +339,8 @@ DECLINED: list[tuple[str, dict, Specs, Specs]] = [
                          ids=[f"{op}-{index}" for index, (op, *_) in enumerate(DECLINED)])
 def test_declines_dtypes_it_does_not_implement(library, op, attrs, inputs, outputs) -> None:
     with pytest.raises(mx.PluginUnsupportedError, match="only"):
-        Executor(library, op, [TensorSpec(shape, dtype) for shape, dtype in inputs],
-                 [TensorSpec(shape, dtype) for shape, dtype in outputs], attrs)
+        OperatorExecutor(library, op, [TensorSpec(shape, dtype) for shape, dtype in inputs],
+                         [TensorSpec(shape, dtype) for shape, dtype in outputs], attrs)
     values = [np.zeros(shape, dtype) for shape, dtype in inputs]
     graph, specs, _ = _one_op_graph(op, attrs, values)
     assert library.supported_ops(json.dumps(graph), {"data": TensorSpec.of(specs["data"])},
@@ -355,8 +357,8 @@ def test_refuses_shapes_too_large_to_index(library, op, attrs, in_shapes, out_sh
     """Extents whose products overflow 64-bit offsets are refused before any
     shape arithmetic, even for empty tensors (where the count is 0)."""
     with pytest.raises(mx.PluginError, match="too large"):
-        Executor(library, op, [TensorSpec(shape, np.float32) for shape in in_shapes],
-                 [TensorSpec(shape, np.float32) for shape in out_shapes], attrs)
+        OperatorExecutor(library, op, [TensorSpec(shape, np.float32) for shape in in_shapes],
+                         [TensorSpec(shape, np.float32) for shape in out_shapes], attrs)
 
 
 def test_thread_count_does_not_change_results(library) -> None:

@@ -45,12 +45,12 @@ from test_cpu_ref_ops import (
 )
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.operator_executor import OperatorExecutor
+from acc_host.abi.tensor import TensorSpec
 from acc_host.errors import AccHostError
-from acc_host.imperative import Executor
-from acc_host.memory import DeviceBuffer
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import TensorSpec
 
 MODELS = Path(__file__).resolve().parent / "models"
 MODEL_NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc"]
@@ -98,8 +98,8 @@ def _imperative(library, case: Case, inputs: list[np.ndarray],
     for buffer, array in zip(buffers, inputs):
         buffer.copy_from_host(array)
     outputs = [DeviceBuffer(library, 0, TensorSpec.of(array)) for array in expected]
-    executor = Executor(library, case.op, [b.spec for b in buffers], [b.spec for b in outputs],
-                        case.attrs)
+    executor = OperatorExecutor(library, case.op, [b.spec for b in buffers],
+                                [b.spec for b in outputs], case.attrs)
     try:
         executor.forward(buffers, outputs)
         return [output.to_host() for output in outputs]

@@ -12,10 +12,10 @@ SCRIPT = textwrap.dedent('''
     import threading
     import numpy as np
     import acc_host as mx
-    from acc_host.annotate import annotate_symbol
-    from acc_host.memory import DeviceBuffer
-    from acc_host.symbolic import LoadedModel
-    from acc_host.tensor import TensorSpec
+    from acc_host.abi.annotate import annotate_symbol
+    from acc_host.abi.memory import DeviceBuffer
+    from acc_host.abi.loaded_model import LoadedModel
+    from acc_host.abi.tensor import TensorSpec
 
     library = mx.get_library("cpu_ref")
     assert mx.test_utils.list_acc(mx.cpu_ref()) == [0, 1]

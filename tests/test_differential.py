@@ -16,7 +16,7 @@ from acc_host import differential
 SQUEEZENET = Path(__file__).resolve().parent / "models" / "squeezenet1_1"
 
 
-def _bind_squeezenet(ctx: mx.Context) -> tuple[mx.executor.Executor, np.ndarray]:
+def _bind_squeezenet(ctx: mx.Context) -> tuple[mx.runtime.executor.Executor, np.ndarray]:
     symbol, args, aux = mx.model.load_checkpoint(str(SQUEEZENET / "model"), 0)
     x = np.load(SQUEEZENET / "input_0.npy")
     return symbol.bind(ctx, {"data": mx.nd.array(x), **args}, aux_states=aux), x

@@ -1,4 +1,4 @@
-"""The acc_host.plugins entry-point group (acc_host.entry_points and its use
+"""The acc_host.plugins entry-point group (acc_host.plugins.entry_points and its use
 by discovery at import).
 
 The distributions are real ones as far as importlib.metadata is concerned:
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import acc_host as mx
-from acc_host import entry_points
 from acc_host.errors import EntryPointError, LibraryError
+from acc_host.plugins import entry_points
 
 SRC = Path(mx.__file__).resolve().parent.parent
 
@@ -250,7 +250,7 @@ def test_list_table_shows_the_entry_point_sources(vendor_site: Path) -> None:
 
 
 def test_entry_points_can_be_switched_off(vendor_site: Path) -> None:
-    code = "import acc_host as mx; print(len(mx.libraries()), len(mx.discovery.report()))"
+    code = "import acc_host as mx; print(len(mx.libraries()), len(mx.plugins.discovery.report()))"
     done = _child(vendor_site, code, MXNET_ACC_ENTRY_POINTS="0")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "0"] and "AccLibraryWarning" not in done.stderr

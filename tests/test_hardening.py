@@ -21,6 +21,7 @@ import pytest
 from conftest import settle_engine
 
 import acc_host as mx
+from acc_host.abi.library import MAX_DEVICES
 from acc_host.errors import (
     AllocationTooLargeError,
     ContextError,
@@ -29,7 +30,6 @@ from acc_host.errors import (
     ShapeError,
 )
 from acc_host.isolate import wire
-from acc_host.library import MAX_DEVICES
 
 ROWS = {
     "plugin-num-acc-huge": "test_a_huge_device_count_is_refused_at_load",
@@ -494,8 +494,8 @@ def test_duplicate_names_warn_on_read_and_are_refused_on_write(tmp_path: Path) -
     """A .params file naming two arrays alike (MXNet can write one) still
     loads, as in MXNet the later array wins, but with a warning naming
     both; acc_host refuses to write one."""
-    from acc_host import ndarray_format
-    from acc_host.ndarray_format import DuplicateNameWarning
+    from acc_host.ndarray import params_file as ndarray_format
+    from acc_host.ndarray.params_file import DuplicateNameWarning
 
     first, second = np.zeros(2, np.float32), np.ones(2, np.float32)
     with pytest.raises(mx.errors.InvalidArgumentError,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from acc_host import _abi
+from acc_host.abi import header
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "include" / "mxnet_acc.h"
@@ -65,23 +65,23 @@ def test_cxx_sees_c_linkage(tmp_path: Path) -> None:
 
 
 def test_cffi_declarations_come_from_the_header() -> None:
-    assert _abi.cdef_source(HEADER).strip()
-    declared = {key.split(" ", 1)[1] for key in _abi.ffi._parser._declarations
+    assert header.cdef_source(HEADER).strip()
+    declared = {key.split(" ", 1)[1] for key in header.ffi._parser._declarations
                 if key.startswith("function ")}
     assert declared == set(ABI_FUNCTIONS)
 
 
 def test_dtype_values_are_the_proposals() -> None:
-    assert _abi.DTYPE_VALUES == {"kFloat32": 0, "kFloat64": 1, "kFloat16": 2, "kUint8": 3,
+    assert header.DTYPE_VALUES == {"kFloat32": 0, "kFloat64": 1, "kFloat16": 2, "kUint8": 3,
                                  "kInt32": 4, "kInt8": 5, "kInt64": 6}
 
 
 def test_constants() -> None:
-    assert _abi.API_VERSION == 100 and _abi.API_VERSION_MAJOR == 1
-    assert _abi.HOST_DEVICE == -1
-    assert _abi.status_name(0) == "MX_ACC_OK"
-    assert _abi.status_name(2) == "MX_ACC_ERR_UNSUPPORTED"
+    assert header.API_VERSION == 100 and header.API_VERSION_MAJOR == 1
+    assert header.HOST_DEVICE == -1
+    assert header.status_name(0) == "MX_ACC_OK"
+    assert header.status_name(2) == "MX_ACC_ERR_UNSUPPORTED"
 
 
 def test_installed_header_copy_is_identical() -> None:
-    assert _abi.header_path().read_bytes() == HEADER.read_bytes()
+    assert header.header_path().read_bytes() == HEADER.read_bytes()

@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 import acc_host as mx
-from acc_host import dispatch, operator_versions, registry
+from acc_host.abi import operator_versions
+from acc_host.ndarray import dispatch
+from acc_host.plugins import registry
 
 RTOL, ATOL = 1e-5, 1e-6
 rng = np.random.default_rng(7)
@@ -235,9 +237,9 @@ def test_copyto_and_as_in_context_round_trip(ctx: mx.Context) -> None:
 
 
 def test_adopt_checks_the_buffer_belongs_to_the_context(ctx: mx.Context) -> None:
-    from acc_host.memory import DeviceBuffer
+    from acc_host.abi.memory import DeviceBuffer
+    from acc_host.abi.tensor import TensorSpec
     from acc_host.ndarray import NDArray
-    from acc_host.tensor import TensorSpec
 
     buffer = DeviceBuffer(ctx.library, 0, TensorSpec((2,), np.dtype(np.float32)))
     buffer.copy_from_host(np.array([1, 2], dtype=np.float32))
@@ -413,7 +415,7 @@ def test_exit_with_live_buffers_executors_and_models(symrelu: mx.Context,
         import sys
         import numpy as np
         import acc_host as mx
-        from acc_host import registry
+        from acc_host.plugins import registry
 
         ctx = mx.cpu_ref(0)
         data = mx.nd.array(np.random.rand(2, 3, 8, 8).astype(np.float32), ctx=ctx)
@@ -449,7 +451,7 @@ def test_host_descriptor_keeps_its_array_alive() -> None:
     import gc
     import weakref
 
-    from acc_host.tensor import TensorArray, TensorSpec
+    from acc_host.abi.tensor import TensorArray, TensorSpec
 
     array = np.arange(12, dtype=np.float32)
     alive = weakref.ref(array)
@@ -467,8 +469,8 @@ def test_copy_from_host_of_strided_views_under_allocation_churn() -> None:
     """copyToAcc of non-contiguous views (staged through a temporary copy)
     delivers exactly their values, while the process allocates and frees
     arrays of the same size in between."""
-    from acc_host.memory import DeviceBuffer
-    from acc_host.tensor import TensorSpec
+    from acc_host.abi.memory import DeviceBuffer
+    from acc_host.abi.tensor import TensorSpec
 
     library = mx.get_library("cpu_ref")
     rng = np.random.default_rng(0)

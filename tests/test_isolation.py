@@ -22,12 +22,13 @@ import pytest
 from conftest import SANITIZE, settle_engine
 
 import acc_host as mx
-from acc_host import isolate, registry, trace
-from acc_host.annotate import annotate_symbol
+from acc_host import isolate, trace
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.tensor import TensorSpec
 from acc_host.isolate import IsolatedLibrary, Timeouts
-from acc_host.memory import DeviceBuffer
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import TensorSpec
+from acc_host.plugins import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "tests" / "models"

@@ -115,10 +115,10 @@ _RSS_SCRIPT = textwrap.dedent("""
     import json, os, sys
     import numpy as np
     import acc_host as mx
-    from acc_host.annotate import annotate_symbol
-    from acc_host.memory import DeviceBuffer
-    from acc_host.symbolic import LoadedModel
-    from acc_host.tensor import TensorSpec
+    from acc_host.abi.annotate import annotate_symbol
+    from acc_host.abi.memory import DeviceBuffer
+    from acc_host.abi.loaded_model import LoadedModel
+    from acc_host.abi.tensor import TensorSpec
 
     name, dev_id, warmup, cycles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     library = mx.get_library(name)

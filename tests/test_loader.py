@@ -15,7 +15,7 @@ import pytest
 
 import acc_host as mx
 import build_plugins
-from acc_host.library import AccLibrary
+from acc_host.abi.library import AccLibrary
 
 BUNDLED = Path(mx.__file__).parent / "_bundled" / build_plugins.library_name("cpu_ref")
 

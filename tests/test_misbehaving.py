@@ -26,9 +26,9 @@ import pytest
 from conftest import SANITIZE, settle_engine, using_engine
 
 import acc_host as mx
-from acc_host import registry
 from acc_host.errors import PluginContractError, PluginError, PluginOutOfMemoryError
-from acc_host.subgraph import AccFallbackWarning
+from acc_host.plugins import registry
+from acc_host.runtime.subgraph import AccFallbackWarning
 
 SRC = Path(mx.__file__).resolve().parent.parent
 SHAPE = (2, 5)

@@ -29,11 +29,11 @@ import pytest
 
 import acc_host as mx
 from acc_host import ops as host_ops
-from acc_host.annotate import annotate, annotate_symbol
-from acc_host.imperative import Executor, run_graph
-from acc_host.memory import DeviceBuffer
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import TensorSpec
+from acc_host.abi.annotate import annotate, annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.operator_executor import OperatorExecutor, run_graph
+from acc_host.abi.tensor import TensorSpec
 
 MODELS = Path(__file__).resolve().parent / "models"
 RTOL, ATOL = 1e-4, 1e-5
@@ -232,7 +232,7 @@ def test_operator_matches_the_host_in_both_modes(mlu: Any, case: tuple) -> None:
     for buffer, array in zip(buffers, arrays):
         buffer.copy_from_host(array)
     output = DeviceBuffer(mlu, 0, TensorSpec.of(expected))
-    executor = Executor(mlu, op, [b.spec for b in buffers], [output.spec], attrs, 0)
+    executor = OperatorExecutor(mlu, op, [b.spec for b in buffers], [output.spec], attrs, 0)
     executor.forward(buffers, [output])
     np.testing.assert_allclose(output.to_host().astype(np.float64), expected.astype(np.float64),
                                rtol=rtol, atol=atol, err_msg="imperative")
@@ -257,7 +257,8 @@ def test_unsupported_operators_are_declined(mlu: Any, op: str, attrs: dict[str, 
     assert mlu.supported_ops(json.dumps(graph), {n: TensorSpec.of(a) for n, a in data.items()},
                              len(graph["nodes"])) == []
     with pytest.raises(mx.PluginUnsupportedError):
-        Executor(mlu, op, [TensorSpec.of(a) for a in arrays], [TensorSpec.of(out)], attrs, 0)
+        OperatorExecutor(mlu, op, [TensorSpec.of(a) for a in arrays], [TensorSpec.of(out)],
+                         attrs, 0)
 
 
 def test_executor_follows_new_weights_and_rejects_bad_calls(mlu: Any) -> None:
@@ -270,7 +271,7 @@ def test_executor_follows_new_weights_and_rejects_bad_calls(mlu: Any) -> None:
     specs = [TensorSpec((1, 2, 5, 5), F32), TensorSpec((2, 2, 3, 3), F32), TensorSpec((2,), F32)]
     buffers = [DeviceBuffer(mlu, 0, spec) for spec in specs]
     output = DeviceBuffer(mlu, 0, TensorSpec((1, 2, 5, 5), F32))
-    executor = Executor(mlu, "Convolution", specs, [output.spec], attrs, 0)
+    executor = OperatorExecutor(mlu, "Convolution", specs, [output.spec], attrs, 0)
     compiles = _stats(0)["compiles"]
     for _layer in range(2):
         w = rng.standard_normal((2, 2, 3, 3)).astype(F32)

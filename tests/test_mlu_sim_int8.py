@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import acc_host as mx
-from acc_host.annotate import annotate_symbol
-from acc_host.imperative import run_graph
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.operator_executor import run_graph
 
 MODELS = Path(__file__).resolve().parent / "models"
 CARD = 3  # precision is set on this card and always restored

@@ -19,8 +19,8 @@ import pytest
 from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 
 import acc_host as mx
-from acc_host.model_cache import ENV_VAR, ModelCache, supports_cache
-from acc_host.symbolic import LoadedModel
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.runtime.model_cache import ENV_VAR, ModelCache, supports_cache
 
 MODELS = Path(__file__).resolve().parent / "models"
 SQUEEZENET = MODELS / "squeezenet1_1"

@@ -1,4 +1,4 @@
-"""The compiled-model cache (MXNET_ACC_CACHE_DIR, acc_host.model_cache) with
+"""The compiled-model cache (MXNET_ACC_CACHE_DIR, acc_host.runtime.model_cache) with
 cpu_ref's export_model/import_model (plugins/cpu_ref/model/model_file.c): a second
 process imports what the first compiled; damaged entries, and entries the
 plugin refuses, are rebuilt; the key follows the weights; nothing is written
@@ -21,10 +21,11 @@ import pytest
 from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 
 import acc_host as mx
-from acc_host import model_cache, trust
-from acc_host.annotate import annotate_symbol
-from acc_host.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
-from acc_host.symbolic import LoadedModel
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.plugins import trust
+from acc_host.runtime import model_cache
+from acc_host.runtime.model_cache import ENV_VAR, CacheEntry, ModelCache, supports_cache
 
 MODELS = Path(__file__).resolve().parent / "models"
 
@@ -35,17 +36,17 @@ _SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
     import acc_host as mx
-    from acc_host import symbolic
+    from acc_host.abi import loaded_model
 
     loadmodel_calls = 0
-    compile_model = symbolic.LoadedModel.__init__
+    compile_model = loaded_model.LoadedModel.__init__
 
     def counting_init(self, *args, **kwargs):  # LoadedModel() is what calls loadModel()
         global loadmodel_calls
         loadmodel_calls += 1
         compile_model(self, *args, **kwargs)
 
-    symbolic.LoadedModel.__init__ = counting_init
+    loaded_model.LoadedModel.__init__ = counting_init
     folder, output, perturb = sys.argv[1], sys.argv[2], sys.argv[3:] == ["perturb"]
     image = np.load(f"{folder}/input_0.npy")
     sym, arg_params, aux_params = mx.model.load_checkpoint(f"{folder}/model", 0)

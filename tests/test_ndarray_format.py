@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acc_host.errors import InvalidArgumentError, ModelFileError, TensorError
-from acc_host.ndarray_format import (
+from acc_host.ndarray.params_file import (
     DTYPE_BY_FLAG,
     V1_MAGIC,
     V2_MAGIC,

@@ -13,7 +13,7 @@ import pytest
 
 import acc_host as mx
 from acc_host.graph import Graph
-from acc_host.offload import OffloadCosts, costs_of, judge, node_ops
+from acc_host.partition.offload import OffloadCosts, costs_of, judge, node_ops
 
 
 def _islands(channels: int, size: int) -> Any:

@@ -30,7 +30,6 @@ from onnx_expected_failures import EXPECTED_FAILURES  # noqa: E402
 
 from acc_host.onnx.backend import AccHostBackend  # noqa: E402
 
-
 NODE_SAMPLE = 2
 DEFAULT_REAL_MODELS = ("test_inception_v1", "test_shufflenet")
 

@@ -290,8 +290,8 @@ def test_transformer_annotates_and_loads_as_one_cpu_ref_model(name, threads):
     """With the weights' shapes and dtypes (a mapping of arrays), the imported
     graph's shapes are all known: it loads as one cpu_ref model, which
     matches onnxruntime; the ONNX backend runs it as one cpu_ref subgraph."""
-    from acc_host.annotate import annotate_symbol
-    from acc_host.symbolic import LoadedModel
+    from acc_host.abi.annotate import annotate_symbol
+    from acc_host.abi.loaded_model import LoadedModel
 
     model, sym, weights, feeds = _imported_with_fixed_batch(name)
     expected = _onnxruntime(model, feeds)
@@ -338,7 +338,7 @@ def test_constants_carry_shape_and_dtype_hints():
 def test_annotate_symbol_takes_weight_arrays():
     """A scalar weight (shape ()) cannot carry a shape hint: the mapping form
     of annotate_symbol's weights gives it; a non-array value is refused."""
-    from acc_host.annotate import annotate_symbol
+    from acc_host.abi.annotate import annotate_symbol
     from acc_host.errors import InvalidArgumentError
 
     out = mx.sym.broadcast_add(mx.sym.Variable("data"), mx.sym.Variable("w"), name="add")

@@ -14,7 +14,7 @@ import test_cpu_ref_ops as base
 from cpu_ref_cases import CASES, Case, case_id
 
 import acc_host as mx
-from acc_host import dispatch
+from acc_host.ndarray import dispatch
 
 CONTEXTS = ["cpu", "cpu_ref-imperative", "cpu_ref-symbolic"]
 

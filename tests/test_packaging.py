@@ -345,7 +345,7 @@ def test_installed_wheel_finds_its_bundled_plugins(venv: Venv) -> None:
 
 @pytest.mark.packaging
 def test_installed_wheel_ships_the_header(venv: Venv) -> None:
-    code = "from acc_host import _abi; print(_abi.header_path())"
+    code = "from acc_host.abi import header; print(header.header_path())"
     header = Path(venv.python_code(code).stdout.strip())
     assert venv.contains(header) and header.read_bytes() == HEADER.read_bytes()
 

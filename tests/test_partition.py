@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import acc_host as mx
 from acc_host.ops import get as get_op
-from acc_host.partition import CPU, partition_graph, segment
+from acc_host.partition.segment import CPU, partition_graph, segment
 
 ACC = 1
 

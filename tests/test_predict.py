@@ -1,4 +1,4 @@
-"""Executor.predict and its direct path (acc_host.direct_run): a synchronous
+"""Executor.predict and its direct path (acc_host.runtime.direct_run): a synchronous
 inference that, for an executor whose graph is one subgraph on fixed
 buffers, writes the inputs, calls infer() and copies the outputs out as one
 engine operation. The CPU path is the oracle; every test also checks that
@@ -18,13 +18,14 @@ from conv_fc_net import image as _image
 from conv_fc_net import weights as _weights
 
 import acc_host as mx
-from acc_host import direct_run, engine
+from acc_host import engine
 from acc_host.errors import GraphError, PluginError, ShapeError
+from acc_host.runtime import direct_run
 
 RTOL, ATOL = 1e-4, 1e-5
 
 
-def _bind(ctx: mx.Context, values: dict[str, np.ndarray]) -> mx.executor.Executor:
+def _bind(ctx: mx.Context, values: dict[str, np.ndarray]) -> mx.runtime.executor.Executor:
     """The network with the relu's output as a second head (two outputs)."""
     return bind(ctx, values, with_activation_head=True)
 
@@ -48,7 +49,8 @@ def direct(monkeypatch: pytest.MonkeyPatch) -> _Counter:
     return _Counter(monkeypatch)
 
 
-def _check(exe: mx.executor.Executor, cpu: mx.executor.Executor, image: np.ndarray) -> None:
+def _check(exe: mx.runtime.executor.Executor, cpu: mx.runtime.executor.Executor,
+           image: np.ndarray) -> None:
     """exe.predict(data=image) against the CPU path's forward, and the side
     effects: the argument holds image, the outputs hold the results."""
     results = exe.predict(data=image)

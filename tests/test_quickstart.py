@@ -19,11 +19,11 @@ import pytest
 
 import acc_host as mx
 import build_plugins
-from acc_host import _abi
-from acc_host._abi import ffi
-from acc_host.annotate import annotate_symbol
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import CStrings, TensorArray, TensorSpec
+from acc_host.abi import header
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.header import ffi
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.tensor import CStrings, TensorArray, TensorSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "quickstart.md"
@@ -99,7 +99,7 @@ def _graph(*activations: tuple[str, str], shape=(2, 3), dtype=F32) -> dict:
 
 def _status(library, function: str, *args) -> tuple[str, str]:
     code = getattr(library.lib, function)(*args)
-    return _abi.status_name(code), library.last_error()
+    return header.status_name(code), library.last_error()
 
 
 # ---- the page itself --------------------------------------------------------------
@@ -158,9 +158,9 @@ def test_identification(ctx: mx.Context, library) -> None:
 
 def test_initialize_refuses_another_major_version(library) -> None:
     # A second initialize() is harmless for myacc, which keeps no state there.
-    code, message = _status(library, "initialize", (_abi.API_VERSION_MAJOR + 1) * 100)
+    code, message = _status(library, "initialize", (header.API_VERSION_MAJOR + 1) * 100)
     assert code == "MX_ACC_ERR_VERSION" and "cannot work with host ABI 2.0" in message
-    assert _status(library, "initialize", _abi.API_VERSION + 7)[0] == "MX_ACC_OK"
+    assert _status(library, "initialize", header.API_VERSION + 7)[0] == "MX_ACC_OK"
 
 
 def test_configure_answers_the_reserved_queries(ctx: mx.Context) -> None:

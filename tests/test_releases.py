@@ -1,5 +1,5 @@
 """Releases run by the garbage collector never wait for another thread's
-call on the device (acc_host.releases): unloadModel, mx_free and executor
+call on the device (acc_host.abi.releases): unloadModel, mx_free and executor
 releases of collected objects run at once when the device's lock is free,
 else on the library's helper thread; close() and free() still wait."""
 
@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 import acc_host as mx
-from acc_host import releases
-from acc_host.annotate import annotate_symbol
-from acc_host.imperative import Executor as OpExecutor
-from acc_host.library import AccLibrary
-from acc_host.memory import DeviceBuffer
-from acc_host.symbolic import LoadedModel
-from acc_host.tensor import TensorSpec
+from acc_host.abi import releases
+from acc_host.abi.annotate import annotate_symbol
+from acc_host.abi.library import AccLibrary
+from acc_host.abi.loaded_model import LoadedModel
+from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.operator_executor import OperatorExecutor
+from acc_host.abi.tensor import TensorSpec
 
 SPEC = TensorSpec((4,), np.float32)
 
@@ -111,7 +111,7 @@ def test_close_and_free_wait_for_the_device(unloads: list[str]) -> None:
     library = mx.get_library("cpu_ref")
     model = _model(library)
     buffer = DeviceBuffer(library, 0, SPEC)
-    executor = OpExecutor(library, "relu", [SPEC], [SPEC])
+    executor = OperatorExecutor(library, "relu", [SPEC], [SPEC])
     busy = _Busy(library)
     threading.Timer(0.3, busy.release).start()
     start = time.monotonic()
@@ -128,7 +128,7 @@ def test_close_and_free_wait_for_the_device(unloads: list[str]) -> None:
 def test_collected_buffers_and_executors_are_released_later(unloads: list[str]) -> None:
     library = mx.get_library("cpu_ref")
     buffer = DeviceBuffer(library, 0, SPEC)
-    executor = OpExecutor(library, "relu", [SPEC], [SPEC])
+    executor = OperatorExecutor(library, "relu", [SPEC], [SPEC])
     _Cycle((buffer, executor))
     del buffer, executor
     busy = _Busy(library)

@@ -1,6 +1,6 @@
 """Discovery cannot break the host: libraries found through
-MXNET_ACC_LIBRARIES or entry points are checked (acc_host.trust) and probed
-in a child process first (acc_host.discovery_probe), with the result cached.
+MXNET_ACC_LIBRARIES or entry points are checked (acc_host.plugins.trust) and probed
+in a child process first (acc_host.plugins.probe), with the result cached.
 
 The misbehaving libraries are builds of tests/plugins/hostile_acc.c. Every
 import of acc_host that discovers them runs in a child process (this one's
@@ -26,9 +26,9 @@ import pytest
 
 import acc_host as mx
 import build_plugins
-from acc_host import discovery_probe
-from acc_host.discovery_probe import ProbeFailedError, ProbeResult
 from acc_host.errors import LibraryError
+from acc_host.plugins import probe as discovery_probe
+from acc_host.plugins.probe import ProbeFailedError, ProbeResult
 
 SRC = Path(mx.__file__).resolve().parent.parent
 HOSTILE_SOURCE = Path(__file__).resolve().parent / "plugins" / "hostile_acc.c"
@@ -513,7 +513,7 @@ def test_explicit_loads_are_not_probed_but_can_be(hostile, tmp_path: Path) -> No
     mark = tmp_path / "marks"
     code = textwrap.dedent(f"""
         import os, acc_host as mx
-        from acc_host.discovery_probe import probe
+        from acc_host.plugins.probe import probe
         print(os.getpid(), mx.load_acc({str(calm)!r}), probe({str(segv)!r}).outcome)
         """)
     done = host(code, tmp_path / "cache.json", HOSTILE_MARK_FILE=str(mark))

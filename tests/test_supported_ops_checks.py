@@ -35,7 +35,7 @@ def test_an_empty_answer_runs_everything_on_the_cpu(build_fake) -> None:
 
 
 def test_a_subgraph_the_plugin_cannot_compile_runs_on_the_cpu(build_fake) -> None:
-    from acc_host.subgraph import AccFallbackWarning
+    from acc_host.runtime.subgraph import AccFallbackWarning
 
     # This plugin claims both operators but its loadModel() always answers
     # MX_ACC_ERR_UNSUPPORTED.

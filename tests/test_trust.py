@@ -1,4 +1,4 @@
-"""acc_host.trust: the StrictModes-like checks on library paths, and how
+"""acc_host.plugins.trust: the StrictModes-like checks on library paths, and how
 symlinks are resolved (docs/security.md). Files here are plain files: no
 library is loaded. Discovery's use of the checks is in test_safe_discovery.py.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from acc_host import trust
 from acc_host.errors import LibraryError
+from acc_host.plugins import trust
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="only root can chown to another user")
 NOBODY = 65534  # another user's and another group's id (nobody, nogroup)

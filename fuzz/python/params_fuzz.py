@@ -1,4 +1,4 @@
-"""Fuzz target: the .params reader (acc_host.ndarray_format.loads, and
+"""Fuzz target: the .params reader (acc_host.ndarray.params_file.loads, and
 mx.model.load_params on top of it).
 
 Allowed outcomes: the arrays and names (which must then survive a round
@@ -18,8 +18,8 @@ with harness.instrumented():
     import numpy as np
 
     import acc_host as mx
-    from acc_host import ndarray_format
     from acc_host.errors import ModelFileError
+    from acc_host.ndarray import params_file
 
 
 def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
@@ -30,7 +30,7 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 def check(data: bytes) -> None:
     try:
-        arrays, names = ndarray_format.loads(data)
+        arrays, names = params_file.loads(data)
     except ModelFileError:
         return
     assert isinstance(arrays, list) and all(isinstance(a, np.ndarray) for a in arrays)
@@ -38,7 +38,7 @@ def check(data: bytes) -> None:
     for array in arrays:
         assert array.flags.c_contiguous and array.flags.writeable and array.flags.aligned
     # What was read can be written, and reads back the same.
-    again, again_names = ndarray_format.loads(ndarray_format.dumps(arrays, names))
+    again, again_names = params_file.loads(params_file.dumps(arrays, names))
     assert _same(arrays, again) and again_names == names
     try:
         mx.model.load_params(data)

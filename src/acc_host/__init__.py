@@ -10,12 +10,13 @@ Use as ``import acc_host as mx``::
 Importing the package loads the bundled plugins, every library in the
 directory named by ``MXNET_ACC_LIBRARIES`` and the libraries installed
 packages register in the ``acc_host.plugins`` entry-point group (see
-:mod:`acc_host.discovery` and :mod:`acc_host.entry_points`).
+:mod:`acc_host.plugins.discovery` and :mod:`acc_host.plugins.entry_points`).
 """
 
 from __future__ import annotations
 
 import os as _os
+import pkgutil as _pkgutil
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
@@ -24,14 +25,15 @@ from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
 from . import symbol as sym
-from ._abi import API_VERSION
-from .attribute import AttrScope
+from .abi.header import API_VERSION
 from .context import Context, cpu, current_context
-from .discovery import AccLibraryWarning
-from .discovery import discover as _discover
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
-from .registry import acc, get_library, libraries, load_acc
-from .subgraph import AccFallbackWarning
+from .graph.attribute import AttrScope
+from .plugins import registry as _registry
+from .plugins.discovery import AccLibraryWarning
+from .plugins.discovery import discover as _discover
+from .plugins.registry import acc, get_library, libraries, load_acc
+from .runtime.subgraph import AccFallbackWarning
 
 __version__ = "0.1.0"
 
@@ -67,28 +69,28 @@ def __getattr__(name: str) -> Callable[[int], Context]:
     name is an UnknownAcceleratorError (an AttributeError) saying which
     accelerators are loaded; dunder names get a plain AttributeError, as
     for any module (``hasattr(mx, "__wrapped__")`` is False)."""
-    from .registry import _state, unknown_accelerator_text
-
     if name.startswith("__") and name.endswith("__"):
         raise AttributeError(f"module 'acc_host' has no attribute {name!r}")
-    if name in _state.by_name:
+    if name in _registry._state.by_name:
         def make_context(device_id: int = 0) -> Context:
             return Context(name, device_id)
 
         make_context.__name__ = name
         make_context.__doc__ = f"Context of device device_id of accelerator {name!r}."
         return make_context
-    error = UnknownAcceleratorError(f"module 'acc_host' has no attribute {name!r}: "
-                                    f"{unknown_accelerator_text(name)}")
+    error = errors.UnknownAcceleratorError(f"module 'acc_host' has no attribute {name!r}: "
+                                           f"{_registry.unknown_accelerator_text(name)}")
     error.name = name  # AttributeError's attribute, as getattr() sets it
     raise error
 
 
 def __dir__() -> list[str]:
-    from .registry import _state
+    return sorted({*globals(), *_registry._state.by_name})
 
-    return sorted({*globals(), *_state.by_name})
 
+# Accelerators cannot take the names of acc_host's attributes and submodules.
+_submodules = [info.name for info in _pkgutil.iter_modules(__path__)]  # noqa: F405 (the package's)
+_registry.reserve_names([*__all__, *_submodules])
 
 if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are recorded
     from . import trace as _trace

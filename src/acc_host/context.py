@@ -3,21 +3,47 @@
 A context names a device type and a device id. Contexts compare and hash by
 (type, id), print as ``cpu(0)``, and can be used in a ``with`` block to make
 them the default context of the thread.
+
+The libraries behind accelerator contexts belong to the registry of loaded
+libraries (:mod:`acc_host.plugins.registry`), a layer above this module: the
+registry installs its lookups here (:func:`install_registry`), and a context
+asks them for its library when it is made.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from . import engine
 from .errors import ContextError
 
-__all__ = ["Context", "cpu", "current_context"]
+__all__ = ["Context", "cpu", "current_context", "install_registry"]
 
 # MXNet's numeric device types for its built-in contexts; accelerators are
 # numbered from 64 in load order, so every context type has a distinct id.
 BUILTIN_DEVICE_TYPES = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
 _default = threading.local()
+
+
+
+def _no_registry(name: str) -> Any:
+    raise ContextError(f"no accelerator called {name!r} is loaded (no registry is installed)")
+
+
+# The registry's lookups (install_registry): the loaded library called name,
+# and the numeric device type of its contexts.
+_get_library: Callable[[str], Any] = _no_registry
+_type_id: Callable[[str], int] = _no_registry
+
+
+def install_registry(get_library: Callable[[str], Any], type_id: Callable[[str], int]) -> None:
+    """Makes accelerator contexts find their libraries with get_library(name)
+    (which raises ContextError for a name that is not loaded) and their
+    numeric device types with type_id(name)."""
+    global _get_library, _type_id
+    _get_library, _type_id = get_library, type_id
 
 
 class Context:
@@ -32,9 +58,7 @@ class Context:
         if device_type == "cpu":
             self._library = None
         else:
-            from .registry import get_library
-
-            self._library = get_library(device_type)
+            self._library = _get_library(device_type)
             self._library.check_device(device_id)
         self.device_type: str = device_type
         self.device_id: int = device_id
@@ -43,9 +67,7 @@ class Context:
     def device_typeid(self) -> int:
         if self._library is None:
             return BUILTIN_DEVICE_TYPES[self.device_type]
-        from .registry import type_id
-
-        return type_id(self.device_type)
+        return _type_id(self.device_type)
 
     @property
     def library(self) -> Any:
@@ -63,8 +85,6 @@ class Context:
         queries apply to the work before them)."""
         if self._library is None:
             raise ContextError(f"{self} is not an accelerator context; configure() needs one")
-        from . import engine
-
         engine.drain()
         return self._library.configure(self.device_id, settings)
 

@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from . import symbol as sym
-from .annotate import annotate_symbol
+from .abi.annotate import annotate_symbol
+from .abi.loaded_model import LoadedModel
+from .abi.operator_executor import run_graph as run_imperative
+from .abi.tensor import TensorSpec
 from .context import Context, cpu
-from .imperative import run_graph as run_imperative
 from .model import load_checkpoint
-from .registry import get_library, libraries
+from .plugins.registry import get_library, libraries
 from .symbol import Symbol
-from .symbolic import LoadedModel
-from .tensor import TensorSpec
 
 __all__ = ["small_cnn", "main"]
 

@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .abi.loaded_model import LoadedModel
 from .compare import mismatch
 from .errors import AccHostError
-from .partition import region_spec
-from .subgraph import to_host
-from .symbolic import LoadedModel
+from .partition.segment import region_spec
+from .runtime.subgraph import to_host
 
 if TYPE_CHECKING:
-    from .executor import Executor
     from .ndarray import NDArray
-    from .subgraph import SubgraphOperator, Value
+    from .runtime.executor import Executor
+    from .runtime.subgraph import SubgraphOperator, Value
 
 __all__ = ["TOLERANCES", "Mismatch", "DifferentialReport", "check", "tolerance"]
 

@@ -11,10 +11,10 @@ import numpy as np
 
 from .context import Context, cpu
 from .errors import GraphError, InvalidArgumentError, ShapeError
-from .executor import Executor
 from .initializer import Initializer, Uniform
 from .io import DataBatch, DataDesc, NDArrayIter
 from .ndarray import NDArray, array
+from .runtime.executor import Executor
 from .symbol import Symbol
 
 __all__ = ["Module"]

@@ -17,17 +17,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .attribute import current_attrs
+from .abi.tensor import dtype_code
 from .errors import GraphError, ModelFileNotFoundError, OperatorError
 from .graph import Graph, Shape
+from .graph.attribute import current_attrs
+from .graph.symbol_json import MXNET_VERSION, Node, parse_graph, write_graph
 from .ops import registry
 from .ops.params import format_value
-from .symbol_json import Node, parse_graph, write_graph
-from .tensor import dtype_code
+from .runtime.executor import Executor
 
 __all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson"]
-
-_MXNET_VERSION = ["int", 10901]
 
 
 class _NameManager(threading.local):
@@ -51,7 +50,7 @@ class Symbol:
     def __init__(self, outputs: Sequence[tuple[Node, int]],
                  graph_attrs: Mapping[str, Any] | None = None) -> None:
         self._outputs = list(outputs)
-        self._graph_attrs = dict(graph_attrs or {"mxnet_version": _MXNET_VERSION})
+        self._graph_attrs = dict(graph_attrs or {"mxnet_version": MXNET_VERSION})
         self._graph: Graph | None = None
 
     # ---- structure ---------------------------------------------------------------
@@ -197,8 +196,6 @@ class Symbol:
         auxiliary state, shaped by inference from the given shapes.
         group2ctx places the operators of each "__ctx_group__" (set with
         mx.AttrScope(ctx_group=...)) on a context of its own."""
-        from .executor import Executor
-
         return Executor.simple_bind(self, ctx, shapes, type_dict or {}, grad_req, group2ctx)
 
     def bind(self, ctx: Any, args: Mapping[str, Any] | Sequence[Any],
@@ -209,8 +206,6 @@ class Symbol:
         """An executor over the given arrays (by name, or in list_arguments /
         list_auxiliary_states order). data_names: the arguments that are
         data rather than weights (default: "data")."""
-        from .executor import Executor
-
         return Executor.bind(self, ctx, args, aux_states, grad_req, data_names, group2ctx)
 
     # ---- arithmetic --------------------------------------------------------------------------

@@ -12,16 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import (
-    check_cmd,
-    demo_cmd,
-    inspect_cmd,
-    list_cmd,
-    partition_cmd,
-    run_cmd,
-    sdk_cmd,
-    trace_cmd,
-)
+from . import check_cmd, demo_cmd, inspect_cmd, list_cmd, partition_cmd, run_cmd, sdk_cmd, trace_cmd
 from .errors import FAILURE, USAGE, CliError, exit_code
 
 __all__ = ["main", "build_parser", "PROG"]
@@ -51,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .. import __version__
 
     return __version__
@@ -63,6 +55,7 @@ def _error(message: str) -> None:
 def _silence_stdout() -> None:
     """Points stdout at /dev/null, so that flushing it at exit cannot fail
     again once the reader of a pipe has gone."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import os
 
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -73,6 +66,7 @@ def _silence_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line argv (default sys.argv[1:]); returns the exit
     status. Without a command it prints the help and returns 2."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..errors import AccHostError
 
     parser = build_parser()

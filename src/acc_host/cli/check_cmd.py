@@ -30,6 +30,7 @@ def add_parser(commands: Any) -> None:
 def _library_path(spec: str) -> str:
     """The file to check: spec itself when it is a path, else the file of
     the discovered accelerator of that name."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import os
 
     from .libraries import is_path, open_library
@@ -43,6 +44,7 @@ def _library_path(spec: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        # The subcommand's imports, made when it runs (the CLI loads lazily).
         from ..conformance import check_library
     except ImportError as error:
         raise environment("the conformance kit (acc_host.conformance) is not installed in this "

@@ -24,6 +24,7 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..demo import main
 
     return main(repeat=args.repeat)

@@ -37,6 +37,7 @@ def add_parser(commands: Any) -> None:
 
 def _query(library: Any, dev_id: int, what: str) -> str | None:
     """configure(query=what)'s answer under the key what, or None."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..errors import AccHostError
 
     try:
@@ -51,7 +52,8 @@ def _split(text: str | None) -> list[str] | None:
 
 def describe(library: Any, dev_id: int, dtypes: list[str], show_progress: bool) -> dict[str, Any]:
     """Everything inspect prints, as a dict."""
-    from .. import _abi
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..abi import header
     from .probe import DEFAULT_DTYPES, STANDARD_CASES, probe
 
     dtypes = dtypes or list(DEFAULT_DTYPES)
@@ -62,8 +64,8 @@ def describe(library: Any, dev_id: int, dtypes: list[str], show_progress: bool) 
         "library_name": library.library_name,
         "version": _query(library, dev_id, "version"),
         "api_version": library.api_version,
-        "api_version_text": _abi.version_text(library.api_version),
-        "host_api_version_text": _abi.version_text(_abi.API_VERSION),
+        "api_version_text": header.version_text(library.api_version),
+        "host_api_version_text": header.version_text(header.API_VERSION),
         "devices": library.num_devices,
         "imperative": library.supports_imperative, "symbolic": True,
         "configure_keys": _split(_query(library, dev_id, "keys")),
@@ -104,6 +106,7 @@ def format_text(info: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .libraries import open_library
 
     library = open_library(args.lib)
@@ -118,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_dtypes(dtypes: list[str]) -> None:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import numpy as np
 
     for dtype in dtypes:

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from .errors import USAGE, CliError, environment
 
 if TYPE_CHECKING:
+    from ..abi.library import AccLibrary
     from ..context import Context
-    from ..library import AccLibrary
 
 __all__ = ["is_path", "open_library", "context_for", "known_names"]
 
@@ -25,7 +25,8 @@ def is_path(text: str) -> bool:
 
 def known_names() -> list[str]:
     """Names of the accelerators loaded in this process."""
-    from ..registry import libraries
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..plugins.registry import libraries
 
     return [library.name for library in libraries()]
 
@@ -39,9 +40,11 @@ def _unknown(name: str) -> CliError:
 def _load(path: str) -> AccLibrary:
     """The library at path: the registered one when that file is loaded,
     else a new one (registered, so that contexts can name it)."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..abi.library import AccLibrary
     from ..errors import AccNameConflictError, LibraryError
-    from ..library import AccLibrary
-    from ..registry import register
+    from ..plugins.registry import register
+    from ..trace import recorder
 
     if not os.path.exists(path):
         raise environment(f"accelerator library not found: {path}")
@@ -49,7 +52,8 @@ def _load(path: str) -> AccLibrary:
         return register(path)
     except AccNameConflictError:
         try:
-            return AccLibrary(path)  # same name as a loaded library: inspect it unregistered
+            # same name as a loaded library: inspect it unregistered
+            return AccLibrary(path, tracer=recorder.current())
         except LibraryError as error:
             raise environment(str(error)) from None
     except LibraryError as error:
@@ -58,7 +62,8 @@ def _load(path: str) -> AccLibrary:
 
 def open_library(spec: str) -> AccLibrary:
     """The library named or pointed at by spec."""
-    from ..registry import _state
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..plugins.registry import _state
 
     if is_path(spec):
         return _load(spec)
@@ -70,8 +75,9 @@ def open_library(spec: str) -> AccLibrary:
 
 def context_for(spec: str, device: int) -> Context:
     """The context of device on the accelerator spec ("cpu": the host)."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..context import Context, cpu
-    from ..registry import _state
+    from ..plugins.registry import _state
 
     if spec.lower() == "cpu":
         return cpu()

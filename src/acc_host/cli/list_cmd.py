@@ -40,9 +40,10 @@ def records() -> list[dict[str, Any]]:
     some other way in this process). ``link`` and ``target``: the path found
     and the real file, when the path goes through a symlink (else None);
     ``probe``: how loading it in a probe process went (None: not probed)."""
-    from .. import _abi
-    from ..discovery import report
-    from ..registry import libraries
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..abi import header
+    from ..plugins.discovery import report
+    from ..plugins.registry import libraries
 
     found: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -56,10 +57,10 @@ def records() -> list[dict[str, Any]]:
                           "source": item.source, "loaded": False, "error": item.error, **links})
             continue
         seen.add(library.path)
-        found.append({**_loaded(library, item.source, _abi), **links})
+        found.append({**_loaded(library, item.source, header), **links})
     for library in libraries():
         if library.path not in seen:
-            found.append({**_loaded(library, "load_acc", _abi), "link": None, "target": None,
+            found.append({**_loaded(library, "load_acc", header), "link": None, "target": None,
                           "probe": None})
     return found
 

@@ -110,6 +110,7 @@ def load_model(source: str, epoch: int, shapes: Mapping[str, Shape],
 
 def _load_checkpoint(source: str, epoch: int, shapes: Mapping[str, Shape],
                      arrays: Mapping[str, np.ndarray], batch: int | None) -> Model:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..model import load_checkpoint
 
     symbol, arg_params, aux_params = load_checkpoint(_checkpoint_prefix(source, epoch), epoch)
@@ -123,6 +124,7 @@ def _load_checkpoint(source: str, epoch: int, shapes: Mapping[str, Shape],
 
 def _load_onnx(source: str, shapes: Mapping[str, Shape], arrays: Mapping[str, np.ndarray],
                batch: int | None) -> Model:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..onnx.importer import import_graph
 
     if not os.path.isfile(source):
@@ -236,6 +238,7 @@ def _fit(name: str, array: np.ndarray, shape: Shape) -> np.ndarray:
 def bind(model: Model, ctx: Any) -> Any:
     """An executor of model on ctx; arrays whose dtype the ABI cannot
     describe stay in host memory (the CPU operators reading them run there)."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .. import ndarray as nd
 
     symbol = model.symbol
@@ -261,9 +264,10 @@ def bind(model: Model, ctx: Any) -> Any:
 
 
 def _home(ctx: Any, dtype: Any) -> Any:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..abi.tensor import dtype_code
     from ..context import cpu
     from ..errors import TensorError
-    from ..tensor import dtype_code
 
     if not ctx.is_accelerator:
         return ctx

@@ -43,11 +43,12 @@ def refiner(library: Any, partition: Any) -> Any:
     (its attributes and shapes, as in the graph), then again with float32
     in place of its other dtypes, to tell an unsupported operator from an
     unsupported dtype. Answers are cached per operator signature."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import numpy as np
 
-    from ..annotate import signature
+    from ..abi.annotate import signature
     from ..errors import AccHostError
-    from ..partition import region_graph
+    from ..partition.segment import region_graph
 
     graph = partition.graph
     cache: dict[tuple[Any, ...], tuple[str, str] | None] = {}
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     model, ctx, _ = prepare(args)
     if not ctx.is_accelerator:
         raise CliError("partition needs an accelerator: --acc NAME|PATH (not cpu)", USAGE)
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .models import bind
 
     exe = bind(model, ctx)
@@ -121,6 +123,7 @@ def _render(form: str, model: Any, partition: Any, explanation: Any) -> str:
         dot = partition.to_dot(explanation) + "\n"
         if form == "dot":
             return dot
+        # The subcommand's imports, made when it runs (the CLI loads lazily).
         from .render import to_svg
 
         return to_svg(dot)

@@ -87,12 +87,13 @@ class ProbeResult:
 def probe_case(library: Any, case: OpCase, dtype: str, dev_id: int = 0) -> str:
     """Whether the plugin accepts case's operator in dtype: "yes", "no",
     or "n/a: ..." when the host cannot build the graph in that dtype."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import numpy as np
 
     from .. import symbol as sym
-    from ..annotate import annotate_symbol
+    from ..abi.annotate import annotate_symbol
+    from ..abi.tensor import TensorSpec
     from ..errors import AccHostError, PluginError
-    from ..tensor import TensorSpec
 
     variables = [sym.Variable(name) for name in case.inputs]
     try:

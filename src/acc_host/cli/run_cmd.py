@@ -65,6 +65,7 @@ def add_parser(commands: Any) -> None:
 
 def prepare(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     """(model, context, input values) from the shared arguments."""
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .libraries import context_for
     from .models import load_model, make_inputs, parse_shapes, read_inputs
 
@@ -111,6 +112,7 @@ def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[s
 
 
 def run(args: argparse.Namespace) -> int:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .. import limits
     from .models import bind
     from .summary import summarize
@@ -162,6 +164,7 @@ def _ms(seconds: float | None) -> str:
 
 
 def _format(report: dict[str, Any]) -> str:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .summary import format_summary
 
     where = report["where"]

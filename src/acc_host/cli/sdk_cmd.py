@@ -1,5 +1,5 @@
 """``acc-host sdk``: where the header and the SDK's C sources are, for
-building a plugin against an installed acc-host (``acc_host.sdk``)."""
+building a plugin against an installed acc-host (``acc_host.plugins.sdk``)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ def add_parser(commands: Any) -> None:
 
 
 def _value(show: str) -> str:
-    from .. import _abi, sdk
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..abi import header
+    from ..plugins import sdk
 
     if show == "cflags":
         return " ".join(sdk.cflags())
@@ -57,15 +59,17 @@ def _value(show: str) -> str:
         return str(sdk.source_dir())
     if show == "sources":
         return " ".join(map(str, sdk.sources()))
-    return _abi.version_text(sdk.abi_version())
+    return header.version_text(sdk.abi_version())
 
 
 def _summary() -> str:
-    from .. import _abi, sdk
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..abi import header
+    from ..plugins import sdk
 
     version = sdk.abi_version()
     names = " ".join(path.name for path in sdk.sources())
-    rows = [("ABI version", f"{_abi.version_text(version)} (MX_ACC_API_VERSION {version})"),
+    rows = [("ABI version", f"{header.version_text(version)} (MX_ACC_API_VERSION {version})"),
             ("header", str(sdk.header())),
             ("SDK sources", f"{sdk.source_dir()}: {names}"),
             ("cflags", " ".join(sdk.cflags()))]
@@ -75,7 +79,8 @@ def _summary() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sdk import SdkNotFoundError
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..plugins.sdk import SdkNotFoundError
 
     try:
         print(_summary() if args.show is None else _value(args.show))

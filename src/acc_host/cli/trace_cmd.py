@@ -52,6 +52,7 @@ def _libraries(specs: list[str]) -> dict[str, str]:
 
 
 def replay(args: argparse.Namespace) -> int:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import os
 
     from ..errors import TraceError
@@ -75,6 +76,7 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def timeline(args: argparse.Namespace) -> int:
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
     import os
 
     from ..errors import TraceError

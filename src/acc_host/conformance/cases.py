@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import ops
 from .. import symbol as sym
-from ..annotate import annotate_symbol, output_name
+from ..abi.annotate import annotate_symbol, output_name
 from ..compare import mismatch
 
 __all__ = ["OpCase", "Instance", "OP_CASES", "GRAPH_CASES", "GraphCase", "instances",

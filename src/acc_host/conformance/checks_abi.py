@@ -14,9 +14,9 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import _abi
-from .._abi import ffi
-from ..library import IMPERATIVE_SYMBOLS, OPTIONAL_SYMBOLS, REQUIRED_SYMBOLS, validate_acc_name
+from ..abi import header
+from ..abi.header import ffi
+from ..abi.library import IMPERATIVE_SYMBOLS, OPTIONAL_SYMBOLS, REQUIRED_SYMBOLS, validate_acc_name
 from .report import CheckFailed, CheckSkipped
 from .session import ERR_DEVICE, Session, status_text
 
@@ -66,10 +66,10 @@ def check_version(session: Session) -> str:
     if not _exported(handle, "getAccApiVersion"):
         raise CheckSkipped("getAccApiVersion is not exported (see abi.symbols)")
     version = int(handle.getAccApiVersion())
-    text = f"{_abi.version_text(version)} ({version})"
-    if version // 100 != _abi.API_VERSION_MAJOR:
-        raise CheckFailed(f"built for ABI {text}; the host's major is {_abi.API_VERSION_MAJOR}")
-    return f"built for ABI {text}; host ABI {_abi.version_text(_abi.API_VERSION)}"
+    text = f"{header.version_text(version)} ({version})"
+    if version // 100 != header.API_VERSION_MAJOR:
+        raise CheckFailed(f"built for ABI {text}; the host's major is {header.API_VERSION_MAJOR}")
+    return f"built for ABI {text}; host ABI {header.version_text(header.API_VERSION)}"
 
 
 def check_load(session: Session) -> str:
@@ -79,7 +79,7 @@ def check_load(session: Session) -> str:
     modes = "imperative and symbolic" if library.supports_imperative else "symbolic only"
     note = f"; {session.load_note}" if session.load_note else ""
     return (f"{library.library_name!r}: {library.num_devices} device(s), {modes}, "
-            f"ABI {_abi.version_text(library.api_version)}{note}")
+            f"ABI {header.version_text(library.api_version)}{note}")
 
 
 def check_name(session: Session) -> str:
@@ -91,7 +91,7 @@ def check_name(session: Session) -> str:
     for index in range(2, len(small)):
         small[index] = b"\xaa"
     status = library.lib.getAccName(small, 2)
-    if status == _abi.OK and len(name) >= 2:
+    if status == header.OK and len(name) >= 2:
         raise CheckFailed(f"getAccName(buffer, 2) returned MX_ACC_OK for the name {name!r} "
                           "(expected MX_ACC_ERR_INVALID_ARG)")
     if any(small[index] != b"\xaa" for index in range(2, len(small))):
@@ -102,8 +102,8 @@ def check_name(session: Session) -> str:
 def check_initialize_repeat(session: Session) -> str:
     """A repeated initialize(host version) is harmless and returns MX_ACC_OK."""
     library = session.require_library()
-    status = library.lib.initialize(_abi.API_VERSION)
-    session.expect_status("a second initialize(host version)", status, _abi.OK)
+    status = library.lib.initialize(header.API_VERSION)
+    session.expect_status("a second initialize(host version)", status, header.OK)
     if int(library.lib.getNumAcc()) != library.num_devices:
         raise CheckFailed("getNumAcc() changed after a second initialize()")
     return "second initialize() returned MX_ACC_OK; getNumAcc() unchanged"
@@ -132,7 +132,7 @@ def _probe(session: Session, version: int, label: str) -> dict[str, Any]:
 def check_version_refused(session: Session) -> str:
     """initialize() refuses host versions of another major with
     MX_ACC_ERR_VERSION (each tried on a fresh instance)."""
-    major, minor = _abi.API_VERSION_MAJOR, _abi.API_VERSION % 100
+    major, minor = header.API_VERSION_MAJOR, header.API_VERSION % 100
     versions = [(major + 1) * 100 + minor, (major + 1) * 100 + 7]
     if major > 0:
         versions.append((major - 1) * 100 + minor)
@@ -140,10 +140,10 @@ def check_version_refused(session: Session) -> str:
     for version in versions:
         answer = _probe(session, version, f"v{version}")
         status = int(answer["status"])
-        if status != _abi.ERR_VERSION:
-            raise CheckFailed(f"initialize({version}) (ABI {_abi.version_text(version)}) "
+        if status != header.ERR_VERSION:
+            raise CheckFailed(f"initialize({version}) (ABI {header.version_text(version)}) "
                               f"returned {status_text(status)}, expected MX_ACC_ERR_VERSION")
-        seen.append(f"{_abi.version_text(version)}"
+        seen.append(f"{header.version_text(version)}"
                     + (f" ({answer['message']!r})" if answer["message"] else ""))
     return "refused " + ", ".join(seen)
 
@@ -151,14 +151,14 @@ def check_version_refused(session: Session) -> str:
 def check_version_minor(session: Session) -> str:
     """initialize() accepts a newer minor of its major (a host of any minor
     loads a plugin of any minor)."""
-    version = _abi.API_VERSION + 1
+    version = header.API_VERSION + 1
     answer = _probe(session, version, f"v{version}")
     status = int(answer["status"])
-    if status != _abi.OK:
+    if status != header.OK:
         message = f": {answer['message']}" if answer["message"] else ""
-        raise CheckFailed(f"initialize({version}) (ABI {_abi.version_text(version)}) returned "
+        raise CheckFailed(f"initialize({version}) (ABI {header.version_text(version)}) returned "
                           f"{status_text(status)}, expected MX_ACC_OK{message}")
-    return f"accepted host ABI {_abi.version_text(version)}"
+    return f"accepted host ABI {header.version_text(version)}"
 
 
 def check_device_count(session: Session) -> str:

@@ -11,10 +11,10 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import _abi
-from .._abi import ffi
+from ..abi import header
+from ..abi.header import ffi
+from ..abi.tensor import CStrings
 from ..errors import PluginContractError, PluginError
-from ..tensor import CStrings
 from .report import CheckFailed, CheckSkipped
 from .session import ERR_NOT_FOUND, Session, status_text
 
@@ -36,7 +36,7 @@ def raw_configure(session: Session, dev: int, settings: dict[str, str]) -> tuple
     with library.device_lock(dev):
         status = int(library.lib.configure(keys.pointer, values.pointer, keys.count, dev,
                                            out_keys, out_vals, count))
-        message = library.last_error() if status != _abi.OK else ""
+        message = library.last_error() if status != header.OK else ""
     return status, message
 
 
@@ -101,7 +101,7 @@ def _failing_unload(session: Session, model_id: str = UNKNOWN_MODEL) -> tuple[in
     dev = session.require_devices()[0]
     with library.device_lock(dev):
         status = int(library.lib.unloadModel(ffi.new("char[]", model_id.encode())))
-        return status, library.last_error() if status != _abi.OK else ""
+        return status, library.last_error() if status != header.OK else ""
 
 
 def _failing_supported_ops(session: Session) -> tuple[int, str]:
@@ -112,7 +112,7 @@ def _failing_supported_ops(session: Session) -> tuple[int, str]:
     with library.device_lock(dev):
         status = int(library.lib.supportedOps(ffi.new("char[]", b'{"nodes": ['), ffi.NULL,
                                               ffi.NULL, 0, dev, ids, 4, count))
-        return status, library.last_error() if status != _abi.OK else ""
+        return status, library.last_error() if status != header.OK else ""
 
 
 def check_message(session: Session) -> str:
@@ -123,7 +123,7 @@ def check_message(session: Session) -> str:
     status, unload_message = _failing_unload(session)
     session.expect_status(f"unloadModel({UNKNOWN_MODEL!r})", status, ERR_NOT_FOUND)
     status, json_message = _failing_supported_ops(session)
-    if status == _abi.OK:
+    if status == header.OK:
         raise CheckFailed("supportedOps accepted malformed graph JSON ('{\"nodes\": [')")
     if not session.has_last_error():
         raise CheckSkipped("accGetLastError is not exported (optional): failures carry only "
@@ -132,7 +132,7 @@ def check_message(session: Session) -> str:
                                         ("supportedOps", json_message)) if not message.strip()]
     if empty:
         raise CheckFailed(f"accGetLastError() is empty after a failing {' and '.join(empty)}")
-    return (f"unloadModel: {unload_message[:60]!r}; supportedOps({_abi.status_name(status)}): "
+    return (f"unloadModel: {unload_message[:60]!r}; supportedOps({header.status_name(status)}): "
             f"{json_message[:60]!r}")
 
 
@@ -144,7 +144,7 @@ def check_per_thread(session: Session) -> str:
     if not session.has_last_error():
         raise CheckSkipped("accGetLastError is not exported (optional)")
     first_status, first_message = _failing_unload(session, UNKNOWN_MODEL + ".first")
-    if first_status == _abi.OK or not first_message:
+    if first_status == header.OK or not first_message:
         raise CheckSkipped("unloadModel of an unknown id left no message (see errors.message)")
     seen: dict[str, Any] = {}
 

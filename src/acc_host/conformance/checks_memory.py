@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _abi
-from .._abi import ffi
-from ..memory import DeviceBuffer
-from ..tensor import TensorArray, TensorSpec
+from ..abi import header
+from ..abi.header import ffi
+from ..abi.memory import DeviceBuffer
+from ..abi.tensor import TensorArray, TensorSpec
 from .report import CheckFailed
 from .session import ERR_INVALID_ARG, ERR_NOT_FOUND, Session
 
@@ -73,7 +73,7 @@ def check_roundtrip(session: Session, dtype_name: str) -> str:
 def _alloc(session: Session, dev: int, size: int) -> Any:
     pointer = ffi.new("void **")
     status = session.require_library().lib.mx_alloc(dev, size, pointer)
-    session.expect_status(f"mx_alloc({dev}, {size})", status, _abi.OK)
+    session.expect_status(f"mx_alloc({dev}, {size})", status, header.OK)
     if pointer[0] == ffi.NULL:
         raise CheckFailed(f"mx_alloc({dev}, {size}) returned MX_ACC_OK and a NULL pointer")
     return pointer[0]
@@ -88,9 +88,9 @@ def check_zero_size(session: Session) -> str:
             raise CheckFailed(f"device {dev}: two mx_alloc(0) calls returned the same pointer")
         for pointer in (first, second):
             session.expect_status(f"mx_free({dev}, <size 0 pointer>)",
-                                  library.lib.mx_free(dev, pointer), _abi.OK)
+                                  library.lib.mx_free(dev, pointer), header.OK)
         session.expect_status(f"mx_free({dev}, NULL)", library.lib.mx_free(dev, ffi.NULL),
-                              _abi.OK)
+                              header.OK)
     return "two unique pointers per device; mx_free(NULL) is MX_ACC_OK"
 
 
@@ -116,7 +116,7 @@ def check_copy_mismatch(session: Session) -> str:
                  ("dtype", TensorSpec((4, 4), np.dtype(np.int32))))
         for what, host_spec in cases:
             host = np.full(host_spec.shape, 7, host_spec.dtype)
-            host_side = _descriptor(host_spec, _abi.HOST_DEVICE,
+            host_side = _descriptor(host_spec, header.HOST_DEVICE,
                                     ffi.from_buffer(host, require_writable=True), host)
             device_side = _descriptor(device.spec, dev, device.pointer)
             session.expect_status(f"copyToAcc with a different {what}",
@@ -168,14 +168,14 @@ def check_balance(session: Session) -> str:
                                       f"allocations after {len(pointers)} mx_alloc calls")
             half = len(pointers) // 2
             for pointer in pointers[:half]:
-                session.expect_status(f"mx_free({dev}, ptr)", lib.mx_free(dev, pointer), _abi.OK)
+                session.expect_status(f"mx_free({dev}, ptr)", lib.mx_free(dev, pointer), header.OK)
             session.expect_status(f"a second mx_free({dev}, ptr) of freed memory",
                                   lib.mx_free(dev, pointers[0]), ERR_NOT_FOUND)
             if len(session.devices) > 1:
                 other = next(d for d in session.devices if d != dev)
                 session.expect_status(f"mx_free({other}, ptr) of memory of device {dev}",
                                       lib.mx_free(other, pointers[-1]), ERR_NOT_FOUND)
-            session.expect_status(f"mx_releaseAll({dev})", lib.mx_releaseAll(dev), _abi.OK)
+            session.expect_status(f"mx_releaseAll({dev})", lib.mx_releaseAll(dev), header.OK)
             session.expect_status(f"mx_free({dev}, ptr) after mx_releaseAll",
                                   lib.mx_free(dev, pointers[-1]), ERR_NOT_FOUND)
             after = _memory_counters(session, dev)
@@ -187,7 +187,7 @@ def check_balance(session: Session) -> str:
                                   "bytes in use after mx_releaseAll")
             # Usable again afterwards.
             pointer = _alloc(session, dev, 128)
-            session.expect_status(f"mx_free({dev}, ptr)", lib.mx_free(dev, pointer), _abi.OK)
+            session.expect_status(f"mx_free({dev}, ptr)", lib.mx_free(dev, pointer), header.OK)
         notes.append(str(dev))
     counted = "; query=memory counters agree" if _memory_counters(
         session, session.devices[0]) is not None else "; no query=memory (counters not checked)"

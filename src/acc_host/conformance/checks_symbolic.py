@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from .. import _abi
-from .._abi import ffi
-from ..annotate import annotate_symbol, output_name, signature
+from ..abi import header
+from ..abi.annotate import annotate_symbol, output_name, signature
+from ..abi.header import ffi
+from ..abi.library import AccLibrary
+from ..abi.loaded_model import LoadedModel
+from ..abi.memory import DeviceBuffer
+from ..abi.operator_executor import OperatorExecutor
+from ..abi.operator_versions import OP_VERSION_ATTR, op_version
+from ..abi.tensor import CStrings, TensorArray, TensorSpec
 from ..errors import PluginError, PluginUnsupportedError
-from ..imperative import Executor
-from ..library import AccLibrary
-from ..memory import DeviceBuffer
-from ..operator_versions import OP_VERSION_ATTR, op_version
-from ..symbolic import LoadedModel
-from ..tensor import CStrings, TensorArray, TensorSpec
 from . import cases
 from .report import CheckFailed, CheckSkipped
 from .session import ERR_NOT_FOUND, ERR_STATE, Session
@@ -75,9 +75,9 @@ def supported_ids(library: AccLibrary, graph: Mapping[str, Any], dev: int) -> An
     with library.device_lock(dev):
         status = library.lib.supportedOps(text, names.pointer, tensors.pointer, names.count, dev,
                                           ids, capacity, count)
-        message = library.last_error() if status != _abi.OK else ""
-    if status != _abi.OK:
-        return Answer(status, [], f"failed with {_abi.status_name(status)} on a well-formed "
+        message = library.last_error() if status != header.OK else ""
+    if status != header.OK:
+        return Answer(status, [], f"failed with {header.status_name(status)} on a well-formed "
                                   f"graph: {message}".rstrip(": "))
     if any(ids[index] != _SENTINEL for index in range(capacity, capacity + _GUARD)):
         return Answer(status, [], f"wrote past ids_capacity ({capacity})")
@@ -391,7 +391,7 @@ def check_unload_reload(session: Session) -> str:
     if infer is not None:
         with library.device_lock(dev):
             status = int(library.lib.infer(*infer))
-        if status == _abi.OK:
+        if status == header.OK:
             raise CheckFailed("infer on an unloaded model id returned MX_ACC_OK")
     with LoadedModel(library, graph, instance.weights, dev, model_id=model_id) as model:
         second = model.infer(instance.data)
@@ -411,7 +411,7 @@ def check_duplicate_id(session: Session) -> str:
     with LoadedModel(library, on_device(instance.graph, dev), instance.weights, dev,
                      model_id=model_id):
         status = _load_raw(session, instance, model_id, dev)
-        if status == _abi.OK:
+        if status == header.OK:
             _unload_raw(session, model_id, dev)
         session.expect_status("a second loadModel of a loaded id", status, ERR_STATE)
     return "a second loadModel of a loaded id is MX_ACC_ERR_STATE"
@@ -442,7 +442,7 @@ def check_unknown_op(session: Session) -> str:
     dev = session.require_devices()[0]
     spec = TensorSpec((2, 3), np.dtype(np.float32))
     try:
-        executor = Executor(library, "AccConformanceNoSuchOp", [spec], [spec], {}, dev)
+        executor = OperatorExecutor(library, "AccConformanceNoSuchOp", [spec], [spec], {}, dev)
     except PluginUnsupportedError:
         return "refused with MX_ACC_ERR_UNSUPPORTED"
     except PluginError as error:
@@ -469,7 +469,7 @@ def check_imperative_numerics(session: Session) -> str:
                  instance.graph["nodes"][instance.op_node]["attrs"].items()
                  if not (key.startswith("__") and key.endswith("__"))}
         try:
-            executor = Executor(library, instance.case.op, inputs, outputs, attrs, dev)
+            executor = OperatorExecutor(library, instance.case.op, inputs, outputs, attrs, dev)
         except PluginUnsupportedError:
             declined += 1
             continue

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
-from ..symbolic import LoadedModel
+from ..abi.loaded_model import LoadedModel
 from . import cases
 from .checks_symbolic import first_runnable, on_device
 from .report import CheckFailed

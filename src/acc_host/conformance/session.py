@@ -17,17 +17,18 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _abi
-from .._abi import ffi
+from ..abi import header
+from ..abi.header import ffi
+from ..abi.library import AccLibrary, validate_acc_name
 from ..errors import LibraryError, NotALibraryError
-from ..library import AccLibrary, validate_acc_name
+from ..trace import recorder
 from .report import CheckFailed, CheckSkipped
 
 __all__ = ["Session", "status_text", "ERR_INVALID_ARG", "ERR_NOT_FOUND", "ERR_DEVICE",
            "ERR_STATE"]
 
 _CODES = {name: code for code, name in
-          ((code, _abi.status_name(code)) for code in range(32))}
+          ((code, header.status_name(code)) for code in range(32))}
 ERR_INVALID_ARG: int = _CODES["MX_ACC_ERR_INVALID_ARG"]
 ERR_NOT_FOUND: int = _CODES["MX_ACC_ERR_NOT_FOUND"]
 ERR_DEVICE: int = _CODES["MX_ACC_ERR_DEVICE"]
@@ -39,7 +40,7 @@ _PROVISIONAL_NAME = "conformance"
 
 def status_text(code: int) -> str:
     """"MX_ACC_ERR_NOT_FOUND (5)" for 5."""
-    return f"{_abi.status_name(code)} ({code})"
+    return f"{header.status_name(code)} ({code})"
 
 
 class Session:
@@ -98,7 +99,8 @@ class Session:
         if self.library is not None:
             return self.library
         try:
-            library = AccLibrary(self.load_path, acc_name=_PROVISIONAL_NAME)
+            library = AccLibrary(self.load_path, acc_name=_PROVISIONAL_NAME,
+                                 tracer=recorder.current())
         except NotALibraryError as error:
             raise LibraryError(str(error).replace(self.load_path, self.path), self.path) from None
         try:
@@ -144,7 +146,7 @@ class Session:
         if status in expected:
             return
         wanted = " or ".join(status_text(code) for code in expected)
-        message = self.last_error() if status != _abi.OK else ""
+        message = self.last_error() if status != header.OK else ""
         suffix = f": {message}" if message else ""
         raise CheckFailed(f"{what} returned {status_text(status)}, expected {wanted}{suffix}")
 

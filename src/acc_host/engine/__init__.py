@@ -18,9 +18,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from ..blas_threads import apply_policy as apply_blas_policy
 from ..errors import EngineError
 from .base import AsyncFn, Engine, Operator, RunContext, SyncFn, in_operation
+from .blas_threads import apply_policy as apply_blas_policy
 from .naive import NaiveEngine
 from .threaded import ThreadedEngine
 from .var import Var, WriteWatch

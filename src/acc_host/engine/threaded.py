@@ -90,7 +90,7 @@ class ThreadedEngine(Engine):
 
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
                          mutate_vars: tuple[Var, ...]) -> bool:
-        # The synchronous inference's grant (acc_host.direct_run), once per
+        # The synchronous inference's grant (acc_host.runtime.direct_run), once per
         # forward: _run_granted and _finish inlined for an operation that
         # reads nothing, with no block made when nothing queued behind it.
         local = operation_state()

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _abi
-from .._abi import ffi
+from ..abi import header
+from ..abi.header import ffi
+from ..abi.tensor import numpy_dtype
 from ..errors import TensorError
-from ..tensor import numpy_dtype
 from . import shared
 
 __all__ = ["CallMemory", "GuardError", "GUARD_BYTES", "text", "texts", "address", "readable"]
@@ -123,14 +123,14 @@ class CallMemory:
     def _tensor(self, tensor: Any, data: bool, write: bool, copy_in: bool,
                 label: str) -> Encoded:
         shape_len, extents, layout_text = tensor.shape_len, tensor.shape, tensor.layout
-        shape = None if extents == _NULL else list(extents[0:min(shape_len, _abi.MAX_NDIM)])
+        shape = None if extents == _NULL else list(extents[0:min(shape_len, header.MAX_NDIM)])
         layout = None if layout_text == _NULL else ffi.string(layout_text)
         dtype, sparse, dev_id = tensor.dtype, tensor.isSparse, tensor.dev_id
         encoded: Encoded = [None, shape, shape_len, dtype, sparse, layout, dev_id]
         where = int(ffi.cast(_UINTPTR, tensor.data))
         if not data or where == 0:
             return encoded
-        if dev_id != _abi.HOST_DEVICE:
+        if dev_id != header.HOST_DEVICE:
             encoded[0] = where
             return encoded
         if sparse:
@@ -180,7 +180,7 @@ class CallMemory:
         checking the guards; returns the bytes copied."""
         copied = 0
         self.check_guards(staging)
-        if answer[0] != _abi.OK:
+        if answer[0] != header.OK:
             return copied
         for item in self.staged:
             if item.write and item.nbytes:

@@ -4,7 +4,7 @@
 :class:`acc_host.isolate.process.PluginProcess`, which talks to it through
 the socket CONTROL_FD (see ``wire.py`` for the framing). This file runs as a
 script, not as part of the acc_host package: it loads only the cffi
-declarations (``_abi.py``) and the framing, so a child starts in about a
+declarations (``abi/header.py``) and the framing, so a child starts in about a
 tenth of a second and never runs discovery.
 
 Requests on the control socket: ``("start",)`` dlopens the library and
@@ -63,7 +63,8 @@ def _written(pointer: Any) -> int | None:
 
 
 wire = _load("_acc_host_isolate_wire", os.path.join(_HERE, "wire.py"))
-abi = _load("_acc_host_isolate_abi", os.path.join(os.path.dirname(_HERE), "_abi.py"))
+abi = _load("_acc_host_isolate_abi",
+            os.path.join(os.path.dirname(_HERE), "abi", "header.py"))
 ffi = abi.ffi
 NULL = ffi.NULL
 # What out pointers hold before a call: an address no allocation returns, so
@@ -351,7 +352,7 @@ def main(argv: list[str]) -> int:
 def _exit(code: int) -> None:
     """Exits at once (plugin threads may still run, so no interpreter
     teardown), after flushing what the plugin printed through stdio."""
-    import ctypes
+    import ctypes  # only at exit: the child starts without it
 
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,7 +1,7 @@
 """:class:`IsolatedLibrary`: an accelerator library whose plugin runs in a
 child process (``mx.load_acc(path, isolate=True)``).
 
-It is an :class:`acc_host.library.AccLibrary` whose cffi library is a
+It is an :class:`acc_host.abi.library.AccLibrary` whose cffi library is a
 :class:`RemoteLib`, so executors, subgraph operators, imperative dispatch,
 device buffers and tracing use it unchanged. What differs: ``alive``
 becomes False when the child dies (the registry then loads the file anew on
@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import _abi
-from ..library import AccLibrary
+from ..abi import header
+from ..abi.library import AccLibrary
 from .process import PluginProcess
 from .remote import RemoteLib
 from .settings import Timeouts, timeouts_from_environment
@@ -29,11 +29,11 @@ class IsolatedLibrary(AccLibrary):
     isolated = True
 
     def __init__(self, path: str | os.PathLike[str], acc_name: str | None = None,
-                 timeouts: Timeouts | None = None) -> None:
+                 timeouts: Timeouts | None = None, tracer: Any = None) -> None:
         self._timeouts = timeouts or timeouts_from_environment()
         self._process: PluginProcess | None = None
         try:
-            super().__init__(path, acc_name)
+            super().__init__(path, acc_name, tracer)
         except BaseException:
             if self._process is not None:
                 self._process.stop()
@@ -73,7 +73,7 @@ class IsolatedLibrary(AccLibrary):
         self._timeouts = self.process.timeouts = value
 
     def check(self, accelerator: str, function: str, status: int, context: str = "") -> None:
-        if status != _abi.OK and function == "executor forward":
+        if status != header.OK and function == "executor forward":
             pending = self._raw_lib.take_pending()
             if pending is not None:  # the callback's error (a crash...), not a status
                 raise pending

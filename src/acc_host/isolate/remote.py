@@ -22,8 +22,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .. import _abi
-from .._abi import ffi
+from ..abi import header
+from ..abi.header import ffi
 from ..errors import LibraryDeadError, PluginCrashedError
 from .arguments import CallMemory, address, readable, text, texts
 from .process import PluginProcess
@@ -141,12 +141,12 @@ class RemoteLib:
         with it, so the call succeeds (the death is kept for later calls;
         these run from finalizers too, where an exception has no caller)."""
         if not self._process.alive:
-            return _abi.OK
+            return header.OK
         try:
             answer = self._process.call(function, args, context=context)
         except (PluginCrashedError, LibraryDeadError):
-            return _abi.OK
-        return _abi.OK if answer is None else self._status(answer)  # None: release is void
+            return header.OK
+        return header.OK if answer is None else self._status(answer)  # None: release is void
 
     def _abi_mx_free(self, dev_id: int, pointer: Any) -> int:
         return self._release_call("mx_free", (int(dev_id), address(pointer)))

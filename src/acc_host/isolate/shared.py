@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .._abi import ffi
-from ..tensor import TensorSpec
+from ..abi.header import ffi
+from ..abi.tensor import TensorSpec
 
 __all__ = ["Segment", "shared_empty", "shared_array", "is_shared", "find", "subscribe"]
 

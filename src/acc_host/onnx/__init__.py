@@ -18,6 +18,9 @@ import numpy as np
 __all__ = ["import_model", "export_model", "get_model_metadata", "supported_operators",
            "exported_operators", "backend"]
 
+# The functions below import their modules when called: importing acc_host
+# (which imports this package) loads neither them nor the onnx package.
+
 
 def import_model(model: Any) -> tuple[Any, dict, dict]:
     """(sym, arg_params, aux_params) from an ONNX model (a path or a

@@ -13,7 +13,7 @@ class OnnxMissingError(AccHostError, ImportError):
 
 def require_onnx() -> Any:
     try:
-        import onnx
+        import onnx  # the optional onnx package, loaded when a function needs it
         import onnx.numpy_helper  # noqa: F401
     except ImportError as error:
         raise OnnxMissingError(

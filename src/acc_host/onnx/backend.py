@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from .. import ndarray as nd
+from ..abi.tensor import dtype_code
 from ..context import Context, cpu
 from ..errors import InvalidArgumentError, TensorError, UnsupportedOnnxOperatorError
-from ..tensor import dtype_code
+from ..plugins.registry import load_acc
 from ._onnx import require_onnx
-from .importer import Imported, _tensor_type, import_graph
+from .importer import Imported, _load, _tensor_type, import_graph
 
 require_onnx()
 
@@ -37,8 +38,6 @@ def resolve_context(accelerator: Any) -> Context:
         return accelerator
     text = str(accelerator)
     if os.sep in text or text.endswith((".so", ".dylib")):
-        from ..registry import load_acc
-
         return load_acc(text)
     name, _, device = text.partition(":")
     if name.lower() == "cpu":
@@ -250,8 +249,6 @@ class AccHostBackend(Backend):
         accelerator = kwargs.pop("accelerator", cls.accelerator)
         if not cls.supports_device(device):
             raise ValueError(f"device {device!r} is not supported (CPU only)")
-        from .importer import _load
-
         return AccHostRep(_load(model), resolve_context(accelerator))
 
     @classmethod
@@ -265,7 +262,7 @@ class AccHostBackend(Backend):
                  **kwargs: Any) -> tuple[np.ndarray, ...]:
         """One node as a model: its inputs are the node's inputs, in order."""
         onnx = require_onnx()
-        from onnx import helper
+        from onnx import helper  # the optional onnx package (require_onnx checked it)
 
         values = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
         names = list(node.input)

@@ -34,6 +34,7 @@ def exports(*names: str) -> Callable[[Exporter], Exporter]:
 
 
 def _load_all() -> None:
+    # Here, not at the top: the exporter modules import this one to register.
     from . import export_nn, export_tensor  # noqa: F401
 
 

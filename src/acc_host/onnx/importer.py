@@ -22,6 +22,7 @@ import numpy as np
 from .. import limits
 from .. import ndarray as nd
 from .. import symbol as sym_mod
+from ..abi.tensor import dtype_code
 from ..context import cpu
 from ..errors import (
     AccHostError,
@@ -33,7 +34,6 @@ from ..errors import (
     UnsupportedOnnxOperatorError,
     model_file_os_error,
 )
-from ..tensor import dtype_code
 from ._onnx import require_onnx
 from .translators import TRANSLATORS, Translator, Unsupported, translator_for
 
@@ -83,7 +83,7 @@ def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
     """A TensorProto's values; one whose declared dims and data disagree (or
     that cannot be read) is a ModelFileError naming it. Its data is in the
     file, so nothing is allocated beyond what the file holds."""
-    from onnx import numpy_helper
+    from onnx import numpy_helper  # the optional onnx package, only when reading a model
 
     dims = tuple(tensor.dims)
     label = f"ONNX {what} {tensor.name!r}" if tensor.name else f"an ONNX {what}"

@@ -28,7 +28,7 @@ MIN_OPSET = 1
 
 def max_opset() -> int:
     """The newest default-domain opset of the installed onnx package."""
-    import onnx.defs
+    import onnx.defs  # the optional onnx package, only when asked
 
     return onnx.defs.onnx_opset_version()
 
@@ -89,7 +89,7 @@ def _ints(value: Any) -> tuple[int, ...]:
 
 
 def _np_dtype(onnx_type: int) -> np.dtype:
-    from onnx import helper
+    from onnx import helper  # the optional onnx package, only when translating
     return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
 
 

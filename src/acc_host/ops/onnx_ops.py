@@ -16,6 +16,7 @@ input values.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import erf
 from typing import Any, Literal
 
 import numpy as np
@@ -36,6 +37,7 @@ from .params import (
     parse_bool,
     parse_count,
     parse_float,
+    parse_float_tuple,
     parse_int,
     parse_positive_int,
     parse_str,
@@ -162,7 +164,6 @@ _NUM_ARGS = Param("num_args", parse_count, 1)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    from math import erf
     return np.vectorize(erf, otypes=[x.dtype])(x) if x.size else x.copy()
 
 
@@ -885,7 +886,6 @@ _def("_onnx_mvn", _mvn, [Param("axes", parse_tuple, (0, 2, 3))],
 
 
 def parse_tuple_float(text: str) -> tuple[float, ...]:
-    from .params import parse_float_tuple
     return parse_float_tuple(text)
 
 

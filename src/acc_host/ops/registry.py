@@ -37,7 +37,7 @@ from ..errors import (
     UnknownOperatorError,
 )
 from ..limits import MAX_DIMS
-from .params import REQUIRED, Attrs, Param
+from .params import REQUIRED, Attrs, Param, format_value
 
 __all__ = ["OpDef", "register", "get", "find", "all_ops", "Shape", "same_dtype",
            "same_shape", "require_known", "normalize_axis", "ShapeUnknownError",
@@ -149,8 +149,6 @@ class OpDef:
         """Attributes from MXNet strings (other values are converted with
         format_value first), with defaults for the missing ones. Keys of the
         form "__*__" are annotations and are skipped."""
-        from .params import format_value
-
         strings = {key: value if isinstance(value, str) else format_value(value)
                    for key, value in raw.items() if not (key.startswith("__")
                                                         and key.endswith("__"))}
@@ -257,6 +255,7 @@ def register(op: OpDef) -> OpDef:
 
 def _load_all() -> None:
     """Registers the built-in operators (their modules register on import)."""
+    # Here, not at the top: the operator modules import this one to register.
     from . import nn, onnx_ops, tensor  # noqa: F401
 
 

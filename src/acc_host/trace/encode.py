@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import _abi
-from .._abi import ffi
+from ..abi import header
+from ..abi.header import ffi
+from ..abi.tensor import TensorSpec, numpy_dtype
 from ..errors import AccHostError
-from ..tensor import TensorSpec, numpy_dtype
 from .format import BlobStore
 
 __all__ = ["ENCODERS", "STATUS_CALLS", "tensor", "pointer"]
@@ -52,7 +52,7 @@ def _nbytes(shape: list[int], dtype: int) -> int:
 
 def tensor(blobs: BlobStore, value: Any, with_data: bool) -> dict[str, Any]:
     """One MXTensor; its bytes when with_data and they are in host memory."""
-    ndim = min(int(value.shape_len), _abi.MAX_NDIM)
+    ndim = min(int(value.shape_len), header.MAX_NDIM)
     shape = [int(value.shape[index]) for index in range(ndim)] if value.shape != ffi.NULL else []
     record: dict[str, Any] = {"shape": shape, "dtype": int(value.dtype), "dev": int(value.dev_id),
                               "ptr": pointer(value.data), "nbytes": _nbytes(shape, value.dtype)}
@@ -60,7 +60,7 @@ def tensor(blobs: BlobStore, value: Any, with_data: bool) -> dict[str, Any]:
         record["layout"] = _text(value.layout)
     if value.isSparse:
         record["sparse"] = 1  # recorded without its data
-    elif with_data and value.dev_id == _abi.HOST_DEVICE and value.data != ffi.NULL:
+    elif with_data and value.dev_id == header.HOST_DEVICE and value.data != ffi.NULL:
         record["data"] = blobs.put(ffi.buffer(value.data, record["nbytes"]))
     return record
 

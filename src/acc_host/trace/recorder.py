@@ -17,15 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import _abi
+from ..abi import header
 from ..errors import TraceError
 from . import encode
 from .format import FORMAT, VERSION, BlobStore
 
-__all__ = ["Tracer", "TracedLib", "current", "start", "stop"]
+__all__ = ["Tracer", "TracedLib", "current", "on_change", "start", "stop"]
 
 _lock = threading.Lock()
 _current: Tracer | None = None
+# Called with the new tracer (None when tracing stops): the registry of
+# loaded libraries hands it to each of them.
+_listeners: list[Callable[[Tracer | None], None]] = []
 
 
 class Tracer:
@@ -42,7 +45,7 @@ class Tracer:
         self._seq = 0
         self._libraries: dict[str, int] = {}
         self._origin = time.perf_counter_ns()
-        self._write({"format": FORMAT, "version": VERSION, "host_api": _abi.API_VERSION,
+        self._write({"format": FORMAT, "version": VERSION, "host_api": header.API_VERSION,
                      "pid": os.getpid(), "time": time.time()})
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -52,6 +55,12 @@ class Tracer:
                 return
             self._stream.write(line + "\n")
             self._stream.flush()
+
+    def wrap(self, raw: Any, path: str, name: str | None,
+             last_error: Callable[[], str]) -> TracedLib:
+        """The stand-in through which a library (the one at path, whose
+        cffi library is raw) calls its plugin while this trace records."""
+        return TracedLib(raw, self, path, name, last_error)
 
     def library_index(self, path: str, name: str | None = None) -> int:
         """The number of the library at path in this trace (recording it,
@@ -130,7 +139,7 @@ class TracedLib:
                 out = after(tracer.blobs, status, *args)
             except Exception as error:
                 out = {"unrecorded": f"{type(error).__name__}: {error}"}
-            error_text = self._last_error() if status != _abi.OK and name in encode.STATUS_CALLS \
+            error_text = self._last_error() if status != header.OK and name in encode.STATUS_CALLS \
                 else ""
             tracer.call(index, name, recorded, status, out, error_text, start, end)
             return result
@@ -144,18 +153,23 @@ def current() -> Tracer | None:
     return _current
 
 
+def on_change(listener: Callable[[Tracer | None], None]) -> None:
+    """Calls listener with the new tracer whenever a trace starts, and with
+    None when it stops."""
+    _listeners.append(listener)
+
+
 def start(path: str | os.PathLike[str]) -> Tracer:
     """Starts recording every ABI call to path (replacing an active trace):
     libraries loaded now and later are traced; models loaded before this
     call keep calling infer() untraced."""
     global _current
-    from ..registry import libraries
 
     tracer = Tracer(path)
     with _lock:
         previous, _current = _current, tracer
-    for library in libraries():
-        library._trace(tracer)
+    for listener in _listeners:
+        listener(tracer)
     if previous is not None:
         previous.close()
     return tracer
@@ -164,13 +178,12 @@ def start(path: str | os.PathLike[str]) -> Tracer:
 def stop() -> Path | None:
     """Stops recording; returns the trace's path (None if none was active)."""
     global _current
-    from ..registry import libraries
 
     with _lock:
         tracer, _current = _current, None
     if tracer is None:
         return None
-    for library in libraries():
-        library._trace(None)
+    for listener in _listeners:
+        listener(None)
     tracer.close()
     return tracer.path

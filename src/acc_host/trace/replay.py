@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import _abi
-from .._abi import ffi
+from ..abi import header
+from ..abi.header import ffi
+from ..abi.tensor import numpy_dtype
 from ..compare import mismatch
 from ..errors import TraceError
-from ..tensor import numpy_dtype
 from .format import BlobStore, Trace, read_trace
 
 __all__ = ["Divergence", "ReplayReport", "replay"]
@@ -156,7 +156,7 @@ class _Args:
         slot.isSparse = 0
         if "layout" in record:
             slot.layout = self.text(record["layout"])
-        if record["dev"] == _abi.HOST_DEVICE:
+        if record["dev"] == header.HOST_DEVICE:
             data = bytearray(self.blobs.get(record["data"])) if "data" in record \
                 else bytearray(record["nbytes"])
             buffer = ffi.from_buffer(data)
@@ -250,7 +250,7 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
         if status == 0:
             host_outputs = [data for data, _ in made.host[first_output:]]
             recorded = [item for item in out.get("outputs", [])
-                        if item["dev"] == _abi.HOST_DEVICE]
+                        if item["dev"] == header.HOST_DEVICE]
             for index, (data, expected) in enumerate(zip(host_outputs, recorded)):
                 difference = _compare_tensor(blobs, expected, data)
                 if difference is not None:
@@ -327,15 +327,15 @@ def replay(path: str | os.PathLike[str], libraries: Mapping[str, str] | None = N
                 if record["fn"] not in ("getAccApiVersion", "initialize"):
                     # traced after the library was loaded: make its handshake first
                     status = int(library.lib.initialize(trace.header.get("host_api",
-                                                                         _abi.API_VERSION)))
+                                                                         header.API_VERSION)))
                     report.notes.append(f"{label}: the trace starts after initialize(); "
                                           f"the replayer called it (status {status})")
             status, difference = _call(library, trace.blobs, record)
             report.calls += 1
             if status != record["ret"]:
                 message = library.message() if status else ""
-                difference = (f"returned {status} ({_abi.status_name(status)}), recorded "
-                              f"{record['ret']} ({_abi.status_name(record['ret'])})"
+                difference = (f"returned {status} ({header.status_name(status)}), recorded "
+                              f"{record['ret']} ({header.status_name(record['ret'])})"
                               + (f": {message}" if message else ""))
             if difference is not None:
                 report.divergence = Divergence(record["seq"], record["fn"], label, difference)

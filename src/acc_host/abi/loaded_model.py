@@ -1,0 +1,441 @@
+"""Symbolic execution: a graph compiled by a plugin's loadModel() and run
+with infer().
+
+A :class:`LoadedModel` owns one model id on one device: it builds the input
+and output descriptor arrays once, changes only their data pointers per
+inference, and calls unloadModel() when closed or garbage-collected.
+
+Checked outputs (``MXNET_ACC_CHECK_OUTPUTS=1``, read when a model is
+loaded): the ABI has no way for infer() to say which outputs it wrote, and
+a plugin that returns MX_ACC_OK without writing them would leave whatever
+the buffers held (the previous results, or uninitialized memory). In this
+mode every output is filled with a canary before each infer() and checked
+after it: a floating-point element still holding the canary (a NaN with a
+payload no arithmetic produces) or an integer output whose every byte still
+holds it is a :class:`~acc_host.errors.PluginContractError` naming the
+output. Each host output is also given to the plugin inside a scratch
+buffer with _GUARD_BYTES of a pattern before and after it, checked after
+the call: a plugin that wrote outside an output is a PluginContractError
+naming it (device buffers are the plugin's own memory, which the host
+cannot guard). It costs a fill, a scan and a copy of every output per
+inference, so it is off by default (docs/robustness.md has the measured
+cost).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import weakref
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from ..errors import InvalidArgumentError, PluginContractError, TensorError
+from .annotate import GraphSignature, signature
+from .header import HOST_DEVICE, ffi
+from .library import AccLibrary, marked_call
+from .memory import DeviceBuffer
+from .releases import release_now
+from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
+
+_from_buffer = ffi.from_buffer
+
+__all__ = ["LoadedModel", "BoundInference", "ArrayLike", "CHECK_OUTPUTS_VARIABLE",
+           "check_outputs_enabled"]
+
+CHECK_OUTPUTS_VARIABLE = "MXNET_ACC_CHECK_OUTPUTS"
+# Per itemsize: the unsigned type viewing an element, and the canary. The
+# floating-point ones are signalling NaNs with an unusual payload (float16
+# 0x7DA5, float32 0x7FA5A5A5, float64 0x7FF4A5A5A5A5A5A5); integer outputs
+# get 0xA5 bytes and count as unwritten only when every byte still holds it.
+_CANARY_FLOAT = {2: (np.uint16, 0x7DA5), 4: (np.uint32, 0x7FA5A5A5),
+                 8: (np.uint64, 0x7FF4A5A5A5A5A5A5)}
+_CANARY_BYTE = 0xA5
+_GUARD_BYTES = 64
+_GUARD_PATTERN = np.frombuffer(bytes([0x3C, 0xC3, 0x5A, 0xA5]) * (_GUARD_BYTES // 4), np.uint8)
+
+
+def check_outputs_enabled() -> bool:
+    """Whether models loaded now check that infer() wrote their outputs."""
+    return os.environ.get(CHECK_OUTPUTS_VARIABLE, "0") not in ("", "0")
+
+
+def _fill_canary(values: np.ndarray) -> None:
+    if values.dtype.kind == "f" and values.dtype.itemsize in _CANARY_FLOAT:
+        unsigned, pattern = _CANARY_FLOAT[values.dtype.itemsize]
+        values.view(unsigned)[...] = pattern
+    else:
+        values.view(np.uint8)[...] = _CANARY_BYTE
+
+
+def _unwritten(values: np.ndarray) -> int:
+    """How many elements of values still hold the canary (for integer
+    dtypes: all of them when every byte does, else 0)."""
+    if values.dtype.kind == "f" and values.dtype.itemsize in _CANARY_FLOAT:
+        unsigned, pattern = _CANARY_FLOAT[values.dtype.itemsize]
+        return int(np.count_nonzero(values.view(unsigned) == pattern))
+    untouched = values.size > 0 and bool(np.all(values.view(np.uint8) == _CANARY_BYTE))
+    return values.size if untouched else 0
+
+ArrayLike: TypeAlias = np.ndarray | DeviceBuffer
+_model_ids = itertools.count()
+
+
+def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False) -> None:
+    library.release(dev_id, lambda: library.unload_model(model_id, dev_id), wait)
+
+
+class LoadedModel:
+    """loadModel() of an annotated graph (see :mod:`acc_host.abi.annotate`) with
+    its weights on device dev_id."""
+
+    def __init__(self, library: AccLibrary, graph: Mapping[str, Any],
+                 weights: Mapping[str, ArrayLike], dev_id: int = 0,
+                 model_id: str | None = None) -> None:
+        library.check_device(dev_id)
+        self.library = library
+        self.dev_id = dev_id
+        self.model_id = model_id or self.new_id()
+        self.signature: GraphSignature = signature(graph)
+        missing = sorted(set(self.signature.weights) - set(weights))
+        extra = sorted(set(weights) - set(self.signature.weights))
+        if missing or extra:
+            raise InvalidArgumentError(
+                f"model {self.model_id}: weights missing {missing}, not in the graph {extra}")
+        names = [*self.signature.weights, *self.signature.data]
+        tensors = TensorArray([*self.signature.weights.values(), *self.signature.data.values()])
+        for index, name in enumerate(self.signature.weights):
+            self._point(tensors, index, name, weights[name], writable=False)
+        c_names = CStrings(names)  # must outlive the call
+        load = library.lib.loadModel if library.isolated else marked_call(
+            library, "loadModel", self.model_id, library.lib.loadModel)
+        with library.device_lock(dev_id):
+            library.check(library.name, "loadModel", load(
+                ffi.new("char[]", self.model_id.encode("utf-8")),
+                ffi.new("char[]", json.dumps(graph).encode("utf-8")),
+                c_names.pointer, tensors.pointer, len(names), dev_id), self.model_id)
+        self._adopt()
+
+    @staticmethod
+    def new_id() -> str:
+        """A model id no other model of this process uses."""
+        return f"acc_host.{os.getpid()}.model{next(_model_ids)}"
+
+    @classmethod
+    def adopt(cls, library: AccLibrary, graph: Mapping[str, Any], model_id: str,
+              dev_id: int = 0) -> LoadedModel:
+        """A LoadedModel for a model the plugin already holds under model_id
+        (imported from a compiled file); unloaded like any other."""
+        model = cls.__new__(cls)
+        model.library, model.dev_id, model.model_id = library, dev_id, model_id
+        model.signature = signature(graph)
+        model._adopt()
+        return model
+
+    def _adopt(self) -> None:
+        """Takes ownership of the loaded model and prepares the per-inference
+        descriptor arrays."""
+        library, dev_id = self.library, self.dev_id
+        self._finalizer = weakref.finalize(self, _unload, library, self.model_id, dev_id)
+        self._finalizer.atexit = False
+        self._model_id_text = ffi.new("char[]", self.model_id.encode("utf-8"))
+        self._in_names = CStrings(list(self.signature.data))
+        self._inputs = TensorArray(list(self.signature.data.values()),
+                                   names=list(self.signature.data))
+        self._out_names = CStrings(list(self.signature.outputs))
+        self._outputs = TensorArray(list(self.signature.outputs.values()),
+                                    names=list(self.signature.outputs))
+        self._in_slots = self._inputs.slots()
+        self._out_slots = self._outputs.slots()
+        self._lock = library.device_lock(dev_id)
+        self._infer = library.lib.infer if library.isolated else marked_call(
+            library, "infer", self.model_id, library.lib.infer)
+        # infer()'s arguments but the data pointers, which the descriptors hold.
+        self._call: tuple[Any, ...] | None = (
+            self._model_id_text, self._in_names.pointer, self._out_names.pointer,
+            self._inputs.pointer, self._outputs.pointer, len(self._inputs), len(self._outputs))
+        if check_outputs_enabled():
+            # The checking infer() replaces the plain one for this model only
+            # (a class, not a bound method stored on self: no reference cycle
+            # delays the unload), so models loaded without it pay nothing.
+            self.__class__ = _CheckedModel
+
+    def _point(self, array: TensorArray, index: int, name: str, value: ArrayLike,
+               writable: bool) -> None:
+        spec = array.specs[index]
+        if isinstance(value, DeviceBuffer):
+            if value.library is not self.library or value.dev_id != self.dev_id or value.closed:
+                raise TensorError(f"{name}: {value!r} is not usable on "
+                                  f"{self.library.name}({self.dev_id})")
+            if value.spec != spec:
+                raise TensorError(f"{name}: {value!r} does not match {spec.shape} {spec.dtype}")
+            array.set_data(index, value.pointer, self.dev_id, value)
+            return
+        if not isinstance(value, np.ndarray):
+            raise TensorError(f"{name}: expected a numpy array or DeviceBuffer, got "
+                              f"{type(value).__name__}")
+        if value.shape != spec.shape or value.dtype != spec.dtype:
+            raise TensorError(f"{name}: got {value.shape} {value.dtype}, the graph expects "
+                              f"{spec.shape} {spec.dtype}")
+        array.set_host_array(index, value if writable else contiguous(value), writable=writable)
+
+    def infer(self, inputs: Mapping[str, ArrayLike], outputs: Mapping[str, ArrayLike] | None = None,
+              weights: Mapping[str, ArrayLike] | None = None) -> dict[str, ArrayLike]:
+        """Runs the model. inputs must name every data input; outputs, when
+        given, are filled in place (otherwise new numpy arrays are returned);
+        weights, when given, replace the plugin's copies from now on.
+
+        This is the per-forward path, so it does only what each call needs:
+        the descriptors were built once; a C-contiguous numpy array of the
+        expected shape and dtype (or a DeviceBuffer of this device) is
+        pointed at in place, never copied; anything else goes through the
+        checked path, which copies a strided array and names what is wrong."""
+        if self._call is None:
+            raise InvalidArgumentError(f"model {self.model_id} was unloaded")
+        if len(inputs) != len(self._in_slots):
+            self._mismatch("inputs", inputs, self.signature.data)
+        if outputs is None:
+            results: dict[str, ArrayLike] = {
+                name: np.empty(spec.shape, spec.dtype)
+                for name, spec in self.signature.outputs.items()}
+        else:
+            if len(outputs) != len(self._out_slots):
+                self._mismatch("outputs", outputs, self.signature.outputs)
+            results = dict(outputs)
+        keep: list[Any] = []  # the buffers the descriptors point into, alive for the call
+        ndarray, from_buffer = np.ndarray, _from_buffer
+        library, dev_id = self.library, self.dev_id
+        with self._lock:
+            call, in_slots = self._call, self._in_slots
+            if weights:
+                in_names, in_array = self._with_weights(weights)
+                call = (call[0], in_names.pointer, call[2], in_array.pointer, call[4],
+                        len(in_array), call[6])
+                in_slots = in_array.slots()[:len(in_slots)]
+            try:
+                for slots, values, writable in ((in_slots, inputs, False),
+                                                (self._out_slots, results, True)):
+                    for name, tensor, spec in slots:
+                        value: Any = values[name]  # checked by type just below
+                        # The common case inline: an array to point at as it is.
+                        if (type(value) is ndarray and value.shape == spec.shape
+                                and value.dtype == spec.dtype and value.flags.c_contiguous
+                                and (not writable or value.flags.writeable)):
+                            buffer = from_buffer(value, require_writable=writable)
+                            tensor.data = buffer
+                            if tensor.dev_id != HOST_DEVICE:
+                                tensor.dev_id = HOST_DEVICE
+                            keep.append(buffer)
+                        elif (type(value) is DeviceBuffer and value.library is library
+                              and value.dev_id == dev_id and value.spec == spec
+                              and not value.closed):
+                            tensor.data = value.pointer
+                            if tensor.dev_id != dev_id:
+                                tensor.dev_id = dev_id
+                            keep.append(value)
+                        else:
+                            keep.append(self._bind(tensor, spec, name, value, writable))
+            except KeyError:
+                self._mismatch("inputs", inputs, self.signature.data)
+                self._mismatch("outputs", results, self.signature.outputs)
+                raise
+            status = self._infer(*call)
+        if status:
+            self.library.check(self.library.name, "infer", status, self.model_id)
+        return results
+
+    def bind(self, inputs: Mapping[str, DeviceBuffer],
+             outputs: Mapping[str, DeviceBuffer]) -> BoundInference:
+        """infer() on fixed buffers of this device (every data input and
+        every output): their descriptors are built once, so each call is
+        the plugin call alone. For callers that run a model many times on
+        the same buffers, such as an executor's step."""
+        return BoundInference(self, inputs, outputs)
+
+    def _bind(self, tensor: Any, spec: TensorSpec, name: str, value: ArrayLike,
+              writable: bool) -> Any:
+        """Points one descriptor at value; returns what keeps the memory alive."""
+        if (isinstance(value, np.ndarray) and type(value) is np.ndarray
+                and value.shape == spec.shape and value.dtype == spec.dtype
+                and value.flags.c_contiguous and (not writable or value.flags.writeable)):
+            buffer = _from_buffer(value, require_writable=writable)
+            tensor.data = buffer
+            if tensor.dev_id != HOST_DEVICE:
+                tensor.dev_id = HOST_DEVICE
+            return buffer
+        if isinstance(value, DeviceBuffer):
+            if value.library is not self.library or value.dev_id != self.dev_id or value.closed:
+                raise TensorError(f"{name}: {value!r} is not usable on "
+                                  f"{self.library.name}({self.dev_id})")
+            if value.spec != spec:
+                raise TensorError(f"{name}: {value!r} does not match {spec.shape} {spec.dtype}")
+            tensor.data = value.pointer
+            tensor.dev_id = self.dev_id
+            return value
+        if not isinstance(value, np.ndarray):
+            raise TensorError(f"{name}: expected a numpy array or DeviceBuffer, got "
+                              f"{type(value).__name__}")
+        if value.shape != spec.shape or value.dtype != spec.dtype:
+            raise TensorError(f"{name}: got {value.shape} {value.dtype}, the graph expects "
+                              f"{spec.shape} {spec.dtype}")
+        if writable:
+            buffer = host_pointer(value, writable=True)  # names a strided or read-only output
+        else:
+            buffer = host_pointer(contiguous(value))
+        tensor.data = buffer
+        tensor.dev_id = HOST_DEVICE
+        return buffer
+
+    def _mismatch(self, what: str, given: Mapping[str, Any],
+                  expected: Mapping[str, Any]) -> None:
+        if set(given) != set(expected):
+            raise InvalidArgumentError(
+                f"model {self.model_id}: {what} {sorted(given)} do not match the "
+                f"{'data inputs' if what == 'inputs' else 'outputs'} {sorted(expected)}")
+
+    def _with_weights(self, weights: Mapping[str, ArrayLike]) -> tuple[CStrings, TensorArray]:
+        unknown = sorted(set(weights) - set(self.signature.weights))
+        if unknown:
+            raise InvalidArgumentError(f"model {self.model_id}: {unknown} are not weights")
+        names = [*self.signature.data, *weights]
+        array = TensorArray([*self.signature.data.values(),
+                             *(self.signature.weights[name] for name in weights)],
+                            names=names)
+        for offset, (name, value) in enumerate(weights.items()):
+            self._point(array, len(self.signature.data) + offset, name, value, writable=False)
+        return CStrings(names), array
+
+    def close(self) -> None:
+        """unloadModel() now (idempotent)."""
+        self._call = None
+        release_now(self._finalizer)
+
+    def __enter__(self) -> LoadedModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class BoundInference:
+    """A LoadedModel's infer() on fixed device buffers (LoadedModel.bind).
+
+    Its descriptor arrays are its own, built when it is made: calling it
+    changes nothing a plain infer() uses, so a model may have several. The
+    buffers stay alive as long as this object; a buffer freed meanwhile
+    (DeviceBuffer.free) is refused before the plugin could see its pointer.
+    Under MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
+
+    __slots__ = ("model", "inputs", "outputs", "_buffers", "_in", "_out", "_names", "_call")
+
+    def __init__(self, model: LoadedModel, inputs: Mapping[str, DeviceBuffer],
+                 outputs: Mapping[str, DeviceBuffer]) -> None:
+        self.model = model
+        model._mismatch("inputs", inputs, model.signature.data)
+        model._mismatch("outputs", outputs, model.signature.outputs)
+        self.inputs = {name: inputs[name] for name in model.signature.data}
+        self.outputs = {name: outputs[name] for name in model.signature.outputs}
+        self._buffers = (*self.inputs.values(), *self.outputs.values())
+        self._in = TensorArray(list(model.signature.data.values()),
+                               names=list(model.signature.data))
+        self._out = TensorArray(list(model.signature.outputs.values()),
+                                names=list(model.signature.outputs))
+        for array, values in ((self._in, self.inputs), (self._out, self.outputs)):
+            for index, (name, value) in enumerate(values.items()):
+                if type(value) is not DeviceBuffer:
+                    raise TensorError(f"{name}: expected a DeviceBuffer, got "
+                                      f"{type(value).__name__}")
+                model._point(array, index, name, value, writable=False)
+        # The model's names stay alive with the model, which this object holds.
+        self._call = None if model._call is None else (
+            model._call[0], model._call[1], model._call[2], self._in.pointer, self._out.pointer,
+            len(self._in), len(self._out))
+
+    def __call__(self) -> None:
+        """The call, after checking that the model is loaded and every
+        buffer bound is allocated."""
+        model = self.model
+        if self._call is None or model._call is None:
+            raise InvalidArgumentError(f"model {model.model_id} was unloaded")
+        for buffer in self._buffers:
+            if buffer._freed:
+                raise TensorError(f"model {model.model_id}: {buffer!r} bound to it was freed")
+        self.run()
+
+    def run(self) -> None:
+        """The call under the model's device lock, for a caller that has
+        checked that every buffer bound is allocated (an executor's bound
+        step checks it with its own buffers)."""
+        with self.model._lock:
+            self.run_locked()
+
+    def run_locked(self) -> None:
+        """The call, for a caller that holds the model's device lock and has
+        checked that every buffer bound is allocated (``run`` takes the
+        lock). Under MXNET_ACC_CHECK_OUTPUTS it runs the checked infer()."""
+        model, call = self.model, self._call
+        if call is None or model._call is None:
+            raise InvalidArgumentError(f"model {model.model_id} was unloaded")
+        if type(model) is not LoadedModel:  # checked outputs: the checking infer()
+            model.infer(self.inputs, self.outputs)
+            return
+        status = model._infer(*call)
+        if status:
+            model.library.check(model.library.name, "infer", status, model.model_id)
+
+
+class _CheckedModel(LoadedModel):
+    """A LoadedModel loaded under MXNET_ACC_CHECK_OUTPUTS."""
+
+    def infer(self, inputs: Mapping[str, ArrayLike],
+              outputs: Mapping[str, ArrayLike] | None = None,
+              weights: Mapping[str, ArrayLike] | None = None) -> dict[str, ArrayLike]:
+        """infer() with every output filled with the canary before the call
+        and checked after it (MXNET_ACC_CHECK_OUTPUTS)."""
+        if outputs is None:
+            outputs = {name: np.empty(spec.shape, spec.dtype)
+                       for name, spec in self.signature.outputs.items()}
+        given = dict(outputs)
+        guarded: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # name -> (scratch, inner)
+        for name, value in outputs.items():
+            if isinstance(value, DeviceBuffer):
+                canary = np.empty(value.spec.shape, value.spec.dtype)
+                _fill_canary(canary)
+                value.copy_from_host(canary)
+            elif isinstance(value, np.ndarray) and value.flags.writeable:
+                scratch = np.empty(value.nbytes + 2 * _GUARD_BYTES, np.uint8)
+                scratch[:_GUARD_BYTES] = _GUARD_PATTERN
+                scratch[_GUARD_BYTES + value.nbytes:] = _GUARD_PATTERN
+                inner = scratch[_GUARD_BYTES:_GUARD_BYTES + value.nbytes].view(
+                    value.dtype).reshape(value.shape)
+                _fill_canary(inner)
+                guarded[name] = (scratch, inner)
+                given[name] = inner
+        results = super().infer(inputs, given, weights)
+        for name, (scratch, inner) in guarded.items():
+            for side, guard in (("before the start", scratch[:_GUARD_BYTES]),
+                                ("past the end", scratch[_GUARD_BYTES + inner.nbytes:])):
+                changed = int(np.count_nonzero(guard != _GUARD_PATTERN))
+                if changed:
+                    raise PluginContractError(
+                        f"{self.library.name}: infer ({self.model_id}) wrote {side} of output "
+                        f"{name!r}: {changed} of the {_GUARD_BYTES} guard bytes "
+                        f"{CHECK_OUTPUTS_VARIABLE} put there were overwritten (a buffer "
+                        "overrun)")
+        for name, (_, inner) in guarded.items():
+            outputs[name][...] = inner  # type: ignore[index]
+            results[name] = outputs[name]
+        for name, value in results.items():
+            host = value.to_host() if isinstance(value, DeviceBuffer) else value
+            if not isinstance(host, np.ndarray):
+                continue
+            missing = _unwritten(host)
+            if missing:
+                raise PluginContractError(
+                    f"{self.library.name}: infer ({self.model_id}) returned MX_ACC_OK but left "
+                    f"{missing} of the {host.size} elements of output {name!r} unwritten (they "
+                    f"still hold the canary {CHECK_OUTPUTS_VARIABLE} wrote before the call)")
+        return results

@@ -1,0 +1,109 @@
+"""Accelerator memory: buffers from a plugin's mx_alloc().
+
+A :class:`DeviceBuffer` holds one allocation on one device and frees it with
+mx_free() when closed or garbage-collected. At interpreter exit the registry
+calls mx_releaseAll() for every device instead, so buffers still alive then
+are not freed one by one.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..errors import LibraryError, TensorError
+from .header import HOST_DEVICE, ffi
+from .library import AccLibrary
+from .releases import release_now
+from .tensor import TensorArray, TensorSpec, contiguous, host_pointer
+
+__all__ = ["DeviceBuffer"]
+
+
+def _free(library: AccLibrary, dev_id: int, pointer: Any, wait: bool = False) -> None:
+    # A failure here has no caller to report to; the plugin's own
+    # bookkeeping (mx_releaseAll at exit) still reclaims the memory.
+    library.release(dev_id, lambda: library.lib.mx_free(dev_id, pointer), wait)
+
+
+class DeviceBuffer:
+    """An array-sized allocation on device dev_id of library."""
+
+    def __init__(self, library: AccLibrary, dev_id: int, spec: TensorSpec) -> None:
+        if not library.supports_imperative:
+            raise LibraryError(
+                f"{library.name}: the library manages no device memory (supportsImperative() "
+                "is 0)", library.path)
+        self.library = library
+        self.dev_id = dev_id
+        self.spec = spec
+        address = ffi.new("void **")
+        with library.device_lock(dev_id):
+            library.check(library.name, "mx_alloc",
+                          library.lib.mx_alloc(dev_id, spec.nbytes, address),
+                          f"{spec.nbytes} bytes on device {dev_id}")
+        self.pointer = address[0]
+        self._descriptor = TensorArray([spec], dev_id)
+        self._descriptor.set_data(0, self.pointer, dev_id)
+        self._host = TensorArray([spec], HOST_DEVICE)  # reused by every copy
+        self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
+        self._finalizer.atexit = False
+        # Set by free(), the only way a buffer somebody holds is released
+        # (the finalizer's own run needs the buffer unreachable): a plain
+        # attribute, read per call by the bound steps (the finalizer's
+        # ``alive`` costs a property call and a dictionary lookup).
+        self._freed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._freed or not self._finalizer.alive
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise TensorError("the device buffer was freed")
+
+    def _host_descriptor(self, array: np.ndarray, writable: bool) -> TensorArray:
+        if array.shape != self.spec.shape or array.dtype != self.spec.dtype:
+            raise TensorError(
+                f"host array {array.shape} {array.dtype} does not match the device buffer "
+                f"{self.spec.shape} {self.spec.dtype}")
+        pointer = host_pointer(array, writable=writable)  # checks the layout
+        self._host.set_data(0, pointer, HOST_DEVICE, pointer)
+        return self._host
+
+    def copy_from_host(self, array: np.ndarray) -> None:
+        """copyToAcc: host array -> this buffer."""
+        self._check_open()
+        values = contiguous(np.asarray(array))
+        library = self.library
+        # The host descriptor is shared by every copy of this buffer: it is
+        # pointed at this call's array under the device lock, or two threads
+        # copying at once would each copy the other's array.
+        with library.device_lock(self.dev_id):  # the plugin's error message too
+            source = self._host_descriptor(values, writable=False)
+            status = library.lib.copyToAcc(self._descriptor.pointer, source.pointer)
+            if status:
+                library.check(library.name, "copyToAcc", status)
+
+    def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
+        """copyFromAcc: this buffer -> a new (or the given) host array."""
+        self._check_open()
+        result = np.empty(self.spec.shape, self.spec.dtype) if out is None else out
+        library = self.library
+        with library.device_lock(self.dev_id):  # the shared descriptor too (copy_from_host)
+            target = self._host_descriptor(result, writable=True)
+            status = library.lib.copyFromAcc(target.pointer, self._descriptor.pointer)
+            if status:
+                library.check(library.name, "copyFromAcc", status)
+        return result
+
+    def free(self) -> None:
+        """mx_free now (idempotent)."""
+        self._freed = True
+        release_now(self._finalizer)
+
+    def __repr__(self) -> str:
+        state = "freed" if self.closed else f"device {self.dev_id}"
+        return f"DeviceBuffer({self.library.name}, {self.spec.shape}, {self.spec.dtype}, {state})"

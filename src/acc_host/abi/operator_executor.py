@@ -1,0 +1,128 @@
+"""Imperative execution: one operator through a plugin's accGetExecutor().
+
+An :class:`OperatorExecutor` is created once for an operator, its attributes and its
+input/output shapes, and then run on fresh device buffers any number of
+times; the descriptor arrays are built once and only their data pointers
+change per call.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import LibraryError, PluginContractError, TensorError
+from .header import ffi
+from .library import AccLibrary
+from .memory import DeviceBuffer
+from .operator_versions import OP_VERSION_ATTR, op_version
+from .releases import release_now
+from .tensor import CStrings, TensorArray, TensorSpec, numpy_dtype
+
+__all__ = ["OperatorExecutor", "run_graph"]
+
+
+def _release(library: AccLibrary, dev_id: int, handle: Any, wait: bool = False) -> None:
+    library.release(dev_id, lambda: handle.release(handle), wait)
+
+
+class OperatorExecutor:
+    """accGetExecutor(op_name, ...) on device dev_id of library."""
+
+    def __init__(self, library: AccLibrary, op_name: str, inputs: Sequence[TensorSpec],
+                 outputs: Sequence[TensorSpec], attrs: Mapping[str, Any] | None = None,
+                 dev_id: int = 0) -> None:
+        if not library.supports_imperative:
+            raise LibraryError(f"{library.name}: the library has no imperative mode "
+                               "(supportsImperative() is 0)", library.path)
+        self.library = library
+        self.op_name = op_name
+        self.dev_id = dev_id
+        attributes = {key: str(value) for key, value in (attrs or {}).items()}
+        attributes.setdefault(OP_VERSION_ATTR, str(op_version(op_name)))
+        self._inputs = TensorArray(inputs, dev_id)
+        self._outputs = TensorArray(outputs, dev_id)
+        keys, values = CStrings(list(attributes)), CStrings(list(attributes.values()))
+        handle = ffi.new("MXAccExecutor **")
+        with library.device_lock(dev_id):
+            library.check(library.name, "accGetExecutor", library.lib.accGetExecutor(
+                ffi.new("char[]", op_name.encode("utf-8")), self._inputs.pointer,
+                self._outputs.pointer, len(self._inputs), len(self._outputs), keys.pointer,
+                values.pointer, keys.count, dev_id, handle), op_name)
+        executor = handle[0]
+        if executor == ffi.NULL or executor.forward == ffi.NULL or executor.release == ffi.NULL:
+            raise PluginContractError(
+                f"{library.name}: accGetExecutor({op_name}) succeeded but returned a NULL "
+                "executor or function")
+        self._handle = executor
+        self._finalizer = weakref.finalize(self, _release, library, dev_id, executor)
+        self._finalizer.atexit = False
+
+    def _bind(self, array: TensorArray, buffers: Sequence[DeviceBuffer], role: str) -> None:
+        if len(buffers) != len(array):
+            raise TensorError(f"{self.op_name}: {len(buffers)} {role}s given, {len(array)} "
+                              "expected")
+        for index, (buffer, spec) in enumerate(zip(buffers, array.specs)):
+            if not isinstance(buffer, DeviceBuffer) or buffer.library is not self.library \
+                    or buffer.dev_id != self.dev_id:
+                raise TensorError(f"{self.op_name}: {role} {index} is not a buffer on "
+                                  f"{self.library.name}({self.dev_id})")
+            if buffer.closed or buffer.spec != spec:
+                raise TensorError(f"{self.op_name}: {role} {index} is {buffer!r}, expected "
+                                  f"{spec.shape} {spec.dtype}")
+            array.set_data(index, buffer.pointer, self.dev_id, buffer)
+
+    def forward(self, inputs: Sequence[DeviceBuffer], outputs: Sequence[DeviceBuffer]) -> None:
+        """Runs the operator; blocks until the outputs are written."""
+        if not self._finalizer.alive:
+            raise TensorError(f"{self.op_name}: the executor was released")
+        self._bind(self._inputs, inputs, "input")
+        self._bind(self._outputs, outputs, "output")
+        try:
+            with self.library.device_lock(self.dev_id):
+                forward = self.library.lib.executor_forward if self.library.traced \
+                    else self._handle.forward
+                status = forward(self._handle, self._inputs.pointer, len(self._inputs),
+                                 self._outputs.pointer, len(self._outputs))
+            self.library.check(self.library.name, "executor forward", status, self.op_name)
+        finally:
+            self._inputs.clear()
+            self._outputs.clear()
+
+    def close(self) -> None:
+        """Releases the plugin's executor (idempotent)."""
+        release_now(self._finalizer)
+
+
+def run_graph(library: AccLibrary, graph: Mapping[str, Any],
+              values: Mapping[str, np.ndarray], dev_id: int = 0) -> list[np.ndarray]:
+    """Runs an annotated graph operator by operator through executors, with
+    every intermediate result in device memory; returns the heads on the
+    host. This is imperative mode as the proposal describes it."""
+    nodes = graph["nodes"]
+    buffers: list[list[DeviceBuffer]] = []
+    for node in nodes:
+        specs = [TensorSpec(shape, numpy_dtype(code)) for shape, code in zip(
+            json.loads(node["attrs"]["__out_shapes__"]),
+            json.loads(node["attrs"]["__out_dtypes__"]))]
+        outputs = [DeviceBuffer(library, dev_id, spec) for spec in specs]
+        if node["op"] == "null":
+            outputs[0].copy_from_host(values[node["name"]])
+        else:
+            inputs = [buffers[entry[0]][entry[1]] for entry in node["inputs"]]
+            attrs = {key: value for key, value in node.get("attrs", {}).items()
+                     if not key.startswith("__") or key == OP_VERSION_ATTR}
+            executor = OperatorExecutor(library, node["op"], [b.spec for b in inputs],
+                                        [b.spec for b in outputs], attrs, dev_id)
+            executor.forward(inputs, outputs)
+            executor.close()
+        buffers.append(outputs)
+    results = [buffers[head[0]][head[1]].to_host() for head in graph["heads"]]
+    for node_buffers in buffers:
+        for buffer in node_buffers:
+            buffer.free()
+    return results

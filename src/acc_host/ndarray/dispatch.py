@@ -1,0 +1,340 @@
+"""Imperative operators on accelerator contexts: where they run, and running
+them there.
+
+:func:`run_on_context` is what ``mx.nd.<Op>(...)`` does (through
+``ndarray.invoke``) for arrays on an accelerator context. It works on
+:class:`Operand` inputs (an array's shape and dtype, and its device buffer
+or host values when the call needs them) and returns device buffers or host
+arrays, which ``ndarray`` turns into NDArrays:
+
+* A plugin with imperative mode (supportsImperative() == 1) runs the operator
+  through an :class:`~acc_host.abi.operator_executor.OperatorExecutor` made by accGetExecutor().
+  Inputs are the arrays' device buffers (arrays in host memory are copied in
+  for the call); outputs are new device buffers, adopted by the returned
+  NDArrays without a copy.
+* A symbolic-only plugin runs a one-operator graph
+  (:func:`acc_host.graph.one_op.one_op_graph`): variables ``arg0`` ..
+  ``arg<N-1>`` feeding the operator node, compiled with loadModel() and run
+  with infer() on host arrays. Every variable is marked "data", weights
+  included: the values change from call to call while the compiled model is
+  reused, so a plugin must never fold them in at compile time.
+* When the plugin declines (PluginUnsupportedError from accGetExecutor() or
+  loadModel(), or supportedOps() leaving the operator out), or a shape or
+  dtype cannot be described to it, :func:`run_on_context` returns None and
+  the caller runs the operator on the CPU.
+
+Executors, models and refusals are cached per device, keyed by the operator,
+its attribute strings (``__op_version__`` included) and the input shapes and
+dtypes, so a repeated call neither recompiles nor asks again. Each device's
+cache holds at most :data:`CACHE_CAPACITY` signatures; the least recently
+used one is dropped beyond that, releasing its executor or unloading its
+model. :func:`clear_cache` drops them all. Calls for one device run under
+that device's lock, so an entry is never released while it runs.
+
+:func:`stats` reports per context: calls that ran on the accelerator,
+fallbacks to the CPU, cache hits and misses, compiles (executors created and
+models loaded), refusals, evictions, and the number of cached signatures.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import engine
+from ..abi.library import AccLibrary
+from ..abi.loaded_model import LoadedModel
+from ..abi.memory import DeviceBuffer
+from ..abi.operator_executor import OperatorExecutor
+from ..abi.operator_versions import OP_VERSION_ATTR, op_version
+from ..abi.tensor import TensorSpec
+from ..context import Context
+from ..errors import ContextError, OperatorError, PluginUnsupportedError, TensorError
+from ..graph.one_op import one_op_graph
+from ..ops.params import Attrs
+from ..ops.registry import OpDef
+
+__all__ = ["Operand", "Result", "run_on_context", "stats", "clear_cache", "CACHE_CAPACITY"]
+
+# Signatures cached per device (executors, models and refusals alike).
+CACHE_CAPACITY = 256
+
+STAT_KEYS = ("accelerator_calls", "fallbacks", "cache_hits", "cache_misses", "compiles",
+             "declined", "evictions")
+
+Signature = tuple[str, tuple[tuple[str, str], ...], tuple[TensorSpec, ...]]
+# An output: a new device buffer of the context's device (imperative mode) or
+# a host array (a one-operator model).
+Result = DeviceBuffer | np.ndarray
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An operator input: its shape and dtype, and, read only when the call
+    needs them, the device buffer holding it (None when it lives in host
+    memory) and its values as a host array."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    device_buffer: Callable[[], DeviceBuffer | None]
+    host_values: Callable[[], np.ndarray]
+
+
+# ---- cache entries ------------------------------------------------------------------------
+
+
+class _Declined:
+    """The plugin refused this signature; the CPU runs it."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+_DECLINED = _Declined()
+
+
+@dataclass(frozen=True)
+class _ExecutorEntry:
+    """An executor and the output specs it was built for."""
+
+    executor: OperatorExecutor
+    outputs: tuple[TensorSpec, ...]
+
+    def run(self, inputs: Sequence[Operand]) -> list[Result]:
+        library, dev_id = self.executor.library, self.executor.dev_id
+        staged: list[DeviceBuffer] = []
+        outputs: list[DeviceBuffer] = []
+        try:
+            buffers = [_input_buffer(array, library, dev_id, staged) for array in inputs]
+            outputs = [DeviceBuffer(library, dev_id, spec) for spec in self.outputs]
+            self.executor.forward(buffers, outputs)
+        except BaseException:
+            for buffer in outputs:
+                buffer.free()
+            raise
+        finally:
+            for buffer in staged:
+                buffer.free()
+        return list(outputs)
+
+    def close(self) -> None:
+        self.executor.close()
+
+
+@dataclass(frozen=True)
+class _ModelEntry:
+    """A loaded one-operator model; ``inputs`` names its variables in input
+    order."""
+
+    model: LoadedModel
+    inputs: tuple[str, ...]
+
+    def run(self, inputs: Sequence[Operand]) -> list[Result]:
+        values = {name: operand.host_values() for name, operand in zip(self.inputs, inputs)}
+        results = self.model.infer(values)
+        return [np.asarray(results[name]) for name in self.model.signature.outputs]
+
+    def close(self) -> None:
+        self.model.close()
+
+
+_Entry = _ExecutorEntry | _ModelEntry | _Declined
+
+
+def _input_buffer(operand: Operand, library: AccLibrary, dev_id: int,
+                  staged: list[DeviceBuffer]) -> DeviceBuffer:
+    """The device buffer holding operand on (library, dev_id), or a new one
+    with a copy of it (appended to staged, for the caller to free)."""
+    buffer = operand.device_buffer()
+    if buffer is not None and buffer.library is library and buffer.dev_id == dev_id:
+        return buffer
+    values = operand.host_values()
+    copy = DeviceBuffer(library, dev_id, TensorSpec.of(values))
+    staged.append(copy)
+    copy.copy_from_host(values)
+    return copy
+
+
+# ---- per-device state --------------------------------------------------------------------
+
+
+class _DeviceState:
+    """The LRU cache and the counters of one device."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[Signature, _Entry] = OrderedDict()
+        self.counters: Counter[str] = Counter()
+
+    def lookup(self, key: Signature) -> _Entry | None:
+        entry = self.entries.get(key)
+        if entry is None:
+            self.counters["cache_misses"] += 1
+            return None
+        self.counters["cache_hits"] += 1
+        self.entries.move_to_end(key)
+        return entry
+
+    def store(self, key: Signature, entry: _Entry) -> None:
+        self.entries[key] = entry
+        while len(self.entries) > CACHE_CAPACITY:
+            _, evicted = self.entries.popitem(last=False)
+            self.counters["evictions"] += 1
+            evicted.close()
+
+    def clear(self) -> None:
+        while self.entries:
+            _, entry = self.entries.popitem(last=False)
+            entry.close()
+
+
+_states: dict[tuple[AccLibrary, int], _DeviceState] = {}
+_states_lock = threading.Lock()
+
+
+def _library(ctx: Context) -> AccLibrary:
+    library = ctx.library
+    if library is None:
+        raise ContextError(f"{ctx} is not an accelerator context")
+    return library
+
+
+def _state(library: AccLibrary, dev_id: int) -> _DeviceState:
+    with _states_lock:
+        return _states.setdefault((library, dev_id), _DeviceState())
+
+
+# ---- signatures ------------------------------------------------------------------------
+
+
+def plugin_attrs(op: OpDef, attrs: Attrs) -> dict[str, str]:
+    """The attribute strings a plugin receives: those given, and the
+    operator's version."""
+    return {**attrs.raw, OP_VERSION_ATTR: str(op_version(op.name))}
+
+
+def _output_specs(op: OpDef, attrs: Attrs,
+                  inputs: Sequence[TensorSpec]) -> tuple[TensorSpec, ...]:
+    """The visible outputs by the registry's shape and dtype inference."""
+    _, shapes = op.infer_shape(attrs, [spec.shape for spec in inputs])
+    _, dtypes = op.infer_type(attrs, [spec.dtype for spec in inputs])
+    if len(shapes) != len(dtypes):
+        raise OperatorError(f"{op.name}: {len(shapes)} output shapes but {len(dtypes)} dtypes")
+    return tuple(TensorSpec(shape, dtype) for shape, dtype in zip(shapes, dtypes))
+
+
+def _check_arity(op: OpDef, attrs: Attrs, inputs: Sequence[Operand]) -> None:
+    names = op.input_names(attrs)
+    if len(inputs) != len(names):
+        raise OperatorError(f"{op.name}: {len(inputs)} inputs given, {len(names)} expected "
+                            f"({', '.join(names)})")
+
+
+# ---- building ------------------------------------------------------------------------------
+
+
+def _build_executor(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],
+                    inputs: tuple[TensorSpec, ...],
+                    outputs: tuple[TensorSpec, ...]) -> _ExecutorEntry | _Declined:
+    try:
+        executor = OperatorExecutor(library, op.name, inputs, outputs, attrs, dev_id)
+    except PluginUnsupportedError:
+        return _DECLINED
+    return _ExecutorEntry(executor, outputs)
+
+
+def _build_model(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],
+                 inputs: tuple[TensorSpec, ...]) -> _ModelEntry | _Declined:
+    graph = one_op_graph(op.name, {key: value for key, value in attrs.items()
+                                   if key != OP_VERSION_ATTR}, inputs, dev_id)
+    nodes = graph["nodes"]
+    op_node = next(index for index, node in enumerate(nodes) if node["op"] != "null")
+    data = {f"arg{index}": spec for index, spec in enumerate(inputs)}
+    if op_node not in library.supported_ops(json.dumps(graph), data, len(nodes), dev_id):
+        return _DECLINED
+    try:
+        model = LoadedModel(library, graph, {}, dev_id)
+    except PluginUnsupportedError:
+        return _DECLINED
+    return _ModelEntry(model, tuple(data))
+
+
+def _build(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],
+           inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]) -> _Entry:
+    if library.supports_imperative:
+        return _build_executor(library, dev_id, op, attrs, inputs, outputs)
+    return _build_model(library, dev_id, op, attrs, inputs)
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+
+def _specs(op: OpDef, attrs: Attrs, inputs: Sequence[Operand]) -> tuple[
+        tuple[TensorSpec, ...], tuple[TensorSpec, ...]] | None:
+    """Input and output specs, or None when a dtype has no TensorDType (no
+    plugin can hold it)."""
+    try:
+        in_specs = tuple(TensorSpec(operand.shape, operand.dtype) for operand in inputs)
+        return in_specs, _output_specs(op, attrs, in_specs)
+    except TensorError:
+        return None
+
+
+def run_on_context(op: OpDef, attrs: Attrs, inputs: Sequence[Operand],
+                   ctx: Context) -> list[Result] | None:
+    """Runs op on the accelerator of ctx and returns its visible outputs
+    (new device buffers of ctx's device, or host arrays), or None when the
+    plugin does not run it (the caller then runs it on the CPU)."""
+    library = _library(ctx)
+    _check_arity(op, attrs, inputs)
+    dev_id = ctx.device_id
+    state = _state(library, dev_id)
+    with library.device_lock(dev_id):
+        specs = _specs(op, attrs, inputs)
+        entry: _Entry = _DECLINED
+        if specs is not None:
+            in_specs, out_specs = specs
+            strings = plugin_attrs(op, attrs)
+            key: Signature = (op.name, tuple(sorted(strings.items())), in_specs)
+            found = state.lookup(key)
+            if found is None:
+                found = _build(library, dev_id, op, strings, in_specs, out_specs)
+                state.counters["declined" if found is _DECLINED else "compiles"] += 1
+                state.store(key, found)
+            entry = found
+        if isinstance(entry, _Declined):
+            state.counters["fallbacks"] += 1
+            return None
+        results = entry.run(inputs)
+        state.counters["accelerator_calls"] += 1
+        return results
+
+
+# ---- inspection ----------------------------------------------------------------------------
+
+
+def stats(ctx: Context) -> dict[str, int]:
+    """Counters of ctx's device (see the module documentation), and
+    "cached": the number of signatures in its cache, once every pushed
+    operation has finished."""
+    engine.drain()
+    library = _library(ctx)
+    state = _state(library, ctx.device_id)
+    with library.device_lock(ctx.device_id):
+        answer = {key: state.counters[key] for key in STAT_KEYS}
+        answer["cached"] = len(state.entries)
+    return answer
+
+
+def clear_cache(ctx: Context) -> None:
+    """Releases every cached executor and model of ctx's device and forgets
+    its refusals (the counters are kept)."""
+    engine.drain()
+    library = _library(ctx)
+    state = _state(library, ctx.device_id)
+    with library.device_lock(ctx.device_id):
+        state.clear()

@@ -1,0 +1,7 @@
+"""The runtime layer: a bound graph run forward.
+
+The executor (:mod:`.executor`), the subgraph operator that runs an
+accelerator subgraph inside it (:mod:`.subgraph`), the direct path that runs
+a whole-graph subgraph as one engine operation (:mod:`.direct_run`) and the
+compiled-model cache (:mod:`.model_cache`).
+"""

@@ -1,0 +1,261 @@
+"""The subgraph operator: one accelerator subgraph inside a bound executor.
+
+It compiles its subgraph with loadModel() at its first forward (compilation
+needs the weights, as the CNML design says), then calls infer() on every
+forward, and unloadModel() when closed or collected. Its descriptor arrays
+are built once (in LoadedModel); per forward only data pointers change.
+
+Weights are checked on every forward: each one is an NDArray whose version
+counts its writes, and a weight written since the model was loaded is
+passed to infer() again, which replaces the plugin's copy.
+
+Data crossing the boundary: when the plugin manages its own memory
+(supportsImperative() is 1), inputs coming from the CPU are copied in with
+copyToAcc into staging buffers and outputs stay in device buffers until a
+CPU operator needs them (copyFromAcc); otherwise descriptors point at host
+memory and nothing is copied.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import warnings
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from ..abi.library import AccLibrary
+from ..abi.loaded_model import BoundInference, LoadedModel
+from ..abi.memory import DeviceBuffer
+from ..abi.tensor import TensorSpec
+from ..engine.base import in_operation
+from ..engine.var import WriteWatch
+from ..errors import AccHostError, InvalidArgumentError
+from ..ndarray import NDArray
+from ..partition.segment import SubgraphSpec
+from .model_cache import ModelCache, cache_from_environment, supports_cache
+
+__all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
+
+
+class AccFallbackWarning(UserWarning):
+    """Work meant for an accelerator runs on the CPU instead."""
+
+Value: TypeAlias = np.ndarray | DeviceBuffer
+
+
+def to_host(value: Value) -> np.ndarray:
+    """A host array for value (copyFromAcc for a device buffer)."""
+    return value.to_host() if isinstance(value, DeviceBuffer) else value
+
+
+class SubgraphOperator:
+    """Runs one SubgraphSpec on device dev_id of library."""
+
+    def __init__(self, library: AccLibrary, spec: SubgraphSpec, dev_id: int) -> None:
+        self.library = library
+        self.spec = spec
+        self.dev_id = dev_id
+        self.device_memory = library.supports_imperative
+        self._model: LoadedModel | None = None
+        self._versions: list[int] = []
+        self._weight_vars: tuple[Any, ...] = ()  # the weights' engine vars, once loaded
+        self._watch: WriteWatch | None = None  # on those vars, when there are any
+        self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
+                              if name not in spec.weights]
+        self._weight_names = tuple(spec.weights)
+        self._output_items = tuple(spec.outputs.items())
+        self._staging: dict[str, DeviceBuffer] = {}
+        self._outputs: dict[str, DeviceBuffer] = {}
+        self.loads = 0
+        self.load_seconds = 0.0
+        self.load_source = ""  # "compiled" or "cache"
+        self.weight_refreshes = 0
+        self.declined: str | None = None  # the plugin's reason, once it refused to compile
+
+    # ---- values -------------------------------------------------------------------
+
+    def on_device(self, value: Any) -> bool:
+        """Whether value is a buffer on this subgraph's device."""
+        return (isinstance(value, DeviceBuffer) and value.library is self.library
+                and value.dev_id == self.dev_id)
+
+    def _stage(self, name: str, value: Value) -> Value:
+        """value as the plugin should receive it: as it is when already on
+        this device; in a staging buffer (copyToAcc) when the plugin keeps
+        its own memory; else in host memory."""
+        if self.on_device(value):
+            return value
+        host = to_host(value)
+        if not self.device_memory:
+            return host
+        buffer = self._staging.get(name)
+        if buffer is None:
+            buffer = self._staging[name] = DeviceBuffer(self.library, self.dev_id,
+                                                        TensorSpec.of(host))
+        buffer.copy_from_host(host)
+        return buffer
+
+    def _weight_value(self, array: NDArray) -> Value:
+        storage = array._storage
+        if array._view is None and storage.host is None and self.on_device(storage.device):
+            return storage.device
+        return array._read()
+
+    # ---- running ----------------------------------------------------------------------
+
+    def _load(self, weights: Mapping[str, NDArray]) -> None:
+        values = {name: self._weight_value(weights[name]) for name in self.spec.weights}
+        start = time.perf_counter()
+        cache = cache_from_environment()
+        if cache is not None and supports_cache(self.library):
+            self._model = self._load_through_cache(cache, values, weights)
+        else:
+            self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+            self.load_source = "compiled"
+        self.load_seconds = time.perf_counter() - start
+        self._weight_vars = tuple(weights[name]._storage.var for name in self._weight_names)
+        self._watch = WriteWatch(self._weight_vars) if self._weight_vars else None
+        self._versions = [weights[name].version for name in self._weight_names]
+        self.loads += 1
+        if self.device_memory:
+            self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
+                             for name, spec in self._model.signature.outputs.items()}
+
+    def _load_through_cache(self, cache: ModelCache, values: Mapping[str, Value],
+                            weights: Mapping[str, NDArray]) -> LoadedModel:
+        """Imports the compiled model when the cache holds a valid one;
+        otherwise compiles it and exports it for next time. The weights'
+        digests are remembered per NDArray and version: device values are
+        copied to the host only to be hashed."""
+        graph_json = json.dumps(self.spec.graph, sort_keys=True)
+        entry = cache.entry(self.library, graph_json,
+                            {name: functools.partial(to_host, value)
+                             for name, value in values.items()},
+                            self.dev_id, arrays={name: weights[name] for name in values})
+        if cache.valid(entry):
+            model_id = LoadedModel.new_id()
+            try:
+                self.library.configure(self.dev_id, {"import_model": model_id,
+                                                     "path": str(entry.model_path)})
+            except AccHostError:
+                cache.discard(entry)  # the plugin refused it: rebuild, never trust it
+            else:
+                self.load_source = "cache"
+                return LoadedModel.adopt(self.library, self.spec.graph, model_id, self.dev_id)
+        model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+        self.load_source = "compiled"
+        try:
+            scratch = cache.scratch_path()
+        except OSError:  # the cache is an optimisation: a full disk costs the export only
+            return model
+        try:
+            self.library.configure(self.dev_id, {"export_model": model.model_id,
+                                                 "path": str(scratch)})
+            cache.store(entry, scratch)
+        except (AccHostError, OSError):
+            scratch.unlink(missing_ok=True)
+        return model
+
+    def _changed_weights(self, weights: Mapping[str, NDArray]) -> dict[str, Value] | None:
+        """The weights written since the model last saw them, or None. Inside
+        a pushed operation (a forward step) every write to them is done, so
+        their vars' versions are read directly."""
+        names = self._weight_names
+        if in_operation():
+            if self.weights_current():
+                return None
+            versions = [weights[name]._storage.var.version for name in names]
+        else:
+            versions = [weights[name].version for name in names]
+        if versions == self._versions:
+            return None
+        changed = {name: self._weight_value(weights[name])
+                   for name, old, new in zip(names, self._versions, versions) if old != new}
+        self._versions = versions
+        self.weight_refreshes += 1
+        return changed
+
+    @property
+    def model(self) -> LoadedModel | None:
+        """The loaded model (None before the first forward and after close)."""
+        return self._model
+
+    def weights_current(self) -> bool:
+        """Inside a pushed operation that reads the weights: whether the
+        loaded model holds their latest values (no write since it saw them).
+        O(1) while no weight was written since the last check (WriteWatch)."""
+        watch = self._watch
+        if watch is None or not watch.written:
+            return True
+        watch.written = False  # before the comparison: see WriteWatch
+        if [var.version for var in self._weight_vars] == self._versions:
+            return True
+        watch.written = True
+        return False
+
+    def bind_buffers(self, inputs: Mapping[int, DeviceBuffer],
+                     outputs: Mapping[int, DeviceBuffer]) -> BoundInference:
+        """The loaded model's infer() on fixed buffers of this device, given
+        by entry: every data input and every output of the subgraph."""
+        if self._model is None:
+            raise InvalidArgumentError(f"subgraph {self.spec.index} is not loaded")
+        return self._model.bind({name: inputs[entry] for name, entry in self._data_entries},
+                                {name: outputs[entry] for name, entry in self._output_items})
+
+    def forward(self, entries: Mapping[int, Value], weights: Mapping[str, NDArray],
+                targets: Mapping[int, Value] | None = None) -> dict[int, Value]:
+        """Runs the subgraph on the values of its input entries; returns the
+        values of its output entries. targets: output entries to write in
+        place (a buffer on this device when the plugin has its own memory, a
+        host array otherwise, of the output's shape and dtype)."""
+        model = self._model
+        changed: dict[str, Value] | None = None
+        if model is None:
+            self._load(weights)
+            model = self._model
+            assert model is not None
+        elif self._weight_names:
+            changed = self._changed_weights(weights)
+        library, dev_id = self.library, self.dev_id
+        inputs = {}
+        for name, entry in self._data_entries:
+            value = entries[entry]
+            # Already on this device (the common case inside an executor): as it is.
+            inputs[name] = (value if type(value) is DeviceBuffer and value.library is library
+                            and value.dev_id == dev_id else self._stage(name, value))
+        outputs: dict[str, Value] | None
+        if targets:
+            outputs = {}
+            for name, entry in self._output_items:
+                target = targets.get(entry)
+                if target is not None:
+                    outputs[name] = target
+                elif self.device_memory:
+                    outputs[name] = self._outputs[name]
+                else:
+                    spec = model.signature.outputs[name]
+                    outputs[name] = np.empty(spec.shape, spec.dtype)
+        else:
+            outputs = dict(self._outputs) if self.device_memory else None
+        results = model.infer(inputs, outputs, weights=changed)
+        return {entry: results[name] for name, entry in self._output_items}
+
+    def decline(self, reason: str) -> None:
+        """Marks the subgraph as refused by the plugin: it runs on the CPU."""
+        warnings.warn(f"{self.library.name}: subgraph {self.spec.index} runs on the CPU: "
+                      f"{reason}", AccFallbackWarning, stacklevel=3)
+        self.declined = reason
+        self.close()
+
+    def close(self) -> None:
+        if self._model is not None:
+            self._model.close()
+            self._model = None
+        for buffer in [*self._staging.values(), *self._outputs.values()]:
+            buffer.free()
+        self._staging.clear()
+        self._outputs.clear()
