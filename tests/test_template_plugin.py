@@ -24,7 +24,7 @@ MODEL = Path(__file__).resolve().parent / "models" / "squeezenet1_1"
 SANITIZE = os.environ.get("ACC_HOST_SANITIZE") == "1"
 # The template's loops sum in float32 in another order than the CPU path.
 RTOL, ATOL = 1e-4, 1e-5
-TEMPLATE_OPS = {"Convolution", "FullyConnected", "Activation", "elemwise_add", "Flatten"}
+TEMPLATE_OPS = {"Convolution", "Activation", "elemwise_add", "Flatten"}
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +123,27 @@ def test_squeezenet_runs_imperatively_on_the_template(library: registry.AccLibra
     # others (Concat, Pooling, Dropout) fell back to the CPU.
     assert after["accelerator_calls"] - before["accelerator_calls"] == 2 * convolutions + 1
     assert after["fallbacks"] - before["fallbacks"] == 8 + 4 + 1
+    dispatch.clear_cache(ctx)
+
+
+@pytest.mark.parametrize("attrs", [{"num_group": 2}, {"dilate": (2, 2)}])
+def test_grouped_and_dilated_convolutions_fall_back_to_the_cpu(library: registry.AccLibrary,
+                                                               attrs: dict[str, Any]) -> None:
+    """The template refuses them (MX_ACC_ERR_UNSUPPORTED): the host runs them
+    on the CPU, with the same result as on mx.cpu()."""
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((1, 4, 7, 7)).astype(np.float32)
+    weight = rng.standard_normal((6, 4 // attrs.get("num_group", 1), 3, 3)).astype(np.float32)
+    ctx = mx.Context(library.name, 0)
+    dispatch.clear_cache(ctx)
+    before = dispatch.stats(ctx)
+    args = dict(kernel=(3, 3), num_filter=6, no_bias=True, **attrs)
+    output = mx.nd.Convolution(mx.nd.array(data, ctx=ctx), mx.nd.array(weight, ctx=ctx), **args)
+    expected = mx.nd.Convolution(mx.nd.array(data), mx.nd.array(weight), **args)
+    np.testing.assert_allclose(output.asnumpy(), expected.asnumpy(), rtol=RTOL, atol=ATOL)
+    after = dispatch.stats(ctx)
+    assert after["fallbacks"] - before["fallbacks"] == 1
+    assert after["accelerator_calls"] == before["accelerator_calls"]
     dispatch.clear_cache(ctx)
 
 

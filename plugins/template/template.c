@@ -1,7 +1,11 @@
 /*
- * Identification, errors, configure(), and imperative execution: an
- * executor is one operator prepared by ops.c, run on device memory.
+ * The entry points of include/mxnet_acc.h, in its order: identification,
+ * device memory, imperative mode, symbolic mode, configure. Each clears the
+ * calling thread's error message, checks everything it is given, and fails
+ * through acc_fail() (plugins/common/status.h), which keeps the message
+ * behind accGetLastError() per thread.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +15,6 @@
 #include "tensor.h"
 
 MX_ACC_EXPORT int getAccApiVersion(void) { return MX_ACC_API_VERSION; }
-
 MX_ACC_EXPORT int initialize(int version) {
   acc_clear_error();
   if (version / 100 != MX_ACC_API_VERSION_MAJOR) { /* any MINOR of our MAJOR will do */
@@ -31,13 +34,128 @@ MX_ACC_EXPORT int getAccName(char *name, size_t name_size) {
 }
 
 MX_ACC_EXPORT int getNumAcc(void) { return TP_NUM_DEVICES; }
-
 MX_ACC_EXPORT int supportsImperative(void) { return 1; }
-
 MX_ACC_EXPORT const char *accGetLastError(void) { return acc_last_error(); }
 
-/* ---- imperative mode: an executor is one operator that tp_op_prepare() accepted ---- */
+static int check_device(const char *call, int dev_id) {
+  if (dev_id >= 0 && dev_id < TP_NUM_DEVICES) return MX_ACC_OK;
+  return acc_fail(MX_ACC_ERR_DEVICE, "%s: no device %d", call, dev_id);
+}
 
+/* ---- device memory ----
+ * A real plugin calls its driver here. The template takes host memory from
+ * malloc and lists it per device, so that it refuses a pointer it did not
+ * hand out (mx_free, a tensor naming a device) instead of dereferencing it.
+ * No lock: the host serializes the calls naming one dev_id. */
+typedef struct tp_block { /* one allocation: this header, then the bytes handed out */
+  struct tp_block *next;
+  size_t size;
+  max_align_t data[]; /* aligned for any type, as malloc's memory is */
+} tp_block;
+
+static struct {
+  tp_block *blocks;      /* live allocations, owned, newest first */
+  uint64_t bytes, limit; /* in use; configure(memory_limit), 0: none */
+} devices[TP_NUM_DEVICES];
+
+MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
+  acc_clear_error();
+  int status = check_device("mx_alloc", dev_id);
+  if (status != MX_ACC_OK) return status;
+  if (ptr == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "mx_alloc: ptr is NULL");
+  uint64_t used = devices[dev_id].bytes, limit = devices[dev_id].limit;
+  if (limit != 0 && (used > limit || size > limit - used)) {
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: past memory_limit");
+  }
+  tp_block *block = size <= SIZE_MAX - sizeof *block ? malloc(sizeof *block + size) : NULL;
+  if (block == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
+  *block = (tp_block){devices[dev_id].blocks, size};
+  devices[dev_id].blocks = block;
+  devices[dev_id].bytes += size;
+  *ptr = block->data;
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
+  acc_clear_error();
+  int status = check_device("mx_free", dev_id);
+  if (status != MX_ACC_OK || ptr == NULL) return status;
+  for (tp_block **link = &devices[dev_id].blocks; *link != NULL; link = &(*link)->next) {
+    tp_block *block = *link;
+    if ((void *)block->data == ptr) {
+      *link = block->next;
+      devices[dev_id].bytes -= block->size;
+      free(block);
+      return MX_ACC_OK;
+    }
+  }
+  return acc_fail(MX_ACC_ERR_NOT_FOUND, "mx_free: %p is not memory of device %d", ptr, dev_id);
+}
+
+MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
+  acc_clear_error();
+  int status = check_device("mx_releaseAll", dev_id);
+  while (status == MX_ACC_OK && devices[dev_id].blocks != NULL) {
+    status = mx_free(dev_id, devices[dev_id].blocks->data); /* the newest: found first */
+  }
+  return status;
+}
+
+/* MX_ACC_OK if [ptr, ptr + bytes) lies in one live allocation of dev_id, compared as
+ * integers: comparing pointers into different objects is undefined in C. */
+static int check_memory(int dev_id, const void *ptr, size_t bytes, const char *what) {
+  uintptr_t start = (uintptr_t)ptr;
+  for (const tp_block *b = devices[dev_id].blocks; b != NULL; b = b->next) {
+    uintptr_t block = (uintptr_t)b->data;
+    if (start >= block && start - block <= b->size && bytes <= b->size - (start - block)) {
+      return MX_ACC_OK;
+    }
+  }
+  if (bytes == 0) return MX_ACC_OK;
+  return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: %zu bytes at %p are not memory of device %d", what,
+                  bytes, ptr, dev_id);
+}
+
+/* Checks a float32 tensor of the given shape, in memory of dev_id or (if
+ * allow_host) in host memory; *data (out) is its first element. */
+static int tensor_data(const MXTensor *tensor, const char *what, const acc_shape *shape,
+                       int dev_id, int allow_host, float **data) {
+  size_t bytes;
+  int status = acc_tensor_expect(tensor, what, kFloat32, shape);
+  if (status == MX_ACC_OK) status = acc_shape_bytes(shape, sizeof(float), what, &bytes);
+  if (status != MX_ACC_OK) return status;
+  *data = tensor->data;
+  if (tensor->dev_id == MX_ACC_HOST_DEVICE && allow_host) return MX_ACC_OK;
+  if (tensor->dev_id != dev_id) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: on device %d, not %d", what, tensor->dev_id,
+                    dev_id);
+  }
+  return check_memory(dev_id, tensor->data, bytes, what);
+}
+
+/* acc_check_copy checks the two descriptors against each other; the device
+ * side must then be memory of its device. Any dtype: bytes are bytes. */
+static int copy(const MXTensor *device, const MXTensor *host, int to_device, const char *call) {
+  size_t bytes;
+  acc_clear_error();
+  int status = acc_check_copy(device, host, call, &bytes);
+  if (status == MX_ACC_OK) status = check_device(call, device->dev_id);
+  if (status == MX_ACC_OK) status = check_memory(device->dev_id, device->data, bytes, call);
+  if (status == MX_ACC_OK && bytes > 0) {
+    memcpy(to_device ? device->data : host->data, to_device ? host->data : device->data, bytes);
+  }
+  return status;
+}
+
+MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {
+  return copy(dst, src, 1, "copyToAcc");
+}
+
+MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) {
+  return copy(src, dst, 0, "copyFromAcc");
+}
+
+/* ---- imperative mode: an executor is one operator that tp_op_prepare() accepted ---- */
 typedef struct tp_executor {
   MXAccExecutor base; /* what the host holds; base.state points back to this */
   tp_op op;
@@ -48,18 +166,18 @@ static int forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
                    const MXTensor *outputs, int num_out) {
   acc_clear_error();
   const tp_executor *e = self->state;
-  const float *in[TP_MAX_INPUTS];
-  float *out, *data;
+  float *data[TP_MAX_INPUTS + 1]; /* the inputs, then the output */
   if (num_in != e->op.num_inputs || num_out != 1 || inputs == NULL || outputs == NULL) {
     return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward: needs %d inputs, 1 output",
                     e->op.num_inputs);
   }
-  int status = tp_tensor_data(&outputs[0], "forward: output", &e->op.out, e->dev_id, 0, &out);
-  for (int i = 0; status == MX_ACC_OK && i < num_in; ++i) {
-    status = tp_tensor_data(&inputs[i], "forward: input", &e->op.in[i], e->dev_id, 0, &data);
-    in[i] = data;
+  int status = MX_ACC_OK;
+  for (int i = 0; status == MX_ACC_OK && i <= num_in; ++i) {
+    const MXTensor *tensor = i < num_in ? &inputs[i] : outputs;
+    const acc_shape *shape = i < num_in ? &e->op.in[i] : &e->op.out;
+    status = tensor_data(tensor, "forward", shape, e->dev_id, 0, &data[i]);
   }
-  if (status == MX_ACC_OK) tp_op_run(&e->op, in, out);
+  if (status == MX_ACC_OK) tp_op_run(&e->op, (const float *const *)data, data[num_in]);
   return status;
 }
 
@@ -70,29 +188,29 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
                                  const char *const *attr_keys, const char *const *attr_vals,
                                  int num_attrs, int dev_id, MXAccExecutor **executor) {
   acc_clear_error();
-  int status = tp_check_device("accGetExecutor", dev_id);
-  if (status != MX_ACC_OK) return status;
+  int status = check_device("accGetExecutor", dev_id);
   int valid = op_name != NULL && executor != NULL && num_in >= 0 && num_out >= 0 &&
               (num_in == 0 || inputs != NULL) && (num_out == 0 || outputs != NULL) &&
               num_attrs >= 0 && (num_attrs == 0 || (attr_keys != NULL && attr_vals != NULL));
   for (int i = 0; valid && i < num_attrs; ++i) valid = attr_keys[i] && attr_vals[i];
+  if (status != MX_ACC_OK) return status;
   if (!valid) return acc_fail(MX_ACC_ERR_INVALID_ARG, "accGetExecutor: NULL or negative");
   if (num_in > TP_MAX_INPUTS || num_out != 1) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %d inputs, %d outputs", op_name, num_in, num_out);
   }
-  acc_shape in[TP_MAX_INPUTS], out;
+  acc_shape shapes[TP_MAX_INPUTS + 1]; /* the inputs, then the output */
+  for (int i = 0; status == MX_ACC_OK && i <= num_in; ++i) {
+    const MXTensor *tensor = i < num_in ? &inputs[i] : outputs;
+    status = acc_tensor_shape(tensor, op_name, &shapes[i]);
+    if (status == MX_ACC_OK && tensor->dtype != kFloat32) {
+      status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: on %s", op_name,
+                        acc_dtype_name(tensor->dtype));
+    }
+  }
+  const acc_node node = {.op = op_name, .name = op_name, .num_attrs = (size_t)num_attrs,
+                        .attr_keys = attr_keys, .attr_vals = attr_vals};
   tp_op op;
-  for (int i = 0; status == MX_ACC_OK && i <= num_in; ++i) { /* the inputs, then the output */
-    const MXTensor *tensor = i < num_in ? &inputs[i] : &outputs[0];
-    status = tensor->dtype != kFloat32
-                 ? acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: on %s", op_name,
-                            acc_dtype_name(tensor->dtype))
-                 : acc_tensor_shape(tensor, op_name, i < num_in ? &in[i] : &out);
-  }
-  if (status == MX_ACC_OK) {
-    status = tp_op_prepare(op_name, attr_keys, attr_vals, (size_t)num_attrs, num_in, in, &out,
-                           &op);
-  }
+  if (status == MX_ACC_OK) status = tp_op_prepare(&node, num_in, shapes, &shapes[num_in], &op);
   if (status != MX_ACC_OK) return status;
   tp_executor *e = malloc(sizeof *e);
   if (e == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "accGetExecutor");
@@ -101,27 +219,261 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
   return MX_ACC_OK;
 }
 
-/* ---- configuration ----------------------------------------------------------------------- */
+/* ---- symbolic mode ----
+ * A model is the graph's operator nodes run in the graph's (topological)
+ * order, each on a value per node. loadModel checks every node once,
+ * allocates the values and copies the weights in (all it is given is
+ * borrowed); infer copies the data in, as a device uploads it, runs the
+ * nodes, and copies the heads out. The model list is shared by both devices,
+ * so it has a lock; a model needs none: the host serializes its device's calls. */
+typedef struct tp_model { /* everything owned */
+  struct tp_model *next;
+  int dev_id;
+  acc_graph *graph;
+  char **head_names; /* for acc_match_outputs() */
+  size_t *head_of;   /* infer's output i is head head_of[i] */
+  struct tp_node {
+    tp_op op;     /* operator nodes: the operator */
+    float *value; /* the variable's value, or the operator's output */
+  } *nodes;       /* one per node of graph */
+  char id[];
+} tp_model;
 
-/* configure()'s answer, valid until the next call (the host serializes
- * configure() calls). */
-enum { TP_MAX_ANSWERS = 8 };
-static const char *answer_keys[TP_MAX_ANSWERS], *answer_vals[TP_MAX_ANSWERS];
+static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
+static tp_model *models; /* guarded by models_lock */
 
-/* Keys: "query" = keys | ops | version, and "memory_limit" = the bytes the
- * device may hand out (0: no limit), a setting that answers nothing. */
+/* Checks the arguments supportedOps and loadModel share and parses json
+ * (with the host's annotations) into *graph, which is NULL on failure. */
+static int parse(const char *call, int dev_id, const char *json, const char *const *names,
+                 const MXTensor *data, int num_data, acc_graph **graph) {
+  char error[256];
+  *graph = NULL;
+  int status = check_device(call, dev_id);
+  if (status == MX_ACC_OK) status = acc_check_named_tensors(call, names, data, num_data);
+  if (status != MX_ACC_OK) return status;
+  status = acc_graph_parse(json, 1, graph, error, sizeof error); /* json may be NULL */
+  return status == MX_ACC_OK ? status : acc_fail(status, "%s: %s", call, error);
+}
+
+/* Checks node n, an operator with float32 inputs and one float32 output. */
+static int node_op(const acc_graph *graph, size_t n, tp_op *op) {
+  const acc_node *node = &graph->nodes[n];
+  acc_shape in[TP_MAX_INPUTS];
+  int ok = node->num_outputs == 1 && node->out_dtypes[0] == kFloat32 &&
+           node->num_inputs <= TP_MAX_INPUTS;
+  for (size_t i = 0; ok && i < node->num_inputs; ++i) { /* graph.h checked the entries */
+    const acc_node *from = &graph->nodes[node->inputs[i].node];
+    ok = from->out_dtypes[node->inputs[i].index] == kFloat32;
+    in[i] = from->out_shapes[node->inputs[i].index];
+  }
+  if (!ok) return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: not all float32", node->name);
+  return tp_op_prepare(node, (int)node->num_inputs, in, &node->out_shapes[0], op);
+}
+
+MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
+                               const MXTensor *data, int num_data, int dev_id, int *ids,
+                               int ids_capacity, int *num_ids) {
+  acc_clear_error();
+  acc_graph *graph;
+  tp_op op;
+  int count = 0;
+  int status = parse("supportedOps", dev_id, json, data_names, data, num_data, &graph);
+  if (status == MX_ACC_OK && (num_ids == NULL || ids_capacity < 0 || (ids_capacity && !ids))) {
+    status = acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: ids or num_ids");
+  }
+  for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
+    if (graph->nodes[n].op == NULL || node_op(graph, n, &op) != MX_ACC_OK) continue;
+    if (count == ids_capacity) {
+      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: more than %d ids", count);
+    } else {
+      ids[count++] = (int)n;
+    }
+  }
+  if (status == MX_ACC_OK) {
+    acc_clear_error(); /* a node left out is no failure */
+    *num_ids = count;
+  }
+  acc_graph_free(graph);
+  return status;
+}
+
+static void model_free(tp_model *model) {
+  for (size_t n = 0; model->nodes != NULL && n < model->graph->num_nodes; ++n) {
+    free(model->nodes[n].value);
+  }
+  if (model->head_names != NULL) acc_free_head_names(model->graph, model->head_names);
+  free(model->head_of);
+  free(model->nodes);
+  acc_graph_free(model->graph);
+  free(model);
+}
+
+/* The index of name in names, or -1. */
+static int find_name(const char *const *names, int count, const char *name) {
+  int i = count - 1;
+  while (i >= 0 && strcmp(names[i], name) != 0) --i;
+  return i;
+}
+
+/* Copies tensor into the value of node n (to_model), or that value into tensor. */
+static int transfer(tp_model *model, size_t n, const MXTensor *tensor, const char *name,
+                    int to_model) {
+  const acc_shape *shape = &model->graph->nodes[n].out_shapes[0];
+  float *data, *value = model->nodes[n].value;
+  size_t bytes;
+  int status = tensor_data(tensor, name, shape, model->dev_id, 1, &data);
+  if (status == MX_ACC_OK) status = acc_shape_bytes(shape, sizeof(float), name, &bytes);
+  if (status == MX_ACC_OK && bytes > 0) {
+    memcpy(to_model ? value : data, to_model ? data : value, bytes);
+  }
+  return status;
+}
+
+/* Checks every node, allocates its value, copies the weights in. */
+static int compile(tp_model *model, const char *const *names, const MXTensor *data, int num) {
+  const acc_graph *graph = model->graph;
+  model->nodes = calloc(graph->num_nodes + 1, sizeof *model->nodes);
+  model->head_of = calloc(graph->num_heads + 1, sizeof *model->head_of);
+  int status = model->nodes == NULL || model->head_of == NULL
+                   ? acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel")
+                   : acc_graph_head_names(graph, &model->head_names);
+  for (size_t n = 0, bytes; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
+    const acc_node *node = &graph->nodes[n];
+    if (node->op != NULL) {
+      status = node_op(graph, n, &model->nodes[n].op);
+    } else if (node->out_dtypes[0] != kFloat32) {
+      status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "loadModel: %s is not float32", node->name);
+    }
+    if (status == MX_ACC_OK) {
+      status = acc_shape_bytes(&node->out_shapes[0], sizeof(float), node->name, &bytes);
+    }
+    if (status == MX_ACC_OK && (model->nodes[n].value = malloc(bytes ? bytes : 1)) == NULL) {
+      status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
+    }
+    if (status == MX_ACC_OK && node->kind == ACC_VAR_WEIGHT) {
+      int i = find_name(names, num, node->name);
+      status = i < 0 ? acc_fail(MX_ACC_ERR_INVALID_ARG, "loadModel: no value for %s", node->name)
+                     : transfer(model, n, &data[i], node->name, 1);
+    }
+  }
+  return status;
+}
+
+/* The link to the model called id, or NULL; the caller holds models_lock. */
+static tp_model **find(const char *id) {
+  tp_model **link = &models;
+  while (*link != NULL && strcmp((*link)->id, id) != 0) link = &(*link)->next;
+  return *link != NULL ? link : NULL;
+}
+
+MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
+                            const char *const *data_names, const MXTensor *data, int num_data,
+                            int dev_id) {
+  acc_clear_error();
+  size_t id_size = model_id != NULL ? strlen(model_id) + 1 : 1;
+  if (id_size == 1) return acc_fail(MX_ACC_ERR_INVALID_ARG, "loadModel: no model_id");
+  tp_model *model = calloc(1, sizeof *model + id_size);
+  if (model == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
+  memcpy(model->id, model_id, id_size);
+  model->dev_id = dev_id;
+  int status = parse("loadModel", dev_id, json, data_names, data, num_data, &model->graph);
+  if (status == MX_ACC_OK) status = compile(model, data_names, data, num_data);
+  pthread_mutex_lock(&models_lock);
+  if (status == MX_ACC_OK && find(model_id) != NULL) {
+    status = acc_fail(MX_ACC_ERR_STATE, "loadModel: %s is loaded already", model_id);
+  }
+  if (status == MX_ACC_OK) {
+    model->next = models;
+    models = model;
+  }
+  pthread_mutex_unlock(&models_lock);
+  if (status != MX_ACC_OK) model_free(model);
+  return status;
+}
+
+/* Takes the model called id out of the list (take) or only finds it. */
+static tp_model *lookup(const char *id, int take) {
+  pthread_mutex_lock(&models_lock);
+  tp_model **link = id != NULL ? find(id) : NULL, *model = link != NULL ? *link : NULL;
+  if (link != NULL && take) *link = model->next;
+  pthread_mutex_unlock(&models_lock);
+  return model;
+}
+
+MX_ACC_EXPORT int unloadModel(const char *model_id) {
+  acc_clear_error();
+  tp_model *model = lookup(model_id, 1);
+  if (model == NULL) return acc_fail(MX_ACC_ERR_NOT_FOUND, "unloadModel: no such model");
+  model_free(model);
+  return MX_ACC_OK;
+}
+
+MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
+                        const char *const *out_names, const MXTensor *in_data,
+                        const MXTensor *out_data, int num_in, int num_out) {
+  acc_clear_error();
+  tp_model *model = lookup(model_id, 0);
+  int status = model == NULL ? acc_fail(MX_ACC_ERR_NOT_FOUND, "infer: no such model")
+                             : acc_check_named_tensors("infer", in_names, in_data, num_in);
+  if (status == MX_ACC_OK) status = acc_check_named_tensors("infer", out_names, out_data, num_out);
+  if (status == MX_ACC_OK) { /* every head once, of the annotated dtype and shape */
+    status = acc_match_outputs(model->graph, (const char *const *)model->head_names, out_names,
+                               out_data, num_out, model->head_of);
+  }
+  if (status != MX_ACC_OK) return status;
+  const acc_graph *graph = model->graph;
+  for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
+    const char *name = graph->nodes[n].name;
+    if (graph->nodes[n].kind == ACC_VAR_DATA && find_name(in_names, num_in, name) < 0) {
+      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: no value for %s", name);
+    }
+  }
+  for (int i = 0; status == MX_ACC_OK && i < num_in; ++i) { /* weights too: from now on */
+    long n = acc_graph_find_variable(graph, in_names[i]);
+    status = n < 0 ? acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: no variable %s", in_names[i])
+                   : transfer(model, (size_t)n, &in_data[i], in_names[i], 1);
+  }
+  for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
+    const acc_node *node = &graph->nodes[n];
+    const float *in[TP_MAX_INPUTS];
+    for (size_t i = 0; node->op != NULL && i < node->num_inputs; ++i) {
+      in[i] = model->nodes[node->inputs[i].node].value;
+    }
+    if (node->op != NULL) tp_op_run(&model->nodes[n].op, in, model->nodes[n].value);
+  }
+  for (int i = 0; status == MX_ACC_OK && i < num_out; ++i) { /* the heads, out */
+    size_t n = graph->heads[model->head_of[i]].node;
+    status = transfer(model, n, &out_data[i], out_names[i], 0);
+  }
+  return status;
+}
+
+/* ---- configure: the setting "memory_limit" (bytes a device may hand out, 0
+ * for none) and the reserved "query" (keys, ops, version), one per call. The
+ * answer is static: the host serializes configure() calls, and the answer
+ * only has to live until the next one. ---- */
+static const char *answer_key[1], *answer_val[1];
+
+/* The answer to query=name, or NULL. */
+static const char *answer(const char *name) {
+  if (strcmp(name, "keys") == 0) return "query,memory_limit";
+  if (strcmp(name, "ops") == 0) return tp_op_list;
+  if (strcmp(name, "version") == 0) return TP_VERSION;
+  return NULL;
+}
+
 MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
                             int dev_id, const char *const **out_keys,
                             const char *const **out_vals, int *num_out) {
   acc_clear_error();
-  int status = tp_check_device("configure", dev_id), count = 0;
+  int status = check_device("configure", dev_id), count = 0;
   if (status == MX_ACC_OK && (num_in < 0 || (num_in > 0 && (!in_keys || !in_vals)) ||
                               !out_keys || !out_vals || !num_out)) {
     status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: NULL or negative");
   }
-  int64_t limit = -1; /* set once the whole call is known to be valid */
+  int64_t limit = -1; /* applied once the whole call is known to be valid */
   for (int i = 0; status == MX_ACC_OK && i < num_in; ++i) {
-    const char *key = in_keys[i], *value = in_vals[i], *answer = NULL;
+    const char *key = in_keys[i], *value = in_vals[i];
     if (key == NULL || value == NULL) {
       status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: pair %d holds NULL", i);
     } else if (strcmp(key, "memory_limit") == 0) {
@@ -130,26 +482,19 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
       }
     } else if (strcmp(key, "query") != 0) {
       status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key %s", key);
-    } else if (strcmp(value, "keys") == 0) {
-      answer = "query,memory_limit";
-    } else if (strcmp(value, "ops") == 0) {
-      answer = tp_op_list;
-    } else if (strcmp(value, "version") == 0) {
-      answer = TP_VERSION;
-    } else {
+    } else if (count == 1) {
+      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: one query per call");
+    } else if ((answer_val[0] = answer(value)) == NULL) {
       status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query %s", value);
-    }
-    if (answer != NULL && count == TP_MAX_ANSWERS) {
-      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: more than %d queries", count);
-    } else if (answer != NULL) {
-      answer_keys[count] = value; /* the query's name is the answer's key */
-      answer_vals[count++] = answer;
+    } else {
+      answer_key[0] = value; /* the query's name is the answer's key */
+      count = 1;
     }
   }
   if (status != MX_ACC_OK) return status;
-  if (limit >= 0) tp_mem_set_limit(dev_id, (uint64_t)limit);
-  *out_keys = answer_keys;
-  *out_vals = answer_vals;
+  if (limit >= 0) devices[dev_id].limit = (uint64_t)limit;
+  *out_keys = answer_key;
+  *out_vals = answer_val;
   *num_out = count;
   return MX_ACC_OK;
 }
