@@ -587,9 +587,22 @@ static int split_plan(const cr_params *params, const acc_shape *x, int *axis, in
                       int64_t *length) {
   const onnx_p *p = P(params);
   if (x->ndim == 0) return cr_shape_error("cannot split a scalar %s", x);
+  if (p->i[0] < -(int64_t)x->ndim || p->i[0] >= (int64_t)x->ndim) {
+    return cr_shape_error("the split axis lies outside shape %s", x);
+  }
   *axis = (int)py_mod_int(p->i[0], x->ndim);
   const int64_t n = (int64_t)x->dims[*axis];
   const int parts = split_outputs(params);
+  if (p->tup_len[0] > 0) { /* ONNX: the sizes add up to the extent */
+    int64_t total = 0;
+    for (int k = 0; k < p->tup_len[0]; ++k) {
+      if (p->tup[0][k] < 0 || p->tup[0][k] > ((int64_t)1 << 56)) {
+        return cr_shape_error("a negative or too large split of %s", x);
+      }
+      total += p->tup[0][k];
+    }
+    if (total != n) return cr_shape_error("split sizes that do not add up to the axis of %s", x);
+  }
   int64_t point = 0, previous = 0;
   for (int k = 0; k < parts; ++k) {
     int64_t next;
