@@ -3,8 +3,8 @@
  * (reference/kernels.c) and fast kernels (fast/elementwise.c) share: one
  * plain C body each, with no intrinsics and no ISA attributes. The
  * reference kernels call them as they are, compiled for the baseline of
- * the build; fast/elementwise.c wraps each in a function compiled once per
- * ISA (CR_TARGET_CLONES), into which the body is inlined. They are written
+ * the build; fast/elementwise.c wraps each in a function that it compiles
+ * once per ISA, into which the body is inlined. They are written
  * so that the compiler vectorises them (selects by mask, a float exp,
  * partial sums in a fixed order); C11 without -ffast-math contracts and
  * reassociates nothing, so the two kernel sets compute the same values bit
@@ -184,7 +184,7 @@ static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
  * expressions as activate(), so the same results. Returns 0, having done
  * nothing, for the others. */
 CR_LOOP_BODY int activation_simple(cr_activation_type type, int64_t count,
-                                              const float *x, float *y) {
+                                   const float *x, float *y) {
   switch (type) {
     case CR_ACT_RELU:
       for (int64_t i = 0; i < count; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN stays NaN */
@@ -293,7 +293,7 @@ enum { kSoftmaxBlock = 16, kSoftmaxBlockedMax = 512 };
  * side by side overlap. Row r of x is read before row r of y is written,
  * and no later, so y may equal x. */
 CR_LOOP_BODY void softmax_rows(int64_t rows, int64_t length, const float *x,
-                                          float *y) {
+                               float *y) {
   const int64_t block = length <= kSoftmaxBlockedMax ? kSoftmaxBlock : 1;
   for (int64_t first = 0; first < rows; first += block) {
     const int n = (int)min_i64(block, rows - first);
@@ -343,7 +343,7 @@ static inline int is_simple_binary(cr_binary_op op) {
 
 /* y[i] = a[i] op b[i] for a simple op (is_simple_binary). */
 CR_LOOP_BODY void binary_simple(cr_binary_op op, int64_t count, const float *a,
-                                           const float *b, float *y) {
+                                const float *b, float *y) {
   switch (op) {
     case CR_BINARY_ADD:
       ELEMENTS(count, y, a[i] + b[i]);
@@ -370,7 +370,7 @@ CR_LOOP_BODY void binary_simple(cr_binary_op op, int64_t count, const float *a,
 
 /* y[i] = x[i] op s, or s op x[i] when reverse, for a simple op. */
 CR_LOOP_BODY void scalar_binary_simple(cr_binary_op op, int reverse, int64_t count,
-                                                  const float *x, float s, float *y) {
+                                       const float *x, float s, float *y) {
   if (!reverse) {
     switch (op) {
       case CR_BINARY_ADD:
@@ -477,7 +477,7 @@ static const double kPi = 3.141592653589793238462643383279502884;
  * expressions of apply_unary, so the same results. Returns 0, having done
  * nothing, for the others (libm calls per element). */
 CR_LOOP_BODY int unary_simple(cr_unary_op op, int64_t count, const float *x,
-                                         float *y) {
+                              float *y) {
   switch (op) {
     case CR_UNARY_ABS:
       UNARY_ELEMENTS(fabs(v));
@@ -522,8 +522,8 @@ enum { kLayerNormBlock = 8, kLayerNormBlockedMax = 1024 };
  * adds, and the next rows' chains overlap it. Each row's arithmetic is the
  * same as taken one row at a time. mean and sigma get the rows' values. */
 CR_LOOP_BODY void layer_norm_rows(int64_t rows, int64_t channels, const float *x,
-                                             const float *gamma, const float *beta, double eps,
-                                             float *y, float *mean, float *sigma) {
+                                  const float *gamma, const float *beta, double eps,
+                                  float *y, float *mean, float *sigma) {
   const int64_t block = channels <= kLayerNormBlockedMax ? kLayerNormBlock : 1;
   for (int64_t first = 0; first < rows; first += block) {
     const int n = (int)min_i64(block, rows - first);
