@@ -11,7 +11,10 @@
  * expression (+ - * / maximum minimum, relu, softsign, leaky, the simple
  * unary operations, LayerNorm's sums) are compared bit for bit (any NaN matching any NaN); softmax, whose
  * row sums are reordered, within a tolerance of the general (strided)
- * path. Prints "N passed, N failed" and exits non-zero if anything failed.
+ * path. The fast kernels (cr_fast_*, kernels/fast/elementwise.c: the same
+ * loops built once per ISA) are compared with these reference kernels bit
+ * for bit on every operation. Prints "N passed, N failed" and exits
+ * non-zero if anything failed.
  */
 #include <float.h>
 #include <math.h>
@@ -465,6 +468,95 @@ static void test_long_rows(void) {
   report(ok, "softmax long rows", kLong);
 }
 
+/* ---- the fast kernels against the reference kernels ------------------- */
+
+/* Runs reference and fast on the same inputs into y_ref and y_fast (each
+ * first filled with a NaN pattern) and reports whether they agree bit for
+ * bit. */
+#define COMPARE_FAST(what, length, count, reference_call, fast_call)      \
+  do {                                                                   \
+    for (int64_t i_ = 0; i_ < (count); ++i_) y_ref[i_] = y_fast[i_] = NAN; \
+    reference_call;                                                      \
+    fast_call;                                                           \
+    report(same_floats(y_fast, y_ref, (count)), (what), (length));       \
+  } while (0)
+
+static void test_fast_matches_reference(void) {
+  enum { kRows = 3 };
+  static float a[kRows * kMax], b[kRows * kMax], c[kRows * kMax], gamma[kRows * kMax],
+      beta[kMax], y_ref[kRows * kMax], y_fast[kRows * kMax], stats_ref[2 * kRows],
+      stats_fast[2 * kRows];
+  char what[96];
+  for (int l = 0; l < NUM_LENGTHS; ++l) {
+    const int64_t n = kLengths[l], all = kRows * n;
+    fill_values(a, all, (unsigned)l + 11u, 1);
+    fill_values(b, all, (unsigned)l + 23u, 1);
+    fill_values(c, all, (unsigned)l + 37u, 1);
+    fill_values(gamma, all, (unsigned)l + 41u, 0);
+    fill_values(beta, n, (unsigned)l + 43u, 0);
+    for (int op = CR_BINARY_ADD; op <= CR_BINARY_LOGICAL_XOR; ++op) {
+      const cr_binary_op o = (cr_binary_op)op;
+      snprintf(what, sizeof what, "fast binary %s", kBinaryNames[op]);
+      COMPARE_FAST(what, n, n, cr_binary(o, n, a, b, y_ref), cr_fast_binary(o, n, a, b, y_fast));
+      for (int reverse = 0; reverse < 2; ++reverse) {
+        snprintf(what, sizeof what, "fast scalar %s%s", kBinaryNames[op], reverse ? " reversed" : "");
+        COMPARE_FAST(what, n, n, cr_scalar_binary(o, reverse, n, a, b[0], y_ref),
+                     cr_fast_scalar_binary(o, reverse, n, a, b[0], y_fast));
+      }
+      /* (3, n): both rows contiguous, one repeated, one a column, strided. */
+      const int64_t dims[2] = {kRows, n};
+      const int64_t strides[][2][2] = {{{n, 1}, {n, 1}}, {{n, 1}, {0, 1}}, {{1, 0}, {n, 1}},
+                                       {{n, 1}, {1, 0}}, {{1, kRows}, {n, 1}}};
+      for (int k = 0; k < (int)(sizeof strides / sizeof strides[0]); ++k) {
+        snprintf(what, sizeof what, "fast broadcast %s case %d", kBinaryNames[op], k);
+        COMPARE_FAST(what, n, all,
+                     cr_broadcast_binary(o, 2, dims, strides[k][0], strides[k][1], a, b, y_ref),
+                     cr_fast_broadcast_binary(o, 2, dims, strides[k][0], strides[k][1], a, b,
+                                              y_fast));
+      }
+    }
+    const float *const inputs[3] = {a, b, c};
+    COMPARE_FAST("fast add_n", n, n, cr_add_n(3, n, inputs, y_ref),
+                 cr_fast_add_n(3, n, inputs, y_fast));
+    for (int op = CR_UNARY_ABS; op <= CR_UNARY_LOGICAL_NOT; ++op) {
+      snprintf(what, sizeof what, "fast unary %d", op);
+      COMPARE_FAST(what, n, n, cr_unary((cr_unary_op)op, n, a, y_ref),
+                   cr_fast_unary((cr_unary_op)op, n, a, y_fast));
+    }
+    for (int type = CR_ACT_RELU; type <= CR_ACT_MISH; ++type) {
+      snprintf(what, sizeof what, "fast activation %d", type);
+      COMPARE_FAST(what, n, n, cr_activation((cr_activation_type)type, n, a, y_ref),
+                   cr_fast_activation((cr_activation_type)type, n, a, y_fast));
+    }
+    for (int type = CR_LEAKY_LEAKY; type <= CR_LEAKY_GELU; ++type) {
+      snprintf(what, sizeof what, "fast leaky %d", type);
+      COMPARE_FAST(what, n, n, cr_leaky_relu((cr_leaky_type)type, 0.25, n, a, y_ref),
+                   cr_fast_leaky_relu((cr_leaky_type)type, 0.25, n, a, y_fast));
+    }
+    COMPARE_FAST("fast prelu", n, all, cr_prelu(1, kRows, n, a, gamma, 0, 1, y_ref),
+                 cr_fast_prelu(1, kRows, n, a, gamma, 0, 1, y_fast));
+    /* LayerNorm and softmax of finite values, rows and strided (inner 3). */
+    fill_values(a, all, (unsigned)l + 53u, 0);
+    COMPARE_FAST("fast layer norm rows", n, all,
+                 cr_layer_norm(kRows, n, 1, a, gamma, beta, 1e-5, y_ref, stats_ref,
+                               stats_ref + kRows),
+                 cr_fast_layer_norm(kRows, n, 1, a, gamma, beta, 1e-5, y_fast, stats_fast,
+                                    stats_fast + kRows));
+    report(n == 0 || same_floats(stats_fast, stats_ref, 2 * kRows), "fast layer norm stats", n);
+    COMPARE_FAST("fast layer norm strided", n, all,
+                 cr_layer_norm(1, n, kRows, a, gamma, beta, 1e-5, y_ref, NULL, NULL),
+                 cr_fast_layer_norm(1, n, kRows, a, gamma, beta, 1e-5, y_fast, NULL, NULL));
+    COMPARE_FAST("fast softmax rows", n, all, cr_softmax(kRows, n, 1, 1.0, 0, a, y_ref),
+                 cr_fast_softmax(kRows, n, 1, 1.0, 0, a, y_fast));
+    COMPARE_FAST("fast log softmax strided", n, all, cr_softmax(1, n, kRows, 2.0, 1, a, y_ref),
+                 cr_fast_softmax(1, n, kRows, 2.0, 1, a, y_fast));
+    /* Softmax rows holding infinities and NaN take the general path. */
+    fill_values(a, all, (unsigned)l + 59u, 1);
+    COMPARE_FAST("fast softmax rows, specials", n, all, cr_softmax(kRows, n, 1, 1.0, 0, a, y_ref),
+                 cr_fast_softmax(kRows, n, 1, 1.0, 0, a, y_fast));
+  }
+}
+
 int main(void) {
   for (int op = CR_BINARY_ADD; op <= CR_BINARY_LOGICAL_XOR; ++op) {
     test_binary((cr_binary_op)op);
@@ -475,6 +567,7 @@ int main(void) {
   test_layer_norm();
   test_softmax();
   test_long_rows();
+  test_fast_matches_reference();
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -6,7 +6,9 @@
  * configure(kernels="reference") selects. kernels/fast/ holds the blocked,
  * vectorised and threaded kernels: a packed, register-blocked GEMM with
  * run-time CPU dispatch (gemm.c, dense.c, conv_blocked.c; see
- * docs/cpu_ref_performance.md), pooling, deconvolution and copies.
+ * docs/cpu_ref_performance.md), pooling, deconvolution, copies and the
+ * element-wise loops of elementwise_loops.h built once per ISA
+ * (cr_fast_*).
  * The compute kernels work on float32; float16 data reaches them widened to
  * float32 (see cr_run_float32 in op_impl.h). The data kernels
  * (reference/data.c) convert between dtypes and move elements of any dtype by
@@ -25,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gemm.h"
+#include "kernel_types.h"
 
 /* Most dimensions a kernel handles: MX_ACC_MAX_NDIM, restated so that the
  * kernels need nothing from the ABI header (ops.c checks the two agree). */
@@ -409,6 +411,30 @@ void cr_prelu(int64_t outer, int64_t channels, int64_t inner, const float *x,
 void cr_upsampling_sum(int num, const float *const *x, const int64_t *factors,
                        int64_t batch, int64_t channels, int64_t height,
                        int64_t width, float *y);
+
+/* ---- Fast element-wise kernels (fast/elementwise.c) ---------------------- */
+
+/* The kernels above of the same name without fast_, as configure(kernels=
+ * "fast") runs them: the same loops compiled once per ISA, giving the same
+ * values bit for bit (see elementwise_loops.h). Arguments as there. */
+void cr_fast_activation(cr_activation_type type, int64_t count, const float *x, float *y);
+void cr_fast_softmax(int64_t outer, int64_t length, int64_t inner, double temperature, int log,
+                     const float *x, float *y);
+void cr_fast_binary(cr_binary_op op, int64_t count, const float *a, const float *b, float *y);
+void cr_fast_scalar_binary(cr_binary_op op, int reverse, int64_t count, const float *x,
+                           float scalar, float *y);
+void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
+                              const int64_t *a_strides, const int64_t *b_strides,
+                              const float *a, const float *b, float *y);
+void cr_fast_add_n(int num, int64_t count, const float *const *x, float *y);
+void cr_fast_unary(cr_unary_op op, int64_t count, const float *x, float *y);
+void cr_fast_layer_norm(int64_t outer, int64_t channels, int64_t inner, const float *x,
+                        const float *gamma, const float *beta, double eps, float *y,
+                        float *mean, float *std);
+void cr_fast_leaky_relu(cr_leaky_type type, double slope, int64_t count, const float *x,
+                        float *y);
+void cr_fast_prelu(int64_t outer, int64_t channels, int64_t inner, const float *x,
+                   const float *gamma, int64_t outer_step, int64_t channel_step, float *y);
 
 /* ======================================================================== */
 /* Data kernels (reference/data.c): dtypes and moving elements of any dtype    */

@@ -58,7 +58,8 @@ static int elemwise_compute(const cr_params *params, const cr_tensor *in, int nu
     cr_broadcast_predicate_int((cr_binary_op)params->variant, cr_in_dtype(params, 0), 1, &count,
                                &unit, &unit, in[0].data, in[1].data, out->data);
   } else {
-    cr_binary((cr_binary_op)params->variant, count, in[0].data, in[1].data, out->data);
+    (params->kernels == CR_KERNELS_REFERENCE ? cr_binary : cr_fast_binary)(
+        (cr_binary_op)params->variant, count, in[0].data, in[1].data, out->data);
   }
   return MX_ACC_OK;
 }
@@ -113,7 +114,8 @@ static int broadcast_compute(const cr_params *params, const cr_tensor *in, int n
     cr_broadcast_predicate_int((cr_binary_op)params->variant, cr_in_dtype(params, 0), ndim, dims,
                                a_strides, b_strides, in[0].data, in[1].data, out->data);
   } else {
-    cr_broadcast_binary((cr_binary_op)params->variant, ndim, dims, a_strides, b_strides,
+    (params->kernels == CR_KERNELS_REFERENCE ? cr_broadcast_binary : cr_fast_broadcast_binary)(
+        (cr_binary_op)params->variant, ndim, dims, a_strides, b_strides,
                         in[0].data, in[1].data, out->data);
   }
   return MX_ACC_OK;
@@ -173,7 +175,8 @@ static int scalar_compute(const cr_params *params, const cr_tensor *in, int num_
                                out->data);
     return MX_ACC_OK;
   }
-  cr_scalar_binary(op, (params->variant & CR_SCALAR_ON_LEFT) != 0, count, in[0].data,
+  (params->kernels == CR_KERNELS_REFERENCE ? cr_scalar_binary : cr_fast_scalar_binary)(
+      op, (params->variant & CR_SCALAR_ON_LEFT) != 0, count, in[0].data,
                    as_data_float(params, params->u.scalar), out->data);
   return MX_ACC_OK;
 }
@@ -199,7 +202,8 @@ static int unary_compute(const cr_params *params, const cr_tensor *in, int num_i
                                zero.bytes, out->data);
     return MX_ACC_OK;
   }
-  cr_unary((cr_unary_op)params->variant, count, in[0].data, out->data);
+  (params->kernels == CR_KERNELS_REFERENCE ? cr_unary : cr_fast_unary)(
+      (cr_unary_op)params->variant, count, in[0].data, out->data);
   return MX_ACC_OK;
 }
 
@@ -266,14 +270,16 @@ static int add_n_compute(const cr_params *params, const cr_tensor *in, int num_i
                          const cr_tensor *out, int num_threads) {
   (void)num_threads;
   const int64_t count = cr_element_count(&out->shape);
+  void (*const add_n)(int, int64_t, const float *const *, float *) =
+      params->kernels == CR_KERNELS_REFERENCE ? cr_add_n : cr_fast_add_n;
   if (cr_in_dtype(params, 0) == CR_FLOAT16) {
     /* MXNet adds float16 arrays pairwise into a float16 total, rounding
      * after each addition. */
     const float *pair[2] = {in[0].data, NULL};
-    if (num_in == 1) cr_add_n(1, count, pair, out->data);
+    if (num_in == 1) add_n(1, count, pair, out->data);
     for (int i = 1; i < num_in; ++i) {
       pair[1] = in[i].data;
-      cr_add_n(2, count, pair, out->data);
+      add_n(2, count, pair, out->data);
       cr_round_to_half(count, out->data);
       pair[0] = out->data;
     }
@@ -281,7 +287,7 @@ static int add_n_compute(const cr_params *params, const cr_tensor *in, int num_i
   }
   const float *inputs[CR_MAX_INPUTS];
   for (int i = 0; i < num_in; ++i) inputs[i] = in[i].data;
-  cr_add_n(num_in, count, inputs, out->data);
+  add_n(num_in, count, inputs, out->data);
   return MX_ACC_OK;
 }
 

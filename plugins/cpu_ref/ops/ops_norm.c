@@ -47,8 +47,8 @@ static int activation_compute(const cr_params *params, const cr_tensor *in, int 
                               const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
-  cr_activation(params->u.activation, (int64_t)cr_element_count(&out->shape), in[0].data,
-                out->data);
+  (params->kernels == CR_KERNELS_REFERENCE ? cr_activation : cr_fast_activation)(
+      params->u.activation, (int64_t)cr_element_count(&out->shape), in[0].data, out->data);
   return MX_ACC_OK;
 }
 
@@ -223,9 +223,11 @@ static int softmax_dtypes(const cr_params *params) {
 
 /* Softmax along the middle axis of the data viewed as (outer, length,
  * inner): the registry's softmax family all reduces to this. */
-static void softmax_along(const acc_shape *shape, int begin, int end, double temperature,
-                          int log, const cr_tensor *in, const cr_tensor *out) {
-  cr_softmax(cr_product(shape, 0, begin), cr_product(shape, begin, end),
+static void softmax_along(const cr_params *params, const acc_shape *shape, int begin, int end,
+                          double temperature, int log, const cr_tensor *in,
+                          const cr_tensor *out) {
+  (params->kernels == CR_KERNELS_REFERENCE ? cr_softmax : cr_fast_softmax)(
+      cr_product(shape, 0, begin), cr_product(shape, begin, end),
              cr_product(shape, end, shape->ndim), temperature, log, in[0].data, out->data);
 }
 
@@ -235,8 +237,8 @@ static int softmax_compute(const cr_params *params, const cr_tensor *in, int num
   (void)num_threads;
   int axis = 0;
   cr_resolve_axis(params->u.softmax.axis, in[0].shape.ndim, &axis); /* checked at infer */
-  softmax_along(&in[0].shape, axis, axis + 1, params->u.softmax.temperature, params->variant, in,
-                out);
+  softmax_along(params, &in[0].shape, axis, axis + 1, params->u.softmax.temperature,
+                params->variant, in, out);
   return MX_ACC_OK;
 }
 
@@ -315,11 +317,11 @@ static int softmax_output_compute(const cr_params *params, const cr_tensor *in, 
   const acc_shape *shape = &in[0].shape;
   const int n = shape->ndim;
   if (params->u.softmax_output.multi_output) {
-    softmax_along(shape, 1, 2, 1.0, 0, in, out);
+    softmax_along(params, shape, 1, 2, 1.0, 0, in, out);
   } else if (params->u.softmax_output.preserve_shape) {
-    softmax_along(shape, n - 1, n, 1.0, 0, in, out);
+    softmax_along(params, shape, n - 1, n, 1.0, 0, in, out);
   } else {
-    softmax_along(shape, 1, n, 1.0, 0, in, out);
+    softmax_along(params, shape, 1, n, 1.0, 0, in, out);
   }
   return MX_ACC_OK;
 }
@@ -361,9 +363,9 @@ static int softmax_activation_compute(const cr_params *params, const cr_tensor *
   (void)num_threads;
   const int n = in[0].shape.ndim;
   if (params->u.softmax_channel) {
-    softmax_along(&in[0].shape, 1, 2, 1.0, 0, in, out);
+    softmax_along(params, &in[0].shape, 1, 2, 1.0, 0, in, out);
   } else {
-    softmax_along(&in[0].shape, n - 1, n, 1.0, 0, in, out);
+    softmax_along(params, &in[0].shape, n - 1, n, 1.0, 0, in, out);
   }
   return MX_ACC_OK;
 }
@@ -427,7 +429,8 @@ static int layer_norm_compute(const cr_params *params, const cr_tensor *in, int 
   cr_resolve_axis(params->u.layer_norm.axis, in[0].shape.ndim, &axis); /* checked at infer */
   const acc_shape *shape = &in[0].shape;
   int with_stats = params->u.layer_norm.output_mean_var;
-  cr_layer_norm(cr_product(shape, 0, axis), (int64_t)shape->dims[axis],
+  (params->kernels == CR_KERNELS_REFERENCE ? cr_layer_norm : cr_fast_layer_norm)(
+      cr_product(shape, 0, axis), (int64_t)shape->dims[axis],
                 cr_product(shape, axis + 1, shape->ndim), in[0].data, in[1].data, in[2].data,
                 params->u.layer_norm.eps, out[0].data, with_stats ? out[1].data : NULL,
                 with_stats ? out[2].data : NULL);
@@ -561,11 +564,13 @@ static int leaky_relu_compute(const cr_params *params, const cr_tensor *in, int 
   if (params->u.leaky_relu.prelu) {
     int64_t outer_step = 0, channel_step = 0;
     prelu_gamma_steps(shape, &in[1].shape, &outer_step, &channel_step); /* checked at infer */
-    cr_prelu((int64_t)shape->dims[0], (int64_t)shape->dims[1], cr_product(shape, 2, shape->ndim),
+    (params->kernels == CR_KERNELS_REFERENCE ? cr_prelu : cr_fast_prelu)(
+        (int64_t)shape->dims[0], (int64_t)shape->dims[1], cr_product(shape, 2, shape->ndim),
              in[0].data, in[1].data, outer_step, channel_step, out->data);
     return MX_ACC_OK;
   }
-  cr_leaky_relu(params->u.leaky_relu.type, params->u.leaky_relu.slope,
+  (params->kernels == CR_KERNELS_REFERENCE ? cr_leaky_relu : cr_fast_leaky_relu)(
+      params->u.leaky_relu.type, params->u.leaky_relu.slope,
                 cr_element_count(shape), in[0].data, out->data);
   return MX_ACC_OK;
 }

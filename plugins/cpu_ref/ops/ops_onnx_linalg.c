@@ -9,6 +9,7 @@
 #include "gemm.h"
 #include "ops_onnx_impl.h"
 #include "parallel.h"
+#include "reference.h"
 #include "status.h"
 
 /* ======================================================================= */
@@ -16,47 +17,6 @@
 /* ======================================================================= */
 
 /* ---- _onnx_matmul, _onnx_gemm ------------------------------------------------------------ */
-
-/* y = a @ b for matrices given by element offsets and strides; integers
- * wrap in the dtype (numpy's integer matmul), floats sum in double. */
-static void matmul_block(cr_dtype dtype, const void *a, int64_t a_off, int64_t a_rs,
-                         int64_t a_cs, const void *b, int64_t b_off, int64_t b_rs, int64_t b_cs,
-                         int64_t m, int64_t n, int64_t k, double *y_f, int64_t *y_i) {
-  for (int64_t r = 0; r < m; ++r) {
-    for (int64_t c = 0; c < n; ++c) {
-      if (is_int(dtype)) {
-        int64_t acc = 0;
-        for (int64_t t = 0; t < k; ++t) {
-          acc = wadd(acc, wmul(cr_load_int(dtype, a, a_off + r * a_rs + t * a_cs),
-                               cr_load_int(dtype, b, b_off + t * b_rs + c * b_cs)));
-        }
-        y_i[r * n + c] = wrap_int(dtype, acc);
-      } else {
-        double acc = 0;
-        for (int64_t t = 0; t < k; ++t) {
-          acc += cr_load_double(dtype, a, a_off + r * a_rs + t * a_cs) *
-                 cr_load_double(dtype, b, b_off + t * b_rs + c * b_cs);
-        }
-        y_f[r * n + c] = acc;
-      }
-    }
-  }
-}
-
-/* The results of a matmul_block of count elements, one of each kind:
- * *y_f and *y_i are malloc'ed (the caller frees both), or both NULL and 0
- * is returned when memory runs out. */
-static int block_results(int64_t count, double **y_f, int64_t **y_i) {
-  const size_t slots = (size_t)(count > 0 ? count : 1);
-  *y_f = malloc(slots * sizeof **y_f);
-  *y_i = malloc(slots * sizeof **y_i);
-  if (*y_f != NULL && *y_i != NULL) return 1;
-  free(*y_f);
-  free(*y_i);
-  *y_f = NULL;
-  *y_i = NULL;
-  return 0;
-}
 
 static int same_in_out_dtypes(const cr_params *params) { return cr_dtypes_any(params); }
 
@@ -169,25 +129,18 @@ static int matmul_run(const cr_params *params, const cr_tensor *in, int num_in,
   broadcast_shapes(batch, 2, &outer);
   const int64_t batches = count_of(&outer);
   const cr_dtype dtype = cr_in_dtype(params, 0);
-  /* Reference kernels: the float64 sums of matmul_block, like every dtype. */
+  /* Other dtypes, and every dtype under reference kernels: the reference
+   * product (float64 sums), one per product of the batch. */
   if (dtype == CR_FLOAT32 && params->kernels == CR_KERNELS_FAST) {
     return matmul_f32(in[0].data, in[1].data, out->data, &batch[0], &batch[1], &outer, batches,
                       m, n, k, num_threads);
   }
-  double *yf = NULL;
-  int64_t *yi = NULL;
-  if (!block_results(m * n, &yf, &yi)) return out_of_memory("matmul");
   for (int64_t t = 0; t < batches; ++t) {
     const int64_t a_off = offset_in(&batch[0], &outer, t) * m * k;
     const int64_t b_off = offset_in(&batch[1], &outer, t) * k * n;
-    matmul_block(dtype, in[0].data, a_off, k, 1, in[1].data, b_off, n, 1, m, n, k, yf, yi);
-    for (int64_t e = 0; e < m * n; ++e) {
-      if (is_int(dtype)) cr_store_int(dtype, out->data, t * m * n + e, yi[e]);
-      else cr_store_double(dtype, out->data, t * m * n + e, yf[e]);
-    }
+    cr_ref_matmul_any(dtype, m, n, k, in[0].data, a_off, k, 1, in[1].data, b_off, n, 1, out->data,
+                      t * m * n);
   }
-  free(yf);
-  free(yi);
   return MX_ACC_OK;
 }
 
@@ -283,20 +236,23 @@ static int gemm_run(const cr_params *params, const cr_tensor *in, int num_in,
       (int64_t)out->shape.dims[1] == n) {
     return gemm_f32(p, in, num_in, out, m, n, k, a_rs, a_cs, b_rs, b_cs, num_threads);
   }
-  double *yf = NULL;
-  int64_t *yi = NULL;
-  if (!block_results(m * n, &yf, &yi)) return out_of_memory("gemm");
-  matmul_block(dtype, in[0].data, 0, a_rs, a_cs, in[1].data, 0, b_rs, b_cs, m, n, k, yf, yi);
-  acc_shape mn = {2, {(uint64_t)m, (uint64_t)n}};
-  const int64_t count = count_of(&out->shape);
-  for (int64_t e = 0; e < count; ++e) {
-    const int64_t ab = offset_in(&mn, &out->shape, e);
-    double value = p->f[0] * (is_int(dtype) ? (double)yi[ab] : as_dtype(dtype, yf[ab]));
-    if (num_in > 2) value += p->f[1] * cr_load_double(dtype, in[2].data, offset_in(&in[2].shape, &out->shape, e));
-    cr_store_double(dtype, out->data, e, value);
-  }
-  free(yf);
-  free(yi);
+  /* Other dtypes, and every dtype under reference kernels: the reference
+   * product into an m x n scratch of the dtype (rounded to it, as numpy's
+   * intermediate), then alpha * it + beta * C broadcast to the output. */
+  const size_t elem = cr_dtype_size(dtype);
+  void *product = malloc((size_t)(m * n > 0 ? m * n : 1) * elem);
+  if (product == NULL) return out_of_memory("gemm");
+  cr_ref_matmul_any(dtype, m, n, k, in[0].data, 0, a_rs, a_cs, in[1].data, 0, b_rs, b_cs, product,
+                    0);
+  const acc_shape mn = {2, {(uint64_t)m, (uint64_t)n}};
+  int64_t dims[CR_MAX_NDIM], p_strides[CR_MAX_NDIM], c_strides[CR_MAX_NDIM] = {0};
+  const int ndim = out->shape.ndim;
+  for (int d = 0; d < ndim; ++d) dims[d] = (int64_t)out->shape.dims[d];
+  bstrides(&mn, ndim, p_strides);
+  if (num_in > 2) bstrides(&in[2].shape, ndim, c_strides);
+  cr_ref_scale_add(dtype, ndim, dims, p_strides, c_strides, p->f[0], p->f[1], product,
+                   num_in > 2 ? in[2].data : NULL, out->data);
+  free(product);
   return MX_ACC_OK;
 }
 

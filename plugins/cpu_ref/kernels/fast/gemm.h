@@ -24,25 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Loops that gain from wider vectors are compiled for AVX-512, AVX2 and the
- * baseline, the variant picked at load time by the CPU (GCC's function
- * multi-versioning, on x86-64 Linux with glibc; elsewhere one baseline
- * version). Multi-versioning resolves through IFUNC relocations, which
- * musl's loader does not support (and GCC for musl targets refuses), so
- * __GLIBC__ (defined by <stdint.h> above) is required too.
- * Without -ffast-math (and with ISO C's default of no contraction into
- * fused multiply-adds) every variant computes the same results. Not under
- * ThreadSanitizer: it instruments the resolvers, which a program linking
- * the kernels runs while it is relocated, before the sanitizer's runtime
- * has started (a segfault before main). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
-#define CR_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CR_TARGET_CLONES
-#endif
-
-typedef enum cr_isa { CR_ISA_GENERIC = 0, CR_ISA_AVX2 = 1, CR_ISA_AVX512 = 2 } cr_isa;
+#include "kernel_types.h"
+#include "target_clones.h"
 
 /* The ISA the GEMM uses now (detected once, capped by ACC_CPU_REF_ISA). */
 cr_isa cr_gemm_isa(void);
@@ -51,25 +34,6 @@ cr_isa cr_gemm_isa(void);
  * before running any. */
 cr_isa cr_gemm_set_isa(cr_isa isa);
 const char *cr_isa_name(cr_isa isa);
-
-/* Activations an epilogue can apply. */
-typedef enum cr_epilogue_act {
-  CR_EPI_NONE = 0,
-  CR_EPI_RELU, /* x > 0 ? x : 0, NaN kept (as cr_activation) */
-  CR_EPI_CLIP  /* x > high ? high : (x < low ? low : x), as cr_clip */
-} cr_epilogue_act;
-
-/* What happens to each value v of C once its sum is complete:
- * v = act(v + row_bias[i] + col_bias[j] + residual[i * ld_residual + j]),
- * each term only when its pointer is not NULL, added in that order. */
-typedef struct cr_epilogue {
-  const float *row_bias;
-  const float *col_bias;
-  const float *residual;
-  int64_t ld_residual;
-  cr_epilogue_act act;
-  float clip_low, clip_high;
-} cr_epilogue;
 
 /* Packs rows [k0, k0 + kc) and columns [n0, n0 + nc) of B into panels of nr
  * columns, zero-filled past nc: panel j holds kc rows of nr values. */

@@ -1,8 +1,9 @@
 /*
  * Reference kernels (reference.h): convolution, deconvolution, pooling,
- * FullyConnected, the matrix products and the plain copy, each one loop
+ * FullyConnected, the matrix products (float32, and those of any dtype of
+ * the ONNX importer's MatMul and Gemm) and the plain copy, each one loop
  * nest on one thread. Products are summed in double in the order of the
- * loops and rounded to float once.
+ * loops and rounded once.
  */
 #include "reference.h"
 
@@ -171,6 +172,57 @@ void cr_ref_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, int transpose
         }
         y_p[i * n + j] = (float)sum;
       }
+    }
+  }
+}
+
+/* ---- Products of any dtype (the ONNX importer's MatMul and Gemm) -------- */
+
+void cr_ref_matmul_any(cr_dtype dtype, int64_t m, int64_t n, int64_t k, const void *a,
+                       int64_t a_off, int64_t a_rs, int64_t a_cs, const void *b, int64_t b_off,
+                       int64_t b_rs, int64_t b_cs, void *y, int64_t y_off) {
+  const int integer = cr_dtype_is_integer(dtype);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      const int64_t a_row = a_off + r * a_rs, b_col = b_off + c * b_cs;
+      if (integer) {
+        /* Sums of products wrapped to 64 bits (unsigned arithmetic, no
+         * overflow), wrapped to the dtype's width when stored. */
+        uint64_t sum = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          sum += (uint64_t)cr_load_int(dtype, a, a_row + t * a_cs) *
+                 (uint64_t)cr_load_int(dtype, b, b_col + t * b_rs);
+        }
+        cr_store_int(dtype, y, y_off + r * n + c, (int64_t)sum);
+      } else {
+        double sum = 0.0;
+        for (int64_t t = 0; t < k; ++t) {
+          sum += cr_load_double(dtype, a, a_row + t * a_cs) *
+                 cr_load_double(dtype, b, b_col + t * b_rs);
+        }
+        cr_store_double(dtype, y, y_off + r * n + c, sum);
+      }
+    }
+  }
+}
+
+void cr_ref_scale_add(cr_dtype dtype, int ndim, const int64_t *dims, const int64_t *p_strides,
+                      const int64_t *c_strides, double alpha, double beta, const void *p,
+                      const void *c, void *y) {
+  int64_t count = 1, index[CR_MAX_NDIM] = {0}, p_off = 0, c_off = 0;
+  for (int d = 0; d < ndim; ++d) count *= dims[d];
+  for (int64_t e = 0; e < count; ++e) {
+    double value = alpha * cr_load_double(dtype, p, p_off);
+    if (c != NULL) value += beta * cr_load_double(dtype, c, c_off);
+    cr_store_double(dtype, y, e, value);
+    /* The next position, the last axis turning fastest. */
+    for (int d = ndim - 1; d >= 0; --d) {
+      p_off += p_strides[d];
+      c_off += c != NULL ? c_strides[d] : 0;
+      if (++index[d] < dims[d]) break;
+      p_off -= p_strides[d] * dims[d];
+      c_off -= c != NULL ? c_strides[d] * dims[d] : 0;
+      index[d] = 0;
     }
   }
 }

@@ -1,7 +1,8 @@
 /*
  * The reference kernels of the operators whose fast kernels (kernels/fast/)
  * differ from a plain loop: convolution, deconvolution, pooling,
- * FullyConnected and the matrix products of dot and batch_dot. Each is one
+ * FullyConnected, the matrix products of dot and batch_dot and of the ONNX
+ * importer's MatMul and Gemm (of any dtype). Each is one
  * plain C loop on one thread, without intrinsics: the executable definition
  * of the operator's semantics (MXNet 1.x), which configure(kernels=
  * "reference") runs instead of the fast kernel. Arguments are those of the
@@ -49,6 +50,26 @@ void cr_ref_fully_connected(int64_t batch, int64_t in_dim, int64_t out_dim, cons
 /* See cr_matmul. */
 void cr_ref_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                    int transpose_b, const float *a, const float *b, float *y);
+
+/* y = a . b for one m x k by k x n product of dtype (numpy's matmul): a's
+ * element (r, t) is element a_off + r * a_rs + t * a_cs of a, b's element
+ * (t, c) element b_off + t * b_rs + c * b_cs of b, and y's element (r, c)
+ * is stored at y_off + r * n + c. Integers are multiplied and summed
+ * wrapping at 64 bits and stored wrapped to the dtype (numpy's integer
+ * matmul); floats are summed in double and rounded to the dtype once. y
+ * must not overlap a or b. */
+void cr_ref_matmul_any(cr_dtype dtype, int64_t m, int64_t n, int64_t k, const void *a,
+                       int64_t a_off, int64_t a_rs, int64_t a_cs, const void *b, int64_t b_off,
+                       int64_t b_rs, int64_t b_cs, void *y, int64_t y_off);
+
+/* y (compact, ndim 0 .. CR_MAX_NDIM extents dims, of dtype) = alpha * p +
+ * beta * c in double, rounded to dtype once; p and c (NULL: none) are read
+ * at the per-axis element strides p_strides and c_strides (0 repeats an
+ * operand along an axis). ONNX Gemm's alpha * (A . B) + beta * C. y must
+ * not overlap p or c. */
+void cr_ref_scale_add(cr_dtype dtype, int ndim, const int64_t *dims, const int64_t *p_strides,
+                      const int64_t *c_strides, double alpha, double beta, const void *p,
+                      const void *c, void *y);
 
 /* See cr_copy_bytes. */
 void cr_ref_copy_bytes(size_t bytes, const void *x, void *y);

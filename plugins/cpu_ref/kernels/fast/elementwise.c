@@ -1,0 +1,169 @@
+/*
+ * The fast kernels of the element-wise operators, softmax, LayerNorm and
+ * the GELU and leaky cases of LeakyReLU: the loop bodies of
+ * ../elementwise_loops.h, which the reference kernels (reference/kernels.c)
+ * run as plain C, here each wrapped in a function compiled once per ISA
+ * (CR_TARGET_CLONES: AVX-512, AVX2, baseline) so that the vectorised loops
+ * use the widest vectors the CPU has. The body is the same C, inlined into
+ * every clone, and no clone contracts or reassociates (C11, no
+ * -ffast-math): each kernel gives the reference kernel's values bit for
+ * bit. The cases without such a loop (libm calls per element, strided
+ * rows) run the reference kernel itself.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "elementwise_loops.h"
+#include "kernels.h"
+#include "target_clones.h"
+
+CR_TARGET_CLONES static int fast_activation_simple(cr_activation_type type, int64_t count,
+                                                   const float *x, float *y) {
+  return activation_simple(type, count, x, y);
+}
+
+CR_TARGET_CLONES static void fast_softmax_rows(int64_t rows, int64_t length, const float *x,
+                                               float *y) {
+  softmax_rows(rows, length, x, y);
+}
+
+CR_TARGET_CLONES static void fast_binary_simple(cr_binary_op op, int64_t count, const float *a,
+                                                const float *b, float *y) {
+  binary_simple(op, count, a, b, y);
+}
+
+CR_TARGET_CLONES static void fast_scalar_binary_simple(cr_binary_op op, int reverse,
+                                                       int64_t count, const float *x, float s,
+                                                       float *y) {
+  scalar_binary_simple(op, reverse, count, x, s, y);
+}
+
+CR_TARGET_CLONES static int fast_unary_simple(cr_unary_op op, int64_t count, const float *x,
+                                              float *y) {
+  return unary_simple(op, count, x, y);
+}
+
+CR_TARGET_CLONES static void fast_layer_norm_rows(int64_t rows, int64_t channels,
+                                                  const float *x, const float *gamma,
+                                                  const float *beta, double eps, float *y,
+                                                  float *mean, float *sigma) {
+  layer_norm_rows(rows, channels, x, gamma, beta, eps, y, mean, sigma);
+}
+
+CR_TARGET_CLONES static void fast_gelu(int64_t count, const float *x, float *y) {
+  gelu_float(count, x, y);
+}
+
+CR_TARGET_CLONES static void fast_leaky_loop(double slope, int64_t count, const float *x,
+                                             float *y) {
+  leaky_loop(slope, count, x, y);
+}
+
+void cr_fast_activation(cr_activation_type type, int64_t count, const float *x, float *y) {
+  if (!fast_activation_simple(type, count, x, y)) cr_activation(type, count, x, y);
+}
+
+void cr_fast_softmax(int64_t outer, int64_t length, int64_t inner, double temperature, int log,
+                     const float *x, float *y) {
+  if (inner == 1 && temperature == 1.0 && !log) {
+    fast_softmax_rows(outer, length, x, y);
+    return;
+  }
+  cr_softmax(outer, length, inner, temperature, log, x, y);
+}
+
+void cr_fast_binary(cr_binary_op op, int64_t count, const float *a, const float *b, float *y) {
+  if (is_simple_binary(op)) {
+    fast_binary_simple(op, count, a, b, y);
+    return;
+  }
+  cr_binary(op, count, a, b, y);
+}
+
+void cr_fast_scalar_binary(cr_binary_op op, int reverse, int64_t count, const float *x,
+                           float scalar, float *y) {
+  if (is_simple_binary(op)) {
+    fast_scalar_binary_simple(op, reverse, count, x, scalar, y);
+    return;
+  }
+  cr_scalar_binary(op, reverse, count, x, scalar, y);
+}
+
+/* cr_broadcast_binary's rows, the contiguous ones (both operands, or one
+ * repeated) through the per-ISA loops, the others through the reference
+ * kernel on that one row. */
+void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
+                              const int64_t *a_strides, const int64_t *b_strides,
+                              const float *a, const float *b, float *y) {
+  const int last = ndim - 1;
+  const int64_t row = dims[last];
+  const int64_t rows = count_of(last, dims);
+  const int64_t a_step = a_strides[last], b_step = b_strides[last];
+  if (!is_simple_binary(op)) {
+    cr_broadcast_binary(op, ndim, dims, a_strides, b_strides, a, b, y);
+    return;
+  }
+  if (row == 0) return;
+  cr_walker w;
+  walker_init(&w, last, dims, a_strides, b_strides);
+  for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
+    const float *a_row = a + w.offset[0];
+    const float *b_row = b + w.offset[1];
+    float *y_row = y + r * row;
+    if (a_step == 1 && b_step == 1) {
+      fast_binary_simple(op, row, a_row, b_row, y_row);
+    } else if (a_step == 1 && b_step == 0) {
+      fast_scalar_binary_simple(op, 0, row, a_row, b_row[0], y_row);
+    } else if (a_step == 0 && b_step == 1) {
+      fast_scalar_binary_simple(op, 1, row, b_row, a_row[0], y_row);
+    } else {
+      cr_broadcast_binary(op, 1, &row, &a_step, &b_step, a_row, b_row, y_row);
+    }
+  }
+}
+
+void cr_fast_add_n(int num, int64_t count, const float *const *x, float *y) {
+  /* As cr_add_n: y may be x[0], read before it is written. */
+  if (num == 1) {
+    if (y != x[0]) memcpy(y, x[0], (size_t)count * sizeof *y);
+    return;
+  }
+  fast_binary_simple(CR_BINARY_ADD, count, x[0], x[1], y);
+  for (int k = 2; k < num; ++k) fast_binary_simple(CR_BINARY_ADD, count, y, x[k], y);
+}
+
+void cr_fast_unary(cr_unary_op op, int64_t count, const float *x, float *y) {
+  if (!fast_unary_simple(op, count, x, y)) cr_unary(op, count, x, y);
+}
+
+void cr_fast_layer_norm(int64_t outer, int64_t channels, int64_t inner, const float *x,
+                        const float *gamma, const float *beta, double eps, float *y,
+                        float *mean, float *std) {
+  if (inner == 1 && channels > 0) {
+    fast_layer_norm_rows(outer, channels, x, gamma, beta, eps, y, mean, std);
+    return;
+  }
+  cr_layer_norm(outer, channels, inner, x, gamma, beta, eps, y, mean, std);
+}
+
+void cr_fast_leaky_relu(cr_leaky_type type, double slope, int64_t count, const float *x,
+                        float *y) {
+  if (type == CR_LEAKY_GELU) {
+    fast_gelu(count, x, y);
+  } else if (type == CR_LEAKY_LEAKY) {
+    fast_leaky_loop(slope, count, x, y);
+  } else {
+    cr_leaky_relu(type, slope, count, x, y);
+  }
+}
+
+void cr_fast_prelu(int64_t outer, int64_t channels, int64_t inner, const float *x,
+                   const float *gamma, int64_t outer_step, int64_t channel_step, float *y) {
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t base = (o * channels + c) * inner;
+      const double slope = gamma[o * outer_step + c * channel_step];
+      fast_leaky_loop(slope, inner, x + base, y + base);
+    }
+  }
+}
