@@ -118,6 +118,7 @@ def test_imperative_reference_matches_fast_and_numpy(library, case: Case) -> Non
     _assert_fast_agrees(case.op, fast, reference)
 
 
+@pytest.mark.slow  # the imperative test covers every case in the default run
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_symbolic_reference_matches_fast_and_numpy(library, case: Case) -> None:
     graph, values, expected = _one_op_graph(case.op, case.attrs, _inputs(case, seed=5))

@@ -228,7 +228,7 @@ def test_onnx_malformed_node_is_an_operator_error() -> None:
         [vi("y", TensorProto.FLOAT, [1])],
         [numpy_helper.from_array(np.arange(3, dtype=np.float32), "table"),
          numpy_helper.from_array(np.array([256], np.int64), "index")])
-    with pytest.raises(mx.OperatorError, match="node 0 \\(Gather ''\\) is malformed: IndexError"):
+    with pytest.raises(mx.OperatorError, match=r"_onnx_gather: .*256.* out of range"):
         mx.onnx.import_model(model)
 
 

@@ -66,7 +66,7 @@ def test_cpu_ref_configure_round_trip() -> None:
     ctx = mx.cpu_ref(0)
     assert ctx.configure(num_threads=3) == {"num_threads": "3"}
     assert ctx.configure(num_threads=1, query="keys") == {
-        "num_threads": "1", "keys": "num_threads,query,export_model,import_model,path"}
+        "num_threads": "1", "keys": "num_threads,kernels,query,export_model,import_model,path"}
     ops = ctx.configure(query="ops")["ops"].split(",")
     assert {"Convolution:1", "FullyConnected:1", "Activation:1", "Pooling:1", "BatchNorm:1",
             "elemwise_add:1", "Flatten:1", "softmax:1"} <= set(ops)
