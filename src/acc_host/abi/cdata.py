@@ -54,12 +54,14 @@ def address(pointer: Any) -> int:
 
 def string(value: Any, length: int = -1) -> bytes:
     """The bytes of a NUL-terminated char pointer (at most length)."""
-    return ffi.string(value, length) if length >= 0 else ffi.string(value)  # type: ignore[no-any-return]
+    text = ffi.string(value, length) if length >= 0 else ffi.string(value)
+    return text  # type: ignore[no-any-return]
 
 
 def read(pointer: Any, size: int | None = None) -> bytes:
     """A copy of size bytes at pointer (all of an array when size is None)."""
-    return ffi.buffer(pointer)[:] if size is None else ffi.buffer(pointer, size)[:]  # type: ignore[no-any-return]
+    view = ffi.buffer(pointer) if size is None else ffi.buffer(pointer, size)
+    return view[:]  # type: ignore[no-any-return]
 
 
 def from_buffer(data: Any, require_writable: bool = False) -> Any:

@@ -185,13 +185,15 @@ def check_devices_out_of_range(session: Session) -> str:
         key_array = cdata.new("const char *[]", keys)
         val_array = cdata.new("const char *[]", vals)
         session.expect_status(f"configure(query=version, dev_id={dev})",
-                              library.unchecked("configure", key_array, val_array, 1, dev, out_keys, out_vals,
+                              library.unchecked("configure",
+                                                key_array, val_array, 1, dev, out_keys, out_vals,
                                             count), ERR_DEVICE)
         graph = cdata.new("char[]", _TINY_GRAPH.encode())
         ids = cdata.new("int[]", 4)
         num = cdata.new("int *")
         session.expect_status(f"supportedOps(dev_id={dev})",
-                              library.unchecked("supportedOps", graph, cdata.NULL, cdata.NULL, 0, dev, ids, 2, num),
+                              library.unchecked("supportedOps",
+                                                graph, cdata.NULL, cdata.NULL, 0, dev, ids, 2, num),
                               ERR_DEVICE)
         tried += ["configure", "supportedOps"]
         if library.supports_imperative:

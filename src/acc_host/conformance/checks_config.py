@@ -110,7 +110,8 @@ def _failing_supported_ops(session: Session) -> tuple[int, str]:
     dev = session.require_devices()[0]
     ids, count = cdata.new("int[]", 4), cdata.new("int *", -1)
     with library.device_lock(dev):
-        status = int(library.unchecked("supportedOps", cdata.new("char[]", b'{"nodes": ['), cdata.NULL,
+        status = int(library.unchecked("supportedOps",
+                                       cdata.new("char[]", b'{"nodes": ['), cdata.NULL,
                                               cdata.NULL, 0, dev, ids, 4, count))
         return status, library.last_error() if status != header.OK else ""
 

@@ -89,8 +89,8 @@ def check_zero_size(session: Session) -> str:
         for pointer in (first, second):
             session.expect_status(f"mx_free({dev}, <size 0 pointer>)",
                                   library.unchecked("mx_free", dev, pointer), header.OK)
-        session.expect_status(f"mx_free({dev}, NULL)", library.unchecked("mx_free", dev, cdata.NULL),
-                              header.OK)
+        session.expect_status(f"mx_free({dev}, NULL)",
+                              library.unchecked("mx_free", dev, cdata.NULL), header.OK)
     return "two unique pointers per device; mx_free(NULL) is MX_ACC_OK"
 
 
@@ -119,10 +119,12 @@ def check_copy_mismatch(session: Session) -> str:
                                     cdata.from_buffer(host, require_writable=True), host)
             device_side = _descriptor(device.spec, dev, device.pointer)
             session.expect_status(f"copyToAcc with a different {what}",
-                                  library.unchecked("copyToAcc", device_side.pointer, host_side.pointer),
+                                  library.unchecked("copyToAcc",
+                                                    device_side.pointer, host_side.pointer),
                                   ERR_INVALID_ARG)
             session.expect_status(f"copyFromAcc with a different {what}",
-                                  library.unchecked("copyFromAcc", host_side.pointer, device_side.pointer),
+                                  library.unchecked("copyFromAcc",
+                                                    host_side.pointer, device_side.pointer),
                                   ERR_INVALID_ARG)
             if not np.all(host == 7):
                 raise CheckFailed(f"copyFromAcc with a different {what} failed but wrote the "
@@ -166,14 +168,17 @@ def check_balance(session: Session) -> str:
                                       f"allocations after {len(pointers)} mx_alloc calls")
             half = len(pointers) // 2
             for pointer in pointers[:half]:
-                session.expect_status(f"mx_free({dev}, ptr)", library.unchecked("mx_free", dev, pointer), header.OK)
+                session.expect_status(f"mx_free({dev}, ptr)",
+                                      library.unchecked("mx_free", dev, pointer), header.OK)
             session.expect_status(f"a second mx_free({dev}, ptr) of freed memory",
                                   library.unchecked("mx_free", dev, pointers[0]), ERR_NOT_FOUND)
             if len(session.devices) > 1:
                 other = next(d for d in session.devices if d != dev)
                 session.expect_status(f"mx_free({other}, ptr) of memory of device {dev}",
-                                      library.unchecked("mx_free", other, pointers[-1]), ERR_NOT_FOUND)
-            session.expect_status(f"mx_releaseAll({dev})", library.unchecked("mx_releaseAll", dev), header.OK)
+                                      library.unchecked("mx_free",
+                                                        other, pointers[-1]), ERR_NOT_FOUND)
+            session.expect_status(f"mx_releaseAll({dev})", library.unchecked("mx_releaseAll",
+                                                                             dev), header.OK)
             session.expect_status(f"mx_free({dev}, ptr) after mx_releaseAll",
                                   library.unchecked("mx_free", dev, pointers[-1]), ERR_NOT_FOUND)
             after = _memory_counters(session, dev)
@@ -185,7 +190,8 @@ def check_balance(session: Session) -> str:
                                   "bytes in use after mx_releaseAll")
             # Usable again afterwards.
             pointer = _alloc(session, dev, 128)
-            session.expect_status(f"mx_free({dev}, ptr)", library.unchecked("mx_free", dev, pointer), header.OK)
+            session.expect_status(f"mx_free({dev}, ptr)",
+                                  library.unchecked("mx_free", dev, pointer), header.OK)
         notes.append(str(dev))
     counted = "; query=memory counters agree" if _memory_counters(
         session, session.devices[0]) is not None else "; no query=memory (counters not checked)"

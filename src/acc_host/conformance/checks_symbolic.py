@@ -73,7 +73,8 @@ def supported_ids(library: AccLibrary, graph: Mapping[str, Any], dev: int) -> An
     count = cdata.new("int *", -1)
     text = cdata.new("char[]", json.dumps(graph).encode("utf-8"))
     with library.device_lock(dev):
-        status = library.unchecked("supportedOps", text, names.pointer, tensors.pointer, names.count, dev,
+        status = library.unchecked("supportedOps",
+                                   text, names.pointer, tensors.pointer, names.count, dev,
                                           ids, capacity, count)
         message = library.last_error() if status != header.OK else ""
     if status != header.OK:

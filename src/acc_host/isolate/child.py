@@ -221,7 +221,8 @@ class Server:
 
     def copyToAcc(self, dst: Any, src: Any) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.plugin.unchecked("copyToAcc", self._tensors(dst, keep), self._tensors(src, keep)))
+        return self._status(self.plugin.unchecked("copyToAcc", self._tensors(dst, keep),
+                                                  self._tensors(src, keep)))
 
     def copyFromAcc(self, dst: Any, src: Any) -> tuple[int, str | None]:
         keep: list[Any] = []

@@ -223,14 +223,16 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
     if fn == "supportedOps":
         capacity = args["capacity"]
         ids, count = cdata.new("int[]", max(capacity, 1)), cdata.new("int *", -1)
-        status = int(library.unchecked("supportedOps", made.blob_text(args["json"]), made.texts(args["names"]),
+        status = int(library.unchecked("supportedOps",
+                                       made.blob_text(args["json"]), made.texts(args["names"]),
                                       made.tensors(args["data"]), len(args["names"]),
                                       args["dev"], ids, capacity, count))
         found = list(ids[0:max(0, min(count[0], capacity))])
         return status, (None if status or found == out.get("ids")
                         else f"ids {found}, recorded {out.get('ids')}")
     if fn == "loadModel":
-        return int(library.unchecked("loadModel", made.text(args["model_id"]), made.blob_text(args["json"]),
+        return int(library.unchecked("loadModel",
+                                     made.text(args["model_id"]), made.blob_text(args["json"]),
                                  made.texts(args["names"]), made.tensors(args["data"]),
                                  len(args["names"]), args["dev"])), None
     if fn == "unloadModel":
@@ -240,8 +242,9 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
         first_output = len(made.host)
         outputs = made.tensors(args["outputs"])
         if fn == "infer":
-            status = int(library.unchecked("infer", made.text(args["model_id"]), made.texts(args["in_names"]),
-                                   made.texts(args["out_names"]), inputs, outputs,
+            status = int(library.unchecked("infer", made.text(args["model_id"]),
+                                           made.texts(args["in_names"]),
+                                           made.texts(args["out_names"]), inputs, outputs,
                                    len(args["inputs"]), len(args["outputs"])))
         else:
             handle = library.executors.get(args["executor"])
@@ -276,7 +279,8 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
         keys, values = made.texts(list(settings)), made.texts(list(settings.values()))
         out_keys, out_values = cdata.new("const char *const **"), cdata.new("const char *const **")
         count = cdata.new("int *")
-        return int(library.unchecked("configure", keys, values, len(settings), args["dev"], out_keys, out_values,
+        return int(library.unchecked("configure",
+                                     keys, values, len(settings), args["dev"], out_keys, out_values,
                                  count)), None
     raise TraceError(f"call {record['seq']}: unknown function {fn!r}")
 
