@@ -264,8 +264,38 @@ class AccLibrary:
         if status != header.OK:
             self._raise(accelerator, function, status, context)
 
-    def _call(self, function: str, *args: Any, context: str = "") -> None:
-        self.check(self.name, function, getattr(self._lib, function)(*args), context)
+    def call(self, dev_id: int | None, entry: str, *args: Any, context: str = "") -> None:
+        """The one way the host calls an entry point that returns a status:
+        under device dev_id's lock (None: a call the ABI does not serialize
+        per device), entry (a name of ``mxnet_acc.h``) with args, and a
+        status other than MX_ACC_OK raised as the matching
+        :class:`PluginError` with accGetLastError()'s message, read under
+        the lock too. context names the object of the call in the error."""
+        function = getattr(self._lib, entry)
+        if dev_id is None:
+            status = function(*args)
+            if status != header.OK:
+                self.check(self.name, entry, status, context)
+            return
+        with self.device_lock(dev_id):
+            status = function(*args)
+            if status != header.OK:
+                self.check(self.name, entry, status, context)
+
+    def unchecked(self, entry: str, *args: Any) -> Any:
+        """entry(*args) as the plugin answers it: no device lock, no status
+        check, arguments passed as given (NULLs, bad devices, freed
+        pointers). For the callers whose point is the raw answer: the
+        conformance kit, which calls entry points with hostile arguments and
+        judges the statuses itself, a trace replay, and the exit-time
+        mx_releaseAll. Everything else goes through :meth:`call`."""
+        return getattr(self._lib, entry)(*args)
+
+    def entry(self, name: str) -> Callable[..., Any]:
+        """The entry point name itself (or its recording stand-in while a
+        trace is active), for the hot paths inside :mod:`acc_host.abi` that
+        bind it once and call it per step without a wrapper's frame."""
+        return getattr(self._lib, name)  # type: ignore[no-any-return]
 
     @property
     def alive(self) -> bool:
@@ -329,8 +359,8 @@ class AccLibrary:
         # configure() calls are serialized among themselves, and with every
         # other call for the device (an export must not race an infer).
         with self._configure_lock, self.device_lock(dev_id):
-            self._call("configure", keys.pointer, values.pointer, keys.count, dev_id, out_keys,
-                       out_vals, num_out, context=", ".join(settings))
+            self.call(dev_id, "configure", keys.pointer, values.pointer, keys.count, dev_id,
+                      out_keys, out_vals, num_out, context=", ".join(settings))
             return self._copy_pairs(out_keys[0], out_vals[0], num_out[0])
 
     def _copy_pairs(self, keys: Any, values: Any, count: int) -> dict[str, str]:
@@ -360,9 +390,8 @@ class AccLibrary:
         ids[num_nodes:num_nodes + _IDS_GUARD] = [_IDS_PATTERN] * _IDS_GUARD
         count = ffi.new("int *", -1)
         graph = ffi.new("char[]", json_text.encode("utf-8"))
-        with self.device_lock(dev_id):
-            self._call("supportedOps", graph, names.pointer, tensors.pointer, names.count,
-                       dev_id, ids, num_nodes, count)
+        self.call(dev_id, "supportedOps", graph, names.pointer, tensors.pointer, names.count,
+                  dev_id, ids, num_nodes, count)
         if list(ids[num_nodes:num_nodes + _IDS_GUARD]) != [_IDS_PATTERN] * _IDS_GUARD:
             raise PluginContractError(
                 f"{self.name}: supportedOps() wrote past the end of ids, whose capacity was "
@@ -381,9 +410,14 @@ class AccLibrary:
         return answer
 
     def unload_model(self, model_id: str, dev_id: int) -> None:
-        with self.device_lock(dev_id):
-            self._call("unloadModel", ffi.new("char[]", model_id.encode("utf-8")),
-                       context=model_id)
+        self.call(dev_id, "unloadModel", ffi.new("char[]", model_id.encode("utf-8")),
+                  context=model_id)
+
+    def release_all(self, dev_id: int) -> int:
+        """mx_releaseAll(dev_id) at interpreter exit: no lock (other threads
+        are gone or daemons the exit does not wait for), and the status
+        returned, not raised, since nobody is left to report it to."""
+        return int(self.unchecked("mx_releaseAll", dev_id))
 
     def __repr__(self) -> str:
         return (f"AccLibrary(name={self.name!r}, path={self.path!r}, "

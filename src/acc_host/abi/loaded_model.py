@@ -110,8 +110,11 @@ class LoadedModel:
         for index, name in enumerate(self.signature.weights):
             self._point(tensors, index, name, weights[name], writable=False)
         c_names = CStrings(names)  # must outlive the call
-        load = library.lib.loadModel if library.isolated else marked_call(
-            library, "loadModel", self.model_id, library.lib.loadModel)
+        # loadModel and infer are called behind their marked frame (see
+        # marked_call), bound once here, so not through AccLibrary.call.
+        load = library.entry("loadModel")
+        if not library.isolated:
+            load = marked_call(library, "loadModel", self.model_id, load)
         with library.device_lock(dev_id):
             library.check(library.name, "loadModel", load(
                 ffi.new("char[]", self.model_id.encode("utf-8")),
@@ -151,8 +154,9 @@ class LoadedModel:
         self._in_slots = self._inputs.slots()
         self._out_slots = self._outputs.slots()
         self._lock = library.device_lock(dev_id)
-        self._infer = library.lib.infer if library.isolated else marked_call(
-            library, "infer", self.model_id, library.lib.infer)
+        infer = library.entry("infer")
+        self._infer = infer if library.isolated else marked_call(
+            library, "infer", self.model_id, infer)
         # infer()'s arguments but the data pointers, which the descriptors hold.
         self._call: tuple[Any, ...] | None = (
             self._model_id_text, self._in_names.pointer, self._out_names.pointer,

@@ -9,6 +9,7 @@ are not freed one by one.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,13 +20,13 @@ from .library import AccLibrary
 from .releases import release_now
 from .tensor import TensorArray, TensorSpec, contiguous, host_pointer
 
-__all__ = ["DeviceBuffer"]
+__all__ = ["DeviceBuffer", "HostCopies"]
 
 
 def _free(library: AccLibrary, dev_id: int, pointer: Any, wait: bool = False) -> None:
     # A failure here has no caller to report to; the plugin's own
     # bookkeeping (mx_releaseAll at exit) still reclaims the memory.
-    library.release(dev_id, lambda: library.lib.mx_free(dev_id, pointer), wait)
+    library.release(dev_id, lambda: library.unchecked("mx_free", dev_id, pointer), wait)
 
 
 class DeviceBuffer:
@@ -40,10 +41,8 @@ class DeviceBuffer:
         self.dev_id = dev_id
         self.spec = spec
         address = ffi.new("void **")
-        with library.device_lock(dev_id):
-            library.check(library.name, "mx_alloc",
-                          library.lib.mx_alloc(dev_id, spec.nbytes, address),
-                          f"{spec.nbytes} bytes on device {dev_id}")
+        library.call(dev_id, "mx_alloc", dev_id, spec.nbytes, address,
+                     context=f"{spec.nbytes} bytes on device {dev_id}")
         self.pointer = address[0]
         self._descriptor = TensorArray([spec], dev_id)
         self._descriptor.set_data(0, self.pointer, dev_id)
@@ -83,9 +82,7 @@ class DeviceBuffer:
         # copying at once would each copy the other's array.
         with library.device_lock(self.dev_id):  # the plugin's error message too
             source = self._host_descriptor(values, writable=False)
-            status = library.lib.copyToAcc(self._descriptor.pointer, source.pointer)
-            if status:
-                library.check(library.name, "copyToAcc", status)
+            library.call(None, "copyToAcc", self._descriptor.pointer, source.pointer)
 
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """copyFromAcc: this buffer -> a new (or the given) host array."""
@@ -94,9 +91,7 @@ class DeviceBuffer:
         library = self.library
         with library.device_lock(self.dev_id):  # the shared descriptor too (copy_from_host)
             target = self._host_descriptor(result, writable=True)
-            status = library.lib.copyFromAcc(target.pointer, self._descriptor.pointer)
-            if status:
-                library.check(library.name, "copyFromAcc", status)
+            library.call(None, "copyFromAcc", target.pointer, self._descriptor.pointer)
         return result
 
     def free(self) -> None:
@@ -107,3 +102,62 @@ class DeviceBuffer:
     def __repr__(self) -> str:
         state = "freed" if self.closed else f"device {self.dev_id}"
         return f"DeviceBuffer({self.library.name}, {self.spec.shape}, {self.spec.dtype}, {state})"
+
+
+class HostCopies:
+    """Copies between host arrays and fixed device buffers of one device,
+    around a call: the direct path's per-run work (acc_host.runtime.
+    direct_run). Each buffer's host descriptor is built here, once; a run
+    only points it at an array for the copy and back at NULL."""
+
+    __slots__ = ("library", "_inputs", "_outputs", "_descriptors")
+
+    def __init__(self, library: AccLibrary, inputs: Mapping[str, DeviceBuffer],
+                 outputs: Sequence[DeviceBuffer]) -> None:
+        self.library = library
+        self._descriptors: list[TensorArray] = []  # keeps the host descriptors alive
+        self._inputs = {name: self._pair(buffer) for name, buffer in inputs.items()}
+        self._outputs = tuple(self._pair(buffer) for buffer in outputs)
+
+    def _pair(self, buffer: DeviceBuffer) -> tuple[Any, Any, Any, TensorSpec]:
+        """(device descriptor, host descriptor, a pointer to it, spec)."""
+        host = TensorArray([buffer.spec])
+        self._descriptors.append(host)
+        (_, slot, spec), = host.slots()
+        return buffer._descriptor.pointer, slot, ffi.addressof(slot), spec
+
+    @property
+    def specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
+        """Each input's (shape, dtype), as its buffer holds it."""
+        return {name: (pair[3].shape, pair[3].dtype) for name, pair in self._inputs.items()}
+
+    def run_locked(self, values: Mapping[str, np.ndarray],
+                   between: Callable[[], None]) -> list[np.ndarray]:
+        """copyToAcc of values (C-contiguous host arrays of the inputs'
+        shapes and dtypes, for a subset of the inputs), between(), then
+        copyFromAcc of every output into a new host array, returned. The
+        caller holds the device's lock. A pointer from ffi.from_buffer is
+        kept in a local until its call returns."""
+        library = self.library
+        lib = library.lib
+        from_buffer, null = ffi.from_buffer, ffi.NULL
+        results = []
+        for name, value in values.items():
+            device, host, address, _ = self._inputs[name]
+            pointer = from_buffer(value)
+            host.data = pointer
+            status = lib.copyToAcc(device, address)
+            host.data = null
+            if status:
+                library.check(library.name, "copyToAcc", status)
+        between()
+        for device, host, address, spec in self._outputs:
+            array = np.empty(spec.shape, spec.dtype)
+            pointer = from_buffer(array, require_writable=True)
+            host.data = pointer
+            status = lib.copyFromAcc(address, device)
+            host.data = null
+            if status:
+                library.check(library.name, "copyFromAcc", status)
+            results.append(array)
+        return results

@@ -48,11 +48,10 @@ class OperatorExecutor:
         self._outputs = TensorArray(outputs, dev_id)
         keys, values = CStrings(list(attributes)), CStrings(list(attributes.values()))
         handle = ffi.new("MXAccExecutor **")
-        with library.device_lock(dev_id):
-            library.check(library.name, "accGetExecutor", library.lib.accGetExecutor(
-                ffi.new("char[]", op_name.encode("utf-8")), self._inputs.pointer,
-                self._outputs.pointer, len(self._inputs), len(self._outputs), keys.pointer,
-                values.pointer, keys.count, dev_id, handle), op_name)
+        library.call(dev_id, "accGetExecutor", ffi.new("char[]", op_name.encode("utf-8")),
+                     self._inputs.pointer, self._outputs.pointer, len(self._inputs),
+                     len(self._outputs), keys.pointer, values.pointer, keys.count, dev_id,
+                     handle, context=op_name)
         executor = handle[0]
         if executor == ffi.NULL or executor.forward == ffi.NULL or executor.release == ffi.NULL:
             raise PluginContractError(
@@ -84,7 +83,7 @@ class OperatorExecutor:
         self._bind(self._outputs, outputs, "output")
         try:
             with self.library.device_lock(self.dev_id):
-                forward = self.library.lib.executor_forward if self.library.traced \
+                forward = self.library.entry("executor_forward") if self.library.traced \
                     else self._handle.forward
                 status = forward(self._handle, self._inputs.pointer, len(self._inputs),
                                  self._outputs.pointer, len(self._outputs))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.library import IMPERATIVE_SYMBOLS, OPTIONAL_SYMBOLS, REQUIRED_SYMBOLS, validate_acc_name
 from .report import CheckFailed, CheckSkipped
 from .session import ERR_DEVICE, Session, status_text
@@ -26,14 +26,6 @@ _PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_version_prob
 _PROBE_TIMEOUT_S = 60
 
 
-def _exported(handle: Any, symbol: str) -> bool:
-    try:
-        getattr(handle, symbol)
-    except AttributeError:
-        return False
-    return True
-
-
 def check_symbols(session: Session) -> str:
     """Every required function of the header is exported; the imperative set
     is all or nothing; the optional accGetLastError is noted."""
@@ -42,16 +34,16 @@ def check_symbols(session: Session) -> str:
     except OSError as error:
         raise CheckFailed(f"the loader refuses the file: {error}".split(
             "  Additionally, ctypes.util", 1)[0]) from None
-    missing = [symbol for symbol in REQUIRED_SYMBOLS if not _exported(handle, symbol)]
+    missing = [symbol for symbol in REQUIRED_SYMBOLS if not handle.has(symbol)]
     if missing:
         raise CheckFailed(f"required functions missing: {', '.join(missing)}")
-    imperative = [symbol for symbol in IMPERATIVE_SYMBOLS if _exported(handle, symbol)]
+    imperative = [symbol for symbol in IMPERATIVE_SYMBOLS if handle.has(symbol)]
     if 0 < len(imperative) < len(IMPERATIVE_SYMBOLS):
         absent = sorted(set(IMPERATIVE_SYMBOLS) - set(imperative))
         imperative_text = f"partial imperative set (missing {', '.join(absent)})"
     else:
         imperative_text = "imperative set " + ("exported" if imperative else "absent")
-    optional = [symbol for symbol in OPTIONAL_SYMBOLS if _exported(handle, symbol)]
+    optional = [symbol for symbol in OPTIONAL_SYMBOLS if handle.has(symbol)]
     optional_text = ", ".join(optional) if optional else "no accGetLastError (optional)"
     return (f"{len(REQUIRED_SYMBOLS)} required functions exported; {imperative_text}; "
             f"{optional_text}")
@@ -63,9 +55,9 @@ def check_version(session: Session) -> str:
         handle = session.raw
     except OSError:
         raise CheckSkipped("the file does not load (see abi.symbols)") from None
-    if not _exported(handle, "getAccApiVersion"):
+    if not handle.has("getAccApiVersion"):
         raise CheckSkipped("getAccApiVersion is not exported (see abi.symbols)")
-    version = int(handle.getAccApiVersion())
+    version = int(handle.unchecked("getAccApiVersion"))
     text = f"{header.version_text(version)} ({version})"
     if version // 100 != header.API_VERSION_MAJOR:
         raise CheckFailed(f"built for ABI {text}; the host's major is {header.API_VERSION_MAJOR}")
@@ -87,10 +79,10 @@ def check_name(session: Session) -> str:
     library = session.require_library()
     name = validate_acc_name(library.library_name, session.path)
     # A too-small buffer must be refused, not overrun.
-    small = ffi.new("char[]", 2 + 8)
+    small = cdata.new("char[]", 2 + 8)
     for index in range(2, len(small)):
         small[index] = b"\xaa"
-    status = library.lib.getAccName(small, 2)
+    status = library.unchecked("getAccName", small, 2)
     if status == header.OK and len(name) >= 2:
         raise CheckFailed(f"getAccName(buffer, 2) returned MX_ACC_OK for the name {name!r} "
                           "(expected MX_ACC_ERR_INVALID_ARG)")
@@ -102,9 +94,9 @@ def check_name(session: Session) -> str:
 def check_initialize_repeat(session: Session) -> str:
     """A repeated initialize(host version) is harmless and returns MX_ACC_OK."""
     library = session.require_library()
-    status = library.lib.initialize(header.API_VERSION)
+    status = library.unchecked("initialize", header.API_VERSION)
     session.expect_status("a second initialize(host version)", status, header.OK)
-    if int(library.lib.getNumAcc()) != library.num_devices:
+    if int(library.unchecked("getNumAcc")) != library.num_devices:
         raise CheckFailed("getNumAcc() changed after a second initialize()")
     return "second initialize() returned MX_ACC_OK; getNumAcc() unchanged"
 
@@ -164,10 +156,10 @@ def check_version_minor(session: Session) -> str:
 def check_device_count(session: Session) -> str:
     """getNumAcc() is at least 1 and constant; the requested devices exist."""
     library = session.require_library()
-    counts = {int(library.lib.getNumAcc()) for _ in range(3)}
+    counts = {int(library.unchecked("getNumAcc")) for _ in range(3)}
     if counts != {library.num_devices}:
         raise CheckFailed(f"getNumAcc() is not constant: {sorted(counts)}")
-    modes = {int(library.lib.supportsImperative()) for _ in range(3)}
+    modes = {int(library.unchecked("supportsImperative")) for _ in range(3)}
     if len(modes) != 1:
         raise CheckFailed(f"supportsImperative() is not constant: {sorted(modes)}")
     requested = session.requested_devices
@@ -183,30 +175,31 @@ def check_devices_out_of_range(session: Session) -> str:
     """Calls naming a device outside 0 .. getNumAcc()-1 fail with
     MX_ACC_ERR_DEVICE."""
     library = session.require_library()
-    lib = library.lib
     tried = []
     for dev in (library.num_devices, -1):
-        out_keys = ffi.new("const char *const **")
-        out_vals = ffi.new("const char *const **")
-        count = ffi.new("int *")
-        keys = [ffi.new("char[]", b"query")]
-        vals = [ffi.new("char[]", b"version")]
-        key_array = ffi.new("const char *[]", keys)
-        val_array = ffi.new("const char *[]", vals)
+        out_keys = cdata.new("const char *const **")
+        out_vals = cdata.new("const char *const **")
+        count = cdata.new("int *")
+        keys = [cdata.new("char[]", b"query")]
+        vals = [cdata.new("char[]", b"version")]
+        key_array = cdata.new("const char *[]", keys)
+        val_array = cdata.new("const char *[]", vals)
         session.expect_status(f"configure(query=version, dev_id={dev})",
-                              lib.configure(key_array, val_array, 1, dev, out_keys, out_vals,
+                              library.unchecked("configure",
+                                                key_array, val_array, 1, dev, out_keys, out_vals,
                                             count), ERR_DEVICE)
-        graph = ffi.new("char[]", _TINY_GRAPH.encode())
-        ids = ffi.new("int[]", 4)
-        num = ffi.new("int *")
+        graph = cdata.new("char[]", _TINY_GRAPH.encode())
+        ids = cdata.new("int[]", 4)
+        num = cdata.new("int *")
         session.expect_status(f"supportedOps(dev_id={dev})",
-                              lib.supportedOps(graph, ffi.NULL, ffi.NULL, 0, dev, ids, 2, num),
+                              library.unchecked("supportedOps",
+                                                graph, cdata.NULL, cdata.NULL, 0, dev, ids, 2, num),
                               ERR_DEVICE)
         tried += ["configure", "supportedOps"]
         if library.supports_imperative:
-            pointer = ffi.new("void **")
+            pointer = cdata.new("void **")
             session.expect_status(f"mx_alloc(dev_id={dev}, 16)",
-                                  lib.mx_alloc(dev, 16, pointer), ERR_DEVICE)
+                                  library.unchecked("mx_alloc", dev, 16, pointer), ERR_DEVICE)
             tried.append("mx_alloc")
     return (f"{', '.join(sorted(set(tried)))} refuse devices {library.num_devices} and -1 with "
             "MX_ACC_ERR_DEVICE")

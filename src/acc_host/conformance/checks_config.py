@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.tensor import CStrings
 from ..errors import PluginContractError, PluginError
 from .report import CheckFailed, CheckSkipped
@@ -30,11 +30,11 @@ def raw_configure(session: Session, dev: int, settings: dict[str, str]) -> tuple
     """configure() without the host's exception: (status, last error)."""
     library = session.require_library()
     keys, values = CStrings(list(settings)), CStrings(list(settings.values()))
-    out_keys = ffi.new("const char *const **")
-    out_vals = ffi.new("const char *const **")
-    count = ffi.new("int *")
+    out_keys = cdata.new("const char *const **")
+    out_vals = cdata.new("const char *const **")
+    count = cdata.new("int *")
     with library.device_lock(dev):
-        status = int(library.lib.configure(keys.pointer, values.pointer, keys.count, dev,
+        status = int(library.unchecked("configure", keys.pointer, values.pointer, keys.count, dev,
                                            out_keys, out_vals, count))
         message = library.last_error() if status != header.OK else ""
     return status, message
@@ -100,7 +100,7 @@ def _failing_unload(session: Session, model_id: str = UNKNOWN_MODEL) -> tuple[in
     library = session.require_library()
     dev = session.require_devices()[0]
     with library.device_lock(dev):
-        status = int(library.lib.unloadModel(ffi.new("char[]", model_id.encode())))
+        status = int(library.unchecked("unloadModel", cdata.new("char[]", model_id.encode())))
         return status, library.last_error() if status != header.OK else ""
 
 
@@ -108,10 +108,11 @@ def _failing_supported_ops(session: Session) -> tuple[int, str]:
     """supportedOps on malformed JSON: (status, the calling thread's message)."""
     library = session.require_library()
     dev = session.require_devices()[0]
-    ids, count = ffi.new("int[]", 4), ffi.new("int *", -1)
+    ids, count = cdata.new("int[]", 4), cdata.new("int *", -1)
     with library.device_lock(dev):
-        status = int(library.lib.supportedOps(ffi.new("char[]", b'{"nodes": ['), ffi.NULL,
-                                              ffi.NULL, 0, dev, ids, 4, count))
+        status = int(library.unchecked("supportedOps",
+                                       cdata.new("char[]", b'{"nodes": ['), cdata.NULL,
+                                              cdata.NULL, 0, dev, ids, 4, count))
         return status, library.last_error() if status != header.OK else ""
 
 

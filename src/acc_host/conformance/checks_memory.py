@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.memory import DeviceBuffer
 from ..abi.tensor import TensorArray, TensorSpec
 from .report import CheckFailed
@@ -71,10 +71,10 @@ def check_roundtrip(session: Session, dtype_name: str) -> str:
 
 
 def _alloc(session: Session, dev: int, size: int) -> Any:
-    pointer = ffi.new("void **")
-    status = session.require_library().lib.mx_alloc(dev, size, pointer)
+    pointer = cdata.new("void **")
+    status = session.require_library().unchecked("mx_alloc", dev, size, pointer)
     session.expect_status(f"mx_alloc({dev}, {size})", status, header.OK)
-    if pointer[0] == ffi.NULL:
+    if pointer[0] == cdata.NULL:
         raise CheckFailed(f"mx_alloc({dev}, {size}) returned MX_ACC_OK and a NULL pointer")
     return pointer[0]
 
@@ -88,9 +88,9 @@ def check_zero_size(session: Session) -> str:
             raise CheckFailed(f"device {dev}: two mx_alloc(0) calls returned the same pointer")
         for pointer in (first, second):
             session.expect_status(f"mx_free({dev}, <size 0 pointer>)",
-                                  library.lib.mx_free(dev, pointer), header.OK)
-        session.expect_status(f"mx_free({dev}, NULL)", library.lib.mx_free(dev, ffi.NULL),
-                              header.OK)
+                                  library.unchecked("mx_free", dev, pointer), header.OK)
+        session.expect_status(f"mx_free({dev}, NULL)",
+                              library.unchecked("mx_free", dev, cdata.NULL), header.OK)
     return "two unique pointers per device; mx_free(NULL) is MX_ACC_OK"
 
 
@@ -104,7 +104,6 @@ def check_copy_mismatch(session: Session) -> str:
     """Copies between tensors of different element counts or dtypes fail
     with MX_ACC_ERR_INVALID_ARG and write nothing."""
     library = session.require_imperative()
-    lib = library.lib
     dev = session.require_devices()[0]
     device = DeviceBuffer(library, dev, TensorSpec((4, 4), np.dtype(np.float32)))
     try:
@@ -117,13 +116,15 @@ def check_copy_mismatch(session: Session) -> str:
         for what, host_spec in cases:
             host = np.full(host_spec.shape, 7, host_spec.dtype)
             host_side = _descriptor(host_spec, header.HOST_DEVICE,
-                                    ffi.from_buffer(host, require_writable=True), host)
+                                    cdata.from_buffer(host, require_writable=True), host)
             device_side = _descriptor(device.spec, dev, device.pointer)
             session.expect_status(f"copyToAcc with a different {what}",
-                                  lib.copyToAcc(device_side.pointer, host_side.pointer),
+                                  library.unchecked("copyToAcc",
+                                                    device_side.pointer, host_side.pointer),
                                   ERR_INVALID_ARG)
             session.expect_status(f"copyFromAcc with a different {what}",
-                                  lib.copyFromAcc(host_side.pointer, device_side.pointer),
+                                  library.unchecked("copyFromAcc",
+                                                    host_side.pointer, device_side.pointer),
                                   ERR_INVALID_ARG)
             if not np.all(host == 7):
                 raise CheckFailed(f"copyFromAcc with a different {what} failed but wrote the "
@@ -152,13 +153,12 @@ def check_balance(session: Session) -> str:
     that is left; where the plugin answers query=memory its counters return
     to where they started."""
     library = session.require_imperative()
-    lib = library.lib
     notes = []
     for dev in session.require_devices():
         with library.device_lock(dev):
             before = _memory_counters(session, dev)
             pointers = [_alloc(session, dev, size) for size in _ALLOC_SIZES]
-            if len({int(ffi.cast("uintptr_t", p)) for p in pointers}) != len(pointers):
+            if len({cdata.address(p) for p in pointers}) != len(pointers):
                 raise CheckFailed(f"device {dev}: mx_alloc returned the same pointer twice")
             during = _memory_counters(session, dev)
             if before is not None and during is not None and "allocations" in before:
@@ -168,16 +168,19 @@ def check_balance(session: Session) -> str:
                                       f"allocations after {len(pointers)} mx_alloc calls")
             half = len(pointers) // 2
             for pointer in pointers[:half]:
-                session.expect_status(f"mx_free({dev}, ptr)", lib.mx_free(dev, pointer), header.OK)
+                session.expect_status(f"mx_free({dev}, ptr)",
+                                      library.unchecked("mx_free", dev, pointer), header.OK)
             session.expect_status(f"a second mx_free({dev}, ptr) of freed memory",
-                                  lib.mx_free(dev, pointers[0]), ERR_NOT_FOUND)
+                                  library.unchecked("mx_free", dev, pointers[0]), ERR_NOT_FOUND)
             if len(session.devices) > 1:
                 other = next(d for d in session.devices if d != dev)
                 session.expect_status(f"mx_free({other}, ptr) of memory of device {dev}",
-                                      lib.mx_free(other, pointers[-1]), ERR_NOT_FOUND)
-            session.expect_status(f"mx_releaseAll({dev})", lib.mx_releaseAll(dev), header.OK)
+                                      library.unchecked("mx_free",
+                                                        other, pointers[-1]), ERR_NOT_FOUND)
+            session.expect_status(f"mx_releaseAll({dev})", library.unchecked("mx_releaseAll",
+                                                                             dev), header.OK)
             session.expect_status(f"mx_free({dev}, ptr) after mx_releaseAll",
-                                  lib.mx_free(dev, pointers[-1]), ERR_NOT_FOUND)
+                                  library.unchecked("mx_free", dev, pointers[-1]), ERR_NOT_FOUND)
             after = _memory_counters(session, dev)
             if after is not None and "allocations" in after and after["allocations"] != 0:
                 raise CheckFailed(f"device {dev}: query=memory reports {after['allocations']} "
@@ -187,7 +190,8 @@ def check_balance(session: Session) -> str:
                                   "bytes in use after mx_releaseAll")
             # Usable again afterwards.
             pointer = _alloc(session, dev, 128)
-            session.expect_status(f"mx_free({dev}, ptr)", lib.mx_free(dev, pointer), header.OK)
+            session.expect_status(f"mx_free({dev}, ptr)",
+                                  library.unchecked("mx_free", dev, pointer), header.OK)
         notes.append(str(dev))
     counted = "; query=memory counters agree" if _memory_counters(
         session, session.devices[0]) is not None else "; no query=memory (counters not checked)"

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..abi import header
 from ..abi.annotate import annotate_symbol, output_name, signature
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.library import AccLibrary
 from ..abi.loaded_model import LoadedModel
 from ..abi.memory import DeviceBuffer
@@ -67,13 +67,14 @@ def supported_ids(library: AccLibrary, graph: Mapping[str, Any], dev: int) -> An
     names = CStrings(list(variables))
     tensors = TensorArray(list(variables.values()))
     capacity = len(nodes)
-    ids = ffi.new("int[]", capacity + _GUARD)
+    ids = cdata.new("int[]", capacity + _GUARD)
     for index in range(capacity + _GUARD):
         ids[index] = _SENTINEL
-    count = ffi.new("int *", -1)
-    text = ffi.new("char[]", json.dumps(graph).encode("utf-8"))
+    count = cdata.new("int *", -1)
+    text = cdata.new("char[]", json.dumps(graph).encode("utf-8"))
     with library.device_lock(dev):
-        status = library.lib.supportedOps(text, names.pointer, tensors.pointer, names.count, dev,
+        status = library.unchecked("supportedOps",
+                                   text, names.pointer, tensors.pointer, names.count, dev,
                                           ids, capacity, count)
         message = library.last_error() if status != header.OK else ""
     if status != header.OK:
@@ -363,16 +364,16 @@ def _load_raw(session: Session, instance: cases.Instance, model_id: str, dev: in
         tensors.set_host_array(index, value)
     c_names = CStrings(names)
     with library.device_lock(dev):
-        return int(library.lib.loadModel(
-            ffi.new("char[]", model_id.encode()),
-            ffi.new("char[]", json.dumps(on_device(instance.graph, dev)).encode()),
+        return int(library.unchecked("loadModel", 
+            cdata.new("char[]", model_id.encode()),
+            cdata.new("char[]", json.dumps(on_device(instance.graph, dev)).encode()),
             c_names.pointer, tensors.pointer, len(names), dev))
 
 
 def _unload_raw(session: Session, model_id: str, dev: int) -> int:
     library = session.require_library()
     with library.device_lock(dev):
-        return int(library.lib.unloadModel(ffi.new("char[]", model_id.encode())))
+        return int(library.unchecked("unloadModel", cdata.new("char[]", model_id.encode())))
 
 
 def check_unload_reload(session: Session) -> str:
@@ -390,7 +391,7 @@ def check_unload_reload(session: Session) -> str:
                           ERR_NOT_FOUND)
     if infer is not None:
         with library.device_lock(dev):
-            status = int(library.lib.infer(*infer))
+            status = int(library.unchecked("infer", *infer))
         if status == header.OK:
             raise CheckFailed("infer on an unloaded model id returned MX_ACC_OK")
     with LoadedModel(library, graph, instance.weights, dev, model_id=model_id) as model:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.library import AccLibrary, validate_acc_name
 from ..errors import LibraryError, NotALibraryError
 from ..trace import recorder
@@ -68,10 +68,10 @@ class Session:
         return target
 
     @functools.cached_property
-    def raw(self) -> Any:
-        """The plain cffi handle of the library's private copy (dlopen only:
+    def raw(self) -> cdata.RawLibrary:
+        """The library's private copy, opened unchecked (dlopen only:
         nothing is called), for the symbol checks."""
-        return ffi.dlopen(self.load_path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+        return cdata.RawLibrary(self.load_path)
 
     @functools.cached_property
     def load_path(self) -> str:
@@ -80,10 +80,10 @@ class Session:
             return self.path
         copy = self.private_copy("main")
         try:
-            ffi.dlopen(copy, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+            cdata.RawLibrary(copy)
         except OSError:
             try:
-                ffi.dlopen(self.path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+                cdata.RawLibrary(self.path)
             except OSError:
                 return copy  # fails either way: report the copy's error
             self.load_note = ("loaded from its own path: a copy elsewhere does not load, so the "

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.tensor import numpy_dtype
 from ..errors import TensorError
 from . import shared
@@ -35,23 +35,22 @@ _GUARD_PATTERN = bytes([0xA5, 0x5A, 0xC3, 0x3C]) * (GUARD_BYTES // 4)
 Encoded = list[Any]
 
 
-_UINTPTR = ffi.typeof("uintptr_t")
-_CHAR_P = ffi.typeof("char *")
-_NULL = ffi.NULL
+_CHAR_P = "char *"
+_NULL = cdata.NULL
 
 
 def address(pointer: Any) -> int:
     """The address a cdata pointer holds (0 for NULL)."""
-    return int(ffi.cast(_UINTPTR, pointer))
+    return cdata.address(pointer)
 
 
 def text(value: Any) -> bytes | None:
     """A ``char *`` argument's bytes (None for NULL)."""
     if isinstance(value, bytes):
         return value
-    if value is None or value == ffi.NULL:
+    if value is None or value == cdata.NULL:
         return None
-    return ffi.string(value)
+    return cdata.string(value)
 
 
 def readable(array: Any, count: int) -> int:
@@ -68,9 +67,9 @@ def readable(array: Any, count: int) -> int:
 def texts(array: Any, count: int) -> list[bytes | None] | None:
     """The strings of a ``const char *const *`` argument of count entries
     (None for a NULL array, None entries for NULL strings)."""
-    if array is None or array == ffi.NULL:
+    if array is None or array == cdata.NULL:
         return None
-    return [None if array[index] == ffi.NULL else ffi.string(array[index])
+    return [None if array[index] == cdata.NULL else cdata.string(array[index])
             for index in range(readable(array, count))]
 
 
@@ -110,7 +109,7 @@ class CallMemory:
         that succeeded; copy_in=False: the plugin writes every byte, so the
         host's are not copied in first; names: the tensors' names (for
         messages)."""
-        if pointer is None or pointer == ffi.NULL:
+        if pointer is None or pointer == cdata.NULL:
             return None
         kind = "output" if write else "input"
         labels = [
@@ -124,10 +123,10 @@ class CallMemory:
                 label: str) -> Encoded:
         shape_len, extents, layout_text = tensor.shape_len, tensor.shape, tensor.layout
         shape = None if extents == _NULL else list(extents[0:min(shape_len, header.MAX_NDIM)])
-        layout = None if layout_text == _NULL else ffi.string(layout_text)
+        layout = None if layout_text == _NULL else cdata.string(layout_text)
         dtype, sparse, dev_id = tensor.dtype, tensor.isSparse, tensor.dev_id
         encoded: Encoded = [None, shape, shape_len, dtype, sparse, layout, dev_id]
-        where = int(ffi.cast(_UINTPTR, tensor.data))
+        where = cdata.address(tensor.data)
         if not data or where == 0:
             return encoded
         if dev_id != header.HOST_DEVICE:
@@ -156,7 +155,7 @@ class CallMemory:
             item.offset = offset
             item.encoded[0] = (staging.id, offset)
             if item.nbytes and item.copy_in:
-                ffi.memmove(staging.pointer(offset), ffi.cast(_CHAR_P, item.address),
+                cdata.memmove(staging.pointer(offset), cdata.cast(_CHAR_P, item.address),
                             item.nbytes)
                 copied += item.nbytes
             guard = offset + item.nbytes
@@ -184,7 +183,7 @@ class CallMemory:
             return copied
         for item in self.staged:
             if item.write and item.nbytes:
-                ffi.memmove(ffi.cast(_CHAR_P, item.address), staging.pointer(item.offset),
+                cdata.memmove(cdata.cast(_CHAR_P, item.address), staging.pointer(item.offset),
                             item.nbytes)
                 copied += item.nbytes
         return copied

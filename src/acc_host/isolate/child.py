@@ -58,38 +58,34 @@ def _load(name: str, path: str) -> ModuleType:
 
 def _written(pointer: Any) -> int | None:
     """The address an out pointer holds, None if the plugin left it unset."""
-    value = int(ffi.cast("uintptr_t", pointer))
+    value = cdata.address(pointer)
     return None if value == _UNSET_ADDRESS else value
 
 
 wire = _load("_acc_host_isolate_wire", os.path.join(_HERE, "wire.py"))
 abi = _load("_acc_host_isolate_abi",
             os.path.join(os.path.dirname(_HERE), "abi", "header.py"))
-ffi = abi.ffi
-NULL = ffi.NULL
+cdata = _load("_acc_host_isolate_cdata",
+              os.path.join(os.path.dirname(_HERE), "abi", "cdata.py"))
+NULL = cdata.NULL
 # What out pointers hold before a call: an address no allocation returns, so
 # that an out pointer the plugin left alone is told from one it wrote.
 _UNSET_ADDRESS = 1
-_UNSET = ffi.cast("void *", _UNSET_ADDRESS)
+_UNSET = cdata.cast("void *", _UNSET_ADDRESS)
 
 
 class Server:
     """Serves the calls for one dlopened library."""
 
-    def __init__(self, lib: Any) -> None:
-        self.lib = lib
-        self.symbols = sorted(name for name in dir(lib) if self._exported(name))
+    def __init__(self, plugin: Any) -> None:
+        """plugin: the library, an acc_host.abi.cdata.RawLibrary."""
+        self.plugin = plugin
+        self.symbols = plugin.names()
         self._segments: dict[int, tuple[mmap.mmap, Any, int]] = {}
         self._segments_lock = threading.Lock()
         self._executors: dict[int, Any] = {}
-        self._last_error = lib.accGetLastError if "accGetLastError" in self.symbols else None
-
-    def _exported(self, name: str) -> bool:
-        try:
-            value = getattr(self.lib, name)
-        except (AttributeError, NotImplementedError):
-            return False
-        return isinstance(value, ffi.CData) and ffi.typeof(value).kind == "function"
+        self._last_error = plugin.entry("accGetLastError") if "accGetLastError" in self.symbols \
+            else None
 
     # ---- serving ---------------------------------------------------------------------
 
@@ -125,9 +121,9 @@ class Server:
                     if segment_id in self._segments:
                         continue
                     mapped = mmap.mmap(fd, size)
-                    pointer = ffi.from_buffer(mapped)
+                    pointer = cdata.from_buffer(mapped)
                     self._segments[segment_id] = (mapped, pointer,
-                                                  int(ffi.cast("uintptr_t", pointer)))
+                                                  cdata.address(pointer))
             finally:
                 os.close(fd)
 
@@ -136,7 +132,7 @@ class Server:
             with self._segments_lock:
                 entry = self._segments.pop(segment_id, None)
             if entry is not None:
-                ffi.release(entry[1])
+                cdata.release(entry[1])
                 entry[0].close()
 
     # ---- arguments -------------------------------------------------------------------
@@ -148,41 +144,41 @@ class Server:
             return int(status), None
         message = self._last_error()
         return int(status), None if message == NULL else \
-            ffi.string(message).decode("utf-8", "replace")
+            cdata.string(message).decode("utf-8", "replace")
 
     @staticmethod
     def _text(value: bytes | None, keep: list[Any]) -> Any:
         if value is None:
             return NULL
-        buffer = ffi.new("char[]", value)
+        buffer = cdata.new("char[]", value)
         keep.append(buffer)
         return buffer
 
     def _texts(self, values: list[bytes | None] | None, keep: list[Any]) -> Any:
         if values is None:
             return NULL
-        array = ffi.new("const char *[]", [self._text(value, keep) for value in values] or [NULL])
+        array = cdata.new("const char *[]", [self._text(value, keep) for value in values] or [NULL])
         keep.append(array)
         return array
 
     def _tensors(self, encoded: list[list[Any]] | None, keep: list[Any]) -> Any:
         if encoded is None:
             return NULL
-        array = ffi.new("MXTensor[]", max(len(encoded), 1))
+        array = cdata.new("MXTensor[]", max(len(encoded), 1))
         keep.append(array)
         for index, (data, shape, shape_len, dtype, sparse, layout, dev_id) in enumerate(encoded):
             tensor = array[index]
             if data is None:
                 tensor.data = NULL
             elif isinstance(data, int):
-                tensor.data = ffi.cast("void *", data)
+                tensor.data = cdata.cast("void *", data)
             else:
                 segment_id, offset = data
-                tensor.data = ffi.cast("void *", self._segments[segment_id][2] + offset)
+                tensor.data = cdata.cast("void *", self._segments[segment_id][2] + offset)
             if shape is None:
                 tensor.shape = NULL
             else:
-                extents = ffi.new("uint64_t[]", shape or [0])
+                extents = cdata.new("uint64_t[]", shape or [0])
                 keep.append(extents)
                 tensor.shape = extents
             tensor.shape_len = shape_len
@@ -195,41 +191,42 @@ class Server:
     # ---- the ABI ---------------------------------------------------------------------
 
     def getAccApiVersion(self) -> int:
-        return int(self.lib.getAccApiVersion())
+        return int(self.plugin.unchecked("getAccApiVersion"))
 
     def initialize(self, version: int) -> tuple[int, str | None]:
-        return self._status(self.lib.initialize(version))
+        return self._status(self.plugin.unchecked("initialize", version))
 
     def getAccName(self, size: int, null: bool) -> tuple[tuple[int, str | None], bytes]:
-        buffer = NULL if null else ffi.new("char[]", max(size, 1))
-        status = self._status(self.lib.getAccName(buffer, size))
-        return status, b"" if null else bytes(ffi.buffer(buffer, max(size, 0)))
+        buffer = NULL if null else cdata.new("char[]", max(size, 1))
+        status = self._status(self.plugin.unchecked("getAccName", buffer, size))
+        return status, b"" if null else cdata.read(buffer, max(size, 0))
 
     def getNumAcc(self) -> int:
-        return int(self.lib.getNumAcc())
+        return int(self.plugin.unchecked("getNumAcc"))
 
     def supportsImperative(self) -> int:
-        return int(self.lib.supportsImperative())
+        return int(self.plugin.unchecked("supportsImperative"))
 
     def mx_alloc(self, dev_id: int, size: int,
                  null: bool) -> tuple[tuple[int, str | None], int | None]:
-        out = NULL if null else ffi.new("void **", _UNSET)
-        status = self._status(self.lib.mx_alloc(dev_id, size, out))
+        out = NULL if null else cdata.new("void **", _UNSET)
+        status = self._status(self.plugin.unchecked("mx_alloc", dev_id, size, out))
         return status, None if null else _written(out[0])
 
     def mx_free(self, dev_id: int, pointer: int) -> tuple[int, str | None]:
-        return self._status(self.lib.mx_free(dev_id, ffi.cast("void *", pointer)))
+        return self._status(self.plugin.unchecked("mx_free", dev_id, cdata.cast("void *", pointer)))
 
     def mx_releaseAll(self, dev_id: int) -> tuple[int, str | None]:
-        return self._status(self.lib.mx_releaseAll(dev_id))
+        return self._status(self.plugin.unchecked("mx_releaseAll", dev_id))
 
     def copyToAcc(self, dst: Any, src: Any) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.lib.copyToAcc(self._tensors(dst, keep), self._tensors(src, keep)))
+        return self._status(self.plugin.unchecked("copyToAcc", self._tensors(dst, keep),
+                                                  self._tensors(src, keep)))
 
     def copyFromAcc(self, dst: Any, src: Any) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.lib.copyFromAcc(self._tensors(dst, keep),
+        return self._status(self.plugin.unchecked("copyFromAcc", self._tensors(dst, keep),
                                                  self._tensors(src, keep)))
 
     def accGetExecutor(self, op_name: bytes | None, inputs: Any, outputs: Any, num_in: int,
@@ -237,8 +234,8 @@ class Server:
                        dev_id: int, null: bool
                        ) -> tuple[tuple[int, str | None], int | None, bool, bool]:
         keep: list[Any] = []
-        out = NULL if null else ffi.new("MXAccExecutor **", ffi.cast("MXAccExecutor *", _UNSET))
-        status = self._status(self.lib.accGetExecutor(
+        out = NULL if null else cdata.new("MXAccExecutor **", cdata.cast("MXAccExecutor *", _UNSET))
+        status = self._status(self.plugin.unchecked("accGetExecutor", 
             self._text(op_name, keep), self._tensors(inputs, keep), self._tensors(outputs, keep),
             num_in, num_out, self._texts(keys, keep), self._texts(values, keep), num_attrs,
             dev_id, out))
@@ -265,9 +262,9 @@ class Server:
                      num_ids: int | None) -> tuple[tuple[int, str | None], list[int] | None,
                                                    int | None]:
         keep: list[Any] = []
-        id_array = NULL if ids is None else ffi.new("int[]", ids or [0])
-        count = NULL if num_ids is None else ffi.new("int *", num_ids)
-        status = self._status(self.lib.supportedOps(
+        id_array = NULL if ids is None else cdata.new("int[]", ids or [0])
+        count = NULL if num_ids is None else cdata.new("int *", num_ids)
+        status = self._status(self.plugin.unchecked("supportedOps", 
             self._text(json, keep), self._texts(names, keep), self._tensors(data, keep),
             num_data, dev_id, id_array, capacity, count))
         return (status, None if ids is None else list(id_array[0:len(ids)]),
@@ -276,28 +273,28 @@ class Server:
     def loadModel(self, model_id: bytes | None, json: bytes | None, names: Any, data: Any,
                   num_data: int, dev_id: int) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.lib.loadModel(
+        return self._status(self.plugin.unchecked("loadModel", 
             self._text(model_id, keep), self._text(json, keep), self._texts(names, keep),
             self._tensors(data, keep), num_data, dev_id))
 
     def unloadModel(self, model_id: bytes | None) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.lib.unloadModel(self._text(model_id, keep)))
+        return self._status(self.plugin.unchecked("unloadModel", self._text(model_id, keep)))
 
     def infer(self, model_id: bytes | None, in_names: Any, out_names: Any, inputs: Any,
               outputs: Any, num_in: int, num_out: int) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.lib.infer(
+        return self._status(self.plugin.unchecked("infer", 
             self._text(model_id, keep), self._texts(in_names, keep), self._texts(out_names, keep),
             self._tensors(inputs, keep), self._tensors(outputs, keep), num_in, num_out))
 
     def configure(self, keys: Any, values: Any, count: int, dev_id: int, num_out: int | None,
                   nulls: tuple[bool, bool]) -> tuple[tuple[int, str | None], int | None, Any, Any]:
         keep: list[Any] = []
-        out_keys = NULL if nulls[0] else ffi.new("const char *const **")
-        out_values = NULL if nulls[1] else ffi.new("const char *const **")
-        out_count = NULL if num_out is None else ffi.new("int *", num_out)
-        status = self._status(self.lib.configure(
+        out_keys = NULL if nulls[0] else cdata.new("const char *const **")
+        out_values = NULL if nulls[1] else cdata.new("const char *const **")
+        out_count = NULL if num_out is None else cdata.new("int *", num_out)
+        status = self._status(self.plugin.unchecked("configure", 
             self._texts(keys, keep), self._texts(values, keep), count, dev_id, out_keys,
             out_values, out_count))
         answered = None if num_out is None else int(out_count[0])
@@ -310,7 +307,7 @@ class Server:
         if out == NULL or out[0] == NULL or not readable or count is None:
             return None
         array = out[0]
-        return [None if array[index] == NULL else ffi.string(array[index])
+        return [None if array[index] == NULL else cdata.string(array[index])
                 for index in range(count)]
 
 
@@ -323,11 +320,11 @@ def _serve_control(control: socket.socket, path: str) -> int:
             return 0
         if message[0] == "start" and server is None:
             try:
-                lib = ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+                plugin = cdata.RawLibrary(path)
             except OSError as error:
                 wire.send(control, ("error", str(error)))
                 return 3
-            server = Server(lib)
+            server = Server(plugin)
             wire.send(control, ("ready", {"pid": os.getpid(), "symbols": server.symbols}))
         elif message[0] == "channel" and server is not None and fds:
             for extra in fds[1:]:

@@ -3,7 +3,7 @@ process.
 
 It has the plugin's functions, with the cffi arguments the host passes to
 the real ones (``MXTensor`` arrays, ``char[]`` strings, out pointers), so
-every module that marshals its own calls (``library.lib.infer(...)``) works
+every module that marshals its own calls (``library.unchecked("infer", ...)``) works
 unchanged: each function sends its arguments to the child, waits, and
 writes what the plugin returned through the out pointers. An executor from
 ``accGetExecutor`` is a host-side ``MXAccExecutor`` whose ``forward`` and
@@ -23,7 +23,7 @@ import threading
 from typing import Any
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..errors import LibraryDeadError, PluginCrashedError
 from .arguments import CallMemory, address, readable, text, texts
 from .process import PluginProcess
@@ -68,8 +68,8 @@ class RemoteLib:
         self._executors: dict[int, _Executor] = {}
         self._executors_lock = threading.Lock()
         self._answer: tuple[Any, ...] = ()  # configure()'s last answer, kept alive
-        self._forward = ffi.callback(_FORWARD, self._executor_forward, error=_ERR_INTERNAL)
-        self._release = ffi.callback(_RELEASE, self._executor_release)
+        self._forward = cdata.callback(_FORWARD, self._executor_forward, error=_ERR_INTERNAL)
+        self._release = cdata.callback(_RELEASE, self._executor_release)
 
     def __getattr__(self, name: str) -> Any:
         if name in ABI_FUNCTIONS and name in self._process.symbols:
@@ -94,8 +94,8 @@ class RemoteLib:
     def _abi_accGetLastError(self) -> Any:
         message = getattr(self._local, "message", None)
         if message is None:
-            return ffi.NULL
-        self._local.buffer = ffi.new("char[]", message.encode("utf-8"))
+            return cdata.NULL
+        self._local.buffer = cdata.new("char[]", message.encode("utf-8"))
         return self._local.buffer
 
     def take_pending(self) -> BaseException | None:
@@ -113,10 +113,10 @@ class RemoteLib:
         return self._status(self._process.call("initialize", (int(version),)))
 
     def _abi_getAccName(self, buffer: Any, size: int) -> int:
-        null = buffer == ffi.NULL
+        null = buffer == cdata.NULL
         status, raw = self._process.call("getAccName", (int(size), null))
         if not null:
-            ffi.memmove(buffer, raw, min(len(raw), int(size)))
+            cdata.memmove(buffer, raw, min(len(raw), int(size)))
         return self._status(status)
 
     def _abi_getNumAcc(self) -> int:
@@ -128,11 +128,11 @@ class RemoteLib:
     # ---- memory -------------------------------------------------------------------------
 
     def _abi_mx_alloc(self, dev_id: int, size: int, out: Any) -> int:
-        null = out == ffi.NULL
+        null = out == cdata.NULL
         status, pointer = self._process.call("mx_alloc", (int(dev_id), int(size), null),
                                              context=f"{int(size)} bytes")
         if pointer is not None:  # else the plugin left *ptr alone
-            out[0] = ffi.cast("void *", pointer)
+            out[0] = cdata.cast("void *", pointer)
         return self._status(status)
 
     def _release_call(self, function: str, args: tuple[Any, ...], context: str = "") -> int:
@@ -174,18 +174,18 @@ class RemoteLib:
         args = (text(op_name), memory.tensors(inputs, num_in, data=False),
                 memory.tensors(outputs, num_out, data=False), int(num_in), int(num_out),
                 texts(keys, num_attrs), texts(values, num_attrs), int(num_attrs), int(dev_id),
-                out == ffi.NULL)
+                out == cdata.NULL)
         status, handle, has_forward, has_release = self._process.call(
             "accGetExecutor", args, memory, context=name)
         if handle is None:  # out is NULL, or the plugin left it alone
             return self._status(status)
         if not handle:
-            out[0] = ffi.NULL
+            out[0] = cdata.NULL
             return self._status(status)
-        struct = ffi.new("MXAccExecutor *")
-        struct.forward = self._forward if has_forward else ffi.NULL
-        struct.release = self._release if has_release else ffi.NULL
-        struct.state = ffi.cast("void *", handle)
+        struct = cdata.new("MXAccExecutor *")
+        struct.forward = self._forward if has_forward else cdata.NULL
+        struct.release = self._release if has_release else cdata.NULL
+        struct.state = cdata.cast("void *", handle)
         with self._executors_lock:
             self._executors[address(struct)] = _Executor(struct, handle, name, int(num_in),
                                                          int(num_out))
@@ -219,13 +219,13 @@ class RemoteLib:
     def _abi_supportedOps(self, json: Any, names: Any, data: Any, num_data: int,
                           dev_id: int, ids: Any, capacity: int, num_ids: Any) -> int:
         memory = CallMemory()
-        if ids == ffi.NULL:
+        if ids == cdata.NULL:
             initial = None
         else:
             # An int[] the host made: all of it (a guard may follow the
             # capacity); a pointer: the capacity.
             initial = list(ids[0:readable(ids, 1 << 30) if _sized(ids) else max(capacity, 0)])
-        count = None if num_ids == ffi.NULL else int(num_ids[0])
+        count = None if num_ids == cdata.NULL else int(num_ids[0])
         args = (text(json), texts(names, num_data), memory.tensors(data, num_data, data=False),
                 int(num_data), int(dev_id), initial, int(capacity), count)
         status, written, found = self._process.call("supportedOps", args, memory)
@@ -262,9 +262,9 @@ class RemoteLib:
     def _abi_configure(self, keys: Any, values: Any, count: int, dev_id: int, out_keys: Any,
                        out_values: Any, num_out: Any) -> int:
         names = texts(keys, count)
-        null_keys, null_values = out_keys == ffi.NULL, out_values == ffi.NULL
+        null_keys, null_values = out_keys == cdata.NULL, out_values == cdata.NULL
         args = (names, texts(values, count), int(count), int(dev_id),
-                None if num_out == ffi.NULL else int(num_out[0]), (null_keys, null_values))
+                None if num_out == cdata.NULL else int(num_out[0]), (null_keys, null_values))
         context = ", ".join(name.decode("utf-8", "replace") for name in names or () if name)
         status, answered, answer_keys, answer_values = self._process.call(
             "configure", args, context=context)
@@ -291,6 +291,6 @@ def _sized(array: Any) -> bool:
 def _strings(values: list[bytes | None] | None) -> tuple[Any, list[Any]]:
     """A ``const char *[]`` holding values (NULL for None), and its buffers."""
     if values is None:
-        return ffi.NULL, []
-    buffers = [ffi.NULL if value is None else ffi.new("char[]", value) for value in values]
-    return ffi.new("const char *[]", buffers or [ffi.NULL]), buffers
+        return cdata.NULL, []
+    buffers = [cdata.NULL if value is None else cdata.new("char[]", value) for value in values]
+    return cdata.new("const char *[]", buffers or [cdata.NULL]), buffers

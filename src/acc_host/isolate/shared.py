@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.tensor import TensorSpec
 
 __all__ = ["Segment", "shared_empty", "shared_array", "is_shared", "find", "subscribe"]
@@ -54,9 +54,9 @@ def _new_file(label: str, size: int) -> int:
 
 
 def _address(mapped: mmap.mmap) -> int:
-    pointer = ffi.from_buffer(mapped)
-    address = int(ffi.cast("uintptr_t", pointer))
-    ffi.release(pointer)  # no buffer export outlives this: the map stays closable
+    pointer = cdata.from_buffer(mapped)
+    address = cdata.address(pointer)
+    cdata.release(pointer)  # no buffer export outlives this: the map stays closable
     return address
 
 
@@ -72,7 +72,7 @@ class Segment:
 
     def pointer(self, offset: int = 0) -> Any:
         """``char *`` to offset bytes into the segment."""
-        return ffi.cast("char *", self.address + offset)
+        return cdata.cast("char *", self.address + offset)
 
     def close(self) -> None:
         self.map.close()

@@ -86,7 +86,7 @@ def _release_all_devices() -> None:
     for library in list(_state.by_name.values()):
         if library.supports_imperative:
             for dev_id in library.used_devices():
-                library.lib.mx_releaseAll(dev_id)
+                library.release_all(dev_id)
 
 
 def register(path: str | os.PathLike[str], acc_name: str | None = None,

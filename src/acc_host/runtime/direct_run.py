@@ -25,13 +25,12 @@ differential check or a trace running.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import engine
-from ..abi.header import ffi
-from ..abi.tensor import TensorArray, TensorSpec
+from ..abi.memory import HostCopies
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
 
@@ -48,9 +47,8 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "specs", "_inputs", "_outputs", "_watched",
-                 "_writes", "_ctx", "_library", "_lock", "_descriptors", "_values",
-                 "_results", "_failure")
+    __slots__ = ("operator", "step", "inputs", "specs", "_copies", "_watched", "_writes",
+                 "_ctx", "_lock", "_values", "_results", "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
@@ -58,32 +56,20 @@ class DirectRun:
         self.operator = operator
         self.step = step
         self.inputs = dict(inputs)
-        # Per input and output: its device buffer's descriptor and a host
-        # descriptor for the copy, built here (kept alive by this object);
-        # a call only points the host descriptor at data.
-        self._descriptors: list[TensorArray] = []
-        self._inputs = {name: self._copy_pair(array) for name, array in inputs.items()}
-        # Each input's (shape, dtype), as its buffer holds it.
-        self.specs = {name: (pair[3].shape, pair[3].dtype) for name, pair in self._inputs.items()}
-        self._outputs = tuple(self._copy_pair(output) for output in outputs)
+        # The copies to and from the arguments' and outputs' device buffers,
+        # their descriptors built here once (acc_host.abi.memory.HostCopies).
+        self._copies = HostCopies(
+            operator.library, {name: array._storage.device for name, array in inputs.items()},
+            [output._storage.device for output in outputs])
+        self.specs = self._copies.specs
         self._watched, self._writes = engine.base.normalize_vars(
             reads, [*writes, *(array._var for array in inputs.values())])
         self._ctx = ctx
-        self._library = operator.library
         self._lock = operator.library.device_lock(operator.dev_id)
         # One run's values and outcome, while run() is on (see run).
         self._values: Mapping[str, np.ndarray] | None = None
         self._results: list[np.ndarray] | None = None
         self._failure: BaseException | None = None
-
-    def _copy_pair(self, array: NDArray) -> tuple[Any, Any, Any, TensorSpec]:
-        """(device descriptor, host descriptor, a pointer to it, spec) for
-        copies of array's buffer."""
-        buffer = array._storage.device
-        host = TensorArray([buffer.spec])
-        self._descriptors.append(host)
-        (_, slot, spec), = host.slots()
-        return buffer._descriptor.pointer, slot, ffi.addressof(slot), spec
 
     def run(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
         """Writes values (C-contiguous host arrays of the arguments' shapes
@@ -121,28 +107,6 @@ class DirectRun:
 
     def _work(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """The copies and infer(); values are C-contiguous host arrays of
-        the inputs' shapes and dtypes. A pointer from ffi.from_buffer is
-        kept in a local until its call returns."""
-        library = self._library
-        lib = library.lib
-        results = []
-        with self._lock:
-            for name, value in values.items():
-                device, host, address, _ = self._inputs[name]
-                pointer = ffi.from_buffer(value)
-                host.data = pointer
-                status = lib.copyToAcc(device, address)
-                host.data = ffi.NULL
-                if status:
-                    library.check(library.name, "copyToAcc", status)
-            self.step.infer.run_locked()  # _operation checked the buffers
-            for device, host, address, spec in self._outputs:
-                array = np.empty(spec.shape, spec.dtype)
-                pointer = ffi.from_buffer(array, require_writable=True)
-                host.data = pointer
-                status = lib.copyFromAcc(address, device)
-                host.data = ffi.NULL
-                if status:
-                    library.check(library.name, "copyFromAcc", status)
-                results.append(array)
-        return results
+        the inputs' shapes and dtypes."""
+        with self._lock:  # _operation checked the buffers
+            return self._copies.run_locked(values, self.step.infer.run_locked)

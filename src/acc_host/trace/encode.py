@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.tensor import TensorSpec, numpy_dtype
 from ..errors import AccHostError
 from .format import BlobStore
@@ -30,11 +30,11 @@ STATUS_CALLS = frozenset({"initialize", "getAccName", "mx_alloc", "mx_free", "mx
 
 
 def pointer(value: Any) -> int:
-    return int(ffi.cast("uintptr_t", value))
+    return cdata.address(value)
 
 
 def _text(value: Any) -> str | None:
-    return None if value == ffi.NULL else ffi.string(value).decode("utf-8", "replace")
+    return None if value == cdata.NULL else cdata.string(value).decode("utf-8", "replace")
 
 
 def _texts(array: Any, count: int) -> list[str | None]:
@@ -53,15 +53,15 @@ def _nbytes(shape: list[int], dtype: int) -> int:
 def tensor(blobs: BlobStore, value: Any, with_data: bool) -> dict[str, Any]:
     """One MXTensor; its bytes when with_data and they are in host memory."""
     ndim = min(int(value.shape_len), header.MAX_NDIM)
-    shape = [int(value.shape[index]) for index in range(ndim)] if value.shape != ffi.NULL else []
+    shape = [int(value.shape[index]) for index in range(ndim)] if value.shape != cdata.NULL else []
     record: dict[str, Any] = {"shape": shape, "dtype": int(value.dtype), "dev": int(value.dev_id),
                               "ptr": pointer(value.data), "nbytes": _nbytes(shape, value.dtype)}
-    if value.layout != ffi.NULL:
+    if value.layout != cdata.NULL:
         record["layout"] = _text(value.layout)
     if value.isSparse:
         record["sparse"] = 1  # recorded without its data
-    elif with_data and value.dev_id == header.HOST_DEVICE and value.data != ffi.NULL:
-        record["data"] = blobs.put(ffi.buffer(value.data, record["nbytes"]))
+    elif with_data and value.dev_id == header.HOST_DEVICE and value.data != cdata.NULL:
+        record["data"] = blobs.put(cdata.read(value.data, record["nbytes"]))
     return record
 
 
@@ -82,7 +82,7 @@ def _name_before(_blobs: BlobStore, _buffer: Any, size: int) -> dict[str, Any]:
 
 
 def _name_after(_blobs: BlobStore, status: int, buffer: Any, size: int) -> dict[str, Any]:
-    raw = ffi.buffer(buffer, int(size))[:]
+    raw = cdata.read(buffer, int(size))
     return {"name": raw.split(b"\0", 1)[0].decode("ascii", "replace")} if status == 0 else {}
 
 
@@ -141,7 +141,7 @@ def _forward_after(blobs: BlobStore, status: int, _handle: Any, _inputs: Any, _n
 
 def _supported_before(blobs: BlobStore, json: Any, names: Any, data: Any, num_data: int,
                       dev_id: int, _ids: Any, capacity: int, _count: Any) -> dict[str, Any]:
-    return {"json": blobs.put(ffi.string(json)), "names": _texts(names, num_data),
+    return {"json": blobs.put(cdata.string(json)), "names": _texts(names, num_data),
             "data": _tensors(blobs, data, num_data, False), "dev": int(dev_id),
             "capacity": int(capacity)}
 
@@ -157,7 +157,7 @@ def _supported_after(_blobs: BlobStore, status: int, *args: Any) -> dict[str, An
 
 def _load_before(blobs: BlobStore, model_id: Any, json: Any, names: Any, data: Any,
                  num_data: int, dev_id: int) -> dict[str, Any]:
-    return {"model_id": _text(model_id), "json": blobs.put(ffi.string(json)),
+    return {"model_id": _text(model_id), "json": blobs.put(cdata.string(json)),
             "names": _texts(names, num_data), "data": _tensors(blobs, data, num_data, True),
             "dev": int(dev_id)}
 
@@ -187,7 +187,7 @@ def _configure_before(_blobs: BlobStore, keys: Any, values: Any, count: int, dev
 
 def _configure_after(_blobs: BlobStore, status: int, *args: Any) -> dict[str, Any]:
     out_keys, out_values, count = args[4][0], args[5][0], int(args[6][0])
-    if status != 0 or count <= 0 or out_keys == ffi.NULL or out_values == ffi.NULL:
+    if status != 0 or count <= 0 or out_keys == cdata.NULL or out_values == cdata.NULL:
         return {"answer": {}} if status == 0 else {}
     return {"answer": dict(zip(_texts(out_keys, count), _texts(out_values, count)))}
 

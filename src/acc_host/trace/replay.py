@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..abi import header
-from ..abi.header import ffi
+from ..abi import cdata
 from ..abi.tensor import numpy_dtype
 from ..compare import mismatch
 from ..errors import TraceError
@@ -80,7 +80,7 @@ class _Replayed:
     def __init__(self, path: str, copy: Path) -> None:
         try:
             shutil.copyfile(path, copy)
-            self.lib = ffi.dlopen(str(copy), ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+            self.plugin = cdata.RawLibrary(str(copy))
         except OSError as error:
             raise TraceError(f"cannot open {path} for replay: {error}") from None
         self._bases: list[int] = []                  # recorded allocation starts, sorted
@@ -106,12 +106,15 @@ class _Replayed:
             return 0
         raise TraceError(f"device pointer {recorded:#x} is not inside any recorded mx_alloc")
 
+    def unchecked(self, entry: str, *args: Any) -> Any:
+        """entry(*args) of the replayed library, its answer as given."""
+        return self.plugin.unchecked(entry, *args)
+
     def message(self) -> str:
-        try:
-            text = self.lib.accGetLastError()
-        except AttributeError:
+        if not self.plugin.has("accGetLastError"):
             return ""
-        return "" if text == ffi.NULL else ffi.string(text).decode("utf-8", "replace")
+        text = self.unchecked("accGetLastError")
+        return "" if text == cdata.NULL else cdata.string(text).decode("utf-8", "replace")
 
 
 class _Args:
@@ -124,32 +127,32 @@ class _Args:
 
     def text(self, value: str | None) -> Any:
         if value is None:
-            return ffi.NULL
-        made = ffi.new("char[]", value.encode("utf-8"))
+            return cdata.NULL
+        made = cdata.new("char[]", value.encode("utf-8"))
         self.keep.append(made)
         return made
 
     def texts(self, values: list[str | None]) -> Any:
-        made = ffi.new("const char *[]", max(len(values), 1))
+        made = cdata.new("const char *[]", max(len(values), 1))
         for index, value in enumerate(values):
             made[index] = self.text(value)
         self.keep.append(made)
         return made
 
     def blob_text(self, reference: str) -> Any:
-        made = ffi.new("char[]", self.blobs.get(reference))
+        made = cdata.new("char[]", self.blobs.get(reference))
         self.keep.append(made)
         return made
 
     def tensors(self, records: list[dict[str, Any]]) -> Any:
-        made = ffi.new("MXTensor[]", max(len(records), 1))
+        made = cdata.new("MXTensor[]", max(len(records), 1))
         for slot, record in zip(made, records):
             self._fill(slot, record)
         self.keep.append(made)
         return made
 
     def _fill(self, slot: Any, record: dict[str, Any]) -> None:
-        shape = ffi.new("uint64_t[]", record["shape"] or [0])
+        shape = cdata.new("uint64_t[]", record["shape"] or [0])
         self.keep.append(shape)
         slot.shape, slot.shape_len = shape, len(record["shape"])
         slot.dtype, slot.dev_id = record["dtype"], record["dev"]
@@ -159,12 +162,12 @@ class _Args:
         if record["dev"] == header.HOST_DEVICE:
             data = bytearray(self.blobs.get(record["data"])) if "data" in record \
                 else bytearray(record["nbytes"])
-            buffer = ffi.from_buffer(data)
+            buffer = cdata.from_buffer(data)
             self.keep += [data, buffer]
-            slot.data = buffer if record["ptr"] else ffi.NULL
+            slot.data = buffer if record["ptr"] else cdata.NULL
             self.host.append((data, record))
         else:
-            slot.data = ffi.cast("void *", self.library.device_pointer(record["ptr"]))
+            slot.data = cdata.cast("void *", self.library.device_pointer(record["ptr"]))
 
 
 def _compare_tensor(blobs: BlobStore, recorded: dict[str, Any], data: bytes | bytearray
@@ -187,58 +190,61 @@ def _compare_tensor(blobs: BlobStore, recorded: dict[str, Any], data: bytes | by
 def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple[int, str | None]:
     """Makes one call again; returns its status and what differs beyond it."""
     fn, args, out = record["fn"], record["args"], record.get("out", {})
-    lib, made = library.lib, _Args(blobs, library)
+    made = _Args(blobs, library)
     if fn in ("getAccApiVersion", "getNumAcc", "supportsImperative"):
-        return int(getattr(lib, fn)()), None
+        return int(library.unchecked(fn)), None
     if fn == "initialize":
-        return int(lib.initialize(args["version"])), None
+        return int(library.unchecked("initialize", args["version"])), None
     if fn == "getAccName":
-        buffer = ffi.new("char[]", args["size"])
-        status = int(lib.getAccName(buffer, args["size"]))
-        name = ffi.buffer(buffer)[:].split(b"\0", 1)[0].decode("ascii", "replace")
+        buffer = cdata.new("char[]", args["size"])
+        status = int(library.unchecked("getAccName", buffer, args["size"]))
+        name = cdata.read(buffer).split(b"\0", 1)[0].decode("ascii", "replace")
         return status, (None if status or name == out.get("name")
                         else f"name {name!r}, recorded {out.get('name')!r}")
     if fn == "mx_alloc":
-        pointer = ffi.new("void **")
-        status = int(lib.mx_alloc(args["dev"], args["size"], pointer))
+        pointer = cdata.new("void **")
+        status = int(library.unchecked("mx_alloc", args["dev"], args["size"], pointer))
         if status == 0 and "ptr" in out:
-            library.allocated(out["ptr"], int(ffi.cast("uintptr_t", pointer[0])), args["size"])
+            library.allocated(out["ptr"], cdata.address(pointer[0]), args["size"])
         return status, None
     if fn == "mx_free":
-        status = int(lib.mx_free(args["dev"], ffi.cast("void *",
+        status = int(library.unchecked("mx_free", args["dev"], cdata.cast("void *",
                                                        library.device_pointer(args["ptr"]))))
         library.freed(args["ptr"])
         return status, None
     if fn == "mx_releaseAll":
-        return int(lib.mx_releaseAll(args["dev"])), None
+        return int(library.unchecked("mx_releaseAll", args["dev"])), None
     if fn in ("copyToAcc", "copyFromAcc"):
         dst, src = made.tensors([args["dst"]]), made.tensors([args["src"]])
-        status = int(getattr(lib, fn)(dst, src))
+        status = int(library.unchecked(fn, dst, src))
         if fn == "copyFromAcc" and status == 0 and "dst" in out and made.host:
             return status, _compare_tensor(blobs, out["dst"], made.host[0][0])
         return status, None
     if fn == "supportedOps":
         capacity = args["capacity"]
-        ids, count = ffi.new("int[]", max(capacity, 1)), ffi.new("int *", -1)
-        status = int(lib.supportedOps(made.blob_text(args["json"]), made.texts(args["names"]),
+        ids, count = cdata.new("int[]", max(capacity, 1)), cdata.new("int *", -1)
+        status = int(library.unchecked("supportedOps",
+                                       made.blob_text(args["json"]), made.texts(args["names"]),
                                       made.tensors(args["data"]), len(args["names"]),
                                       args["dev"], ids, capacity, count))
         found = list(ids[0:max(0, min(count[0], capacity))])
         return status, (None if status or found == out.get("ids")
                         else f"ids {found}, recorded {out.get('ids')}")
     if fn == "loadModel":
-        return int(lib.loadModel(made.text(args["model_id"]), made.blob_text(args["json"]),
+        return int(library.unchecked("loadModel",
+                                     made.text(args["model_id"]), made.blob_text(args["json"]),
                                  made.texts(args["names"]), made.tensors(args["data"]),
                                  len(args["names"]), args["dev"])), None
     if fn == "unloadModel":
-        return int(lib.unloadModel(made.text(args["model_id"]))), None
+        return int(library.unchecked("unloadModel", made.text(args["model_id"]))), None
     if fn in ("infer", "executor_forward"):
         inputs = made.tensors(args["inputs"])
         first_output = len(made.host)
         outputs = made.tensors(args["outputs"])
         if fn == "infer":
-            status = int(lib.infer(made.text(args["model_id"]), made.texts(args["in_names"]),
-                                   made.texts(args["out_names"]), inputs, outputs,
+            status = int(library.unchecked("infer", made.text(args["model_id"]),
+                                           made.texts(args["in_names"]),
+                                           made.texts(args["out_names"]), inputs, outputs,
                                    len(args["inputs"]), len(args["outputs"])))
         else:
             handle = library.executors.get(args["executor"])
@@ -260,20 +266,21 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
         return status, None
     if fn == "accGetExecutor":
         attrs = args["attrs"]
-        handle = ffi.new("MXAccExecutor **")
-        status = int(lib.accGetExecutor(
+        handle = cdata.new("MXAccExecutor **")
+        status = int(library.unchecked("accGetExecutor", 
             made.text(args["op"]), made.tensors(args["inputs"]), made.tensors(args["outputs"]),
             len(args["inputs"]), len(args["outputs"]), made.texts(list(attrs)),
             made.texts(list(attrs.values())), len(attrs), args["dev"], handle))
         if status == 0 and "executor" in out:
-            library.executors[out["executor"]] = ffi.gc(handle[0], lambda h: h.release(h))
+            library.executors[out["executor"]] = cdata.gc(handle[0], lambda h: h.release(h))
         return status, None
     if fn == "configure":
         settings = args["settings"]
         keys, values = made.texts(list(settings)), made.texts(list(settings.values()))
-        out_keys, out_values = ffi.new("const char *const **"), ffi.new("const char *const **")
-        count = ffi.new("int *")
-        return int(lib.configure(keys, values, len(settings), args["dev"], out_keys, out_values,
+        out_keys, out_values = cdata.new("const char *const **"), cdata.new("const char *const **")
+        count = cdata.new("int *")
+        return int(library.unchecked("configure",
+                                     keys, values, len(settings), args["dev"], out_keys, out_values,
                                  count)), None
     raise TraceError(f"call {record['seq']}: unknown function {fn!r}")
 
@@ -326,7 +333,7 @@ def replay(path: str | os.PathLike[str], libraries: Mapping[str, str] | None = N
                 library = opened[index] = _Replayed(chosen[index], copy)
                 if record["fn"] not in ("getAccApiVersion", "initialize"):
                     # traced after the library was loaded: make its handshake first
-                    status = int(library.lib.initialize(trace.header.get("host_api",
+                    status = int(library.unchecked("initialize", trace.header.get("host_api",
                                                                          header.API_VERSION)))
                     report.notes.append(f"{label}: the trace starts after initialize(); "
                                           f"the replayer called it (status {status})")
