@@ -19,17 +19,18 @@ import os as _os
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
-from . import engine, errors, initializer, io, model, onnx, test_utils
+from . import engine, errors, initializer, io, metric, model, onnx, random, test_utils
 from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
 from . import symbol as sym
 from ._abi import API_VERSION
 from .attribute import AttrScope
-from .context import Context, cpu, current_context
+from .context import Context, cpu, current_context, gpu
 from .discovery import AccLibraryWarning
 from .discovery import discover as _discover
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
+from .ndarray_methods import host_functions as _host_functions
 from .registry import acc, get_library, libraries, load_acc
 from .subgraph import AccFallbackWarning
 
@@ -57,6 +58,9 @@ __all__ = [
     "get_library",
     "libraries",
     "load_acc",
+    "metric",
+    "random",
+    "gpu",
     "test_utils",
     *errors.__all__,
 ]
@@ -87,3 +91,10 @@ if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are rec
 
     _trace.start_from_environment()
 _discover()
+# mx.nd.random.* and MXNet's legacy names (mx.nd.random_normal, ...)
+nd.random = random
+for _name, _sampler in random.LEGACY_NAMES.items():
+    setattr(nd, _name, _sampler)
+# mx.nd.one_hot, sort, argsort, pick, ...: host operators outside the registry
+for _name, _function in _host_functions().items():
+    setattr(nd, _name, _function)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import ContextError
 
-__all__ = ["Context", "cpu", "current_context"]
+__all__ = ["Context", "cpu", "current_context", "gpu", "num_gpus"]
 
 # MXNet's numeric device types for its built-in contexts; accelerators are
 # numbered from 64 in load order, so every context type has a distinct id.
@@ -100,3 +100,20 @@ def current_context() -> Context:
     """The innermost context of an active ``with ctx:`` block, else cpu(0)."""
     stack = getattr(_default, "stack", None)
     return stack[-1] if stack else cpu()
+
+
+def num_gpus() -> int:
+    """0: acc-host drives no CUDA devices (accelerators are plugins, see
+    mx.libraries())."""
+    return 0
+
+
+def gpu(device_id: int = 0) -> Context:
+    """Refused with a ContextError naming the accelerators that are loaded:
+    acc-host has no GPU context; an accelerator plugin's contexts
+    (``mx.<name>(i)``) take its place."""
+    from .registry import libraries
+
+    loaded = ", ".join(f"mx.{library.name}({device_id})" for library in libraries()) or "none"
+    raise ContextError(f"mx.gpu({device_id}): acc-host drives no GPUs (num_gpus() is 0); "
+                       f"use an accelerator context instead: {loaded}")

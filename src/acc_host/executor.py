@@ -32,6 +32,7 @@ from .annotate import annotate_symbol
 from .context import Context, cpu
 from .direct_run import DirectRun
 from .errors import GraphError, PluginContractError, PluginUnsupportedError, ShapeError, TensorError
+from .executor_methods import ExecutorMethods
 from .graph import Graph
 from .ndarray import NDArray, zeros
 from .offload import costs_of
@@ -192,7 +193,7 @@ def _put_stored(values: dict[int, Value], arrays: Sequence[tuple[int, NDArray]])
         values[entry] = _stored(array)
 
 
-class Executor:
+class Executor(ExecutorMethods):
     """A bound symbol. Use :meth:`forward`, then read :attr:`outputs`."""
 
     def __init__(self, symbol: Any, ctx: Context, arg_dict: dict[str, NDArray],

@@ -14,6 +14,7 @@ from .errors import GraphError, InvalidArgumentError, ShapeError
 from .executor import Executor
 from .initializer import Initializer, Uniform
 from .io import DataBatch, DataDesc, NDArrayIter
+from .module_methods import ModuleMethods
 from .ndarray import NDArray, array
 from .symbol import Symbol
 
@@ -33,7 +34,7 @@ def _descs(shapes: Sequence[Any] | None) -> list[DataDesc]:
     return result
 
 
-class Module:
+class Module(ModuleMethods):
     """A symbol with its parameters, bound to one context."""
 
     def __init__(self, symbol: Symbol, data_names: Sequence[str] = ("data",),

@@ -43,6 +43,7 @@ from .errors import (
     RankError,
     TensorError,
 )
+from .ndarray_methods import NDArrayMethods
 from .ops import registry
 from .tensor import TensorSpec, dtype_code
 
@@ -90,7 +91,7 @@ def _uses_device_memory(ctx: Context, dtype: Any = None) -> bool:
     return True
 
 
-class NDArray:
+class NDArray(NDArrayMethods):
     """An array on a context. Views made by basic indexing share storage
     (and version) with the array they come from."""
 

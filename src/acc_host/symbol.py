@@ -23,6 +23,7 @@ from .graph import Graph, Shape
 from .ops import registry
 from .ops.params import format_value
 from .symbol_json import Node, parse_graph, write_graph
+from .symbol_methods import SymbolMethods
 from .tensor import dtype_code
 
 __all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson"]
@@ -45,7 +46,7 @@ class _NameManager(threading.local):
 _names = _NameManager()
 
 
-class Symbol:
+class Symbol(SymbolMethods):
     """Outputs of a graph, each (node, visible output index)."""
 
     def __init__(self, outputs: Sequence[tuple[Node, int]],

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 import sys
-import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -7,8 +7,9 @@ Runs in a side environment that has MXNet (it never imports acc_host)::
 A module's public names are its ``__all__`` when it has one, else every
 attribute without a leading underscore, less what it imports for its own use:
 modules, functions and classes from outside MXNet (``np``, ``namedtuple``,
-``cv2``) and the ctypes helpers of ``mxnet.base`` (``check_call``, ``c_str``). A few classes an inference program uses
-are listed with their public members too (``mx.nd.NDArray.sum``). The output
+``cv2``) and the ctypes helpers of ``mxnet.base`` (``check_call``, ``c_str``).
+A few classes an inference program uses are listed with their public members
+too (``mx.nd.NDArray.sum``). The output
 is JSON: {"mxnet": version, "modules": {"mx.nd": [names]}, "classes":
 {"mx.nd.NDArray": [members]}}.
 """
@@ -87,10 +88,12 @@ def class_members(cls: type) -> list[str]:
     """Public members, and the operators the class itself defines."""
     own = {name for klass in cls.__mro__ if klass is not object for name in vars(klass)}
     return sorted(name for name, _ in inspect.getmembers(cls) if not name.startswith("_")
-                  or name in own and name in {"__getitem__", "__setitem__", "__call__", "__eq__", "__ne__",
-                              "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__sub__",
-                              "__mul__", "__truediv__", "__neg__", "__abs__", "__len__",
-                              "__iter__", "__pow__", "__mod__"})
+                  or name in own and name in OPERATORS)
+
+
+OPERATORS = {"__getitem__", "__setitem__", "__call__", "__eq__", "__ne__", "__lt__", "__le__",
+             "__gt__", "__ge__", "__add__", "__sub__", "__mul__", "__truediv__", "__neg__",
+             "__abs__", "__len__", "__iter__", "__pow__", "__mod__"}
 
 
 def main() -> int:
