@@ -19,7 +19,7 @@ import os as _os
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
-from . import engine, errors, initializer, io, metric, model, onnx, random, test_utils
+from . import engine, errors, gluon, initializer, io, metric, model, onnx, random, test_utils
 from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
@@ -30,7 +30,7 @@ from .context import Context, cpu, current_context, gpu
 from .discovery import AccLibraryWarning
 from .discovery import discover as _discover
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
-from .ndarray_methods import host_functions as _host_functions
+from .nd_extras import install as _install_nd_extras
 from .registry import acc, get_library, libraries, load_acc
 from .subgraph import AccFallbackWarning
 
@@ -59,6 +59,7 @@ __all__ = [
     "libraries",
     "load_acc",
     "metric",
+    "gluon",
     "random",
     "gpu",
     "test_utils",
@@ -91,10 +92,4 @@ if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are rec
 
     _trace.start_from_environment()
 _discover()
-# mx.nd.random.* and MXNet's legacy names (mx.nd.random_normal, ...)
-nd.random = random
-for _name, _sampler in random.LEGACY_NAMES.items():
-    setattr(nd, _name, _sampler)
-# mx.nd.one_hot, sort, argsort, pick, ...: host operators outside the registry
-for _name, _function in _host_functions().items():
-    setattr(nd, _name, _function)
+_install_nd_extras(nd)  # mx.nd.random, mx.nd.random_normal, mx.nd.one_hot, ...

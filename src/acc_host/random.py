@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.random import PCG64, Generator, default_rng
 
 from .context import Context, current_context
 from .errors import InvalidArgumentError
@@ -28,13 +29,13 @@ __all__ = ["seed", "uniform", "normal", "randn", "randint", "exponential", "gamm
            "negative_binomial_like", "generalized_negative_binomial_like"]
 
 _lock = threading.Lock()
-_generators: dict[tuple[str, int], np.random.Generator] = {}
+_generators: dict[tuple[str, int], Generator] = {}
 _global_seed: int | None = None
 
 
-def _stream(seed_state: int, ctx: Context) -> np.random.Generator:
+def _stream(seed_state: int, ctx: Context) -> Generator:
     key = [seed_state, zlib.crc32(ctx.device_type.encode()), ctx.device_id]
-    return np.random.Generator(np.random.PCG64(key))
+    return Generator(PCG64(key))
 
 
 def seed(seed_state: int, ctx: Context | str = "all") -> None:
@@ -55,11 +56,11 @@ def seed(seed_state: int, ctx: Context | str = "all") -> None:
             raise InvalidArgumentError(f"seed(ctx=...) takes a Context or 'all', got {ctx!r}")
 
 
-def _generator(ctx: Context) -> np.random.Generator:
+def _generator(ctx: Context) -> Generator:
     key = (ctx.device_type, ctx.device_id)
     generator = _generators.get(key)
     if generator is None:
-        generator = (np.random.default_rng() if _global_seed is None
+        generator = (default_rng() if _global_seed is None
                      else _stream(_global_seed, ctx))
         _generators[key] = generator
     return generator
@@ -201,7 +202,7 @@ def generalized_negative_binomial(mu: Any = 1.0, alpha: Any = 1.0, shape: Any = 
     """Gamma-Poisson mixture of mean mu and dispersion alpha (Poisson for alpha 0)."""
     mu, alpha = _parameter(mu, "mu"), _parameter(alpha, "alpha")
 
-    def draw(g: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
+    def draw(g: Generator, size: tuple[int, ...]) -> np.ndarray:
         mean = np.broadcast_to(_broadcast(mu, size), size)
         spread = np.broadcast_to(_broadcast(alpha, size), size)
         mixed = spread > 0
