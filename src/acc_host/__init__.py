@@ -19,7 +19,19 @@ import os as _os
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
-from . import engine, errors, gluon, initializer, io, metric, model, onnx, random, test_utils
+from . import (
+    engine,
+    errors,
+    gluon,
+    initializer,
+    io,
+    metric,
+    model,
+    onnx,
+    random,
+    recordio,
+    test_utils,
+)
 from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
@@ -61,6 +73,7 @@ __all__ = [
     "metric",
     "gluon",
     "random",
+    "recordio",
     "gpu",
     "test_utils",
     *errors.__all__,

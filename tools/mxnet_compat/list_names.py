@@ -1,8 +1,10 @@
 """Lists the public names of MXNet 1.9.1's inference-facing modules.
 
-Runs in a side environment that has MXNet (it never imports acc_host)::
+Runs in a side environment that has MXNet (it never imports acc_host),
+made with ``python3 -m venv mxenv && mxenv/bin/pip install "mxnet==1.9.1"
+"numpy<1.24"`` (MXNet is an oracle here, never a dependency)::
 
-    /work/mxenv/bin/python tools/mxnet_compat/list_names.py > tools/mxnet_compat/mxnet_names.json
+    mxenv/bin/python tools/mxnet_compat/list_names.py > tools/mxnet_compat/mxnet_names.json
 
 A module's public names are its ``__all__`` when it has one, else every
 attribute without a leading underscore, less what it imports for its own use:

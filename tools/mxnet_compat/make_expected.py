@@ -2,7 +2,7 @@
 
 Runs in a side environment that has MXNet (it never imports acc_host)::
 
-    /work/mxenv/bin/python tools/mxnet_compat/make_expected.py tests/mxnet_expected
+    mxenv/bin/python tools/mxnet_compat/make_expected.py tests/mxnet_expected
 
 Writes ndarray_methods.json (the calls) with ndarray_methods.npz (their
 inputs and MXNet's outputs) and metrics.json (each metric's get() and

@@ -2,7 +2,7 @@
 
 Runs in a side environment that has MXNet (it never imports acc_host)::
 
-    /work/mxenv/bin/python tools/mxnet_compat/make_gluon_expected.py tests/mxnet_expected/gluon
+    mxenv/bin/python tools/mxnet_compat/make_gluon_expected.py tests/mxnet_expected/gluon
 
 For each network NAME: NAME-symbol.json and NAME-0000.params (export),
 NAME.params (save_parameters, structural names), NAME-input.npy and
