@@ -383,7 +383,11 @@ def _picked(label: Any, pred: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     expected, scores = _host(label).ravel(), _host(pred)
     if expected.shape[0] != scores.shape[0]:
         raise ShapeError(f"{what}: {expected.shape[0]} labels for {scores.shape[0]} predictions")
-    return expected, scores[np.arange(expected.shape[0]), expected.astype(np.int64)]
+    classes = expected.astype(np.int64)
+    if scores.ndim != 2 or classes.size and (classes.min() < 0 or classes.max() >= scores.shape[1]):
+        raise InvalidArgumentError(f"{what}: labels must be class indices below "
+                                   f"{scores.shape[-1]} for predictions of shape {scores.shape}")
+    return expected, scores[np.arange(expected.shape[0]), classes]
 
 
 @register

@@ -108,7 +108,8 @@ class ModuleMethods:
               reset: bool = True, epoch: int = 0, sparse_row_id_fn: Any = None
               ) -> list[tuple[str, float]]:
         """Runs eval_data through the module, updating eval_metric (a metric
-        or its name) with each batch's labels; returns its name-value pairs."""
+        or its name) with each batch's labels; returns its name-value pairs.
+        As in MXNet, the padding examples of a last batch are scored too."""
         from . import metric as metric_module
 
         if not isinstance(eval_metric, metric_module.EvalMetric):
@@ -120,12 +121,6 @@ class ModuleMethods:
             if num_batch is not None and number == num_batch:
                 break
             self.forward(batch, is_train=False)  # type: ignore[attr-defined]
-            pad = batch.pad or 0
-            outputs = self.get_outputs()  # type: ignore[attr-defined]
-            labels = list(batch.label or [])
-            if pad:
-                keep = batch.data[0].shape[0] - pad
-                outputs = [output[:keep] for output in outputs]
-                labels = [label[:keep] for label in labels]
-            eval_metric.update(labels, outputs)
+            # as MXNet: a padded last batch is scored whole, padding included
+            self.update_metric(eval_metric, list(batch.label or []))
         return eval_metric.get_name_value()
