@@ -247,3 +247,28 @@ def test_executor_copy_params_from() -> None:
     executor.copy_params_from({"nope": mx.nd.ones((1,))}, allow_extra_params=True)
     with pytest.raises(mx.ShapeError):
         executor.copy_params_from({"fc_bias": mx.nd.ones((3,))})
+
+
+# ---- runtime, contrib.onnx --------------------------------------------------------------
+
+
+def test_runtime_features_are_mxnets_names_all_disabled() -> None:
+    features = mx.runtime.Features()
+    assert [feature.name for feature in mx.runtime.feature_list()][:3] == ["CUDA", "CUDNN",
+                                                                          "NCCL"]
+    assert not features.is_enabled("cuda") and not features.is_enabled("OPENCV")
+    with pytest.raises(mx.InvalidArgumentError, match="unknown"):
+        features.is_enabled("WARP_DRIVE")
+
+
+@pytest.mark.parametrize("context", _contexts())
+def test_contrib_onnx_import_to_gluon(context: str) -> None:
+    pytest.importorskip("onnx", reason="mx.contrib.onnx needs the onnx package")
+    folder = Path(__file__).resolve().parent / "onnx_models"
+    reference = np.load(folder / "resnet_small.npz")
+    ctx = _context(context)
+    block = mx.contrib.onnx.import_to_gluon(str(folder / "resnet_small.onnx"), ctx)
+    out = block(mx.nd.array(reference["input"], ctx=ctx))
+    np.testing.assert_allclose(out.asnumpy(), reference["output_0"], rtol=1e-3, atol=1e-4)
+    metadata = mx.contrib.onnx.get_model_metadata(str(folder / "resnet_small.onnx"))
+    assert metadata["input_tensor_data"] == [("input", (2, 3, 32, 32))]

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
 from . import (
+    contrib,
     engine,
     errors,
     gluon,
@@ -31,6 +32,7 @@ from . import (
     onnx,
     random,
     recordio,
+    runtime,
     test_utils,
 )
 from . import initializer as init
@@ -76,6 +78,8 @@ __all__ = [
     "random",
     "recordio",
     "image",
+    "contrib",
+    "runtime",
     "gpu",
     "test_utils",
     *errors.__all__,
