@@ -34,11 +34,13 @@ from . import (
     recordio,
     runtime,
     test_utils,
+    visualization,
 )
 from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
 from . import symbol as sym
+from . import visualization as viz
 from ._abi import API_VERSION
 from .attribute import AttrScope
 from .context import Context, cpu, current_context, gpu
@@ -80,6 +82,8 @@ __all__ = [
     "image",
     "contrib",
     "runtime",
+    "viz",
+    "visualization",
     "gpu",
     "test_utils",
     *errors.__all__,
