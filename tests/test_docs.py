@@ -64,7 +64,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
-LINKED_DIRS = ("tests/models", "tests/onnx_models")
+LINKED_DIRS = ("tests/models", "tests/onnx_models", "tests/mxnet_expected", "docs/examples")
 
 RUN = {"python", "sh", "bash", "shell", "console", "c", "json", "toml"}
 SAMPLES = {"text", "plain", "output"}

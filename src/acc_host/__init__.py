@@ -20,15 +20,33 @@ import pkgutil as _pkgutil
 from collections.abc import Callable
 
 # acc_host.onnx is light: it imports the onnx pip package only when a function needs it
-from . import engine, errors, initializer, io, model, onnx, test_utils
+from . import (
+    contrib,
+    engine,
+    errors,
+    gluon,
+    image,
+    initializer,
+    io,
+    metric,
+    model,
+    onnx,
+    random,
+    recordio,
+    runtime,
+    test_utils,
+    visualization,
+)
 from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
 from . import symbol as sym
+from . import visualization as viz
 from .abi.header import API_VERSION
-from .context import Context, cpu, current_context
+from .context import Context, cpu, current_context, gpu
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
 from .graph.attribute import AttrScope
+from .nd_extras import install as _install_nd_extras
 from .plugins import registry as _registry
 from .plugins.discovery import AccLibraryWarning
 from .plugins.discovery import discover as _discover
@@ -59,6 +77,16 @@ __all__ = [
     "get_library",
     "libraries",
     "load_acc",
+    "metric",
+    "gluon",
+    "random",
+    "recordio",
+    "image",
+    "contrib",
+    "runtime",
+    "viz",
+    "visualization",
+    "gpu",
     "test_utils",
     *errors.__all__,
 ]
@@ -97,3 +125,4 @@ if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are rec
 
     _trace.start_from_environment()
 _discover()
+_install_nd_extras(nd)  # mx.nd.random, mx.nd.random_normal, mx.nd.one_hot, ...

@@ -19,7 +19,7 @@ from typing import Any
 from . import engine
 from .errors import ContextError
 
-__all__ = ["Context", "cpu", "current_context", "install_registry"]
+__all__ = ["Context", "cpu", "current_context", "gpu", "install_registry", "num_gpus"]
 
 # MXNet's numeric device types for its built-in contexts; accelerators are
 # numbered from 64 in load order, so every context type has a distinct id.
@@ -33,17 +33,20 @@ def _no_registry(name: str) -> Any:
 
 
 # The registry's lookups (install_registry): the loaded library called name,
-# and the numeric device type of its contexts.
+# the numeric device type of its contexts, and the names of the loaded ones.
 _get_library: Callable[[str], Any] = _no_registry
 _type_id: Callable[[str], int] = _no_registry
+_loaded_names: Callable[[], list[str]] = list
 
 
-def install_registry(get_library: Callable[[str], Any], type_id: Callable[[str], int]) -> None:
+def install_registry(get_library: Callable[[str], Any], type_id: Callable[[str], int],
+                     loaded_names: Callable[[], list[str]] = list) -> None:
     """Makes accelerator contexts find their libraries with get_library(name)
     (which raises ContextError for a name that is not loaded) and their
-    numeric device types with type_id(name)."""
-    global _get_library, _type_id
-    _get_library, _type_id = get_library, type_id
+    numeric device types with type_id(name); loaded_names() lists the
+    accelerators loaded (for messages)."""
+    global _get_library, _type_id, _loaded_names
+    _get_library, _type_id, _loaded_names = get_library, type_id, loaded_names
 
 
 class Context:
@@ -120,3 +123,18 @@ def current_context() -> Context:
     """The innermost context of an active ``with ctx:`` block, else cpu(0)."""
     stack = getattr(_default, "stack", None)
     return stack[-1] if stack else cpu()
+
+
+def num_gpus() -> int:
+    """0: acc-host drives no CUDA devices (accelerators are plugins, see
+    mx.libraries())."""
+    return 0
+
+
+def gpu(device_id: int = 0) -> Context:
+    """Refused with a ContextError naming the accelerators that are loaded:
+    acc-host has no GPU context; an accelerator plugin's contexts
+    (``mx.<name>(i)``) take its place."""
+    loaded = ", ".join(f"mx.{name}({device_id})" for name in _loaded_names()) or "none"
+    raise ContextError(f"mx.gpu({device_id}): acc-host drives no GPUs (num_gpus() is 0); "
+                       f"use an accelerator context instead: {loaded}")

@@ -99,3 +99,12 @@ def _named(source: Any, default_name: str) -> list[tuple[str, np.ndarray]]:
         items = [(default_name, source)]
     return [(name, value.asnumpy() if isinstance(value, NDArray) else np.asarray(value))
             for name, value in items]
+
+
+def __getattr__(name: str) -> Any:
+    """mx.io.ImageRecordIter (acc_host.image_iter, loaded when first used)."""
+    if name == "ImageRecordIter":
+        from .image_iter import ImageRecordIter
+
+        return ImageRecordIter
+    raise AttributeError(f"module 'acc_host.io' has no attribute {name!r}")

@@ -13,6 +13,7 @@ from .context import Context, cpu
 from .errors import GraphError, InvalidArgumentError, ShapeError
 from .initializer import Initializer, Uniform
 from .io import DataBatch, DataDesc, NDArrayIter
+from .module_methods import ModuleMethods
 from .ndarray import NDArray, array
 from .runtime.executor import Executor
 from .symbol import Symbol
@@ -33,8 +34,17 @@ def _descs(shapes: Sequence[Any] | None) -> list[DataDesc]:
     return result
 
 
-class Module:
+class Module(ModuleMethods):
     """A symbol with its parameters, bound to one context."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Module:
+        """Module(context=[ctx0, ctx1, ...]) is a DataParallelModule."""
+        context = kwargs.get("context", args[3] if len(args) > 3 else None)
+        if cls is Module and isinstance(context, (list, tuple)) and len(context) > 1:
+            from .module_parallel import DataParallelModule
+
+            return super().__new__(DataParallelModule)
+        return super().__new__(cls)
 
     def __init__(self, symbol: Symbol, data_names: Sequence[str] = ("data",),
                  label_names: Sequence[str] | None = ("softmax_label",),
@@ -43,8 +53,8 @@ class Module:
                  state_names: Sequence[str] | None = None, **kwargs: Any) -> None:
         if isinstance(context, (list, tuple)):
             if len(context) != 1:
-                raise InvalidArgumentError("Module runs on one context; data parallelism over "
-                                           "several is not supported")
+                raise InvalidArgumentError(f"Module: {len(context)} contexts given; give one, "
+                                           "or several for data parallelism")
             context = context[0]
         self._symbol = symbol
         self._context: Context = context if isinstance(context, Context) else cpu()

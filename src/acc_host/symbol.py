@@ -25,6 +25,7 @@ from .graph.symbol_json import MXNET_VERSION, Node, parse_graph, write_graph
 from .ops import registry
 from .ops.params import format_value
 from .runtime.executor import Executor
+from .symbol_methods import SymbolMethods
 
 __all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson"]
 
@@ -44,7 +45,7 @@ class _NameManager(threading.local):
 _names = _NameManager()
 
 
-class Symbol:
+class Symbol(SymbolMethods):
     """Outputs of a graph, each (node, visible output index)."""
 
     def __init__(self, outputs: Sequence[tuple[Node, int]],

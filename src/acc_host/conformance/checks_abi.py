@@ -14,8 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..abi.library import IMPERATIVE_SYMBOLS, OPTIONAL_SYMBOLS, REQUIRED_SYMBOLS, validate_acc_name
 from .report import CheckFailed, CheckSkipped
 from .session import ERR_DEVICE, Session, status_text

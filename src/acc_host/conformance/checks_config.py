@@ -11,8 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..abi.tensor import CStrings
 from ..errors import PluginContractError, PluginError
 from .report import CheckFailed, CheckSkipped

@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..abi.memory import DeviceBuffer
 from ..abi.tensor import TensorArray, TensorSpec
 from .report import CheckFailed

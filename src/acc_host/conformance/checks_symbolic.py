@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..abi import header
+from ..abi import cdata, header
 from ..abi.annotate import annotate_symbol, output_name, signature
-from ..abi import cdata
 from ..abi.library import AccLibrary
 from ..abi.loaded_model import LoadedModel
 from ..abi.memory import DeviceBuffer
@@ -364,7 +363,7 @@ def _load_raw(session: Session, instance: cases.Instance, model_id: str, dev: in
         tensors.set_host_array(index, value)
     c_names = CStrings(names)
     with library.device_lock(dev):
-        return int(library.unchecked("loadModel", 
+        return int(library.unchecked("loadModel",
             cdata.new("char[]", model_id.encode()),
             cdata.new("char[]", json.dumps(on_device(instance.graph, dev)).encode()),
             c_names.pointer, tensors.pointer, len(names), dev))

@@ -17,8 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..abi.library import AccLibrary, validate_acc_name
 from ..errors import LibraryError, NotALibraryError
 from ..trace import recorder

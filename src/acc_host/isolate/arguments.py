@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..abi.tensor import numpy_dtype
 from ..errors import TensorError
 from . import shared

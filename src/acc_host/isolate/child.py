@@ -235,7 +235,7 @@ class Server:
                        ) -> tuple[tuple[int, str | None], int | None, bool, bool]:
         keep: list[Any] = []
         out = NULL if null else cdata.new("MXAccExecutor **", cdata.cast("MXAccExecutor *", _UNSET))
-        status = self._status(self.plugin.unchecked("accGetExecutor", 
+        status = self._status(self.plugin.unchecked("accGetExecutor",
             self._text(op_name, keep), self._tensors(inputs, keep), self._tensors(outputs, keep),
             num_in, num_out, self._texts(keys, keep), self._texts(values, keep), num_attrs,
             dev_id, out))
@@ -264,7 +264,7 @@ class Server:
         keep: list[Any] = []
         id_array = NULL if ids is None else cdata.new("int[]", ids or [0])
         count = NULL if num_ids is None else cdata.new("int *", num_ids)
-        status = self._status(self.plugin.unchecked("supportedOps", 
+        status = self._status(self.plugin.unchecked("supportedOps",
             self._text(json, keep), self._texts(names, keep), self._tensors(data, keep),
             num_data, dev_id, id_array, capacity, count))
         return (status, None if ids is None else list(id_array[0:len(ids)]),
@@ -273,7 +273,7 @@ class Server:
     def loadModel(self, model_id: bytes | None, json: bytes | None, names: Any, data: Any,
                   num_data: int, dev_id: int) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.plugin.unchecked("loadModel", 
+        return self._status(self.plugin.unchecked("loadModel",
             self._text(model_id, keep), self._text(json, keep), self._texts(names, keep),
             self._tensors(data, keep), num_data, dev_id))
 
@@ -284,7 +284,7 @@ class Server:
     def infer(self, model_id: bytes | None, in_names: Any, out_names: Any, inputs: Any,
               outputs: Any, num_in: int, num_out: int) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.plugin.unchecked("infer", 
+        return self._status(self.plugin.unchecked("infer",
             self._text(model_id, keep), self._texts(in_names, keep), self._texts(out_names, keep),
             self._tensors(inputs, keep), self._tensors(outputs, keep), num_in, num_out))
 
@@ -294,7 +294,7 @@ class Server:
         out_keys = NULL if nulls[0] else cdata.new("const char *const **")
         out_values = NULL if nulls[1] else cdata.new("const char *const **")
         out_count = NULL if num_out is None else cdata.new("int *", num_out)
-        status = self._status(self.plugin.unchecked("configure", 
+        status = self._status(self.plugin.unchecked("configure",
             self._texts(keys, keep), self._texts(values, keep), count, dev_id, out_keys,
             out_values, out_count))
         answered = None if num_out is None else int(out_count[0])

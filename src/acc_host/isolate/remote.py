@@ -22,8 +22,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..errors import LibraryDeadError, PluginCrashedError
 from .arguments import CallMemory, address, readable, text, texts
 from .process import PluginProcess

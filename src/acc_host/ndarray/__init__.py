@@ -48,6 +48,7 @@ from ..errors import (
 )
 from ..ops import registry
 from . import dispatch, params_file
+from .methods import NDArrayMethods
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "from_dlpack",
            "save", "load", "waitall", "concatenate"]
@@ -98,7 +99,7 @@ def _uses_device_memory(ctx: Context, dtype: Any = None) -> bool:
     return True
 
 
-class NDArray:
+class NDArray(NDArrayMethods):
     """An array on a context. Views made by basic indexing share storage
     (and version) with the array they come from."""
 

@@ -182,7 +182,7 @@ def _hand_tracer(tracer: recorder.Tracer | None) -> None:
 
 
 recorder.on_change(_hand_tracer)
-install_registry(get_library, type_id)
+install_registry(get_library, type_id, lambda: [library.name for library in libraries()])
 
 
 def acc(device_id: int = 0) -> Context:

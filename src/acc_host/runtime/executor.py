@@ -48,6 +48,7 @@ from ..partition.segment import Partition, offerable_region, partition_graph, re
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
 from .direct_run import DirectRun
+from .executor_methods import ExecutorMethods
 from .subgraph import SubgraphOperator, Value, to_host
 
 __all__ = ["Executor"]
@@ -175,7 +176,7 @@ def _put_stored(values: dict[int, Value], arrays: Sequence[tuple[int, NDArray]])
         values[entry] = _stored(array)
 
 
-class Executor:
+class Executor(ExecutorMethods):
     """A bound symbol. Use :meth:`forward`, then read :attr:`outputs`."""
 
     def __init__(self, symbol: Any, ctx: Context, arg_dict: dict[str, NDArray],

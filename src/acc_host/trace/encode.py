@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..abi.tensor import TensorSpec, numpy_dtype
 from ..errors import AccHostError
 from .format import BlobStore

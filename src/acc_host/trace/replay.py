@@ -30,8 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..abi import header
-from ..abi import cdata
+from ..abi import cdata, header
 from ..abi.tensor import numpy_dtype
 from ..compare import mismatch
 from ..errors import TraceError
@@ -267,7 +266,7 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
     if fn == "accGetExecutor":
         attrs = args["attrs"]
         handle = cdata.new("MXAccExecutor **")
-        status = int(library.unchecked("accGetExecutor", 
+        status = int(library.unchecked("accGetExecutor",
             made.text(args["op"]), made.tensors(args["inputs"]), made.tensors(args["outputs"]),
             len(args["inputs"]), len(args["outputs"]), made.texts(list(attrs)),
             made.texts(list(attrs.values())), len(attrs), args["dev"], handle))

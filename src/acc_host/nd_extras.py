@@ -1,0 +1,19 @@
+"""Names of MXNet's mx.nd that live outside acc_host.ndarray: the random
+samplers (mx.nd.random.*, the legacy mx.nd.random_normal, ...) and the
+host operators (mx.nd.one_hot, sort, argsort, pick, ...). install() adds
+them to the ndarray module when acc_host is imported."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+__all__ = ["install"]
+
+
+def install(ndarray_module: ModuleType) -> None:
+    from . import random
+    from .ndarray.methods import host_functions
+
+    extras: dict[str, object] = {"random": random, **random.LEGACY_NAMES, **host_functions()}
+    for name, value in extras.items():
+        setattr(ndarray_module, name, value)
