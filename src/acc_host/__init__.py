@@ -45,12 +45,14 @@ from . import visualization as viz
 from .abi.header import API_VERSION
 from .context import Context, cpu, current_context, gpu
 from .errors import *  # noqa: F403  (the hierarchy is part of the public API)
+from .graph import attribute as attribute  # MXNet's mx.attribute (AttrScope)
 from .graph.attribute import AttrScope
 from .nd_extras import install as _install_nd_extras
 from .plugins import registry as _registry
 from .plugins.discovery import AccLibraryWarning
 from .plugins.discovery import discover as _discover
 from .plugins.registry import acc, get_library, libraries, load_acc
+from .runtime import executor as executor  # MXNet's mx.executor (Executor)
 from .runtime.subgraph import AccFallbackWarning
 
 __version__ = "0.1.0"

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidArgumentError, ShapeError
+from .ndarray import NDArray
 
 __all__ = ["EvalMetric", "CompositeEvalMetric", "Accuracy", "TopKAccuracy", "F1", "MAE", "MSE",
            "RMSE", "CrossEntropy", "NegativeLogLikelihood", "Perplexity", "Loss", "CustomMetric",
@@ -45,16 +46,12 @@ def alias(*names: str) -> Callable[[type[EvalMetric]], type[EvalMetric]]:
 
 
 def _host(value: Any) -> np.ndarray:
-    from .ndarray import NDArray
-
     if isinstance(value, NDArray):
         return value.asnumpy()
     return np.asarray(value)
 
 
 def _as_list(value: Any) -> list[Any]:
-    from .ndarray import NDArray
-
     if isinstance(value, (NDArray, np.ndarray)):
         return [value]
     return list(value)

@@ -22,6 +22,7 @@ from numpy.random import PCG64, Generator, default_rng
 
 from .context import Context, current_context
 from .errors import InvalidArgumentError
+from .ndarray import NDArray, array
 
 __all__ = ["seed", "uniform", "normal", "randn", "randint", "exponential", "gamma", "poisson",
            "negative_binomial", "generalized_negative_binomial", "multinomial", "shuffle",
@@ -82,8 +83,6 @@ def _dtype(dtype: Any) -> np.dtype:
 
 
 def _sample(draw: Any, shape: Any, dtype: Any, ctx: Context | None, out: Any) -> Any:
-    from .ndarray import NDArray, array
-
     target_ctx = out.context if out is not None else ctx or current_context()
     size = tuple(out.shape) if out is not None else _shape(shape)
     with _lock:
@@ -99,8 +98,6 @@ def _sample(draw: Any, shape: Any, dtype: Any, ctx: Context | None, out: Any) ->
 
 def _parameter(value: Any, name: str) -> Any:
     """A scalar parameter, or an NDArray of parameters (one sample shape per entry)."""
-    from .ndarray import NDArray
-
     if isinstance(value, NDArray):
         return value.asnumpy().astype(np.float64)
     if isinstance(value, numbers.Real):
@@ -217,8 +214,6 @@ def multinomial(data: Any, shape: Any = None, get_prob: bool = False, out: Any =
                 dtype: str = "int32", **kwargs: Any) -> Any:
     """Category indices drawn from the probabilities in data's last axis
     (shape data.shape[:-1] + shape)."""
-    from .ndarray import NDArray, array
-
     if not isinstance(data, NDArray):
         raise InvalidArgumentError("multinomial: data must be an NDArray of probabilities")
     probabilities = data.asnumpy().astype(np.float64)
@@ -243,8 +238,6 @@ def multinomial(data: Any, shape: Any = None, get_prob: bool = False, out: Any =
 
 def shuffle(data: Any, **kwargs: Any) -> Any:
     """A copy of data with its first axis shuffled."""
-    from .ndarray import array
-
     values = data.asnumpy()
     with _lock:
         order = _generator(data.context).permutation(values.shape[0])

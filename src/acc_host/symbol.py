@@ -17,15 +17,18 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .abi.tensor import dtype_code
+from .context import current_context
 from .errors import GraphError, ModelFileNotFoundError, OperatorError
 from .graph import Graph, Shape
 from .graph.attribute import current_attrs
 from .graph.symbol_json import MXNET_VERSION, Node, parse_graph, write_graph
+from .ndarray.methods import FLUENT_OPERATORS, split_arguments
 from .ops import registry
 from .ops.params import format_value
 from .runtime.executor import Executor
-from .symbol_methods import SymbolMethods
 
 __all__ = ["Symbol", "Variable", "var", "Group", "load", "load_json", "fromjson"]
 
@@ -43,6 +46,56 @@ class _NameManager(threading.local):
 
 
 _names = _NameManager()
+
+
+# ---- MXNet's fluent methods (x.sum(...), x.reshape(...)), mixed into Symbol ----
+
+
+def _fluent(op_name: str) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        name, attr = kwargs.pop("name", None), kwargs.pop("attr", None)
+        inputs, attrs = split_arguments(op_name, Symbol, self, args, kwargs)
+        return _create(op_name, inputs, attrs, name, attr)
+
+    method.__name__ = op_name
+    method.__doc__ = f"``mx.sym.{op_name}(self, ...)``"
+    return method
+
+
+def _registered(op_name: str) -> bool:
+    return registry.find(op_name) is not None
+
+
+class SymbolMethods:
+    """The fluent methods (mixed into Symbol)."""
+
+    __slots__ = ()
+
+    def reshape(self: Any, *shape: Any, **kwargs: Any) -> Any:
+        """``mx.sym.Reshape(self, shape=...)``."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if shape:
+            kwargs["shape"] = tuple(shape)
+        name, attr = kwargs.pop("name", None), kwargs.pop("attr", None)
+        return _create("Reshape", [self], kwargs, name, attr)
+
+    def astype(self: Any, dtype: Any, **kwargs: Any) -> Any:
+        """``mx.sym.Cast(self, dtype=...)``."""
+        return _create("Cast", [self], {"dtype": np.dtype(dtype).name}, **kwargs)
+
+    def eval(self, ctx: Any = None, **kwargs: Any) -> list[Any]:
+        """Binds the symbol to ctx (default: the current context) with the
+        given arrays for every argument, runs one forward and returns its
+        outputs, as MXNet's Symbol.eval."""
+        executor = self.bind(ctx or current_context(), kwargs)  # type: ignore[attr-defined]
+        return list(executor.forward())
+
+
+for _method, _op in FLUENT_OPERATORS.items():
+    # the host operators (one_hot, sort, ...) are not in the registry, so not in graphs
+    if not hasattr(SymbolMethods, _method) and _registered(_op):
+        setattr(SymbolMethods, _method, _fluent(_op))
 
 
 class Symbol(SymbolMethods):

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidArgumentError, ShapeError
+from .symbol import Symbol
 
 __all__ = ["print_summary", "plot_network"]
 
@@ -57,8 +58,6 @@ def _param_count(node: Mapping[str, Any], in_extent: int, out_shape: Sequence[in
 def summary_lines(symbol: Any, shape: Mapping[str, Any] | None = None, line_length: int = 120,
                   positions: Sequence[float] = (.44, .64, .74, 1.)) -> list[str]:
     """The lines print_summary prints."""
-    from .symbol import Symbol
-
     if not isinstance(symbol, Symbol):
         raise InvalidArgumentError(f"print_summary needs a Symbol, got {type(symbol).__name__}")
     shapes: dict[str, tuple[int, ...]] = {}

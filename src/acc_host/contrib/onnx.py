@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import symbol
+from ..gluon import SymbolBlock
 from ..onnx import export_model, get_model_metadata, import_model
 
 __all__ = ["import_model", "export_model", "get_model_metadata", "import_to_gluon"]
@@ -13,9 +15,6 @@ __all__ = ["import_model", "export_model", "get_model_metadata", "import_to_gluo
 
 def import_to_gluon(model_file: Any, ctx: Any = None) -> Any:
     """A gluon SymbolBlock running the ONNX model (parameters on ctx)."""
-    from .. import symbol
-    from ..gluon import SymbolBlock
-
     sym, arg_params, aux_params = import_model(model_file)
     params = {**arg_params, **aux_params}
     inputs = [name for name in sym.list_inputs() if name not in params]

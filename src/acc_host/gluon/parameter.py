@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import initializer as _init
 from .. import ndarray as nd
+from .. import symbol
 from ..context import Context, current_context
 from ..errors import GraphError, InvalidArgumentError, ShapeError
 
@@ -192,8 +193,6 @@ class Parameter:
 
     def var(self) -> Any:
         """The symbol variable of this parameter."""
-        from .. import symbol
-
         return symbol.Variable(self.name)
 
     def zero_grad(self) -> None:
