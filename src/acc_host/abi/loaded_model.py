@@ -167,15 +167,20 @@ class LoadedModel:
             # delays the unload), so models loaded without it pay nothing.
             self.__class__ = _CheckedModel
 
+    def _check_buffer(self, value: DeviceBuffer, spec: TensorSpec, name: str) -> None:
+        """A TensorError unless value is a live buffer of this model's device
+        with the spec the model expects at name."""
+        if value.library is not self.library or value.dev_id != self.dev_id or value.closed:
+            raise TensorError(f"{name}: {value!r} is not usable on "
+                              f"{self.library.name}({self.dev_id})")
+        if value.spec != spec:
+            raise TensorError(f"{name}: {value!r} does not match {spec.shape} {spec.dtype}")
+
     def _point(self, array: TensorArray, index: int, name: str, value: ArrayLike,
                writable: bool) -> None:
         spec = array.specs[index]
         if isinstance(value, DeviceBuffer):
-            if value.library is not self.library or value.dev_id != self.dev_id or value.closed:
-                raise TensorError(f"{name}: {value!r} is not usable on "
-                                  f"{self.library.name}({self.dev_id})")
-            if value.spec != spec:
-                raise TensorError(f"{name}: {value!r} does not match {spec.shape} {spec.dtype}")
+            self._check_buffer(value, spec, name)
             array.set_data(index, value.pointer, self.dev_id, value)
             return
         if not isinstance(value, np.ndarray):
@@ -271,11 +276,7 @@ class LoadedModel:
                 tensor.dev_id = HOST_DEVICE
             return buffer
         if isinstance(value, DeviceBuffer):
-            if value.library is not self.library or value.dev_id != self.dev_id or value.closed:
-                raise TensorError(f"{name}: {value!r} is not usable on "
-                                  f"{self.library.name}({self.dev_id})")
-            if value.spec != spec:
-                raise TensorError(f"{name}: {value!r} does not match {spec.shape} {spec.dtype}")
+            self._check_buffer(value, spec, name)
             tensor.data = value.pointer
             tensor.dev_id = self.dev_id
             return value
