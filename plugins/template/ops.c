@@ -18,7 +18,7 @@ static const struct {
 } kOps[] = {[TP_CONV] = {"Convolution", 2}, [TP_RELU] = {"Activation", 1},
             [TP_ADD] = {"elemwise_add", 2}, [TP_FLATTEN] = {"Flatten", 1}};
 
-/* The value of attribute key, or NULL when absent or "None". */
+/* Attribute key, or NULL when absent or "None". */
 static const char *get(const acc_node *node, const char *key) {
   const char *value = acc_node_attr(node, key);
   return value != NULL && !acc_attr_is_none(value) ? value : NULL;
@@ -82,9 +82,7 @@ static int prepare_conv(const acc_node *node, tp_op *op) {
   op->out = (acc_shape){4, {x->dims[0], w->dims[0], 0, 0}};
   for (int d = 0; d < 2; ++d) {
     int64_t padded = (int64_t)x->dims[2 + d] + 2 * op->pad[d];
-    if (padded < op->kernel[d]) {
-      return fail(MX_ACC_ERR_INVALID_ARG, node, "the kernel exceeds the input");
-    }
+    if (padded < op->kernel[d]) return fail(MX_ACC_ERR_INVALID_ARG, node, "kernel > input");
     op->out.dims[2 + d] = (uint64_t)((padded - op->kernel[d]) / op->stride[d] + 1);
   }
   return MX_ACC_OK;

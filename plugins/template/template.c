@@ -196,8 +196,7 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
     const MXTensor *tensor = i < num_in ? &inputs[i] : outputs;
     status = acc_tensor_shape(tensor, op_name, &shapes[i]);
     if (status == MX_ACC_OK && tensor->dtype != kFloat32) {
-      status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: on %s", op_name,
-                        acc_dtype_name(tensor->dtype));
+      status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %s", op_name, acc_dtype_name(tensor->dtype));
     }
   }
   const acc_node node = {.op = op_name, .name = op_name, .num_attrs = (size_t)num_attrs,
@@ -212,12 +211,11 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
   return MX_ACC_OK;
 }
 
-/* Symbolic mode: a model runs the graph's operator nodes in the graph's
- * (topological) order on a value per node. loadModel checks every node once,
- * allocates the values and copies the weights in (all it is given is borrowed);
- * infer copies the data in, runs the nodes and copies the heads out. The model
- * list is shared by both devices, so it has a lock; a model needs none: the host
- * serializes its device's calls. */
+/* Symbolic mode: a model runs the operator nodes in the graph's (topological) order
+ * on a value per node. loadModel checks the nodes, allocates the values and copies
+ * the weights in (all it is given is borrowed); infer copies the data in, runs the
+ * nodes and copies the heads out. The model list is shared by both devices, so it
+ * has a lock; a model needs none: the host serializes its device's calls. */
 typedef struct tp_model { /* everything owned */
   struct tp_model *next;
   int dev_id;
