@@ -1,10 +1,7 @@
 /*
- * The operators, float32 at operator version 1, with MXNet's semantics (the
- * host's CPU operators in src/acc_host/ops define them). tp_op_prepare()
- * reads the attributes that change the result, refuses what it does not run
- * with MX_ACC_ERR_UNSUPPORTED (the host then runs the node on the CPU),
- * ignores the others (workspace, cudnn_tune...), and compares the output's
- * shape it computes with the host's.
+ * The operators, float32 at operator version 1, with the semantics of the
+ * host's CPU operators (src/acc_host/ops). tp_op_prepare() reads the
+ * attributes that change the result and ignores the others (workspace...).
  */
 #include <string.h>
 
@@ -21,7 +18,7 @@ static const struct {
 } kOps[] = {[TP_CONV] = {"Convolution", 2}, [TP_RELU] = {"Activation", 1},
             [TP_ADD] = {"elemwise_add", 2}, [TP_FLATTEN] = {"Flatten", 1}};
 
-/* The value of attribute key, or NULL when absent or "None". */
+/* Attribute key, or NULL when absent or "None". */
 static const char *get(const acc_node *node, const char *key) {
   const char *value = acc_node_attr(node, key);
   return value != NULL && !acc_attr_is_none(value) ? value : NULL;
@@ -31,9 +28,8 @@ static int fail(int status, const acc_node *node, const char *what) {
   return acc_fail(status, "%s: %s", node->op, what);
 }
 
-/* n integers (a count, or a (y, x) pair) in [min, INT32_MAX] into out, which
- * keeps the loops' index arithmetic within int64_t; fallback when absent or
- * "()", a fallback below min making the key required. */
+/* n integers in [min, INT32_MAX] (so the loops' indices fit int64_t) into out;
+ * fallback when absent or "()", a fallback below min making the key required. */
 static int get_ints(const acc_node *node, const char *key, int n, int64_t fallback, int64_t min,
                     int64_t *out) {
   const char *text = get(node, key);
@@ -47,16 +43,14 @@ static int get_ints(const acc_node *node, const char *key, int n, int64_t fallba
                   text != NULL ? text : "None");
 }
 
-/* Shapes come from the host: the nonzero extents must multiply to at most
- * SIZE_MAX / 2 bytes, so that every extent, count and index of the loops
- * fits in int64_t (a zero extent hides an overflow from a byte count). */
+/* The nonzero extents must multiply to at most SIZE_MAX / 2 bytes, so that the
+ * loops' counts and indices fit int64_t (a zero extent would hide an overflow). */
 static int check_shape(const acc_node *node, const acc_shape *shape) {
   uint64_t bytes = sizeof(float);
   for (int d = 0; d < shape->ndim; ++d) {
-    if (shape->dims[d] != 0 && bytes > SIZE_MAX / 2 / shape->dims[d]) {
-      return fail(MX_ACC_ERR_INVALID_ARG, node, "a shape is too large");
-    }
-    if (shape->dims[d] != 0) bytes *= shape->dims[d];
+    uint64_t extent = shape->dims[d] != 0 ? shape->dims[d] : 1;
+    if (bytes > SIZE_MAX / 2 / extent) return fail(MX_ACC_ERR_INVALID_ARG, node, "too large");
+    bytes *= extent;
   }
   return MX_ACC_OK;
 }
@@ -88,9 +82,7 @@ static int prepare_conv(const acc_node *node, tp_op *op) {
   op->out = (acc_shape){4, {x->dims[0], w->dims[0], 0, 0}};
   for (int d = 0; d < 2; ++d) {
     int64_t padded = (int64_t)x->dims[2 + d] + 2 * op->pad[d];
-    if (padded < op->kernel[d]) {
-      return fail(MX_ACC_ERR_INVALID_ARG, node, "the kernel exceeds the input");
-    }
+    if (padded < op->kernel[d]) return fail(MX_ACC_ERR_INVALID_ARG, node, "kernel > input");
     op->out.dims[2 + d] = (uint64_t)((padded - op->kernel[d]) / op->stride[d] + 1);
   }
   return MX_ACC_OK;
@@ -133,8 +125,6 @@ int tp_op_prepare(const acc_node *node, int num_inputs, const acc_shape *inputs,
   }
   return status;
 }
-
-/* ---- the loops ---- */
 
 static void run_conv(const tp_op *op, const float *x, const float *w, const float *b, float *y) {
   const int64_t n = (int64_t)op->in[0].dims[0], c = (int64_t)op->in[0].dims[1];

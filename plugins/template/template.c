@@ -1,9 +1,7 @@
 /*
- * The entry points of include/mxnet_acc.h, in its order: identification,
- * device memory, imperative mode, symbolic mode, configure. Each clears the
- * calling thread's error message, checks everything it is given, and fails
- * through acc_fail() (plugins/common/status.h), which keeps the message
- * behind accGetLastError() per thread.
+ * The entry points of include/mxnet_acc.h, in its order. Each clears the calling
+ * thread's error, checks everything it is given, and fails through acc_fail(),
+ * which keeps the message behind accGetLastError() per thread.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -42,11 +40,9 @@ static int check_device(const char *call, int dev_id) {
   return acc_fail(MX_ACC_ERR_DEVICE, "%s: no device %d", call, dev_id);
 }
 
-/* ---- device memory ----
- * A real plugin calls its driver here. The template takes host memory from
- * malloc and lists it per device, so that it refuses a pointer it did not
- * hand out (mx_free, a tensor naming a device) instead of dereferencing it.
- * No lock: the host serializes the calls naming one dev_id. */
+/* Device memory: a real plugin calls its driver. The template lists its malloc'd
+ * blocks per device, so that it refuses a pointer it did not hand out instead of
+ * dereferencing it. No lock: the host serializes the calls naming one dev_id. */
 typedef struct tp_block { /* one allocation: this header, then the bytes handed out */
   struct tp_block *next;
   size_t size;
@@ -117,20 +113,18 @@ static int check_memory(int dev_id, const void *ptr, size_t bytes, const char *w
 }
 
 /* Checks a float32 tensor of the given shape, in memory of dev_id or (if
- * allow_host) in host memory; *data (out) is its first element. */
+ * allow_host) in host memory; *data (out) is its first element, *bytes its size. */
 static int tensor_data(const MXTensor *tensor, const char *what, const acc_shape *shape,
-                       int dev_id, int allow_host, float **data) {
-  size_t bytes;
+                       int dev_id, int allow_host, float **data, size_t *bytes) {
   int status = acc_tensor_expect(tensor, what, kFloat32, shape);
-  if (status == MX_ACC_OK) status = acc_shape_bytes(shape, sizeof(float), what, &bytes);
+  if (status == MX_ACC_OK) status = acc_shape_bytes(shape, sizeof(float), what, bytes);
   if (status != MX_ACC_OK) return status;
   *data = tensor->data;
   if (tensor->dev_id == MX_ACC_HOST_DEVICE && allow_host) return MX_ACC_OK;
   if (tensor->dev_id != dev_id) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: on device %d, not %d", what, tensor->dev_id,
-                    dev_id);
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: on device %d", what, tensor->dev_id);
   }
-  return check_memory(dev_id, tensor->data, bytes, what);
+  return check_memory(dev_id, tensor->data, *bytes, what);
 }
 
 /* acc_check_copy checks the two descriptors against each other; the device
@@ -155,7 +149,7 @@ MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) {
   return copy(src, dst, 0, "copyFromAcc");
 }
 
-/* ---- imperative mode: an executor is one operator that tp_op_prepare() accepted ---- */
+/* Imperative mode: an executor runs one operator that tp_op_prepare() accepted. */
 typedef struct tp_executor {
   MXAccExecutor base; /* what the host holds; base.state points back to this */
   tp_op op;
@@ -167,15 +161,14 @@ static int forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
   acc_clear_error();
   const tp_executor *e = self->state;
   float *data[TP_MAX_INPUTS + 1]; /* the inputs, then the output */
-  if (num_in != e->op.num_inputs || num_out != 1 || inputs == NULL || outputs == NULL) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward: needs %d inputs, 1 output",
-                    e->op.num_inputs);
-  }
-  int status = MX_ACC_OK;
+  size_t bytes;
+  int status = num_in != e->op.num_inputs || num_out != 1 || !inputs || !outputs
+                   ? acc_fail(MX_ACC_ERR_INVALID_ARG, "forward: %d inputs, 1 output", num_in)
+                   : MX_ACC_OK;
   for (int i = 0; status == MX_ACC_OK && i <= num_in; ++i) {
     const MXTensor *tensor = i < num_in ? &inputs[i] : outputs;
     const acc_shape *shape = i < num_in ? &e->op.in[i] : &e->op.out;
-    status = tensor_data(tensor, "forward", shape, e->dev_id, 0, &data[i]);
+    status = tensor_data(tensor, "forward", shape, e->dev_id, 0, &data[i], &bytes);
   }
   if (status == MX_ACC_OK) tp_op_run(&e->op, (const float *const *)data, data[num_in]);
   return status;
@@ -203,8 +196,7 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
     const MXTensor *tensor = i < num_in ? &inputs[i] : outputs;
     status = acc_tensor_shape(tensor, op_name, &shapes[i]);
     if (status == MX_ACC_OK && tensor->dtype != kFloat32) {
-      status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: on %s", op_name,
-                        acc_dtype_name(tensor->dtype));
+      status = acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %s", op_name, acc_dtype_name(tensor->dtype));
     }
   }
   const acc_node node = {.op = op_name, .name = op_name, .num_attrs = (size_t)num_attrs,
@@ -219,13 +211,11 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
   return MX_ACC_OK;
 }
 
-/* ---- symbolic mode ----
- * A model is the graph's operator nodes run in the graph's (topological)
- * order, each on a value per node. loadModel checks every node once,
- * allocates the values and copies the weights in (all it is given is
- * borrowed); infer copies the data in, as a device uploads it, runs the
- * nodes, and copies the heads out. The model list is shared by both devices,
- * so it has a lock; a model needs none: the host serializes its device's calls. */
+/* Symbolic mode: a model runs the operator nodes in the graph's (topological) order
+ * on a value per node. loadModel checks the nodes, allocates the values and copies
+ * the weights in (all it is given is borrowed); infer copies the data in, runs the
+ * nodes and copies the heads out. The model list is shared by both devices, so it
+ * has a lock; a model needs none: the host serializes its device's calls. */
 typedef struct tp_model { /* everything owned */
   struct tp_model *next;
   int dev_id;
@@ -283,11 +273,8 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
   }
   for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
     if (graph->nodes[n].op == NULL || node_op(graph, n, &op) != MX_ACC_OK) continue;
-    if (count == ids_capacity) {
-      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: more than %d ids", count);
-    } else {
-      ids[count++] = (int)n;
-    }
+    if (count == ids_capacity) status = acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: ids");
+    if (status == MX_ACC_OK) ids[count++] = (int)n;
   }
   if (status == MX_ACC_OK) {
     acc_clear_error(); /* a node left out is no failure */
@@ -321,8 +308,7 @@ static int transfer(tp_model *model, size_t n, const MXTensor *tensor, const cha
   const acc_shape *shape = &model->graph->nodes[n].out_shapes[0];
   float *data, *value = model->nodes[n].value;
   size_t bytes;
-  int status = tensor_data(tensor, name, shape, model->dev_id, 1, &data);
-  if (status == MX_ACC_OK) status = acc_shape_bytes(shape, sizeof(float), name, &bytes);
+  int status = tensor_data(tensor, name, shape, model->dev_id, 1, &data, &bytes);
   if (status == MX_ACC_OK && bytes > 0) {
     memcpy(to_model ? value : data, to_model ? data : value, bytes);
   }
@@ -359,11 +345,11 @@ static int compile(tp_model *model, const char *const *names, const MXTensor *da
   return status;
 }
 
-/* The link to the model called id, or NULL; the caller holds models_lock. */
+/* The link to model id, or the list's NULL end; the caller holds models_lock. */
 static tp_model **find(const char *id) {
   tp_model **link = &models;
   while (*link != NULL && strcmp((*link)->id, id) != 0) link = &(*link)->next;
-  return *link != NULL ? link : NULL;
+  return link;
 }
 
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
@@ -379,13 +365,11 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   int status = parse("loadModel", dev_id, json, data_names, data, num_data, &model->graph);
   if (status == MX_ACC_OK) status = compile(model, data_names, data, num_data);
   pthread_mutex_lock(&models_lock);
-  if (status == MX_ACC_OK && find(model_id) != NULL) {
+  tp_model **link = find(model_id);
+  if (status == MX_ACC_OK && *link != NULL) {
     status = acc_fail(MX_ACC_ERR_STATE, "loadModel: %s is loaded already", model_id);
   }
-  if (status == MX_ACC_OK) {
-    model->next = models;
-    models = model;
-  }
+  if (status == MX_ACC_OK) *link = model; /* at the end: model->next is NULL */
   pthread_mutex_unlock(&models_lock);
   if (status != MX_ACC_OK) model_free(model);
   return status;
@@ -395,7 +379,7 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
 static tp_model *lookup(const char *id, int take) {
   pthread_mutex_lock(&models_lock);
   tp_model **link = id != NULL ? find(id) : NULL, *model = link != NULL ? *link : NULL;
-  if (link != NULL && take) *link = model->next;
+  if (model != NULL && take) *link = model->next;
   pthread_mutex_unlock(&models_lock);
   return model;
 }
@@ -448,19 +432,12 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
   return status;
 }
 
-/* ---- configure: the setting "memory_limit" (bytes a device may hand out, 0
- * for none) and the reserved "query" (keys, ops, version), one per call. The
- * answer is static: the host serializes configure() calls, and the answer
- * only has to live until the next one. ---- */
+/* configure: the setting "memory_limit" (bytes a device may hand out, 0: none) and
+ * the reserved "query" (keys, ops, version), one per call. The answer is static:
+ * the host serializes configure() calls and it only has to live until the next. */
 static const char *answer_key[1], *answer_val[1];
-
-/* The answer to query=name, or NULL. */
-static const char *answer(const char *name) {
-  if (strcmp(name, "keys") == 0) return "query,memory_limit";
-  if (strcmp(name, "ops") == 0) return tp_op_list;
-  if (strcmp(name, "version") == 0) return TP_VERSION;
-  return NULL;
-}
+static const char *const kAnswers[][2] = {
+    {"keys", "query,memory_limit"}, {"ops", tp_op_list}, {"version", TP_VERSION}};
 
 MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
                             int dev_id, const char *const **out_keys,
@@ -484,10 +461,12 @@ MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_va
       status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key %s", key);
     } else if (count == 1) {
       status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: one query per call");
-    } else if ((answer_val[0] = answer(value)) == NULL) {
-      status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query %s", value);
     } else {
+      int q = 0;
+      while (q < 3 && strcmp(kAnswers[q][0], value) != 0) ++q;
+      if (q == 3) status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query %s", value);
       answer_key[0] = value; /* the query's name is the answer's key */
+      answer_val[0] = kAnswers[q < 3 ? q : 0][1];
       count = 1;
     }
   }

@@ -1,8 +1,5 @@
-/*
- * template: the smallest complete acc-host plugin, to copy and rename
- * (README.md). template.c holds the entry points of include/mxnet_acc.h;
- * ops.c the operators, which both modes run through this interface.
- */
+/* template: the smallest complete acc-host plugin, to copy and rename (README.md).
+ * template.c holds the entry points; ops.c the operators both modes run. */
 #ifndef TEMPLATE_TEMPLATE_H_
 #define TEMPLATE_TEMPLATE_H_
 
@@ -24,11 +21,10 @@ typedef struct tp_op { /* one operator, checked and ready to run */
 
 extern const char tp_op_list[]; /* "Activation:1,...": configure's query=ops */
 
-/* Checks operator node->op with its attributes (node->attr_keys, as MXNet
- * writes them) on float32 tensors of the given shapes into *op:
- * MX_ACC_ERR_UNSUPPORTED for what the template does not run,
- * MX_ACC_ERR_INVALID_ARG for what is inconsistent. Both modes ask it, so
- * that supportedOps, loadModel and accGetExecutor agree. */
+/* Checks node (attributes as MXNet writes them) on float32 tensors of the given
+ * shapes into *op: MX_ACC_ERR_UNSUPPORTED for what the template does not run (the
+ * host runs it on the CPU), MX_ACC_ERR_INVALID_ARG for what is inconsistent. Both
+ * modes ask it, so that supportedOps, loadModel and accGetExecutor agree. */
 int tp_op_prepare(const acc_node *node, int num_inputs, const acc_shape *inputs,
                   const acc_shape *output, tp_op *op);
 /* Runs op. The output never shares memory with an input: the host gives an
