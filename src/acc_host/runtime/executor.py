@@ -1,12 +1,13 @@
 """Executors: a symbol bound to arrays and run forward.
 
-Binding infers every shape and dtype once and builds a flat plan of steps:
-operators run by the CPU path, and, when the context is an accelerator,
-subgraph operators for what the accelerator's supportedOps() accepted (see
-acc_host.partition.segment and acc_host.runtime.subgraph). Running the plan keeps an
-intermediate result only until its last reader has run, so memory is
-reused as soon as lifetimes allow; ``memory_report()`` gives the planned
-peak next to what keeping every intermediate would cost.
+Binding infers every shape and dtype once, partitions the graph when the
+context is an accelerator (asking its supportedOps(), see
+acc_host.partition.segment), and plans the forward (acc_host.runtime.plan, a
+pure function of the graph and the partition): a flat list of steps, CPU
+operators and subgraph operators (acc_host.runtime.subgraph). Running the
+plan keeps an intermediate result only until its last reader has run, so
+memory is reused as soon as lifetimes allow; ``memory_report()`` gives the
+planned peak next to what keeping every intermediate would cost.
 
 ``forward()`` pushes every step to the engine (see docs/engine.md): a CPU
 step to the CPU workers, a subgraph to its device's worker, each reading
@@ -48,6 +49,7 @@ from ..partition.segment import Partition, offerable_region, partition_graph, re
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
 from .direct_run import DirectRun
+from .plan import Plan, PlanStep, make_plan
 from .subgraph import SubgraphOperator, Value, to_host
 
 __all__ = ["Executor"]
@@ -213,19 +215,18 @@ class Executor:
         self._shapes, self._dtypes = shapes, dtypes
         self._differential: Any = None  # acc_host.differential's checker during check()
         self._heads = [graph.entry(node, output) for node, output in symbol._outputs]
-        self._variables = {graph.entry_start[k]: graph.nodes[k].name
-                           for k, node in enumerate(graph.nodes) if node.is_variable}
         self.data_names = [name for name in (data_names if data_names is not None else ["data"])
                            if name in arg_dict]
         accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
         self.partition: Partition | None = self._partition() if accelerated else None
-        self._steps = self._plan()
+        self.plan: Plan = make_plan(graph, self.partition, self._heads)
+        self._variables = self.plan.variables
+        self._steps = [self._step(step) for step in self.plan.steps]
         self._entry_vars = {entry: engine.Var() for step in self._steps for entry in step.outputs}
         # Vars no one but this executor's steps uses (see _drop_stale_failures).
         self._internal_vars = tuple(self._entry_vars.values())
-        self._producer = {entry: index for index, step in enumerate(self._steps)
-                          for entry in step.outputs}
-        self._readers = self._count_readers()
+        self._producer = self.plan.producer
+        self._readers = self.plan.readers
         report = self.memory_report()
         _check_planned(f"binding {symbol.name or 'the symbol'}", report["bound"],
                        report["outputs"], report["transient"], report["planned_peak"])
@@ -400,40 +401,17 @@ class Executor:
                 "operator nodes may be listed")
         return list(ids)
 
-    def _plan(self) -> list[_Step]:
-        graph = self._graph
-        units: list[tuple[int, tuple[int, ...], tuple[int, ...], SubgraphOperator | None]] = []
-        if self.partition is None:
-            order = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
-            units = [(k, tuple(graph.input_entries(k)), self._node_entries(k), None)
-                     for k in order]
-        else:
-            subgraphs = {spec.nodes: spec for spec in self.partition.subgraphs}
-            for seg in self.partition.segments:
-                spec = subgraphs.get(seg.nodes)
-                if spec is None:
-                    units += [(k, tuple(graph.input_entries(k)), self._node_entries(k), None)
-                              for k in seg.nodes]
-                else:
-                    device = self._device_context(spec.device_class)
-                    units.append((seg.nodes[0], tuple(spec.inputs.values()),
-                                  tuple(spec.outputs.values()),
-                                  SubgraphOperator(device.library, spec, device.device_id)))
-        last_reader: dict[int, int] = {}
-        for position, (_, inputs, _, _) in enumerate(units):
-            for entry in inputs:
-                last_reader[entry] = position
-        keep = set(self._heads) | set(self._variables)
-        steps = []
-        for position, (k, inputs, outputs, operator) in enumerate(units):
-            release = tuple(sorted({entry for entry in inputs
-                                    if last_reader[entry] == position and entry not in keep}
-                                   | {entry for entry in outputs
-                                      if entry not in last_reader and entry not in keep}))
-            op = None if operator is not None else graph.ops[k]
-            attrs = None if operator is not None else graph.attrs[k]
-            steps.append(_Step(k, op, attrs, inputs, outputs, release, operator))
-        return steps
+    def _step(self, step: PlanStep) -> _Step:
+        """A step of the plan with what runs it: the CPU operator, or the
+        subgraph operator of its spec on its device (loaded at its first
+        forward)."""
+        graph, spec = self._graph, step.subgraph
+        if spec is None:
+            return _Step(step.node, graph.ops[step.node], graph.attrs[step.node], step.inputs,
+                         step.outputs, step.release)
+        device = self._device_context(spec.device_class)
+        return _Step(step.node, None, None, step.inputs, step.outputs, step.release,
+                     SubgraphOperator(device.library, spec, device.device_id))
 
     def _step_push(self, index: int, step: _Step) -> _Push:
         bound = self._bound
@@ -453,16 +431,6 @@ class Executor:
         done = tuple([entry for entry in set(step.inputs) if entry in self._readers]
                      + [entry for entry in step.outputs if self._readers.get(entry) == 0])
         return _Push(self._contexts[index], const, mutate, outputs, fetch, variables, done)
-
-    def _count_readers(self) -> dict[int, int]:
-        """For each entry some step releases: the steps that read it (0 for
-        an output nobody reads)."""
-        released = {entry for step in self._steps for entry in step.release}
-        readers = dict.fromkeys(released, 0)
-        for step in self._steps:
-            for entry in set(step.inputs) & released:
-                readers[entry] += 1
-        return readers
 
     def _device_context(self, device_class: int) -> Context:
         assert self.partition is not None
@@ -494,14 +462,7 @@ class Executor:
                     {id(array): array for array in (*self.arg_dict.values(),
                                                      *self.aux_dict.values())}.values())
         outputs, transient = _graph_bytes(self._graph, self._shapes, self._dtypes, self._heads)
-        alive = peak = total = 0
-        for step in self._steps:
-            produced = sum(self._entry_bytes(entry) for entry in step.outputs
-                           if entry not in self._heads)
-            alive += produced
-            total += produced
-            peak = max(peak, alive)
-            alive -= sum(self._entry_bytes(entry) for entry in step.release)
+        peak, total = self.plan.memory(self._entry_bytes)
         return {"planned_peak": peak, "unplanned": total, "bound": bound, "outputs": outputs,
                 "transient": transient, "planned_total": bound + outputs + transient + peak}
 
