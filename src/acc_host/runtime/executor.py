@@ -469,20 +469,68 @@ class Executor:
     # ---- running -------------------------------------------------------------------------
 
     def forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
-        """Runs the graph (see _forward). Threads may share an executor:
-        their forward() calls are serialized by ``self.lock``, each running
-        whole on the inputs given to it (its argument writes and pushes are
-        not interleaved with another's, and under NaiveEngine its whole
-        run); the outputs then hold the latest forward's result. A thread
-        that must read the outputs of its own forward holds ``self.lock``
-        over the forward and the reading."""
-        with self.lock:
-            return self._forward(is_train, **kwargs)
-
-    def _forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
         """Runs the graph (inference semantics whatever is_train says);
-        keyword arguments are copied into the argument arrays first."""
-        for name, value in kwargs.items():
+        keyword arguments are copied into the argument arrays first. Threads
+        may share an executor: their forward() calls are serialized by
+        ``self.lock``, each running whole on the inputs given to it (its
+        argument writes and pushes are not interleaved with another's, and
+        under NaiveEngine its whole run); the outputs then hold the latest
+        forward's result. A thread that must read the outputs of its own
+        forward holds ``self.lock`` over the forward and the reading."""
+        with self.lock:
+            return self._run(kwargs, synchronous=False)
+
+    def predict(self, **inputs: Any) -> list[np.ndarray]:
+        """forward(**inputs), then every output as a new numpy array: a
+        synchronous inference, with forward()'s effects (the arguments hold
+        the inputs, the outputs the results). A failure is raised here and
+        not left on the executor's arrays."""
+        return self._predict(inputs)
+
+    def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
+        """predict(**inputs) for a mapping of them."""
+        with self.lock:
+            return self._run(inputs, synchronous=True)
+
+    def _run(self, inputs: Mapping[str, Any], synchronous: bool) -> Any:
+        """The one forward: the plan run on inputs, asynchronously (the
+        outputs, their values pending in the engine) or synchronously (the
+        outputs' values as new host arrays). How it runs is the plan's
+        property: a single-subgraph plan whose step runs on fixed buffers
+        runs a synchronous forward as one bound call, granted by the engine
+        at once (acc_host.runtime.direct_run), whenever nothing is pending
+        on its vars and its buffers and weights are current; every other
+        forward pushes the plan's steps (each subgraph step itself one
+        bound call when it runs on fixed buffers)."""
+        if synchronous:
+            direct = self._direct_run()
+            if direct is not None and inputs.keys() <= direct.inputs.keys():
+                # The inputs as they are when every one is already as bound
+                # (no new mapping per inference), else each converted.
+                specs, values = direct.specs, inputs
+                for name, value in inputs.items():
+                    if not _as_bound(value, specs[name]):
+                        values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
+                                  for key, item in inputs.items()}
+                        break
+                results = direct.run(values)
+                if results is not None:
+                    return results
+        outputs = self._push_steps(inputs)
+        if not synchronous:
+            return outputs
+        try:
+            return [output.asnumpy() for output in outputs]
+        except Exception:
+            # Raised to the caller here: not left on the executor's own
+            # vars for a later, unrelated mx.nd.waitall().
+            self._drop_stale_failures()
+            raise
+
+    def _push_steps(self, inputs: Mapping[str, Any]) -> list[NDArray]:
+        """The inputs written into the arguments, then every step of the
+        plan pushed to the engine; the outputs."""
+        for name, value in inputs.items():
             if name not in self.arg_dict:
                 raise GraphError(f"forward: {name!r} is not an argument "
                                  f"({', '.join(self.arg_dict)})")
@@ -508,45 +556,11 @@ class Executor:
                 output.wait_to_read()
         return self.outputs
 
-    def predict(self, **inputs: Any) -> list[np.ndarray]:
-        """forward(**inputs), then every output as a new numpy array: a
-        synchronous inference, with forward()'s effects (the arguments hold
-        the inputs, the outputs the results). An executor whose graph runs
-        as one subgraph on fixed buffers takes a direct path, one engine
-        operation with no per-forward bookkeeping (acc_host.runtime.direct_run);
-        any other runs forward() and reads its outputs. A failure is raised
-        here and not left on the executor's arrays."""
-        return self._predict(inputs)
-
-    def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
-        """predict(**inputs) for a mapping of them."""
-        with self.lock:
-            direct = self._direct_run()
-            if direct is not None and inputs.keys() <= direct.inputs.keys():
-                # The inputs as they are when every one is already as bound
-                # (no new mapping per inference), else each converted.
-                specs, values = direct.specs, inputs
-                for name, value in inputs.items():
-                    if not _as_bound(value, specs[name]):
-                        values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
-                                  for key, item in inputs.items()}
-                        break
-                results = direct.run(values)
-                if results is not None:
-                    return results
-            outputs = self._forward(**inputs)
-            try:
-                return [output.asnumpy() for output in outputs]
-            except Exception:
-                # Raised to the caller here: not left on the executor's own
-                # vars for a later, unrelated mx.nd.waitall().
-                self._drop_stale_failures()
-                raise
-
     def _direct_run(self) -> DirectRun | None:
-        """The direct path, once the executor's only step has run on fixed
-        buffers (None before, and for executors it does not fit)."""
-        if self._differential is not None or len(self._steps) != 1 or self._copies.get(None):
+        """The one-call run of a single-subgraph plan, once its step has
+        run on fixed buffers (None before, for other plans, and during a
+        differential check)."""
+        if not self.plan.single_subgraph or self._differential is not None:
             return None
         step, push = self._steps[0], self._pushes[0]
         bound = self._bound_steps.get(step.node)
@@ -584,10 +598,8 @@ class Executor:
             operator = step.subgraph
             if operator is not None and not operator.declined:
                 bound = self._bound_steps.get(step.node)
-                if (bound is not None and self._differential is None
-                        and bound.infer.model is operator.model
-                        and bound.current() and operator.weights_current()):
-                    bound.infer.run()  # current() checked its buffers
+                if bound is not None and self._differential is None and bound.ready(operator):
+                    bound.infer.run()  # ready() checked its buffers
                     run.done_with(push.done)
                     return
                 # The differential check reads every input, weights included.
