@@ -560,14 +560,16 @@ class Executor:
         """The one-call run of a single-subgraph plan, once its step has
         run on fixed buffers (None before, for other plans, and during a
         differential check)."""
+        direct = self._direct
+        if (direct is not None and self._differential is None  # the common case, unless
+                and self._bound_steps.get(self._steps[0].node) is direct.step):  # bound again
+            return direct
         if not self.plan.single_subgraph or self._differential is not None:
             return None
         step, push = self._steps[0], self._pushes[0]
         bound = self._bound_steps.get(step.node)
         if bound is None or step.subgraph is None:
             return None
-        if self._direct is not None and self._direct.step is bound:
-            return self._direct
         inputs = {self._variables[entry]: array for entry, array in push.fetch}
         self._direct = DirectRun(step.subgraph, bound, push.context, inputs, self.outputs,
                                  push.reads, push.writes)
