@@ -208,6 +208,8 @@ class Runner:
         self._copies: dict[int | None, list[tuple[NDArray, int]]] = {}
         for output, entry in zip(self.outputs, plan.heads):
             self._copies.setdefault(plan.producer.get(entry), []).append((output, entry))
+        self._argument_outputs = tuple(self._copies.get(None, ()))  # outputs that are arguments
+        self._compiled = False  # see _push_steps
         # The arrays bound, as in MXNet: writing into arg_dict's arrays
         # changes the next forward; putting another array in the dict does
         # not rebind. So each step's dependencies are worked out once.
@@ -288,12 +290,15 @@ class Runner:
                 break
         run = _Forward(self._readers)
         current = engine.get()
-        compiling = any(operator.loads == 0 and not operator.declined
-                        for operator in self.subgraphs)
+        compiling = False
+        if not self._compiled:  # until every subgraph was loaded (or declined), for good
+            compiling = any(operator.loads == 0 and not operator.declined
+                            for operator in self.subgraphs)
+            self._compiled = not compiling
         for step, push in zip(self.steps, self._pushes):
             current.push_sync_normalized(self._step_function(step, push, run),
                                          push.context, push.reads, push.writes)
-        for output, entry in self._copies.get(None, ()):
+        for output, entry in self._argument_outputs:
             current.push_sync(self._output_function(output, entry, run), cpu(),
                               [self._var(entry)], [output._var])
         if compiling:
