@@ -110,7 +110,9 @@ class DirectRun:
         """The engine operation: the work, when the bound step may run now
         (its model, buffers and weights current)."""
         values = self._values
-        if values is None or not self.step.ready(self.operator):
+        operator, step = self.operator, self.step
+        if (values is None or operator.declined or step.infer.model is not operator.model
+                or not step.current() or not operator.weights_current()):
             return
         try:
             self._results = self._work(values)
