@@ -28,7 +28,7 @@ ACCELERATORS = ["cpu_ref", "mlu"]
 def test_bound_step_runs_and_follows_data_and_weights(accelerator: str) -> None:
     weights = _weights(0)
     exe, cpu = _bind(mx.Context(accelerator, 0), weights), _bind(mx.cpu(), weights)
-    assert len(exe._steps) == 1 and exe._steps[0].subgraph is not None  # one subgraph
+    assert exe.plan.single_subgraph  # one subgraph, computing the executor outputs
     for seed in range(3):  # the first forward compiles, the others run bound
         image = _image(seed)
         np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
@@ -74,7 +74,8 @@ def test_no_bound_step_where_another_step_reads_the_outputs() -> None:
         np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
                                    cpu.forward(data=image)[0].asnumpy(), rtol=RTOL)
     assert exe.placement()["conv"] == "cpu_ref(0)" and exe.placement()["bent"] == "cpu(0)"
-    subgraph_steps = [step for step in exe._steps if step.subgraph is not None]
+    assert not exe.plan.single_subgraph
+    subgraph_steps = [step for step in exe.plan.steps if step.subgraph is not None]
     assert subgraph_steps and all(exe._bound_steps[step.node] is None for step in subgraph_steps)
     exe.close()
 

@@ -309,3 +309,25 @@ def test_predict_runs_directly_on_an_isolated_plugin(direct: _Counter,
         _check(exe, cpu, _image(seed))
     assert direct.runs == 2
     exe.close()
+
+
+@pytest.mark.usefixtures("offload_everything")
+def test_a_dropped_executor_is_freed_at_once() -> None:
+    """The executor and its runner form no reference cycle: dropping the
+    last reference frees it (its device buffers and models) without waiting
+    for the cyclic garbage collector."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        exe = _bind(mx.cpu_ref(0), _weights(3))
+        exe.predict(data=_image(0))
+        exe.forward(data=_image(1))[0].wait_to_read()
+        engine.drain()
+        freed = weakref.ref(exe)
+        del exe
+        assert freed() is None
+    finally:
+        gc.enable()

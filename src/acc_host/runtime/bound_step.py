@@ -12,6 +12,7 @@ from ..abi.loaded_model import BoundInference
 
 if TYPE_CHECKING:
     from ..ndarray import NDArray
+    from .subgraph import SubgraphOperator
 
 __all__ = ["BoundStep"]
 
@@ -38,3 +39,10 @@ class BoundStep:
             if storage.device is not buffer or storage.host is not None or buffer._freed:
                 return False
         return True
+
+    def ready(self, operator: SubgraphOperator) -> bool:
+        """Whether the step may run now as one bound call of operator, its
+        subgraph: operator not declined, its model the one bound, every
+        buffer current (see current) and the weights as the model saw them."""
+        return (not operator.declined and self.infer.model is operator.model
+                and self.current() and operator.weights_current())

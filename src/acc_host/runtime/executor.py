@@ -1,20 +1,19 @@
 """Executors: a symbol bound to arrays and run forward.
 
-Binding infers every shape and dtype once and builds a flat plan of steps:
-operators run by the CPU path, and, when the context is an accelerator,
-subgraph operators for what the accelerator's supportedOps() accepted (see
-acc_host.partition.segment and acc_host.runtime.subgraph). Running the plan keeps an
-intermediate result only until its last reader has run, so memory is
-reused as soon as lifetimes allow; ``memory_report()`` gives the planned
-peak next to what keeping every intermediate would cost.
+Binding infers every shape and dtype once, partitions the graph when the
+context is an accelerator (asking its supportedOps(), see
+acc_host.partition.segment), and plans the forward (acc_host.runtime.plan, a
+pure function of the graph and the partition): a flat list of steps, CPU
+operators and subgraph operators (acc_host.runtime.subgraph). Running the
+plan keeps an intermediate result only until its last reader has run, so
+memory is reused as soon as lifetimes allow; ``memory_report()`` gives the
+planned peak next to what keeping every intermediate would cost.
 
-``forward()`` pushes every step to the engine (see docs/engine.md): a CPU
-step to the CPU workers, a subgraph to its device's worker, each reading
-the vars of its inputs (and weights) and writing the vars of its outputs,
-so independent branches, and executors on different devices, run at the
-same time. The outputs are read like any NDArray (``asnumpy()`` waits). A
-forward that first compiles a subgraph waits for itself, so compile errors
-and fallback warnings reach the caller of that forward.
+``forward()`` and ``predict()`` run the plan through its runner
+(acc_host.runtime.runner), one path for both: the steps pushed to the
+engine, or, for a synchronous forward of a plan that is one subgraph on
+fixed buffers, one bound call. The outputs are read like any NDArray
+(``asnumpy()`` waits).
 """
 
 from __future__ import annotations
@@ -22,49 +21,31 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .. import engine, limits
+from .. import limits
 from ..abi.annotate import annotate_symbol
-from ..abi.tensor import TensorSpec, contiguous, dtype_code
-from ..context import Context, cpu
+from ..abi.tensor import TensorSpec, dtype_code
+from ..context import Context
 from ..errors import (
     GraphError,
-    OperatorError,
     PluginContractError,
-    PluginUnsupportedError,
     ShapeError,
     TensorError,
 )
 from ..graph import Graph
 from ..ndarray import NDArray, zeros
-from ..ops.params import Attrs
-from ..ops.registry import OpDef
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
-from ..trace import recorder as trace_recorder
-from .bound_step import BoundStep
 from .direct_run import DirectRun
 from .executor_methods import ExecutorMethods
-from .subgraph import SubgraphOperator, Value, to_host
+from .plan import Plan, PlanStep, make_plan
+from .runner import Runner, Step
+from .subgraph import SubgraphOperator, Value
 
 __all__ = ["Executor"]
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One CPU operator, or (with ``subgraph``) one accelerator subgraph."""
-
-    node: int
-    op: OpDef | None
-    attrs: Attrs | None
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    release: tuple[int, ...]  # entries read for the last time by this step
-    subgraph: SubgraphOperator | None = None
 
 
 def _by_name(names: list[str], values: Mapping[str, Any] | Sequence[Any] | None,
@@ -79,40 +60,6 @@ def _by_name(names: list[str], values: Mapping[str, Any] | Sequence[Any] | None,
     return dict(zip(names, values))
 
 
-def _input_values(name: str, value: Any, target: NDArray) -> np.ndarray:
-    """value (for the argument target) as a host array of target's shape
-    and dtype, converted on the caller's thread: a value that cannot be
-    converted raises here and leaves the argument as it was."""
-    try:
-        source = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
-        shape, dtype = target.shape, target.dtype
-        if source.shape != shape:
-            raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor was "
-                             f"bound with {shape}")
-        return source if source.dtype == dtype else source.astype(dtype)
-    except (TypeError, ValueError, OverflowError) as error:
-        if isinstance(error, ShapeError):
-            raise
-        raise TensorError(f"forward: {name!r} cannot be converted to the bound dtype "
-                          f"{target.dtype}: {error}") from None
-
-
-def _as_bound(value: Any, spec: tuple[tuple[int, ...], np.dtype]) -> bool:
-    """Whether value is already a C-contiguous host array of spec, the
-    (shape, dtype) an argument was bound with."""
-    return (type(value) is np.ndarray and value.shape == spec[0] and value.dtype == spec[1]
-            and value.flags.c_contiguous)
-
-
-def _direct_value(name: str, value: Any, spec: tuple[tuple[int, ...], np.dtype],
-                  target: NDArray) -> np.ndarray:
-    """value for the argument target, whose (shape, dtype) is spec, as a
-    C-contiguous host array of them (_input_values, the common case first)."""
-    if _as_bound(value, spec):
-        return value
-    return contiguous(_input_values(name, value, target))
-
-
 def _has_dtype_code(dtype: Any) -> bool:
     """Whether the ABI has a TensorDType for dtype."""
     if dtype is None:
@@ -122,58 +69,6 @@ def _has_dtype_code(dtype: Any) -> bool:
     except TensorError:
         return False
     return True
-
-
-class _Forward:
-    """The values of one forward while its steps run: each intermediate is
-    dropped when the last step reading it is done (steps may finish in any
-    order, so readers are counted rather than planned)."""
-
-    def __init__(self, readers: Mapping[int, int]) -> None:
-        self.values: dict[int, Value] = {}
-        self._remaining = dict(readers)
-        self._lock = threading.Lock()
-
-    def done_with(self, entries: Sequence[int]) -> None:
-        with self._lock:
-            for entry in entries:
-                left = self._remaining[entry] - 1
-                self._remaining[entry] = left
-                if left <= 0:
-                    self.values.pop(entry, None)
-
-
-@dataclass(frozen=True)
-class _Push:
-    """What a forward pushes for one step, worked out at bind: its context
-    and (normalized) dependencies, the executor outputs it writes, the
-    bound arrays it reads (``fetch``: those it needs when it runs on an
-    accelerator, the data; ``variables``: all of them, for the CPU), and
-    the entries it is done with."""
-
-    context: Context
-    reads: tuple[engine.Var, ...]
-    writes: tuple[engine.Var, ...]
-    outputs: tuple[tuple[NDArray, int], ...]
-    fetch: tuple[tuple[int, NDArray], ...]
-    variables: tuple[tuple[int, NDArray], ...]
-    done: tuple[int, ...]
-
-
-def _stored(array: NDArray) -> Value:
-    """An argument's value where it lives: its device buffer when it is in
-    accelerator memory (copied to the host only if a CPU operator reads it),
-    else its host array."""
-    storage = array._storage
-    if array._view is None and storage.host is None:
-        return storage.device
-    return array._read()
-
-
-def _put_stored(values: dict[int, Value], arrays: Sequence[tuple[int, NDArray]]) -> None:
-    """Inside a step: the values of bound arrays, by entry, into values."""
-    for entry, array in arrays:
-        values[entry] = _stored(array)
 
 
 class Executor(ExecutorMethods):
@@ -212,46 +107,23 @@ class Executor(ExecutorMethods):
         if missing:
             raise ShapeError(f"cannot infer the shapes of {', '.join(missing)}")
         self._shapes, self._dtypes = shapes, dtypes
-        self._differential: Any = None  # acc_host.differential's checker during check()
         self._heads = [graph.entry(node, output) for node, output in symbol._outputs]
-        self._variables = {graph.entry_start[k]: graph.nodes[k].name
-                           for k, node in enumerate(graph.nodes) if node.is_variable}
         self.data_names = [name for name in (data_names if data_names is not None else ["data"])
                            if name in arg_dict]
         accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
         self.partition: Partition | None = self._partition() if accelerated else None
-        self._steps = self._plan()
-        self._entry_vars = {entry: engine.Var() for step in self._steps for entry in step.outputs}
-        # Vars no one but this executor's steps uses (see _drop_stale_failures).
-        self._internal_vars = tuple(self._entry_vars.values())
-        self._producer = {entry: index for index, step in enumerate(self._steps)
-                          for entry in step.outputs}
-        self._readers = self._count_readers()
+        self.plan: Plan = make_plan(graph, self.partition, self._heads)
+        steps = [self._step(step) for step in self.plan.steps]
         report = self.memory_report()
         _check_planned(f"binding {symbol.name or 'the symbol'}", report["bound"],
                        report["outputs"], report["transient"], report["planned_peak"])
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
-        # What every forward pushes, worked out once: each step's context and
-        # output vars; each output is copied out (or written in place) by the
-        # step that computes it (no extra operation, no hand-off to another
-        # worker); an output that is an argument by an operation of its own.
-        self._subgraphs = [step.subgraph for step in self._steps if step.subgraph is not None]
-        self._contexts = [self._step_context(step) for step in self._steps]
-        self._output_vars = [tuple(self._entry_vars[entry] for entry in step.outputs)
-                             for step in self._steps]
-        self._copies: dict[int | None, list[tuple[NDArray, int]]] = {}
-        for output, entry in zip(self.outputs, self._heads):
-            self._copies.setdefault(self._producer.get(entry), []).append((output, entry))
-        # The arrays bound, as in MXNet: writing into arg_dict's arrays
-        # changes the next forward; putting another array in the dict does
-        # not rebind. So each step's dependencies are worked out once.
-        self._bound = {**arg_dict, **aux_dict}
-        self._pushes = [self._step_push(index, step) for index, step in enumerate(self._steps)]
-        # Per subgraph step (by node), once its model is loaded: a BoundStep,
-        # or None where the step cannot run on fixed buffers.
-        self._bound_steps: dict[int, BoundStep | None] = {}
-        self._direct: DirectRun | None = None  # see predict()
+        self._runner = Runner(self, graph, self.plan, steps, arg_dict, aux_dict, self.outputs)
+        # The runner's steps, and its bound steps by node (see runner.Runner).
+        self._steps = self._runner.steps
+        self._bound_steps = self._runner.bound_steps
+        self._subgraphs = self._runner.subgraphs
         # Serializes forward() calls (see forward); public, so that a thread
         # can pair its forward with the reading of its outputs.
         self.lock = threading.RLock()
@@ -260,7 +132,7 @@ class Executor(ExecutorMethods):
         # the outputs while they copy (NDArray._reading): a forward sees one
         # whole version of each argument and weight, a read one whole
         # forward's output (the first executor an array is bound to guards it).
-        for array in (*self._bound.values(), *self.outputs):
+        for array in (*arg_dict.values(), *aux_dict.values(), *self.outputs):
             if array._storage.guard is None:
                 array._storage.guard = self.lock
 
@@ -401,84 +273,22 @@ class Executor(ExecutorMethods):
                 "operator nodes may be listed")
         return list(ids)
 
-    def _plan(self) -> list[_Step]:
-        graph = self._graph
-        units: list[tuple[int, tuple[int, ...], tuple[int, ...], SubgraphOperator | None]] = []
-        if self.partition is None:
-            order = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
-            units = [(k, tuple(graph.input_entries(k)), self._node_entries(k), None)
-                     for k in order]
-        else:
-            subgraphs = {spec.nodes: spec for spec in self.partition.subgraphs}
-            for seg in self.partition.segments:
-                spec = subgraphs.get(seg.nodes)
-                if spec is None:
-                    units += [(k, tuple(graph.input_entries(k)), self._node_entries(k), None)
-                              for k in seg.nodes]
-                else:
-                    device = self._device_context(spec.device_class)
-                    units.append((seg.nodes[0], tuple(spec.inputs.values()),
-                                  tuple(spec.outputs.values()),
-                                  SubgraphOperator(device.library, spec, device.device_id)))
-        last_reader: dict[int, int] = {}
-        for position, (_, inputs, _, _) in enumerate(units):
-            for entry in inputs:
-                last_reader[entry] = position
-        keep = set(self._heads) | set(self._variables)
-        steps = []
-        for position, (k, inputs, outputs, operator) in enumerate(units):
-            release = tuple(sorted({entry for entry in inputs
-                                    if last_reader[entry] == position and entry not in keep}
-                                   | {entry for entry in outputs
-                                      if entry not in last_reader and entry not in keep}))
-            op = None if operator is not None else graph.ops[k]
-            attrs = None if operator is not None else graph.attrs[k]
-            steps.append(_Step(k, op, attrs, inputs, outputs, release, operator))
-        return steps
-
-    def _step_push(self, index: int, step: _Step) -> _Push:
-        bound = self._bound
-        reads = [self._var(entry) for entry in step.inputs]
-        if step.subgraph is not None:
-            reads += [bound[name]._var for name in step.subgraph.spec.weights]
-        outputs = tuple(self._copies.get(index, ()))
-        const, mutate = engine.base.normalize_vars(
-            reads, [*self._output_vars[index], *(output._var for output, _ in outputs)])
-        variables = tuple((entry, bound[self._variables[entry]]) for entry in step.inputs
-                          if entry in self._variables)
-        if step.subgraph is not None:
-            data = {entry for _, entry in step.subgraph._data_entries}
-            fetch = tuple(item for item in variables if item[0] in data)
-        else:
-            fetch = variables
-        done = tuple([entry for entry in set(step.inputs) if entry in self._readers]
-                     + [entry for entry in step.outputs if self._readers.get(entry) == 0])
-        return _Push(self._contexts[index], const, mutate, outputs, fetch, variables, done)
-
-    def _count_readers(self) -> dict[int, int]:
-        """For each entry some step releases: the steps that read it (0 for
-        an output nobody reads)."""
-        released = {entry for step in self._steps for entry in step.release}
-        readers = dict.fromkeys(released, 0)
-        for step in self._steps:
-            for entry in set(step.inputs) & released:
-                readers[entry] += 1
-        return readers
+    def _step(self, step: PlanStep) -> Step:
+        """A step of the plan with what runs it: the CPU operator, or the
+        subgraph operator of its spec on its device (loaded at its first
+        forward)."""
+        graph, spec = self._graph, step.subgraph
+        if spec is None:
+            return Step(step.node, graph.ops[step.node], graph.attrs[step.node], step.inputs,
+                         step.outputs, step.release)
+        device = self._device_context(spec.device_class)
+        return Step(step.node, None, None, step.inputs, step.outputs, step.release,
+                     SubgraphOperator(device.library, spec, device.device_id))
 
     def _device_context(self, device_class: int) -> Context:
         assert self.partition is not None
         library = next(c for c in self._node_ctx.values() if c.is_accelerator).library
         return Context(library.name, self.partition.devices[device_class - 1])
-
-    def _step_context(self, step: _Step) -> Context:
-        """Where a step runs: its subgraph's device, or the CPU."""
-        if step.subgraph is None:
-            return cpu()
-        return Context(step.subgraph.library.name, step.subgraph.dev_id)
-
-    def _node_entries(self, k: int) -> tuple[int, ...]:
-        start = self._graph.entry_start[k]
-        return tuple(range(start, start + self._graph.num_visible(k)))
 
     def _entry_bytes(self, entry: int) -> int:
         return limits.array_bytes(self._shapes[entry] or (), self._dtypes[entry])
@@ -495,243 +305,53 @@ class Executor(ExecutorMethods):
                     {id(array): array for array in (*self.arg_dict.values(),
                                                      *self.aux_dict.values())}.values())
         outputs, transient = _graph_bytes(self._graph, self._shapes, self._dtypes, self._heads)
-        alive = peak = total = 0
-        for step in self._steps:
-            produced = sum(self._entry_bytes(entry) for entry in step.outputs
-                           if entry not in self._heads)
-            alive += produced
-            total += produced
-            peak = max(peak, alive)
-            alive -= sum(self._entry_bytes(entry) for entry in step.release)
+        peak, total = self.plan.memory(self._entry_bytes)
         return {"planned_peak": peak, "unplanned": total, "bound": bound, "outputs": outputs,
                 "transient": transient, "planned_total": bound + outputs + transient + peak}
 
     # ---- running -------------------------------------------------------------------------
 
     def forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
-        """Runs the graph (see _forward). Threads may share an executor:
-        their forward() calls are serialized by ``self.lock``, each running
-        whole on the inputs given to it (its argument writes and pushes are
-        not interleaved with another's, and under NaiveEngine its whole
-        run); the outputs then hold the latest forward's result. A thread
-        that must read the outputs of its own forward holds ``self.lock``
-        over the forward and the reading."""
-        with self.lock:
-            return self._forward(is_train, **kwargs)
-
-    def _forward(self, is_train: bool = False, **kwargs: Any) -> list[NDArray]:
         """Runs the graph (inference semantics whatever is_train says);
-        keyword arguments are copied into the argument arrays first."""
-        for name, value in kwargs.items():
-            if name not in self.arg_dict:
-                raise GraphError(f"forward: {name!r} is not an argument "
-                                 f"({', '.join(self.arg_dict)})")
-            target = self.arg_dict[name]
-            source = _input_values(name, value, target)
-            target._write(source)
-        for var in self._internal_vars:
-            if var.exception is not None:
-                self._drop_stale_failures()
-                break
-        run = _Forward(self._readers)
-        current = engine.get()
-        compiling = any(operator.loads == 0 and not operator.declined
-                        for operator in self._subgraphs)
-        for step, push in zip(self._steps, self._pushes):
-            current.push_sync_normalized(self._step_function(step, push, run),
-                                         push.context, push.reads, push.writes)
-        for output, entry in self._copies.get(None, ()):
-            current.push_sync(self._output_function(output, entry, run), cpu(),
-                              [self._var(entry)], [output._var])
-        if compiling:
-            for output in self.outputs:
-                output.wait_to_read()
-        return self.outputs
+        keyword arguments are copied into the argument arrays first. Threads
+        may share an executor: their forward() calls are serialized by
+        ``self.lock``, each running whole on the inputs given to it (its
+        argument writes and pushes are not interleaved with another's, and
+        under NaiveEngine its whole run); the outputs then hold the latest
+        forward's result. A thread that must read the outputs of its own
+        forward holds ``self.lock`` over the forward and the reading."""
+        with self.lock:
+            return self._runner.run(kwargs, False)
 
     def predict(self, **inputs: Any) -> list[np.ndarray]:
         """forward(**inputs), then every output as a new numpy array: a
         synchronous inference, with forward()'s effects (the arguments hold
-        the inputs, the outputs the results). An executor whose graph runs
-        as one subgraph on fixed buffers takes a direct path, one engine
-        operation with no per-forward bookkeeping (acc_host.runtime.direct_run);
-        any other runs forward() and reads its outputs. A failure is raised
-        here and not left on the executor's arrays."""
-        return self._predict(inputs)
+        the inputs, the outputs the results). A failure is raised here and
+        not left on the executor's arrays."""
+        with self.lock:
+            return self._runner.run(inputs, True)
 
     def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         """predict(**inputs) for a mapping of them."""
         with self.lock:
-            direct = self._direct_run()
-            if direct is not None and inputs.keys() <= direct.inputs.keys():
-                # The inputs as they are when every one is already as bound
-                # (no new mapping per inference), else each converted.
-                specs, values = direct.specs, inputs
-                for name, value in inputs.items():
-                    if not _as_bound(value, specs[name]):
-                        values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
-                                  for key, item in inputs.items()}
-                        break
-                results = direct.run(values)
-                if results is not None:
-                    return results
-            outputs = self._forward(**inputs)
-            try:
-                return [output.asnumpy() for output in outputs]
-            except Exception:
-                # Raised to the caller here: not left on the executor's own
-                # vars for a later, unrelated mx.nd.waitall().
-                self._drop_stale_failures()
-                raise
+            return self._runner.run(inputs, True)
 
-    def _direct_run(self) -> DirectRun | None:
-        """The direct path, once the executor's only step has run on fixed
-        buffers (None before, and for executors it does not fit)."""
-        if self._differential is not None or len(self._steps) != 1 or self._copies.get(None):
-            return None
-        step, push = self._steps[0], self._pushes[0]
-        bound = self._bound_steps.get(step.node)
-        if bound is None or step.subgraph is None:
-            return None
-        if self._direct is not None and self._direct.step is bound:
-            return self._direct
-        inputs = {self._variables[entry]: array for entry, array in push.fetch}
-        self._direct = DirectRun(step.subgraph, bound, push.context, inputs, self.outputs,
-                                 push.reads, push.writes)
-        return self._direct
+    # What acc_host.differential's check() reaches: its checker, on for one
+    # forward, and the CPU path it compares a subgraph with.
 
-    def _drop_stale_failures(self) -> None:
-        """Forgets the failure a failed forward left on the executor's own
-        vars. ThreadedEngine stores a failure on every var the failed step
-        (and each step after it) writes, and skips any later operation that
-        touches such a var, so without this every later forward would fail
-        the same way. Nothing is lost: the failure reached the outputs
-        (every step leads to one), which keep it until a wait reports it."""
-        current = engine.get()
-        for var in self._internal_vars:
-            if var.exception is not None:
-                try:
-                    current.wait_for_var(var)  # after the failed forward; clears the failure
-                except Exception:  # the failure the outputs report
-                    pass
+    @property
+    def _differential(self) -> Any:
+        return self._runner.differential
 
-    def _var(self, entry: int) -> engine.Var:
-        name = self._variables.get(entry)
-        return self._bound[name]._var if name is not None else self._entry_vars[entry]
-
-    def _step_function(self, step: _Step, push: _Push, run: _Forward) -> engine.base.SyncFn:
-        def run_step(_run_ctx: engine.RunContext) -> None:
-            values = run.values
-            operator = step.subgraph
-            if operator is not None and not operator.declined:
-                bound = self._bound_steps.get(step.node)
-                if (bound is not None and self._differential is None
-                        and bound.infer.model is operator.model
-                        and bound.current() and operator.weights_current()):
-                    bound.infer.run()  # current() checked its buffers
-                    run.done_with(push.done)
-                    return
-                # The differential check reads every input, weights included.
-                _put_stored(values, push.fetch if self._differential is None
-                            else push.variables)
-                written = _targets(operator, push.outputs)
-                values.update(self._run_subgraph(
-                    operator, push, values,
-                    {entry: target for entry, (_, target) in written.items()}))
-                if operator.loads and (step.node not in self._bound_steps if bound is None
-                                       else bound.infer.model is not operator.model):
-                    # First loaded, or loaded again (close() or a reload):
-                    # bound to the model now loaded.
-                    self._bound_steps[step.node] = self._bind_step(step, push, written)
-            else:
-                _put_stored(values, push.variables)
-                written = {}
-                self._run_on_cpu(operator.spec.nodes if operator is not None else (step.node,),
-                                 values)
-            for output, entry in push.outputs:
-                target = written.get(entry)
-                if target is None or target[0] is not output or values[entry] is not target[1]:
-                    output._write_now(np.asarray(to_host(values[entry])))
-                # else the subgraph wrote this output in place
-            run.done_with(push.done)
-
-        return run_step
-
-    def _bind_step(self, step: _Step, push: _Push,
-                   written: Mapping[int, tuple[NDArray, Value]]) -> BoundStep | None:
-        """The subgraph step on fixed buffers, where it can run so (see
-        BoundStep): a device-memory plugin, every data input a bound
-        argument and every output an executor output (one each) in its
-        device's buffers, nothing else reading the outputs, no differential
-        check."""
-        operator = step.subgraph
-        assert operator is not None
-        if operator.declined or not operator.device_memory or self._differential is not None:
-            return None
-        inputs = dict(push.fetch)
-        if len(inputs) != len(operator._data_entries):
-            return None
-        arrays = [*inputs.values(), *(output for output, _ in written.values())]
-        if any(array._view is not None or array._storage.host is not None
-               or not operator.on_device(array._storage.device) for array in arrays):
-            return None
-        if (set(written) != set(step.outputs) or len(push.outputs) != len(written)
-                or any(entry in other.inputs for other in self._steps if other is not step
-                       for entry in step.outputs)):
-            return None
-        infer = operator.bind_buffers(
-            {entry: array._storage.device for entry, array in inputs.items()},
-            {entry: output._storage.device for entry, (output, _) in written.items()})
-        return BoundStep(infer, arrays)
-
-    def _output_function(self, output: NDArray, entry: int,
-                         run: _Forward) -> engine.base.SyncFn:
-        name = self._variables.get(entry)
-
-        def copy_out(_run_ctx: engine.RunContext) -> None:
-            value = _stored(self._bound[name]) if name is not None else run.values[entry]
-            output._write_now(np.asarray(to_host(value)))
-
-        return copy_out
+    @_differential.setter
+    def _differential(self, checker: Any) -> None:
+        self._runner.differential = checker
 
     def _run_on_cpu(self, nodes: Sequence[int], values: dict[int, Value]) -> None:
-        graph = self._graph
-        tracer = trace_recorder.current()
-        for k in nodes:
-            op, attrs = graph.ops[k], graph.attrs[k]
-            assert op is not None and attrs is not None
-            start = tracer.now() if tracer is not None else 0
-            try:
-                results = op.compute(attrs, [to_host(values[entry])
-                                             for entry in graph.input_entries(k)])
-            except OperatorError as error:  # the values a forward met: name the node
-                if type(error) not in (OperatorError, ShapeError):
-                    raise
-                raise type(error)(f"node {graph.nodes[k].name!r} ({graph.nodes[k].op}): "
-                                  f"{error}") from None
-            values.update(zip(self._node_entries(k), results))
-            if tracer is not None:
-                tracer.span("cpu_op", f"{graph.nodes[k].op} {graph.nodes[k].name}", start,
-                            tracer.now())
+        self._runner.run_on_cpu(nodes, values)
 
-    def _run_subgraph(self, operator: SubgraphOperator, push: _Push,
-                      values: dict[int, Value], targets: Mapping[int, Value]
-                      ) -> dict[int, Value]:
-        """The subgraph on the accelerator (writing the outputs in targets in
-        place); if the plugin declines to compile it after all
-        (MX_ACC_ERR_UNSUPPORTED from loadModel), its operators run on the CPU
-        from then on, as the ABI promises."""
-        try:
-            produced = operator.forward(values, self._bound, targets)
-            if self._differential is not None:
-                self._differential.after_subgraph(self, operator, values, self._bound, produced)
-            return produced
-        except PluginUnsupportedError as error:
-            if operator.loads:
-                raise
-            operator.decline(str(error))
-            _put_stored(values, push.variables)
-            self._run_on_cpu(operator.spec.nodes, values)
-            return {}
+    def _direct_run(self) -> DirectRun | None:
+        return self._runner.direct_run()
 
     def close(self) -> None:
         """Unloads the accelerator subgraphs now, after pending forwards
@@ -739,21 +359,18 @@ class Executor(ExecutorMethods):
         A failure of a forward stays on the outputs for their waits; the
         copies on the executor's own vars, which nothing else can wait for,
         are dropped (a later mx.nd.waitall() would raise them otherwise)."""
-        engine.drain()
-        if any(var.exception is not None for var in self._internal_vars):
-            self._drop_stale_failures()
-        for step in self._steps:
-            if step.subgraph is not None:
-                step.subgraph.close()
+        self._runner.close()
 
     def placement(self) -> dict[str, str]:
         """Where each operator node runs: "cpu(0)" or "<accelerator>(<dev>)"."""
         where = {self._graph.nodes[k].name: "cpu(0)" for k, node in
                  enumerate(self._graph.nodes) if not node.is_variable}
         for step in self._steps:
-            if step.subgraph is not None and not step.subgraph.declined:
-                for k in step.subgraph.spec.nodes:
-                    where[self._graph.nodes[k].name] = str(self._step_context(step))
+            operator = step.subgraph
+            if operator is not None and not operator.declined:
+                for k in operator.spec.nodes:
+                    where[self._graph.nodes[k].name] = str(Context(operator.library.name,
+                                                                   operator.dev_id))
         return where
 
     def __repr__(self) -> str:
@@ -787,25 +404,6 @@ def _check_planned(what: str, bound: int, outputs: int, transient: int, peak: in
         f"{what}: the planned memory of the bind and a forward ({bound} bytes of arguments "
         f"and auxiliary states, {outputs} of outputs, {peak} of intermediate results at the "
         f"plan's peak, {transient} for the largest operator's inputs and outputs)")
-
-
-def _targets(operator: SubgraphOperator, outputs: Sequence[tuple[NDArray, int]]
-             ) -> dict[int, tuple[NDArray, Value]]:
-    """The executor outputs a subgraph can write in place, by entry (one
-    output per entry): the output and its device buffer when it lives on the
-    subgraph's device, or its host array when the plugin works in host
-    memory. The others are copied after the subgraph ran."""
-    targets: dict[int, tuple[NDArray, Value]] = {}
-    for output, entry in outputs:
-        storage = output._storage
-        if output._view is not None or entry in targets:
-            continue
-        if operator.device_memory:
-            if storage.host is None and operator.on_device(storage.device):
-                targets[entry] = (output, storage.device)
-        elif storage.host is not None and storage.host.flags.c_contiguous:
-            targets[entry] = (output, storage.host)
-    return targets
 
 
 def _node_contexts(graph: Graph, ctx: Context, group2ctx: Mapping[str, Context]
