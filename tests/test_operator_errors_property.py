@@ -16,7 +16,8 @@ original exception.
 
 ``ACC_HOST_OPERATOR_EXAMPLES`` sets the examples per operator: 12 by
 default (about half a minute for all of them), 60 in a full run
-(``ACC_HOST_FULL_TESTS=1``, as CI runs; about 12,000 calls).
+(``ACC_HOST_FULL_TESTS=1``, as CI runs; about 12,000 calls). The examples
+are derandomized, so a run is repeatable and CI does not fail on a draw.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def _call(name: str, arrays: list[mx.nd.NDArray], attrs: dict[str, Any]) -> None
 def test_operator_raises_only_acc_host_errors(name: str) -> None:
     op = OPS[name]
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(call=_calls(op))
     def check(call: tuple[list[mx.nd.NDArray], dict[str, Any]]) -> None:

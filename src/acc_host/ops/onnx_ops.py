@@ -1023,7 +1023,9 @@ _def("_onnx_one_hot", _one_hot, [Param("depth", parse_int), Param("axis", parse_
      doc="ONNX OneHot (off/on values from values).")
 
 
-def _nll(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def _nll(attrs: Attrs, inputs: list[np.ndarray], op: str = "_onnx_nll_loss") -> list[np.ndarray]:
+    """ONNX NegativeLogLikelihoodLoss; op names the operator in errors
+    (SoftmaxCrossEntropyLoss computes through it)."""
     x, target = inputs[0], inputs[1].astype(np.int64)
     weight = inputs[2] if len(inputs) > 2 else None
     c = x.shape[1]
@@ -1031,7 +1033,7 @@ def _nll(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     bad = (safe < 0) | (safe >= c)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise OperatorError(f"_onnx_nll_loss: target {int(safe[where])} at position {where} is "
+        raise OperatorError(f"{op}: target {int(safe[where])} at position {where} is "
                             f"not a class index below {c} (nor the ignore_index)")
     picked = -np.take_along_axis(x, safe[:, None], axis=1)[:, 0]
     w = np.ones_like(picked) if weight is None else weight[safe].astype(x.dtype)
@@ -1056,7 +1058,8 @@ def _sce(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     shifted = x - x.max(axis=1, keepdims=True)
     log_prob = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    loss = _nll(attrs, [log_prob.astype(x.dtype)] + list(inputs[1:]))[0]
+    loss = _nll(attrs, [log_prob.astype(x.dtype)] + list(inputs[1:]),
+                "_onnx_softmax_cross_entropy")[0]
     return [loss, log_prob.astype(x.dtype)]
 
 
