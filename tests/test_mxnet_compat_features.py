@@ -272,3 +272,20 @@ def test_contrib_onnx_import_to_gluon(context: str) -> None:
     np.testing.assert_allclose(out.asnumpy(), reference["output_0"], rtol=1e-3, atol=1e-4)
     metadata = mx.contrib.onnx.get_model_metadata(str(folder / "resnet_small.onnx"))
     assert metadata["input_tensor_data"] == [("input", (2, 3, 32, 32))]
+
+
+def test_operator_functions_take_positional_attributes() -> None:
+    """As in MXNet, mx.nd.<op>(x, a, b) passes a and b as the operator's
+    attributes in their declared order (sum: axis, keepdims; clip: a_min,
+    a_max)."""
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = mx.nd.array(data)
+    np.testing.assert_array_equal(mx.nd.sum(x, 1).asnumpy(), data.sum(axis=1))
+    np.testing.assert_array_equal(mx.nd.sum(x, 1, True).asnumpy(), data.sum(axis=1, keepdims=True))
+    np.testing.assert_array_equal(mx.nd.clip(x, 1.0, 4.0).asnumpy(), np.clip(data, 1.0, 4.0))
+    with pytest.raises(mx.OperatorError, match="'axis' given twice"):
+        mx.nd.sum(x, 1, axis=0)
+    with pytest.raises(mx.OperatorError, match="positional attributes given"):
+        mx.nd.broadcast_add(x, 3)
+    with pytest.raises(mx.OperatorError, match="inputs come before"):
+        mx.nd.broadcast_add(x, 3, x)

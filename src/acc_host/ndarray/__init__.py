@@ -683,9 +683,24 @@ def _operator_function(op_name: str) -> Callable[..., Any]:
 
     def run(*args: Any, out: Any = None, name: str | None = None, ctx: Context | None = None,
             **kwargs: Any) -> Any:
-        arrays = [value for value in args if isinstance(value, NDArray)]
-        if len(arrays) != len(args):
-            raise OperatorError(f"{op_name}: positional arguments must be NDArrays")
+        # As in MXNet: the leading positional NDArrays are inputs, the
+        # positional values after them the attributes in declared order
+        # (mx.nd.sum(x, 1) is axis=1).
+        arrays: list[NDArray] = []
+        rest = list(args)
+        while rest and isinstance(rest[0], NDArray):
+            arrays.append(rest.pop(0))
+        if any(isinstance(value, NDArray) for value in rest):
+            raise OperatorError(f"{op_name}: NDArray inputs come before the positional "
+                                "attributes")
+        names = [param.name for param in op.params]
+        if len(rest) > len(names):
+            raise OperatorError(f"{op_name}: {len(rest)} positional attributes given, the "
+                                f"operator has {len(names)} ({', '.join(names) or 'none'})")
+        for attr_name, value in zip(names, rest):
+            if attr_name in kwargs:
+                raise OperatorError(f"{op_name}: attribute {attr_name!r} given twice")
+            kwargs[attr_name] = value
         named = {key: value for key, value in kwargs.items() if isinstance(value, NDArray)}
         attrs = {key: value for key, value in kwargs.items()
                  if not isinstance(value, NDArray) and value is not None}
