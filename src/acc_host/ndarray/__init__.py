@@ -48,7 +48,7 @@ from ..errors import (
 )
 from ..ops import registry
 from . import dispatch, params_file
-from .methods import NDArrayMethods
+from .methods import NDArrayMethods, positional_attributes
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "from_dlpack",
            "save", "load", "waitall", "concatenate"]
@@ -693,14 +693,8 @@ def _operator_function(op_name: str) -> Callable[..., Any]:
         if any(isinstance(value, NDArray) for value in rest):
             raise OperatorError(f"{op_name}: NDArray inputs come before the positional "
                                 "attributes")
-        names = [param.name for param in op.params]
-        if len(rest) > len(names):
-            raise OperatorError(f"{op_name}: {len(rest)} positional attributes given, the "
-                                f"operator has {len(names)} ({', '.join(names) or 'none'})")
-        for attr_name, value in zip(names, rest):
-            if attr_name in kwargs:
-                raise OperatorError(f"{op_name}: attribute {attr_name!r} given twice")
-            kwargs[attr_name] = value
+        kwargs = positional_attributes(op_name, [param.name for param in op.params], rest,
+                                       kwargs)
         named = {key: value for key, value in kwargs.items() if isinstance(value, NDArray)}
         attrs = {key: value for key, value in kwargs.items()
                  if not isinstance(value, NDArray) and value is not None}

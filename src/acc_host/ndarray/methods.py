@@ -19,7 +19,8 @@ from ..errors import InvalidArgumentError, OperatorError, ShapeError
 from ..ops import registry
 from ..ops.compat import HOST_OPS
 
-__all__ = ["NDArrayMethods", "FLUENT_OPERATORS", "host_functions", "split_arguments"]
+__all__ = ["NDArrayMethods", "FLUENT_OPERATORS", "host_functions", "positional_attributes",
+           "split_arguments"]
 
 #: method name -> operator name
 FLUENT_OPERATORS = {name: name for name in (
@@ -45,16 +46,24 @@ def split_arguments(op_name: str, array_type: type, first: Any, args: tuple[Any,
     rest = list(args)
     while rest and isinstance(rest[0], array_type):
         inputs.append(rest.pop(0))
-    names = [param.name for param in op.params]
-    if len(rest) > len(names):
-        raise OperatorError(f"{op_name}: {len(rest)} positional attributes given, the "
+    return inputs, positional_attributes(op_name, [param.name for param in op.params], rest,
+                                         kwargs)
+
+
+def positional_attributes(op_name: str, names: list[str], values: list[Any],
+                          kwargs: dict[str, Any]) -> dict[str, Any]:
+    """kwargs with values added as the attributes names, in order (MXNet's
+    positional attributes); an OperatorError for too many values or an
+    attribute given twice."""
+    if len(values) > len(names):
+        raise OperatorError(f"{op_name}: {len(values)} positional attributes given, the "
                             f"operator has {len(names)} ({', '.join(names) or 'none'})")
     attrs = dict(kwargs)
-    for name, value in zip(names, rest):
+    for name, value in zip(names, values):
         if name in attrs:
             raise OperatorError(f"{op_name}: attribute {name!r} given twice")
         attrs[name] = value
-    return inputs, attrs
+    return attrs
 
 
 def run_on_host(op_name: str, inputs: list[Any], attrs: dict[str, Any], out: Any = None) -> Any:

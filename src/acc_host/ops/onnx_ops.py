@@ -53,12 +53,6 @@ def _parse_onnx_dtype(text: str) -> str:
     return choice(*_ONNX_DTYPES)(text)
 
 
-def _axis(op: str, axis: int, ndim: int) -> int:
-    """axis of an ndim-dimensional input in [-ndim, ndim) as a non-negative
-    index; a ShapeError otherwise (a 0-d input has no axis)."""
-    return normalize_axis(op, axis, ndim)
-
-
 #: Functions ONNX defines for integer (and, but for the shifts, bool) inputs only.
 _BITWISE = frozenset({"bitshift_left", "bitshift_right", "bitwise_and", "bitwise_or",
                       "bitwise_xor", "bitwise_not"})
@@ -407,7 +401,7 @@ _def("_onnx_expand", _expand, [Param("shape", parse_tuple)],
 def _unsqueeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     ndim = x.ndim + len(attrs.axes)
-    axes = sorted(_axis("_onnx_unsqueeze", a, ndim) for a in attrs.axes)
+    axes = sorted(normalize_axis("_onnx_unsqueeze", a, ndim) for a in attrs.axes)
     for axis in axes:
         x = np.expand_dims(x, axis)
     return [x.copy()]
@@ -421,7 +415,8 @@ def _squeeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     if attrs.axes is None:
         return [np.squeeze(x).copy()]
-    return [np.squeeze(x, axis=tuple(_axis("_onnx_squeeze", a, x.ndim) for a in attrs.axes)).copy()]
+    axes = tuple(normalize_axis("_onnx_squeeze", a, x.ndim) for a in attrs.axes)
+    return [np.squeeze(x, axis=axes).copy()]
 
 
 _def("_onnx_squeeze", _squeeze, [Param("axes", optional(parse_tuple), None)],
@@ -446,7 +441,7 @@ def _slice(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     for start, end, axis, step in zip(attrs.starts, attrs.ends, axes, steps):
         start = max(min(start, big), -big)
         end = max(min(end, big), -big)
-        index[_axis("_onnx_slice", axis, x.ndim)] = slice(start, end, step)
+        index[normalize_axis("_onnx_slice", axis, x.ndim)] = slice(start, end, step)
     return [x[tuple(index)].copy()]
 
 
@@ -457,7 +452,7 @@ _def("_onnx_slice", _slice, [Param("starts", parse_tuple), Param("ends", parse_t
 
 def _split(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = _axis("_onnx_split", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_split", attrs.axis, x.ndim)
     points: list[int]
     if attrs.split:
         if any(int(p) < 0 for p in attrs.split) or sum(map(int, attrs.split)) != x.shape[axis]:
@@ -550,7 +545,7 @@ def _nd_indices(op: str, idx: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 def _gather(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx = inputs
-    axis = _axis("_onnx_gather", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_gather", attrs.axis, x.ndim)
     idx = _indices("_onnx_gather", idx, x.shape[axis], f"axis {axis} of data {x.shape}")
     return [take("_onnx_gather", x, idx, axis)]
 
@@ -561,7 +556,7 @@ _def("_onnx_gather", _gather, [Param("axis", parse_int, 0)], arguments=("data", 
 
 def _gather_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx = inputs
-    axis = _axis("_onnx_gather_elements", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_gather_elements", attrs.axis, x.ndim)
     idx = _indices("_onnx_gather_elements", idx, x.shape[axis],
                    f"axis {axis} of data {x.shape}")
     return [np.take_along_axis(x, idx, axis=axis)]
@@ -597,7 +592,7 @@ _def("_onnx_gather_nd", _gather_nd, [Param("batch_dims", parse_int, 0)],
 def _scatter_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x, idx, upd = inputs
     out = x.copy()
-    axis = _axis("_onnx_scatter_elements", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_scatter_elements", attrs.axis, x.ndim)
     idx = _indices("_onnx_scatter_elements", idx, x.shape[axis],
                    f"axis {axis} of data {x.shape}")
     for pos in np.ndindex(*idx.shape):
@@ -715,7 +710,8 @@ def _reduce(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     if not attrs.axes and attrs.noop_with_empty_axes:
         return [x.copy()]
-    axes = tuple(_axis("_onnx_reduce", a, x.ndim) for a in attrs.axes) if attrs.axes else None
+    axes = (tuple(normalize_axis("_onnx_reduce", a, x.ndim) for a in attrs.axes)
+            if attrs.axes else None)
     if x.size == 0 and attrs.fn in ("max", "min"):
         shape = [1 if axes is None or i in axes else d for i, d in enumerate(x.shape)]
         if not attrs.keepdims:
@@ -740,7 +736,7 @@ _def("_onnx_reduce", _reduce,
 
 def _arg(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = _axis("_onnx_arg", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_arg", attrs.axis, x.ndim)
     fn = np.argmax if attrs.fn == "max" else np.argmin
     if attrs.select_last_index:
         flipped = np.flip(x, axis)
@@ -760,7 +756,7 @@ _def("_onnx_arg", _arg, [Param("fn", choice("max", "min")), Param("axis", parse_
 
 def _cumsum(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = _axis("_onnx_cumsum", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_cumsum", attrs.axis, x.ndim)
     if attrs.reverse:
         x = np.flip(x, axis)
     out = np.cumsum(x, axis=axis, dtype=x.dtype)
@@ -780,7 +776,7 @@ _def("_onnx_cumsum", _cumsum, [Param("axis", parse_int), Param("exclusive", pars
 
 def _topk(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = _axis("_onnx_topk", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_topk", attrs.axis, x.ndim)
     if attrs.largest:
         key = (np.iinfo(x.dtype).max - x) if np.issubdtype(x.dtype, np.unsignedinteger) else -x
     else:
@@ -885,13 +881,9 @@ _def("_onnx_mvn", _mvn, [Param("axes", parse_tuple, (0, 2, 3))],
      doc="ONNX MeanVarianceNormalization.")
 
 
-def parse_tuple_float(text: str) -> tuple[float, ...]:
-    return parse_float_tuple(text)
-
-
 def parse_scales(text: str) -> tuple[float, ...]:
     """Resize scales: finite numbers, none negative."""
-    scales = tuple(float(value) for value in parse_tuple_float(text))
+    scales = tuple(float(value) for value in parse_float_tuple(text))
     if not all(np.isfinite(scale) and scale >= 0 for scale in scales):
         raise ValueError(f"expected finite scales of 0 or more, got {text!r}")
     return scales
@@ -932,7 +924,7 @@ _def("_onnx_cast_like", lambda a, i: [i[0].astype(i[1].dtype)], arguments=("data
 
 def _layer_norm3(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = _axis("_onnx_norm", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_norm", attrs.axis, x.ndim)
     axes = tuple(range(axis, x.ndim))
     xf = x.astype(np.float32) if x.dtype != np.float64 else x
     mean = xf.mean(axis=axes, keepdims=True)
@@ -966,7 +958,7 @@ register(OpDef(name="_onnx_norm", compute=_layer_norm3,
 
 def _cumprod(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
-    axis = _axis("_onnx_cumprod", attrs.axis, x.ndim)
+    axis = normalize_axis("_onnx_cumprod", attrs.axis, x.ndim)
     if attrs.reverse:
         x = np.flip(x, axis)
     out = np.cumprod(x, axis=axis, dtype=x.dtype)
@@ -1267,7 +1259,7 @@ _def("_onnx_resize", _resize,
                                    "ceil"), "round_prefer_floor"),
       Param("cubic_coeff_a", parse_float, -0.75), Param("exclude_outside", parse_bool, False),
       Param("extrapolation_value", parse_float, 0.0),
-      Param("roi", lambda t: tuple(parse_tuple_float(t)), ())],
+      Param("roi", lambda t: tuple(parse_float_tuple(t)), ())],
      doc="ONNX Resize (nearest/linear/cubic, separable over the axes, every coordinate "
          "transformation mode; no antialias). sizes and scales are per axis, resolved at "
          "import time.")
