@@ -4,6 +4,7 @@ the registered operator MXNet's layer calls, with the same attributes."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from ...errors import InvalidArgumentError
@@ -13,14 +14,14 @@ __all__ = ["Sequential", "HybridSequential", "Dense", "Activation", "Dropout", "
            "LayerNorm", "Embedding", "Flatten", "Lambda", "HybridLambda", "LeakyReLU"]
 
 
-class Sequential(Block):
-    """Runs its children in order."""
+class _Chain:
+    """What Sequential and HybridSequential share: children run in order,
+    indexing (a slice is a new container of the same kind) and length."""
 
-    def add(self, *blocks: Block) -> None:
-        for block in blocks:
-            self.register_child(block)
+    _children: OrderedDict[str, Block]
+    _prefix: str
 
-    def forward(self, x: Any, *args: Any) -> Any:
+    def _run_children(self, x: Any, args: tuple[Any, ...]) -> Any:
         for block in self._children.values():
             x = block(x, *args)
             args = ()
@@ -29,9 +30,9 @@ class Sequential(Block):
     def __getitem__(self, key: int | slice) -> Any:
         layers = list(self._children.values())[key]
         if isinstance(layers, list):
-            net = type(self)(prefix=self._prefix)
-            with net.name_scope():
-                net.add(*layers)
+            net = type(self)(prefix=self._prefix)  # type: ignore[call-arg]
+            with net.name_scope():  # type: ignore[attr-defined]
+                net.add(*layers)  # type: ignore[attr-defined]
             return net
         return layers
 
@@ -39,7 +40,18 @@ class Sequential(Block):
         return len(self._children)
 
 
-class HybridSequential(HybridBlock):
+class Sequential(_Chain, Block):
+    """Runs its children in order."""
+
+    def add(self, *blocks: Block) -> None:
+        for block in blocks:
+            self.register_child(block)
+
+    def forward(self, x: Any, *args: Any) -> Any:
+        return self._run_children(x, args)
+
+
+class HybridSequential(_Chain, HybridBlock):
     """Runs its HybridBlock children in order."""
 
     def add(self, *blocks: HybridBlock) -> None:
@@ -50,22 +62,7 @@ class HybridSequential(HybridBlock):
             self.register_child(block)
 
     def hybrid_forward(self, F: Any, x: Any, *args: Any) -> Any:  # noqa: N803
-        for block in self._children.values():
-            x = block(x, *args)
-            args = ()
-        return x
-
-    def __getitem__(self, key: int | slice) -> Any:
-        layers = list(self._children.values())[key]
-        if isinstance(layers, list):
-            net = type(self)(prefix=self._prefix)
-            with net.name_scope():
-                net.add(*layers)  # type: ignore[arg-type]
-            return net
-        return layers
-
-    def __len__(self) -> int:
-        return len(self._children)
+        return self._run_children(x, args)
 
 
 def _act(F: Any, x: Any, activation: str | None, name: str) -> Any:  # noqa: N803
