@@ -108,16 +108,23 @@ class ModuleMethods:
                       pre_sliced: bool = False) -> None:
         eval_metric.update(labels, self.get_outputs())  # type: ignore[attr-defined]
 
-    def iter_predict(self, eval_data: Any, num_batch: int | None = None,
-                     reset: bool = True, sparse_row_id_fn: Any = None
-                     ) -> Iterator[tuple[list[Any], int, Any]]:
-        """(outputs with the padding removed, batch number, batch) per batch."""
+    def _forward_batches(self, eval_data: Any, num_batch: int | None,
+                         reset: bool) -> Iterator[tuple[int, Any]]:
+        """(batch number, batch) for the first num_batch batches of eval_data
+        (all when None), each run forward before it is yielded."""
         if reset:
             eval_data.reset()
         for number, batch in enumerate(eval_data):
             if num_batch is not None and number == num_batch:
                 break
             self.forward(batch, is_train=False)  # type: ignore[attr-defined]
+            yield number, batch
+
+    def iter_predict(self, eval_data: Any, num_batch: int | None = None,
+                     reset: bool = True, sparse_row_id_fn: Any = None
+                     ) -> Iterator[tuple[list[Any], int, Any]]:
+        """(outputs with the padding removed, batch number, batch) per batch."""
+        for number, batch in self._forward_batches(eval_data, num_batch, reset):
             keep = batch.data[0].shape[0] - (batch.pad or 0)
             yield ([output[:keep] for output in self.get_outputs()],  # type: ignore[attr-defined]
                    number, batch)
@@ -132,12 +139,7 @@ class ModuleMethods:
         if not isinstance(eval_metric, metric_module.EvalMetric):
             eval_metric = metric_module.create(eval_metric)
         eval_metric.reset()
-        if reset:
-            eval_data.reset()
-        for number, batch in enumerate(eval_data):
-            if num_batch is not None and number == num_batch:
-                break
-            self.forward(batch, is_train=False)  # type: ignore[attr-defined]
+        for _, batch in self._forward_batches(eval_data, num_batch, reset):
             # as MXNet: a padded last batch is scored whole, padding included
             self.update_metric(eval_metric, list(batch.label or []))
         return eval_metric.get_name_value()
