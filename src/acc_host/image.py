@@ -8,29 +8,17 @@ RGB order (BGR with to_rgb=False), as MXNet's.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import AccHostError, InvalidArgumentError, ModelFileError
+from .errors import InvalidArgumentError, ModelFileError
 from .ndarray import NDArray, array
+from .recordio import PillowMissingError, open_image, pillow
 
 __all__ = ["imread", "imdecode", "imresize", "resize_short", "scale_down", "fixed_crop",
            "center_crop", "color_normalize", "PillowMissingError"]
-
-
-class PillowMissingError(AccHostError, ImportError):
-    """mx.image needs the Pillow package, which is not installed."""
-
-
-def _pil() -> Any:
-    try:
-        from PIL import Image
-    except ImportError as error:
-        raise PillowMissingError(f"mx.image needs Pillow (pip install Pillow): {error}") from None
-    return Image
 
 
 # MXNet's interp codes (OpenCV's) -> Pillow's resampling filters
@@ -62,14 +50,9 @@ def _gray(image: Any) -> np.ndarray:
 def imdecode(buf: bytes | Any, flag: int = 1, to_rgb: bool = True,
              out: Any = None) -> NDArray:
     """The image in buf (JPEG, PNG, ...): H x W x 3 (flag 1) or H x W x 1 (flag 0)."""
-    image_module = _pil()
     data = bytes(_host(buf).astype(np.uint8).tobytes()) if not isinstance(
         buf, (bytes, bytearray)) else bytes(buf)
-    try:
-        image = image_module.open(io.BytesIO(data))
-        image.load()
-    except OSError as error:
-        raise ModelFileError(f"imdecode: cannot decode the image: {error}") from None
+    image = open_image(data, "imdecode")
     if flag == 0:
         pixels = _gray(image)[:, :, None]
     else:
@@ -97,7 +80,7 @@ def imresize(src: Any, w: int, h: int, interp: int = 1) -> NDArray:
     2 bicubic, 3 area, 4 Lanczos; 9 and 10 are taken as bicubic)."""
     if w <= 0 or h <= 0:
         raise InvalidArgumentError(f"imresize: size must be positive, got {w} x {h}")
-    image_module = _pil()
+    image_module = pillow("mx.image.imresize")
     pixels = _host(src)
     squeeze = pixels.ndim == 3 and pixels.shape[2] == 1
     image = image_module.fromarray(pixels[:, :, 0] if squeeze else pixels)

@@ -33,13 +33,26 @@ class PillowMissingError(AccHostError, ImportError):
     """pack_img/unpack_img need the Pillow package, which is not installed."""
 
 
-def _image_module() -> Any:
+def pillow(who: str) -> Any:
+    """Pillow's Image module; a PillowMissingError naming who needs it."""
     try:
-        from PIL import Image
+        from PIL import Image  # optional: only the image functions need it
     except ImportError as error:
-        raise PillowMissingError("mx.recordio.pack_img/unpack_img need Pillow (pip install "
-                                 f"Pillow): {error}") from None
+        raise PillowMissingError(f"{who} needs Pillow (pip install Pillow): {error}") from None
     return Image
+
+
+def open_image(data: bytes, who: str) -> Any:
+    """The decoded Pillow image in data (JPEG, PNG, ...); a ModelFileError
+    naming who when it cannot be decoded."""
+    image_module = pillow(who)
+    try:
+        image = image_module.open(io.BytesIO(data))
+        image.load()
+    except OSError as error:
+        raise ModelFileError(f"{who}: cannot decode the image: {error}") from None
+    return image
+
 
 _MAGIC = 0xCED7230A
 _MAGIC_BYTES = struct.pack("<I", _MAGIC)
@@ -240,7 +253,7 @@ def unpack(s: bytes) -> tuple[IRHeader, bytes]:
 
 def pack_img(header: Any, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """pack() of img (H x W x 3 in BGR order, or H x W) encoded as JPEG or PNG."""
-    Image = _image_module()  # noqa: N806
+    Image = pillow("mx.recordio.pack_img")  # noqa: N806
     formats = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}
     if img_fmt.lower() not in formats:
         raise InvalidArgumentError(f"pack_img: img_fmt must be one of {sorted(formats)}")
@@ -257,13 +270,8 @@ def pack_img(header: Any, img: np.ndarray, quality: int = 95, img_fmt: str = ".j
 def unpack_img(s: bytes, iscolor: int = -1) -> tuple[IRHeader, np.ndarray]:
     """The header and the decoded image: BGR (H x W x 3) for color images
     or iscolor=1, H x W for grayscale or iscolor=0."""
-    Image = _image_module()  # noqa: N806
     header, data = unpack(s)
-    try:
-        image = Image.open(io.BytesIO(data))
-        image.load()
-    except OSError as error:
-        raise ModelFileError(f"unpack_img: cannot decode the image: {error}") from None
+    image = open_image(data, "unpack_img")
     if iscolor == 0:
         return header, np.asarray(image.convert("L"))
     if iscolor == 1 or image.mode not in ("L", "I;16"):
