@@ -3,7 +3,7 @@
 Usage: python benchmarks/mlu_fusion.py [--repeat N]
 
 For SqueezeNet 1.1 and MobileNetV2 1.0 (tests/models, MXNet's own files) and
-the ResNet-18-style network of tests/test_mlu_sim.py (built with mx.sym,
+the ResNet-18-style network of tests/plugins/mlu_sim/test_mlu_sim.py (built with mx.sym,
 widths 16-128, 1x3x64x64), on one card:
 
 * symbolic: the whole graph loaded once with loadModel (fusion segments,
@@ -40,7 +40,7 @@ from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.operator_executor import run_graph
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "plugins" / "mlu_sim"))
 from test_mlu_sim import _resnet18_style, _weights  # noqa: E402
 
 CARD = 1

@@ -1,5 +1,5 @@
-"""What the compiled-model cache tests share (tests/test_model_cache.py for
-cpu_ref, tests/test_mlu_sim_offline.py for mlu_sim): running a script in a
+"""What the compiled-model cache tests share (tests/runtime/test_model_cache.py for
+cpu_ref, tests/plugins/mlu_sim/test_mlu_sim_offline.py for mlu_sim): running a script in a
 fresh process with or without the cache, listing the cache's entries,
 loading a test model, and planting a model file the host's checks accept."""
 

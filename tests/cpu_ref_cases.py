@@ -4,7 +4,7 @@ dtypes).
 The float32 cases come first, written out; float16 variants of them (one
 per operator at least) and integer variants of the operators that take
 integers follow, generated from them. Every operator cpu_ref lists has a
-float32 and a float16 case (tests/test_cpu_ref_ops.py checks)."""
+float32 and a float16 case (tests/plugins/cpu_ref/test_cpu_ref_ops.py checks)."""
 
 from __future__ import annotations
 
@@ -456,7 +456,7 @@ CASES: list[Case] = [
 # ---- the ONNX importer's host operators (acc_host/ops/onnx_ops.py) ----------------------
 # Each one in float32 and float16, and in the integer dtypes (and float64)
 # where it runs them; index inputs get valid positions (see _inputs in
-# tests/test_cpu_ref_ops.py).
+# tests/plugins/cpu_ref/test_cpu_ref_ops.py).
 _ALL = ("float32", "float16", "float64", "uint8", "int8", "int32", "int64")
 _FLOATS = ("float32", "float16", "float64")
 _ONNX_UNARY_EXACT = ("relu", "abs", "neg", "sign", "round", "floor", "ceil", "identity")

@@ -1,7 +1,7 @@
 """Expected failures of the ONNX backend test suite on acc-host.
 
 EXPECTED_FAILURES maps a test case (its name without the "_cpu" device suffix)
-to the reason it fails on the host CPU path; tests/test_onnx_backend.py marks each
+to the reason it fails on the host CPU path; tests/onnx/test_onnx_backend.py marks each
 one pytest.mark.xfail(strict=True, reason=...), so a case that starts passing is
 reported (and must be removed from here). There are no skips: every case runs.
 
