@@ -3,7 +3,7 @@
     python benchmarks/onnx_counts.py              # runs the suites, prints the table
     python benchmarks/onnx_counts.py --xml a.xml  # counts an existing junit xml
     python benchmarks/onnx_counts.py --suggest    # also prints failing cases as
-                                                  # tests/onnx_expected_failures.py entries
+                                                  # tests/support/onnx_expected_failures.py entries
 
 The CPU path runs from tests/onnx/test_onnx_backend.py, cpu_ref from
 tests/onnx/test_onnx_backend_cpu_ref.py, the simulated MLU (light models only, with CPU

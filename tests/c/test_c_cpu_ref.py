@@ -12,7 +12,7 @@ a reference computed in C, under AddressSanitizer."""
 from pathlib import Path
 
 import pytest
-from c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
+from support.c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
 
 SOURCES = cpu_ref_sources()
 INCLUDES = cpu_ref_includes()

@@ -6,7 +6,7 @@ round trips, every truncation, byte flips and hostile fields."""
 from pathlib import Path
 
 import pytest
-from c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
+from support.c_programs import build_and_run, cpu_ref_includes, cpu_ref_sources
 
 
 @pytest.mark.sanitizer

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from c_programs import build_and_run, compiler, cpu_ref_includes, cpu_ref_kernel_sources
+from support.c_programs import build_and_run, compiler, cpu_ref_includes, cpu_ref_kernel_sources
 
 
 @pytest.mark.sanitizer

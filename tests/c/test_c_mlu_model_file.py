@@ -8,7 +8,7 @@ hostile length and instruction fields."""
 from pathlib import Path
 
 import pytest
-from c_programs import ROOT, build_and_run
+from support.c_programs import ROOT, build_and_run
 
 
 @pytest.mark.sanitizer

@@ -10,7 +10,7 @@ LeakSanitizer watching."""
 from pathlib import Path
 
 import pytest
-from c_programs import ROOT, build_and_run
+from support.c_programs import ROOT, build_and_run
 
 
 @pytest.mark.sanitizer

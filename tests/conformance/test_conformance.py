@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_quickstart import C_FIRST_LINE, _blocks, _build_command, _compile
+from support.quickstart import C_FIRST_LINE, build_command, compile_or_fail, page_blocks
 
 import acc_host
 from acc_host.conformance import FAIL, PASS, SKIP, CheckResult, Report, check_library
@@ -78,12 +78,12 @@ def test_mlu_sim_passes_on_chosen_devices() -> None:
 
 @pytest.fixture(scope="module")
 def quickstart_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    (block,) = _blocks("c", C_FIRST_LINE)
+    (block,) = page_blocks("c", C_FIRST_LINE)
     directory = tmp_path_factory.mktemp("conformance_quickstart")
     source = directory / "myacc.c"
     source.write_text(block, encoding="utf-8")
     output = directory / "libmyacc.so"
-    _compile(_build_command(source, output, ["-Werror"]), directory)
+    compile_or_fail(build_command(source, output, ["-Werror"]), directory)
     return output
 
 

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from conv_fc_net import conv_fc_net, weights
+from support.conv_fc_net import conv_fc_net, weights
 from support.paths import ROOT
 
 import acc_host as mx
@@ -72,7 +72,7 @@ def test_module_over_two_cpu_ref_devices_matches_one() -> None:
     reads when loaded: so in a child process."""
     script = (
         "import numpy as np, acc_host as mx\n"
-        "from conv_fc_net import conv_fc_net, weights\n"
+        "from support.conv_fc_net import conv_fc_net, weights\n"
         "batch = np.random.default_rng(3).standard_normal((8, 3, 5, 5)).astype(np.float32)\n"
         "outs = []\n"
         "for ctx in (mx.cpu(), [mx.cpu_ref(0), mx.cpu_ref(1)]):\n"

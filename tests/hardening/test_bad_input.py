@@ -11,7 +11,6 @@ path and on the bundled accelerators, as numpy says they should.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import struct
@@ -24,8 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from support.paths import ROOT
-from test_hardening import ROWS as HARDENING_ROWS
-from test_misbehaving import ROWS as MISBEHAVING_ROWS
+from support.robustness_rows import HARDENING_ROWS, MISBEHAVING_ROWS, defined_tests
 
 import acc_host as mx
 from acc_host.errors import (
@@ -235,7 +233,7 @@ def _deep_bind(_tmp: Path) -> Any:
 
 def _naive(call: Callable[[], Any]) -> Any:
     """call() under NaiveEngine (which used to skip inference)."""
-    from conftest import using_engine
+    from support.engines import using_engine
 
     with using_engine("NaiveEngine"):
         return call()
@@ -700,25 +698,22 @@ def test_nan_and_inf_inputs_propagate(context: str, name: str,
 
 def test_every_row_of_the_table_has_its_test() -> None:
     """docs/robustness.md lists each case by its id; this file,
-    tests/hardening/test_misbehaving.py and tests/hardening/test_hardening.py test exactly
-    those."""
+    tests/hardening/test_misbehaving.py and tests/hardening/test_hardening.py
+    (support/robustness_rows.py) test exactly those."""
     text = DOC.read_text(encoding="utf-8")
     documented = re.findall(r"^\| `([a-z0-9-]+)` \|", text, flags=re.M)
     assert len(documented) == len(set(documented)), "a row id appears twice"
     tested = [row.id for row in ROWS] + list(OTHER_ROWS) + list(MISBEHAVING_ROWS) + list(
         HARDENING_ROWS)
     assert sorted(documented) == sorted(tested)
-    import test_hardening
-    import test_misbehaving
-
     for name in OTHER_ROWS.values():
         assert callable(globals().get(name)), name
+    misbehaving = defined_tests("test_misbehaving")
     for name in MISBEHAVING_ROWS.values():
-        assert callable(getattr(test_misbehaving, name, None)), name
+        assert name in misbehaving, name
     for name in HARDENING_ROWS.values():  # "test" in test_hardening, or "module:test"
         module, _, test = name.rpartition(":")
-        owner = importlib.import_module(module) if module else test_hardening
-        assert callable(getattr(owner, test, None)), name
+        assert test in defined_tests(module or "test_hardening"), name
 
 
 def test_an_operator_s_stray_exception_is_typed_and_names_the_operator(

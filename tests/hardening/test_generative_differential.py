@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from symbol_weights import random_weights
+from support.symbol_weights import random_weights
 
 import acc_host as mx
 

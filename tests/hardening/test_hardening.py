@@ -1,8 +1,9 @@
 """Hardening against hostile plugins, torn results and exhausted memory
 (issue 34; docs/robustness.md, section "Hostile plugins and limits").
 
-Each test is one row of that section's table (ROWS: row id -> test, here
-or "module:test" in another file of tests/).
+Each test is one row of that section's table (support/robustness_rows.py's
+HARDENING_ROWS: row id -> test, here or "module:test" in another file of
+tests/).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import settle_engine
+from support.engines import settle_engine
 from support.paths import ROOT
 
 import acc_host as mx
@@ -31,36 +32,6 @@ from acc_host.errors import (
     ShapeError,
 )
 from acc_host.isolate import wire
-
-ROWS = {
-    "plugin-num-acc-huge": "test_a_huge_device_count_is_refused_at_load",
-    "isolated-reply-length-huge": "test_a_made_up_reply_length_kills_the_child",
-    "isolated-output-overrun": "test_an_output_overrun_is_caught_in_the_guard",
-    "plugin-output-overrun-checked": "test_an_output_overrun_is_caught_in_checked_mode",
-    "limit-bind-planned-total": "test_a_bind_is_checked_against_its_planned_total",
-    "limit-onnx-folding-planned": "test_import_time_folding_is_checked_with_its_copies",
-    "cache-untrusted-directory": "test_model_cache:test_an_untrusted_cache_directory_is_not_used",
-    "cache-untrusted-entry": "test_model_cache:test_an_entry_with_untrusted_files_is_rebuilt",
-    "cache-stale-temporaries":
-        "test_model_cache:test_stale_temporaries_are_cleaned_when_the_cache_opens",
-    "cache-directory-unusable": "test_model_cache:test_an_unusable_cache_directory_is_bypassed",
-    "onnx-axis-out-of-range": "test_out_of_range_axes_and_splits_are_refused",
-    **{row: "test_raw_exceptions_are_typed" for row in (
-        "json-integer-too-long", "json-shape-hint-too-deep", "onnx-depth-to-space-zero",
-        "onnx-lrn-size-zero", "ndarray-load-directory", "ndarray-load-missing",
-        "ndarray-load-not-a-path", "onnx-import-directory", "arg-assign-wrong-shape",
-        "onnx-backend-initializer-input")},
-    "params-duplicate-name": "test_duplicate_names_warn_on_read_and_are_refused_on_write",
-    "discovery-not-a-file":
-        "test_safe_discovery:test_entries_that_are_not_library_files_are_reported",
-    "plugin-crash-reported": "test_an_in_process_crash_names_the_plugin_call",
-    "plugin-exit-zero": "test_an_exit_inside_infer",
-    "onnx-index-out-of-range-cpu": "test_out_of_range_indices_are_typed_on_the_cpu_path",
-    "executor-concurrent-output-reads":
-        "test_concurrency:test_unlocked_output_reads_see_whole_forwards",
-    "executor-weights-written-during-forward":
-        "test_concurrency:test_weights_written_during_forwards_are_whole",
-}
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from c_programs import BASE_FLAGS, ROOT, SANITIZE_FLAGS, compiler, sanitizer_env
-from conftest import SANITIZE
+from support.c_programs import BASE_FLAGS, ROOT, SANITIZE_FLAGS, compiler, sanitizer_env
+from support.plugin_builds import SANITIZE
 
 import build_plugins
 

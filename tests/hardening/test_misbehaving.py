@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SANITIZE, settle_engine, using_engine
+from support.engines import settle_engine, using_engine
+from support.plugin_builds import SANITIZE
 
 import acc_host as mx
 from acc_host.errors import PluginContractError, PluginError, PluginOutOfMemoryError
@@ -36,28 +37,6 @@ SHAPE = (2, 5)
 SYMBOL = mx.sym.Activation(mx.sym.Activation(mx.sym.Variable("data"), act_type="relu",
                                              name="r1"), act_type="relu", name="r2")
 KINDS = ("host_memory", "device_memory")
-# The rows of docs/robustness.md this file covers: row id -> its test.
-ROWS = {
-    **{f"plugin-{mode.replace('_', '-')}": "test_a_broken_supported_ops_answer_is_a_contract_error"
-       for mode in ("ids_out_of_range", "ids_negative", "ids_unsorted", "ids_duplicate",
-                    "ids_variable", "ids_count_overflow", "ids_count_unset", "ids_write_past")},
-    "plugin-supported-fail": "test_a_failing_supported_ops_fails_the_bind",
-    "plugin-supported-fail-silent": "test_a_failing_supported_ops_fails_the_bind",
-    **{f"plugin-{mode.replace('_', '-')}": "test_a_failed_forward_leaves_the_executor_usable"
-       for mode in ("load_fail", "load_fail_silent", "load_oom", "infer_fail",
-                    "infer_fail_silent", "infer_oom", "infer_bad_status")},
-    "plugin-failure-not-read": "test_a_failure_reaches_the_arrays_of_later_forwards_until_read",
-    "plugin-load-unsupported": "test_a_plugin_that_declines_to_compile_runs_on_the_cpu",
-    "plugin-imperative-failure": "test_a_failed_imperative_operator_leaves_the_context_usable",
-    "plugin-outputs-unwritten": "test_unwritten_outputs_are_not_detected_by_default",
-    "plugin-outputs-unwritten-checked": "test_checked_outputs_catch_unwritten_elements",
-    "plugin-outputs-partial-checked": "test_checked_outputs_catch_unwritten_elements",
-    "plugin-slow-threaded": "test_a_slow_plugin_holds_up_only_its_own_device",
-    "plugin-slow-naive": "test_a_slow_plugin_blocks_only_the_calling_thread_under_naive_engine",
-    "plugin-crash": "test_a_crashing_plugin_kills_only_its_process",
-}
-
-
 @pytest.fixture(scope="module")
 def plugins(build_test_plugin: Callable[..., Path]) -> dict[str, mx.Context]:
     """The plugin symbolic-only (host memory) and with device memory."""

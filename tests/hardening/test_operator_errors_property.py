@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import using_engine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.engines import using_engine
 
 import acc_host as mx
 from acc_host.errors import AccHostError, OperatorError, OperatorInternalError

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import SANITIZE, settle_engine
+from support.engines import settle_engine
 from support.paths import ROOT
+from support.plugin_builds import SANITIZE
 
 import acc_host as mx
 from acc_host import isolate, trace

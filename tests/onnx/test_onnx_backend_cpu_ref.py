@@ -5,7 +5,7 @@ the rest on the host CPU path.
 
 Runs the light real models, the pytorch-converted and pytorch-operator sets,
 the simple models and the node cases. The expected failures are the CPU
-path's plus CPU_REF_EXTRA (tests/onnx_expected_failures.py).
+path's plus CPU_REF_EXTRA (tests/support/onnx_expected_failures.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("onnx", reason="the ONNX backend suite needs the onnx test extra")
 
-from onnx_expected_failures import CPU_REF_EXTRA, EXPECTED_FAILURES  # noqa: E402
-from test_onnx_backend import build_suite  # noqa: E402
+from support.onnx_expected_failures import CPU_REF_EXTRA, EXPECTED_FAILURES  # noqa: E402
+from support.onnx_suite import build_suite  # noqa: E402
 
 from acc_host.onnx.backend import CpuRefBackend  # noqa: E402
 

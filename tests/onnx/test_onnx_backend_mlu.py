@@ -25,8 +25,8 @@ pytest.importorskip("onnx", reason="the ONNX backend suite needs the onnx test e
 
 import onnx  # noqa: E402
 import onnx.backend.test  # noqa: E402
-from onnx_expected_failures import EXPECTED_FAILURES  # noqa: E402
-from test_onnx_backend import DEFAULT_REAL_MODELS, build_suite  # noqa: E402
+from support.onnx_expected_failures import EXPECTED_FAILURES  # noqa: E402
+from support.onnx_suite import DEFAULT_REAL_MODELS, build_suite  # noqa: E402
 
 from acc_host.onnx.backend import MluBackend  # noqa: E402
 

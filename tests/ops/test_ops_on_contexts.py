@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import test_cpu_ref_ops as base
-from cpu_ref_cases import CASES, Case, case_id
+from support import cpu_ref_runs as base
+from support.cpu_ref_cases import CASES, Case, case_id
 
 import acc_host as mx
 from acc_host.ndarray import dispatch
@@ -57,8 +57,8 @@ def _symbolic(case: Case, inputs: list[np.ndarray], ctx: mx.Context,
 @pytest.mark.parametrize("context", CONTEXTS)
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_operator_on_context(case: Case, context: str) -> None:
-    inputs = base._inputs(case, seed=11)
-    expected = base._host_results(case.op, inputs, case.attrs)
+    inputs = base.case_inputs(case, seed=11)
+    expected = base.host_results(case.op, inputs, case.attrs)
     if context == "cpu":
         results = _imperative(case, inputs, mx.cpu())
     elif context == "cpu_ref-imperative":
@@ -70,7 +70,7 @@ def test_operator_on_context(case: Case, context: str) -> None:
         assert after["fallbacks"] == before["fallbacks"]
     else:
         results = _symbolic(case, inputs, mx.cpu_ref(0))
-    base._assert_all_close(results, expected)
+    base.assert_all_close(results, expected)
 
 
 @pytest.mark.parametrize("mode", ["imperative", "symbolic"])
@@ -78,10 +78,10 @@ def test_operator_on_context(case: Case, context: str) -> None:
 def test_operator_on_mlu(case: Case, mode: str) -> None:
     """mlu_sim, for the operators it supports: the same results through both
     modes (with the CPU taking what it declines)."""
-    inputs = base._inputs(case, seed=12)
-    expected = base._host_results(case.op, inputs, case.attrs)
+    inputs = base.case_inputs(case, seed=12)
+    expected = base.host_results(case.op, inputs, case.attrs)
     ctx = mx.Context("mlu", 0)
     results = _imperative(case, inputs, ctx) if mode == "imperative" else \
         _symbolic(case, inputs, ctx, on_accelerator=False)
-    base._assert_all_close(results, expected)
+    base.assert_all_close(results, expected)
 

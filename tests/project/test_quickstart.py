@@ -9,7 +9,6 @@ usage block runs in a child process next to the library it built.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.paths import ROOT
+from support.quickstart import (
+    BUILD_FLAGS,
+    C_FIRST_LINE,
+    COMMON,
+    COMMON_SOURCES,
+    DOC,
+    FENCE,
+    INCLUDE,
+    PYTHON_FIRST_LINE,
+    build_command,
+    compile_or_fail,
+    page_blocks,
+)
 
 import acc_host as mx
 import build_plugins
@@ -26,44 +38,16 @@ from acc_host.abi.header import ffi
 from acc_host.abi.loaded_model import LoadedModel
 from acc_host.abi.tensor import CStrings, TensorArray, TensorSpec
 
-DOC = ROOT / "docs" / "quickstart.md"
-INCLUDE = ROOT / "include"
-COMMON = ROOT / "plugins" / "common"
-COMMON_SOURCES = [COMMON / "json.c", COMMON / "decimal.c"]  # compiled in, as the page shows
-
-C_FIRST_LINE = "/* myacc.c: the acc-host quickstart plugin */"
-PYTHON_FIRST_LINE = "# quickstart usage"
 LIBRARY_LINE = 'LIBRARY = "./libmyacc.so"'
-# The flags of the page's build command, in its order.
-BUILD_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-pthread", "-fPIC", "-shared",
-               "-fvisibility=hidden"]
 ABI_FUNCTIONS = {"getAccApiVersion", "initialize", "getAccName", "getNumAcc",
                  "supportsImperative", "supportedOps", "loadModel", "unloadModel", "infer",
                  "configure", "accGetLastError"}
 F32 = np.dtype(np.float32)
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```[ \t]*$", re.M | re.S)
-
-
-def _blocks(language: str, first_line: str) -> list[str]:
-    text = DOC.read_text(encoding="utf-8")
-    return [body for lang, body in FENCE.findall(text)
-            if lang == language and body.startswith(first_line + "\n")]
-
-
-def _build_command(source: Path, output: Path, extra: list[str]) -> list[str]:
-    """The page's command: cc FLAGS -I<include> -I<common> myacc.c json.c decimal.c -o lib."""
-    return [build_plugins.compiler(), *BUILD_FLAGS, *extra, f"-I{INCLUDE}", f"-I{COMMON}",
-            str(source), *map(str, COMMON_SOURCES), "-o", str(output)]
-
-
-def _compile(command: list[str], cwd: Path) -> None:
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}{result.stderr}"
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    blocks = _blocks("c", C_FIRST_LINE)
+    blocks = page_blocks("c", C_FIRST_LINE)
     assert len(blocks) == 1, f"expected one ```c block starting with {C_FIRST_LINE!r}"
     path = tmp_path_factory.mktemp("quickstart") / "myacc.c"
     path.write_text(blocks[0], encoding="utf-8")
@@ -73,7 +57,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def library_path(source: Path) -> Path:
     output = source.parent / "libmyacc.so"
-    _compile(_build_command(source, output, ["-Werror"]), source.parent)
+    compile_or_fail(build_command(source, output, ["-Werror"]), source.parent)
     return output
 
 
@@ -108,8 +92,8 @@ def _status(library, function: str, *args) -> tuple[str, str]:
 def test_page_has_one_plugin_block_and_one_usage_block() -> None:
     text = DOC.read_text(encoding="utf-8")
     languages = [language for language, _ in FENCE.findall(text)]
-    assert languages.count("c") == len(_blocks("c", C_FIRST_LINE)) == 1
-    assert languages.count("python") == len(_blocks("python", PYTHON_FIRST_LINE)) == 1
+    assert languages.count("c") == len(page_blocks("c", C_FIRST_LINE)) == 1
+    assert languages.count("python") == len(page_blocks("python", PYTHON_FIRST_LINE)) == 1
     assert " ".join(["cc", *BUILD_FLAGS]) in text, "the page's build command changed"
     for path in COMMON_SOURCES:
         assert f'"$ACC_HOST/{path.relative_to(ROOT)}"' in text
@@ -120,7 +104,7 @@ def test_source_builds_clean_with_pedantic_warnings_and_sanitizers(source: Path)
     command = [build_plugins.compiler(), "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
                "-fsanitize=address,undefined", "-pthread", "-fPIC", "-shared", f"-I{INCLUDE}",
                f"-I{COMMON}", str(source), *map(str, COMMON_SOURCES), "-o", str(output)]
-    _compile(command, source.parent)
+    compile_or_fail(command, source.parent)
     assert output.is_file()
 
 
@@ -136,7 +120,7 @@ def test_exports_exactly_the_abi_functions(library_path: Path) -> None:
 
 
 def test_usage_block_runs(library_path: Path) -> None:
-    (code,) = _blocks("python", PYTHON_FIRST_LINE)
+    (code,) = page_blocks("python", PYTHON_FIRST_LINE)
     assert code.count(LIBRARY_LINE) == 1
     code = code.replace(LIBRARY_LINE, f"LIBRARY = {str(library_path)!r}")
     result = subprocess.run([sys.executable, "-c", code], cwd=library_path.parent,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conv_fc_net import bind as _bind
-from conv_fc_net import image as _image
-from conv_fc_net import weights as _weights
+from support.conv_fc_net import bind as _bind
+from support.conv_fc_net import image as _image
+from support.conv_fc_net import weights as _weights
 
 import acc_host as mx
 from acc_host.abi.memory import DeviceBuffer

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
+from support.cache_helpers import cache_entries, load_test_model, replace_entry_file, run_script
 from support.paths import MODELS
 
 import acc_host as mx

@@ -12,10 +12,10 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import using_engine
-from conv_fc_net import SHAPE, bind, conv_fc_net
-from conv_fc_net import image as _image
-from conv_fc_net import weights as _weights
+from support.conv_fc_net import SHAPE, bind, conv_fc_net
+from support.conv_fc_net import image as _image
+from support.conv_fc_net import weights as _weights
+from support.engines import using_engine
 
 import acc_host as mx
 from acc_host import engine

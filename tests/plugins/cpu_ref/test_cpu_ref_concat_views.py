@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from symbol_weights import host_outputs, loaded_on_cpu_ref, random_weights
+from support.symbol_weights import host_outputs, loaded_on_cpu_ref, random_weights
 
 import acc_host as mx
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.paths import ROOT
-from symbol_weights import host_outputs as _host
-from symbol_weights import loaded_on_cpu_ref
-from symbol_weights import random_weights as _weights
+from support.symbol_weights import host_outputs as _host
+from support.symbol_weights import loaded_on_cpu_ref
+from support.symbol_weights import random_weights as _weights
 
 import acc_host as mx
 

@@ -3,7 +3,7 @@ with configure(kernels="reference") or ACC_CPU_REF_KERNELS=reference)
 against its fast kernels (kernels/fast/, the default) and against
 independent oracles.
 
-Every operator case of tests/cpu_ref_cases.py (the cases test_cpu_ref_ops.py
+Every operator case of tests/support/cpu_ref_cases.py (the cases test_cpu_ref_ops.py
 runs) runs imperatively and as a one-operator model with both kernel sets:
 
 - Fast and reference agree bit for bit, except for the operators whose fast
@@ -34,15 +34,15 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from cpu_ref_cases import CASES, Case, case_id
-from support.paths import MODELS
-from test_cpu_ref_ops import (
-    _assert_all_close,
-    _host_results,
-    _inputs,
-    _one_op_graph,
-    _outputs_by_name,
+from support.cpu_ref_cases import CASES, Case, case_id
+from support.cpu_ref_runs import (
+    assert_all_close,
+    case_inputs,
+    host_results,
+    one_op_graph,
+    outputs_by_name,
 )
+from support.paths import MODELS
 
 import acc_host as mx
 from acc_host.abi.annotate import annotate_symbol
@@ -108,26 +108,26 @@ def _imperative(library, case: Case, inputs: list[np.ndarray],
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_imperative_reference_matches_fast_and_numpy(library, case: Case) -> None:
-    inputs = _inputs(case, seed=4)
-    expected = _host_results(case.op, inputs, case.attrs)
+    inputs = case_inputs(case, seed=4)
+    expected = host_results(case.op, inputs, case.attrs)
     fast = _imperative(library, case, inputs, expected)
     with kernels(library, "reference"):
         reference = _imperative(library, case, inputs, expected)
-    _assert_all_close(reference, expected)
+    assert_all_close(reference, expected)
     _assert_fast_agrees(case.op, fast, reference)
 
 
 @pytest.mark.slow  # the imperative test covers every case in the default run
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_symbolic_reference_matches_fast_and_numpy(library, case: Case) -> None:
-    graph, values, expected = _one_op_graph(case.op, case.attrs, _inputs(case, seed=5))
+    graph, values, expected = one_op_graph(case.op, case.attrs, case_inputs(case, seed=5))
     weights = {name: value for name, value in values.items() if name != "data"}
     results = {}
     for which in ("fast", "reference"):
         with kernels(library, which), LoadedModel(library, graph, weights) as model:
-            results[which] = _outputs_by_name(model.infer({"data": values["data"]}),
+            results[which] = outputs_by_name(model.infer({"data": values["data"]}),
                                               len(expected))
-    _assert_all_close(results["reference"], expected)
+    assert_all_close(results["reference"], expected)
     _assert_fast_agrees(case.op, results["fast"], results["reference"])
 
 
@@ -155,7 +155,7 @@ def test_a_model_keeps_the_kernels_it_was_loaded_with(library) -> None:
     loaded with reference kernels keeps them when the device goes back to
     fast, and its results do not change."""
     case = next(case for case in CASES if case.op == "Convolution")
-    graph, values, _ = _one_op_graph(case.op, case.attrs, _inputs(case, seed=6))
+    graph, values, _ = one_op_graph(case.op, case.attrs, case_inputs(case, seed=6))
     weights = {name: value for name, value in values.items() if name != "data"}
     with kernels(library, "reference"):
         model = LoadedModel(library, graph, weights)
@@ -198,7 +198,7 @@ def test_the_graph_json_is_unchanged(library) -> None:
     """Reference mode changes no answer of supportedOps (what runs is the
     plugin's business, not the partitioner's)."""
     case = next(case for case in CASES if case.op == "FullyConnected")
-    graph, values, _ = _one_op_graph(case.op, case.attrs, _inputs(case, seed=7))
+    graph, values, _ = one_op_graph(case.op, case.attrs, case_inputs(case, seed=7))
     spec = {"data": TensorSpec.of(values["data"])}
     fast = library.supported_ops(json.dumps(graph), spec, len(graph["nodes"]))
     with kernels(library, "reference"):

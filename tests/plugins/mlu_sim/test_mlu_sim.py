@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.mlu_nets import net_weights, resnet18_style
 from support.paths import MODELS
 
 import acc_host as mx
@@ -387,20 +388,9 @@ def _small_cnn() -> Any:
     return mx.sym.softmax(x, name="prob")
 
 
-def _weights(symbol: Any, shape: tuple, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    arg_shapes, _, aux_shapes = symbol.infer_shape(data=shape)
-    weights = {name: (rng.standard_normal(s) * 0.2).astype(F32)
-               for name, s in zip(symbol.list_arguments(), arg_shapes) if name != "data"}
-    for name, s in zip(symbol.list_auxiliary_states(), aux_shapes):
-        weights[name] = (rng.random(s) + 0.5).astype(F32) if "var" in name else \
-            rng.standard_normal(s).astype(F32) * 0.1
-    return weights
-
-
 def test_fused_mode_beats_imperative_mode(mlu: Any) -> None:
     symbol, shape = _small_cnn(), (1, 3, 32, 32)
-    weights = _weights(symbol, shape, seed=1)
+    weights = net_weights(symbol, shape, seed=1)
     image = np.random.default_rng(2).standard_normal(shape).astype(F32)
     graph = annotate_symbol(symbol, {"data": shape}, weights=list(weights), dev_id=1)
     ctx = mx.mlu(1)
@@ -433,7 +423,7 @@ def test_new_weight_values_reach_the_compiled_model() -> None:
     x = mx.sym.Activation(x, act_type="relu", name="relu")
     net = mx.sym.FullyConnected(x, num_hidden=5, name="fc")
     shape = (2, 3, 6, 6)
-    weights = _weights(net, shape, seed=9)
+    weights = net_weights(net, shape, seed=9)
     weights["offset"] = np.random.default_rng(10).standard_normal((2, 4, 6, 6)).astype(F32)
     image = np.random.default_rng(11).standard_normal(shape).astype(F32)
     executors = []
@@ -458,7 +448,7 @@ def test_new_weight_values_reach_the_compiled_model() -> None:
 
 def test_float16_network_is_fused_and_close_to_float32(mlu: Any) -> None:
     symbol, shape = _small_cnn(), (1, 3, 16, 16)
-    weights = _weights(symbol, shape, seed=12)
+    weights = net_weights(symbol, shape, seed=12)
     image = np.random.default_rng(13).standard_normal(shape).astype(F32)
     graph32 = annotate_symbol(symbol, {"data": shape}, weights=list(weights), dev_id=2)
     half = {key: value if key.startswith("bn") else value.astype(F16)
@@ -511,7 +501,7 @@ def _machine_parallelism() -> float:
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs")
 def test_models_on_two_cards_run_concurrently() -> None:
     symbol, shape = _heavy_cnn(), (1, 32, 48, 48)
-    weights = _weights(symbol, shape, seed=3)
+    weights = net_weights(symbol, shape, seed=3)
     image = np.random.default_rng(4).standard_normal(shape).astype(F32)
     executors = []
     for dev_id in (0, 1):
@@ -586,7 +576,7 @@ def test_segments_follow_the_device_ids_and_the_seed_condition(mlu: Any) -> None
 
 def test_repeated_load_infer_unload_leaves_no_device_memory(mlu: Any) -> None:
     symbol, shape = _small_cnn(), (2, 3, 16, 16)
-    weights = _weights(symbol, shape, seed=7)
+    weights = net_weights(symbol, shape, seed=7)
     graph = annotate_symbol(symbol, {"data": shape}, weights=list(weights), dev_id=2)
     image = np.random.default_rng(8).standard_normal(shape).astype(F32)
     before = mx.mlu(2).configure(query="memory")
@@ -643,41 +633,9 @@ def test_number_of_cards_comes_from_the_environment(cards: str, expected: str) -
     assert result.stdout.strip() == expected
 
 
-def _resnet18_style(widths: tuple[int, ...] = (16, 32, 64, 128)) -> Any:
-    """ResNet-18's layout (a 7x7 stem, four stages of two basic blocks with
-    projection shortcuts where the shape changes, global pooling, a
-    classifier) at reduced widths so that the test stays fast."""
-    def conv_bn(x: Any, name: str, channels: int, kernel: int, stride: int,
-                relu: bool) -> Any:
-        x = mx.sym.Convolution(x, num_filter=channels, kernel=(kernel, kernel),
-                               stride=(stride, stride), pad=(kernel // 2, kernel // 2),
-                               no_bias=True, name=f"{name}_conv")
-        x = mx.sym.BatchNorm(x, fix_gamma=False, name=f"{name}_bn")
-        return mx.sym.Activation(x, act_type="relu", name=f"{name}_relu") if relu else x
-
-    x = conv_bn(mx.sym.Variable("data"), "stem", widths[0], 7, 2, True)
-    x = mx.sym.Pooling(x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max",
-                       name="stem_pool")
-    channels = widths[0]
-    for stage, width in enumerate(widths):
-        for block in range(2):
-            stride = 2 if stage > 0 and block == 0 else 1
-            name = f"s{stage}b{block}"
-            y = conv_bn(x, f"{name}_a", width, 3, stride, True)
-            y = conv_bn(y, f"{name}_b", width, 3, 1, False)
-            shortcut = x if stride == 1 and channels == width else \
-                conv_bn(x, f"{name}_proj", width, 1, stride, False)
-            x = mx.sym.Activation(mx.sym.elemwise_add(y, shortcut, name=f"{name}_add"),
-                                  act_type="relu", name=f"{name}_out")
-            channels = width
-    x = mx.sym.Pooling(x, global_pool=True, pool_type="avg", kernel=(1, 1), name="gap")
-    x = mx.sym.FullyConnected(mx.sym.Flatten(x, name="flat"), num_hidden=10, name="fc")
-    return mx.sym.softmax(x, name="prob")
-
-
 def test_fused_resnet18_style_needs_three_times_fewer_cycles(mlu: Any) -> None:
-    symbol, shape = _resnet18_style(), (1, 3, 64, 64)
-    weights = _weights(symbol, shape, seed=3)
+    symbol, shape = resnet18_style(), (1, 3, 64, 64)
+    weights = net_weights(symbol, shape, seed=3)
     image = np.random.default_rng(4).standard_normal(shape).astype(F32)
     graph = annotate_symbol(symbol, {"data": shape}, weights=list(weights), dev_id=1)
     ctx = mx.mlu(1)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .paths import ROOT
+
 # CR_SCRATCH_POISON: as in build_plugins.SANITIZE_FLAGS (cpu_ref's scratch
 # memory handed out filled with NaNs).
 SANITIZE_FLAGS = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
