@@ -1,9 +1,27 @@
-"""Shared fixtures: the bundled plugins are built once per session, and the
-deliberately broken test plugins are built on demand.
+"""The test session: the bundled plugins built before anything imports
+acc_host, the default run and the full run, and the fixtures that build
+test plugins.
 
-With ACC_HOST_SANITIZE=1 every plugin is built with AddressSanitizer and
-UndefinedBehaviorSanitizer; run the suite that way with the sanitizer
-runtimes preloaded (.ci/run shows how).
+How a test never sees a stale or missing bundled plugin: importing acc_host
+discovers and loads the libraries of src/acc_host/_bundled at that moment,
+and collection imports acc_host (the test modules import it at their top).
+So the build is the first thing of the session: pytest_sessionstart, which
+pytest calls after loading this file and before it collects anything, runs
+support.plugin_builds.build_bundled (build_plugins.build_all, which
+recompiles what changed since the last build, or everything when switching
+between release and sanitized builds). This file imports nothing that
+imports acc_host, and neither does the package's pytest plugin
+(acc_host_pytest) unless --acc-lib is given. Should something import acc_host
+earlier all the same, and the build then change a library, the session stops
+with that reason (StaleImportError) rather than test the previous build.
+Child processes the tests start import acc_host after the build, so they see
+the same libraries.
+
+The test plugins (tests/plugins/*.c, built with deliberate faults) and
+cpu_ref variants are compiled on demand by the session fixtures below, once
+per variant and session. With ACC_HOST_SANITIZE=1 every plugin is built with
+AddressSanitizer and UndefinedBehaviorSanitizer; run the suite that way with
+the sanitizer runtimes preloaded (.ci/run shows how).
 
 What the test modules share lives in the support package (tests/support/);
 test modules import from it, never from one another or from this file.
@@ -23,9 +41,8 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-# build_plugins.py (the checkout's root) and the support package (tests/) are
-# importable from every test module and from the child processes that name
-# these folders in PYTHONPATH.
+# build_plugins.py (at the checkout's root) and the support package (in
+# tests/) are importable from this file and from every test module.
 for folder in (TESTS, ROOT):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
@@ -34,21 +51,27 @@ from support.engines import using_engine  # noqa: E402
 from support.paths import TEST_PLUGINS  # noqa: E402
 from support.plugin_builds import (  # noqa: E402
     SANITIZE,
+    StaleImportError,
     build_bundled,
     plugin_builder,
 )
 
 import build_plugins  # noqa: E402
 
-# Plugins are (re)built before acc_host is first imported, so discovery at
-# import finds the current cpu_ref.
-build_bundled()
 
-# Discovery's probe results go to a cache of this run, not the user's
-# ~/.cache (child processes the tests start inherit it).
-if "MXNET_ACC_PROBE_CACHE" not in os.environ:
-    os.environ["MXNET_ACC_PROBE_CACHE"] = str(
-        Path(tempfile.mkdtemp(prefix="acc-host-tests-")) / "probe-cache.json")
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before collection imports acc_host: the probe cache of this run, and
+    the bundled plugins built (see the module's docstring)."""
+    # Discovery's probe results go to a cache of this run, not the user's
+    # ~/.cache (child processes the tests start inherit it).
+    if "MXNET_ACC_PROBE_CACHE" not in os.environ:
+        os.environ["MXNET_ACC_PROBE_CACHE"] = str(
+            Path(tempfile.mkdtemp(prefix="acc-host-tests-")) / "probe-cache.json")
+    try:
+        build_bundled()
+    except (build_plugins.BuildError, StaleImportError) as error:
+        pytest.exit(f"the bundled plugins: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
+
 
 # ---- the default run and the full run ---------------------------------------------------
 #
