@@ -31,7 +31,7 @@ def test_module_matches_mxnet(name: str) -> None:
     prefix, image, expected, _ = _fixture(name)
     sym, arg_params, aux_params = mx.model.load_checkpoint(prefix, 0)
     mod = mx.mod.Module(symbol=sym, context=mx.cpu(), label_names=None)
-    mod.bind(data_shapes=[("data", image.shape)], label_shapes=mod._label_shapes,
+    mod.bind(data_shapes=[("data", image.shape)], label_shapes=mod.label_shapes,
              for_training=False)
     mod.set_params(arg_params, aux_params, allow_missing=True)
     Batch = namedtuple("Batch", ["data", "label"])

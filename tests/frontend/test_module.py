@@ -129,6 +129,6 @@ def test_bind_takes_the_dtypes_of_data_descriptions() -> None:
     mod.bind(data_shapes=[mx.io.DataDesc("ids", (3,), np.int32)], for_training=False)
     table = np.arange(10, dtype=np.float32).reshape(5, 2)
     mod.set_params({"emb_weight": mx.nd.array(table)}, {})
-    assert mod._exec.arg_dict["ids"].dtype == np.int32
+    assert mod.executor.arg_dict["ids"].dtype == np.int32
     mod.forward(mx.io.DataBatch([mx.nd.array(np.array([4, 0, 2]), dtype="int32")]))
     np.testing.assert_array_equal(mod.get_outputs()[0].asnumpy(), table[[4, 0, 2]])

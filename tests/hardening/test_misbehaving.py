@@ -93,7 +93,7 @@ class _ModulePath:
         return self.mod.get_outputs()[0].asnumpy()
 
     def placement(self) -> set[str]:
-        return set(self.mod._exec.placement().values())
+        return set(self.mod.executor.placement().values())
 
 
 PATHS = {"executor": _ExecutorPath, "module": _ModulePath}

@@ -50,10 +50,10 @@ def test_the_mlu_runs_the_convolutions(model_name: str) -> None:
     (value,) = [value for value in model.graph.input if value.name == name]
     shape = tuple(dim.dim_value for dim in value.type.tensor_type.shape.dim)
     rep.run([np.random.default_rng(0).standard_normal(shape).astype(np.float32)])
-    placement = rep._executor.placement()
+    placement = rep.executor.placement()
     where = collections.Counter(placement.values())
     assert where["mlu(0)"] > 0 and where["cpu(0)"] > 0  # partitioned, with fallback
-    ops = {node.name: node.op for node in rep._executor._graph.nodes}
+    ops = {node.name: node.op for node in rep.imported.symbol.graph.nodes}
     convolutions = [node for node in placement if ops[node] == "Convolution"]
     on_mlu = [node for node in convolutions if placement[node] == "mlu(0)"]
     assert convolutions and on_mlu == convolutions

@@ -151,7 +151,7 @@ def test_backend_api_and_contexts():
     for accelerator in ("cpu_ref", ctx):
         rep = backend.prepare(model, accelerator=accelerator)
         np.testing.assert_allclose(rep.run([x])[0], expected, rtol=1e-4, atol=1e-5)
-        assert any("cpu_ref" in str(device) for device in rep._executor.placement().values())
+        assert any("cpu_ref" in str(device) for device in rep.executor.placement().values())
 
 
 def test_backend_rep_rebinds_for_new_shapes_and_keeps_its_inputs_checked():

@@ -113,7 +113,7 @@ def test_model_matches_onnxruntime_and_torch(name, context):
     for first, second in zip(outputs, again):
         np.testing.assert_array_equal(first, second)
 
-    executor = rep._executor
+    executor = rep.executor
     placement = executor.placement()
     ops = dict(zip((node["name"] for node in json.loads(rep.imported.symbol.tojson())["nodes"]
                     if node["op"] != "null"), _ops(rep.imported.symbol)))
@@ -210,7 +210,7 @@ def test_relu6_clip_runs_on_mlu():
     x = (np.random.default_rng(1).standard_normal((1, 4, 3, 3)) * 8).astype(np.float32)
     np.testing.assert_array_equal(prepare(model, accelerator=_context("mlu")).run([x])[0],
                                   np.clip(x, 0, 6))
-    assert set(prepare(model, accelerator="mlu")._executor.placement().values()) == {"mlu(0)"}
+    assert set(prepare(model, accelerator="mlu").executor.placement().values()) == {"mlu(0)"}
 
 
 def test_matmul_with_constant_weight_and_bias_is_one_fully_connected():
@@ -312,8 +312,8 @@ def test_transformer_annotates_and_loads_as_one_cpu_ref_model(name, threads):
         rep = prepare(model, accelerator=ctx)
         for ours, oracle in zip(rep.run(feeds), expected):
             np.testing.assert_allclose(ours, oracle, rtol=RTOL, atol=ATOL)
-        assert set(rep._executor.placement().values()) == {str(ctx)}
-        assert len(rep._executor.partition.subgraphs) == 1
+        assert set(rep.executor.placement().values()) == {str(ctx)}
+        assert len(rep.executor.partition.subgraphs) == 1
 
 
 def test_constants_carry_shape_and_dtype_hints():

@@ -31,7 +31,7 @@ def test_proposal_example_on_cpu_ref(name: str) -> None:
     assert ctx_list[0] == ctx
     sym, arg_params, aux_params = mx.model.load_checkpoint(str(folder / "model"), 0)
     mod = mx.mod.Module(symbol=sym, context=ctx)
-    mod.bind(data_shapes=[("data", image.shape)], label_shapes=mod._label_shapes)
+    mod.bind(data_shapes=[("data", image.shape)], label_shapes=mod.label_shapes)
     mod.set_params(arg_params, aux_params, allow_missing=True)
     mx_img = mx.nd.array(image, ctx=ctx)
     Batch = namedtuple("Batch", ["data"])
@@ -42,9 +42,9 @@ def test_proposal_example_on_cpu_ref(name: str) -> None:
     for output, reference in zip(outputs, expected):
         assert output.context == ctx
         np.testing.assert_allclose(output.asnumpy(), reference, rtol=RTOL, atol=ATOL)
-    placement = mod._exec.placement()
+    placement = mod.executor.placement()
     assert "cpu_ref(0)" in placement.values()  # something really ran on the accelerator
-    partition = mod._exec.partition
+    partition = mod.executor.partition
     assert partition is not None and partition.subgraphs
 
 
@@ -91,14 +91,14 @@ def test_changed_weights_reach_the_compiled_subgraph(accelerator: str) -> None:
     after_acc = on_acc.forward(data=image)[0].asnumpy()
     np.testing.assert_allclose(after_acc, on_cpu.forward(data=image)[0].asnumpy(),
                                rtol=RTOL, atol=ATOL)
-    operators = [step.subgraph for step in on_acc._steps if step.subgraph is not None]
+    operators = on_acc.subgraphs
     assert all(op.loads == 1 for op in operators)  # refreshed, never recompiled
     assert all(op.weight_refreshes == 1 for op in operators if op.spec.weights)
     refreshes = [op.weight_refreshes for op in operators]
     on_acc.forward(data=image)
     assert [op.weight_refreshes for op in operators] == refreshes  # unchanged: nothing sent
     on_acc.close()
-    assert all(op._model is None for op in operators)
+    assert all(op.model is None for op in operators)
 
 
 def test_two_devices_hold_models_at_once() -> None:

@@ -68,3 +68,25 @@ def test_shared_code_lives_in_the_support_package() -> None:
              if not path.name.startswith("test_") and path.name != "conftest.py"
              and path.relative_to(TESTS).parts[0] != "support"]
     assert not loose, f"move shared code into tests/support/: {loose}"
+
+
+# Private members with a public observation: the executor's steps and bound
+# steps (Executor.plan, .subgraphs, .bound_step), a Module's and an ONNX
+# backend rep's executor (.executor), a subgraph's model (.model) and a
+# Module's label shapes (.label_shapes).
+OBSERVABLE = {"_steps", "_bound_steps", "_subgraphs", "_exec", "_executor", "_model",
+              "_label_shapes"}
+
+
+def test_tests_observe_through_public_members() -> None:
+    """Tests and benchmarks read these through their public accessors, not
+    through private attributes (self's own excepted)."""
+    files = [*_test_modules(), *(TESTS / "support").glob("*.py"),
+             *(TESTS.parent / "benchmarks").glob("*.py")]
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in OBSERVABLE
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self")):
+                found.append(f"{path.relative_to(TESTS.parent)}:{node.lineno}: .{node.attr}")
+    assert not found, found

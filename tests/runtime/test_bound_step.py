@@ -33,9 +33,9 @@ def test_bound_step_runs_and_follows_data_and_weights(accelerator: str) -> None:
         image = _image(seed)
         np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
                                    cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
-    bound = exe._bound_steps[exe._steps[0].node]
+    (operator,) = exe.subgraphs
+    bound = exe.bound_step(operator)
     assert isinstance(bound, BoundStep)
-    operator = exe._steps[0].subgraph
     # Written weights reach the model once, then the bound step runs again.
     for target in (exe, cpu):
         target.arg_dict["conv_weight"][:] = target.arg_dict["conv_weight"].asnumpy() * -2.0
@@ -45,7 +45,7 @@ def test_bound_step_runs_and_follows_data_and_weights(accelerator: str) -> None:
         np.testing.assert_allclose(exe.forward(data=image)[0].asnumpy(),
                                    cpu.forward(data=image)[0].asnumpy(), rtol=RTOL, atol=ATOL)
     assert operator.loads == 1 and operator.weight_refreshes == 1
-    assert exe._bound_steps[exe._steps[0].node] is bound
+    assert exe.bound_step(operator) is bound
     # Closed: the next forward loads the model again and binds anew.
     exe.close()
     for _ in range(2):
@@ -75,8 +75,7 @@ def test_no_bound_step_where_another_step_reads_the_outputs() -> None:
                                    cpu.forward(data=image)[0].asnumpy(), rtol=RTOL)
     assert exe.placement()["conv"] == "cpu_ref(0)" and exe.placement()["bent"] == "cpu(0)"
     assert not exe.plan.single_subgraph
-    subgraph_steps = [step for step in exe.plan.steps if step.subgraph is not None]
-    assert subgraph_steps and all(exe._bound_steps[step.node] is None for step in subgraph_steps)
+    assert exe.subgraphs and all(exe.bound_step(operator) is None for operator in exe.subgraphs)
     exe.close()
 
 
@@ -84,7 +83,7 @@ def test_no_bound_step_where_another_step_reads_the_outputs() -> None:
 def test_bound_inference_refuses_freed_buffers_and_unloaded_models() -> None:
     exe = _bind(mx.cpu_ref(0), _weights(1))
     exe.forward(data=_image(0))[0].wait_to_read()
-    operator = exe._steps[0].subgraph
+    (operator,) = exe.subgraphs
     model = operator.model
     spec_in = model.signature.data
     spec_out = model.signature.outputs

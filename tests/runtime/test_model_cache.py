@@ -57,7 +57,7 @@ _SCRIPT = textwrap.dedent("""
         exe.arg_dict[name][:] = arg_params[name].asnumpy() + np.float32(1e-3)
     result = exe.forward(is_train=False, data=image)[0].asnumpy()
     np.save(output, result)
-    operators = [step.subgraph for step in exe._steps if step.subgraph]
+    operators = exe.subgraphs
     print(json.dumps({"sources": [op.load_source for op in operators],
                       "load_seconds": sum(op.load_seconds for op in operators),
                       "loadmodel_calls": loadmodel_calls}))
@@ -105,7 +105,7 @@ def _forward(squeezenet, perturb: bool = False) -> tuple[str, np.ndarray]:
     if perturb:
         exe.arg_dict[PERTURBED][:] = params[PERTURBED].asnumpy() + np.float32(1e-3)
     output = exe.forward(is_train=False, data=image)[0].asnumpy()
-    (operator,) = [step.subgraph for step in exe._steps if step.subgraph]
+    (operator,) = exe.subgraphs
     exe.close()
     return operator.load_source, output
 

@@ -18,7 +18,7 @@ def _chain() -> tuple[Graph, list[int], dict[str, int]]:
     out = mx.sym.Activation(mx.sym.Activation(fc, act_type="relu", name="relu"),
                             act_type="tanh", name="tanh")
     graph = out.graph
-    heads = [graph.entry(node, index) for node, index in out._outputs]
+    heads = [graph.entry(node, index) for node, index in graph.heads]
     return graph, heads, {node.name: k for k, node in enumerate(graph.nodes)}
 
 
@@ -69,7 +69,7 @@ def test_a_branch_keeps_a_value_until_its_last_reader() -> None:
     out = (mx.sym.Activation(fc, act_type="relu", name="relu")
            + mx.sym.Activation(fc, act_type="tanh", name="tanh"))
     graph = out.graph
-    heads = [graph.entry(node, index) for node, index in out._outputs]
+    heads = [graph.entry(node, index) for node, index in graph.heads]
     plan = make_plan(graph, None, heads)
     fc_entry = _entry(graph, [node.name for node in graph.nodes].index("fc"))
     readers = [index for index, step in enumerate(plan.steps) if fc_entry in step.inputs]

@@ -69,7 +69,7 @@ def test_predict_runs_directly_and_follows_data_and_weights(accelerator: str,
                                                             direct: _Counter) -> None:
     weights = _weights(0)
     exe, cpu = _bind(mx.Context(accelerator, 0), weights), _bind(mx.cpu(), weights)
-    assert len(exe._steps) == 1 and exe._steps[0].subgraph is not None
+    assert len(exe.plan.steps) == 1 and len(exe.subgraphs) == 1
     _check(exe, cpu, _image(0))  # compiles: the general path
     assert direct.runs == 0
     for seed in (1, 2):
@@ -82,7 +82,7 @@ def test_predict_runs_directly_and_follows_data_and_weights(accelerator: str,
         target.arg_dict["fc_bias"] += 1.0
     _check(exe, cpu, _image(3))
     assert direct.runs == 2
-    assert exe._steps[0].subgraph.weight_refreshes == 1
+    assert exe.subgraphs[0].weight_refreshes == 1
     _check(exe, cpu, _image(4))
     assert direct.runs == 3
     # Without inputs: the arguments as they are (written before, with a
@@ -103,7 +103,7 @@ def test_predict_runs_directly_and_follows_data_and_weights(accelerator: str,
     exe.close()
     _check(exe, cpu, _image(8))
     _check(exe, cpu, _image(9))
-    assert exe._steps[0].subgraph.loads == 2 and direct.runs == runs + 1
+    assert exe.subgraphs[0].loads == 2 and direct.runs == runs + 1
     exe.close()
 
 
@@ -124,7 +124,7 @@ def test_executors_sharing_weights_each_see_a_write_to_them(direct: _Counter) ->
     for exe in (first, second, first, second):
         _check(exe, cpu, _image(2))
     assert direct.runs == 4  # each refreshed its model once, then ran directly
-    assert [exe._steps[0].subgraph.weight_refreshes for exe in (first, second)] == [1, 1]
+    assert [exe.subgraphs[0].weight_refreshes for exe in (first, second)] == [1, 1]
     for exe in (first, second):
         exe.close()
 
@@ -145,7 +145,7 @@ def test_predict_takes_the_general_path_where_the_direct_one_does_not_fit(
     for _ in range(3):
         np.testing.assert_allclose(exe.predict(data=image)[0],
                                    cpu.forward(data=image)[0].asnumpy(), rtol=RTOL)
-    assert len(exe._steps) > 1 and direct.runs == 0
+    assert len(exe.plan.steps) > 1 and direct.runs == 0
     exe.close()
     # The CPU path: no subgraph at all.
     cpu_exe = _bind(mx.cpu(), _weights(2))
@@ -218,7 +218,7 @@ def test_a_plugin_failure_on_the_direct_path_is_raised_once(
     exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
     _check(exe, cpu, _image(0))
     _check(exe, cpu, _image(1))
-    library = exe._steps[0].subgraph.library
+    library = exe.subgraphs[0].library
     real = library.lib
 
     class Failing:

@@ -27,11 +27,10 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 def _model_infos(exe: Any, ctx: Any) -> dict[str, int]:
-    """model_info summed over the executor's MLU subgraphs (white-box: the
-    executor keeps its loaded models in its steps)."""
+    """model_info summed over the executor's MLU subgraphs' loaded models."""
     total: dict[str, int] = {}
-    for step in exe._steps:
-        model = getattr(step.subgraph, "_model", None) if step.subgraph is not None else None
+    for subgraph in exe.subgraphs:
+        model = subgraph.model
         if model is not None:
             for key, value in ctx.configure(model_info=model.model_id).items():
                 total[key] = total.get(key, 0) + int(value)

@@ -42,7 +42,7 @@ _SCRIPT = textwrap.dedent("""
         (exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name][:] = value
     result = exe.forward(is_train=False, data=image)[0].asnumpy()
     np.save(output, result)
-    operators = [step.subgraph for step in exe._steps if step.subgraph]
+    operators = exe.subgraphs
     print(json.dumps({"sources": [op.load_source for op in operators],
                       "load_seconds": sum(op.load_seconds for op in operators),
                       "compiles": compiles() - before}))
@@ -93,7 +93,7 @@ def _forward(squeezenet, keep: bool = False):
     for name, value in params.items():
         (exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name][:] = value
     output = exe.forward(is_train=False, data=image)[0].asnumpy()
-    operators = [step.subgraph for step in exe._steps if step.subgraph]
+    operators = exe.subgraphs
     result = ([op.load_source for op in operators], sum(op.load_seconds for op in operators),
               output)
     if keep:
@@ -144,23 +144,23 @@ def test_refused_cache_file_is_discarded_and_rebuilt(squeezenet, cache_dir: Path
 def test_configure_export_then_import_on_another_card(squeezenet, tmp_path: Path) -> None:
     sources, _, expected, exe = _forward(squeezenet, keep=True)
     try:
-        operators = [step.subgraph for step in exe._steps if step.subgraph]
+        operators = exe.subgraphs
         library = mx.get_library("mlu")
         for index, operator in enumerate(operators):
             path = tmp_path / f"subgraph{index}.model"
-            answer = mx.mlu(0).configure(export_model=operator._model.model_id, path=path)
+            answer = mx.mlu(0).configure(export_model=operator.model.model_id, path=path)
             assert answer == {"exported": str(path.stat().st_size)}
             model_id = LoadedModel.new_id()
             compiles = int(mx.mlu(1).configure(query="stats")["compiles"])
             assert mx.mlu(1).configure(import_model=model_id, path=path) == {"imported": model_id}
             assert int(mx.mlu(1).configure(query="stats")["compiles"]) == compiles
             info = mx.mlu(1).configure(model_info=model_id)
-            assert info == mx.mlu(0).configure(model_info=operator._model.model_id)
+            assert info == mx.mlu(0).configure(model_info=operator.model.model_id)
             with LoadedModel.adopt(library, operator.spec.graph, model_id, 1) as imported:
                 inputs = {name: np.random.default_rng(index).standard_normal(spec.shape)
                           .astype(spec.dtype)
                           for name, spec in imported.signature.data.items()}
-                first = operator._model.infer(inputs)
+                first = operator.model.infer(inputs)
                 second = imported.infer(inputs)
                 assert list(first) == list(second)
                 for name in first:
@@ -209,12 +209,12 @@ def test_load_time_compiled_versus_cache(squeezenet, tmp_path: Path,
     sym, params, image = squeezenet
     sources, _, _, exe = _forward(squeezenet, keep=True)
     try:
-        operator = max((step.subgraph for step in exe._steps if step.subgraph),
+        operator = max(exe.subgraphs,
                        key=lambda op: len(op.spec.graph["nodes"]))
         library = mx.get_library("mlu")
         weights = {name: params[name].asnumpy() for name in operator.spec.weights}
         path = tmp_path / "largest.model"
-        mx.mlu(0).configure(export_model=operator._model.model_id, path=path)
+        mx.mlu(0).configure(export_model=operator.model.model_id, path=path)
         load, imported = [], []
         for _ in range(runs):
             start = time.perf_counter()
@@ -248,8 +248,8 @@ def test_int8_models_round_trip_and_are_keyed_by_precision(squeezenet, cache_dir
     sources, _, expected, exe = _forward(squeezenet, keep=True)
     try:
         assert set(sources) == {"compiled"}
-        operators = [step.subgraph for step in exe._steps if step.subgraph]
-        infos = [int8_card.configure(model_info=op._model.model_id) for op in operators]
+        operators = exe.subgraphs
+        infos = [int8_card.configure(model_info=op.model.model_id) for op in operators]
         assert sum(int(info["int8_kernels"]) for info in infos) > 0
     finally:
         exe.close()
