@@ -513,7 +513,8 @@ def test_every_environment_variable_is_documented() -> None:
     documented = {name for row in table.splitlines() if row.startswith("| `")
                   for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1])}
     read: set[str] = set()
-    for path in [*SRC.rglob("*.py"), ROOT / "build_plugins.py", ROOT / "tests" / "conftest.py"]:
+    for path in [*SRC.rglob("*.py"), ROOT / "build_plugins.py", ROOT / "tests" / "conftest.py",
+                 *(ROOT / "tests" / "support").glob("*.py")]:
         text = path.read_text(encoding="utf-8")
         read.update(re.findall(r'"((?:MXNET|OPENBLAS|OMP|MKL)_[A-Z0-9_]+)"', text))
         read.update(re.findall(r'environ(?:\.get)?[(\[]\s*"([A-Z][A-Z0-9_]*)"', text))
