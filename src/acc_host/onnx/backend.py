@@ -90,6 +90,14 @@ class AccHostRep(BackendRep):
                            tuple((name, declared[name], np.dtype(dtypes[name]))
                                  for name in self.imported.inputs))
 
+    @property
+    def executor(self) -> Any:
+        """The executor bound for the latest inputs' shapes and dtypes (None
+        until one is: a model whose shapes are known only from its inputs
+        binds at its first run): its placement(), partition and plan tell
+        where each operator runs."""
+        return self._executor
+
     def _remember(self, executor: Any, key: tuple) -> None:
         """Keeps executor as the one bound for key's (name, shape, dtype)s."""
         self._executor, self._key = executor, key

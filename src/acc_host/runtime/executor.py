@@ -39,6 +39,7 @@ from ..graph import Graph
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
+from .bound_step import BoundStep
 from .direct_run import DirectRun
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
@@ -360,6 +361,22 @@ class Executor(ExecutorMethods):
         copies on the executor's own vars, which nothing else can wait for,
         are dropped (a later mx.nd.waitall() would raise them otherwise)."""
         self._runner.close()
+
+    @property
+    def subgraphs(self) -> list[SubgraphOperator]:
+        """The accelerator subgraphs of the plan, in plan order: what the
+        device did with each, for tools, tests and benchmarks that observe
+        it (``model`` once compiled, ``loads``, ``weight_refreshes``,
+        ``declined``, ``library`` and ``dev_id``). Empty on the CPU path."""
+        return list(self._subgraphs)
+
+    def bound_step(self, subgraph: SubgraphOperator) -> BoundStep | None:
+        """The step of one of :attr:`subgraphs` bound to fixed device buffers
+        (a forward runs it as one bound ``infer``), or None while it runs
+        unbound: before its model is loaded, or where its inputs and outputs
+        cannot be fixed buffers (runtime.runner.Runner says when)."""
+        (node,) = [step.node for step in self._steps if step.subgraph is subgraph]
+        return self._bound_steps.get(node)
 
     def placement(self) -> dict[str, str]:
         """Where each operator node runs: "cpu(0)" or "<accelerator>(<dev>)"."""
