@@ -30,6 +30,7 @@ from ..errors import (
     InvalidArgumentError,
     ModelFileError,
     OperatorError,
+    ShapeError,
     TensorError,
     UnsupportedOnnxOperatorError,
     model_file_os_error,
@@ -237,10 +238,12 @@ def constant_variable(name: str, value: np.ndarray) -> Any:
 
 
 def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
-                 frozen: dict[str, np.ndarray] | None = None) -> Imported:
-    """The import; shapes overrides the declared shapes of graph inputs and
-    frozen turns graph inputs into constants (the backend specialises a model
-    whose shape-like inputs are data this way)."""
+                 frozen: dict[str, np.ndarray] | None = None,
+                 input_shapes: dict[str, tuple] | None = None) -> Imported:
+    """The import; shapes overrides the declared shapes of graph inputs
+    (pinning every dimension) and frozen turns graph inputs into constants.
+    input_shapes (see import_model) gives shapes for inputs without
+    pinning the dimensions the model declares symbolic."""
     onnx = require_onnx()
     model = _load(model)
     graph = model.graph
@@ -287,6 +290,8 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
         shape, dtype = _tensor_type(value)
         if shapes and value.name in shapes:
             shape = tuple(shapes[value.name])
+        elif input_shapes and value.name in input_shapes:
+            shape = _merge_shape(value.name, shape, input_shapes[value.name])
         if dtype is None:
             _raise([("ai.onnx", f"input {value.name} (non-tensor type)", opsets.get("", 0),
                      "only tensor inputs are supported")])
@@ -294,7 +299,9 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
         input_shapes[value.name] = shape
         input_dtypes[value.name] = dtype
         cx.dtypes[value.name] = dtype
-        hint = shape if shape is not None and all(d > 0 for d in shape) and shape else None
+        # Symbolic (dim_param) and unknown dimensions stay unknown: 0 in the
+        # "__shape__" hint, so the model binds at any extent there.
+        hint = tuple(max(d, 0) for d in shape) if shape and any(d > 0 for d in shape) else None
         cx.symbols[value.name] = sym_mod.Variable(value.name, shape=hint)
         if shape is not None:
             cx.shapes[value.name] = shape
@@ -413,6 +420,24 @@ def _evaluate(symbol: Any, cx: Context) -> np.ndarray:
         executor.close()  # a failure is raised here, not left for a later waitall
 
 
+def _merge_shape(name: str, declared: tuple | None, given: Any) -> tuple:
+    """An input's shape from the shape given for it at import: its extents
+    where the model declares a fixed one (or none), unknown (-1) where the
+    model declares the dimension symbolic; None, 0 or -1 given: unknown."""
+    try:
+        extents = [-1 if d is None or int(d) <= 0 else int(d) for d in given]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"import_model: input_shapes[{name!r}] = {given!r} is not a "
+                                   "tuple of integers") from None
+    if declared is not None and len(declared) != len(extents):
+        raise ShapeError(f"import_model: input_shapes[{name!r}] = {tuple(given)} has "
+                         f"{len(extents)} dimensions; the model declares {len(declared)} "
+                         f"({tuple(declared)})")
+    if declared is None:
+        return tuple(extents)
+    return tuple(-1 if d < 0 else e for d, e in zip(declared, extents))
+
+
 def _attr_value(onnx: Any, attr: Any) -> Any:
     value = onnx.helper.get_attribute_value(attr)
     if isinstance(value, bytes):
@@ -433,8 +458,9 @@ def _raise(problems: list[tuple[str, str, int, str]],
         problems, dynamic)
 
 
-def import_model(model: Any) -> tuple[Any, dict, dict]:
-    imported = import_graph(model)
+def import_model(model: Any, input_shapes: dict[str, tuple] | None = None
+                 ) -> tuple[Any, dict, dict]:
+    imported = import_graph(model, input_shapes=input_shapes)
     return imported.symbol, imported.arg_params, imported.aux_params
 
 

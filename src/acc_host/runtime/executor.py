@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from .. import limits
-from ..abi.annotate import annotate_symbol
+from ..abi.annotate import annotate_graph, annotate_symbol
 from ..abi.tensor import TensorSpec, dtype_code
-from ..context import Context
+from ..context import Context, cpu
 from ..errors import (
     GraphError,
     PluginContractError,
@@ -36,6 +36,8 @@ from ..errors import (
     TensorError,
 )
 from ..graph import Graph
+from ..graph.symbol_json import write_graph
+from ..graph.dynamic import MAX_VALUE_ELEMENTS, is_dynamic, specialise
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
@@ -96,10 +98,20 @@ class Executor(ExecutorMethods):
         arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
         self.arg_arrays = [arg_dict[name] for name in arg_names]
         self.aux_arrays = [aux_dict[name] for name in aux_names]
-        shapes = graph.infer_shapes({name: array.shape for name, array in
-                                     {**arg_dict, **aux_dict}.items()})
-        dtypes = graph.infer_dtypes({name: array.dtype for name, array in
-                                     {**arg_dict, **aux_dict}.items()})
+        self.data_names = [name for name in (data_names if data_names is not None else ["data"])
+                           if name in arg_dict]
+        heads = list(symbol._outputs)
+        # The arrays the plan reads: the bound ones, and for a graph that
+        # computes shapes, the constants its shape arithmetic came to.
+        bound = {**arg_dict, **aux_dict}
+        self.unresolved: list[str] = []
+        if is_dynamic(graph):
+            graph, heads, bound = self._specialise(graph, heads, bound, ctx)
+            self._graph = graph
+            self._node_ctx = _node_contexts(graph, ctx, self._group2ctx)
+        self._bound = bound
+        shapes = graph.infer_shapes({name: array.shape for name, array in bound.items()})
+        dtypes = graph.infer_dtypes({name: array.dtype for name, array in bound.items()})
         missing = [graph.nodes[k].name for k in range(len(graph.nodes))
                    if any(shapes[e] is None for e in range(graph.entry_start[k],
                                                           graph.entry_start[k]
@@ -107,9 +119,7 @@ class Executor(ExecutorMethods):
         if missing:
             raise ShapeError(f"cannot infer the shapes of {', '.join(missing)}")
         self._shapes, self._dtypes = shapes, dtypes
-        self._heads = [graph.entry(node, output) for node, output in symbol._outputs]
-        self.data_names = [name for name in (data_names if data_names is not None else ["data"])
-                           if name in arg_dict]
+        self._heads = [graph.entry(node, output) for node, output in heads]
         accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
         self.partition: Partition | None = self._partition() if accelerated else None
         self.plan: Plan = make_plan(graph, self.partition, self._heads)
@@ -119,7 +129,10 @@ class Executor(ExecutorMethods):
                        report["outputs"], report["transient"], report["planned_peak"])
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
-        self._runner = Runner(self, graph, self.plan, steps, arg_dict, aux_dict, self.outputs)
+        self._runner = Runner(self, graph, self.plan, steps, arg_dict,
+                              {**aux_dict, **{name: array for name, array in bound.items()
+                                              if name not in arg_dict and name not in aux_dict}},
+                              self.outputs)
         # The runner's steps, and its bound steps by node (see runner.Runner).
         self._steps = self._runner.steps
         self._bound_steps = self._runner.bound_steps
@@ -137,6 +150,35 @@ class Executor(ExecutorMethods):
                 array._storage.guard = self.lock
 
     # ---- binding -----------------------------------------------------------------------
+
+    def _specialise(self, graph: Graph, heads: list[tuple[Any, int]], bound: dict[str, NDArray],
+                    ctx: Context) -> tuple[Graph, list[tuple[Any, int]], dict[str, NDArray]]:
+        """The static graph of a graph that computes shapes, for the bound
+        arrays' shapes (acc_host.graph.dynamic): its shape arithmetic worked
+        out on the host, each dynamic operator replaced by its static one,
+        the values other operators read bound as constants (in bound's
+        copy). Nodes whose values depend on data stay (self.unresolved)."""
+        def value_of(name: str) -> np.ndarray | None:
+            array = bound.get(name)
+            if array is None or name in self.data_names or \
+                    int(np.prod(array.shape)) > MAX_VALUE_ELEMENTS:
+                return None
+            return array.asnumpy()
+
+        shapes, values = graph.infer_shapes_values(
+            {name: array.shape for name, array in bound.items()}, value_of)
+        new_heads, constants, unresolved = specialise(graph, heads, shapes, values)
+        self.unresolved = unresolved
+        bound = dict(bound)
+        for name, value in constants.items():
+            home = ctx if ctx.is_accelerator and _has_dtype_code(value.dtype) else cpu()
+            array = zeros(value.shape, home if ctx.is_accelerator else ctx, value.dtype)
+            array[...] = value
+            bound[name] = array
+        new_graph = Graph(new_heads)
+        names = {node.name for node in new_graph.nodes if node.is_variable}
+        return new_graph, new_heads, {name: array for name, array in bound.items()
+                                      if name in names}
 
     @classmethod
     def simple_bind(cls, symbol: Any, ctx: Context, shapes: Mapping[str, Any],
@@ -229,7 +271,7 @@ class Executor(ExecutorMethods):
         contexts = [context for context in self._node_ctx.values() if context.is_accelerator]
         library = contexts[0].library
         devices = sorted({context.device_id for context in contexts})
-        weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
+        weights = frozenset(set(self._bound) - set(self.data_names))
         supported = {dev_id: self._supported_ops(library, dev_id, weights) for dev_id in devices}
         placement = {k: context.device_id if context.is_accelerator else None
                      for k, context in self._node_ctx.items()}
@@ -242,8 +284,8 @@ class Executor(ExecutorMethods):
         the arguments and auxiliary states that are not data): the operator
         nodes the plugin runs there."""
         graph = self._graph
-        shapes = {name: array.shape for name, array in {**self.arg_dict, **self.aux_dict}.items()}
-        dtypes = {name: array.dtype for name, array in {**self.arg_dict, **self.aux_dict}.items()}
+        shapes = {name: array.shape for name, array in self._bound.items()}
+        dtypes = {name: array.dtype for name, array in self._bound.items()}
         data = {name: TensorSpec(self.arg_dict[name].shape, self.arg_dict[name].dtype)
                 for name in self.data_names if _has_dtype_code(self.arg_dict[name].dtype)}
         region = offerable_region(graph, self._dtypes, _has_dtype_code)
@@ -251,7 +293,13 @@ class Executor(ExecutorMethods):
         variables_ok = all(_has_dtype_code(self._dtypes[graph.entry_start[k]])
                            for k, node in enumerate(graph.nodes) if node.is_variable)
         if len(region) == operators and variables_ok:
-            annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
+            if graph is self._symbol.graph:
+                annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
+            else:  # the static graph of a graph that computes shapes
+                text = write_graph(graph.nodes, [(node, output, 0)
+                                                 for node, output in graph.heads],
+                                   {}, [graph.num_total(k) for k in range(len(graph.nodes))])
+                annotated = annotate_graph(graph, text, shapes, weights, dtypes, dev_id)
             ids = library.supported_ops(json.dumps(annotated), data, len(graph.nodes), dev_id)
             listed = [k for k in ids if graph.nodes[k].is_variable]
         elif region:
