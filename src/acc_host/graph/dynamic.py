@@ -128,7 +128,7 @@ class ValueInference:
         """Shape inference of node k (the graph's rule), then its value."""
         first = first_value_input(op)
         entries = self.graph.input_entries(k)
-        if first is not None and first < len(entries):
+        if first is not None:
             values = [self.value(entry) for entry in entries[first:]]
             missing = [op.input_names(attrs)[first + i] for i, v in enumerate(values) if v is None]
             if missing:
@@ -227,7 +227,7 @@ def specialise(graph: Graph, heads: Sequence[tuple[Node, int]], shapes: Sequence
             continue
         first = first_value_input(op)
         entries = graph.input_entries(k)
-        if first is not None and first < len(entries):
+        if first is not None:
             known = [values.get(entry) for entry in entries[first:]]
             if all(value is not None for value in known) \
                     and all(shapes[entry] is not None for entry in entries[:first]):

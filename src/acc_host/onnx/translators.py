@@ -173,6 +173,10 @@ def _constant_of_shape(cx, node, attrs, inputs, opset):
 def _range(cx, node, attrs, inputs, opset):
     if not _all_const(cx, inputs, 0, 1, 2):
         dtype = cx.dtype(inputs[0]) or cx.dtype(inputs[1]) or np.dtype(np.int64)
+        if np.dtype(dtype).name not in _HOST_DTYPES:
+            name = next(name for name in inputs[:3] if not cx.is_const(name))
+            raise Unsupported(f"Range of {np.dtype(dtype).name} needs constant bounds",
+                              dynamic=name)
         scalar = lambda value: float(np.asarray(value).reshape(-1)[0])  # noqa: E731
         return [_dynamic(cx, "_dyn_range", [], {"start": inputs[0], "limit": inputs[1],
                                                 "delta": inputs[2]}, scalar,
@@ -1147,6 +1151,28 @@ def _pad(cx, node, attrs, inputs, opset):
     mode = attrs.get("mode", "constant")
     if opset < 11:
         pads, value, axes = attrs.get("pads", attrs.get("paddings")), attrs.get("value", 0.0), ()
+    elif not _all_const(cx, inputs, 1, 2, 3):
+        scalar = lambda value: float(np.asarray(value).reshape(-1)[0])  # noqa: E731
+        pads = _dynamic(cx, "_dyn_pad", [cx.sym(inputs[0])], {"pads": inputs[1]}, mode=mode)
+        dynamic = [key for key, index in (("pads", 1), ("constant_value", 2), ("axes", 3))
+                   if _input(inputs, index)]
+        syms, extra = [], {}
+        for key, index in (("pads", 1), ("constant_value", 2), ("axes", 3)):
+            name = _input(inputs, index)
+            if name is None:
+                continue
+            if cx.is_const(name):
+                dynamic.remove(key)
+                value = cx.const(name)
+                if key == "constant_value":
+                    if np.asarray(value).size:
+                        extra[key] = scalar(value)
+                else:
+                    extra[key] = _ints(value)
+            else:
+                syms.append(cx.sym(name))
+        return [cx.op("_dyn_pad", cx.sym(inputs[0]), *syms, dynamic=",".join(dynamic), mode=mode,
+                      **extra)]
     else:
         pads = _ints(_const(cx, node, inputs, 1, "pads"))
         value = _const(cx, node, inputs, 2, "constant_value")

@@ -172,6 +172,22 @@ _dynamic("_dyn_slice", ("data",), (("starts", parse_tuple), ("ends", parse_tuple
          doc="ONNX Slice by starts/ends/axes/steps computed in the graph.")
 
 
+def _pad(attrs: Attrs, shapes: list, given: dict) -> Any:
+    _require("_dyn_pad", given, "pads")
+    value = given.get("constant_value")
+    value = 0.0 if value is None or not np.asarray(value).size else \
+        float(np.asarray(value).reshape(-1)[0])
+    return "_onnx_pad", {
+        "pads": _ints(given["pads"]), "mode": attrs.mode, "value": value,
+        "axes": () if given.get("axes") is None else _ints(given["axes"])}
+
+
+_dynamic("_dyn_pad", ("data",), (("pads", parse_tuple), ("constant_value", parse_float),
+                                 ("axes", parse_tuple)), _pad,
+         (Param("mode", parse_str, "constant"),),
+         doc="ONNX Pad by pads (or a constant value) computed in the graph.")
+
+
 # ---- Resize --------------------------------------------------------------------------------
 
 def resize_attrs(shape: Sequence[int], roi: Any, scales: Any, sizes: Any,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,8 @@ from ..partition.segment import Partition, offerable_region, partition_graph, re
 from .direct_run import DirectRun
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
+from .plan_cache import DEFAULT_SIZE, PlanCache, PlanCacheStats
+from .eager import EagerRunner
 from .runner import Runner, Step
 from .subgraph import SubgraphOperator, Value
 
@@ -88,6 +91,7 @@ class Executor(ExecutorMethods):
         (devices of ctx's accelerator, or the CPU); the others on ctx."""
         self._symbol = symbol
         self._ctx = ctx
+        self._plans: PlanCache | None = None  # shared with reshapes (see reshape)
         self._group2ctx = dict(group2ctx or {})
         self._node_ctx = _node_contexts(symbol.graph, ctx, self._group2ctx)
         self._grad_req = grad_req
@@ -116,23 +120,37 @@ class Executor(ExecutorMethods):
                    if any(shapes[e] is None for e in range(graph.entry_start[k],
                                                           graph.entry_start[k]
                                                           + graph.num_visible(k)))]
-        if missing:
+        # A graph whose shapes depend on data (self.unresolved) runs on the
+        # host, node by node (acc_host.runtime.eager); offload refuses it.
+        self.data_dependent = bool(missing and self.unresolved)
+        if missing and not self.data_dependent:
             raise ShapeError(f"cannot infer the shapes of {', '.join(missing)}")
         self._shapes, self._dtypes = shapes, dtypes
         self._heads = [graph.entry(node, output) for node, output in heads]
         accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
+        if accelerated and self.data_dependent:
+            warnings.warn(f"{symbol.name or 'the symbol'} runs on the host CPU path, not on "
+                          f"{accelerated[0]}: its shapes depend on data ("
+                          f"{', '.join(self.unresolved)}), which offload refuses",
+                          stacklevel=3)
+            accelerated = []
         self.partition: Partition | None = self._partition() if accelerated else None
         self.plan: Plan = make_plan(graph, self.partition, self._heads)
         steps = [self._step(step) for step in self.plan.steps]
         report = self.memory_report()
         _check_planned(f"binding {symbol.name or 'the symbol'}", report["bound"],
                        report["outputs"], report["transient"], report["planned_peak"])
-        self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
+        self.outputs = [zeros((0,), cpu(), dtypes[entry]) if shapes[entry] is None
+                        else zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
-        self._runner = Runner(self, graph, self.plan, steps, arg_dict,
-                              {**aux_dict, **{name: array for name, array in bound.items()
-                                              if name not in arg_dict and name not in aux_dict}},
-                              self.outputs)
+        extra = {name: array for name, array in bound.items()
+                 if name not in arg_dict and name not in aux_dict}
+        self._runner: Runner | EagerRunner
+        if self.data_dependent:
+            self._runner = EagerRunner(graph, self._heads, bound, self.outputs)
+        else:
+            self._runner = Runner(self, graph, self.plan, steps, arg_dict,
+                                  {**aux_dict, **extra}, self.outputs)
         # The runner's steps, and its bound steps by node (see runner.Runner).
         self._steps = self._runner.steps
         self._bound_steps = self._runner.bound_steps
@@ -238,29 +256,78 @@ class Executor(ExecutorMethods):
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **shapes: Any) -> Executor:
-        """A new executor for new input shapes (e.g. another batch size),
-        sharing the arrays whose shapes stay the same."""
+        """An executor for new input shapes (another batch size, image size or
+        sequence length), with MXNet 1.x's semantics: the arrays whose shapes
+        stay the same are shared; an argument whose shape changes without
+        being given needs partial_shaping=True; an array that grows needs
+        allow_up_sizing=True (binding big and reshaping down is cheaper).
+        The executors of an executor and its reshapes form a family sharing
+        one PlanCache (runtime.plan_cache, DEFAULT_SIZE shapes, LRU): a shape
+        the family has seen lately returns its executor, already planned
+        and with its subgraphs loaded, instead of planning again."""
         arg_shapes, _, aux_shapes = self._symbol.infer_shape_partial(**shapes)
         arg_names = self._symbol.list_arguments()
         aux_names = self._symbol.list_auxiliary_states()
 
-        def keep_or_new(current: dict[str, NDArray], names: list[str],
-                        new_shapes: list[Any]) -> dict[str, NDArray]:
+        def plan(current: dict[str, NDArray], names: list[str],
+                 new_shapes: list[Any]) -> dict[str, tuple[int, ...]]:
             result = {}
             for name, shape in zip(names, new_shapes):
                 array = current[name]
                 if shape is None or tuple(shape) == array.shape:
-                    result[name] = array
-                elif name in shapes or partial_shaping or allow_up_sizing:
-                    result[name] = zeros(shape, self._ctx, array.dtype)
-                else:
+                    result[name] = array.shape
+                    continue
+                if name not in shapes and not partial_shaping:
                     raise ShapeError(f"reshape: {name!r} would change from {array.shape} to "
                                      f"{tuple(shape)}; pass partial_shaping=True to allow it")
+                if limits.array_bytes(shape, array.dtype) > \
+                        limits.array_bytes(array.shape, array.dtype) and not allow_up_sizing:
+                    raise ShapeError(f"reshape: {name!r} would grow from {array.shape} to "
+                                     f"{tuple(shape)}; pass allow_up_sizing=True to allow it "
+                                     "(binding the largest shape first and reshaping down "
+                                     "is cheaper)")
+                result[name] = tuple(int(d) for d in shape)
             return result
 
-        return Executor(self._symbol, self._ctx, keep_or_new(self.arg_dict, arg_names, arg_shapes),
-                        keep_or_new(self.aux_dict, aux_names, aux_shapes), self._grad_req,
-                        self.data_names, self._group2ctx)
+        new_args = plan(self.arg_dict, arg_names, arg_shapes)
+        new_aux = plan(self.aux_dict, aux_names, aux_shapes)
+        key = (tuple(new_args.items()), tuple(new_aux.items()))
+        family = self._family()
+
+        def make(_: Any) -> Executor:
+            def arrays(current: dict[str, NDArray],
+                       wanted: dict[str, tuple[int, ...]]) -> dict[str, NDArray]:
+                return {name: current[name] if current[name].shape == shape
+                        else zeros(shape, self._ctx, current[name].dtype)
+                        for name, shape in wanted.items()}
+
+            executor = Executor(self._symbol, self._ctx, arrays(self.arg_dict, new_args),
+                                arrays(self.aux_dict, new_aux), self._grad_req,
+                                self.data_names, self._group2ctx)
+            executor._plans = family
+            return executor
+
+        return self if key == self._shape_key() else family.get(key, key, make)
+
+    def _shape_key(self) -> tuple:
+        return (tuple((name, array.shape) for name, array in self.arg_dict.items()),
+                tuple((name, array.shape) for name, array in self.aux_dict.items()))
+
+    def _family(self) -> PlanCache:
+        """The PlanCache this executor and its reshapes share (made on first
+        use, holding this executor under its own shapes)."""
+        if self._plans is None:
+            self._plans = PlanCache(self._reshape_miss, DEFAULT_SIZE, close_evicted=False)
+            self._plans.put(self._shape_key(), self)
+        return self._plans
+
+    def _reshape_miss(self, key: Any) -> Executor:
+        raise AssertionError("reshape passes its own maker")  # pragma: no cover
+
+    def plan_cache_stats(self) -> PlanCacheStats:
+        """What the family's PlanCache did (see reshape): hits, misses
+        (plans made), evictions, the shapes held."""
+        return self._family().stats()
 
     # ---- planning -----------------------------------------------------------------------
 
@@ -369,7 +436,10 @@ class Executor(ExecutorMethods):
         forward's result. A thread that must read the outputs of its own
         forward holds ``self.lock`` over the forward and the reading."""
         with self.lock:
-            return self._runner.run(kwargs, False)
+            outputs = self._runner.run(kwargs, False)
+            if self.data_dependent:
+                self.output_dict = dict(zip(self._symbol.list_outputs(), self.outputs))
+            return outputs
 
     def predict(self, **inputs: Any) -> list[np.ndarray]:
         """forward(**inputs), then every output as a new numpy array: a
