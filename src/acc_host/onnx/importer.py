@@ -40,6 +40,10 @@ from .translators import TRANSLATORS, Translator, Unsupported, translator_for
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
+#: The extents symbolic input dimensions take in Context.partial_shape's two
+#: inferences (two primes no model fixes an extent to).
+PROBE_EXTENTS = (61, 67)
+
 
 @dataclass
 class Imported:
@@ -210,6 +214,45 @@ class Context:
         if not out_shapes or out_shapes[0] is None:
             return None
         return tuple(int(d) for d in out_shapes[0])
+
+    def partial_shape(self, name: str) -> tuple | None:
+        """The shape of a value with -1 for the extents that depend on
+        symbolic input dimensions, or None when even the rank is unknown:
+        for translators that need a rank or a fixed extent (MatMul as
+        FullyConnected, LayerNorm over the last axis), never for folding.
+        Found by inferring the graph so far at two probe extents for every
+        symbolic input dimension: the extents that agree are fixed."""
+        static = self.shape(name) or self.infer_shape(name)
+        if static is not None:
+            return static
+        symbol = self.symbols.get(name)
+        if symbol is None:
+            declared = self.shapes.get(name)
+            return None if declared is None else tuple(declared)
+        results = [self._probe_shape(symbol, probe) for probe in PROBE_EXTENTS]
+        if any(result is None for result in results) or \
+                len({len(result) for result in results}) != 1:  # type: ignore[arg-type]
+            return None
+        return tuple(a if a == b else -1 for a, b in zip(*results))  # type: ignore[misc]
+
+    def _probe_shape(self, symbol: Any, probe: int) -> tuple | None:
+        known = {}
+        for arg in symbol.list_arguments() + symbol.list_auxiliary_states():
+            shape = self.shape(arg)
+            if shape is None:
+                declared = self.shapes.get(arg)
+                if declared is None:
+                    return None
+                shape = tuple(probe if d < 0 else d for d in declared)
+            known[arg] = shape
+        try:
+            graph = symbol.graph
+            shapes = graph.infer_shapes(known, self.consts.get)
+        except (AccHostError, *_MALFORMED):
+            return None
+        node, output = symbol._outputs[0]
+        shape = shapes[graph.entry(node, output)]
+        return None if shape is None else tuple(int(d) for d in shape)
 
     def shape(self, name: str) -> tuple | None:
         """Static shape of a value, when known (constants, annotated values)."""

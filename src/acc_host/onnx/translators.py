@@ -351,7 +351,7 @@ def _with_scalar(cx, fn: str, inputs: list[str]) -> Any:
                 or cx.is_const(other) or cx.dtype(other) not in (None, np.float32)):
             continue
         if const.ndim > 0:
-            shape = cx.shape(other) or cx.infer_shape(other)
+            shape = cx.partial_shape(other)
             if shape is None or len(shape) < const.ndim:
                 continue
         value = float(const.reshape(-1)[0])
@@ -789,8 +789,8 @@ def _last_axis_layer_norm(cx, node, attrs, inputs: list[str]) -> Any:
     absent bias; None otherwise."""
     if any(cx.used(name) for name in node.output[1:]):
         return None
-    shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
-    if not shape or attrs.get("axis", -1) % len(shape) != len(shape) - 1:
+    shape = cx.partial_shape(inputs[0])
+    if not shape or attrs.get("axis", -1) % len(shape) != len(shape) - 1 or shape[-1] < 0:
         return None
     width = shape[-1]
     scale = inputs[1]
@@ -882,7 +882,7 @@ def _matmul(cx, node, attrs, inputs, opset):
     weight = cx.const(inputs[1])
     if (weight is not None and weight.ndim == 2 and weight.dtype.kind == "f"
             and not cx.is_const(inputs[0])):
-        shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
+        shape = cx.partial_shape(inputs[0])
         if shape is not None and len(shape) >= 2:
             # x (..., K) @ W (K, N) with a constant W (a Linear layer of a PyTorch
             # export) is FullyConnected(flatten=False) with W transposed, which

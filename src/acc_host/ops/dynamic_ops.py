@@ -161,10 +161,30 @@ _dynamic("_dyn_tile", ("data",), (("repeats", parse_tuple),), _tile,
 
 def _slice(attrs: Attrs, shapes: list, given: dict) -> Any:
     _require("_dyn_slice", given, "starts", "ends")
-    return "_onnx_slice", {
-        "starts": _ints(given["starts"]), "ends": _ints(given["ends"]),
-        "axes": () if given.get("axes") is None else _ints(given["axes"]),
-        "steps": () if given.get("steps") is None else _ints(given["steps"])}
+    starts, ends = _ints(given["starts"]), _ints(given["ends"])
+    axes = () if given.get("axes") is None else _ints(given["axes"])
+    steps = () if given.get("steps") is None else _ints(given["steps"])
+    if _whole(shapes[0], starts, ends, axes, steps):
+        # x[:, :, :h, :w] of an x of height h and width w (PyTorch's crop
+        # to a computed size): a copy, not a strided gather
+        return "_copy", {}
+    return "_onnx_slice", {"starts": starts, "ends": ends, "axes": axes, "steps": steps}
+
+
+def _whole(shape: Sequence[int] | None, starts: Sequence[int], ends: Sequence[int],
+           axes: Sequence[int], steps: Sequence[int]) -> bool:
+    """Whether an ONNX Slice of an input of shape keeps all of it."""
+    if shape is None:
+        return False
+    axes = axes or tuple(range(len(starts)))
+    steps = steps or (1,) * len(starts)
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if not -len(shape) <= axis < len(shape):
+            return False
+        extent = shape[axis % len(shape)]
+        if step != 1 or start not in (0, -extent) and not (start < -extent) or end < extent:
+            return False
+    return True
 
 
 _dynamic("_dyn_slice", ("data",), (("starts", parse_tuple), ("ends", parse_tuple),
@@ -231,9 +251,34 @@ def resize_attrs(shape: Sequence[int], roi: Any, scales: Any, sizes: Any,
     return {"sizes": tuple(full_sizes), "scales": tuple(full_scales), "roi": full_roi}
 
 
+def nearest_upsampling(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float],
+                       mode: str, transform: str, nearest_mode: str) -> int | None:
+    """The integer factor s when an ONNX Resize is MXNet's UpSampling
+    (nearest, scale s, which accelerators run as a copy per pixel): a 4-D
+    NCHW input, scales (1, 1, s, s), the asymmetric transformation (x_in =
+    x_out / s) with floor rounding, or with round_prefer_floor for s = 2
+    (x_in's fraction is 0 or 1/2). None otherwise."""
+    if mode != "nearest" or len(shape) != 4 or transform != "asymmetric":
+        return None
+    factor = scales[2]
+    if tuple(scales[:2]) != (1.0, 1.0) or scales[3] != factor or factor != int(factor) \
+            or factor < 2:
+        return None
+    factor = int(factor)
+    if nearest_mode != "floor" and not (nearest_mode == "round_prefer_floor" and factor == 2):
+        return None
+    if tuple(sizes) != (shape[0], shape[1], shape[2] * factor, shape[3] * factor):
+        return None
+    return factor
+
+
 def _resize(attrs: Attrs, shapes: list, given: dict) -> Any:
     result = resize_attrs(shapes[0], given.get("roi"), given.get("scales"), given.get("sizes"),
                           attrs.axes, attrs.keep_aspect_ratio_policy)
+    factor = nearest_upsampling(shapes[0], result["sizes"], result["scales"], attrs.mode,
+                                attrs.transform, attrs.nearest_mode)
+    if factor is not None:
+        return "UpSampling", {"scale": factor, "sample_type": "nearest", "num_args": 1}
     result.update(mode=attrs.mode, coordinate_transformation_mode=attrs.transform,
                   nearest_mode=attrs.nearest_mode, cubic_coeff_a=attrs.cubic_coeff_a,
                   exclude_outside=attrs.exclude_outside,
