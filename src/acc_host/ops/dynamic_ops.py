@@ -272,6 +272,21 @@ def nearest_upsampling(shape: Sequence[int], sizes: Sequence[int], scales: Seque
     return factor
 
 
+def _half_linear(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float],
+                 mode: str, transform: str) -> bool:
+    """Whether an ONNX Resize is a 2x2 average pooling of stride 2: linear,
+    half_pixel (or pytorch_half_pixel to more than one pixel), scales (1, 1,
+    1/2, 1/2) on a 4-D input. Its sample coordinates are then 2 o + 1/2,
+    half way between input pixels 2 o and 2 o + 1 on both axes."""
+    if mode != "linear" or len(shape) != 4 or tuple(scales) != (1.0, 1.0, 0.5, 0.5):
+        return False
+    if transform not in ("half_pixel", "pytorch_half_pixel"):
+        return False
+    if tuple(sizes) != (shape[0], shape[1], shape[2] // 2, shape[3] // 2):
+        return False
+    return transform == "half_pixel" or min(sizes[2:]) > 1
+
+
 def _resize(attrs: Attrs, shapes: list, given: dict) -> Any:
     result = resize_attrs(shapes[0], given.get("roi"), given.get("scales"), given.get("sizes"),
                           attrs.axes, attrs.keep_aspect_ratio_policy)
@@ -279,6 +294,9 @@ def _resize(attrs: Attrs, shapes: list, given: dict) -> Any:
                                 attrs.transform, attrs.nearest_mode)
     if factor is not None:
         return "UpSampling", {"scale": factor, "sample_type": "nearest", "num_args": 1}
+    if _half_linear(shapes[0], result["sizes"], result["scales"], attrs.mode, attrs.transform):
+        return "Pooling", {"kernel": (2, 2), "stride": (2, 2), "pool_type": "avg",
+                           "pooling_convention": "valid"}
     result.update(mode=attrs.mode, coordinate_transformation_mode=attrs.transform,
                   nearest_mode=attrs.nearest_mode, cubic_coeff_a=attrs.cubic_coeff_a,
                   exclude_outside=attrs.exclude_outside,
