@@ -287,6 +287,7 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     (pinning every dimension) and frozen turns graph inputs into constants.
     input_shapes (see import_model) gives shapes for inputs without
     pinning the dimensions the model declares symbolic."""
+    requested = input_shapes or {}
     onnx = require_onnx()
     model = _load(model)
     graph = model.graph
@@ -333,8 +334,8 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
         shape, dtype = _tensor_type(value)
         if shapes and value.name in shapes:
             shape = tuple(shapes[value.name])
-        elif input_shapes and value.name in input_shapes:
-            shape = _merge_shape(value.name, shape, input_shapes[value.name])
+        elif value.name in requested:
+            shape = _merge_shape(value.name, shape, requested[value.name])
         if dtype is None:
             _raise([("ai.onnx", f"input {value.name} (non-tensor type)", opsets.get("", 0),
                      "only tensor inputs are supported")])

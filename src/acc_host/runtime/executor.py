@@ -128,11 +128,16 @@ class Executor(ExecutorMethods):
         self._shapes, self._dtypes = shapes, dtypes
         self._heads = [graph.entry(node, output) for node, output in heads]
         accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
+        # Why nothing was offered to the accelerator, when that is so.
+        self.offload_refused: str | None = None
         if accelerated and self.data_dependent:
-            warnings.warn(f"{symbol.name or 'the symbol'} runs on the host CPU path, not on "
-                          f"{accelerated[0]}: its shapes depend on data ("
-                          f"{', '.join(self.unresolved)}), which offload refuses",
-                          stacklevel=3)
+            names = ", ".join(f"{name} ({_op_of(graph, name)})" for name in self.unresolved)
+            self.offload_refused = (
+                f"data-dependent shapes: {names} give outputs whose shapes are known only "
+                "once the data is, and an accelerator compiles fixed shapes; the graph runs "
+                "on the host CPU path")
+            warnings.warn(f"{symbol.name or 'the symbol'} is not offloaded to "
+                          f"{accelerated[0]}: {self.offload_refused}", stacklevel=3)
             accelerated = []
         self.partition: Partition | None = self._partition() if accelerated else None
         self.plan: Plan = make_plan(graph, self.partition, self._heads)
@@ -493,6 +498,10 @@ class Executor(ExecutorMethods):
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} @{self._ctx}>"
+
+
+def _op_of(graph: Graph, name: str) -> str:
+    return next((node.op for node in graph.nodes if node.name == name), "?")
 
 
 def _graph_bytes(graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any],
