@@ -372,7 +372,12 @@ def _shape_hint(node: Node) -> Shape | None:
     if any(d is None or d < -1 for d in hint):
         raise GraphError(f"variable {node.name!r}: bad __shape__ {text!r}: extents must be "
                          "integers >= 0 (0 or -1: unknown)")
-    return tuple(max(int(d), 0) for d in hint) if hint else None
+    if not hint:
+        # "()" is MXNet's unknown shape, except on a variable that also
+        # declares its dtype: the ONNX importer's 0-d constants (Gather's
+        # scalar index of a shape), which binding must know to be scalars
+        return () if "__dtype__" in node.attrs and text.strip() == "()" else None
+    return tuple(max(int(d), 0) for d in hint)
 
 
 def _check_hint(node: Node, hint: Shape | None, shape: Shape) -> None:

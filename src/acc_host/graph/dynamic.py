@@ -26,12 +26,14 @@ known:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import AccHostError
+from ..abi.tensor import numpy_dtype
+from ..errors import AccHostError, GraphError, TensorError
 from ..ops import registry
 from ..ops.params import Attrs, format_value
 from .symbol_json import Node
@@ -110,6 +112,8 @@ class ValueInference:
         self._looked_up: set[int] = set()
         self._variable = {graph.entry_start[k]: node.name for k, node in enumerate(graph.nodes)
                           if node.is_variable}
+        self._variable_index = {graph.entry_start[k]: k for k, node in enumerate(graph.nodes)
+                                if node.is_variable}
 
     def value(self, entry: int) -> np.ndarray | None:
         if entry in self.values:
@@ -117,11 +121,28 @@ class ValueInference:
         name = self._variable.get(entry)
         if name is not None and entry not in self._looked_up:
             self._looked_up.add(entry)
-            value = self.value_of(name)
+            value = self._declared_value(entry)
+            if value is None:
+                value = self.value_of(name)
             if value is not None and np.size(value) <= MAX_VALUE_ELEMENTS:
                 self.values[entry] = np.asarray(value)
                 return self.values[entry]
         return None
+
+    def _declared_value(self, entry: int) -> np.ndarray | None:
+        """The value a variable declares in its "__value__" attribute (the
+        ONNX importer's shape-sized constants), in its "__dtype__"."""
+        node = self.graph.nodes[self._variable_index[entry]]
+        text = node.attrs.get("__value__")
+        if text is None:
+            return None
+        try:
+            dtype = numpy_dtype(int(node.attrs["__dtype__"])) if "__dtype__" in node.attrs \
+                else None
+            return np.asarray(json.loads(text), dtype=dtype)
+        except (ValueError, TypeError, KeyError, TensorError) as error:
+            raise GraphError(f"variable {node.name!r}: bad __value__ {text!r}: {error}") \
+                from None
 
     def infer(self, k: int, op: registry.OpDef, attrs: Attrs,
               shapes: list[Any]) -> tuple[Sequence[Any], Sequence[Any]]:

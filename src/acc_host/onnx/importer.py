@@ -13,6 +13,7 @@ model is reported in one :class:`UnsupportedOnnxOperatorError`.
 from __future__ import annotations
 
 import functools
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -43,6 +44,10 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 #: The extents symbolic input dimensions take in Context.partial_shape's two
 #: inferences (two primes no model fixes an extent to).
 PROBE_EXTENTS = (61, 67)
+
+#: Integer constants of at most this many elements (and scalars) carry their
+#: value in a "__value__" attribute (see constant_variable).
+VALUE_HINT_ELEMENTS = 16
 
 
 @dataclass
@@ -277,7 +282,17 @@ def constant_variable(name: str, value: np.ndarray) -> Any:
         dtype: np.dtype | None = value.dtype
     except TensorError:
         dtype = None  # no TensorDType (bool, 16-bit integers): the host path reads it
-    return sym_mod.Variable(name, shape=hint, dtype=dtype)
+    if not shape and dtype is not None:
+        hint = ()  # a scalar: "()" with a dtype (acc_host.graph's _shape_hint)
+    variable = sym_mod.Variable(name, shape=hint, dtype=dtype)
+    if dtype is not None and value.size <= VALUE_HINT_ELEMENTS and \
+            (value.dtype.kind in "iu" or not shape):
+        # A shape-sized constant (Gather's index of a shape, Concat's -1, a
+        # scale) carries its value, so that the shape arithmetic reading it
+        # is worked out at bind whatever the bound array holds yet
+        # (simple_bind allocates zeros; acc_host.graph.dynamic).
+        variable._outputs[0][0].attrs["__value__"] = json.dumps(value.tolist())
+    return variable
 
 
 def import_graph(model: Any, shapes: dict[str, tuple] | None = None,

@@ -92,6 +92,9 @@ class Executor(ExecutorMethods):
         self._symbol = symbol
         self._ctx = ctx
         self._plans: PlanCache | None = None  # shared with reshapes (see reshape)
+        # The arguments whose values the shape arithmetic read, with their
+        # versions then: a forward after one is written plans again.
+        self._value_versions: dict[str, tuple[NDArray, int]] = {}
         self._group2ctx = dict(group2ctx or {})
         self._node_ctx = _node_contexts(symbol.graph, ctx, self._group2ctx)
         self._grad_req = grad_req
@@ -186,6 +189,7 @@ class Executor(ExecutorMethods):
             if array is None or name in self.data_names or \
                     int(np.prod(array.shape)) > MAX_VALUE_ELEMENTS:
                 return None
+            self._value_versions[name] = (array, array.version)
             return array.asnumpy()
 
         shapes, values = graph.infer_shapes_values(
@@ -315,8 +319,10 @@ class Executor(ExecutorMethods):
         return self if key == self._shape_key() else family.get(key, key, make)
 
     def _shape_key(self) -> tuple:
-        return (tuple((name, array.shape) for name, array in self.arg_dict.items()),
-                tuple((name, array.shape) for name, array in self.aux_dict.items()))
+        return (tuple((name, self.arg_dict[name].shape)
+                      for name in self._symbol.list_arguments()),
+                tuple((name, self.aux_dict[name].shape)
+                      for name in self._symbol.list_auxiliary_states()))
 
     def _family(self) -> PlanCache:
         """The PlanCache this executor and its reshapes share (made on first
@@ -441,6 +447,7 @@ class Executor(ExecutorMethods):
         forward's result. A thread that must read the outputs of its own
         forward holds ``self.lock`` over the forward and the reading."""
         with self.lock:
+            self._replan_if_stale()
             outputs = self._runner.run(kwargs, False)
             if self.data_dependent:
                 self.output_dict = dict(zip(self._symbol.list_outputs(), self.outputs))
@@ -452,12 +459,31 @@ class Executor(ExecutorMethods):
         the inputs, the outputs the results). A failure is raised here and
         not left on the executor's arrays."""
         with self.lock:
+            self._replan_if_stale()
             return self._runner.run(inputs, True)
 
     def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         """predict(**inputs) for a mapping of them."""
         with self.lock:
+            if self._value_versions:
+                self._replan_if_stale()
             return self._runner.run(inputs, True)
+
+    def _replan_if_stale(self) -> None:
+        """Plans again when an argument the shape arithmetic read has been
+        written since (weights copied in after simple_bind): the executor
+        takes the new plan's state, its arrays stay the same."""
+        if not any(array.version != version
+                   for array, version in self._value_versions.values()):
+            return
+        fresh = Executor(self._symbol, self._ctx, self.arg_dict, self.aux_dict, self._grad_req,
+                         self.data_names, self._group2ctx)
+        self._runner.close()
+        plans, lock = self._plans, self.lock
+        self.__dict__.update(fresh.__dict__)
+        self._plans, self.lock = plans, lock
+        for array in self.outputs:
+            array._storage.guard = lock
 
     # What acc_host.differential's check() reaches: its checker, on for one
     # forward, and the CPU path it compares a subgraph with.
