@@ -26,6 +26,7 @@ so that numpy (the host path) uses one thread too.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -80,14 +81,15 @@ def main() -> None:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         feed_name = session.get_inputs()[0].name
         for x in inputs:
-            first = once_ms(lambda: rep.run([x]))
-            steady = median_ms(lambda: rep.run([x]), args.repeat, args.warmup)
-            ort_ms = median_ms(lambda: session.run(None, {feed_name: x}), args.repeat,
-                               args.warmup)
+            run = functools.partial(rep.run, [x])
+            first = once_ms(run)
+            steady = median_ms(run, args.repeat, args.warmup)
+            ort_ms = median_ms(functools.partial(session.run, None, {feed_name: x}),
+                               args.repeat, args.warmup)
             rows.append({"model": name, "shape": list(x.shape), "first_ms": first,
                          "steady_ms": steady, "ort_ms": ort_ms, "ratio": steady / ort_ms})
         for row, x in zip(rows[-len(inputs):], inputs):
-            row["again_ms"] = once_ms(lambda: rep.run([x]))
+            row["again_ms"] = once_ms(functools.partial(rep.run, [x]))
             print(f"{name:16} {str(tuple(x.shape)):18} {row['first_ms']:9.2f} "
                   f"{row['steady_ms']:9.3f} {row['again_ms']:9.3f} {row['ort_ms']:8.3f} "
                   f"{row['ratio']:6.2f}")

@@ -60,7 +60,7 @@ def test_pytorch_dynamic_export_matches_onnxruntime_at_every_shape(name, target)
     assert len({x.shape for x, _ in cases}) == len(cases) >= 4
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # mlu_sim's fallback of operators it lacks
-        for rounds in range(2):
+        for _ in range(2):
             for x, torch_outputs in cases:
                 outputs = rep.run([x])
                 expected = onnxruntime_run(path, {MODELS[name]: x})

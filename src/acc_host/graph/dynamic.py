@@ -159,7 +159,7 @@ class ValueInference:
                 if shape is None:
                     raise registry.ShapeUnknownError(
                         f"{op.name}: the shape of input {position} is unknown")
-            result = op.resolve(attrs, list(shapes[:first]), values)  # type: ignore[misc]
+            result = op.resolve(attrs, list(shapes[:first]), values)  # type: ignore[misc,arg-type]
             if isinstance(result, np.ndarray):
                 outputs: Sequence[Any] = [tuple(result.shape)]
                 if result.size <= MAX_VALUE_ELEMENTS or self.graph.entry_start[k] in self.needed:
@@ -249,11 +249,12 @@ def specialise(graph: Graph, heads: Sequence[tuple[Node, int]], shapes: Sequence
         first = first_value_input(op)
         entries = graph.input_entries(k)
         if first is not None:
-            known = [values.get(entry) for entry in entries[first:]]
-            if all(value is not None for value in known) \
+            found = [values.get(entry) for entry in entries[first:]]
+            known = [value for value in found if value is not None]
+            if len(known) == len(found) \
                     and all(shapes[entry] is not None for entry in entries[:first]):
-                result = op.resolve(attrs, [shapes[e] for e in entries[:first]],  # type: ignore
-                                    known)
+                assert op.resolve is not None
+                result = op.resolve(attrs, [shapes[e] for e in entries[:first]], known)
                 if isinstance(result, np.ndarray):
                     values[graph.entry_start[k]] = result
                     continue
@@ -276,4 +277,8 @@ def specialise(graph: Graph, heads: Sequence[tuple[Node, int]], shapes: Sequence
     for node, output in heads:
         producer, out, _ = source(node, output, 0)
         new_heads.append((producer, out))
-    return new_heads, constants, unresolved
+    from . import topological_order  # the package imports this module lazily
+
+    reachable = {node.name for node in topological_order(new_heads) if node.is_variable}
+    return new_heads, {name: value for name, value in constants.items()
+                       if name in reachable}, unresolved

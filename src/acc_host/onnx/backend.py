@@ -21,8 +21,8 @@ from ..abi.tensor import dtype_code
 from ..context import Context, cpu
 from ..errors import InvalidArgumentError, TensorError, UnsupportedOnnxOperatorError
 from ..plugins.registry import load_acc
-from ._onnx import require_onnx
 from ..runtime.plan_cache import PlanCache
+from ._onnx import require_onnx
 from .importer import Imported, _load, _tensor_type, import_graph
 
 require_onnx()

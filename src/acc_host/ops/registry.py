@@ -141,13 +141,13 @@ class OpDef:
     num_outputs: int | Callable[[Attrs], int] | None = None
     doc: str = ""
     # Dynamic-shape operators (acc_host.ops.dynamic_ops): the inputs whose
-    # values (not only shapes) decide the output shape, and resolve(attrs,
-    # values) -> (static operator name, its attributes) or a numpy array
-    # (the whole result), given those inputs' values in value_inputs order.
+    # values (not only shapes) decide the output shape (from the first of
+    # them on), and resolve(attrs, data input shapes, values) -> (static
+    # operator name, its attributes) or a numpy array (the whole result).
     # Graph inference works such values out at bind time (acc_host.graph.
     # dynamic) and binds the static operator in the node's place.
     value_inputs: tuple[int, ...] = ()
-    resolve: Callable[[Attrs, list[np.ndarray]], Any] | None = None
+    resolve: Callable[[Attrs, list[Any], list[np.ndarray]], Any] | None = None
     # The output shape depends on input data (NonZero): known only once run.
     data_dependent: bool = False
     _params_by_name: dict[str, Param] = field(init=False, repr=False, compare=False)

@@ -19,7 +19,8 @@ import numpy as np
 from ..context import cpu
 from ..errors import ShapeError, TensorError
 from ..graph import Graph
-from ..ndarray import NDArray, array as nd_array
+from ..ndarray import NDArray
+from ..ndarray import array as nd_array
 
 __all__ = ["EagerRunner"]
 

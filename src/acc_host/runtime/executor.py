@@ -37,16 +37,16 @@ from ..errors import (
     TensorError,
 )
 from ..graph import Graph
-from ..graph.symbol_json import write_graph
 from ..graph.dynamic import MAX_VALUE_ELEMENTS, is_dynamic, specialise
+from ..graph.symbol_json import write_graph
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
 from .direct_run import DirectRun
+from .eager import EagerRunner
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
 from .plan_cache import DEFAULT_SIZE, PlanCache, PlanCacheStats
-from .eager import EagerRunner
 from .runner import Runner, Step
 from .subgraph import SubgraphOperator, Value
 
