@@ -275,8 +275,12 @@ def specialise(graph: Graph, heads: Sequence[tuple[Node, int]], shapes: Sequence
                           node.num_outputs)
     new_heads = []
     for node, output in heads:
-        producer, out, _ = source(node, output, 0)
-        new_heads.append((producer, out))
+        k = graph.index[id(node)]
+        if k in new:  # an output stays the operator that computes it
+            new_heads.append((new[k], output))
+        else:  # resolved into a value (ConstantOfShape, Range)
+            producer, out, _ = source(node, output, 0)
+            new_heads.append((producer, out))
     from . import topological_order  # the package imports this module lazily
 
     reachable = {node.name for node in topological_order(new_heads) if node.is_variable}
