@@ -7,8 +7,10 @@ reported (and must be removed from here). There are no skips: every case runs.
 
 "unsupported op X (opset N)": the importer has no translation for X yet (it raises
 UnsupportedOnnxOperatorError listing every such operator of the model). "must be a
-constant": the model computes an attribute-like input (shape, axes, pads, ...) from
-data inside the graph, which the importer cannot fold into an attribute.
+constant": the model computes an attribute-like input the host operators take only
+as an attribute (Clip's bounds, Squeeze/ReduceX axes, ...) inside the graph; shapes,
+pads, starts/ends and Range bounds computed in the graph are worked out at bind
+time (docs/dynamic_shapes.md).
 
 A reason starting with "flaky:" marks a non-strict expected failure (a case whose
 result varies from run to run), and one starting with "machine:" a case whose
@@ -103,7 +105,7 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_attention_4d_causal_nonpad_continued_prefill': 'unsupported op Attention (opset 24)',
     'test_attention_4d_causal_nonpad_negative_offset_structural_empty': 'unsupported op Attention (opset 24)',
     'test_attention_4d_causal_padded_kv_bf16': 'unsupported op Attention (opset 24)',
-    'test_attention_4d_causal_padded_kv_bf16_expanded': "Cast opset 24: dtype bfloat16 is not supported; Pad opset 24: input 'constant_value' (a function-internal value) must be a constant (initializer or Constant node); dynamic values are not supported",
+    'test_attention_4d_causal_padded_kv_bf16_expanded': "Cast opset 24: dtype bfloat16 is not supported",
     'test_attention_4d_causal_with_past_and_present': 'unsupported op Attention (opset 24)',
     'test_attention_4d_diff_heads_mask4d_padded_kv': 'unsupported op Attention (opset 24)',
     'test_attention_4d_diff_heads_sizes': 'unsupported op Attention (opset 23)',
@@ -125,7 +127,7 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_attention_4d_gqa_with_past_and_present': 'unsupported op Attention (opset 23)',
     'test_attention_4d_gqa_with_past_and_present_fp16': 'unsupported op Attention (opset 23)',
     'test_attention_4d_padded_kv_bf16': 'unsupported op Attention (opset 24)',
-    'test_attention_4d_padded_kv_bf16_expanded': "Cast opset 24: dtype bfloat16 is not supported; Pad opset 24: input 'constant_value' (a function-internal value) must be a constant (initializer or Constant node); dynamic values are not supported",
+    'test_attention_4d_padded_kv_bf16_expanded': "Cast opset 24: dtype bfloat16 is not supported",
     'test_attention_4d_scaled': 'unsupported op Attention (opset 23)',
     'test_attention_4d_softcap': 'unsupported op Attention (opset 23)',
     'test_attention_4d_softcap_neginf_mask': 'unsupported op Attention (opset 23)',
