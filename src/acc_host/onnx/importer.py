@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -297,7 +298,7 @@ def constant_variable(name: str, value: np.ndarray) -> Any:
 
 def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
                  frozen: dict[str, np.ndarray] | None = None,
-                 input_shapes: dict[str, tuple] | None = None) -> Imported:
+                 input_shapes: Mapping[str, Sequence[Any]] | None = None) -> Imported:
     """The import; shapes overrides the declared shapes of graph inputs
     (pinning every dimension) and frozen turns graph inputs into constants.
     input_shapes (see import_model) gives shapes for inputs without
@@ -341,7 +342,9 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     for init in graph.sparse_initializer:
         raise UnsupportedOnnxOperatorError(
             f"ONNX import: sparse initializer {init.values.name!r} is not supported")
-    inputs, input_shapes, input_dtypes = [], {}, {}
+    inputs: list[str] = []
+    shapes_of: dict[str, tuple | None] = {}
+    input_dtypes: dict[str, np.dtype] = {}
     dtype_problems: list[tuple[str, str, int, str]] = []
     for value in graph.input:
         if value.name in cx.consts:
@@ -355,7 +358,7 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
             _raise([("ai.onnx", f"input {value.name} (non-tensor type)", opsets.get("", 0),
                      "only tensor inputs are supported")])
         inputs.append(value.name)
-        input_shapes[value.name] = shape
+        shapes_of[value.name] = shape
         input_dtypes[value.name] = dtype
         cx.dtypes[value.name] = dtype
         # Symbolic (dim_param) and unknown dimensions stay unknown: 0 in the
@@ -429,7 +432,7 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
                   if name in arg_names}
     aux_params = {name: to_ndarray(value) for name, value in cx.consts.items()
                   if name in aux_names}
-    return Imported(symbol, arg_params, aux_params, inputs, input_shapes, input_dtypes,
+    return Imported(symbol, arg_params, aux_params, inputs, shapes_of, input_dtypes,
                     outputs, constant_outputs)
 
 
@@ -517,7 +520,7 @@ def _raise(problems: list[tuple[str, str, int, str]],
         problems, dynamic)
 
 
-def import_model(model: Any, input_shapes: dict[str, tuple] | None = None
+def import_model(model: Any, input_shapes: Mapping[str, Sequence[Any]] | None = None
                  ) -> tuple[Any, dict, dict]:
     imported = import_graph(model, input_shapes=input_shapes)
     return imported.symbol, imported.arg_params, imported.aux_params
