@@ -85,7 +85,8 @@ def _where(exe: Any, ctx: Any) -> dict[str, Any]:
     return {"context": str(ctx), "operators": len(placement),
             "offloaded": len(placement) - on_cpu, "on_cpu": on_cpu,
             "subgraphs": 0 if partition is None else len(partition.subgraphs),
-            "partition": [] if partition is None else partition.summary().splitlines()}
+            "partition": [] if partition is None else partition.summary().splitlines(),
+            "refused": getattr(exe, "offload_refused", None)}
 
 
 def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[str, Any]:
@@ -175,6 +176,8 @@ def _format(report: dict[str, Any]) -> str:
              f"where: {where['offloaded']}/{where['operators']} operators on "
              f"{where['context']} in {where['subgraphs']} subgraph(s), {where['on_cpu']} on "
              "cpu(0)", *(f"  {line}" for line in where["partition"])]
+    if where.get("refused"):
+        lines.append(f"  not offloaded: {where['refused']}")
     source = f" ({', '.join(report['compiled_from'])})" if report["compiled_from"] else ""
     lines += [f"times: bind + partition {_ms(report['bind_s'])}, compile "
               f"{_ms(report['compile_s'])}{source}, first forward "
