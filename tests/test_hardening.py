@@ -36,7 +36,11 @@ ROWS = {
     "isolated-reply-length-huge": "test_a_made_up_reply_length_kills_the_child",
     "isolated-output-overrun": "test_an_output_overrun_is_caught_in_the_guard",
     "plugin-output-overrun-checked": "test_an_output_overrun_is_caught_in_checked_mode",
+    "plugin-device-output-overrun-checked":
+        "hardening.test_device_guards:test_a_few_bytes_past_an_output_are_caught_in_checked_mode",
     "limit-bind-planned-total": "test_a_bind_is_checked_against_its_planned_total",
+    "limit-imperative-call-planned":
+        "hardening.test_imperative_limit:test_a_huge_result_is_refused_before_allocating",
     "limit-onnx-folding-planned": "test_import_time_folding_is_checked_with_its_copies",
     "cache-untrusted-directory": "test_model_cache:test_an_untrusted_cache_directory_is_not_used",
     "cache-untrusted-entry": "test_model_cache:test_an_entry_with_untrusted_files_is_rebuilt",
@@ -223,11 +227,11 @@ def test_a_bind_is_checked_against_its_planned_total(monkeypatch: pytest.MonkeyP
     one array under a 6 GB limit, but binding it and running a forward
     plans 16 GB (the input, the output, and the operator's input and output
     copies): refused before anything is allocated, with the planned bytes
-    and the limit in the message, on the CPU and on cpu_ref."""
+    and the limit in the message, on the CPU, cpu_ref and mlu."""
     monkeypatch.setenv("MXNET_ACC_MAX_ALLOC_BYTES", str(6 * GIGA))
     relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
     before = _peak_rss()
-    for ctx in (mx.cpu(), mx.cpu_ref(0)):
+    for ctx in (mx.cpu(), mx.cpu_ref(0), mx.mlu(0)):
         with pytest.raises(AllocationTooLargeError, match=(
                 r"simple_bind: the planned memory of the bind and a forward \(4000000000 bytes "
                 r"of arguments and auxiliary states, 4000000000 of outputs, 0 of intermediate "

@@ -565,6 +565,8 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
     ctx = contexts.pop() if contexts else current_context()
     engine = _engine.get()
     specs = _inferred(op, parsed, inputs)
+    if specs is not None:
+        _check_planned(op_name, inputs, specs, ctx)
     if specs is None or isinstance(engine, NaiveEngine):
         return _invoke_now(op, parsed, inputs, ctx, out)
     if out is None:
@@ -631,6 +633,21 @@ def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
         return None
     return [(tuple(int(extent) for extent in shape), np.dtype(dtype))
             for shape, dtype in zip(shapes, dtypes)]
+
+
+def _check_planned(op_name: str, inputs: Sequence[NDArray],
+                   specs: Sequence[tuple[tuple[int, ...], np.dtype]], ctx: Context) -> None:
+    """Refuses a call whose planned memory passes the allocation limit,
+    before anything is allocated for it (AllocationTooLargeError): its
+    outputs, and on an accelerator context one copy of every input (to the
+    device for the plugin, or to the host when the plugin declines and the
+    CPU runs it). An operator whose output shapes only running tells is
+    checked per array as its outputs are made."""
+    outputs = sum(limits.array_bytes(shape, dtype) for shape, dtype in specs)
+    copies = sum(limits.array_bytes(*array._spec_hint()) for array in inputs) \
+        if ctx.is_accelerator else 0
+    limits.check_bytes(outputs + copies, f"{op_name}: the planned memory of the call ({outputs} "
+                       f"bytes of outputs, {copies} of input copies)")
 
 
 def _invoke_now(op: registry.OpDef, parsed: Any, inputs: Sequence[NDArray], ctx: Context,
