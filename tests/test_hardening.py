@@ -44,6 +44,8 @@ ROWS = {
     "limit-onnx-folding-planned": "test_import_time_folding_is_checked_with_its_copies",
     "cache-untrusted-directory": "test_model_cache:test_an_untrusted_cache_directory_is_not_used",
     "cache-untrusted-entry": "test_model_cache:test_an_entry_with_untrusted_files_is_rebuilt",
+    "cache-planted-entry":
+        "hardening.test_cache_binding:test_a_planted_entry_is_refused_and_rebuilt",
     "cache-stale-temporaries":
         "test_model_cache:test_stale_temporaries_are_cleaned_when_the_cache_opens",
     "cache-directory-unusable": "test_model_cache:test_an_unusable_cache_directory_is_bypassed",
