@@ -24,6 +24,7 @@ registry computes the outputs, and they are written back to the context
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -643,11 +644,16 @@ def _check_planned(op_name: str, inputs: Sequence[NDArray],
     device for the plugin, or to the host when the plugin declines and the
     CPU runs it). An operator whose output shapes only running tells is
     checked per array as its outputs are made."""
-    outputs = sum(limits.array_bytes(shape, dtype) for shape, dtype in specs)
-    copies = sum(limits.array_bytes(*array._spec_hint()) for array in inputs) \
-        if ctx.is_accelerator else 0
-    limits.check_bytes(outputs + copies, f"{op_name}: the planned memory of the call ({outputs} "
-                       f"bytes of outputs, {copies} of input copies)")
+    # Per call: the sums in plain integers, the message only for a refusal.
+    outputs = sum(math.prod(shape) * dtype.itemsize for shape, dtype in specs)
+    copies = 0
+    if ctx.is_accelerator:
+        for array in inputs:
+            shape, dtype = array._spec_hint()
+            copies += math.prod(shape) * dtype.itemsize
+    if outputs + copies > limits.limit():
+        limits.check_bytes(outputs + copies, f"{op_name}: the planned memory of the call "
+                           f"({outputs} bytes of outputs, {copies} of input copies)")
 
 
 def _invoke_now(op: registry.OpDef, parsed: Any, inputs: Sequence[NDArray], ctx: Context,
