@@ -115,3 +115,28 @@ def test_imperative_calls_check_their_device_outputs_without_false_alarms(
                                mx.nd.softmax(mx.nd.array(values), axis=-1).asnumpy(),
                                rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(mx.nd.transpose(data).asnumpy(), values.T)
+
+
+def test_copies_that_write_past_their_destination_are_caught(
+        misbehave_build: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """copyToAcc writing 3 bytes past the device buffer and copyFromAcc 3
+    bytes past the host array: each a PluginContractError naming the
+    buffer, the guard written again, the buffer usable on."""
+    monkeypatch.setenv("MXNET_ACC_CHECK_OUTPUTS", "1")
+    ctx = mx.load_acc(misbehave_build("device_memory", "copy_overrun"), acc_name="copyover")
+    values = np.arange(6, dtype=np.float32)
+    buffer = DeviceBuffer(ctx.library, 0, TensorSpec.of(values))
+    ctx.configure(mode="copy_overrun_few")
+    with pytest.raises(PluginContractError, match=r"copyover: copyToAcc wrote past the end of "
+                       r"DeviceBuffer\(copyover, \(6,\), float32, device 0\): 3 of the 64 guard "
+                       r"bytes MXNET_ACC_CHECK_OUTPUTS put after its device buffer"):
+        buffer.copy_from_host(values)
+    with pytest.raises(PluginContractError, match=r"copyover: copyFromAcc of DeviceBuffer\("
+                       r"copyover, \(6,\), float32, device 0\) wrote past the end of the host "
+                       r"array it was given: 3 of the 64 guard bytes"):
+        buffer.to_host()
+    ctx.configure(mode="good")
+    buffer.copy_from_host(values * 2)
+    assert np.array_equal(buffer.to_host(), values * 2)
+    assert np.array_equal(buffer.checked_host("a test", "the buffer"), values * 2)
+    buffer.free()

@@ -42,6 +42,10 @@
  *                          its first output, host or device memory (device
  *                          memory only where the host pads its allocations:
  *                          MXNET_ACC_CHECK_OUTPUTS=1, or the heap is corrupted)
+ *   copy_overrun_few       (MISB_IMPERATIVE) copyToAcc() and copyFromAcc()
+ *                          copy, then write 3 bytes past the end of their
+ *                          destination (only under MXNET_ACC_CHECK_OUTPUTS=1,
+ *                          where the host guards both)
  *
  * configure(query=stats) answers "loads", "unloads", "infers" and "models"
  * (currently loaded) for the device, and "mode".
@@ -229,6 +233,11 @@ static int copy(const char *call, const MXTensor *device, const MXTensor *host, 
     memcpy(device->data, host->data, bytes);
   } else {
     memcpy(host->data, device->data, bytes);
+  }
+  char mode[MISB_MODE_MAX];
+  read_mode(device->dev_id, mode, NULL);
+  if (is_mode(mode, "copy_overrun_few")) {
+    memset((char *)(to_device ? device->data : host->data) + bytes, 0x77, 3);
   }
   return MX_ACC_OK;
 }
@@ -451,7 +460,7 @@ static const char *const kModes[] = {
     "supported_fail", "supported_fail_silent", "load_fail", "load_fail_silent", "load_oom",
     "load_unsupported", "infer_fail", "infer_fail_silent", "infer_oom", "infer_bad_status",
     "infer_unwritten", "infer_partial", "slow", "crash", "exit0", "infer_overrun",
-    "infer_overrun_few"};
+    "infer_overrun_few", "copy_overrun_few"};
 
 static relu_answer answers[MISB_NUM_ACC]; /* under lock */
 

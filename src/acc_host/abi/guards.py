@@ -11,8 +11,10 @@ there:
   inside a scratch buffer with a guard on each side (:func:`scratch`);
 - device buffers the host allocates (``DeviceBuffer``: arguments,
   outputs, every array of an accelerator context) are allocated
-  GUARD_BYTES longer, the guard written at allocation and read back after
-  every infer(), executor forward and copyToAcc() that wrote the buffer.
+  2 * GUARD_BYTES longer (the guard after the buffer's bytes, then slack
+  for the host's own copies of bytes and guard), the guard written at
+  allocation and read back after every infer(), executor forward and
+  copyToAcc() that wrote the buffer.
   The guard is after the buffer only: the ABI gives a plugin only
   addresses its mx_alloc() returned, so the host cannot place a buffer
   inside a larger allocation, and the guard after it is read by copying

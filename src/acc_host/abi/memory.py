@@ -54,10 +54,12 @@ class DeviceBuffer:
         self.library = library
         self.dev_id = dev_id
         self.spec = spec
-        # Checked mode: the allocation is GUARD_BYTES longer, the guard after
-        # the buffer's bytes; _whole describes the allocation as bytes.
+        # Checked mode: the allocation is 2 * GUARD_BYTES longer: the guard
+        # after the buffer's bytes, then slack, so that a copy of the bytes
+        # and the guard (_whole, see _copy_whole) that overruns them stays
+        # inside the allocation too.
         self.guarded = check_outputs_enabled()
-        size = spec.nbytes + (GUARD_BYTES if self.guarded else 0)
+        size = spec.nbytes + (2 * GUARD_BYTES if self.guarded else 0)
         address = ffi.new("void **")
         library.call(dev_id, "mx_alloc", dev_id, size, address,
                      context=f"{size} bytes on device {dev_id}")
@@ -68,11 +70,12 @@ class DeviceBuffer:
         self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
         self._finalizer.atexit = False
         if self.guarded:
-            whole = TensorSpec((size,), np.dtype(np.uint8))
+            whole = TensorSpec((spec.nbytes + GUARD_BYTES,), np.dtype(np.uint8))
             self._whole = TensorArray([whole], dev_id)
             self._whole.set_data(0, self.pointer, dev_id)
             self._whole_host = TensorArray([whole], HOST_DEVICE)
-            initial = np.zeros(size, np.uint8)
+            initial = self._whole_array()
+            initial[:spec.nbytes] = 0
             initial[spec.nbytes:] = GUARD_PATTERN
             with library.device_lock(dev_id):
                 self._copy_whole("copyToAcc", initial)
@@ -99,9 +102,16 @@ class DeviceBuffer:
         self._host.set_data(0, pointer, HOST_DEVICE, pointer)
         return self._host
 
+    def _whole_array(self) -> np.ndarray:
+        """A host array for _copy_whole: the buffer's bytes and the guard,
+        a view of GUARD_BYTES more (slack for a copy that overruns it)."""
+        size = self.spec.nbytes + GUARD_BYTES
+        return np.empty(size + GUARD_BYTES, np.uint8)[:size]
+
     def _copy_whole(self, call: str, array: np.ndarray) -> None:
-        """copyToAcc or copyFromAcc of the whole guarded allocation (bytes)
-        from or into array; the caller holds the device lock."""
+        """copyToAcc or copyFromAcc of the buffer's bytes and the guard after
+        them from or into array (from _whole_array); the caller holds the
+        device lock."""
         pointer = host_pointer(array, writable=call == "copyFromAcc")
         self._whole_host.set_data(0, pointer, HOST_DEVICE, pointer)
         first, second = (self._whole, self._whole_host) if call == "copyToAcc" else (
@@ -118,7 +128,7 @@ class DeviceBuffer:
             return self.to_host()
         self._check_open()
         nbytes = self.spec.nbytes
-        whole = np.empty(nbytes + GUARD_BYTES, np.uint8)
+        whole = self._whole_array()
         with self.library.device_lock(self.dev_id):
             self._copy_whole("copyFromAcc", whole)
             changed = overwritten(whole[nbytes:])
@@ -139,7 +149,7 @@ class DeviceBuffer:
         allocation (so the guard is written again, not checked: checked
         infer() fills its outputs with the canary this way)."""
         nbytes = self.spec.nbytes
-        whole = np.empty(nbytes + (GUARD_BYTES if self.guarded else 0), np.uint8)
+        whole = self._whole_array() if self.guarded else np.empty(nbytes, np.uint8)
         write(whole[:nbytes].view(self.spec.dtype).reshape(self.spec.shape))
         if not self.guarded:
             self.copy_from_host(whole.view(self.spec.dtype).reshape(self.spec.shape))
