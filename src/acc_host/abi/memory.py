@@ -182,6 +182,10 @@ class DeviceBuffer:
         library = self.library
         nbytes = self.spec.nbytes
         around = scratch(nbytes) if self.guarded else None
+        if around is not None and (result.shape != self.spec.shape
+                                   or result.dtype != self.spec.dtype):
+            raise TensorError(f"host array {result.shape} {result.dtype} does not match the "
+                              f"device buffer {self.spec.shape} {self.spec.dtype}")
         with library.device_lock(self.dev_id):  # the shared descriptor too (copy_from_host)
             target = self._host_descriptor(result if around is None else around[
                 GUARD_BYTES:GUARD_BYTES + nbytes].view(result.dtype).reshape(result.shape),
