@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cache_helpers import cache_entries, replace_entry_file
+from support.cache_helpers import cache_entries, replace_entry_file
 
 import acc_host as mx
 from acc_host.runtime import cache_contents
@@ -55,7 +55,7 @@ def _forward(ctx: mx.Context, params: dict[str, np.ndarray], tanh: bool = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         output = exe.forward(is_train=False, data=IMAGE)[0].asnumpy()
-    sources = [step.subgraph.load_source for step in exe._steps if step.subgraph]
+    sources = [subgraph.load_source for subgraph in exe.subgraphs]
     exe.close()
     return sources, output, [str(w.message) for w in caught if w.category is CacheWarning]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import settle_engine
+from support.engines import settle_engine
 
 import acc_host as mx
 from acc_host.abi.guards import GUARD_BYTES

@@ -30,6 +30,7 @@ from .params import (
     Param,
     optional,
     parse_bool,
+    parse_dtype,
     parse_float,
     parse_float_tuple,
     parse_str,
@@ -48,12 +49,21 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(name for name in parse_str(text).replace(" ", "").split(",") if name)
 
 
+def _numbers(value: Any, kind: type, what: str) -> tuple[Any, ...]:
+    """value's entries as kind (int or float); an entry that is not a number
+    (None, text, an object) is an OperatorError, not a raw TypeError."""
+    try:
+        return tuple(kind(v) for v in np.asarray(value).reshape(-1))
+    except (TypeError, ValueError, OverflowError) as error:
+        raise OperatorError(f"expected {what}, got {value!r}: {error}") from None
+
+
 def _ints(value: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in np.asarray(value).reshape(-1))
+    return _numbers(value, int, "integers")
 
 
 def _floats(value: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1))
+    return _numbers(value, float, "numbers")
 
 
 def resolve_static(op: OpDef, attrs: Attrs, shapes: Sequence[tuple[int, ...]],
@@ -79,7 +89,12 @@ def _dynamic(name: str, data: Sequence[str], quantities: Sequence[tuple[str, Cal
         given = {q: attrs[q] for q, _ in quantities}
         for quantity, value in zip(attrs.dynamic, values):
             given[quantity] = np.asarray(value)
-        return resolver(attrs, shapes, given)
+        try:
+            return resolver(attrs, shapes, given)
+        except (OperatorError, ShapeError) as error:
+            if name in str(error):
+                raise
+            raise type(error)(f"{name}: {error}") from None
 
     def compute(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
         result = resolve(attrs, [x.shape for x in inputs[:num_data]], inputs[num_data:])
@@ -216,6 +231,10 @@ def resize_attrs(shape: Sequence[int], roi: Any, scales: Any, sizes: Any,
     (ONNX Resize's rules: sizes win over scales, keep_aspect_ratio_policy,
     roi on the given axes)."""
     ndim = len(shape)
+    if ndim == 0:
+        raise ShapeError("Resize: the input is a scalar; it needs at least one axis")
+    if any(not -ndim <= a < ndim for a in (axes or ())):
+        raise OperatorError(f"Resize: axes {tuple(axes or ())} out of range for {ndim} dimensions")
     axes = [a % ndim for a in (axes if axes else range(ndim))]
     full_scales, full_sizes = [1.0] * ndim, list(shape)
     if sizes is not None and np.asarray(sizes).size:
@@ -223,6 +242,9 @@ def resize_attrs(shape: Sequence[int], roi: Any, scales: Any, sizes: Any,
         if len(sizes) != len(axes):
             raise ShapeError(f"Resize: {len(sizes)} sizes for {len(axes)} axes")
         if policy != "stretch":
+            if any(shape[axis] == 0 for axis in axes):
+                raise ShapeError(f"Resize: keep_aspect_ratio_policy={policy!r} on an empty "
+                                 f"input of shape {tuple(shape)}")
             pick = min if policy == "not_larger" else max
             scale = pick(size / shape[axis] for axis, size in zip(axes, sizes))
             sizes = tuple(int(np.round(scale * shape[axis])) for axis in axes)
@@ -244,6 +266,9 @@ def resize_attrs(shape: Sequence[int], roi: Any, scales: Any, sizes: Any,
     full_roi: tuple[float, ...] = ()
     if roi is not None and np.asarray(roi).size:
         values = _floats(roi)
+        if len(values) != 2 * len(axes):
+            raise ShapeError(f"Resize: roi has {len(values)} values for {len(axes)} axes "
+                             f"(expected {2 * len(axes)})")
         begin, end = [0.0] * ndim, [1.0] * ndim
         for i, axis in enumerate(axes):
             begin[axis], end[axis] = values[i], values[i + len(axes)]
@@ -327,7 +352,7 @@ def _constant_of_shape(attrs: Attrs, shapes: list, given: dict) -> Any:
 
 
 _dynamic("_dyn_constant_of_shape", (), (("shape", parse_tuple),), _constant_of_shape,
-         (Param("value", parse_float, 0.0), Param("dtype", parse_str, "float32")),
+         (Param("value", parse_float, 0.0), Param("dtype", parse_dtype, "float32")),
          dtype=lambda attrs, dtypes: attrs.dtype,
          doc="ONNX ConstantOfShape of a shape computed in the graph.")
 
@@ -353,7 +378,7 @@ def _range(attrs: Attrs, shapes: list, given: dict) -> Any:
 
 _dynamic("_dyn_range", (), (("start", parse_float), ("limit", parse_float),
                             ("delta", parse_float)), _range,
-         (Param("dtype", parse_str, "int64"),), dtype=lambda attrs, dtypes: attrs.dtype,
+         (Param("dtype", parse_dtype, "int64"),), dtype=lambda attrs, dtypes: attrs.dtype,
          doc="ONNX Range with bounds computed in the graph.")
 
 
