@@ -9,11 +9,19 @@ thread, with acc_host's per-device locks serializing the calls for one
 device (as the host always does) while devices run in parallel. A plugin
 with one device is still run from several threads on separate models, one
 at a time per device. Ids: threads.repeated, threads.concurrent.
+
+threads.concurrent makes the devices' calls overlap: every round starts
+all threads at a barrier, each call writes into outputs allocated
+beforehand (so the host's own work between two calls is a few
+microseconds), and the rounds go on for at least _MIN_SECONDS. A plugin
+that shares a scratch buffer between devices for as little as a few
+microseconds per call then sees another device's data in it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
@@ -28,7 +36,9 @@ __all__ = ["checks"]
 
 _REPEATS = 12
 _MODELS_PER_DEVICE = 2
-_ROUNDS = 8
+_ROUNDS = 8  # at least, each started at a barrier
+_MIN_SECONDS = 0.3  # rounds go on until this much time has passed
+_MAX_ROUNDS = 5000
 
 
 def _equal(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
@@ -74,19 +84,34 @@ def check_concurrent(session: Session) -> str:
                 expected.append(model.infer(data))  # alone, before any concurrency
         errors: list[str] = []
         barrier = threading.Barrier(len(models))
+        stop = threading.Event()
+        rounds = [0] * len(models)
+        end = time.monotonic() + _MIN_SECONDS
 
         def drive(position: int) -> None:
+            model, data, want = models[position], inputs[position], expected[position]
+            outputs = {name: np.empty_like(np.asarray(value)) for name, value in want.items()}
             try:
-                barrier.wait(timeout=60)
-                for round_index in range(_ROUNDS):
-                    result = models[position].infer(inputs[position])
-                    if not _equal(result, expected[position]):
-                        errors.append(f"model {position} (device {models[position].dev_id}) "
-                                      f"round {round_index}: outputs differ from the model "
-                                      "run alone")
+                for round_index in range(_MAX_ROUNDS):
+                    # Every thread decides to stop from the same flag, set by
+                    # thread 0 between barriers: no thread waits alone.
+                    barrier.wait(timeout=60)
+                    if stop.is_set():
                         return
+                    model.infer(data, outputs)
+                    rounds[position] += 1
+                    if not _equal(outputs, want):
+                        errors.append(f"model {position} (device {model.dev_id}) round "
+                                      f"{round_index}: outputs differ from the model run alone")
+                    barrier.wait(timeout=60)
+                    if position == 0 and (errors or (round_index + 1 >= _ROUNDS
+                                                      and time.monotonic() >= end)):
+                        stop.set()
+            except threading.BrokenBarrierError:
+                return
             except Exception as error:  # noqa: BLE001
                 errors.append(f"model {position}: {type(error).__name__}: {error}")
+                barrier.abort()
 
         threads = [threading.Thread(target=drive, args=(position,), daemon=True,
                                     name=f"acc-conformance-{position}")
@@ -98,12 +123,15 @@ def check_concurrent(session: Session) -> str:
         if any(thread.is_alive() for thread in threads):
             raise CheckFailed("threads did not finish within 300 s (a deadlock?)")
         if errors:
-            raise CheckFailed("; ".join(errors[:3]))
+            raise CheckFailed(f"{len(models)} threads on {len(devices)} device(s), calls "
+                              "overlapping across devices: " + "; ".join(errors[:3])
+                              + " (state shared between devices, such as a scratch buffer?)")
     finally:
         for model in models:
             model.close()
     return (f"{len(models)} threads on {len(devices)} device(s) ({_MODELS_PER_DEVICE} models "
-            f"each, calls per device serialized by the host), {_ROUNDS} rounds, same outputs")
+            f"each, calls per device serialized by the host), {min(rounds)} rounds started "
+            "together, same outputs")
 
 
 def checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
