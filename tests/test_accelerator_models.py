@@ -13,7 +13,8 @@ import pytest
 import acc_host as mx
 
 MODELS = Path(__file__).resolve().parent / "models"
-NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes"]
+NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes",
+         "squeezenet_biased"]  # the last: 26 non-zero convolution biases
 RTOL, ATOL = 1e-4, 1e-5
 BUNDLED = Path(mx.__file__).parent / "_bundled" / "libcpu_ref.so"
 

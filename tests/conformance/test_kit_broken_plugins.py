@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from acc_host.cli import main
@@ -173,3 +174,19 @@ def test_only_and_no_isolate(confacc, capsys, monkeypatch) -> None:
                    "errors.message"]
     assert "4 passed, 0 failed" in output.splitlines()[-1]
     assert main(["check", str(confacc()), "--no-isolate", "--only", "no.such.check"]) == 3
+
+
+def test_the_kits_models_have_non_zero_biases() -> None:
+    """Every bias the kit gives a plugin (one-operator cases and networks) is
+    non-zero throughout, so a dropped bias always shows."""
+    from acc_host.conformance import cases
+    from acc_host.conformance.checks_symbolic import _graph_case_instance
+
+    biases = [weights[name] for instance in cases.instances()
+              if instance.case.op in cases.BIAS_OPS and not instance.case.attrs.get("no_bias")
+              for weights in [instance.weights] for name in list(weights)[-1:]]
+    for case in cases.GRAPH_CASES:
+        _, _, weights = _graph_case_instance(case, seed=0)
+        biases += [value for name, value in weights.items() if name.endswith("_bias")]
+    assert len(biases) >= 8
+    assert all(np.all(value != 0) for value in biases)
