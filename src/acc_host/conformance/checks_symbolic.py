@@ -292,9 +292,9 @@ def check_numerics(session: Session, group: list[cases.Instance]) -> str:
         for dev in session.devices:
             try:
                 first, again, expected_again = _run(library, instance, dev)
-            except PluginUnsupportedError as error:
+            except PluginUnsupportedError as refused:
                 declined += 1
-                decline_messages.append(error.plugin_message or str(error))
+                decline_messages.append(refused.plugin_message or str(refused))
                 continue
             ran += 1
             for name, expected in instance.reference.items():
