@@ -11,8 +11,9 @@ __all__ = ["DrawNode", "DrawEdge", "LegendEntry", "Drawing"]
 class DrawNode:
     """One box: ``id`` (unique in the drawing), its ``lines`` of text, the
     ``fill`` colour, a ``tooltip`` (SVG ``<title>``), a ``dashed`` outline
-    in ``stroke`` colour for nodes to point out, and a ``kind`` written as
-    the SVG element's class (for scripts and tests)."""
+    in ``stroke`` colour for nodes to point out, a ``kind`` written as the
+    SVG element's class (for scripts and tests) and ``oval`` for a
+    pill-shaped box."""
 
     id: str
     lines: tuple[str, ...]
@@ -21,6 +22,7 @@ class DrawNode:
     stroke: str = "#333333"
     dashed: bool = False
     kind: str = ""
+    oval: bool = False  # a pill-shaped box (MXNet draws its inputs as ovals)
 
 
 @dataclass(frozen=True)

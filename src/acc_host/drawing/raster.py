@@ -79,7 +79,8 @@ def render(drawing: Drawing, fmt: str = "png", placed: Layout | None = None,
             node = box.node
             axes.add_patch(FancyBboxPatch(
                 (box.x - box.w / 2, box.y - box.h / 2), box.w, box.h,
-                boxstyle="round,pad=0,rounding_size=4", facecolor=node.fill,
+                boxstyle=f"round,pad=0,rounding_size={box.h / 2 if node.oval else 4}",
+                facecolor=node.fill,
                 edgecolor=node.stroke, linewidth=1.6 if node.dashed else 0.8,
                 linestyle="--" if node.dashed else "-"))
             first = box.y - (len(box.lines) - 1) * LINE_HEIGHT / 2

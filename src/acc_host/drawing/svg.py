@@ -73,7 +73,8 @@ def to_svg(drawing: Drawing, placed: Layout | None = None) -> str:
                    f'data-id={quoteattr(node_id)}>')
         out.append(f"<title>{escape(node.tooltip or chr(10).join(node.lines))}</title>")
         out.append(f'<rect x="{box.x - box.w / 2:.1f}" y="{box.y - box.h / 2:.1f}" '
-                   f'width="{box.w:.1f}" height="{box.h:.1f}" rx="4" fill={quoteattr(node.fill)} '
+                   f'width="{box.w:.1f}" height="{box.h:.1f}" rx="{box.h / 2 if node.oval else 4:.1f}" '
+                   f'fill={quoteattr(node.fill)} '
                    f'stroke={quoteattr(node.stroke)} stroke-width="{stroke_width}"{dash}/>')
         first = box.y - (len(box.lines) - 1) * LINE_HEIGHT / 2 + FONT_SIZE / 3
         for index, line in enumerate(box.lines):
