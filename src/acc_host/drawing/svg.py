@@ -72,8 +72,9 @@ def to_svg(drawing: Drawing, placed: Layout | None = None) -> str:
         out.append(f'<g class={quoteattr(classes)} id={quoteattr("node-" + node_id)} '
                    f'data-id={quoteattr(node_id)}>')
         out.append(f"<title>{escape(node.tooltip or chr(10).join(node.lines))}</title>")
+        radius = box.h / 2 if node.oval else 4.0
         out.append(f'<rect x="{box.x - box.w / 2:.1f}" y="{box.y - box.h / 2:.1f}" '
-                   f'width="{box.w:.1f}" height="{box.h:.1f}" rx="{box.h / 2 if node.oval else 4:.1f}" '
+                   f'width="{box.w:.1f}" height="{box.h:.1f}" rx="{radius:.1f}" '
                    f'fill={quoteattr(node.fill)} '
                    f'stroke={quoteattr(node.stroke)} stroke-width="{stroke_width}"{dash}/>')
         first = box.y - (len(box.lines) - 1) * LINE_HEIGHT / 2 + FONT_SIZE / 3
