@@ -29,7 +29,8 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["crash_summary", "first_report", "sanitizer_environment", "sanitizer_runtimes"]
+__all__ = ["crash_summary", "first_report", "sanitizer_environment", "sanitizer_runtimes",
+           "is_sanitized"]
 
 # The first line of a report, by who prints it.
 _REPORT_START = re.compile(
@@ -120,6 +121,11 @@ def _needed_runtimes(library: str) -> list[str]:
             if re.search(rb"\x00" + name.encode() + rb"\.so[.0-9]*\x00", data)]
 
 
+def is_sanitized(library: str) -> bool:
+    """Whether library was built with a sanitizer (needs its runtime)."""
+    return bool(_needed_runtimes(library))
+
+
 def sanitizer_runtimes(library: str) -> list[str]:
     """The paths of the sanitizer runtimes library needs, as ``ldd`` finds
     them ([] when it needs none, or ldd is missing)."""
@@ -128,8 +134,10 @@ def sanitizer_runtimes(library: str) -> list[str]:
     if not needed or ldd is None:
         return []
     try:
+        # Without LD_PRELOAD: ldd would list the preloaded runtimes instead.
+        env = {key: value for key, value in os.environ.items() if key != "LD_PRELOAD"}
         listing = subprocess.run([ldd, library], capture_output=True, text=True, timeout=30,
-                                 check=False).stdout
+                                 check=False, env=env).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     found = []

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..abi.loaded_model import CHECK_OUTPUTS_VARIABLE
 from . import checks_abi, checks_config, checks_memory, checks_symbolic, checks_threads
-from .crash_report import crash_summary, sanitizer_environment
+from .crash_report import crash_summary, is_sanitized, sanitizer_environment
 from .report import FAIL, PASS, SKIP, CheckFailed, CheckResult, CheckSkipped, Report
 from .session import Session
 
@@ -126,9 +126,8 @@ def run_in_process(path: str, devices: Sequence[int] | None = None,
 
 def _child_env(library: str) -> dict[str, str]:
     env = dict(os.environ)
-    sanitized = sanitizer_environment(library, env)
-    env.update(sanitized)
-    if not sanitized:
+    env.update(sanitizer_environment(library, env))
+    if not is_sanitized(library):
         # Without a sanitizer, the host's guard bytes around every output
         # (acc_host.abi.loaded_model) catch a plugin writing past one; with
         # one, the outputs stay exact allocations, so the sanitizer reports
