@@ -19,7 +19,7 @@
  *   CONF_UNLOAD_KEEPS         unloadModel() returns MX_ACC_OK and keeps the model
  *   CONF_SHARED_SCRATCH       infer() passes every output through one static
  *                             buffer (a data race between devices), holding it
- *                             CONF_SCRATCH_NS nanoseconds (default 2 ms)
+ *                             CONF_SCRATCH_NS nanoseconds, busy (default 2 ms)
  *   CONF_NAN_TO_ZERO_RELU     relu turns NaN into 0 (the CPU path keeps NaN)
  *   CONF_CLAIMS_ALL_FLOATS    supportedOps() also claims float16 and float64
  *                             nodes, which loadModel() then declines
@@ -35,7 +35,7 @@
  * tables (models, blocks, answers) are relu_plugin.h's quiet ones: this
  * plugin words its own messages, in its own buffer (see fail()).
  */
-#define _POSIX_C_SOURCE 200809L /* nanosleep() under -std=c11, without -pthread too */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime() under -std=c11, without -pthread too */
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -555,8 +555,14 @@ static void write_output(float *out, const float *value, uint64_t count) {
 #ifdef CONF_SHARED_SCRATCH
   if (count <= sizeof scratch / sizeof scratch[0]) {
     memcpy(scratch, value, count * sizeof(float));
-    struct timespec pause = {0, CONF_SCRATCH_NS};
-    nanosleep(&pause, NULL);
+    /* Busy for CONF_SCRATCH_NS, as computing would be (nanosleep sleeps
+     * 50 us or more whatever it is asked, the kernel's timer slack). */
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) <
+             CONF_SCRATCH_NS);
     memcpy(out, scratch, count * sizeof(float));
     return;
   }

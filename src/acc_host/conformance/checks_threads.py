@@ -14,8 +14,10 @@ threads.concurrent makes the devices' calls overlap: every round starts
 all threads at a barrier, each call writes into outputs allocated
 beforehand (so the host's own work between two calls is a few
 microseconds), and the rounds go on for at least _MIN_SECONDS. A plugin
-that shares a scratch buffer between devices for as little as a few
-microseconds per call then sees another device's data in it.
+that shares a scratch buffer between devices for as little as 2
+microseconds per call then sees another device's data in it (10 runs of 10
+with tests/plugins/conformance_acc.c; 8 free-running rounds with new
+outputs per call caught a 20-microsecond window in 2 runs of 10).
 """
 
 from __future__ import annotations
