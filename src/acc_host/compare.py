@@ -33,7 +33,8 @@ def mismatch(got: np.ndarray, want: np.ndarray, rtol: float = 0.0, atol: float =
         allowed = 0.0
     else:
         a, b = got.astype(np.float64).ravel(), want.astype(np.float64).ravel()
-        error = np.abs(a - b)
+        with np.errstate(invalid="ignore"):  # Inf - Inf: NaN, judged just below
+            error = np.abs(a - b)
         error[np.isnan(a) & np.isnan(b)] = 0.0
         error[np.isnan(error)] = np.inf
         finite = np.abs(b[np.isfinite(b)])

@@ -46,6 +46,7 @@ __all__ = [
     "PluginCrashedError",
     "PluginTimeoutError",
     "LibraryDeadError",
+    "MissingDependencyError",
 ]
 
 
@@ -339,3 +340,8 @@ class LibraryDeadError(IsolationError):
                  cause: BaseException | None = None) -> None:
         super().__init__(message, path, accelerator)
         self.cause = cause
+
+
+class MissingDependencyError(AccHostError, ImportError):
+    """An optional package a feature needs is not installed (for example
+    matplotlib for PNG pictures); the message names it and how to install it."""

@@ -297,7 +297,7 @@ def test_partition_as_dot_and_svg(models: dict[str, str], tmp_path: Path) -> Non
     assert "(unsupported_op)" in dot.stdout and '[label="262144 B"]' in dot.stdout
     if shutil.which("dot") is not None:
         target = tmp_path / "partition.svg"
-        done = cli(*args, "--format", "svg", "--output", str(target))
+        done = cli(*args, "--format", "svg", "--renderer", "graphviz", "--output", str(target))
         assert done.returncode == 0, done.stderr
         assert "<svg" in target.read_text() and "leaky0" in target.read_text()
 
@@ -305,10 +305,10 @@ def test_partition_as_dot_and_svg(models: dict[str, str], tmp_path: Path) -> Non
 def test_svg_without_graphviz_and_with_a_failing_one(models: dict[str, str],
                                                      tmp_path: Path) -> None:
     args = ("partition", models["islands"], "--acc", "mlu", "--shape", "1,64,32,32",
-            "--format", "svg")
+            "--format", "svg", "--renderer", "graphviz")
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert_error(cli(*args, env={"PATH": str(empty)}), 3, "needs Graphviz",
+    assert_error(cli(*args, env={"PATH": str(empty)}), 3, "graphviz needs Graphviz",
                  "'dot' program is not on PATH")
     fake = tmp_path / "broken_graphviz"
     fake.mkdir()

@@ -71,7 +71,8 @@ def test_check_reports_the_kit_and_exits_by_its_verdict(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], passed: bool,
         code: int) -> None:
     kit = types.ModuleType("acc_host.conformance")
-    kit.check_library = lambda path, devices=None: _Report(passed, path, devices)  # type: ignore
+    kit.check_library = lambda path, devices=None, **options: _Report(  # type: ignore
+        passed, path, devices)
     monkeypatch.setitem(sys.modules, "acc_host.conformance", kit)
     assert main(["check", "cpu_ref", "--device", "0"]) == code
     out = capsys.readouterr().out

@@ -14,7 +14,8 @@ from support.paths import MODELS
 
 import acc_host as mx
 
-NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes"]
+NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes",
+         "squeezenet_biased"]  # the last: 26 non-zero convolution biases
 RTOL, ATOL = 1e-4, 1e-5
 
 

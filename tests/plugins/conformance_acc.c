@@ -18,7 +18,15 @@
  *   CONF_GLOBAL_MESSAGE       one message buffer shared by every thread
  *   CONF_UNLOAD_KEEPS         unloadModel() returns MX_ACC_OK and keeps the model
  *   CONF_SHARED_SCRATCH       infer() passes every output through one static
- *                             buffer (a data race between devices)
+ *                             buffer (a data race between devices), holding it
+ *                             CONF_SCRATCH_NS nanoseconds, busy (default 2 ms)
+ *   CONF_NAN_TO_ZERO_RELU     relu turns NaN into 0 (the CPU path keeps NaN)
+ *   CONF_CLAIMS_ALL_FLOATS    supportedOps() also claims float16 and float64
+ *                             nodes, which loadModel() then declines
+ *   CONF_OUTPUT_OVERRUN       infer() writes 4 floats past the end of every output
+ *   CONF_WITH_CONV            adds Convolution (2-D, float32, one group, no
+ *                             dilation) with its optional bias
+ *   CONF_CONV_DROPS_BIAS      (with CONF_WITH_CONV) the convolution ignores its bias
  *   CONF_NAIVE_FREE           mx_free() of an unknown pointer calls free() on it
  *                             anyway (a double free aborts the process)
  *
@@ -27,7 +35,7 @@
  * tables (models, blocks, answers) are relu_plugin.h's quiet ones: this
  * plugin words its own messages, in its own buffer (see fail()).
  */
-#define _POSIX_C_SOURCE 200809L /* nanosleep() under -std=c11, without -pthread too */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime() under -std=c11, without -pthread too */
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -37,6 +45,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attrs.h"
 #include "graph.h"
 #include "mxnet_acc.h"
 #include "relu_plugin.h"
@@ -259,25 +268,120 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
 
 /* ---- graphs ------------------------------------------------------------- */
 
-/* 1 if node is a float32 relu or elemwise_add at operator version 1. */
-static int node_supported(const acc_graph *graph, const acc_node *node) {
-  const char *version = acc_node_attr(node, "__op_version__");
-  if (node->op == NULL || (version != NULL && strcmp(version, "1") != 0) ||
-      node->num_outputs != 1 || node->out_dtypes[0] != kFloat32) {
+#ifdef CONF_WITH_CONV
+/* A 2-D convolution's geometry, from its attributes and annotated shapes. */
+typedef struct conv_geometry {
+  int64_t n, c, h, w, f, kh, kw, sh, sw, ph, pw, oh, ow;
+  int bias;
+} conv_geometry;
+
+/* Reads an optional tuple attribute of two values (default fallback). */
+static int pair_attr(const acc_node *node, const char *key, int64_t fallback, int64_t out[2]) {
+  const char *text = acc_node_attr(node, key);
+  out[0] = out[1] = fallback;
+  if (text == NULL || acc_attr_is_none(text)) return 1;
+  int count = 0;
+  return acc_attr_int_tuple(text, out, 2, &count) == 0 && count == 2;
+}
+
+/* 1 and the geometry when node is a convolution this plugin runs. */
+static int conv_geometry_of(const acc_graph *graph, const acc_node *node, conv_geometry *g) {
+  int64_t kernel[2], stride[2], pad[2], dilate[2], groups = 1;
+  const char *text = acc_node_attr(node, "num_group");
+  if (text != NULL && acc_attr_int(text, &groups) != 0) return 0;
+  text = acc_node_attr(node, "no_bias");
+  int no_bias = 0;
+  if (text != NULL && acc_attr_bool(text, &no_bias) != 0) return 0;
+  if (groups != 1 || !pair_attr(node, "kernel", 0, kernel) ||
+      !pair_attr(node, "stride", 1, stride) || !pair_attr(node, "pad", 0, pad) ||
+      !pair_attr(node, "dilate", 1, dilate) || dilate[0] != 1 || dilate[1] != 1 ||
+      node->num_inputs != (size_t)(no_bias ? 2 : 3)) {
     return 0;
   }
+  const acc_entry data = node->inputs[0], weight = node->inputs[1];
+  const acc_shape *x = &graph->nodes[data.node].out_shapes[data.index];
+  const acc_shape *k = &graph->nodes[weight.node].out_shapes[weight.index];
+  const acc_shape *y = &node->out_shapes[0];
+  if (x->ndim != 4 || k->ndim != 4 || y->ndim != 4 || k->dims[1] != x->dims[1] ||
+      (int64_t)k->dims[2] != kernel[0] || (int64_t)k->dims[3] != kernel[1]) {
+    return 0;
+  }
+  *g = (conv_geometry){(int64_t)x->dims[0], (int64_t)x->dims[1], (int64_t)x->dims[2],
+                       (int64_t)x->dims[3], (int64_t)k->dims[0], kernel[0], kernel[1],
+                       stride[0], stride[1], pad[0], pad[1], (int64_t)y->dims[2],
+                       (int64_t)y->dims[3], !no_bias};
+  return (int64_t)y->dims[0] == g->n && (int64_t)y->dims[1] == g->f && g->sh > 0 &&
+         g->sw > 0 && g->oh == (g->h + 2 * g->ph - g->kh) / g->sh + 1 &&
+         g->ow == (g->w + 2 * g->pw - g->kw) / g->sw + 1;
+}
+
+static void convolve(const conv_geometry *g, const float *x, const float *k, const float *bias,
+                     float *y) {
+  for (int64_t n = 0; n < g->n; ++n) {
+    for (int64_t f = 0; f < g->f; ++f) {
+      for (int64_t i = 0; i < g->oh; ++i) {
+        for (int64_t j = 0; j < g->ow; ++j) {
+          float sum = 0.0f;
+#ifndef CONF_CONV_DROPS_BIAS
+          if (g->bias) sum = bias[f];
+#else
+          (void)bias;
+#endif
+          for (int64_t c = 0; c < g->c; ++c) {
+            for (int64_t a = 0; a < g->kh; ++a) {
+              int64_t r = i * g->sh - g->ph + a;
+              if (r < 0 || r >= g->h) continue;
+              for (int64_t b = 0; b < g->kw; ++b) {
+                int64_t s = j * g->sw - g->pw + b;
+                if (s < 0 || s >= g->w) continue;
+                sum += x[((n * g->c + c) * g->h + r) * g->w + s] *
+                       k[((f * g->c + c) * g->kh + a) * g->kw + b];
+              }
+            }
+          }
+          y[((n * g->f + f) * g->oh + i) * g->ow + j] = sum;
+        }
+      }
+    }
+  }
+}
+#endif
+
+/* 1 if node is a relu or elemwise_add (or, with CONF_WITH_CONV, a
+ * Convolution) at operator version 1 whose inputs and output have the dtype
+ * this plugin takes (float32; claims: what supportedOps() says, which with
+ * CONF_CLAIMS_ALL_FLOATS is more than loadModel() takes). */
+static int node_accepted(const acc_graph *graph, const acc_node *node, int claims) {
+  const char *version = acc_node_attr(node, "__op_version__");
+  int32_t dtype = node->num_outputs == 1 ? node->out_dtypes[0] : -1;
+#ifdef CONF_CLAIMS_ALL_FLOATS
+  int dtype_ok = dtype == kFloat32 || (claims && (dtype == kFloat16 || dtype == kFloat64));
+#else
+  (void)claims;
+  int dtype_ok = dtype == kFloat32;
+#endif
+  if (node->op == NULL || (version != NULL && strcmp(version, "1") != 0) || !dtype_ok) return 0;
   if (strcmp(node->op, "Activation") == 0) {
     const char *act_type = acc_node_attr(node, "act_type");
     if (act_type == NULL || strcmp(act_type, "relu") != 0 || node->num_inputs != 1) return 0;
+#ifdef CONF_WITH_CONV
+  } else if (strcmp(node->op, "Convolution") == 0) {
+    conv_geometry g;
+    if (dtype != kFloat32 || !conv_geometry_of(graph, node, &g)) return 0;
+#endif
   } else if (strcmp(node->op, "elemwise_add") != 0 || node->num_inputs != 2) {
     return 0;
   }
   for (size_t i = 0; i < node->num_inputs; ++i) {
     const acc_entry entry = node->inputs[i];
     const acc_node *source = &graph->nodes[entry.node];
-    if (source->out_dtypes[entry.index] != kFloat32) return 0;
+    if (source->out_dtypes[entry.index] != dtype) return 0;
   }
   return 1;
+}
+
+static int node_supported(const acc_graph *graph, const acc_node *node) {
+  return node_accepted(graph, node, 0);
 }
 
 static int parse(const char *call, const char *json, acc_graph **graph) {
@@ -307,7 +411,7 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
   if (status != MX_ACC_OK) return status;
   int count = 0;
   for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
-    if (!node_supported(graph, &graph->nodes[i])) continue;
+    if (!node_accepted(graph, &graph->nodes[i], 1)) continue;
     if (count == ids_capacity) {
       status = fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: ids holds only %d", ids_capacity);
     } else {
@@ -441,18 +545,32 @@ MX_ACC_EXPORT int unloadModel(const char *model_id) {
 }
 
 #ifdef CONF_SHARED_SCRATCH
-static float scratch[1 << 16];
+#ifndef CONF_SCRATCH_NS
+#define CONF_SCRATCH_NS 2000000
+#endif
+static float scratch[1 << 20];
 #endif
 
 static void write_output(float *out, const float *value, uint64_t count) {
 #ifdef CONF_SHARED_SCRATCH
   if (count <= sizeof scratch / sizeof scratch[0]) {
     memcpy(scratch, value, count * sizeof(float));
-    struct timespec pause = {0, 2000000};
-    nanosleep(&pause, NULL);
+    /* Busy for CONF_SCRATCH_NS, as computing would be (nanosleep sleeps
+     * 50 us or more whatever it is asked, the kernel's timer slack). */
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) <
+             CONF_SCRATCH_NS);
     memcpy(out, scratch, count * sizeof(float));
     return;
   }
+#endif
+#ifdef CONF_OUTPUT_OVERRUN
+  memcpy(out, value, count * sizeof(float));
+  memset(out + count, 0, 4 * sizeof(float)); /* past the end of the output */
+  return;
 #endif
   memcpy(out, value, count * sizeof(float));
 }
@@ -482,7 +600,21 @@ static int run(relu_model *m, const char *const *in_names, const MXTensor *in_da
     owned[i] = 1;
     const float *a = values[node->inputs[0].node];
     if (strcmp(node->op, "Activation") == 0) {
+#ifdef CONF_NAN_TO_ZERO_RELU
       for (uint64_t k = 0; k < count; ++k) values[i][k] = a[k] > 0.0f ? a[k] : 0.0f;
+#else
+      /* NaN stays NaN (a comparison with NaN is false), as on the CPU path. */
+      for (uint64_t k = 0; k < count; ++k) values[i][k] = a[k] <= 0.0f ? 0.0f : a[k];
+#endif
+#ifdef CONF_WITH_CONV
+    } else if (strcmp(node->op, "Convolution") == 0) {
+      conv_geometry g;
+      if (!conv_geometry_of(graph, node, &g)) {
+        return fail(MX_ACC_ERR_INTERNAL, "infer: %s: geometry changed", node->name);
+      }
+      const float *bias = g.bias ? values[node->inputs[2].node] : NULL;
+      convolve(&g, a, values[node->inputs[1].node], bias, values[i]);
+#endif
     } else {
       const float *b = values[node->inputs[1].node];
       for (uint64_t k = 0; k < count; ++k) {

@@ -361,12 +361,29 @@ def test_demo_runs_from_the_installed_wheel(venv: Venv) -> None:
     assert "demo passed" in done.stdout and "MISMATCH" not in done.stdout
 
 
+@pytest.mark.packaging
+def test_partition_pictures_in_the_fresh_venv(venv: Venv, tmp_path: Path) -> None:
+    """svg needs no Graphviz (the venv's PATH has no dot of its own, and the
+    renderer calls none); png needs matplotlib, which the venv lacks."""
+    model = str(ROOT / "tests" / "models" / "squeezenet_biased" / "model")
+    args = ("partition", model, "--acc", "cpu_ref", "--shape", "2,3,64,64")
+    svg = tmp_path / "partition.svg"
+    venv.acc_host(*args, "--format", "svg", "--output", str(svg))
+    assert svg.read_text().count('class="edge"') == 73
+    png = venv.acc_host(*args, "--format", "png", "--output", str(tmp_path / "x.png"),
+                        check=False)
+    assert png.returncode == 3 and "needs matplotlib" in png.stderr
+
+
 # ---- a third-party plugin package ---------------------------------------------------------
 
 
 @pytest.mark.packaging
 def test_vendor_wheel_is_platform_specific(vendor_wheel: Path) -> None:
-    assert not wheel_tag(vendor_wheel).endswith("-any")
+    from acc_host.plugins import sdk
+
+    # py3-none-<platform>, as acc-host's own: any Python 3, not cp311-cp311
+    assert wheel_tag(vendor_wheel) == sdk.wheel_tag() and not sdk.wheel_tag().endswith("-any")
 
 
 @pytest.mark.packaging

@@ -14,8 +14,11 @@ HELP = "run the conformance kit against a plugin library"
 DESCRIPTION = """\
 Run the conformance kit (acc_host.conformance) against LIB (a library path,
 or the name of a discovered accelerator) and print a pass/fail report per
-check. Exit status 0 when every check passed, 1 when one failed, 3 when the
-library cannot be found or the kit is not installed."""
+check. Each check runs in a child process, so that a crash fails the check
+it happened in (with the first sanitizer or abort report it printed);
+--no-isolate runs them here. --only selects checks by id. Exit status 0
+when every check passed, 1 when one failed, 3 when the library cannot be
+found, no check matches --only, or the kit is not installed."""
 
 
 def add_parser(commands: Any) -> None:
@@ -23,6 +26,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("lib", metavar="LIB", help="library path or accelerator name")
     parser.add_argument("--device", type=int, action="append", default=None,
                         help="device to check (repeatable; default: the kit's choice)")
+    parser.add_argument("--only", metavar="PATTERN", action="append", default=None,
+                        help="run only the checks whose id matches this shell pattern, e.g. "
+                             "'symbolic.*' or threads.concurrent (repeatable)")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="run the checks in this process instead of child processes (a "
+                             "crash in the plugin then ends the run)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(handler=run)
 
@@ -49,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as error:
         raise environment("the conformance kit (acc_host.conformance) is not installed in this "
                           f"acc_host: {error}") from None
-    report = check_library(_library_path(args.lib), devices=args.device)
+    report = check_library(_library_path(args.lib), devices=args.device,
+                           isolate=not args.no_isolate, only=args.only)
+    if args.only and not report.results:
+        raise environment(f"no check id matches {', '.join(args.only)} (acc-host check LIB "
+                          "lists them)")
     print(json.dumps(report.to_json(), indent=2) if args.json else report.format_text())
     return OK if report.passed else FAILURE

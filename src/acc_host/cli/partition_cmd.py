@@ -22,11 +22,16 @@ the operator alone shows; a dtype the ABI cannot describe; kept on the CPU
 because offloading would not pay or the candidate is below the plugin's
 minimum subgraph size; cut from an earlier subgraph to avoid a cycle; on
 another device), and every tensor crossing a subgraph boundary with its
-shape, dtype and bytes. --format json is for scripts, dot for Graphviz, svg
-renders the dot through Graphviz's 'dot' program (exit 3 when it is not
+shape, dtype and bytes. --format json is for scripts, dot for Graphviz; svg
+and png draw the picture (boxes coloured by device, declined operators
+outlined in red with the plugin's reason in the box and its tooltip, bytes
+on the arrows that cross a boundary) with acc-host's own layered layout, no
+Graphviz needed (png needs matplotlib); --renderer graphviz renders svg or
+png through Graphviz's 'dot' program instead (exit 3 when it is not
 installed)."""
 
-FORMATS = ("text", "json", "dot", "svg")
+FORMATS = ("text", "json", "dot", "svg", "png")
+RENDERERS = ("builtin", "graphviz")
 
 
 def add_parser(commands: Any) -> None:
@@ -35,6 +40,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format")
     parser.add_argument("--output", "-o", default=None, metavar="FILE",
                         help="write there instead of stdout")
+    parser.add_argument("--renderer", choices=RENDERERS, default="builtin",
+                        help="who draws svg and png: acc-host's own layout (default) or "
+                             "Graphviz's dot program")
     parser.set_defaults(handler=run)
 
 
@@ -110,9 +118,20 @@ def run(args: argparse.Namespace) -> int:
             return OK
         explanation = partition.explain(refiner(ctx.library, partition),
                                         ctx.library.supports_imperative)
-        text = _render(args.format, model, partition, explanation)
+        text = _render(args.format, model, partition, explanation, args.renderer)
     finally:
         exe.close()
+    if isinstance(text, bytes):
+        if args.output is None and sys.stdout.isatty():
+            raise CliError("--format png writes binary data: give --output FILE (or redirect "
+                           "stdout)", USAGE)
+        if args.output:
+            with open(args.output, "wb") as binary:
+                binary.write(text)
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text)
+        return OK
     if args.output:
         with open(args.output, "w", encoding="utf-8") as file:
             file.write(text)
@@ -121,17 +140,34 @@ def run(args: argparse.Namespace) -> int:
     return OK
 
 
-def _render(form: str, model: Any, partition: Any, explanation: Any) -> str:
+def _render(form: str, model: Any, partition: Any, explanation: Any,
+            renderer: str = "builtin") -> str | bytes:
     if form == "json":
         return json.dumps(_json(model, partition, explanation), indent=2) + "\n"
-    if form in ("dot", "svg"):
+    if form == "dot" or (form in ("svg", "png") and renderer == "graphviz"):
         dot = partition.to_dot(explanation) + "\n"
         if form == "dot":
             return dot
         # The subcommand's imports, made when it runs (the CLI loads lazily).
-        from .render import to_svg
+        from . import render
 
-        return to_svg(dot)
+        return render.to_svg(dot) if form == "svg" else render.to_png(dot)
+    if form in ("svg", "png"):
+        # The subcommand's imports, made when it runs (the CLI loads lazily).
+        from ..drawing import layout, to_png, to_svg
+        from ..errors import MissingDependencyError
+        from ..partition.picture import partition_drawing
+        from .errors import environment
+
+        drawing = partition_drawing(partition, explanation,
+                                    f"{model.source}: partition for {partition.accelerator}")
+        placed = layout(drawing)
+        if form == "svg":
+            return to_svg(drawing, placed)
+        try:
+            return to_png(drawing, placed)
+        except MissingDependencyError as error:
+            raise environment(str(error)) from None
     operators = len(explanation.nodes)
     offloaded = sum(1 for item in explanation.nodes if item.subgraph is not None)
     head = (f"{model.source}: {offloaded}/{operators} operators on {partition.accelerator} in "

@@ -8,12 +8,25 @@ from typing import Any
 
 from .errors import OK, environment
 
-__all__ = ["add_parser", "run", "BUILD_EXAMPLE"]
+__all__ = ["add_parser", "run", "BUILD_EXAMPLE", "build_example"]
 
 HELP = "compiler flags and paths to build a plugin against the installed mxnet_acc.h"
-BUILD_EXAMPLE = """\
-cc -std=c11 -O2 -Wall -Wextra -pthread -fPIC -shared -fvisibility=hidden \\
-   $(acc-host sdk --cflags) myacc.c $(acc-host sdk --sources) -o libmyacc.so -lm"""
+
+
+def build_example(platform: str | None = None) -> str:
+    """The suggested build command: warnings are errors, and on Linux an
+    unresolved symbol fails the link (-Wl,-z,defs) instead of dlopen later
+    (macOS's linker refuses unresolved symbols by default and has no -z)."""
+    import sys
+
+    linux = (platform or sys.platform).startswith("linux")
+    defs = "-Wl,-z,defs " if linux else ""
+    return ("cc -std=c11 -O2 -Wall -Wextra -Werror -pthread -fPIC -shared -fvisibility=hidden "
+            f"\\\n   {defs}$(acc-host sdk --cflags) myacc.c $(acc-host sdk --sources) "
+            "-o libmyacc.so -lm")
+
+
+BUILD_EXAMPLE = build_example()
 DESCRIPTION = f"""\
 Print what a plugin is compiled against: the ABI header mxnet_acc.h (the copy
 this acc_host reads itself) and the SDK, the C helpers the bundled plugins
@@ -41,6 +54,12 @@ def add_parser(commands: Any) -> None:
                       help="the SDK's C files, space-separated (compile them into the plugin)")
     what.add_argument("--abi-version", dest="show", action="store_const", const="abi_version",
                       help="the header's ABI version, MAJOR.MINOR")
+    what.add_argument("--wheel-tag", dest="show", action="store_const", const="wheel_tag",
+                      help="the tag of a plugin wheel for this platform, py3-none-<platform> "
+                           "(docs/packaging.md)")
+    what.add_argument("--exports", dest="show", action="store_const", const="exports",
+                      help="the functions a plugin exports, space-separated (the last six "
+                           "only with imperative mode)")
     parser.set_defaults(handler=run, show=None)
 
 
@@ -59,6 +78,10 @@ def _value(show: str) -> str:
         return str(sdk.source_dir())
     if show == "sources":
         return " ".join(map(str, sdk.sources()))
+    if show == "wheel_tag":
+        return sdk.wheel_tag()
+    if show == "exports":
+        return " ".join(sdk.abi_functions(imperative=True))
     return header.version_text(sdk.abi_version())
 
 

@@ -33,15 +33,22 @@ __all__ = ["check_library", "CheckResult", "Report", "PASS", "FAIL", "SKIP"]
 
 
 def check_library(path: str | os.PathLike[str], devices: Sequence[int] | None = None, *,
-                  isolate: bool = True, check_timeout: float = 300.0) -> Report:
+                  isolate: bool = True, check_timeout: float = 300.0,
+                  only: Sequence[str] | None = None) -> Report:
     """Runs every conformance check against the library at path.
 
     devices: the device ids to test (default: all of getNumAcc()); memory,
     numerics and thread checks run on each of them. isolate: run in child
     processes (a crash or a hang in the plugin fails the check it happened
     in; check_timeout seconds per check). Never raises for a bad plugin: a
-    check that raises is a FAIL carrying the exception's text."""
+    check that raises is a FAIL carrying the exception's text. only: shell
+    patterns of the check ids to run (``"symbolic.*"``, ``"threads"``);
+    abi.load still runs, silently, when not selected. A check that crashed
+    the isolated process carries the first sanitizer or abort report the
+    crash printed, with its stack frames."""
     device_list = None if devices is None else [int(dev) for dev in devices]
+    selection = None if only is None else [str(pattern) for pattern in only]
     if isolate:
-        return run_isolated(os.fspath(path), device_list, check_timeout=check_timeout)
-    return run_in_process(os.fspath(path), device_list)
+        return run_isolated(os.fspath(path), device_list, check_timeout=check_timeout,
+                            only=selection)
+    return run_in_process(os.fspath(path), device_list, only=selection)

@@ -25,7 +25,7 @@ from ..abi.annotate import annotate_symbol, output_name
 from ..compare import mismatch
 
 __all__ = ["OpCase", "Instance", "OP_CASES", "GRAPH_CASES", "GraphCase", "instances",
-           "compare", "TOLERANCES"]
+           "compare", "TOLERANCES", "NONFINITE_OPS", "BIAS_OPS"]
 
 FLOATS = ("float32", "float16", "float64")
 INTEGERS = ("int8", "uint8", "int32", "int64")
@@ -117,6 +117,19 @@ OP_CASES: tuple[OpCase, ...] = (
     _c("Embedding", {"input_dim": 10, "output_dim": 4}, (2, 5), (10, 4), dtypes=("float32",),
        inputs="indices"),
 )
+
+
+# The operators whose result for NaN and Inf inputs IEEE arithmetic fixes
+# element by element (or which only move data): symbolic.nonfinite gives
+# them NaN, +Inf and -Inf. Reductions, convolutions and normalizations are
+# left out: how far a NaN spreads there depends on the summation order.
+NONFINITE_OPS = frozenset({
+    "Activation", "LeakyReLU", "elemwise_add", "elemwise_sub", "elemwise_mul", "broadcast_add",
+    "broadcast_mul", "_plus_scalar", "_mul_scalar", "clip", "abs", "exp", "sqrt", "Flatten",
+    "Reshape", "transpose", "expand_dims", "Concat", "SliceChannel", "Dropout"})
+
+# Operators whose last input is a bias unless no_bias is set.
+BIAS_OPS = frozenset({"Convolution", "FullyConnected", "Deconvolution"})
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ plugin claims, model lifetimes, weight updates.
 
 Ids: supported_ops.valid_ids, supported_ops.stable, supported_ops.op_version,
 symbolic.numerics.<op>.<dtype> (one per claimed operator and dtype),
-symbolic.graphs, symbolic.unload_reload, symbolic.duplicate_id,
+symbolic.nonfinite, symbolic.graphs, symbolic.unload_reload, symbolic.duplicate_id,
 symbolic.weight_update, imperative.unknown_op, imperative.numerics.
 """
 
@@ -260,12 +260,30 @@ def _run(library: AccLibrary, instance: cases.Instance, dev: int
     return first, again, expected_again
 
 
+def _bias_hint(instance: cases.Instance, result: np.ndarray, name: str) -> str:
+    """A note when result is the CPU result with the bias input left out
+    (an operator with a bias whose plugin drops it), else ""."""
+    if instance.case.op not in cases.BIAS_OPS or instance.case.attrs.get("no_bias"):
+        return ""
+    values = [instance.data["data"], *instance.weights.values()]
+    values[-1] = np.zeros_like(values[-1])
+    without = dict(zip(instance.reference or {},
+                       cases.reference(instance.case.op, instance.case.attrs, values)))
+    if name in without and cases.compare(name, result, without[name]) is None:
+        return (" (the output equals the CPU result with the bias left out: the plugin "
+                "drops the bias)")
+    return ""
+
+
 def check_numerics(session: Session, group: list[cases.Instance]) -> str:
     """loadModel + infer of every claimed case of one operator and dtype, on
     every device, against the host's CPU operator (twice: fresh data on the
-    second call)."""
+    second call). A case supportedOps claimed that loadModel declines on
+    every device is a FAIL naming the dtype: the host would offer it and
+    fall back to the CPU on every model."""
     library = session.require_library()
     problems, declined, ran, worst = [], 0, 0, 0.0
+    decline_messages: list[str] = []
     for instance in group:
         if instance.reference is None:
             problems.append(f"{instance.case.label()}: the host cannot compute it "
@@ -274,8 +292,9 @@ def check_numerics(session: Session, group: list[cases.Instance]) -> str:
         for dev in session.devices:
             try:
                 first, again, expected_again = _run(library, instance, dev)
-            except PluginUnsupportedError:
+            except PluginUnsupportedError as refused:
                 declined += 1
+                decline_messages.append(refused.plugin_message or str(refused))
                 continue
             ran += 1
             for name, expected in instance.reference.items():
@@ -287,19 +306,109 @@ def check_numerics(session: Session, group: list[cases.Instance]) -> str:
                         continue
                     error = cases.compare(name, np.asarray(result), want)
                     if error:
-                        problems.append(f"device {dev}, {instance.case.label()}{label}: {error}")
+                        hint = "" if label else _bias_hint(instance, np.asarray(result), name)
+                        problems.append(f"device {dev}, {instance.case.label()}{label}: "
+                                        f"{error}{hint}")
                     else:
                         worst = max(worst, cases.max_error(np.asarray(result), want))
     if problems:
         raise CheckFailed(_describe(problems, 2))
     if ran == 0:
-        raise CheckSkipped(f"claimed by supportedOps, but loadModel declined all {declined} "
-                           "(MX_ACC_ERR_UNSUPPORTED: the host runs them on the CPU)")
+        dtype = group[0].dtype
+        message = f": {decline_messages[0]}" if decline_messages else ""
+        raise CheckFailed(f"supportedOps claims {group[0].case.op} in {dtype}, but loadModel "
+                          f"declines it ({declined} of {declined} loads, "
+                          f"MX_ACC_ERR_UNSUPPORTED{message}): a plugin must not claim a dtype "
+                          f"it does not load ({dtype} claimed but declined)")
     note = f", {declined} declined by loadModel" if declined else ""
     rtol, atol = cases.TOLERANCES.get(group[0].dtype, (0.0, 0.0))
     tolerance = "exact" if group[0].dtype not in cases.TOLERANCES else f"rtol {rtol:g}"
     return (f"{len(group)} case(s) x {len(session.devices)} device(s) match the CPU path "
             f"({tolerance}, max abs error {worst:.3g}){note}")
+
+
+def _nonfinite_values(instance: cases.Instance, seed: int) -> dict[str, np.ndarray]:
+    """The instance's data with NaN, +Inf and -Inf at a few places each."""
+    data = np.array(instance.data["data"], copy=True)
+    flat = data.reshape(-1)
+    rng = np.random.default_rng(seed)
+    places = rng.permutation(flat.size)
+    per_kind = max(1, flat.size // 8)
+    for index, special in enumerate((np.nan, np.inf, -np.inf)):
+        flat[places[index * per_kind:(index + 1) * per_kind]] = special
+    return {"data": data}
+
+
+def _nonfinite_problem(name: str, result: np.ndarray, want: np.ndarray) -> str | None:
+    """What differs between result and want at the elements where either is
+    not finite, named plainly (NaN swallowed, Inf lost, NaN or Inf out of
+    finite values), else None. The finite elements are the numerics checks'
+    business."""
+    if result.shape != want.shape or result.dtype != want.dtype:
+        return cases.compare(name, result, want)
+    got, expected = result.ravel(), want.ravel()
+    nan_lost = np.isnan(expected) & ~np.isnan(got)
+    if nan_lost.any():
+        where = int(np.argmax(nan_lost))
+        return (f"{name}: NaN swallowed: {int(nan_lost.sum())} of "
+                f"{int(np.isnan(expected).sum())} NaN outputs came back as numbers "
+                f"(e.g. {got[where]:.6g} at flat index {where})")
+    inf_lost = np.isinf(expected) & (got != expected)
+    if inf_lost.any():
+        where = int(np.argmax(inf_lost))
+        return (f"{name}: Inf lost: {int(inf_lost.sum())} infinite outputs came back "
+                f"otherwise (e.g. {got[where]:.6g} for {expected[where]:.6g} at flat "
+                f"index {where})")
+    appeared = np.isfinite(expected) & ~np.isfinite(got)
+    if appeared.any():
+        where = int(np.argmax(appeared))
+        return (f"{name}: {int(appeared.sum())} outputs are {got[where]:.6g} where the CPU "
+                f"path has finite values (e.g. {expected[where]:.6g} at flat index {where})")
+    return None
+
+
+def check_nonfinite(session: Session) -> str:
+    """Every claimed element-wise or data-movement case in a floating-point
+    dtype, given data with NaN, +Inf and -Inf, on every device: the outputs
+    are NaN where the CPU path's are NaN, the same infinities, and finite
+    where it is finite (IEEE arithmetic: a relu keeps NaN; one written as
+    x > 0 ? x : 0 turns NaN into 0 and fails). The finite values are the
+    numerics checks' business."""
+    library = session.require_library()
+    session.require_devices()
+    problems, ran, declined = [], 0, 0
+    for instance in claims(session).claimed():
+        if (instance.case.op not in cases.NONFINITE_OPS or instance.reference is None
+                or np.dtype(instance.dtype).kind != "f"):
+            continue
+        data = _nonfinite_values(instance, seed=31)
+        values = [data["data"], *instance.weights.values()]
+        with np.errstate(all="ignore"):
+            expected = dict(zip(instance.reference,
+                                cases.reference(instance.case.op, instance.case.attrs, values)))
+        for dev in session.devices:
+            try:
+                with LoadedModel(library, on_device(instance.graph, dev), instance.weights,
+                                 dev) as model:
+                    results = model.infer(data)
+            except PluginUnsupportedError:
+                declined += 1
+                continue
+            ran += 1
+            for name, want in expected.items():
+                error = _nonfinite_problem(name, np.asarray(results[name]), want)
+                if error:
+                    problems.append(f"device {dev}, {instance.case.label()} {instance.dtype} "
+                                    f"with NaN and Inf inputs: {error}")
+    if problems:
+        raise CheckFailed(_describe(problems, 2))
+    if ran == 0:
+        raise CheckSkipped("the plugin claims no element-wise or data-movement case in a "
+                           "floating-point dtype" + (f" that loads ({declined} declined)"
+                                                     if declined else ""))
+    return (f"{ran} runs (cases x devices) with NaN, +Inf and -Inf inputs: NaN and Inf "
+            "where the CPU path has them"
+            + (f", {declined} declined" if declined else ""))
 
 
 def check_graphs(session: Session) -> str:
@@ -510,6 +619,7 @@ def checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
         yield "symbolic.numerics", lambda: _no_numerics(session)
     for check_id, group in groups.items():
         yield check_id, functools.partial(check_numerics, session, group)
+    yield "symbolic.nonfinite", lambda: check_nonfinite(session)
     yield "symbolic.graphs", lambda: check_graphs(session)
     yield "symbolic.unload_reload", lambda: check_unload_reload(session)
     yield "symbolic.duplicate_id", lambda: check_duplicate_id(session)

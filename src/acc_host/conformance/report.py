@@ -29,7 +29,8 @@ class CheckSkipped(Exception):
 @dataclass(frozen=True)
 class CheckResult:
     """One check: a stable dotted ``id``, ``status`` (PASS, FAIL or SKIP), a
-    one-line ``detail`` and how long it took in seconds."""
+    ``detail`` (one line; a crash adds the lines of its first report) and how
+    long it took in seconds."""
 
     id: str
     status: str
@@ -81,10 +82,14 @@ class Report:
                 f"{counts[SKIP]} skipped ({len(self.results)} checks)")
 
     def format_text(self) -> str:
-        """One line per check, ``STATUS  id  detail``, then the summary line."""
+        """One line per check, ``STATUS  id  detail``, then the summary line.
+        A detail of several lines (a crash report) continues indented."""
         width = max((len(result.id) for result in self.results), default=0)
-        lines = [f"{result.status}  {result.id.ljust(width)}  {result.detail}".rstrip()
-                 for result in self.results]
+        lines = []
+        for result in self.results:
+            first, *rest = result.detail.split("\n") if result.detail else [""]
+            lines.append(f"{result.status}  {result.id.ljust(width)}  {first}".rstrip())
+            lines.extend(f"      {line}".rstrip() for line in rest)
         lines.append(self.summary())
         return "\n".join(lines)
 

@@ -7,7 +7,14 @@ acc_host.conformance.worker``), which reports each check as it starts and
 ends through a pipe of its own. If the child dies (a segmentation fault, an
 abort from a double free inside the plugin) or a check hangs, the check it
 was running is a FAIL naming the signal, and a new child carries on after
-it, skipping the checks already done.
+it, skipping the checks already done. The check's detail then carries the
+first report the crash printed (an AddressSanitizer, UndefinedBehaviorSanitizer
+or glibc abort report with its stack frames; see :mod:`.crash_report`), and a
+library built with the sanitizers gets their runtimes preloaded in the child.
+
+``only`` selects checks by id with shell patterns (``symbolic.*``,
+``threads.concurrent``): the others are neither run nor reported, except
+abi.load, which later checks need and which runs silently.
 """
 
 from __future__ import annotations
@@ -21,13 +28,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 
+from ..abi.loaded_model import CHECK_OUTPUTS_VARIABLE
 from . import checks_abi, checks_config, checks_memory, checks_symbolic, checks_threads
+from .crash_report import crash_summary, is_sanitized, sanitizer_environment
 from .report import FAIL, PASS, SKIP, CheckFailed, CheckResult, CheckSkipped, Report
 from .session import Session
 
-__all__ = ["iter_checks", "run_check", "run_in_process", "run_isolated", "STATEFUL_CHECKS"]
+__all__ = ["iter_checks", "run_check", "run_in_process", "run_isolated", "STATEFUL_CHECKS",
+           "selector"]
 
 # Module order is the run order: abi (loads the library) first, threads last.
 _MODULES = (checks_abi, checks_memory, checks_symbolic, checks_config, checks_threads)
@@ -42,6 +53,21 @@ def iter_checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
     depend on what earlier ones found (the claimed operators)."""
     for module in _MODULES:
         yield from module.checks(session)
+
+
+def selector(only: Sequence[str] | None) -> Callable[[str], bool]:
+    """A predicate on check ids: every id when only is None or empty, else
+    the ids matching one of its shell patterns (a pattern without a wildcard
+    also selects the checks under it: "symbolic" selects "symbolic.graphs")."""
+    patterns = [pattern for pattern in (only or ()) if pattern]
+    if not patterns:
+        return lambda check_id: True
+
+    def selected(check_id: str) -> bool:
+        return any(fnmatchcase(check_id, pattern) or check_id.startswith(pattern + ".")
+                   for pattern in patterns)
+
+    return selected
 
 
 def _one_line(text: str) -> str:
@@ -67,16 +93,19 @@ def run_check(check_id: str, function: Callable[[], str]) -> CheckResult:
 def run_in_process(path: str, devices: Sequence[int] | None = None,
                    skip: Iterable[str] = (), crashed: Iterable[str] = (),
                    on_start: Callable[[str], None] | None = None,
-                   on_result: Callable[[CheckResult], None] | None = None) -> Report:
-    """Every check in this process. Checks named in skip are not run (nor
-    reported), except the stateful ones not named in crashed, which run
-    silently (later checks need what they do)."""
+                   on_result: Callable[[CheckResult], None] | None = None,
+                   only: Sequence[str] | None = None) -> Report:
+    """Every check in this process (or those only selects). Checks named in
+    skip or not selected are not run (nor reported), except the stateful
+    ones not named in crashed, which run silently (later checks need what
+    they do)."""
     skipped, crashed_ids = set(skip), set(crashed)
+    selected = selector(only)
     session = Session(path, devices)
     report = Report(session.path)
     try:
         for check_id, function in iter_checks(session):
-            if check_id in skipped:
+            if check_id in skipped or not selected(check_id):
                 if check_id in STATEFUL_CHECKS and check_id not in crashed_ids:
                     run_check(check_id, function)
                 continue
@@ -95,8 +124,15 @@ def run_in_process(path: str, devices: Sequence[int] | None = None,
 # ---- isolated ------------------------------------------------------------------------
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(library: str) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(sanitizer_environment(library, env))
+    if not is_sanitized(library):
+        # Without a sanitizer, the host's guard bytes around every output
+        # (acc_host.abi.loaded_model) catch a plugin writing past one; with
+        # one, the outputs stay exact allocations, so the sanitizer reports
+        # the overrun with the plugin's stack instead.
+        env.setdefault(CHECK_OUTPUTS_VARIABLE, "1")
     package_root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(
         [package_root, *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
@@ -115,23 +151,25 @@ def _signal_text(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
-def _tail(path: str, limit: int = 300) -> str:
+def _output(path: str) -> str:
+    """What the child printed: its first crash report, else its last lines."""
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
-    return " ".join(text.split())[-limit:]
+    return crash_summary(text)
 
 
 def run_isolated(path: str, devices: Sequence[int] | None = None,
-                 check_timeout: float = 300.0) -> Report:
-    """Every check in child processes; a crash or a hang fails the check it
-    happened in, and the run goes on in a new child."""
+                 check_timeout: float = 300.0, only: Sequence[str] | None = None) -> Report:
+    """Every check (or those only selects) in child processes; a crash or
+    a hang fails the check it happened in, and the run goes on in a new
+    child."""
     report = Report(os.path.realpath(os.fspath(path)))
     done: set[str] = set()
     crashed: set[str] = set()
     for _ in range(_MAX_CRASHES + 1):
-        outcome = _run_child(path, devices, done, crashed, report, check_timeout)
+        outcome = _run_child(path, devices, done, crashed, report, check_timeout, only)
         if outcome is None:
             return report
         crashed.add(outcome)
@@ -141,7 +179,8 @@ def run_isolated(path: str, devices: Sequence[int] | None = None,
 
 
 def _run_child(path: str, devices: Sequence[int] | None, done: set[str], crashed: set[str],
-               report: Report, check_timeout: float) -> str | None:
+               report: Report, check_timeout: float,
+               only: Sequence[str] | None = None) -> str | None:
     """One child process. Returns None when it finished the run, else the id
     of the check it died (or hung) in, after recording that FAIL."""
     read_fd, write_fd = os.pipe()
@@ -149,6 +188,8 @@ def _run_child(path: str, devices: Sequence[int] | None, done: set[str], crashed
                "--report-fd", str(write_fd)]
     if devices is not None:
         command += ["--devices", ",".join(str(int(dev)) for dev in devices)]
+    for pattern in only or ():
+        command += ["--only", pattern]
     skip = sorted(done | crashed)
     with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False) as skip_file:
         json.dump({"skip": skip, "crashed": sorted(crashed)}, skip_file)
@@ -158,7 +199,7 @@ def _run_child(path: str, devices: Sequence[int] | None, done: set[str], crashed
         try:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, pass_fds=(write_fd,),
-                                       env=_child_env())
+                                       env=_child_env(os.fspath(path)))
         finally:
             os.close(write_fd)
     current: str | None = None
@@ -204,12 +245,12 @@ def _run_child(path: str, devices: Sequence[int] | None, done: set[str], crashed
             # Died outside any check (start-up, or after the last one).
             report.results.append(CheckResult(
                 "kit.worker", FAIL, f"the checking process ended with "
-                f"{_signal_text(returncode)} outside any check. Output: {_tail(log_path)}"))
+                f"{_signal_text(returncode)} outside any check. Output: {_output(log_path)}"))
             return None
         report.results.append(CheckResult(
             current, FAIL, f"the checking process died with {_signal_text(returncode)} during "
             f"this check (a crash in the plugin); later checks ran in a new process. Output: "
-            f"{_tail(log_path)}"))
+            f"{_output(log_path)}"))
         done.add(current)
         return current
     finally:

@@ -1,7 +1,7 @@
 """The child process of an isolated conformance run.
 
 ``python -m acc_host.conformance.worker LIB --report-fd N [--devices 0,1]
-[--skip-file F]`` runs the checks in order and writes one JSON object per
+[--only PATTERN]... [--skip-file F]`` runs the checks in order and writes one JSON object per
 line to file descriptor N: ``{"start": id}`` before a check,
 ``{"result": {...}}`` after it and ``{"end": {"devices": [...]}}`` at the
 end. The plugin's own output goes to stdout/stderr, never into that pipe.
@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("library")
     parser.add_argument("--report-fd", type=int, required=True)
     parser.add_argument("--devices", default=None, help="comma-separated device ids")
+    parser.add_argument("--only", action="append", default=None,
+                        help="run only the checks matching this pattern (repeatable)")
     parser.add_argument("--skip-file", default=None,
                         help='JSON {"skip": [ids], "crashed": [ids]}')
     args = parser.parse_args(argv)
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
         report = run_in_process(args.library, devices, skip=skip, crashed=crashed,
                                 on_start=lambda check_id: send({"start": check_id}),
-                                on_result=on_result)
+                                on_result=on_result, only=args.only)
         send({"end": {"devices": report.devices}})
     return 0
 

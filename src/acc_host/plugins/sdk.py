@@ -9,17 +9,28 @@ messages, tensors and the compiled-model file helpers). ``build_plugins.py``
 copies it to ``_bundled/sdk/`` next to the installed header; a checkout that
 was not built yet has only the original. ``acc-host sdk`` prints these
 locations (docs/plugin_guide.md).
+
+For packaging a plugin (docs/packaging.md): :func:`wheel_tag` is the tag
+acc-host's own wheels carry, ``py3-none-<platform>`` (a plugin is loaded
+with dlopen and never links against Python, so one wheel per platform
+serves every Python 3), :func:`setup_options` gives a vendor's ``setup.py``
+the setuptools classes that build such a wheel, and :func:`abi_functions`
+lists what a plugin exports (11 functions, 17 with imperative mode).
 """
 
 from __future__ import annotations
 
+import sysconfig
 from pathlib import Path
+from typing import Any
 
 from ..abi import header as abi_header
+from ..abi.library import IMPERATIVE_SYMBOLS, OPTIONAL_SYMBOLS, REQUIRED_SYMBOLS
 from ..errors import AccHostError
 
 __all__ = ["SDK_DIR_NAME", "SdkNotFoundError", "header", "include_dir", "source_dir",
-           "sources", "cflags", "abi_version"]
+           "sources", "cflags", "abi_version", "wheel_platform", "wheel_tag", "setup_options",
+           "abi_functions"]
 
 SDK_DIR_NAME = "sdk"
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # acc_host/
@@ -72,3 +83,62 @@ def cflags() -> list[str]:
 def abi_version() -> int:
     """``MX_ACC_API_VERSION`` of the header (MAJOR * 100 + MINOR)."""
     return abi_header.API_VERSION
+
+
+def abi_functions(imperative: bool = True) -> tuple[str, ...]:
+    """The functions a plugin exports: the required ten and accGetLastError
+    (11), plus the six of imperative mode (17) when imperative. A plugin
+    built with -fvisibility=hidden exports these and nothing else."""
+    return (*REQUIRED_SYMBOLS, *OPTIONAL_SYMBOLS, *(IMPERATIVE_SYMBOLS if imperative else ()))
+
+
+def wheel_platform() -> str:
+    """The platform part of a wheel tag for this interpreter's platform, as
+    bdist_wheel writes it (linux_x86_64, macosx_11_0_arm64, win_amd64)."""
+    return sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
+def wheel_tag() -> str:
+    """The tag of a plugin wheel for this platform: py3-none-<platform>,
+    as acc-host's own wheels (any Python 3, no Python ABI, this platform)."""
+    return f"py3-none-{wheel_platform()}"
+
+
+def setup_options() -> dict[str, Any]:
+    """``setup()`` keyword arguments that make setuptools build a
+    py3-none-<platform> wheel of a package shipping a plugin library::
+
+        from setuptools import setup
+        from acc_host.plugins.sdk import setup_options
+
+        setup(**setup_options())
+
+    ``distclass`` marks the distribution as holding native code (so the
+    wheel is platform-specific and not py3-none-any) and ``cmdclass``'s
+    bdist_wheel drops the interpreter and ABI parts of the tag (which would
+    otherwise tie the wheel to one Python, cp311-cp311). The build needs
+    acc-host (add it to the build-system requirements), as building the
+    library with ``acc-host sdk`` does; docs/packaging.md also shows the
+    same two classes written out in a setup.py that needs nothing."""
+    # setuptools is a build-time dependency only: imported when asked.
+    from setuptools.dist import Distribution
+
+    try:  # setuptools >= 70.1 has the command; older ones take it from the wheel package
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:
+        from wheel.bdist_wheel import bdist_wheel
+
+    class BinaryDistribution(Distribution):
+        """The package ships a native library: its wheel is platform-specific."""
+
+        def has_ext_modules(self) -> bool:
+            return True
+
+    class PlatformWheel(bdist_wheel):  # type: ignore[misc, valid-type]
+        """Tags the wheel py3-none-<platform>: any Python 3 of the platform."""
+
+        def get_tag(self) -> tuple[str, str, str]:
+            _, _, platform = super().get_tag()
+            return "py3", "none", platform
+
+    return {"cmdclass": {"bdist_wheel": PlatformWheel}, "distclass": BinaryDistribution}

@@ -16,7 +16,8 @@ import acc_host as mx
 from acc_host.abi.annotate import annotate_symbol, output_name
 from acc_host.abi.loaded_model import LoadedModel
 
-NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes"]
+NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc_mxcodes",
+         "squeezenet_biased"]  # the last: 26 non-zero convolution biases
 RTOL, ATOL = 1e-4, 1e-5
 
 
