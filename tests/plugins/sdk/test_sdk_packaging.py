@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.quickstart import C_FIRST_LINE, page_blocks
 
 import acc_host as mx
 import build_plugins
@@ -70,12 +71,10 @@ def _build(sources: list[Path], output: Path, *include: Path) -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("nm") is None,
                     reason="the export check reads the ELF dynamic symbols with nm (Linux)")
 def test_plugins_built_with_it_export_exactly_the_abi(tmp_path: Path) -> None:
-    from test_quickstart import C_FIRST_LINE, _blocks
-
     template = tmp_path / "libtemplate.so"
     _build(sorted(TEMPLATE.glob("*.c")), template, TEMPLATE)
     assert _exported(template) == set(sdk.abi_functions())  # 17: both modes
-    (block,) = _blocks("c", C_FIRST_LINE)
+    (block,) = page_blocks("c", C_FIRST_LINE)
     (tmp_path / "myacc.c").write_text(block, encoding="utf-8")
     quickstart = tmp_path / "libmyacc.so"
     _build([tmp_path / "myacc.c"], quickstart)
