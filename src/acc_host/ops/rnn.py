@@ -197,7 +197,7 @@ def _lengths(values: np.ndarray, steps: int) -> list[int]:
     bad = [v for v in lengths if not 1 <= v <= steps]
     if bad or not np.all(np.asarray(values) == np.round(np.asarray(values, dtype=np.float64))):
         raise ShapeError(f"{_OP}: sequence_length must hold integers from 1 to {steps}, "
-                         f"got {list(np.asarray(values).reshape(-1))}")
+                         f"got {np.asarray(values).reshape(-1).tolist()}")
     return lengths
 
 
@@ -290,4 +290,35 @@ register(OpDef(
     infer_shape=_param_concat_shape,
     infer_type=lambda attrs, dtypes: get("Concat").infer_type(attrs, dtypes),
     doc="Concat, as gluon's RNN layers join their parameters into RNN's vector.",
+))
+
+
+def _swap_axes(op: str, attrs: Attrs, ndim: int) -> tuple[int, int]:
+    for name in ("dim1", "dim2"):
+        if not -ndim <= attrs[name] < ndim:
+            raise ShapeError(f"{op}: {name}={attrs[name]} is out of range for {ndim} dimensions")
+    return attrs.dim1 % ndim, attrs.dim2 % ndim
+
+
+def _swap_axis_shape(attrs: Attrs, shapes: Shapes) -> tuple[Shapes, list[Shape]]:
+    data = require_known("SwapAxis", shapes, 0, "data")
+    first, second = _swap_axes("SwapAxis", attrs, len(data))
+    out = list(data)
+    out[first], out[second] = data[second], data[first]
+    return [data], [tuple(out)]
+
+
+def _swap_axis(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    first, second = _swap_axes("SwapAxis", attrs, inputs[0].ndim)
+    return [np.ascontiguousarray(np.swapaxes(inputs[0], first, second))]
+
+
+# gluon's RNN layers with layout="NTC" swap the batch and time axes around RNN
+register(OpDef(
+    name="SwapAxis",
+    params=(Param("dim1", parse_int, 0), Param("dim2", parse_int, 0)),
+    compute=_swap_axis,
+    infer_shape=_swap_axis_shape,
+    aliases=("swapaxes",),
+    doc="Exchanges dimensions dim1 and dim2.",
 ))
