@@ -75,7 +75,8 @@ class _RNNLayer(HybridBlock):
     def __repr__(self) -> str:
         sizes = f"{self._input_size or None} -> {self._hidden_size}"
         extra = ", bidirectional" if self._dir == 2 else ""
-        return f"{type(self).__name__}({sizes}, {self._layout}, num_layers={self._num_layers}{extra})"
+        return (f"{type(self).__name__}({sizes}, {self._layout}, "
+                f"num_layers={self._num_layers}{extra})")
 
     def _collect_params_with_prefix(self, prefix: str = "") -> OrderedDict[str, Parameter]:
         """The structural names MXNet 1.9's save_parameters writes for a
