@@ -1,7 +1,7 @@
 """ONNX RNN, LSTM and GRU -> MXNet's fused ``RNN``, or ``_onnx_rnn``.
 
 MXNet's ``RNN`` (which accelerators implement) is used where its semantics
-are ONNX's: default activations (Tanh or Relu for RNN), no clip, no
+are ONNX's: direction forward or bidirectional, default activations (Tanh or Relu for RNN), no clip, no
 input_forget, no peepholes (or all-zero ones), GRU with
 linear_before_reset=1, no sequence_lens, constant W/R/B, and initial
 states that are given or whose batch is known at import (zeros then).
@@ -149,7 +149,9 @@ def _recurrent(cx, node, attrs, inputs, opset):
     if kind == "GRU" and opset < 3 and "linear_before_reset" not in attrs:
         attrs = dict(attrs, linear_before_reset=0)
     mode = _mxnet_mode(kind, attrs)
+    # MXNet's RNN runs forward or both ways, never backward alone
     agrees = (mode is not None and attrs.get("clip") is None
+              and attrs.get("direction", "forward") != "reverse"
               and not attrs.get("input_forget", 0) and _input(inputs, 4) is None
               and (kind != "GRU" or attrs.get("linear_before_reset", 0) == 1))
     if agrees:
