@@ -1,10 +1,11 @@
 """ONNX RNN, LSTM and GRU -> MXNet's fused ``RNN``, or ``_onnx_rnn``.
 
 MXNet's ``RNN`` (which accelerators implement) is used where its semantics
-are ONNX's: direction forward or bidirectional, default activations (Tanh or Relu for RNN), no clip, no
-input_forget, no peepholes (or all-zero ones), GRU with
-linear_before_reset=1, no sequence_lens, constant W/R/B, and initial
-states that are given or whose batch is known at import (zeros then).
+are ONNX's: direction forward or bidirectional, default activations (Tanh
+or Relu for RNN), no clip, no input_forget, no peepholes (or all-zero
+ones), GRU with linear_before_reset=1, no sequence_lens, constant W/R/B,
+and initial states that are given or whose batch is known at import
+(zeros then).
 ONNX's W/R/B are repacked into MXNet's parameter vector and gate order
 (LSTM i, o, f, c -> i, f, g, o; GRU z, r, h -> r, z, n); ONNX's Y
 (T, D, N, H) is MXNet's output (T, N, D*H) reshaped and transposed, and
