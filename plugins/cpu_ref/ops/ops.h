@@ -19,6 +19,7 @@
 
 #include "graph.h"
 #include "kernels.h"
+#include "rnn.h"
 
 /* Most inputs and visible outputs of one operator node (Concat's num_args,
  * SliceChannel's num_outputs); larger nodes are unsupported. */
@@ -226,6 +227,7 @@ typedef struct cr_params {
       int dtype; /* of the indices */
     } topk;
     cr_onnx_params onnx;
+    cr_rnn_params rnn; /* RNN (ops_rnn.c) */
   } u;
 } cr_params;
 
