@@ -79,13 +79,23 @@ int cr_fast_rnn(const cr_rnn_params *p, int64_t steps, int64_t batch, int64_t fe
                 const int64_t *lengths, const float *packed, float *y, float *hy, float *cy,
                 int num_threads);
 
+/* The packing's column blocks: a packed matrix (k x cols) is stored as
+ * ceil(cols / CR_RNN_BLOCK) blocks, each k rows of CR_RNN_BLOCK columns
+ * (zero past cols), so that a row-times-matrix product streams each block
+ * once with its CR_RNN_BLOCK sums in registers. */
+#define CR_RNN_BLOCK 64
+static inline int64_t cr_rnn_blocks(int64_t cols) {
+  return (cols + CR_RNN_BLOCK - 1) / CR_RNN_BLOCK;
+}
+
 /* Floats cr_rnn_pack writes, and the packing: for every layer and direction
  * the h2h weights transposed (H' x G*H) and the h2r weights transposed
- * (H x P), and the summed biases (G*H, plus H for gru's separate b_hn). */
+ * (H x P), in column blocks, and the summed biases (G*H, plus H for gru's
+ * separate b_hn). */
 size_t cr_rnn_packed_floats(const cr_rnn_params *p, int64_t features);
 /* Floats of one direction's share of the packing (layer l, direction d
- * starts at (l * D + d) times this): Wt (H' x G*H), [Wrt (H x P)], bias
- * (G*H), [b_hn (H)]. */
+ * starts at (l * D + d) times this): Wt (H' x G*H), [Wrt (H x P)] (both in
+ * column blocks), bias (G*H), [b_hn (H)]. */
 size_t cr_rnn_packed_direction(const cr_rnn_params *p);
 void cr_rnn_pack(const cr_rnn_params *p, int64_t features, const float *params, float *packed);
 

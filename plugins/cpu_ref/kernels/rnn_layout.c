@@ -64,10 +64,26 @@ void cr_rnn_weights_at(const cr_rnn_params *p, int64_t features, const float *pa
 
 /* Floats of one direction's packing: h2h transposed, h2r transposed, the
  * summed bias and gru's b_hn. */
+/* The transpose of m (cols x k, row-major) in column blocks (see rnn.h). */
+static void pack_transposed(int64_t k, int64_t cols, const float *m, float *dst) {
+  for (int64_t b = 0; b < cr_rnn_blocks(cols); ++b) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < CR_RNN_BLOCK; ++j) {
+        const int64_t col = b * CR_RNN_BLOCK + j;
+        *dst++ = col < cols ? m[col * k + p] : 0.0f;
+      }
+    }
+  }
+}
+
+static size_t blocked_floats(int64_t k, int64_t cols) {
+  return (size_t)(k * cr_rnn_blocks(cols) * CR_RNN_BLOCK);
+}
+
 size_t cr_rnn_packed_direction(const cr_rnn_params *p) {
   const int64_t rows = cr_rnn_gates(p->mode) * p->hidden;
-  size_t floats = (size_t)(cr_rnn_out_hidden(p) * rows) + (size_t)rows;
-  if (p->projection > 0) floats += (size_t)(p->hidden * p->projection);
+  size_t floats = blocked_floats(cr_rnn_out_hidden(p), rows) + (size_t)rows;
+  if (p->projection > 0) floats += blocked_floats(p->hidden, p->projection);
   if (p->mode == CR_RNN_GRU) floats += (size_t)p->hidden;
   return floats;
 }
@@ -85,17 +101,11 @@ void cr_rnn_pack(const cr_rnn_params *p, int64_t features, const float *params, 
       cr_rnn_weights w;
       cr_rnn_weights_at(p, features, params, layer, dir, &w);
       float *dst = packed + (size_t)(layer * p->directions + dir) * cr_rnn_packed_direction(p);
-      for (int64_t k = 0; k < out_hidden; ++k) {
-        for (int64_t j = 0; j < rows; ++j) dst[k * rows + j] = w.h2h_w[j * out_hidden + k];
-      }
-      dst += out_hidden * rows;
+      pack_transposed(out_hidden, rows, w.h2h_w, dst);
+      dst += blocked_floats(out_hidden, rows);
       if (p->projection > 0) {
-        for (int64_t k = 0; k < p->hidden; ++k) {
-          for (int64_t j = 0; j < p->projection; ++j) {
-            dst[k * p->projection + j] = w.h2r_w[j * p->hidden + k];
-          }
-        }
-        dst += p->hidden * p->projection;
+        pack_transposed(p->hidden, p->projection, w.h2r_w, dst);
+        dst += blocked_floats(p->hidden, p->projection);
       }
       /* the recurrent bias joins the input bias, except gru's b_hn, which
        * the reset gate multiplies */

@@ -6,14 +6,15 @@
  * threads given), with the input and recurrent biases summed into it
  * (gru's b_hn, which the reset gate scales, apart). Then per step and
  * sample: the recurrent product h . Wt against the h2h weights packed
- * transposed (H' x G*H), as rows of axpy updates four at a time (the loop
- * runs down contiguous rows of Wt and vectorises without reassociating),
- * and in its epilogue the gates, the cell and the new state, while the
- * G*H sums are in L1. exp is the branch-free float exp of
+ * transposed (H' x G*H) in blocks of 64 columns, each block's 64 sums held
+ * in vector registers while its H' rows stream by (no reassociation: each
+ * sum runs over k in order), and in its epilogue the gates, the cell and
+ * the new state, while the G*H sums are in L1. exp is the branch-free float exp of
  * elementwise_loops.h, tanh(x) = 1 - 2 / (exp(2x) + 1). The recurrent part
  * runs on the calling thread: at batch 1 a step is a few microseconds,
  * less than handing it to the pool costs.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,40 +27,87 @@ CR_LOOP_BODY float sigmoid_f(float x) { return 1.0f / (1.0f + exp_float(-x)); }
 
 CR_LOOP_BODY float tanh_f(float x) { return 1.0f - 2.0f / (exp_float(2.0f * x) + 1.0f); }
 
-/* acc (cols) = h (k values) . wt (k x cols, row-major). */
-CR_TARGET_CLONES static void row_times_matrix(int64_t k, int64_t cols, const float *h,
+/* acc (the blocks' columns) = h (k values) . wt (k x cols in column
+ * blocks, see rnn.h): each block's CR_RNN_BLOCK sums stay in registers
+ * while its k rows stream by. */
+#if defined(__GNUC__)
+typedef float rnn_v16 __attribute__((vector_size(64)));
+#endif
+CR_TARGET_CLONES static void row_times_blocks(int64_t k, int64_t cols, const float *h,
                                               const float *wt, float *restrict acc) {
-  for (int64_t j = 0; j < cols; ++j) acc[j] = 0.0f;
-  int64_t p = 0;
-  for (; p + 4 <= k; p += 4) {
-    const float h0 = h[p], h1 = h[p + 1], h2 = h[p + 2], h3 = h[p + 3];
-    const float *restrict w0 = wt + p * cols, *restrict w1 = w0 + cols;
-    const float *restrict w2 = w1 + cols, *restrict w3 = w2 + cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      acc[j] = acc[j] + h0 * w0[j] + h1 * w1[j] + h2 * w2[j] + h3 * w3[j];
+  for (int64_t b = 0; b < cr_rnn_blocks(cols); ++b) {
+    const float *w = wt + b * k * CR_RNN_BLOCK;
+#if defined(__GNUC__)
+    /* two sets of sums, even and odd rows, for twice the independent adds
+     * in flight; added at the end (a fixed order) */
+    rnn_v16 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
+    int64_t p = 0;
+    for (; p + 2 <= k; p += 2, w += 2 * CR_RNN_BLOCK) {
+      rnn_v16 w0, w1, w2, w3, v0, v1, v2, v3;
+      memcpy(&w0, w, sizeof w0);
+      memcpy(&w1, w + 16, sizeof w1);
+      memcpy(&w2, w + 32, sizeof w2);
+      memcpy(&w3, w + 48, sizeof w3);
+      memcpy(&v0, w + 64, sizeof v0);
+      memcpy(&v1, w + 80, sizeof v1);
+      memcpy(&v2, w + 96, sizeof v2);
+      memcpy(&v3, w + 112, sizeof v3);
+      const float hp = h[p], hq = h[p + 1];
+      s0 = s0 + hp * w0;
+      s1 = s1 + hp * w1;
+      s2 = s2 + hp * w2;
+      s3 = s3 + hp * w3;
+      t0 = t0 + hq * v0;
+      t1 = t1 + hq * v1;
+      t2 = t2 + hq * v2;
+      t3 = t3 + hq * v3;
     }
-  }
-  for (; p < k; ++p) {
-    const float hp = h[p];
-    const float *restrict w = wt + p * cols;
-    for (int64_t j = 0; j < cols; ++j) acc[j] = acc[j] + hp * w[j];
+    if (p < k) {
+      rnn_v16 w0, w1, w2, w3;
+      memcpy(&w0, w, sizeof w0);
+      memcpy(&w1, w + 16, sizeof w1);
+      memcpy(&w2, w + 32, sizeof w2);
+      memcpy(&w3, w + 48, sizeof w3);
+      const float hp = h[p];
+      s0 = s0 + hp * w0;
+      s1 = s1 + hp * w1;
+      s2 = s2 + hp * w2;
+      s3 = s3 + hp * w3;
+    }
+    s0 = s0 + t0;
+    s1 = s1 + t1;
+    s2 = s2 + t2;
+    s3 = s3 + t3;
+    float *out = acc + b * CR_RNN_BLOCK;
+    memcpy(out, &s0, sizeof s0);
+    memcpy(out + 16, &s1, sizeof s1);
+    memcpy(out + 32, &s2, sizeof s2);
+    memcpy(out + 48, &s3, sizeof s3);
+#else
+    float *out = acc + b * CR_RNN_BLOCK;
+    for (int j = 0; j < CR_RNN_BLOCK; ++j) out[j] = 0.0f;
+    for (int64_t p = 0; p < k; ++p, w += CR_RNN_BLOCK) {
+      for (int j = 0; j < CR_RNN_BLOCK; ++j) out[j] = out[j] + h[p] * w[j];
+    }
+#endif
   }
 }
 
 /* The gates of one step of one sample: gx the input projection with the
  * biases, acc the recurrent sums; writes out (H values: the new h before
  * projection) and updates c (lstm) in place. */
+/* low and high clip the cell state (-inf and inf: no clip). */
 CR_TARGET_CLONES static void lstm_gates(int64_t hidden, const float *gx, const float *acc,
-                                        float *restrict c, float *restrict out, int has_min,
-                                        float low, int has_max, float high) {
+                                        float *restrict c, float *restrict out, float low,
+                                        float high) {
   for (int64_t i = 0; i < hidden; ++i) {
     const float in_gate = sigmoid_f(gx[i] + acc[i]);
     const float forget = sigmoid_f(gx[hidden + i] + acc[hidden + i]);
     const float cell = tanh_f(gx[2 * hidden + i] + acc[2 * hidden + i]);
     const float out_gate = sigmoid_f(gx[3 * hidden + i] + acc[3 * hidden + i]);
     float next = forget * c[i] + in_gate * cell;
-    next = select_float(has_min && next < low, low, next);
-    next = select_float(has_max && next > high, high, next);
+    next = select_float(next < low, low, next);
+    next = select_float(next > high, high, next);
     c[i] = next;
     out[i] = out_gate * tanh_f(next);
   }
@@ -77,9 +125,13 @@ CR_TARGET_CLONES static void gru_gates(int64_t hidden, const float *gx, const fl
 
 CR_TARGET_CLONES static void plain_gates(int64_t hidden, int relu, const float *gx,
                                          const float *acc, float *restrict out) {
-  for (int64_t i = 0; i < hidden; ++i) {
-    const float pre = gx[i] + acc[i];
-    out[i] = relu ? select_float(pre > 0.0f, pre, 0.0f) : tanh_f(pre);
+  if (relu) {
+    for (int64_t i = 0; i < hidden; ++i) {
+      const float pre = gx[i] + acc[i];
+      out[i] = select_float(pre > 0.0f, pre, 0.0f);
+    }
+  } else {
+    for (int64_t i = 0; i < hidden; ++i) out[i] = tanh_f(gx[i] + acc[i]);
   }
 }
 
@@ -98,17 +150,20 @@ static void run_step(const direction_run *r, int64_t batch, int64_t t, int64_t b
   const int64_t out_hidden = cr_rnn_out_hidden(p);
   float *h = r->h + b * out_hidden;
   const float *gx = r->gx + (t * batch + b) * rows;
-  row_times_matrix(out_hidden, rows, h, r->wt, r->acc);
+  row_times_blocks(out_hidden, rows, h, r->wt, r->acc);
   switch (p->mode) {
     case CR_RNN_LSTM:
-      lstm_gates(hidden, gx, r->acc, r->c + b * hidden, r->out, p->has_clip_min,
-                 (float)p->clip_min, p->has_clip_max, (float)p->clip_max);
+      lstm_gates(hidden, gx, r->acc, r->c + b * hidden, r->out,
+                 p->has_clip_min ? (float)p->clip_min : -INFINITY,
+                 p->has_clip_max ? (float)p->clip_max : INFINITY);
       break;
     case CR_RNN_GRU: gru_gates(hidden, gx, r->acc, r->b_hn, h, r->out); break;
     default: plain_gates(hidden, p->mode == CR_RNN_RELU, gx, r->acc, r->out); break;
   }
   if (p->projection > 0) {
-    row_times_matrix(hidden, p->projection, r->out, r->wrt, h);
+    /* acc is free again: the projection's blocks land there first */
+    row_times_blocks(hidden, p->projection, r->out, r->wrt, r->acc);
+    memcpy(h, r->acc, (size_t)p->projection * sizeof(float));
   } else {
     memcpy(h, r->out, (size_t)hidden * sizeof(float));
   }
@@ -131,7 +186,8 @@ int cr_fast_rnn(const cr_rnn_params *p, int64_t steps, int64_t batch, int64_t fe
   float *gx = malloc((size_t)(steps * batch * rows) * sizeof(float));
   float *h = malloc((size_t)(batch * out_hidden) * sizeof(float));
   float *c = malloc((size_t)(batch * hidden) * sizeof(float));
-  float *acc = malloc((size_t)rows * sizeof(float));
+  const int64_t widest = rows > p->projection ? rows : p->projection;
+  float *acc = malloc((size_t)(cr_rnn_blocks(widest) * CR_RNN_BLOCK) * sizeof(float));
   float *out = malloc((size_t)hidden * sizeof(float));
   float *buffers[2] = {NULL, NULL};
   int failed = !gx || !h || !c || !acc || !out;
@@ -149,10 +205,10 @@ int cr_fast_rnn(const cr_rnn_params *p, int64_t steps, int64_t batch, int64_t fe
       const int64_t index = layer * p->directions + dir;
       const float *base = packed + (size_t)index * direction_floats;
       direction_run r = {p, base, NULL, NULL, gx, h, c, acc, out};
-      const float *bias = base + out_hidden * rows;
+      const float *bias = base + out_hidden * cr_rnn_blocks(rows) * CR_RNN_BLOCK;
       if (p->projection > 0) {
         r.wrt = bias;
-        bias += hidden * p->projection;
+        bias += hidden * cr_rnn_blocks(p->projection) * CR_RNN_BLOCK;
       }
       r.b_hn = bias + rows;
       if (cr_fully_connected(steps * batch, w.in, rows, input, w.i2h_w, bias, gx,
