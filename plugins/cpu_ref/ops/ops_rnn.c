@@ -208,9 +208,9 @@ static int read_lengths(const cr_params *params, const cr_tensor *t, int64_t ste
   return MX_ACC_OK;
 }
 
-static int rnn_compute(const cr_params *params, const cr_tensor *in, int num_in,
-                       const cr_tensor *out, int num_threads) {
-  (void)num_in;
+/* The run with the weights packed by cr_rnn_pack (fast kernels), or NULL. */
+static int rnn_compute_packed(const cr_params *params, const cr_tensor *in, const cr_tensor *out,
+                              const float *packed, int num_threads) {
   const cr_rnn_params *p = &params->u.rnn;
   const int64_t steps = in[0].shape.dims[0], batch = in[0].shape.dims[1];
   const int64_t features = in[0].shape.dims[2];
@@ -233,14 +233,25 @@ static int rnn_compute(const cr_params *params, const cr_tensor *in, int num_in,
                         lengths, out[0].data, hy, cy);
   } else {
     failed = cr_fast_rnn(p, steps, batch, features, in[0].data, in[1].data, in[2].data, c0,
-                         lengths, NULL, out[0].data, hy, cy, num_threads);
+                         lengths, packed, out[0].data, hy, cy, num_threads);
   }
   free(lengths);
   return failed ? acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "RNN: cannot allocate its buffers")
                 : MX_ACC_OK;
 }
 
+static int rnn_compute(const cr_params *params, const cr_tensor *in, int num_in,
+                       const cr_tensor *out, int num_threads) {
+  (void)num_in;
+  return rnn_compute_packed(params, in, out, NULL, num_threads);
+}
+
 CR_DEFINE_FLOAT32_RUN(rnn_run, rnn_compute)
+
+int cr_rnn_run_packed(const cr_params *params, const cr_tensor *inputs, const cr_tensor *outputs,
+                      const float *packed, int num_threads) {
+  return rnn_compute_packed(params, inputs, outputs, packed, num_threads);
+}
 
 const cr_op_impl cr_impl_rnn = {.parse = rnn_parse, .num_inputs = rnn_num_inputs,
                                 .num_outputs = rnn_num_outputs, .check_dtypes = rnn_dtypes,
