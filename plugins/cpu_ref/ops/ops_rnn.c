@@ -160,7 +160,15 @@ static int rnn_infer(const cr_params *params, const acc_shape *in, int num_in, a
   const int64_t count = cr_rnn_param_count(p, features);
   if (count < 0) return acc_fail(MX_ACC_ERR_UNSUPPORTED, "RNN: too many parameters");
   const int64_t out_hidden = cr_rnn_out_hidden(p), states = p->layers * p->directions;
-  int status = expect_shape("parameters", &in[1], 1, &count);
+  /* the kernels' buffers: every step's gate pre-activations, and a layer's
+   * output; their element counts must fit as the data's do */
+  const int64_t rows = cr_rnn_gates(p->mode) * p->hidden;
+  const int64_t widest = rows > p->directions * out_hidden ? rows : p->directions * out_hidden;
+  uint64_t elements = 0;
+  int status = cr_checked_mul((uint64_t)steps * (uint64_t)batch, (uint64_t)widest,
+                              "RNN's per-step buffers", &elements);
+  if (status != MX_ACC_OK) return status;
+  status = expect_shape("parameters", &in[1], 1, &count);
   const int64_t state[3] = {states, batch, out_hidden}, cell[3] = {states, batch, p->hidden};
   if (status == MX_ACC_OK) status = expect_shape("state", &in[2], 3, state);
   if (status == MX_ACC_OK && p->mode == CR_RNN_LSTM) {
