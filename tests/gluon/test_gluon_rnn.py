@@ -132,3 +132,33 @@ def test_cell_matches_mxnet(name: str, hybridize: bool) -> None:
     merged, _ = cell.unroll(len(outs), mx.nd.array(io["input_data"]), begin, layout="TNC",
                             merge_outputs=True)
     np.testing.assert_allclose(merged.asnumpy(), io["output"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+@pytest.mark.parametrize("ctx", sorted(CONTEXTS))
+def test_layer_and_export_at_other_shapes(name: str, ctx: str) -> None:
+    """The hybridized layer, and its MXNet export as a SymbolBlock, at the
+    other lengths and batches MXNet ran (one bound executor per shape)."""
+    context = CONTEXTS[ctx]()
+    io = _io(name)
+    shapes = sorted({key.split("_")[0] for key in io if key.startswith("s")})
+    assert len(shapes) == 2
+    net = LAYERS[name]()
+    net.initialize(ctx=context)
+    net(mx.nd.array(io["input_data0"], ctx=context))
+    net.load_parameters(str(MODELS / f"{name}.params"), ctx=context)
+    net.hybridize()
+    inputs = sorted(key[len("input_"):] for key in io if key.startswith("input_"))
+    block = mx.gluon.SymbolBlock.imports(str(MODELS / f"{name}-symbol.json"), inputs,
+                                         str(MODELS / f"{name}-0000.params"), ctx=context)
+    for prefix in shapes:
+        given = [mx.nd.array(io[f"{prefix}_input_{key}"], ctx=context) for key in inputs]
+        out, states = net(given[0], given[1:])
+        for k, value in enumerate([out, *states]):
+            np.testing.assert_allclose(value.asnumpy(), io[f"{prefix}_output_{k}"],
+                                       rtol=1e-5, atol=1e-6)
+        exported = block(*given)
+        exported = exported if isinstance(exported, list) else [exported]
+        for k, value in enumerate(exported):
+            np.testing.assert_allclose(value.asnumpy(), io[f"{prefix}_output_{k}"],
+                                       rtol=1e-5, atol=1e-6)

@@ -5,7 +5,8 @@ folder: ``/work/mxenv/bin/python make_rnn_models.py``. Each model is
 exported with HybridBlock.export (<name>-symbol.json, <name>-0000.params),
 its parameters are also written by save_parameters (<name>.params, gluon's
 own names such as l0_i2h_weight), and <name>-io.npz holds the inputs and
-MXNet's outputs (in the order of the exported symbol's inputs and heads).
+MXNet's outputs (in the order of the exported symbol's inputs and heads),
+and for the layers the same at the extra shapes MORE_SHAPES (s<k>_ keys).
 """
 
 import mxnet as mx
@@ -13,6 +14,7 @@ import numpy as np
 from mxnet import gluon
 
 SEQ, BATCH, FEATURES, HIDDEN = 5, 3, 6, 8
+MORE_SHAPES = ((1, 1), (12, 2))  # (steps, batch) of the extra runs
 
 
 def build(name, layer, with_states, layout="TNC"):
@@ -40,6 +42,20 @@ def build(name, layer, with_states, layout="TNC"):
     layer.save_parameters(f"{name}.params")
     arrays = {f"input_{key}": value for key, value in inputs.items()}
     arrays.update({f"output_{k}": o.asnumpy() for k, o in enumerate(outputs)})
+    # the same layer at other lengths and batches (with states, run imperatively:
+    # a hybridized layer keeps the signature of its first call): s<k>_input_*,
+    # s<k>_output_*
+    layer.hybridize(active=False)
+    for k, (steps, batch) in enumerate(MORE_SHAPES):
+        shape = (steps, batch, FEATURES) if layout == "TNC" else (batch, steps, FEATURES)
+        x = mx.nd.array(np.random.uniform(-1, 1, shape).astype(np.float32))
+        states = [mx.nd.array(np.random.uniform(-0.5, 0.5, s.shape).astype(np.float32))
+                  for s in layer.begin_state(batch)]
+        out, new_states = layer(x, states)
+        arrays[f"s{k}_input_data0"] = x.asnumpy()
+        arrays.update({f"s{k}_input_data{j}": s.asnumpy() for j, s in enumerate(states, 1)})
+        arrays.update({f"s{k}_output_{j}": o.asnumpy()
+                       for j, o in enumerate([out, *new_states])})
     np.savez(f"{name}-io.npz", **arrays)
     print(name, [o.shape for o in outputs])
 
