@@ -67,17 +67,33 @@ int cr_ref_rnn(const cr_rnn_params *p, int64_t steps, int64_t batch, int64_t fea
                const float *x, const float *params, const float *h0, const float *c0,
                const int64_t *lengths, float *y, float *hy, float *cy);
 
+/* A node's weights packed for the fast kernel, once, by a loaded model:
+ * the recurrent part (cr_rnn_pack) and every layer and direction's i2h
+ * weights packed for the GEMM (in turn, under input_isa). */
+typedef struct cr_rnn_packing {
+  float *recurrent;
+  float *input;
+  cr_isa input_isa;
+} cr_rnn_packing;
+
+/* Makes *packing (zeroed before the first call) or packs new values into
+ * it (same node, same features). Returns 0, or -1 when memory cannot be
+ * had. */
+int cr_rnn_packing_update(const cr_rnn_params *p, int64_t features, const float *params,
+                          cr_rnn_packing *packing);
+void cr_rnn_packing_free(cr_rnn_packing *packing);
+
 /* The fast kernel: each layer's input projection for all steps is one GEMM
  * (cpu_ref's FullyConnected), then per step the recurrent product against
  * the h2h weights packed transposed, with the gates computed in its
- * epilogue while the row is in cache. packed, when not NULL, holds the
- * packing of cr_rnn_pack (done once, when a model is loaded); otherwise
- * the kernel packs into memory of its own. Returns 0, or -1 when memory
- * cannot be had. */
+ * epilogue while the row is in cache. packing, when not NULL, holds the
+ * weights packed when a model was loaded; otherwise the kernel packs the
+ * recurrent weights into memory of its own and the GEMM packs the input
+ * weights. Returns 0, or -1 when memory cannot be had. */
 int cr_fast_rnn(const cr_rnn_params *p, int64_t steps, int64_t batch, int64_t features,
                 const float *x, const float *params, const float *h0, const float *c0,
-                const int64_t *lengths, const float *packed, float *y, float *hy, float *cy,
-                int num_threads);
+                const int64_t *lengths, const cr_rnn_packing *packing, float *y, float *hy,
+                float *cy, int num_threads);
 
 /* The packing's column blocks: a packed matrix (k x cols) is stored as
  * ceil(cols / CR_RNN_BLOCK) blocks, each k rows of CR_RNN_BLOCK columns

@@ -100,7 +100,10 @@ void cr_model_free(cr_model *model) {
   }
   acc_free_head_names(model->graph, model->head_names);
   for (size_t s = 0; model->steps != NULL && s < model->num_steps; ++s) {
-    free(model->steps[s].rnn_packed);
+    if (model->steps[s].rnn_packed != NULL) {
+      cr_rnn_packing_free(model->steps[s].rnn_packed);
+      free(model->steps[s].rnn_packed);
+    }
     cr_dense_plan *plan = model->steps[s].dense;
     if (plan == NULL) continue;
     free(plan->folded_w);

@@ -54,7 +54,7 @@ struct cr_step {
   int fused_away;        /* folded into an earlier step's dense plan */
   int elided;            /* a Concat whose inputs are written in place into its output */
   cr_dense_plan *dense;  /* Convolution / FullyConnected run by model.c, or NULL */
-  float *rnn_packed;     /* an RNN step's weights packed at load (rnn_steps.c), or NULL */
+  cr_rnn_packing *rnn_packed; /* an RNN step's weights packed at load (rnn_steps.c), or NULL */
 };
 
 /* Per-entry facts the fusion pass needs. */

@@ -277,11 +277,11 @@ typedef struct cr_op {
   const cr_op_impl *impl;
 } cr_op;
 
-/* Runs a float32 RNN node (ops_rnn.c) with its weights already packed by
- * cr_rnn_pack for the fast kernel: a loaded model's steps pack them once,
- * when the weights are loaded (model/rnn_steps.c). */
+/* Runs a float32 RNN node (ops_rnn.c) with its weights already packed for
+ * the fast kernel: a loaded model's steps pack them once, when the weights
+ * are loaded (model/rnn_steps.c). */
 int cr_rnn_run_packed(const cr_params *params, const cr_tensor *inputs, const cr_tensor *outputs,
-                      const float *packed, int num_threads);
+                      const cr_rnn_packing *packed, int num_threads);
 
 /* 1 unless this build leaves op out (see CPU_REF_ONLY_OPS in ops.c). */
 int cr_op_enabled(const cr_op *op);

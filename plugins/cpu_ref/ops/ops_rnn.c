@@ -216,9 +216,9 @@ static int read_lengths(const cr_params *params, const cr_tensor *t, int64_t ste
   return MX_ACC_OK;
 }
 
-/* The run with the weights packed by cr_rnn_pack (fast kernels), or NULL. */
+/* The run with the weights packed by a loaded model (fast kernels), or NULL. */
 static int rnn_compute_packed(const cr_params *params, const cr_tensor *in, const cr_tensor *out,
-                              const float *packed, int num_threads) {
+                              const cr_rnn_packing *packed, int num_threads) {
   const cr_rnn_params *p = &params->u.rnn;
   const int64_t steps = in[0].shape.dims[0], batch = in[0].shape.dims[1];
   const int64_t features = in[0].shape.dims[2];
@@ -257,7 +257,7 @@ static int rnn_compute(const cr_params *params, const cr_tensor *in, int num_in,
 CR_DEFINE_FLOAT32_RUN(rnn_run, rnn_compute)
 
 int cr_rnn_run_packed(const cr_params *params, const cr_tensor *inputs, const cr_tensor *outputs,
-                      const float *packed, int num_threads) {
+                      const cr_rnn_packing *packed, int num_threads) {
   return rnn_compute_packed(params, inputs, outputs, packed, num_threads);
 }
 

@@ -169,10 +169,53 @@ static void run_step(const direction_run *r, int64_t batch, int64_t t, int64_t b
   }
 }
 
+/* Floats of the GEMM packing of every layer and direction's i2h weights. */
+static size_t input_packing_floats(const cr_rnn_params *p, int64_t features) {
+  const int64_t rows = cr_rnn_gates(p->mode) * p->hidden;
+  size_t floats = 0;
+  for (int64_t layer = 0; layer < p->layers; ++layer) {
+    const int64_t in = layer == 0 ? features : p->directions * cr_rnn_out_hidden(p);
+    floats += (size_t)p->directions * cr_fc_packed_floats(in, rows);
+  }
+  return floats;
+}
+
+int cr_rnn_packing_update(const cr_rnn_params *p, int64_t features, const float *params,
+                          cr_rnn_packing *packing) {
+  if (packing->recurrent == NULL) {
+    packing->recurrent = malloc(cr_rnn_packed_floats(p, features) * sizeof(float));
+    packing->input = malloc(input_packing_floats(p, features) * sizeof(float));
+    if (packing->recurrent == NULL || packing->input == NULL) {
+      cr_rnn_packing_free(packing);
+      return -1;
+    }
+  }
+  cr_rnn_pack(p, features, params, packing->recurrent);
+  const int64_t rows = cr_rnn_gates(p->mode) * p->hidden;
+  float *dst = packing->input;
+  for (int64_t layer = 0; layer < p->layers; ++layer) {
+    for (int dir = 0; dir < p->directions; ++dir) {
+      cr_rnn_weights w;
+      cr_rnn_weights_at(p, features, params, layer, dir, &w);
+      packing->input_isa = cr_fc_pack(w.in, rows, w.i2h_w, dst);
+      dst += cr_fc_packed_floats(w.in, rows);
+    }
+  }
+  return 0;
+}
+
+void cr_rnn_packing_free(cr_rnn_packing *packing) {
+  free(packing->recurrent);
+  free(packing->input);
+  packing->recurrent = packing->input = NULL;
+}
+
 int cr_fast_rnn(const cr_rnn_params *p, int64_t steps, int64_t batch, int64_t features,
                 const float *x, const float *params, const float *h0, const float *c0,
-                const int64_t *lengths, const float *packed, float *y, float *hy, float *cy,
-                int num_threads) {
+                const int64_t *lengths, const cr_rnn_packing *packing, float *y, float *hy,
+                float *cy, int num_threads) {
+  const float *packed = packing != NULL ? packing->recurrent : NULL;
+  const float *packed_input = packing != NULL ? packing->input : NULL;
   const int64_t hidden = p->hidden, rows = cr_rnn_gates(p->mode) * hidden;
   const int64_t out_hidden = cr_rnn_out_hidden(p), width = p->directions * out_hidden;
   const size_t direction_floats = cr_rnn_packed_direction(p);
@@ -211,11 +254,13 @@ int cr_fast_rnn(const cr_rnn_params *p, int64_t steps, int64_t batch, int64_t fe
         bias += hidden * cr_rnn_blocks(p->projection) * CR_RNN_BLOCK;
       }
       r.b_hn = bias + rows;
-      if (cr_fully_connected(steps * batch, w.in, rows, input, w.i2h_w, bias, gx,
-                             num_threads) != 0) {
+      if (cr_fully_connected_fused(steps * batch, w.in, rows, input, w.i2h_w, packed_input,
+                                   packing != NULL ? packing->input_isa : CR_ISA_GENERIC, bias,
+                                   NULL, gx, num_threads) != 0) {
         failed = 1;
         break;
       }
+      if (packed_input != NULL) packed_input += cr_fc_packed_floats(w.in, rows);
       memcpy(h, h0 + index * batch * out_hidden, (size_t)(batch * out_hidden) * sizeof(float));
       if (p->mode == CR_RNN_LSTM) {
         memcpy(c, c0 + index * batch * hidden, (size_t)(batch * hidden) * sizeof(float));
