@@ -328,6 +328,19 @@ NN_CASES = [
     *[Case(f"pad_{mode}", lambda d, mode=mode: S.Pad(
         d, mode=mode, pad_width=(0, 0, 0, 0, 1, 2, 2, 1), constant_value=1.5), IMG)
       for mode in ("constant", "edge", "reflect")],
+    # RNN (acc_host/onnx/export_rnn.py; more in tests/onnx/test_onnx_rnn_export.py)
+    Case("rnn_lstm_bidirectional_2",
+         lambda d: S.RNN(d, S.Variable("p"), S.Variable("s"), S.Variable("c"), mode="lstm",
+                         state_size=3, num_layers=2, bidirectional=True, state_outputs=True,
+                         name="r"), {"data": (4, 2, 3)}),
+    Case("rnn_gru", lambda d: S.RNN(d, S.Variable("p"), S.Variable("s"), mode="gru",
+                                    state_size=4, num_layers=1, state_outputs=True, name="r"),
+         {"data": (3, 2, 5)}),
+    Case("rnn_relu", lambda d: S.RNN(d, S.Variable("p"), S.Variable("s"), mode="rnn_relu",
+                                     state_size=2, num_layers=2, name="r"), {"data": (3, 1, 2)}),
+    Case("swapaxis", lambda d: S.SwapAxis(d, dim1=0, dim2=-1), X),
+    Case("rnn_param_concat", lambda a, b: S._rnn_param_concat(a, b, dim=0, num_args=2),
+         {"a": (3,), "b": (4,)}),
 ]
 
 ONE, TWO = {"data": (2, 3, 4)}, {"data": (2, 3, 4), "data1": (2, 3, 4)}

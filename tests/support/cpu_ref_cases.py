@@ -344,6 +344,21 @@ _FLOAT32: list[tuple[Any, ...]] = [
     ("broadcast_axes", {"axis": 1, "size": 5}, [(2, 1)]),
     ("broadcast_like", {}, [(1, 3), (2, 3)]),
     ("broadcast_like", {"lhs_axes": (0,), "rhs_axes": (1,)}, [(1, 3), (2, 5)]),
+    # RNN: data, the packed parameters, state[, state_cell][, sequence_length]
+    ("RNN", {"mode": "lstm", "state_size": 4, "num_layers": 1, "state_outputs": True},
+     [(5, 2, 3), (144,), (1, 2, 4), (1, 2, 4)]),
+    ("RNN", {"mode": "gru", "state_size": 3, "num_layers": 2, "bidirectional": True,
+             "state_outputs": True}, [(4, 2, 2), (324,), (4, 2, 3)]),
+    ("RNN", {"mode": "rnn_relu", "state_size": 5, "num_layers": 1}, [(3, 1, 3), (50,), (1, 1, 5)]),
+    ("RNN", {"mode": "rnn_tanh", "state_size": 3, "num_layers": 1, "bidirectional": True,
+             "use_sequence_length": True, "state_outputs": True},
+     [(5, 3, 2), (42,), (2, 3, 3), (3,)], ("float32", "float32", "float32", "int32")),
+    ("RNN", {"mode": "lstm", "state_size": 4, "num_layers": 2, "projection_size": 2,
+             "lstm_state_clip_min": -0.5, "lstm_state_clip_max": 0.5, "state_outputs": True},
+     [(3, 2, 3), (224,), (2, 2, 2), (2, 2, 4)]),
+    ("_rnn_param_concat", {"num_args": 2, "dim": 0}, [(6,), (4,)]),
+    ("SwapAxis", {"dim1": 0, "dim2": 1}, [(3, 2, 4)]),
+    ("swapaxes", {"dim1": -1, "dim2": 1}, [(2, 3, 4, 5)]),
 ]
 
 # Operators whose float16 variant needs more than every input in float16.

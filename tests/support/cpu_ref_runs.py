@@ -88,6 +88,8 @@ def case_inputs(case: Case, seed: int) -> list[np.ndarray]:
         data = shapes[0]
         axis = attrs.get("axis", 0) % len(data)
         arrays[1] = _indices(rng, case, data[axis], shapes[1], dtypes[1])
+    elif op == "RNN" and attrs.get("use_sequence_length"):
+        arrays[-1] = rng.integers(1, shapes[0][0] + 1, shapes[-1]).astype(dtypes[-1])
     elif op.startswith("_onnx_"):
         _onnx_inputs(case, rng, arrays, dtypes)
     elif op == "_equal" and dtypes[0] == np.int64:

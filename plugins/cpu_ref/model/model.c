@@ -100,6 +100,10 @@ void cr_model_free(cr_model *model) {
   }
   acc_free_head_names(model->graph, model->head_names);
   for (size_t s = 0; model->steps != NULL && s < model->num_steps; ++s) {
+    if (model->steps[s].rnn_packed != NULL) {
+      cr_rnn_packing_free(model->steps[s].rnn_packed);
+      free(model->steps[s].rnn_packed);
+    }
     cr_dense_plan *plan = model->steps[s].dense;
     if (plan == NULL) continue;
     free(plan->folded_w);
@@ -286,6 +290,9 @@ int run_steps(const cr_model *model, cr_tensor *entries, size_t begin, size_t en
     if (profile) timespec_get(&t0, TIME_UTC);
     if (step->dense != NULL) {
       status = run_dense(entries, step, num_threads);
+    } else if (step->rnn_packed != NULL) {
+      status = cr_rnn_run_packed(&step->params, inputs, &entries[step->outputs],
+                                 step->rnn_packed, num_threads);
     } else {
       status = step->op->impl->run(&step->params, inputs, step->num_inputs,
                                    &entries[step->outputs], num_threads);
@@ -357,6 +364,7 @@ int cr_model_create(const char *model_id, const char *json, const char *const *n
   if (status == MX_ACC_OK) status = plan_memory(model);
   if (status == MX_ACC_OK) status = plan_image_bytes(model);
   if (status == MX_ACC_OK) status = prepare_dense_steps(model);
+  if (status == MX_ACC_OK) status = prepare_rnn_steps(model);
   if (status != MX_ACC_OK) {
     cr_model_free(model);
     return status;
@@ -428,6 +436,7 @@ int cr_model_infer(cr_model *model, const char *const *in_names, const char *con
   int weights_given = 0;
   if (status == MX_ACC_OK) status = bind_inputs(model, in_names, in_data, num_in, &weights_given);
   if (status == MX_ACC_OK && weights_given) status = prepare_dense_steps(model);
+  if (status == MX_ACC_OK && weights_given) status = prepare_rnn_steps(model);
   if (status == MX_ACC_OK) {
     status = run_model(model, num_threads);
     for (int i = 0; i < num_out && status == MX_ACC_OK; ++i) {

@@ -54,6 +54,7 @@ struct cr_step {
   int fused_away;        /* folded into an earlier step's dense plan */
   int elided;            /* a Concat whose inputs are written in place into its output */
   cr_dense_plan *dense;  /* Convolution / FullyConnected run by model.c, or NULL */
+  cr_rnn_packing *rnn_packed; /* an RNN step's weights packed at load (rnn_steps.c), or NULL */
 };
 
 /* Per-entry facts the fusion pass needs. */
@@ -83,6 +84,10 @@ int plan_dense_steps(cr_model *model);
 int prepare_dense_steps(cr_model *model);
 int run_dense(const cr_tensor *entries, const cr_step *step, int num_threads);
 int step_all_float32(const cr_step *step);
+
+/* ---- rnn_steps.c ---- */
+
+int prepare_rnn_steps(cr_model *model);
 
 /* ---- memory_plan.c ---- */
 

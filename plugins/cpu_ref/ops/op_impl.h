@@ -202,6 +202,9 @@ extern const cr_op_impl cr_impl_upsampling;
 extern const cr_op_impl cr_impl_dropout;
 extern const cr_op_impl cr_impl_embedding;
 
+/* ops_rnn.c */
+extern const cr_op_impl cr_impl_rnn;
+
 /* ops_norm.c */
 extern const cr_op_impl cr_impl_activation;
 extern const cr_op_impl cr_impl_leaky_relu;

@@ -19,6 +19,7 @@
 
 #include "graph.h"
 #include "kernels.h"
+#include "rnn.h"
 
 /* Most inputs and visible outputs of one operator node (Concat's num_args,
  * SliceChannel's num_outputs); larger nodes are unsupported. */
@@ -226,6 +227,7 @@ typedef struct cr_params {
       int dtype; /* of the indices */
     } topk;
     cr_onnx_params onnx;
+    cr_rnn_params rnn; /* RNN (ops_rnn.c) */
   } u;
 } cr_params;
 
@@ -274,6 +276,12 @@ typedef struct cr_op {
   int variant; /* which member of impl's family: a kernel enum value */
   const cr_op_impl *impl;
 } cr_op;
+
+/* Runs a float32 RNN node (ops_rnn.c) with its weights already packed for
+ * the fast kernel: a loaded model's steps pack them once, when the weights
+ * are loaded (model/rnn_steps.c). */
+int cr_rnn_run_packed(const cr_params *params, const cr_tensor *inputs, const cr_tensor *outputs,
+                      const cr_rnn_packing *packed, int num_threads);
 
 /* 1 unless this build leaves op out (see CPU_REF_ONLY_OPS in ops.c). */
 int cr_op_enabled(const cr_op *op);

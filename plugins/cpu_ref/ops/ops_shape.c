@@ -291,8 +291,27 @@ static int squeeze_infer(const cr_params *params, const acc_shape *in, int num_i
 
 /* ---- transpose --------------------------------------------------------- */
 
+/* Variant 1 is SwapAxis: attributes dim1 and dim2 (default 0), kept as
+ * the two entries of u.axes; the permutation swaps them. */
+static int swap_axis_parse(const char *const *keys, const char *const *vals, size_t count,
+                           cr_params *params) {
+  params->u.axes.given = 1;
+  params->u.axes.count = 2;
+  params->u.axes.values[0] = params->u.axes.values[1] = 0;
+  for (size_t i = 0; i < count; ++i) {
+    int which = strcmp(keys[i], "dim1") == 0 ? 0 : strcmp(keys[i], "dim2") == 0 ? 1 : -1;
+    if (which < 0) return cr_unknown_attr(keys[i]);
+    int axis = 0;
+    int status = cr_parse_axis(keys[i], vals[i], &axis);
+    if (status != MX_ACC_OK) return status;
+    params->u.axes.values[which] = axis;
+  }
+  return MX_ACC_OK;
+}
+
 static int transpose_parse(const char *const *keys, const char *const *vals, size_t count,
                            cr_params *params) {
+  if (params->variant == 1) return swap_axis_parse(keys, vals, count, params);
   for (size_t i = 0; i < count; ++i) {
     if (strcmp(keys[i], "axes") != 0) return cr_unknown_attr(keys[i]);
     int status = cr_parse_axes(keys[i], vals[i], &params->u.axes);
@@ -310,6 +329,17 @@ static int transpose_axes(const cr_params *params, const acc_shape *in, int from
   const cr_axes *axes = &params->u.axes;
   int ndim = in->ndim;
   if (ndim > 6) return cr_shape_error("transpose supports at most 6 dimensions, not %s", in);
+  if (params->variant == 1) {
+    int first = 0, second = 0;
+    if (cr_resolve_axis(axes->values[0], ndim, &first) != MX_ACC_OK ||
+        cr_resolve_axis(axes->values[1], ndim, &second) != MX_ACC_OK) {
+      return cr_shape_error("SwapAxis: dim1 or dim2 is not an axis of %s", in);
+    }
+    for (int d = 0; d < ndim; ++d) from[d] = d;
+    from[first] = second;
+    from[second] = first;
+    return MX_ACC_OK;
+  }
   if (axes->count == 0) {
     for (int d = 0; d < ndim; ++d) from[d] = ndim - 1 - d;
     return MX_ACC_OK;

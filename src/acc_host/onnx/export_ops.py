@@ -35,7 +35,7 @@ def exports(*names: str) -> Callable[[Exporter], Exporter]:
 
 def _load_all() -> None:
     # Here, not at the top: the exporter modules import this one to register.
-    from . import export_nn, export_tensor  # noqa: F401
+    from . import export_nn, export_rnn, export_tensor  # noqa: F401
 
 
 def canonical(op_name: str) -> str:

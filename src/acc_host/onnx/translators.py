@@ -1295,3 +1295,7 @@ def _topk(cx, node, attrs, inputs, opset):
     result = cx.op("_onnx_topk", cx.sym(inputs[0]), k=k, axis=attrs.get("axis", -1),
                    largest=bool(attrs.get("largest", 1)), sorted=bool(attrs.get("sorted", 1)))
     return [result[0], result[1]]
+
+
+# RNN, LSTM and GRU live in their own module, which registers them here.
+from . import translate_rnn  # noqa: E402,F401

@@ -1,6 +1,7 @@
 """Operators of MXNet 1.9's legacy namespace that NDArray's fluent methods
 need and the registry lacks: one_hot, sort, argsort, pick, reverse (flip),
-norm, swapaxes, reshape_like, shape_array and size_array.
+norm, reshape_like, shape_array and size_array (swapaxes, which
+gluon's NTC layers put in graphs, is the registry's SwapAxis).
 
 They are defined like registered operators (OpDef: attributes, shape and
 type inference, a numpy compute) but kept out of the registry, which lists
@@ -179,7 +180,7 @@ register(OpDef(
 ))
 
 
-# ---- reverse (flip), swapaxes ---------------------------------------------------------------
+# ---- reverse (flip) ---------------------------------------------------------------
 
 
 def _same(op: str):  # type: ignore[no-untyped-def]
@@ -201,30 +202,6 @@ def _reverse(attrs: Attrs, inputs: Arrays) -> Arrays:
 register(OpDef(name="reverse", aliases=("flip",), params=(Param("axis", parse_tuple),),
                compute=_reverse, infer_shape=_same("reverse"),
                doc="The elements in reverse order along each axis given."))
-
-
-def _swap_layout(attrs: Attrs, shape: Shape) -> tuple[int, int, Shape]:
-    first = normalize_axis("swapaxes", attrs.dim1, len(shape))
-    second = normalize_axis("swapaxes", attrs.dim2, len(shape))
-    out = list(shape)
-    out[first], out[second] = out[second], out[first]
-    return first, second, tuple(out)
-
-
-def _swapaxes_infer(attrs: Attrs, shapes: Shapes) -> tuple[list[Shape], list[Shape]]:
-    shape = require_known("swapaxes", shapes, 0, "data")
-    return [shape], [_swap_layout(attrs, shape)[2]]
-
-
-def _swapaxes(attrs: Attrs, inputs: Arrays) -> Arrays:
-    first, second, _ = _swap_layout(attrs, inputs[0].shape)
-    return [np.ascontiguousarray(np.swapaxes(inputs[0], first, second))]
-
-
-register(OpDef(name="swapaxes", aliases=("SwapAxis",),
-               params=(Param("dim1", parse_int, 0), Param("dim2", parse_int, 0)),
-               compute=_swapaxes, infer_shape=_swapaxes_infer,
-               doc="The input with axes dim1 and dim2 exchanged."))
 
 
 # ---- norm ---------------------------------------------------------------------------------
