@@ -36,9 +36,11 @@ from ..errors import (
     TensorError,
 )
 from ..graph import Graph
+from ..graph.control_flow import ControlFlowOp
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
+from .control_flow import BodyExecutors
 from .direct_run import DirectRun
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
@@ -120,6 +122,8 @@ class Executor(ExecutorMethods):
         self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
         self._runner = Runner(self, graph, self.plan, steps, arg_dict, aux_dict, self.outputs)
+        if self.partition is not None and any(isinstance(op, ControlFlowOp) for op in graph.ops):
+            self._runner.bodies = BodyExecutors(ctx, Executor)  # each body partitioned too
         # The runner's steps, and its bound steps by node (see runner.Runner).
         self._steps = self._runner.steps
         self._bound_steps = self._runner.bound_steps
