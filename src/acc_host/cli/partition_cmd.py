@@ -105,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
         partition = exe.partition
         explanation = partition.explain(refiner(ctx.library, partition),
                                         ctx.library.supports_imperative)
+        from ..runtime.control_flow import with_bodies  # the bodies' placement, under their node
+
+        explanation = with_bodies(exe, explanation)
         text = _render(args.format, model, partition, explanation)
     finally:
         exe.close()

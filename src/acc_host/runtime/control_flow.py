@@ -9,12 +9,18 @@ each body run it hands the body's inputs to :class:`BodyExecutors`, which
 keeps one body executor per (node, body, input shapes and dtypes) and runs
 its plan inline, inside the control-flow node's own engine operation: CPU
 steps with the host's operators, subgraph steps as one ``infer`` each
-(``SubgraphOperator.forward``). Every body input is data (passed on every
-iteration); nothing is written into the body executor's bound arrays.
+(``SubgraphOperator.forward``). The inputs that change from one iteration
+to the next (a data slice, a loop-carried value, the iteration number) are
+the body executor's data, passed on every run; the inputs the loop only
+reads (an RNN cell's weights, outer values) are its weights, written into
+its bound arrays when they changed since the node's last run (once per
+node run at most), so a plugin that compiles weights into its model
+(mlu_sim) takes them at loadModel, as in any executor.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,10 +33,12 @@ from ..graph import Graph
 from ..graph.control_flow import BodyRunner, ControlFlowOp, body_inputs
 from ..graph.symbol_json import MXNET_VERSION, write_graph
 from ..ndarray import NDArray
+from ..ops.control_flow import BODIES
+from ..partition.explain import Explanation
 from ..ndarray import array as nd_array
 from .subgraph import AccFallbackWarning, to_host
 
-__all__ = ["BodyExecutors", "BodySymbol", "body_executors_of"]
+__all__ = ["BodyExecutors", "BodySymbol", "body_executors_of", "with_bodies"]
 
 #: The most body executors (shapes) one control-flow node keeps.
 MAX_BODY_SHAPES = 16
@@ -76,15 +84,32 @@ class _BodyRun:
     """One bound body: its executor (for partition, plan and subgraph
     operators) and the inline run of its plan."""
 
-    def __init__(self, executor: Any, graph: Graph) -> None:
+    def __init__(self, executor: Any, graph: Graph, invariant: Sequence[bool]) -> None:
         self.executor = executor
         self.graph = graph
         self.inputs = [graph.entry_start[k] for k in body_inputs(graph)]
+        self.names = [graph.nodes[k].name for k in body_inputs(graph)]
+        self.invariant = list(invariant)
         self.heads = [graph.entry(node, output) for node, output in graph.heads]
         self.runs = 0
+        self._seen: dict[str, np.ndarray] = {}
+
+    def refresh(self, values: Sequence[np.ndarray]) -> None:
+        """Writes the loop-invariant inputs (the body's weights) that changed
+        since they were last written into the bound arrays."""
+        bound = {**self.executor.arg_dict, **self.executor.aux_dict}
+        for name, value, invariant in zip(self.names, values, self.invariant):
+            if not invariant:
+                continue
+            seen = self._seen.get(name)
+            if seen is None or seen.shape != value.shape or not np.array_equal(seen, value):
+                bound[name]._write(value)
+                self._seen[name] = np.array(value, copy=True)
 
     def run(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
         runner = self.executor._runner
+        # Every input, the weights too: a CPU step may read them (a
+        # subgraph reads its weights from the bound arrays).
         entries: dict[int, Any] = dict(zip(self.inputs, values))
         bound = {**self.executor.arg_dict, **self.executor.aux_dict}
         for step in runner.steps:
@@ -120,12 +145,19 @@ class BodyExecutors:
         self._bodies: dict[tuple, _BodyRun] = {}
 
     def runner(self, node: int, op: ControlFlowOp) -> BodyRunner:
+        """The body runner of one run of node (its weights refreshed at
+        each body's first run in it)."""
+        refreshed: set[tuple] = set()
+
         def run(index: int, values: list[np.ndarray]) -> list[np.ndarray]:
             arrays = [np.ascontiguousarray(value) for value in values]
             key = (node, index, tuple((array.shape, array.dtype.str) for array in arrays))
             body = self._bodies.get(key)
             if body is None:
                 body = self._bind(node, index, op, arrays, key)
+            if key not in refreshed:
+                body.refresh(arrays)
+                refreshed.add(key)
             return body.run(arrays)
         return run
 
@@ -141,10 +173,35 @@ class BodyExecutors:
         arguments, aux = symbol.list_arguments(), symbol.list_auxiliary_states()
         arg_dict = {name: _array(arrays_by_name[name], self.ctx) for name in arguments}
         aux_dict = {name: _array(arrays_by_name[name], self.ctx) for name in aux}
-        executor = self._executor_type(symbol, self.ctx, arg_dict, aux_dict,
-                                       data_names=list(arguments))
-        body = self._bodies[key] = _BodyRun(executor, graph)
+        invariant = [source[0] == "in" for source in op.sources[index]]
+        data = [name for name, fixed in zip(names, invariant) if not fixed and name in arg_dict]
+        executor = self._executor_type(symbol, self.ctx, arg_dict, aux_dict, data_names=data)
+        body = self._bodies[key] = _BodyRun(executor, graph, invariant)
         return body
+
+    def prepare(self, graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any]) -> None:
+        """Binds every body of graph's control-flow nodes now, from the
+        shapes and dtypes bind inferred (partitioned, nothing compiled yet),
+        so that a body's placement is known before the first forward."""
+        for k, op in enumerate(graph.ops):
+            if not isinstance(op, ControlFlowOp):
+                continue
+            entries = graph.input_entries(k)
+            for index in range(len(op.bodies)):
+                arrays = []
+                for source in op.sources[index]:
+                    if source[0] == "iter":
+                        arrays.append(np.zeros((), np.int64))
+                    elif source[0] == "cond":
+                        arrays.append(np.zeros((), np.bool_))
+                    else:
+                        entry = entries[source[-1] if source[0] != "slice" else source[1]]
+                        shape = tuple(shapes[entry])
+                        arrays.append(np.zeros(shape[1:] if source[0] == "slice" else shape,
+                                               dtypes[entry]))
+                key = (k, index, tuple((array.shape, array.dtype.str) for array in arrays))
+                if key not in self._bodies:
+                    self._bind(k, index, op, arrays, key)
 
     def placement(self, node: int) -> list[tuple[int, Any]]:
         """(body index, body executor) of node's bound bodies."""
@@ -165,3 +222,25 @@ def _array(value: np.ndarray, ctx: Context) -> NDArray:
 def body_executors_of(executor: Any) -> BodyExecutors | None:
     """The body executors of an executor (None when it has none)."""
     return getattr(executor._runner, "bodies", None)
+
+
+def with_bodies(executor: Any, explanation: Explanation) -> Explanation:
+    """explanation (of executor's partition) with the placement of every
+    control-flow body, nested bodies inside theirs."""
+    bodies = body_executors_of(executor)
+    if bodies is None:
+        return explanation
+    items = []
+    for (node, index, _), body in bodies._bodies.items():
+        partition = body.executor.partition
+        if partition is None:
+            continue
+        op = executor._graph.ops[node]
+        inner = with_bodies(body.executor, partition.explain(None, explanation.device_memory))
+        items.append((node, f"{index} ({BODIES[op.name][index]})", inner))
+    nodes = tuple(dataclasses.replace(
+        item, kind="control_flow", reason="the host runs the control flow; each body is "
+        "partitioned on its own (below)") if isinstance(executor._graph.ops[item.node],
+                                                        ControlFlowOp) else item
+        for item in explanation.nodes)
+    return dataclasses.replace(explanation, nodes=nodes, bodies=tuple(items))

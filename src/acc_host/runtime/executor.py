@@ -124,6 +124,7 @@ class Executor(ExecutorMethods):
         self._runner = Runner(self, graph, self.plan, steps, arg_dict, aux_dict, self.outputs)
         if self.partition is not None and any(isinstance(op, ControlFlowOp) for op in graph.ops):
             self._runner.bodies = BodyExecutors(ctx, Executor)  # each body partitioned too
+            self._runner.bodies.prepare(graph, shapes, dtypes)
         # The runner's steps, and its bound steps by node (see runner.Runner).
         self._steps = self._runner.steps
         self._bound_steps = self._runner.bound_steps
