@@ -33,9 +33,9 @@ from ..graph import Graph
 from ..graph.control_flow import BodyRunner, ControlFlowOp, body_inputs
 from ..graph.symbol_json import MXNET_VERSION, write_graph
 from ..ndarray import NDArray
+from ..ndarray import array as nd_array
 from ..ops.control_flow import BODIES
 from ..partition.explain import Explanation
-from ..ndarray import array as nd_array
 from .subgraph import AccFallbackWarning, to_host
 
 __all__ = ["BodyExecutors", "BodySymbol", "body_executors_of", "with_bodies"]
