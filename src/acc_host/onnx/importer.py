@@ -386,7 +386,9 @@ def _bind_outputs(cx: Context, node: Any, results: list) -> None:
         if isinstance(value, np.ndarray):
             cx.consts[name] = value
             cx.folded_bytes += value.nbytes
-        elif foldable:
+        elif foldable and all(arg in cx.consts for arg in value.list_arguments()):
+            # (a control-flow node's bodies may read values that are not
+            # among its inputs, and not constant)
             cx.consts[name] = _evaluate(value, cx)
             cx.folded_bytes += cx.consts[name].nbytes
         else:

@@ -1187,3 +1187,7 @@ def _topk(cx, node, attrs, inputs, opset):
     result = cx.op("_onnx_topk", cx.sym(inputs[0]), k=k, axis=attrs.get("axis", -1),
                    largest=bool(attrs.get("largest", 1)), sorted=bool(attrs.get("sorted", 1)))
     return [result[0], result[1]]
+
+
+# If, Loop and Scan (their bodies are graphs): a module of their own, registered here.
+from . import translate_control  # noqa: E402, F401
