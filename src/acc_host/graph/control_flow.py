@@ -29,7 +29,7 @@ from ..ops.registry import OpDef, ShapeUnknownError
 from .symbol_json import Node
 
 __all__ = ["ControlFlowOp", "BodyRunner", "bind_bodies", "body_inputs", "evaluate",
-           "MAX_LOOP_ITERATIONS"]
+           "dynamic_entries", "MAX_LOOP_ITERATIONS"]
 
 #: A body run: (body index, its inputs in body-input order) -> its outputs.
 BodyRunner = Callable[[int, list[np.ndarray]], list[np.ndarray]]
@@ -329,6 +329,21 @@ def _infer_body(body: Any, given: list[Any], what: str, where: str,
         raise type(error)(f"{where}, body {index}: {error}") from None
     return ([values[body.entry_start[k]] for k in variables],
             [values[body.entry(node, output)] for node, output in body.heads])
+
+
+def dynamic_entries(graph: Any) -> set[int]:
+    """The entries of graph whose length a loop decides at run time (ONNX
+    Loop's scan outputs), and those computed from them: their shapes are
+    known only after the loop ran."""
+    dynamic: set[int] = set()
+    for k, op in enumerate(graph.ops):
+        if op is None:
+            continue
+        if any(entry in dynamic for entry in graph.input_entries(k)):
+            dynamic.update(graph.output_entries(k))
+        elif isinstance(op, ControlFlowOp):
+            dynamic.update(graph.entry_start[k] + output for output in op.dynamic_outputs)
+    return dynamic
 
 
 def evaluate(body: Any, inputs: Sequence[Any]) -> list[np.ndarray]:

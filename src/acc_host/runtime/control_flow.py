@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from ..context import Context
-from ..errors import PluginUnsupportedError
+from ..abi.tensor import contiguous, dtype_code
+from ..context import Context, cpu
+from ..errors import PluginUnsupportedError, TensorError
 from ..graph import Graph
 from ..graph.control_flow import BodyRunner, ControlFlowOp, body_inputs
 from ..graph.symbol_json import MXNET_VERSION, write_graph
-from ..ndarray import NDArray
+from ..ndarray import NDArray, zeros
 from ..ndarray import array as nd_array
 from ..ops.control_flow import BODIES
 from ..partition.explain import Explanation
@@ -93,25 +94,33 @@ class _BodyRun:
         self.heads = [graph.entry(node, output) for node, output in graph.heads]
         self.runs = 0
         self._seen: dict[str, np.ndarray] = {}
+        # The weights' values as the subgraphs take them (host arrays).
+        self.weights: dict[str, NDArray] = {}
 
     def refresh(self, values: Sequence[np.ndarray]) -> None:
-        """Writes the loop-invariant inputs (the body's weights) that changed
-        since they were last written into the bound arrays."""
-        bound = {**self.executor.arg_dict, **self.executor.aux_dict}
+        """Takes the loop-invariant inputs (the body's weights) of a node
+        run: a weight that changed since the last one makes the body's
+        subgraphs load again (with it) at their next run."""
+        changed = False
         for name, value, invariant in zip(self.names, values, self.invariant):
             if not invariant:
                 continue
             seen = self._seen.get(name)
             if seen is None or seen.shape != value.shape or not np.array_equal(seen, value):
-                bound[name]._write(value)
+                changed = changed or seen is not None
                 self._seen[name] = np.array(value, copy=True)
+                self.weights[name] = NDArray(self._seen[name], cpu())
+        if changed:
+            for operator in self.executor._runner.subgraphs:
+                if operator.model is not None:
+                    operator.close()
 
     def run(self, values: Sequence[np.ndarray]) -> list[np.ndarray]:
         runner = self.executor._runner
         # Every input, the weights too: a CPU step may read them (a
         # subgraph reads its weights from the bound arrays).
         entries: dict[int, Any] = dict(zip(self.inputs, values))
-        bound = {**self.executor.arg_dict, **self.executor.aux_dict}
+        bound = {**self.executor.arg_dict, **self.executor.aux_dict, **self.weights}
         for step in runner.steps:
             operator = step.subgraph
             if operator is None:
@@ -129,7 +138,10 @@ class _BodyRun:
                                   f"runs on the CPU: {error}", AccFallbackWarning, stacklevel=2)
                     runner.run_on_cpu(operator.spec.nodes, entries)
         self.runs += 1
-        return [np.array(to_host(entries[entry]), copy=True) for entry in self.heads]
+        shapes = self.executor._shapes
+        # As inferred: a plugin may hand a 0-d value back as shape (1,).
+        return [np.array(to_host(entries[entry]), copy=True).reshape(shapes[entry])
+                for entry in self.heads]
 
     def close(self) -> None:
         self.executor.close()
@@ -143,6 +155,7 @@ class BodyExecutors:
         self.ctx = ctx
         self._executor_type = executor_type
         self._bodies: dict[tuple, _BodyRun] = {}
+        self._weights: dict[int, frozenset[int]] = {}  # see prepare
 
     def runner(self, node: int, op: ControlFlowOp) -> BodyRunner:
         """The body runner of one run of node (its weights refreshed at
@@ -150,7 +163,7 @@ class BodyExecutors:
         refreshed: set[tuple] = set()
 
         def run(index: int, values: list[np.ndarray]) -> list[np.ndarray]:
-            arrays = [np.ascontiguousarray(value) for value in values]
+            arrays = [contiguous(np.asarray(value)) for value in values]
             key = (node, index, tuple((array.shape, array.dtype.str) for array in arrays))
             body = self._bodies.get(key)
             if body is None:
@@ -173,20 +186,28 @@ class BodyExecutors:
         arguments, aux = symbol.list_arguments(), symbol.list_auxiliary_states()
         arg_dict = {name: _array(arrays_by_name[name], self.ctx) for name in arguments}
         aux_dict = {name: _array(arrays_by_name[name], self.ctx) for name in aux}
-        invariant = [source[0] == "in" for source in op.sources[index]]
+        weights = self._weights.get(node, frozenset())
+        invariant = [source[0] == "in" and source[1] in weights and _has_dtype(array.dtype)
+                     for source, array in zip(op.sources[index], arrays)]
         data = [name for name, fixed in zip(names, invariant) if not fixed and name in arg_dict]
         executor = self._executor_type(symbol, self.ctx, arg_dict, aux_dict, data_names=data)
         body = self._bodies[key] = _BodyRun(executor, graph, invariant)
         return body
 
-    def prepare(self, graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any]) -> None:
+    def prepare(self, graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any],
+                weights: frozenset[str]) -> None:
         """Binds every body of graph's control-flow nodes now, from the
         shapes and dtypes bind inferred (partitioned, nothing compiled yet),
-        so that a body's placement is known before the first forward."""
+        so that a body's placement is known before the first forward.
+        weights: the graph's variables that are weights; a body input taken
+        from one is the body's weight too."""
         for k, op in enumerate(graph.ops):
             if not isinstance(op, ControlFlowOp):
                 continue
             entries = graph.input_entries(k)
+            self._weights[k] = frozenset(
+                position for position, (producer, _, _) in enumerate(graph.nodes[k].inputs)
+                if producer.is_variable and producer.name in weights)
             for index in range(len(op.bodies)):
                 arrays = []
                 for source in op.sources[index]:
@@ -213,9 +234,24 @@ class BodyExecutors:
         self._bodies.clear()
 
 
+def _has_dtype(dtype: Any) -> bool:
+    try:
+        dtype_code(dtype)
+    except TensorError:
+        return False
+    return True
+
+
 def _array(value: np.ndarray, ctx: Context) -> NDArray:
     """A bound array of a body input: its first value (the arguments are
-    data, passed on every run; auxiliary states keep this value)."""
+    data, passed on every run; auxiliary states keep this value), in host
+    memory when the ABI has no dtype for it (a bool condition)."""
+    try:
+        dtype_code(value.dtype)
+    except TensorError:
+        array = zeros(value.shape, cpu(), value.dtype)
+        array[...] = value
+        return array
     return nd_array(value, ctx, value.dtype)
 
 

@@ -36,7 +36,7 @@ from ..errors import (
     TensorError,
 )
 from ..graph import Graph
-from ..graph.control_flow import ControlFlowOp
+from ..graph.control_flow import ControlFlowOp, dynamic_entries
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
@@ -124,7 +124,8 @@ class Executor(ExecutorMethods):
         self._runner = Runner(self, graph, self.plan, steps, arg_dict, aux_dict, self.outputs)
         if self.partition is not None and any(isinstance(op, ControlFlowOp) for op in graph.ops):
             self._runner.bodies = BodyExecutors(ctx, Executor)  # each body partitioned too
-            self._runner.bodies.prepare(graph, shapes, dtypes)
+            self._runner.bodies.prepare(graph, shapes, dtypes, frozenset(
+                set(arg_dict) - set(self.data_names)) | frozenset(aux_dict))
         # The runner's steps, and its bound steps by node (see runner.Runner).
         self._steps = self._runner.steps
         self._bound_steps = self._runner.bound_steps
@@ -236,6 +237,11 @@ class Executor(ExecutorMethods):
         devices = sorted({context.device_id for context in contexts})
         weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
         supported = {dev_id: self._supported_ops(library, dev_id, weights) for dev_id in devices}
+        dynamic = dynamic_entries(graph)
+        if dynamic:  # shapes a loop decides at run time stay on the host
+            supported = {dev_id: [k for k in ids if not any(
+                entry in dynamic for entry in (*graph.input_entries(k), *graph.output_entries(k)))]
+                for dev_id, ids in supported.items()}
         placement = {k: context.device_id if context.is_accelerator else None
                      for k, context in self._node_ctx.items()}
         costs = {dev_id: costs_of(library, dev_id) for dev_id in devices}

@@ -30,7 +30,7 @@ from ..abi.tensor import contiguous
 from ..context import Context, cpu
 from ..errors import GraphError, OperatorError, PluginUnsupportedError, ShapeError, TensorError
 from ..graph import Graph
-from ..graph.control_flow import ControlFlowOp
+from ..graph.control_flow import ControlFlowOp, dynamic_entries
 from ..ndarray import NDArray
 from ..ops.params import Attrs
 from ..ops.registry import OpDef
@@ -162,20 +162,6 @@ def _targets(operator: SubgraphOperator, outputs: Sequence[tuple[NDArray, int]]
     return targets
 
 
-def _dynamic_entries(graph: Graph) -> set[int]:
-    """The entries whose length a loop decides at run time (ONNX Loop's
-    scan outputs), and those computed from them."""
-    dynamic: set[int] = set()
-    for k, op in enumerate(graph.ops):
-        if op is None:
-            continue
-        if any(entry in dynamic for entry in graph.input_entries(k)):
-            dynamic.update(_node_entries(graph, k))
-        elif isinstance(op, ControlFlowOp):
-            dynamic.update(graph.entry_start[k] + output for output in op.dynamic_outputs)
-    return dynamic
-
-
 def _write_sized(output: NDArray, value: np.ndarray) -> None:
     """Inside a step: an output whose length a loop decided (ONNX Loop's
     scan outputs) takes value, in new host memory when its length differs
@@ -252,7 +238,7 @@ class Runner:
         # executor; acc_host.runtime.control_flow), and the entries whose
         # length a loop decides at run time (their outputs are replaced).
         self.bodies: Any = None
-        self._dynamic = _dynamic_entries(graph)
+        self._dynamic = dynamic_entries(graph)
 
     def _step_push(self, index: int, step: Step) -> _Push:
         bound = self._bound
