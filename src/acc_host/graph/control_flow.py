@@ -273,6 +273,7 @@ class ControlFlowOp(OpDef):
 
     def _outputs_from(self, attrs: Attrs, in_values: list[Any], outs: list[list[Any]],
                       shaped: bool) -> list[Any]:
+        self._check_carried_specs(attrs, in_values, outs[-1], shaped)
         if self.name == "_cond":
             then, other = outs[1], outs[2]
             if len(then) != len(other):
@@ -301,6 +302,22 @@ class ControlFlowOp(OpDef):
         # (0 here; the runner takes the length the loop produced).
         scans = [(0, *value) if shaped else value for value in body[1 + count:]]
         return list(body[1:1 + count]) + scans
+
+    def _check_carried_specs(self, attrs: Attrs, in_values: list[Any], body: list[Any],
+                             shaped: bool) -> None:
+        """A loop-carried value keeps its shape and dtype across iterations."""
+        if self.name == "_cond":
+            return
+        first = {"_foreach": attrs.num_out_data, "_while_loop": attrs.num_out_data,
+                 "_loop": 1}[self.name]
+        carried = sorted({source[1]: source[2] for sources in self.sources
+                          for source in sources if source[0] == "var"}.items())
+        for s, position in carried:
+            before, after = in_values[position], body[first + s]
+            if before is not None and after is not None and before != after:
+                what = "shape" if shaped else "dtype"
+                raise ShapeError(f"{self._where()}: loop-carried value {s} has {what} {before} "
+                                 f"but its body makes it {after}")
 
     @property
     def dynamic_outputs(self) -> tuple[int, ...]:
