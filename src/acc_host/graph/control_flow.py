@@ -308,8 +308,7 @@ class ControlFlowOp(OpDef):
         """A loop-carried value keeps its shape and dtype across iterations."""
         if self.name == "_cond":
             return
-        first = {"_foreach": attrs.num_out_data, "_while_loop": attrs.num_out_data,
-                 "_loop": 1}[self.name]
+        first = 1 if self.name == "_loop" else attrs.num_out_data
         carried = sorted({source[1]: source[2] for sources in self.sources
                           for source in sources if source[0] == "var"}.items())
         for s, position in carried:
