@@ -66,18 +66,26 @@ def body_context(parent: Any, graph: Any) -> Any:
             self._count = 0
 
         def knows(self, name: str) -> bool:
-            return name in self.symbols or name in self.consts or (
-                isinstance(self.parent, BodyContext) and self.parent.knows(name))  # type: ignore[attr-defined]
+            """Whether name is a value of this body or of a graph around it."""
+            if name in self.symbols or name in self.consts:
+                return True
+            if isinstance(self.parent, BodyContext):
+                return bool(self.parent.knows(name))  # type: ignore[attr-defined]
+            return name in self.parent.symbols
 
         def sym(self, name: str) -> Any:
             if name in self.symbols or name in self.consts:
                 return super().sym(name)
-            if name in self.parent.symbols or (isinstance(self.parent, BodyContext)
-                                               and self.parent.knows(name)):
+            if self.knows_outside(name):
                 self.symbols[name] = sym_mod.Variable(name)
                 self.outer.append(name)
                 return self.symbols[name]
             raise Unsupported(f"input {name!r} is produced by no node")
+
+        def knows_outside(self, name: str) -> bool:
+            if isinstance(self.parent, BodyContext):
+                return bool(self.parent.knows(name))  # type: ignore[attr-defined]
+            return name in self.parent.symbols
 
         def name(self, hint: str) -> str:
             self._count += 1
@@ -299,7 +307,7 @@ def _scan(cx, node, attrs, inputs, opset):
     data = []
     for name, axis, direction in zip(scanned, in_axes, in_dirs):
         value = _move_axis(cx, cx.sym(name), axis, _rank(cx, name), True)
-        data.append(cx.op("reverse", value, axis=(0,)) if direction else value)
+        data.append(_reversed(cx, value) if direction else value)
     results = _foreach(cx, graph, [cx.sym(name) for name in states], data)
     scans = len(graph.output) - len(states)
     out_axes = _axes(attrs, "scan_output_axes", scans)
@@ -309,13 +317,20 @@ def _scan(cx, node, attrs, inputs, opset):
     for k in range(scans):
         value = results[k]
         if out_dirs[k]:
-            value = cx.op("reverse", value, axis=(0,))
+            value = _reversed(cx, value)
         rank = None
         if out_axes[k]:
-            shape = cx.shape(graph.output[len(states) + k].name)
+            from .importer import _tensor_type
+
+            shape = _tensor_type(graph.output[len(states) + k])[0]
             rank = None if shape is None else len(shape) + 1
         outputs.append(_move_axis(cx, value, out_axes[k], rank, False))
     return final + outputs
+
+
+def _reversed(cx: Any, symbol: Any) -> Any:
+    """symbol with axis 0 in reverse order."""
+    return cx.op("slice", symbol, begin=(None,), end=(None,), step=(-1,))
 
 
 def _foreach(cx: Any, graph: Any, states: Sequence[Any], data: Sequence[Any],
