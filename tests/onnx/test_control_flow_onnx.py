@@ -159,9 +159,9 @@ def test_loop_with_only_a_condition_and_only_a_trip_count() -> None:
     model = _model([helper.make_node("Loop", ["", "c", "x"], ["y", "rows"], body=body)],
                    [_value("c", TensorProto.BOOL, []), _value("x", shape=[3]),
                     _value("limit", shape=[])], [_value("y"), _value("rows")])
-    cases = [[np.array(True), np.array([0.5, 1.0, 0.25], np.float32), np.array(l, np.float32)]
-             for l in (1.0, 20.0, 200.0)] + [[np.array(False), np.ones(3, np.float32),
-                                             np.array(9.0, np.float32)]]
+    cases = [[np.array(True), np.array([0.5, 1.0, 0.25], np.float32),
+              np.array(limit, np.float32)] for limit in (1.0, 20.0, 200.0)]
+    cases.append([np.array(False), np.ones(3, np.float32), np.array(9.0, np.float32)])
     for accelerator in CONTEXTS:
         _check(model, cases, accelerator)
     # only a trip count: the iteration number feeds the body
