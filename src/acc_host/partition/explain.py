@@ -163,7 +163,8 @@ class Explanation:
         subgraphs = len({item.subgraph for item in self.nodes if item.subgraph is not None})
         lines = [f"body {label}: {offloaded}/{len(self.nodes)} operators on {self.accelerator} "
                  f"in {subgraphs} subgraph(s), compiled once, run every iteration"]
-        text = self.format_text().splitlines()[1:]
+        text = [line.replace("  per forward: ", "  per body run: ", 1)
+                for line in self.format_text().splitlines()[1:]]
         return lines + text
 
     def _format_boundaries(self) -> list[str]:
