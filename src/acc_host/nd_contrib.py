@@ -75,7 +75,7 @@ def foreach(body: Callable[[Any, Any], tuple[Any, Any]], data: Any,
     if len(lengths) != 1 or None in lengths:
         raise ShapeError(f"foreach: the data arrays must share their first extent, got "
                          f"{[array.shape for array in flat_data]}")
-    length = lengths.pop()
+    length = int(lengths.pop() or 0)
     states: Any = _regroup(list(flat_states), state_fmt)[0]
     rows: list[list[NDArray]] = []
     out_fmt: Any = None

@@ -28,6 +28,8 @@ from .symbol import Symbol
 __all__ = ["foreach", "while_loop", "cond"]
 
 _SUBGRAPH = "__subgraph_name__"
+# MXNet's subgraph-name counters (AttrScope._subgraph_names), one per name
+# for the process, as MXNet's; setdefault and next() on a count are atomic.
 _subgraph_counters: dict[str, itertools.count[int]] = {}
 
 
@@ -268,7 +270,8 @@ def while_loop(cond: Callable[..., Symbol], func: Callable[..., tuple[Any, Any]]
                 result = function(*fresh)
                 if not isinstance(result, Symbol):
                     raise GraphError("while_loop: the return of cond must be a Symbol")
-                outputs, states, out_fmt = [result], [], 0
+                outputs, out_fmt = [result], 0
+                states: list[Symbol] = []
             else:
                 step, new_vars = function(*fresh)
                 step = [] if step is None else list(step) if isinstance(step, tuple) else step

@@ -133,7 +133,7 @@ class ControlFlowOp(OpDef):
         if len(lengths) != 1 or None in lengths:
             raise ShapeError(f"{self._where()}: the data inputs must share their first "
                              f"extent, got shapes {[np.shape(array) for array in data]}")
-        length = lengths.pop()
+        length = int(lengths.pop() or 0)
         carried = [inputs[k] for k in self._state_inputs(attrs)]
         produced: list[list[np.ndarray]] = [[] for _ in range(attrs.num_out_data)]
         for t in range(length):

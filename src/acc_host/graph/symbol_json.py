@@ -112,8 +112,8 @@ def _attrs(raw: Mapping[str, Any], where: str) -> dict[str, str]:
     return merged
 
 
-def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry],
-                                                           dict[str, Any]]:
+def parse_graph(source: str | Mapping[str, Any], *, depth: int = 0
+                ) -> tuple[list[Node], list[Entry], dict[str, Any]]:
     """(nodes in file order, heads, graph attrs) of a symbol JSON text or dict.
 
     Checks what a malformed file gets wrong: structure, types, inputs that
@@ -160,7 +160,7 @@ def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry
         if node.is_variable and node.inputs:
             raise _fail(f"{where} is a variable but has inputs")
         if "subgraphs" in raw:
-            node.subgraphs = _subgraphs(raw["subgraphs"], where)
+            node.subgraphs = _subgraphs(raw["subgraphs"], where, depth)
         if row_ptr is not None:
             node.num_outputs = _int(row_ptr[position + 1], "node_row_ptr") - _int(
                 row_ptr[position], "node_row_ptr")
@@ -184,27 +184,23 @@ def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry
 
 #: How deep bodies may nest in a file (a body's node owning bodies, ...).
 MAX_SUBGRAPH_DEPTH = 32
-_depth = 0
 
 
-def _subgraphs(raw: Any, where: str) -> list[Subgraph]:
-    global _depth
+def _subgraphs(raw: Any, where: str, depth: int) -> list[Subgraph]:
+    """The bodies of a node (its "subgraphs"), each parsed as a graph; depth:
+    how many bodies enclose the node."""
     if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
         raise _fail(f'{where}: "subgraphs" must be an array of graphs')
-    if _depth >= MAX_SUBGRAPH_DEPTH:
+    if depth >= MAX_SUBGRAPH_DEPTH:
         raise _fail(f"{where}: subgraphs nested more than {MAX_SUBGRAPH_DEPTH} deep")
     bodies = []
-    _depth += 1
-    try:
-        for position, document in enumerate(raw):
-            try:
-                nodes, heads, _ = parse_graph(document)
-            except GraphError as error:
-                raise _fail(f"{where} subgraph {position}: "
-                            f"{str(error).removeprefix('symbol JSON: ')}") from None
-            bodies.append(Subgraph(nodes, heads))
-    finally:
-        _depth -= 1
+    for position, document in enumerate(raw):
+        try:
+            nodes, heads, _ = parse_graph(document, depth=depth + 1)
+        except GraphError as error:
+            raise _fail(f"{where} subgraph {position}: "
+                        f"{str(error).removeprefix('symbol JSON: ')}") from None
+        bodies.append(Subgraph(nodes, heads))
     return bodies
 
 
