@@ -32,7 +32,7 @@ from ..graph.symbol_json import Node, Subgraph
 from ..ops import registry
 from .translators import Unsupported, onnx_op, translator_for
 
-__all__ = ["BodyContext"]
+__all__ = ["BodyContext", "implicit_inputs"]
 
 #: The trip count of a Loop that has none (ONNX: run while the condition
 #: holds); the host's MAX_LOOP_ITERATIONS stops a loop that never ends.
@@ -112,6 +112,42 @@ def body_context(parent: Any, graph: Any) -> Any:
             if name:
                 body.readers[name] = body.readers.get(name, 0) + 1
     return body
+
+
+def implicit_inputs(node: Any) -> list[str]:
+    """The values of enclosing graphs that node's bodies read (at any
+    depth): the names its subgraphs use but do not define."""
+    from ._onnx import require_onnx
+
+    onnx = require_onnx()
+    found: list[str] = []
+
+    def visit(graph: Any, outer_defined: set[str]) -> None:
+        defined = set(outer_defined)
+        defined.update(value.name for value in graph.input)
+        defined.update(init.name for init in graph.initializer)
+        for item in graph.node:
+            for name in item.input:
+                if name and name not in defined and name not in found:
+                    found.append(name)
+            for attr in item.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    visit(attr.g, defined)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    for body in attr.graphs:
+                        visit(body, defined)
+            defined.update(name for name in item.output if name)
+        for value in graph.output:
+            if value.name not in defined and value.name not in found:
+                found.append(value.name)
+
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            visit(attr.g, set())
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            for body in attr.graphs:
+                visit(body, set())
+    return found
 
 
 def translate_nodes(cx: Any, graph: Any) -> None:
