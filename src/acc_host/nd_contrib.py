@@ -3,8 +3,8 @@
 
 As in MXNet, the imperative forms are Python loops: the user's functions
 run on NDArrays, each operator of theirs dispatched as usual (on the
-arrays' context). ``while_loop``'s step outputs are stacked over the
-iterations that ran (MXNet's symbolic form pads them to max_iterations).
+arrays' context). ``while_loop``'s step outputs have max_iterations rows,
+as in the symbolic form.
 """
 
 from __future__ import annotations
@@ -96,8 +96,10 @@ def foreach(body: Callable[[Any, Any], tuple[Any, Any]], data: Any,
 def while_loop(cond: Callable[..., Any], func: Callable[..., tuple[Any, Any]], loop_vars: Any,
                max_iterations: Any = None) -> tuple[Any, Any]:
     """func(*loop_vars) -> (step outputs, new loop_vars) while cond(*loop_vars)
-    holds, at most max_iterations times; step outputs stacked over the
-    iterations run."""
+    holds, at most max_iterations times. As MXNet's: the step outputs are
+    stacked into max_iterations rows (MXNet leaves the rows past the last
+    step unset; here they are zeros), and the final loop_vars come back as
+    a list, or as one NDArray when loop_vars was one."""
     if max_iterations is None:
         raise GraphError("while_loop: max_iterations should be specified")
     try:
@@ -105,32 +107,35 @@ def while_loop(cond: Callable[..., Any], func: Callable[..., tuple[Any, Any]], l
                     else max_iterations)
     except (TypeError, ValueError):
         raise GraphError(f"while_loop: cannot convert {max_iterations!r} to python int") from None
-    flat_vars, var_fmt = _flatten(loop_vars, "while loop_vars")
-    if not flat_vars:
+    single = isinstance(loop_vars, NDArray)
+    current = [loop_vars] if single else list(loop_vars)
+    if not current:
         raise GraphError("while_loop: loop_vars should contain at least one element")
-    current = list(flat_vars)
     rows: list[list[NDArray]] = []
-    out_fmt: Any = []
-    steps = 0
-    while steps < limit and _truth(cond(*current), "while_loop: the return of cond"):
+    out_fmt: Any = None
+    while len(rows) < limit and _truth(cond(*current), "while_loop: the return of cond"):
         step, new_vars = func(*current)
-        step = [] if step is None else step
+        step = [] if step is None else list(step) if isinstance(step, tuple) else step
         new_vars = [] if new_vars is None else new_vars
-        flat_out, out_fmt = _flatten(list(step) if isinstance(step, tuple) else step,
-                                     "while output")
-        flat_new, _ = _flatten(list(new_vars) if isinstance(new_vars, tuple) else new_vars,
-                               "while loop_vars")
-        if len(flat_new) != len(current):
-            raise GraphError("while_loop: the number of loop_vars should be consistent during "
+        new_vars = [new_vars] if isinstance(new_vars, NDArray) else list(new_vars)
+        if len(new_vars) != len(current):
+            raise GraphError("while_loop: the length of loop_vars should be consistent during "
                              "the loop")
+        flat_out, out_fmt = _flatten(step, "while output")
+        if rows and len(flat_out) != len(rows[0]):
+            raise GraphError("while_loop: the number of step outputs changed during the loop")
         rows.append(flat_out)
-        current = flat_new
-        steps += 1
+        current = new_vars
     outputs: Any = []
     if rows and rows[0]:
-        outputs = _regroup([_stack([row[k] for row in rows]) for k in range(len(rows[0]))],
-                           out_fmt)[0]
-    return outputs, _regroup(current, var_fmt)[0]
+        stacked = []
+        for k in range(len(rows[0])):
+            values = np.stack([row[k].asnumpy() for row in rows])
+            padded = np.zeros((limit, *values.shape[1:]), values.dtype)
+            padded[:len(rows)] = values
+            stacked.append(nd.array(padded, rows[0][k].context, padded.dtype))
+        outputs = _regroup(stacked, out_fmt)[0]
+    return outputs, current[0] if single else current
 
 
 def cond(pred: Any, then_func: Callable[[], Any], else_func: Callable[[], Any]) -> Any:
