@@ -95,6 +95,7 @@ def test_foreach_body_is_loaded_once_and_run_every_step(tmp_path: Path) -> None:
     calls = [record["fn"] for record in trace.read_trace(path).calls()]
     assert calls.count("loadModel") == 1
     assert calls.count("infer") == 3 * steps
+    assert calls.count("unloadModel") == 1  # closing the executor closes its bodies
 
 
 def test_new_weights_reach_the_body() -> None:
