@@ -20,6 +20,10 @@ from acc_host import symbol_contrib, trace
 from acc_host.errors import GraphError, ShapeError
 from acc_host.runtime.control_flow import body_executors_of, with_bodies
 
+# The bodies are small: every supported operator is offered, whatever it
+# would cost, so that the accelerators really run them.
+pytestmark = pytest.mark.usefixtures("offload_everything")
+
 MODELS = Path(__file__).resolve().parents[1] / "models" / "control_flow"
 NAMES = ("foreach_rnn", "while_loop", "cond")
 CONTEXTS = ("cpu", "cpu_ref", "mlu")
@@ -67,6 +71,12 @@ def test_outputs_match_mxnet(name: str, context: str) -> None:
                 assert np.all(output[steps:] == 0)
                 output, want = output[:steps], want[:steps]
             np.testing.assert_allclose(output, want, rtol=1e-5, atol=2e-6)
+        if context != "cpu":  # a body's operators ran on the accelerator
+            bodies = body_executors_of(executor)
+            assert bodies is not None
+            placed = {where for body in bodies._bodies.values()
+                      for where in body.executor.placement().values()}
+            assert f"{context}(0)" in placed
         executor.close()
 
 
