@@ -28,6 +28,9 @@ from acc_host.onnx.backend import prepare  # noqa: E402
 from acc_host.onnx.importer import import_graph  # noqa: E402
 from acc_host.runtime.control_flow import body_executors_of  # noqa: E402
 
+# Small graphs: every supported operator is offered, whatever it would cost.
+pytestmark = pytest.mark.usefixtures("offload_everything")
+
 MODELS = Path(__file__).resolve().parents[1] / "models" / "control_flow"
 CONTEXTS = (None, "cpu_ref", "mlu")
 RTOL = ATOL = 1e-5
