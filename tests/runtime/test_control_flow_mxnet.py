@@ -220,3 +220,22 @@ def test_bad_bodies_raise_typed_errors() -> None:
     symbol, args, _ = mx.model.load_checkpoint(str(MODELS / "foreach_rnn" / "model"), 0)
     with pytest.raises(ShapeError):
         symbol.simple_bind(mx.cpu(), data=(6, 2, 8), h0=(2, 15))
+
+
+def test_cli_partition_and_run_show_the_bodies(capsys: pytest.CaptureFixture[str]) -> None:
+    from acc_host.cli import main
+
+    prefix = str(MODELS / "foreach_rnn" / "model")
+    shapes = ["--shape", "data=6,2,8", "--shape", "h0=2,16"]
+    assert main(["partition", prefix, "--acc", "cpu_ref", *shapes]) == 0
+    text = capsys.readouterr().out
+    assert "control_flow: the host runs the control flow" in text
+    assert "    body 0 (body): 5/5 operators on cpu_ref in 1 subgraph(s)" in text
+    assert main(["partition", prefix, "--acc", "cpu_ref", *shapes, "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    (body,) = document["explain"]["bodies"]
+    assert body["explain"]["counts"] == {"offloaded": 5}
+    assert main(["run", prefix, "--acc", "cpu_ref", *shapes, "--repeat", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "body 0 of _foreach" in text and "5/5 operators offloaded in 1 subgraph(s), run 18 " \
+        "times" in text
