@@ -239,3 +239,18 @@ def test_cli_partition_and_run_show_the_bodies(capsys: pytest.CaptureFixture[str
     text = capsys.readouterr().out
     assert "body 0 of _foreach" in text and "5/5 operators offloaded in 1 subgraph(s), run 18 " \
         "times" in text
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_while_loop_that_never_runs(context: str) -> None:
+    # MXNet 1.9.1 itself cannot run this (its shape inference needs a step);
+    # the host gives max_iterations zero rows and the loop variables as given.
+    symbol, args, _ = mx.model.load_checkpoint(str(MODELS / "while_loop" / "model"), 0)
+    x = np.arange(32, dtype=np.float32).reshape(2, 16)
+    executor = symbol.bind(_context(context), {**args, "i": mx.nd.zeros((1,)),
+                                               "x": mx.nd.array(x), "limit": mx.nd.zeros((1,))},
+                           data_names=["i", "x", "limit"])
+    rows, i, final = (value.asnumpy() for value in executor.forward())
+    assert rows.shape == (8, 2, 16) and not rows.any()
+    assert i.tolist() == [0.0]
+    np.testing.assert_array_equal(final, x)

@@ -63,10 +63,6 @@ class ControlFlowOp(OpDef):
     node_name: str = ""
     node_attrs: Attrs | None = None
 
-    @property
-    def kind(self) -> str:
-        return self.name
-
     # ---- running -------------------------------------------------------------------
 
     def execute(self, attrs: Attrs, inputs: Sequence[np.ndarray],
@@ -160,13 +156,13 @@ class ControlFlowOp(OpDef):
     def _output_spec(self, k: int, inputs: Sequence[np.ndarray]) -> tuple[tuple, np.dtype]:
         """Output k's shape and dtype from the inputs' (for loops that ran
         no iteration)."""
-        _, shapes = self.infer_shape(None, [np.shape(value) for value in inputs])  # type: ignore[arg-type]
-        _, dtypes = self.infer_type(None, [np.asarray(value).dtype for value in inputs])  # type: ignore[arg-type]
+        _, shapes = self.infer_through([np.shape(value) for value in inputs], "shape")
+        _, dtypes = self.infer_through([np.asarray(value).dtype for value in inputs], "dtype")
         return tuple(shapes[k]), np.dtype(dtypes[k])
 
     def _run_while(self, attrs: Attrs, inputs: Sequence[np.ndarray],
                    run: BodyRunner) -> list[np.ndarray]:
-        initial = self._var_inputs(1)
+        initial = self._var_inputs()
         carried = [inputs[initial[s]] for s in range(len(initial))]
         produced: list[list[np.ndarray]] = [[] for _ in range(attrs.num_out_data)]
         step = 0
@@ -194,7 +190,7 @@ class ControlFlowOp(OpDef):
             outputs.append(padded)
         return outputs + [np.array(value, copy=True) for value in carried]
 
-    def _var_inputs(self, body: int) -> dict[int, int]:
+    def _var_inputs(self) -> dict[int, int]:
         """Loop-carried value -> the node input holding its first value."""
         return {source[1]: source[2] for sources in self.sources for source in sources
                 if source[0] == "var"}
