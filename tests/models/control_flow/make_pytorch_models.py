@@ -50,7 +50,7 @@ class LoopModel(nn.Module):
         self.rec = nn.Linear(12, 12, bias=False)
 
     def forward(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        total = torch.zeros_like(h)
+        total = h * 0.0  # (not zeros_like: a ConstantOfShape of a Shape needs dynamic shapes)
         for t in range(x.size(0)):
             h = torch.tanh(self.inp(x[t]) + self.rec(h))
             total = total + h
