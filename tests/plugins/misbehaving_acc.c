@@ -1,5 +1,5 @@
 /*
- * A plugin that misbehaves on request, for tests/test_misbehaving.py: it runs
+ * A plugin that misbehaves on request, for tests/hardening/test_misbehaving.py: it runs
  * graphs of Activation(act_type="relu") nodes on float32 tensors through
  * loadModel()/infer() on MISB_NUM_ACC devices (default 2), correctly while
  * its mode is "good", and breaks one rule of mxnet_acc.h in each other mode.

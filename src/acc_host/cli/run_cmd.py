@@ -86,7 +86,8 @@ def _where(exe: Any, ctx: Any) -> dict[str, Any]:
             "offloaded": len(placement) - on_cpu, "on_cpu": on_cpu,
             "subgraphs": 0 if partition is None else len(partition.subgraphs),
             "partition": ([] if partition is None else partition.summary().splitlines())
-            + _body_lines(exe)}
+            + _body_lines(exe),
+            "refused": getattr(exe, "offload_refused", None)}
 
 
 def _body_lines(exe: Any) -> list[str]:
@@ -197,6 +198,8 @@ def _format(report: dict[str, Any]) -> str:
              f"where: {where['offloaded']}/{where['operators']} operators on "
              f"{where['context']} in {where['subgraphs']} subgraph(s), {where['on_cpu']} on "
              "cpu(0)", *(f"  {line}" for line in where["partition"])]
+    if where.get("refused"):
+        lines.append(f"  not offloaded: {where['refused']}")
     source = f" ({', '.join(report['compiled_from'])})" if report["compiled_from"] else ""
     lines += [f"times: bind + partition {_ms(report['bind_s'])}, compile "
               f"{_ms(report['compile_s'])}{source}, first forward "

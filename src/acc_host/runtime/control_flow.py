@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -195,12 +195,14 @@ class BodyExecutors:
         return body
 
     def prepare(self, graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any],
-                weights: frozenset[str]) -> None:
+                weights: frozenset[str], bound: Mapping[str, NDArray]) -> None:
         """Binds every body of graph's control-flow nodes now, from the
         shapes and dtypes bind inferred (partitioned, nothing compiled yet),
         so that a body's placement is known before the first forward.
         weights: the graph's variables that are weights; a body input taken
-        from one is the body's weight too."""
+        from one is the body's weight too, bound with its value (bound: the
+        graph's arrays by name)."""
+
         for k, op in enumerate(graph.ops):
             if not isinstance(op, ControlFlowOp):
                 continue
@@ -215,6 +217,9 @@ class BodyExecutors:
                         arrays.append(np.zeros((), np.int64))
                     elif source[0] == "cond":
                         arrays.append(np.zeros((), np.bool_))
+                    elif source[0] == "in" and source[1] in self._weights[k]:
+                        producer = graph.nodes[k].inputs[source[1]][0]
+                        arrays.append(contiguous(bound[producer.name].asnumpy()))
                     else:
                         entry = entries[source[-1] if source[0] != "slice" else source[1]]
                         shape = tuple(shapes[entry])
