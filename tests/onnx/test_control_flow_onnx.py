@@ -90,12 +90,12 @@ def test_pytorch_while_runs_a_data_dependent_number_of_iterations() -> None:
 def test_loop_body_runs_on_the_accelerator_and_loads_once() -> None:
     rep = _check(MODELS / "torch_loop.onnx", PYTORCH["torch_loop"][:1] * 3, "cpu_ref")
     assert not rep._specialised  # imported once: its trip count is read at run time
-    bodies = body_executors_of(rep._executor)
+    bodies = body_executors_of(rep.executor)
     assert bodies is not None
-    (body,) = bodies._bodies.values()
+    ((_, _, body),) = bodies.items()
     placement = body.executor.placement()
     assert any(where == "cpu_ref(0)" for where in placement.values())
-    assert all(operator.loads == 1 for operator in body.executor._runner.subgraphs)
+    assert all(operator.loads == 1 for operator in body.executor.subgraphs)
     assert body.runs == 3 * PYTORCH["torch_loop"][0][0].shape[0]
 
 

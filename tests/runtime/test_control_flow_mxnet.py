@@ -74,7 +74,7 @@ def test_outputs_match_mxnet(name: str, context: str) -> None:
         if context != "cpu":  # a body's operators ran on the accelerator
             bodies = body_executors_of(executor)
             assert bodies is not None
-            placed = {where for body in bodies._bodies.values()
+            placed = {where for _, _, body in bodies.items()
                       for where in body.executor.placement().values()}
             assert f"{context}(0)" in placed
         executor.close()
@@ -96,8 +96,8 @@ def test_foreach_body_is_loaded_once_and_run_every_step(tmp_path: Path) -> None:
                                        atol=2e-6)
         bodies = body_executors_of(executor)
         assert bodies is not None
-        (body,) = bodies._bodies.values()
-        (operator,) = body.executor._runner.subgraphs
+        ((_, _, body),) = bodies.items()
+        (operator,) = body.executor.subgraphs
         assert operator.loads == 1 and body.runs == 3 * steps
         executor.close()
     finally:

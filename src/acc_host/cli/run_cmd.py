@@ -96,12 +96,12 @@ def _body_lines(exe: Any) -> list[str]:
 
     bodies = body_executors_of(exe)
     lines = []
-    for (node, index, _), body in ({} if bodies is None else bodies._bodies).items():
+    for node, index, body in ([] if bodies is None else bodies.items()):
         placement = list(body.executor.placement().values())
         offloaded = len(placement) - placement.count("cpu(0)")
         lines.append(f"body {index} of {exe._graph.nodes[node].name}: {offloaded}/"
                      f"{len(placement)} operators offloaded in "
-                     f"{len(body.executor._subgraphs)} subgraph(s), run {body.runs} times")
+                     f"{len(body.executor.subgraphs)} subgraph(s), run {body.runs} times")
     return lines
 
 
@@ -124,8 +124,8 @@ def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[s
 
     bodies = body_executors_of(exe)
     if bodies is not None:  # the bodies' subgraphs compile at their first run
-        subgraphs += [operator for body in bodies._bodies.values()
-                      for operator in body.executor._subgraphs]
+        subgraphs += [operator for _, _, body in bodies.items()
+                      for operator in body.executor.subgraphs]
     return {"outputs": outputs, "first_forward_s": first,
             "compile_s": sum(operator.load_seconds for operator in subgraphs),
             "compiled_from": sorted({operator.load_source for operator in subgraphs

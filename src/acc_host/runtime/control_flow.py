@@ -39,7 +39,7 @@ from ..ops.control_flow import BODIES
 from ..partition.explain import Explanation
 from .subgraph import AccFallbackWarning, to_host
 
-__all__ = ["BodyExecutors", "BodySymbol", "body_executors_of", "with_bodies"]
+__all__ = ["BodyExecutors", "BodyRun", "BodySymbol", "body_executors_of", "with_bodies"]
 
 #: The most body executors (shapes) one control-flow node keeps.
 MAX_BODY_SHAPES = 16
@@ -81,7 +81,7 @@ class BodySymbol:
         return f"<body {self.name}>"
 
 
-class _BodyRun:
+class BodyRun:
     """One bound body: its executor (for partition, plan and subgraph
     operators) and the inline run of its plan."""
 
@@ -154,7 +154,7 @@ class BodyExecutors:
     def __init__(self, ctx: Context, executor_type: Callable[..., Any]) -> None:
         self.ctx = ctx
         self._executor_type = executor_type
-        self._bodies: dict[tuple, _BodyRun] = {}
+        self._bodies: dict[tuple, BodyRun] = {}
         self._weights: dict[int, frozenset[int]] = {}  # see prepare
 
     def runner(self, node: int, op: ControlFlowOp) -> BodyRunner:
@@ -175,7 +175,7 @@ class BodyExecutors:
         return run
 
     def _bind(self, node: int, index: int, op: ControlFlowOp, arrays: Sequence[np.ndarray],
-              key: tuple) -> _BodyRun:
+              key: tuple) -> BodyRun:
         if sum(1 for other in self._bodies if other[:2] == key[:2]) >= MAX_BODY_SHAPES:
             for other in [other for other in self._bodies if other[:2] == key[:2]][:1]:
                 self._bodies.pop(other).close()
@@ -191,7 +191,7 @@ class BodyExecutors:
                      for source, array in zip(op.sources[index], arrays)]
         data = [name for name, fixed in zip(names, invariant) if not fixed and name in arg_dict]
         executor = self._executor_type(symbol, self.ctx, arg_dict, aux_dict, data_names=data)
-        body = self._bodies[key] = _BodyRun(executor, graph, invariant)
+        body = self._bodies[key] = BodyRun(executor, graph, invariant)
         return body
 
     def prepare(self, graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any],
@@ -229,9 +229,10 @@ class BodyExecutors:
                 if key not in self._bodies:
                     self._bind(k, index, op, arrays, key)
 
-    def placement(self, node: int) -> list[tuple[int, Any]]:
-        """(body index, body executor) of node's bound bodies."""
-        return [(key[1], body.executor) for key, body in self._bodies.items() if key[0] == node]
+    def items(self) -> list[tuple[int, int, BodyRun]]:
+        """(node, body index, bound body) of every body bound so far (one per
+        input shape)."""
+        return [(key[0], key[1], body) for key, body in self._bodies.items()]
 
     def close(self) -> None:
         for body in self._bodies.values():
@@ -272,7 +273,7 @@ def with_bodies(executor: Any, explanation: Explanation) -> Explanation:
     if bodies is None:
         return explanation
     items = []
-    for (node, index, _), body in bodies._bodies.items():
+    for node, index, body in bodies.items():
         partition = body.executor.partition
         if partition is None:
             continue
