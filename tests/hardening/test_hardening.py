@@ -194,11 +194,11 @@ def test_a_bind_is_checked_against_its_planned_total(monkeypatch: pytest.MonkeyP
     one array under a 6 GB limit, but binding it and running a forward
     plans 16 GB (the input, the output, and the operator's input and output
     copies): refused before anything is allocated, with the planned bytes
-    and the limit in the message, on the CPU and on cpu_ref."""
+    and the limit in the message, on the CPU, cpu_ref and mlu."""
     monkeypatch.setenv("MXNET_ACC_MAX_ALLOC_BYTES", str(6 * GIGA))
     relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
     before = _peak_rss()
-    for ctx in (mx.cpu(), mx.cpu_ref(0)):
+    for ctx in (mx.cpu(), mx.cpu_ref(0), mx.mlu(0)):
         with pytest.raises(AllocationTooLargeError, match=(
                 r"simple_bind: the planned memory of the bind and a forward \(4000000000 bytes "
                 r"of arguments and auxiliary states, 4000000000 of outputs, 0 of intermediate "

@@ -254,7 +254,7 @@ def test_data_dependent_shapes_run_on_the_host_and_are_refused_for_offload(targe
         v = np.array(target_shape, np.float32)
         (y,) = rep.run([x, v])
         np.testing.assert_array_equal(y, onnxruntime_run(model, {"x": x, "v": v})[0])
-    executor = rep._executor
+    executor = rep.executor
     assert executor.data_dependent
     if target == "cpu_ref":
         assert "data-dependent shapes" in executor.offload_refused

@@ -132,13 +132,13 @@ def test_module_reshape_reuses_the_plan_of_a_shape_seen_before():
                            context=mx.cpu_ref(0))
     module.bind(data_shapes=[("data", (2, 3, 8, 8))], for_training=False)
     module.init_params()
-    first = module._exec
+    first = module.executor
     module.reshape(data_shapes=[("data", (1, 3, 8, 8))])
-    second = module._exec
+    second = module.executor
     module.reshape(data_shapes=[("data", (2, 3, 8, 8))])
-    assert module._exec is first
+    assert module.executor is first
     module.reshape(data_shapes=[("data", (1, 3, 8, 8))])
-    assert module._exec is second
+    assert module.executor is second
 
 
 def test_a_written_value_plans_again():

@@ -131,7 +131,8 @@ def test_damaged_entry_is_rebuilt(squeezenet, cache_dir: Path) -> None:
     damaged = bytearray(original)
     damaged[len(damaged) // 2] ^= 0x40
     model_file.write_bytes(bytes(damaged))
-    source, output = _forward(squeezenet)  # the plugin's checksum finds the damage
+    with pytest.warns(model_cache.CacheWarning, match="its model file"):
+        source, output = _forward(squeezenet)  # the host's content check finds the damage
     assert source == "compiled"
     np.testing.assert_array_equal(output, expected)
     assert cache_entries(cache_dir) == {model_file.stem: model_file}
@@ -143,8 +144,9 @@ def test_entry_the_plugin_refuses_is_rebuilt(squeezenet, cache_dir: Path) -> Non
     source, expected = _forward(squeezenet)
     (model_file,) = cache_entries(cache_dir).values()
     original = model_file.read_bytes()
-    # Garbage behind metadata that matches it: only the plugin can tell.
-    garbage = b"\x89CRM\r\n\x1a\n" + bytes(range(256)) * 40
+    # The right graph and weights with a wrong checksum, behind metadata
+    # that matches it: only the plugin can tell.
+    garbage = original[:-1] + bytes([original[-1] ^ 0xFF])
     entry = replace_entry_file(model_file, garbage)
     assert ModelCache(cache_dir).valid(entry)  # the host's checks pass
     with pytest.raises(mx.PluginError, match="not a valid cpu_ref model file") as error:
@@ -331,7 +333,8 @@ def test_an_untrusted_cache_directory_is_not_used(squeezenet, cache_dir: Path) -
     from other weights behind matching metadata) is not used: one
     CacheWarning names the problem, models compile, nothing is imported
     from it or written to it; an entry planted there is never imported.
-    With MXNET_ACC_STRICT_MODES=0 it is used."""
+    With MXNET_ACC_STRICT_MODES=0 it is used, and the planted entry is
+    still refused: its file holds other weights than its key names."""
     source, expected = _forward(squeezenet)
     (model_file,) = cache_entries(cache_dir).values()
     # Plant another weight value's model behind this entry's metadata: what
@@ -351,6 +354,9 @@ def test_an_untrusted_cache_directory_is_not_used(squeezenet, cache_dir: Path) -
         assert _forward_warning(squeezenet)[2] == []  # warned once
         os.environ[trust.STRICT_ENV_VAR] = "0"
         try:
+            source, output, messages = _forward_warning(squeezenet)
+            assert source == "compiled" and np.array_equal(output, expected)
+            assert len(messages) == 1 and "holds other weights" in messages[0], messages
             assert _forward(squeezenet)[0] == "cache"
         finally:
             del os.environ[trust.STRICT_ENV_VAR]

@@ -20,10 +20,15 @@ HARDENING_ROWS = {
     "isolated-reply-length-huge": "test_a_made_up_reply_length_kills_the_child",
     "isolated-output-overrun": "test_an_output_overrun_is_caught_in_the_guard",
     "plugin-output-overrun-checked": "test_an_output_overrun_is_caught_in_checked_mode",
+    "plugin-device-output-overrun-checked":
+        "test_device_guards:test_a_few_bytes_past_an_output_are_caught_in_checked_mode",
     "limit-bind-planned-total": "test_a_bind_is_checked_against_its_planned_total",
+    "limit-imperative-call-planned":
+        "test_imperative_limit:test_a_huge_result_is_refused_before_allocating",
     "limit-onnx-folding-planned": "test_import_time_folding_is_checked_with_its_copies",
     "cache-untrusted-directory": "test_model_cache:test_an_untrusted_cache_directory_is_not_used",
     "cache-untrusted-entry": "test_model_cache:test_an_entry_with_untrusted_files_is_rebuilt",
+    "cache-planted-entry": "test_cache_binding:test_a_planted_entry_is_refused_and_rebuilt",
     "cache-stale-temporaries":
         "test_model_cache:test_stale_temporaries_are_cleaned_when_the_cache_opens",
     "cache-directory-unusable": "test_model_cache:test_an_unusable_cache_directory_is_bypassed",

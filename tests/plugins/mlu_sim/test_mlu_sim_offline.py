@@ -119,9 +119,10 @@ def test_refused_cache_file_is_discarded_and_rebuilt(squeezenet, cache_dir: Path
     models = cache_entries(cache_dir)
     model_file = max(models.values(), key=lambda path: path.stat().st_size)
     original = model_file.read_bytes()
-    # A damaged file behind metadata that matches it: only the plugin can tell.
+    # A damaged checksum behind metadata that matches it (the graph section,
+    # which the host checks, intact): only the plugin can tell.
     damaged = bytearray(original)
-    damaged[len(damaged) // 2] ^= 0x10
+    damaged[-1] ^= 0x10
     entry = replace_entry_file(model_file, bytes(damaged))
     assert ModelCache(cache_dir).valid(entry)  # the host's checks pass
     with pytest.raises(mx.PluginError, match="not a valid mlu_sim offline model") as error:
