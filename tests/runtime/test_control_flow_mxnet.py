@@ -254,3 +254,24 @@ def test_while_loop_that_never_runs(context: str) -> None:
     assert rows.shape == (8, 2, 16) and not rows.any()
     assert i.tolist() == [0.0]
     np.testing.assert_array_equal(final, x)
+
+
+def test_reshape_family_shares_the_bodies(tmp_path: Path) -> None:
+    symbol, args, _ = mx.model.load_checkpoint(str(MODELS / "foreach_rnn" / "model"), 0)
+    path = tmp_path / "trace.jsonl"
+    trace.start(path)
+    try:
+        executor = symbol.simple_bind(mx.cpu_ref(0), data=(6, 2, 8), h0=(2, 16))
+        executor.copy_params_from(args)
+        reference = symbol.simple_bind(mx.cpu(), data=(3, 2, 8), h0=(2, 16))
+        reference.copy_params_from(args)
+        x = np.random.default_rng(4).standard_normal((3, 2, 8)).astype(np.float32)
+        executor.forward(data=np.zeros((6, 2, 8), np.float32))
+        shorter = executor.reshape(data=(3, 2, 8))  # a new sequence length, the same steps
+        np.testing.assert_allclose(shorter.forward(data=x)[0].asnumpy(),
+                                   reference.forward(data=x)[0].asnumpy(), rtol=1e-5, atol=2e-6)
+        mx.nd.waitall()
+    finally:
+        trace.stop()
+    calls = [record["fn"] for record in trace.read_trace(path).calls()]
+    assert calls.count("loadModel") == 1 and calls.count("infer") == 6 + 3

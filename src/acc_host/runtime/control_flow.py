@@ -229,6 +229,20 @@ class BodyExecutors:
                 if key not in self._bodies:
                     self._bind(k, index, op, arrays, key)
 
+    def adopt(self, other: BodyExecutors | None) -> BodyExecutors:
+        """These body executors, with other's (bound for the same graph at
+        other shapes) for the shapes these lack: the executors of a reshape
+        family share their bodies."""
+        if other is not None and other is not self:
+            for key, body in other._bodies.items():
+                if key in self._bodies:
+                    body.close()
+                else:
+                    self._bodies[key] = body
+            for node, weights in other._weights.items():
+                self._weights.setdefault(node, weights)
+        return self
+
     def items(self) -> list[tuple[int, int, BodyRun]]:
         """(node, body index, bound body) of every body bound so far (one per
         input shape)."""

@@ -323,6 +323,11 @@ class Executor(ExecutorMethods):
                                 arrays(self.aux_dict, new_aux), self._grad_req,
                                 self.data_names, self._group2ctx)
             executor._plans = family
+            bodies = getattr(self._runner, "bodies", None)
+            if bodies is not None and executor._graph is self._graph:
+                # one family, one set of control-flow bodies: a body whose
+                # shapes the new shapes keep is not compiled again
+                executor._runner.bodies = bodies.adopt(executor._runner.bodies)
             return executor
 
         return self if key == self._shape_key() else family.get(key, key, make)
