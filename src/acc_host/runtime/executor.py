@@ -324,10 +324,12 @@ class Executor(ExecutorMethods):
                                 self.data_names, self._group2ctx)
             executor._plans = family
             bodies = getattr(self._runner, "bodies", None)
-            if bodies is not None and executor._graph is self._graph:
+            runner = executor._runner
+            if bodies is not None and isinstance(runner, Runner) and \
+                    executor._graph is self._graph:
                 # one family, one set of control-flow bodies: a body whose
                 # shapes the new shapes keep is not compiled again
-                executor._runner.bodies = bodies.adopt(executor._runner.bodies)
+                runner.bodies = bodies.adopt(runner.bodies)
             return executor
 
         return self if key == self._shape_key() else family.get(key, key, make)
