@@ -41,6 +41,7 @@ from . import initializer as init
 from . import module as mod
 from . import ndarray as nd
 from . import symbol as sym
+from . import symbol_contrib as _symbol_contrib
 from . import visualization as viz
 from .abi.header import API_VERSION
 from .context import Context, cpu, current_context, gpu
@@ -128,3 +129,4 @@ if _os.environ.get("MXNET_ACC_TRACE"):  # before discovery, so its calls are rec
     _trace.start_from_environment()
 _discover()
 _install_nd_extras(nd)  # mx.nd.random, mx.nd.random_normal, mx.nd.one_hot, ...
+setattr(sym, "contrib", _symbol_contrib)  # noqa: B010  (mx.sym.contrib.foreach, ...)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import random
+from . import nd_contrib, random
 from .ndarray.methods import host_functions
 
 __all__ = ["install"]
 
 
 def install(ndarray_module: ModuleType) -> None:
-    extras: dict[str, object] = {"random": random, **random.LEGACY_NAMES, **host_functions()}
+    extras: dict[str, object] = {"random": random, "contrib": nd_contrib, **random.LEGACY_NAMES,
+                                 **host_functions()}
     for name, value in extras.items():
         setattr(ndarray_module, name, value)

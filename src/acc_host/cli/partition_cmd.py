@@ -8,6 +8,7 @@ import json
 import sys
 from typing import Any
 
+from ..runtime.control_flow import with_bodies
 from .errors import OK, USAGE, CliError
 from .run_cmd import add_model_arguments, prepare
 
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             return OK
         explanation = partition.explain(refiner(ctx.library, partition),
                                         ctx.library.supports_imperative)
+        explanation = with_bodies(exe, explanation)  # the bodies' placement, under their node
         text = _render(args.format, model, partition, explanation, args.renderer)
     finally:
         exe.close()

@@ -19,8 +19,15 @@ import numpy as np
 from ..abi.tensor import numpy_dtype
 from ..errors import DTypeError, GraphError, ShapeError, TensorError, UnknownOperatorError
 from ..ops import registry
+from ..ops.control_flow import BODIES
 from ..ops.params import Attrs, parse_tuple
 from .symbol_json import Node
+
+
+def bind_bodies(op: Any, attrs: Any, node: Node, graph_type: Any) -> Any:
+    from .control_flow import bind_bodies as bind  # it imports this module's Graph users
+
+    return bind(op, attrs, node, graph_type)
 
 __all__ = ["Graph", "topological_order"]
 
@@ -75,6 +82,8 @@ class Graph:
                 attrs = op.parse(node.attrs)
             except Exception as error:
                 raise type(error)(f"node {node.name!r}: {error}") from None
+            if op.name in BODIES:  # a control-flow node: its operator runs its bodies
+                op = bind_bodies(op, attrs, node, Graph)
             expected = len(op.input_names(attrs))
             if len(node.inputs) != expected:
                 raise GraphError(

@@ -272,7 +272,7 @@ def specialise(graph: Graph, heads: Sequence[tuple[Node, int]], shapes: Sequence
             new[k] = node
         else:
             new[k] = Node(node.op, node.name, dict(node.attrs), inputs, dict(node.extra),
-                          node.num_outputs)
+                          node.num_outputs, node.subgraphs)
     new_heads = []
     for node, output in heads:
         k = graph.index[id(node)]

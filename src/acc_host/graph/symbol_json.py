@@ -25,14 +25,14 @@ from typing import Any
 
 from ..errors import GraphError
 
-__all__ = ["Node", "Entry", "parse_graph", "write_graph"]
+__all__ = ["Node", "Entry", "Subgraph", "parse_graph", "write_graph"]
 
 # The "mxnet_version" graph attribute of the JSON the host writes (MXNet 1.9.1).
 MXNET_VERSION = ["int", 10901]
 
 # Keys a node may carry besides the ones this module understands; they are
 # kept and written back unchanged.
-_NODE_KEYS = ("op", "name", "attrs", "attr", "param", "inputs")
+_NODE_KEYS = ("op", "name", "attrs", "attr", "param", "inputs", "subgraphs")
 
 
 @dataclass(eq=False)
@@ -45,6 +45,9 @@ class Node:
     inputs: list[Entry] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     num_outputs: int | None = None  # all outputs, hidden ones included, when known
+    # The bodies of a control-flow node (_cond, _foreach, _while_loop), in
+    # MXNet's "subgraphs" order; empty for every other node.
+    subgraphs: list[Subgraph] = field(default_factory=list)
 
     @property
     def is_variable(self) -> bool:
@@ -55,6 +58,20 @@ class Node:
 
 
 Entry = tuple[Node, int, int]
+
+
+@dataclass(eq=False)
+class Subgraph:
+    """A graph owned by a node (a control-flow body): its nodes in
+    topological order (file order when read) and its outputs. Its variables
+    are the body's inputs, in node order (MXNet's list_inputs)."""
+
+    nodes: list[Node]
+    heads: list[Entry]
+
+    @property
+    def inputs(self) -> list[Node]:
+        return [node for node in self.nodes if node.is_variable]
 
 
 def _fail(message: str) -> GraphError:
@@ -95,8 +112,8 @@ def _attrs(raw: Mapping[str, Any], where: str) -> dict[str, str]:
     return merged
 
 
-def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry],
-                                                           dict[str, Any]]:
+def parse_graph(source: str | Mapping[str, Any], *, depth: int = 0
+                ) -> tuple[list[Node], list[Entry], dict[str, Any]]:
     """(nodes in file order, heads, graph attrs) of a symbol JSON text or dict.
 
     Checks what a malformed file gets wrong: structure, types, inputs that
@@ -142,6 +159,8 @@ def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry
                     {key: value for key, value in raw.items() if key not in _NODE_KEYS})
         if node.is_variable and node.inputs:
             raise _fail(f"{where} is a variable but has inputs")
+        if "subgraphs" in raw:
+            node.subgraphs = _subgraphs(raw["subgraphs"], where, depth)
         if row_ptr is not None:
             node.num_outputs = _int(row_ptr[position + 1], "node_row_ptr") - _int(
                 row_ptr[position], "node_row_ptr")
@@ -161,6 +180,28 @@ def parse_graph(source: str | Mapping[str, Any]) -> tuple[list[Node], list[Entry
     if not isinstance(graph_attrs, dict):
         raise _fail('"attrs" must be an object')
     return nodes, heads, dict(graph_attrs)
+
+
+#: How deep bodies may nest in a file (a body's node owning bodies, ...).
+MAX_SUBGRAPH_DEPTH = 32
+
+
+def _subgraphs(raw: Any, where: str, depth: int) -> list[Subgraph]:
+    """The bodies of a node (its "subgraphs"), each parsed as a graph; depth:
+    how many bodies enclose the node."""
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise _fail(f'{where}: "subgraphs" must be an array of graphs')
+    if depth >= MAX_SUBGRAPH_DEPTH:
+        raise _fail(f"{where}: subgraphs nested more than {MAX_SUBGRAPH_DEPTH} deep")
+    bodies = []
+    for position, document in enumerate(raw):
+        try:
+            nodes, heads, _ = parse_graph(document, depth=depth + 1)
+        except GraphError as error:
+            raise _fail(f"{where} subgraph {position}: "
+                        f"{str(error).removeprefix('symbol JSON: ')}") from None
+        bodies.append(Subgraph(nodes, heads))
+    return bodies
 
 
 def _check_index(node: Node, index: int, what: str) -> None:
@@ -232,7 +273,25 @@ def _entries(entries: list[list[int]]) -> str:
 def write_graph(nodes: list[Node], heads: list[Entry], graph_attrs: Mapping[str, Any],
                 num_outputs: list[int]) -> str:
     """Symbol JSON for nodes (already in topological order), in MXNet's
-    layout. num_outputs[i] counts all outputs of nodes[i]."""
+    layout. num_outputs[i] counts all outputs of nodes[i]. The bodies of
+    control-flow nodes are written inside their node, as MXNet 1.9 does:
+    a "subgraphs" array after "inputs", each a graph without "attrs"."""
+    return _document(nodes, heads, dict(graph_attrs), num_outputs, 0)
+
+
+def _total_outputs(node: Node) -> int:
+    """All outputs of a body's node: from the file, else the registry."""
+    if node.num_outputs is not None:
+        return node.num_outputs
+    if node.is_variable:
+        return 1
+    from ..ops import registry  # the operator modules are loaded on first use
+    op = registry.get(node.op)
+    return op.total_outputs(op.parse(node.attrs))
+
+
+def _document(nodes: list[Node], heads: list[Entry], graph_attrs: dict[str, Any] | None,
+              num_outputs: list[int], indent: int) -> str:
     position = {id(node): k for k, node in enumerate(nodes)}
     node_texts = []
     for node in nodes:
@@ -243,20 +302,30 @@ def write_graph(nodes: list[Node], heads: list[Entry], graph_attrs: Mapping[str,
         pairs["inputs"] = None
         raw["inputs"] = _entries([[position[id(p)], index, version]
                                   for p, index, version in node.inputs])
+        if node.subgraphs:
+            pairs["subgraphs"] = None
+            pad = " " * (indent + 8)
+            raw["subgraphs"] = "[\n" + ", \n".join(
+                pad + _document(body.nodes, body.heads, None,
+                                [_total_outputs(n) for n in body.nodes], indent + 8)
+                for body in node.subgraphs) + "\n" + " " * (indent + 6) + "]"
         pairs.update(node.extra)
-        node_texts.append(_object(pairs, 4, multi_line=True, raw=raw))
+        node_texts.append(_object(pairs, indent + 4, multi_line=True, raw=raw))
     row_ptr = [0]
     for count in num_outputs:
         row_ptr.append(row_ptr[-1] + count)
-    document = {
+    document: dict[str, Any] = {
         "nodes": None,
         "arg_nodes": [k for k, node in enumerate(nodes) if node.is_variable],
         "node_row_ptr": row_ptr,
         "heads": None,
-        "attrs": dict(graph_attrs),
     }
+    if graph_attrs is not None:
+        document["attrs"] = graph_attrs
+    pad = " " * (indent + 4)
     raw_document = {
-        "nodes": "[\n" + ", \n".join("    " + text for text in node_texts) + "\n  ]",
+        "nodes": "[\n" + ", \n".join(pad + text for text in node_texts) + "\n"
+                 + " " * (indent + 2) + "]",
         "heads": _entries([[position[id(p)], index, version] for p, index, version in heads]),
     }
-    return _object(document, 0, multi_line=True, raw=raw_document)
+    return _object(document, indent, multi_line=True, raw=raw_document)

@@ -38,6 +38,7 @@ from ..errors import (
     model_file_os_error,
 )
 from ._onnx import require_onnx
+from .translate_control import implicit_inputs
 from .translators import TRANSLATORS, Translator, Unsupported, translator_for
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -380,8 +381,9 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     for index, node in enumerate(graph.node):
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         opset = opsets.get(domain, 0)
-        if any(name in broken for name in node.input if name):
-            broken.update(node.output)
+        if any(name in broken for name in node.input if name) or (
+                broken and any(name in broken for name in implicit_inputs(node))):
+            broken.update(node.output)  # (a body reading a broken outer value too)
             continue
         cx.node_name = f"{node.name or node.op_type}_{index}".replace(" ", "_")
         fn = translators[index]
@@ -455,7 +457,9 @@ def _bind_outputs(cx: Context, node: Any, results: list) -> None:
         if isinstance(value, np.ndarray):
             cx.consts[name] = value
             cx.folded_bytes += value.nbytes
-        elif foldable:
+        elif foldable and all(arg in cx.consts for arg in value.list_arguments()):
+            # (a control-flow node's bodies may read values that are not
+            # among its inputs, and not constant)
             cx.consts[name] = _evaluate(value, cx)
             cx.folded_bytes += cx.consts[name].nbytes
         else:

@@ -1297,5 +1297,6 @@ def _topk(cx, node, attrs, inputs, opset):
     return [result[0], result[1]]
 
 
-# RNN, LSTM and GRU live in their own module, which registers them here.
-from . import translate_rnn  # noqa: E402,F401
+# RNN, LSTM and GRU, and If, Loop and Scan (their bodies are graphs), live in
+# modules of their own, which register them here.
+from . import translate_control, translate_rnn  # noqa: E402,F401

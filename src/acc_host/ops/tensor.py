@@ -212,7 +212,9 @@ _KERNELS: dict[str, Kernel] = {
 def _binary_compute(kernel: Kernel) -> ComputeFn:
     def compute(attrs: Attrs, inputs: Arrays) -> Arrays:
         lhs, rhs = inputs
-        return [np.ascontiguousarray(kernel(lhs, rhs.astype(lhs.dtype, copy=False)))]
+        result = kernel(lhs, rhs.astype(lhs.dtype, copy=False))
+        # (not np.ascontiguousarray, which makes a 0-d result 1-d)
+        return [result if result.flags.c_contiguous else np.ascontiguousarray(result)]
     return compute
 
 

@@ -23,6 +23,8 @@ kind                meaning
                     plugin's ``min_subgraph_ops``
 ``not_paying``      its candidate subgraph's copies and launch would cost more
                     than offloading gains (acc_host.partition.offload)
+``control_flow``    a control-flow node: the host runs it, and its bodies,
+                    partitioned on their own, are listed under it
 ==================  ==========================================================
 
 The boundary report lists every tensor entering or leaving each subgraph,
@@ -95,6 +97,9 @@ class Explanation:
     nodes: tuple[NodeReason, ...]
     boundaries: tuple[BoundaryTensor, ...]
     device_memory: bool | None  # whether the plugin keeps its own memory (None: unknown)
+    # The bodies of control-flow nodes, each partitioned on its own: (node,
+    # body label, its explanation), shown under their node.
+    bodies: tuple[tuple[int, str, Explanation], ...] = ()
 
     def counts(self) -> dict[str, int]:
         """How many operators have each kind of reason."""
@@ -124,11 +129,15 @@ class Explanation:
                 if tensor.transfer != "weight"}
 
     def to_json(self) -> dict[str, Any]:
-        return {"accelerator": self.accelerator, "device_memory": self.device_memory,
-                "counts": self.counts(), "totals": self.totals(),
-                "nodes": [asdict(item) for item in self.nodes],
-                "boundaries": [{**asdict(tensor), "shape": list(tensor.shape)}
-                               for tensor in self.boundaries]}
+        document = {"accelerator": self.accelerator, "device_memory": self.device_memory,
+                    "counts": self.counts(), "totals": self.totals(),
+                    "nodes": [asdict(item) for item in self.nodes],
+                    "boundaries": [{**asdict(tensor), "shape": list(tensor.shape)}
+                                   for tensor in self.boundaries]}
+        if self.bodies:
+            document["bodies"] = [{"node": node, "body": label, "explain": body.to_json()}
+                                  for node, label, body in self.bodies]
+        return document
 
     def format_text(self) -> str:
         """A table of the operators and one of the boundaries."""
@@ -140,10 +149,23 @@ class Explanation:
             where = item.where if item.subgraph is None else f"{item.where} sg{item.subgraph}"
             lines.append(f"  {item.name:<{name_width}} {item.op:<{op_width}} {where:<14} "
                          f"{item.kind}: {item.reason}")
+            for node, label, body in self.bodies:
+                if node == item.node:
+                    lines += [f"    {line}" for line in body._format_body(label)]
         counts = ", ".join(f"{kind} {count}" for kind, count in sorted(self.counts().items()))
         lines.append(f"  ({counts})")
         lines += self._format_boundaries()
         return "\n".join(lines)
+
+    def _format_body(self, label: str) -> list[str]:
+        """A body's placement, to be indented under its control-flow node."""
+        offloaded = sum(1 for item in self.nodes if item.subgraph is not None)
+        subgraphs = len({item.subgraph for item in self.nodes if item.subgraph is not None})
+        lines = [f"body {label}: {offloaded}/{len(self.nodes)} operators on {self.accelerator} "
+                 f"in {subgraphs} subgraph(s), compiled once, run every iteration"]
+        text = [line.replace("  per forward: ", "  per body run: ", 1)
+                for line in self.format_text().splitlines()[1:]]
+        return lines + text
 
     def _format_boundaries(self) -> list[str]:
         if not self.boundaries:

@@ -37,12 +37,14 @@ from ..errors import (
     TensorError,
 )
 from ..graph import Graph
+from ..graph.control_flow import ControlFlowOp, dynamic_entries
 from ..graph.dynamic import MAX_VALUE_ELEMENTS, is_dynamic, specialise
 from ..graph.symbol_json import write_graph
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
 from .bound_step import BoundStep
+from .control_flow import BodyExecutors
 from .direct_run import DirectRun
 from .eager import EagerRunner
 from .executor_methods import ExecutorMethods
@@ -160,6 +162,12 @@ class Executor(ExecutorMethods):
         else:
             self._runner = Runner(self, graph, self.plan, steps, arg_dict,
                                   {**aux_dict, **extra}, self.outputs)
+            if self.partition is not None and any(isinstance(op, ControlFlowOp)
+                                                  for op in graph.ops):
+                # each control-flow body partitioned and bound too
+                self._runner.bodies = BodyExecutors(ctx, Executor)
+                self._runner.bodies.prepare(graph, shapes, dtypes, frozenset(
+                    set(self._bound) - set(self.data_names)), self._bound)
         # The runner's steps, and its bound steps by node (see runner.Runner).
         self._steps = self._runner.steps
         self._bound_steps = self._runner.bound_steps
@@ -315,6 +323,13 @@ class Executor(ExecutorMethods):
                                 arrays(self.aux_dict, new_aux), self._grad_req,
                                 self.data_names, self._group2ctx)
             executor._plans = family
+            bodies = getattr(self._runner, "bodies", None)
+            runner = executor._runner
+            if bodies is not None and isinstance(runner, Runner) and \
+                    executor._graph is self._graph:
+                # one family, one set of control-flow bodies: a body whose
+                # shapes the new shapes keep is not compiled again
+                runner.bodies = bodies.adopt(runner.bodies)
             return executor
 
         return self if key == self._shape_key() else family.get(key, key, make)
@@ -352,6 +367,11 @@ class Executor(ExecutorMethods):
         devices = sorted({context.device_id for context in contexts})
         weights = frozenset(set(self._bound) - set(self.data_names))
         supported = {dev_id: self._supported_ops(library, dev_id, weights) for dev_id in devices}
+        dynamic = dynamic_entries(graph)
+        if dynamic:  # shapes a loop decides at run time stay on the host
+            supported = {dev_id: [k for k in ids if not any(
+                entry in dynamic for entry in (*graph.input_entries(k), *graph.output_entries(k)))]
+                for dev_id, ids in supported.items()}
         placement = {k: context.device_id if context.is_accelerator else None
                      for k, context in self._node_ctx.items()}
         costs = {dev_id: costs_of(library, dev_id) for dev_id in devices}

@@ -30,6 +30,7 @@ from ..abi.tensor import contiguous
 from ..context import Context, cpu
 from ..errors import GraphError, OperatorError, PluginUnsupportedError, ShapeError, TensorError
 from ..graph import Graph
+from ..graph.control_flow import ControlFlowOp, dynamic_entries
 from ..ndarray import NDArray
 from ..ops.params import Attrs
 from ..ops.registry import OpDef
@@ -161,6 +162,20 @@ def _targets(operator: SubgraphOperator, outputs: Sequence[tuple[NDArray, int]]
     return targets
 
 
+def _write_sized(output: NDArray, value: np.ndarray) -> None:
+    """Inside a step: an output whose length a loop decided (ONNX Loop's
+    scan outputs) takes value, in new host memory when its length differs
+    from the one inferred at bind."""
+    storage = output._storage
+    current = (storage.host.shape if storage.host is not None
+               else storage.device.spec.shape if storage.device is not None else None)
+    if output._view is None and current != value.shape:
+        storage.host = np.array(value, dtype=value.dtype, copy=True)
+        storage.device = None
+        return
+    output._write_now(value)
+
+
 def _step_context(step: Step) -> Context:
     """Where a step runs: its subgraph's device, or the CPU."""
     if step.subgraph is None:
@@ -219,6 +234,11 @@ class Runner:
         # or None where the step cannot run on fixed buffers.
         self.bound_steps: dict[int, BoundStep | None] = {}
         self._direct: DirectRun | None = None  # see direct_run()
+        # The control-flow bodies' executors on the accelerator (set by the
+        # executor; acc_host.runtime.control_flow), and the entries whose
+        # length a loop decides at run time (their outputs are replaced).
+        self.bodies: Any = None
+        self._dynamic = dynamic_entries(graph)
 
     def _step_push(self, index: int, step: Step) -> _Push:
         bound = self._bound
@@ -373,7 +393,9 @@ class Runner:
                                  values)
             for output, entry in push.outputs:
                 target = written.get(entry)
-                if target is None or target[0] is not output or values[entry] is not target[1]:
+                if entry in self._dynamic:
+                    _write_sized(output, np.asarray(to_host(values[entry])))
+                elif target is None or target[0] is not output or values[entry] is not target[1]:
                     output._write_now(np.asarray(to_host(values[entry])))
                 # else the subgraph wrote this output in place
             run.done_with(push.done)
@@ -425,8 +447,11 @@ class Runner:
             assert op is not None and attrs is not None
             start = tracer.now() if tracer is not None else 0
             try:
-                results = op.compute(attrs, [to_host(values[entry])
-                                             for entry in graph.input_entries(k)])
+                arrays = [to_host(values[entry]) for entry in graph.input_entries(k)]
+                if self.bodies is not None and isinstance(op, ControlFlowOp):
+                    results = op.execute(attrs, arrays, self.bodies.runner(k, op))
+                else:
+                    results = op.compute(attrs, arrays)
             except OperatorError as error:  # the values a forward met: name the node
                 if type(error) not in (OperatorError, ShapeError):
                     raise
@@ -468,3 +493,5 @@ class Runner:
             self.drop_stale_failures()
         for operator in self.subgraphs:
             operator.close()
+        if self.bodies is not None:
+            self.bodies.close()
