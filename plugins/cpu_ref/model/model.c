@@ -68,7 +68,8 @@ static int resolve_node(const acc_graph *graph, size_t index, const cr_op **op,
                        node->out_dtypes, node->num_outputs, op, params);
 }
 
-int cr_model_supported(const char *json, int *ids, int capacity, int *count) {
+int cr_model_supported(const char *json, int *ids, int capacity, int *count, char *reasons,
+                       size_t reason_size) {
   acc_graph *graph;
   int status = parse_graph(json, &graph);
   if (status != MX_ACC_OK) return status;
@@ -76,7 +77,10 @@ int cr_model_supported(const char *json, int *ids, int capacity, int *count) {
   for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
     const cr_op *op;
     cr_params params;
-    if (graph->nodes[i].op == NULL || resolve_node(graph, i, &op, &params) != MX_ACC_OK) {
+    if (graph->nodes[i].op == NULL) continue;
+    if (resolve_node(graph, i, &op, &params) != MX_ACC_OK) {
+      acc_node_reason(reasons, reason_size, capacity, i, graph->nodes[i].name,
+                      graph->nodes[i].op);
       continue;
     }
     if (found == capacity) {

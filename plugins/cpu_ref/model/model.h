@@ -57,8 +57,10 @@ struct cr_model {
 };
 
 /* Ids of the operator nodes of json that cpu_ref can run (see
- * supportedOps()). */
-int cr_model_supported(const char *json, int *ids, int capacity, int *count);
+ * supportedOps()); when reasons is not NULL, the reason for each declined
+ * node in its slot (see supportedOpsReasons()). */
+int cr_model_supported(const char *json, int *ids, int capacity, int *count, char *reasons,
+                       size_t reason_size);
 
 /* Builds a model from json and the weights in data (see loadModel()); keeps a
  * copy of json. On success *model is owned by the caller; free it with

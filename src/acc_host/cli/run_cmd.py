@@ -85,7 +85,23 @@ def _where(exe: Any, ctx: Any) -> dict[str, Any]:
     return {"context": str(ctx), "operators": len(placement),
             "offloaded": len(placement) - on_cpu, "on_cpu": on_cpu,
             "subgraphs": 0 if partition is None else len(partition.subgraphs),
-            "partition": [] if partition is None else partition.summary().splitlines()}
+            "partition": [] if partition is None else partition.summary().splitlines(),
+            "declined": [] if partition is None else declined_nodes(partition)}
+
+
+def declined_nodes(partition: Any) -> list[dict[str, Any]]:
+    """The operators left on the CPU that the plugin declined with a reason
+    (supportedOpsReasons, ABI 1.1): node name, op, device and reason."""
+    graph = partition.graph
+    offloaded = {k for spec in partition.subgraphs for k in spec.nodes}
+    rows = []
+    for dev_id, reasons in partition.declined.items():
+        for k, reason in sorted(reasons.items()):
+            if k not in offloaded:
+                node = graph.nodes[k]
+                rows.append({"node": node.name, "op": node.op,
+                             "device": f"{partition.accelerator}({dev_id})", "reason": reason})
+    return rows
 
 
 def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[str, Any]:
@@ -175,6 +191,10 @@ def _format(report: dict[str, Any]) -> str:
              f"where: {where['offloaded']}/{where['operators']} operators on "
              f"{where['context']} in {where['subgraphs']} subgraph(s), {where['on_cpu']} on "
              "cpu(0)", *(f"  {line}" for line in where["partition"])]
+    if where["declined"]:
+        lines.append("declined by the plugin:")
+        lines += [f"  {row['node']} ({row['op']}) on {row['device']}: {row['reason']}"
+                  for row in where["declined"]]
     source = f" ({', '.join(report['compiled_from'])})" if report["compiled_from"] else ""
     lines += [f"times: bind + partition {_ms(report['bind_s'])}, compile "
               f"{_ms(report['compile_s'])}{source}, first forward "

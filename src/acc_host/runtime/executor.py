@@ -230,17 +230,22 @@ class Executor(ExecutorMethods):
         library = contexts[0].library
         devices = sorted({context.device_id for context in contexts})
         weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
-        supported = {dev_id: self._supported_ops(library, dev_id, weights) for dev_id in devices}
+        declined: dict[int, dict[int, str]] = {}
+        supported = {dev_id: self._supported_ops(library, dev_id, weights, declined)
+                     for dev_id in devices}
         placement = {k: context.device_id if context.is_accelerator else None
                      for k, context in self._node_ctx.items()}
         costs = {dev_id: costs_of(library, dev_id) for dev_id in devices}
         return partition_graph(graph, library.name, lambda dev_id: supported[dev_id], devices,
-                               self._shapes, self._dtypes, weights, placement, costs.get)
+                               self._shapes, self._dtypes, weights, placement, costs.get,
+                               declined)
 
-    def _supported_ops(self, library: Any, dev_id: int, weights: frozenset[str]) -> list[int]:
+    def _supported_ops(self, library: Any, dev_id: int, weights: frozenset[str],
+                       declined: dict[int, dict[int, str]]) -> list[int]:
         """supportedOps() of the graph annotated for device dev_id (weights:
         the arguments and auxiliary states that are not data): the operator
-        nodes the plugin runs there."""
+        nodes the plugin runs there. The plugin's reasons for the nodes it
+        declined go to declined[dev_id]."""
         graph = self._graph
         shapes = {name: array.shape for name, array in {**self.arg_dict, **self.aux_dict}.items()}
         dtypes = {name: array.dtype for name, array in {**self.arg_dict, **self.aux_dict}.items()}
@@ -252,7 +257,9 @@ class Executor(ExecutorMethods):
                            for k, node in enumerate(graph.nodes) if node.is_variable)
         if len(region) == operators and variables_ok:
             annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
-            ids = library.supported_ops(json.dumps(annotated), data, len(graph.nodes), dev_id)
+            ids, reasons = library.supported_ops_reasons(json.dumps(annotated), data,
+                                                         len(graph.nodes), dev_id)
+            declined[dev_id] = reasons
             listed = [k for k in ids if graph.nodes[k].is_variable]
         elif region:
             # Some values have dtypes the ABI cannot describe: offer the
@@ -260,9 +267,11 @@ class Executor(ExecutorMethods):
             annotated, to_graph = region_graph(graph, region, self._shapes, self._dtypes,
                                                weights, dev_id)
             names = {node["name"] for node in annotated["nodes"] if node["op"] == "null"}
-            local = library.supported_ops(json.dumps(annotated),
-                                          {k: v for k, v in data.items() if k in names},
-                                          len(annotated["nodes"]), dev_id)
+            local, reasons = library.supported_ops_reasons(
+                json.dumps(annotated), {k: v for k, v in data.items() if k in names},
+                len(annotated["nodes"]), dev_id)
+            declined[dev_id] = {to_graph[k]: text for k, text in reasons.items()
+                                if k in to_graph}
             listed = [k for k in local if k not in to_graph]
             ids = [to_graph[k] for k in local if k in to_graph]
         else:

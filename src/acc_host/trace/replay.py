@@ -229,6 +229,17 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
         found = list(ids[0:max(0, min(count[0], capacity))])
         return status, (None if status or found == out.get("ids")
                         else f"ids {found}, recorded {out.get('ids')}")
+    if fn == "supportedOpsReasons":
+        capacity, size = args["capacity"], args["reason_size"]
+        ids, count = cdata.new("int[]", max(capacity, 1)), cdata.new("int *", -1)
+        reasons = cdata.new("char[]", max(capacity * size, 1))
+        status = int(library.unchecked("supportedOpsReasons",
+                                       made.blob_text(args["json"]), made.texts(args["names"]),
+                                       made.tensors(args["data"]), len(args["names"]),
+                                       args["dev"], ids, capacity, count, reasons, size))
+        found = list(ids[0:max(0, min(count[0], capacity))])
+        return status, (None if status or found == out.get("ids")
+                        else f"ids {found}, recorded {out.get('ids')}")
     if fn == "loadModel":
         return int(library.unchecked("loadModel",
                                      made.text(args["model_id"]), made.blob_text(args["json"]),
