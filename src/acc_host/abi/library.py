@@ -217,14 +217,16 @@ class AccLibrary:
             raise AccVersionError(
                 f"{self.path}: the library refused host ABI version {header.version_text(host)} "
                 f"({host}); it was built for ABI version {header.version_text(plugin)} "
-                f"({plugin}){self._message_suffix()}", self.path, host, plugin)
+                f"({plugin}){self._message_suffix()}; {header.skew_advice(plugin)}",
+                self.path, host, plugin)
         if status != header.OK:
             self._raise("<library>", "initialize", status)
         if plugin // 100 != header.API_VERSION_MAJOR:
             raise AccVersionError(
                 f"{self.path}: the library was built for ABI version {header.version_text(plugin)} "
                 f"({plugin}), which host ABI version {header.version_text(host)} ({host}) cannot "
-                "use: the major versions differ", self.path, host, plugin)
+                f"use: the major versions differ; {header.skew_advice(plugin)}",
+                self.path, host, plugin)
 
     def _read_name(self) -> str:
         buffer = ffi.new("char[]", header.NAME_MAX)
