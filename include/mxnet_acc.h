@@ -475,19 +475,25 @@ int supportedOpsReasons(const char *json, const char *const *data_names,
 
 /* Returns 1 if the plugin keeps referencing weights instead of copying
  * them, 0 otherwise (the same answer after every call; a plugin that does
- * not export the function is 0). When it returns 1, each host-memory weight
- * tensor passed to loadModel() (MXTensor.dev_id == MX_ACC_HOST_DEVICE,
- * "weight" variables only) is owned by the host until unloadModel() of
- * that model returns, instead of borrowed for the call: the host keeps its
- * bytes allocated and unchanged until then, and the plugin may keep the
- * data pointer and read it in any later call for that model. The host never
- * writes a retained buffer: to change a weight it bumps the weight's
- * version in a new buffer and passes that buffer to the next infer() as
- * the weight's new value, which from then on is retained in the same way
- * (replacing the old one, which the host may free once that infer()
- * returns). The shape and layout descriptors (MXTensor itself, shape,
- * layout) are still borrowed: only the data bytes are retained. Weights in
- * accelerator memory and "data" variables stay borrowed. */
+ * not export the function is 0). When it returns 1, the data of each weight
+ * tensor ("weight" variables only) passed to loadModel() is retained, no
+ * longer borrowed, whether it is host memory or accelerator memory of the
+ * model's device: the host keeps those bytes allocated (it calls no
+ * mx_free() on them) until unloadModel() of that model returns, and the
+ * plugin may keep the data pointer and read through it in
+ * any later call for that model (infer(), configure() naming it,
+ * unloadModel()) instead of keeping a copy. The host never changes the
+ * bytes of a retained buffer while a call for that model runs. It changes a
+ * weight only between calls, and then bumps the weight's version: it passes
+ * that weight to the next infer() of the model (new values in the same
+ * buffer or in a new one), before any other call for that model except
+ * unloadModel(). A weight given to infer() is retained in the same way from
+ * then on, replacing the earlier buffer, which the host may free once that
+ * infer() returns. A plugin that derived data from a weight (a packed or
+ * folded form) rebuilds it when the weight is given again, as it does for
+ * borrowed weights. The plugin never writes a retained buffer. Only the
+ * data bytes are retained: MXTensor itself, shape and layout stay borrowed,
+ * and so do "data" variables. */
 int retainsWeights(void);
 
 /* ACC_CDEF_END */

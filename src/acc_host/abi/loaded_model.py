@@ -105,8 +105,16 @@ def describe_graph(graph: Mapping[str, Any], label: str | None = None) -> str:
     return f"{prefix}{count} {span}; nodes {shown}"
 
 
-def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False) -> None:
-    library.release(dev_id, lambda: library.unload_model(model_id, dev_id), wait)
+def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False,
+            retained: dict[str, ArrayLike] | None = None) -> None:
+    """unloadModel, keeping the retained weights alive until it has run
+    (retainsWeights: the plugin may read them until unloadModel returns)."""
+    def unload() -> None:
+        library.unload_model(model_id, dev_id)
+        if retained is not None:
+            retained.clear()
+
+    library.release(dev_id, unload, wait)
 
 
 class LoadedModel:
@@ -131,8 +139,11 @@ class LoadedModel:
                 f"model {self.model_id}: weights missing {missing}, not in the graph {extra}")
         names = [*self.signature.weights, *self.signature.data]
         tensors = TensorArray([*self.signature.weights.values(), *self.signature.data.values()])
+        # With a plugin that retains weights (retainsWeights), the host arrays
+        # the descriptors point at are kept until unloadModel has returned.
+        self._retained: dict[str, ArrayLike] | None = {} if library.retains_weights else None
         for index, name in enumerate(self.signature.weights):
-            self._point(tensors, index, name, weights[name], writable=False)
+            self._point(tensors, index, name, self._retain(name, weights[name]), writable=False)
         c_names = CStrings(names)  # must outlive the call
         # loadModel and infer are called behind their marked frame (see
         # marked_call), bound once here, so not through AccLibrary.call.
@@ -159,6 +170,7 @@ class LoadedModel:
         model = cls.__new__(cls)
         model.library, model.dev_id, model.model_id = library, dev_id, model_id
         model.context = f"{model_id}: {describe_graph(graph, label)}"
+        model._retained = {} if library.retains_weights else None
         model.signature = signature(graph)
         model._adopt()
         return model
@@ -167,7 +179,8 @@ class LoadedModel:
         """Takes ownership of the loaded model and prepares the per-inference
         descriptor arrays."""
         library, dev_id = self.library, self.dev_id
-        self._finalizer = weakref.finalize(self, _unload, library, self.model_id, dev_id)
+        self._finalizer = weakref.finalize(self, _unload, library, self.model_id, dev_id,
+                                           retained=self._retained)
         self._finalizer.atexit = False
         self._model_id_text = ffi.new("char[]", self.model_id.encode("utf-8"))
         self._in_names = CStrings(list(self.signature.data))
@@ -191,6 +204,24 @@ class LoadedModel:
             # (a class, not a bound method stored on self: no reference cycle
             # delays the unload), so models loaded without it pay nothing.
             self.__class__ = _CheckedModel
+
+    def _retain(self, name: str, value: ArrayLike) -> ArrayLike:
+        """value as the plugin will see it (a C-contiguous, aligned host
+        array, or a DeviceBuffer), recorded among the retained weights when
+        the plugin retains them (a DeviceBuffer kept there is not freed)."""
+        if self._retained is None:
+            return value
+        if isinstance(value, np.ndarray):
+            value = contiguous(value)
+        self._retained[name] = value
+        return value
+
+    @property
+    def retained_bytes(self) -> int:
+        """Bytes of host weights the plugin references instead of copying
+        (retainsWeights); 0 for a plugin that copies them."""
+        return sum(value.nbytes if isinstance(value, np.ndarray) else value.spec.nbytes
+                   for value in (self._retained or {}).values())
 
     def _check_buffer(self, value: DeviceBuffer, spec: TensorSpec, name: str) -> None:
         """A TensorError unless value is a live buffer of this model's device
@@ -243,6 +274,8 @@ class LoadedModel:
         keep: list[Any] = []  # the buffers the descriptors point into, alive for the call
         ndarray, from_buffer = np.ndarray, _from_buffer
         library, dev_id = self.library, self.dev_id
+        # Retained weights that new ones replace stay alive until infer returns.
+        replaced = dict(self._retained) if weights and self._retained else None
         with self._lock:
             call, in_slots = self._call, self._in_slots
             if weights:
@@ -280,8 +313,19 @@ class LoadedModel:
                 raise
             status = self._infer(*call)
         if status:
+            if replaced:
+                self._keep_replaced(replaced)
             self.library.check(self.library.name, "infer", status, self.context)
         return results
+
+    def _keep_replaced(self, replaced: Mapping[str, ArrayLike]) -> None:
+        """After a failed infer() that was given weights: the plugin may still
+        reference the buffers they were to replace, so they too are kept
+        until unloadModel."""
+        assert self._retained is not None
+        for name, value in replaced.items():
+            if self._retained.get(name) is not value:
+                self._retained[f"{name} (replaced {len(self._retained)})"] = value
 
     def _unaliased(self, inputs: Mapping[str, ArrayLike],
                    outputs: Mapping[str, ArrayLike]) -> Mapping[str, ArrayLike]:
@@ -364,7 +408,10 @@ class LoadedModel:
                              *(self.signature.weights[name] for name in weights)],
                             names=names)
         for offset, (name, value) in enumerate(weights.items()):
-            self._point(array, len(self.signature.data) + offset, name, value, writable=False)
+            # Retained from this call on (the earlier buffer is released with
+            # the dict entry it replaces, once infer has returned).
+            self._point(array, len(self.signature.data) + offset, name,
+                        self._retain(name, value), writable=False)
         return CStrings(names), array
 
     def close(self) -> None:
