@@ -23,14 +23,22 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from . import checks_abi, checks_config, checks_memory, checks_symbolic, checks_threads
+from . import (
+    checks_abi,
+    checks_config,
+    checks_header,
+    checks_memory,
+    checks_symbolic,
+    checks_threads,
+)
 from .report import FAIL, PASS, SKIP, CheckFailed, CheckResult, CheckSkipped, Report
 from .session import Session
 
 __all__ = ["iter_checks", "run_check", "run_in_process", "run_isolated", "STATEFUL_CHECKS"]
 
 # Module order is the run order: abi (loads the library) first, threads last.
-_MODULES = (checks_abi, checks_memory, checks_symbolic, checks_config, checks_threads)
+_MODULES = (checks_abi, checks_memory, checks_symbolic, checks_config, checks_threads,
+            checks_header)
 # Checks whose side effect later checks need: rerun (silently) after a crash.
 STATEFUL_CHECKS = frozenset({"abi.load"})
 _DETAIL_MAX = 600
