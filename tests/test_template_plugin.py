@@ -147,14 +147,9 @@ def test_grouped_and_dilated_convolutions_fall_back_to_the_cpu(library: registry
     dispatch.clear_cache(ctx)
 
 
-def test_memory_limit_is_a_setting_of_one_device(library: registry.AccLibrary) -> None:
-    assert library.configure(0, {"query": "keys"}) == {"keys": "query,memory_limit"}
-    library.configure(0, {"memory_limit": 4096})
-    try:
-        with pytest.raises(mx.errors.PluginOutOfMemoryError, match="memory_limit"):
-            mx.nd.zeros((2048,), ctx=mx.Context(library.name, 0))  # 8 KiB
-        assert mx.nd.zeros((2048,), ctx=mx.Context(library.name, 1)).shape == (2048,)
-    finally:
-        library.configure(0, {"memory_limit": 0})
-    with pytest.raises(mx.errors.PluginError, match="memory_limit=-1"):
-        library.configure(0, {"memory_limit": -1})
+def test_configure_answers_its_queries_and_refuses_other_keys(library: registry.AccLibrary) -> None:
+    assert library.configure(0, {"query": "keys"}) == {"keys": "query"}
+    assert library.configure(1, {"query": "ops"}) == {
+        "ops": "Activation:1,Convolution:1,Flatten:1,elemwise_add:1"}
+    with pytest.raises(mx.errors.PluginError, match="unknown key memory_limit"):
+        library.configure(0, {"memory_limit": 4096})
