@@ -132,3 +132,37 @@ def test_acc_host_run_summary_lists_declined_nodes() -> None:
     summary = done.stdout[done.stdout.index("declined by the plugin:"):]
     assert ("tfenc_hybridsequential0_encoderlayer0_layernorm0_layernorm0 (LayerNorm) on mlu(0): "
             "operator LayerNorm does not run on the MLU") in summary
+
+
+def test_the_template_says_why_on_squeezenet(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`acc-host partition` of the shared SqueezeNet 1.1 with plugins/template:
+    Pooling, Concat and Dropout are declined, each with the template's words."""
+    import build_plugins
+
+    library = build_plugins.build_named(["template"], tmp_path_factory.mktemp("template"),
+                                        werror=True, log=lambda message: None)[0]
+    squeezenet = ROOT / "tests" / "models" / "squeezenet1_1"
+    done = _cli("partition", str(squeezenet / "model"), "--acc", str(library), "--input",
+                str(squeezenet / "input_0.npy"), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    said = {node["op"]: node["plugin_reason"]
+            for node in json.loads(done.stdout)["explain"]["nodes"] if node["plugin_reason"]}
+    assert said == {op: f"{op}: the template has no such operator or version"
+                    for op in ("Pooling", "Concat", "Dropout")}
+
+
+def test_the_template_names_the_convolution_limit(tmp_path_factory: pytest.TempPathFactory
+                                                  ) -> None:
+    import build_plugins
+
+    path = build_plugins.build_named(["template"], tmp_path_factory.mktemp("template_conv"),
+                                     werror=True, log=lambda message: None)[0]
+    context = mx.Context(registry.register(path, "template_reasons").name, 0)
+    data = mx.sym.Variable("data")
+    grouped = mx.sym.Convolution(data, kernel=(3, 3), num_filter=4, num_group=2, name="grouped")
+    dilated = mx.sym.Convolution(data, kernel=(3, 3), num_filter=4, dilate=(2, 2), name="dilated")
+    exe = mx.sym.Group([grouped, dilated]).simple_bind(context, data=(1, 4, 8, 8))
+    reasons = _reasons(exe)
+    assert reasons["grouped"][1] == "Convolution: num_group > 1 not implemented"
+    assert reasons["dilated"][1] == "Convolution: dilate unsupported"
+    exe.close()
