@@ -166,3 +166,31 @@ def test_the_template_names_the_convolution_limit(tmp_path_factory: pytest.TempP
     assert reasons["grouped"][1] == "Convolution: num_group > 1 not implemented"
     assert reasons["dilated"][1] == "Convolution: dilate unsupported"
     exe.close()
+
+
+def test_isolated_libraries_forward_the_reasons(build_test_plugin: Callable[..., Path]) -> None:
+    from acc_host.abi.annotate import annotate_symbol, signature
+    from acc_host.isolate import IsolatedLibrary
+
+    sym = _mixed()
+    arg_shapes, _, _ = sym.infer_shape(data=(2, 4))
+    shapes = dict(zip(sym.list_arguments(), arg_shapes))
+    graph = annotate_symbol(sym, shapes, weights={name for name in shapes if name != "data"},
+                            dtypes={name: np.float32 for name in shapes})
+    text, data = json.dumps(graph), signature(graph).data
+    library = IsolatedLibrary(build_test_plugin("failing_relu.c", "failrelu"),
+                              acc_name="failrelu_iso")
+    broken = IsolatedLibrary(build_test_plugin("failing_relu.c", "failrelu_overrun_iso",
+                                               FAILRELU_OVERRUN_REASONS=True),
+                             acc_name="failrelu_iso_overrun")
+    try:
+        assert library.gives_reasons and not library.retains_weights
+        ids, reasons = library.supported_ops_reasons(text, data, len(graph["nodes"]), 0)
+        assert ids == [1] and reasons == {
+            2: "act_type=sigmoid not implemented (relu only)",
+            5: "only Activation runs here, not FullyConnected"}
+        with pytest.raises(mx.PluginContractError, match="wrote past the end of reasons"):
+            broken.supported_ops_reasons(text, data, len(graph["nodes"]), 0)
+    finally:
+        library.close()
+        broken.close()
