@@ -91,7 +91,7 @@ def bind(name: str):
     for key, value in {**arg_params, **aux_params}.items():
         (exe.arg_dict if key in exe.arg_dict else exe.aux_dict)[key][:] = value
     exe.forward(is_train=False, data=image)
-    operators = [step.subgraph for step in exe._steps if step.subgraph]
+    operators = exe.subgraphs
     return exe, operators, {**exe.arg_dict, **exe.aux_dict}
 
 
@@ -207,7 +207,7 @@ def c_breakdown(binary: Path, operators, folder: Path, repeat: int) -> dict[str,
     parts: dict[str, float] = {}
     for index, op in enumerate(operators):
         path = folder / f"subgraph{index}.model"
-        library.configure(op.dev_id, {"export_model": op._model.model_id, "path": str(path)})
+        library.configure(op.dev_id, {"export_model": op.model.model_id, "path": str(path)})
         out = subprocess.run([str(binary), str(path), str(repeat)], check=True,
                              capture_output=True, text=True).stdout
         for line in out.splitlines():

@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
 
     forward()  # compiles
     infer_spent, copy_spent = [0.0], [0.0]
-    for step in exe._steps:
-        if step.subgraph is not None and step.subgraph._model is not None:
-            model = step.subgraph._model
+    for subgraph in exe.subgraphs:
+        if subgraph.model is not None:
+            model = subgraph.model
             model._infer = _timed(model._infer, infer_spent)
     for name in ("copy_from_host", "to_host"):
         setattr(DeviceBuffer, name, _timed(getattr(DeviceBuffer, name), copy_spent))
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = statistics.median(walls)
     infer = infer_spent[0] / args.repeat
     copies = copy_spent[0] / args.repeat
-    print(f"{args.model} on cpu_ref, {args.engine}, {len(exe._steps)} steps, "
+    print(f"{args.model} on cpu_ref, {args.engine}, {len(exe.plan.steps)} steps, "
           f"median of {args.repeat} forwards (mean for the parts):")
     print(f"  forward + read    {wall * 1e6:9.1f} us")
     print(f"  plugin infer()    {infer * 1e6:9.1f} us")

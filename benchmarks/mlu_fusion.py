@@ -3,7 +3,7 @@
 Usage: python benchmarks/mlu_fusion.py [--repeat N]
 
 For SqueezeNet 1.1 and MobileNetV2 1.0 (tests/models, MXNet's own files) and
-the ResNet-18-style network of tests/test_mlu_sim.py (built with mx.sym,
+the ResNet-18-style network of tests/support/mlu_nets.py (built with mx.sym,
 widths 16-128, 1x3x64x64), on one card:
 
 * symbolic: the whole graph loaded once with loadModel (fusion segments,
@@ -41,7 +41,7 @@ from acc_host.abi.operator_executor import run_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from test_mlu_sim import _resnet18_style, _weights  # noqa: E402
+from support import mlu_nets  # noqa: E402
 
 CARD = 1
 STATS = ("sim_time_ns", "launches", "dram_bytes")
@@ -73,9 +73,9 @@ def shared_model(name: str) -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
 
 
 def resnet18_style() -> tuple[Any, dict[str, np.ndarray], np.ndarray]:
-    symbol, shape = _resnet18_style(), (1, 3, 64, 64)
+    symbol, shape = mlu_nets.resnet18_style(), (1, 3, 64, 64)
     image = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
-    return symbol, _weights(symbol, shape, seed=3), image
+    return symbol, mlu_nets.net_weights(symbol, shape, seed=3), image
 
 
 def stats() -> dict[str, float]:

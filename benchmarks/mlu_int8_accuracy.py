@@ -35,11 +35,10 @@ NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc", "transformer_enc
 
 
 def model_infos(exe: Any, ctx: Any) -> dict[str, int]:
-    """model_info summed over the executor's MLU subgraphs (white-box: the
-    executor keeps its loaded models in its steps)."""
+    """model_info summed over the executor's MLU subgraphs' loaded models."""
     total: dict[str, int] = {}
-    for step in exe._steps:
-        model = getattr(step.subgraph, "_model", None) if step.subgraph is not None else None
+    for subgraph in exe.subgraphs:
+        model = subgraph.model
         if model is None:
             continue
         for key, value in ctx.configure(model_info=model.model_id).items():

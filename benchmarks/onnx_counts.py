@@ -3,11 +3,11 @@
     python benchmarks/onnx_counts.py              # runs the suites, prints the table
     python benchmarks/onnx_counts.py --xml a.xml  # counts an existing junit xml
     python benchmarks/onnx_counts.py --suggest    # also prints failing cases as
-                                                  # tests/onnx_expected_failures.py entries
+                                                  # tests/support/onnx_expected_failures.py entries
 
-The CPU path runs from tests/test_onnx_backend.py, cpu_ref from
-tests/test_onnx_backend_cpu_ref.py, the simulated MLU (light models only, with CPU
-fallback) from tests/test_onnx_backend_mlu.py. "node %" counts every node case (passed /
+The CPU path runs from tests/onnx/test_onnx_backend.py, cpu_ref from
+tests/onnx/test_onnx_backend_cpu_ref.py, the simulated MLU (light models only, with CPU
+fallback) from tests/onnx/test_onnx_backend_mlu.py. "node %" counts every node case (passed /
 all node cases).
 """
 
@@ -24,8 +24,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITES = {"cpu": "tests/test_onnx_backend.py", "cpu_ref": "tests/test_onnx_backend_cpu_ref.py",
-          "mlu": "tests/test_onnx_backend_mlu.py"}
+SUITES = {"cpu": "tests/onnx/test_onnx_backend.py",
+          "cpu_ref": "tests/onnx/test_onnx_backend_cpu_ref.py",
+          "mlu": "tests/onnx/test_onnx_backend_mlu.py"}
 CATEGORIES = {"OnnxBackendNodeModelTest": "node", "OnnxBackendRealModelTest": "light models",
               "OnnxBackendSimpleModelTest": "simple", "OnnxBackendPyTorchConvertedModelTest":
               "pytorch-converted", "OnnxBackendPyTorchOperatorModelTest": "pytorch-operator"}

@@ -71,7 +71,7 @@ def measure(name: str, repeat: int, warmup: int) -> dict[str, Any]:
     row: dict[str, Any] = {"model": name}
     for label, ctx in (("cpu", mx.cpu()), ("cpu_ref", mx.cpu_ref(0)), ("mlu", mx.mlu(0))):
         rep = prepare(model, accelerator=ctx)
-        executor = rep._executor
+        executor = rep.executor
         assert executor is not None  # static input shapes: bound at prepare
         placement = list(executor.placement().values())
         row[f"{label}_on_acc"] = f"{sum(d != 'cpu(0)' for d in placement)}/{len(placement)}"

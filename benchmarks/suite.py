@@ -287,15 +287,15 @@ def overhead_section(repeat: int) -> dict[str, float]:
     # input and output in device buffers (cpu_ref keeps its own memory).
     bound = relu.simple_bind(mx.cpu_ref(0), data=(1, 16))
     bound.forward(data=x)[0].wait_to_read()
-    (step,) = bound._steps
-    operator = step.subgraph
+    (step,) = bound.plan.steps
+    (operator,) = bound.subgraphs
     entries = {entry: bound.arg_dict["data"]._storage.device for entry in step.inputs}
     targets = {step.outputs[0]: bound.outputs[0]._storage.device}
     timed["subgraph_operator"] = many(lambda: operator.forward(entries, {}, targets), inner)
     # What the executor's step runs once the model is loaded (the step on
     # fixed buffers: its checks that the buffers and weights are current,
     # then the plugin call with descriptors built once).
-    fixed = bound._bound_steps[step.node]
+    fixed = bound.bound_step(operator)
     assert fixed is not None
     timed["bound_step"] = many(
         lambda: fixed.current() and operator.weights_current() and fixed.infer.run(), inner)

@@ -412,9 +412,10 @@ int infer(const char *model_id, const char *const *in_names,
  *                           model is then used and unloaded like any other.
  *                           A file the plugin did not write, or a damaged
  *                           one, is refused with MX_ACC_ERR_INVALID_ARG
- *                           (the host's cache does not hash the file: it
- *                           relies on this check, e.g. a checksum over the
- *                           whole file).
+ *                           (the host's cache checks only the graph and
+ *                           weights the file holds, where it starts with the
+ *                           SDK's graph section: it relies on this check,
+ *                           e.g. a checksum over the whole file).
  *   "query" = "compile_config"
  *                        -> "compile_config": a string that names every
  *                           setting of device dev_id that changes what

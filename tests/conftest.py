@@ -1,42 +1,77 @@
-"""Shared fixtures: the bundled plugins are built once per session, and the
-deliberately broken test plugins are built on demand.
+"""The test session: the bundled plugins built before anything imports
+acc_host, the default run and the full run, and the fixtures that build
+test plugins.
 
-With ACC_HOST_SANITIZE=1 every plugin is built with AddressSanitizer and
-UndefinedBehaviorSanitizer; run the suite that way with the sanitizer
-runtimes preloaded (.ci/run shows how).
+How a test never sees a stale or missing bundled plugin: importing acc_host
+discovers and loads the libraries of src/acc_host/_bundled at that moment,
+and collection imports acc_host (the test modules import it at their top).
+So the build is the first thing of the session: pytest_sessionstart, which
+pytest calls after loading this file and before it collects anything, runs
+support.plugin_builds.build_bundled (build_plugins.build_all, which
+recompiles what changed since the last build, or everything when switching
+between release and sanitized builds). This file imports nothing that
+imports acc_host, and neither does the package's pytest plugin
+(acc_host_pytest) unless --acc-lib is given. Should something import acc_host
+earlier all the same, and the build then change a library, the session stops
+with that reason (StaleImportError) rather than test the previous build.
+Child processes the tests start import acc_host after the build, so they see
+the same libraries.
+
+The test plugins (tests/plugins/*.c, built with deliberate faults) and
+cpu_ref variants are compiled on demand by the session fixtures below, once
+per variant and session. With ACC_HOST_SANITIZE=1 every plugin is built with
+AddressSanitizer and UndefinedBehaviorSanitizer; run the suite that way with
+the sanitizer runtimes preloaded (.ci/run shows how).
+
+What the test modules share lives in the support package (tests/support/);
+test modules import from it, never from one another or from this file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-TEST_PLUGINS = Path(__file__).resolve().parent / "plugins"
-sys.path.insert(0, str(ROOT))
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+# build_plugins.py (at the checkout's root) and the support package (in
+# tests/) are importable from this file and from every test module.
+for folder in (TESTS, ROOT):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from support.engines import using_engine  # noqa: E402
+from support.paths import TEST_PLUGINS  # noqa: E402
+from support.plugin_builds import (  # noqa: E402
+    SANITIZE,
+    StaleImportError,
+    build_bundled,
+    plugin_builder,
+)
 
 import build_plugins  # noqa: E402
 
-# Plugins are (re)built before acc_host is first imported, so discovery at
-# import finds the current cpu_ref.
-SANITIZE = os.environ.get("ACC_HOST_SANITIZE") == "1"
-build_plugins.build_all(sanitize=SANITIZE, log=lambda message: None)
 
-# Discovery's probe results go to a cache of this run, not the user's
-# ~/.cache (child processes the tests start inherit it).
-if "MXNET_ACC_PROBE_CACHE" not in os.environ:
-    import tempfile
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before collection imports acc_host: the probe cache of this run, and
+    the bundled plugins built (see the module's docstring)."""
+    # Discovery's probe results go to a cache of this run, not the user's
+    # ~/.cache (child processes the tests start inherit it).
+    if "MXNET_ACC_PROBE_CACHE" not in os.environ:
+        os.environ["MXNET_ACC_PROBE_CACHE"] = str(
+            Path(tempfile.mkdtemp(prefix="acc-host-tests-")) / "probe-cache.json")
+    try:
+        build_bundled()
+    except (build_plugins.BuildError, StaleImportError) as error:
+        pytest.exit(f"the bundled plugins: {error}", returncode=pytest.ExitCode.USAGE_ERROR)
 
-    os.environ["MXNET_ACC_PROBE_CACHE"] = str(
-        Path(tempfile.mkdtemp(prefix="acc-host-tests-")) / "probe-cache.json")
 
 # ---- the default run and the full run ---------------------------------------------------
 #
@@ -89,39 +124,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 _HAVE_ONNX = importlib.util.find_spec("onnx") is not None
 
 
-def _plugin_builder(out_dir: Path, sources: Callable[..., list[Path]],
-                    include_dirs: Sequence[Path] = ()) -> Callable[..., Path]:
-    """A function (*source_args, label, NAME=value, ...) -> library path that
-    compiles sources(*source_args) with -DNAME=value for each macro (a bare
-    -DNAME for True) into lib<label>.so, once per label."""
-    built: dict[str, Path] = {}
-
-    def build(*args: Any, **macros: object) -> Path:
-        *source_args, label = args
-        if label not in built:
-            flags = [f"-D{name}" if value is True else f"-D{name}={value}"
-                     for name, value in macros.items()]
-            built[label] = build_plugins.compile_library(
-                sources(*source_args), out_dir / build_plugins.library_name(label),
-                sanitize=SANITIZE, werror=True, extra_flags=flags, include_dirs=include_dirs)
-        return built[label]
-
-    return build
-
-
 @pytest.fixture(scope="session")
 def build_fake(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """build_fake(label, NAME=value, ...) compiles tests/plugins/fake_acc.c
     with -DNAME=value for each macro into a library named after label."""
-    return _plugin_builder(tmp_path_factory.mktemp("fake_plugins"),
-                           lambda: [TEST_PLUGINS / "fake_acc.c"])
+    return plugin_builder(tmp_path_factory.mktemp("fake_plugins"),
+                          lambda: [TEST_PLUGINS / "fake_acc.c"])
 
 
 @pytest.fixture(scope="session")
 def build_test_plugin(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """build_test_plugin(source, label, NAME=value, ...) compiles
     tests/plugins/<source> with the sources of plugins/common."""
-    return _plugin_builder(tmp_path_factory.mktemp("test_plugins"), lambda source: [
+    return plugin_builder(tmp_path_factory.mktemp("test_plugins"), lambda source: [
         TEST_PLUGINS / source, *sorted(build_plugins.COMMON_DIR.glob("*.c"))])
 
 
@@ -130,7 +145,7 @@ def build_cpu_ref_variant(tmp_path_factory: pytest.TempPathFactory) -> Callable[
     """build_cpu_ref_variant(label, CR_NAME='"name"', CPU_REF_ONLY_OPS=...)
     builds cpu_ref under another name, e.g. keeping only some operators."""
     cpu_ref = build_plugins.PLUGINS_DIR / "cpu_ref"
-    return _plugin_builder(tmp_path_factory.mktemp("cpu_ref_variants"), lambda: [
+    return plugin_builder(tmp_path_factory.mktemp("cpu_ref_variants"), lambda: [
         *build_plugins.plugin_sources(cpu_ref), *sorted(build_plugins.COMMON_DIR.glob("*.c"))],
         include_dirs=build_plugins.plugin_include_dirs(cpu_ref))
 
@@ -170,34 +185,8 @@ def perturbed_cpu_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
         sanitize=SANITIZE)
 
 
-def settle_engine() -> None:
-    """Waits for everything pushed; failures an earlier test left behind
-    (a forward nobody waited for, a library that died) are not the caller's."""
-    import acc_host as mx
-
-    try:
-        mx.engine.wait_for_all()
-    except Exception:  # whatever an earlier test left
-        pass
-
-
-@contextlib.contextmanager
-def using_engine(kind: str) -> Any:
-    """The engine kind for the block, from and back to a settled engine."""
-    import acc_host as mx
-
-    previous = mx.engine.engine_type()
-    settle_engine()
-    mx.engine.set_engine_type(kind)
-    try:
-        yield kind
-    finally:
-        settle_engine()
-        mx.engine.set_engine_type(previous)
-
-
 @pytest.fixture(params=["NaiveEngine", "ThreadedEngine"])
-def engine_kind(request: pytest.FixtureRequest) -> Any:
+def engine_kind(request: pytest.FixtureRequest) -> Iterator[str]:
     """Each engine in turn (see using_engine)."""
     with using_engine(request.param) as kind:
         yield kind

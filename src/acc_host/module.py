@@ -223,6 +223,13 @@ class Module(ModuleMethods):
     def binded(self) -> bool:
         return self._exec is not None
 
+    @property
+    def executor(self) -> Executor:
+        """The executor bind() made (acc-host's addition to MXNet's Module):
+        its placement(), partition and plan tell where each operator runs.
+        GraphError before bind()."""
+        return self._executor()
+
     def _executor(self) -> Executor:
         if self._exec is None:
             raise GraphError("Module: call bind() first")

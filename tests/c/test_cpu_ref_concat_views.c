@@ -6,7 +6,7 @@
  * and along the images (axis 0: the inner one's strided convolutions lie
  * in one run of the outer output at any batch). Linked directly so that
  * AddressSanitizer checks every write into the nested views
- * (tests/test_c_cpu_ref.py). Batch 1 and 4, 1 and 2 threads, image split
+ * (tests/c/test_c_cpu_ref.py). Batch 1 and 4, 1 and 2 threads, image split
  * forced off, on and left to cpu_ref; the outputs must match the
  * convolutions and concatenations computed here. Prints "N passed, N
  * failed".

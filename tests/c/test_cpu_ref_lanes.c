@@ -3,7 +3,7 @@
  * thread taking the next image and running it through on one thread, in
  * memory of its own (plugins/cpu_ref/model/lanes.c, run_lanes). Linked directly,
  * so that the same program runs under AddressSanitizer and under
- * ThreadSanitizer (tests/test_c_cpu_ref.py). The results on 2 and 3 threads
+ * ThreadSanitizer (tests/c/test_c_cpu_ref.py). The results on 2 and 3 threads
  * must be those of 1 thread bit for bit, by default (lanes, then the
  * classifier, 1.3 MB of weights, once on the batch) and with
  * ACC_CPU_REF_IMAGE_SPLIT=1 (every step per image, in lanes), and agree

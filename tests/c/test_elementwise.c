@@ -1,7 +1,7 @@
 /*
  * The element-wise kernels of plugins/cpu_ref/kernels/reference/kernels.c against scalar
  * references, compiled as the shipped library is (-O2 with GCC's dynamic
- * vector cost model; tests/test_c_kernels.py adds the sanitizers), so that
+ * vector cost model; tests/c/test_c_kernels.py adds the sanitizers), so that
  * the vectorised loops are the ones tested: every operation over lengths
  * that hit the vector body, its remainder and neither (0, 1, 15, 16, 17,
  * 33, 100), unaligned, in place, with signed zeros, subnormals, infinities

@@ -24,7 +24,7 @@
 #include "kernels.h"
 #include "parallel.h"
 
-/* tests/test_c_kernels.py compiles kernels.c and parallel.c with this file;
+/* tests/c/test_c_kernels.py compiles kernels.c and parallel.c with this file;
  * the data kernels split out of kernels.c come in here, so that the one
  * list of sources keeps building. */
 

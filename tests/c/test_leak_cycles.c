@@ -1,5 +1,5 @@
 /*
- * Leak check of a plugin library through its ABI, for tests/test_leaks.py:
+ * Leak check of a plugin library through its ABI, for tests/hardening/test_leaks.py:
  * dlopens the library (built with AddressSanitizer), then runs CYCLES times
  * each of
  *   - loadModel / infer / unloadModel of a small real graph (convolution,

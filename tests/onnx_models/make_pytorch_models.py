@@ -1,4 +1,4 @@
-"""Builds the PyTorch-exported ONNX models that tests/test_onnx_pytorch_models.py
+"""Builds the PyTorch-exported ONNX models that tests/onnx/test_onnx_pytorch_models.py
 checks (and benchmarks/onnx_pytorch_latency.py times).
 
 Run it with a Python that has torch (it is not a dependency of acc-host, and

@@ -1,6 +1,6 @@
 /*
  * A small but complete plugin for the conformance kit's tests
- * (tests/test_conformance.py): imperative memory on CONF_NUM_ACC devices
+ * (tests/conformance/test_conformance.py): imperative memory on CONF_NUM_ACC devices
  * (default 2), and symbolic graphs made of Activation(act_type="relu") and
  * elemwise_add nodes on float32 tensors. Built as it is, it passes the kit;
  * each build option breaks one rule of mxnet_acc.h on purpose, so that the

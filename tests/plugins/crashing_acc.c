@@ -1,6 +1,6 @@
 /*
  * A test plugin that crashes, aborts, exits or hangs when asked to
- * (tests/test_isolation.py): it runs float32 relu, as graphs of
+ * (tests/isolate/test_isolation.py): it runs float32 relu, as graphs of
  * Activation(act_type="relu") nodes through loadModel()/infer() and as an
  * imperative executor, on one device whose memory is ordinary malloc()
  * memory. It is compiled with the sources of plugins/common; the model

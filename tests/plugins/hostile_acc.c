@@ -1,6 +1,6 @@
 /*
  * A plugin that takes its host down while it is loaded, for the tests of
- * discovery's probe (tests/test_safe_discovery.py). Each build picks what
+ * discovery's probe (tests/plugins/test_safe_discovery.py). Each build picks what
  * it does with one macro, and when with HOSTILE_IN_CONSTRUCTOR (at dlopen,
  * in a constructor) or HOSTILE_IN_DESTRUCTOR (at exit, after a clean load);
  * the default is inside initialize():

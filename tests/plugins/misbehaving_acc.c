@@ -1,5 +1,5 @@
 /*
- * A plugin that misbehaves on request, for tests/test_misbehaving.py: it runs
+ * A plugin that misbehaves on request, for tests/hardening/test_misbehaving.py: it runs
  * graphs of Activation(act_type="relu") nodes on float32 tensors through
  * loadModel()/infer() on MISB_NUM_ACC devices (default 2), correctly while
  * its mode is "good", and breaks one rule of mxnet_acc.h in each other mode.
@@ -38,6 +38,14 @@
  *   infer_overrun          infer() runs, then writes 16 floats past the end of
  *                          its first output (host memory only: use the
  *                          build without MISB_IMPERATIVE)
+ *   infer_overrun_few      infer() runs, then writes 3 bytes past the end of
+ *                          its first output, host or device memory (device
+ *                          memory only where the host pads its allocations:
+ *                          MXNET_ACC_CHECK_OUTPUTS=1, or the heap is corrupted)
+ *   copy_overrun_few       (MISB_IMPERATIVE) copyToAcc() and copyFromAcc()
+ *                          copy, then write 3 bytes past the end of their
+ *                          destination (only under MXNET_ACC_CHECK_OUTPUTS=1,
+ *                          where the host guards both)
  *
  * configure(query=stats) answers "loads", "unloads", "infers" and "models"
  * (currently loaded) for the device, and "mode".
@@ -225,6 +233,11 @@ static int copy(const char *call, const MXTensor *device, const MXTensor *host, 
     memcpy(device->data, host->data, bytes);
   } else {
     memcpy(host->data, device->data, bytes);
+  }
+  char mode[MISB_MODE_MAX];
+  read_mode(device->dev_id, mode, NULL);
+  if (is_mode(mode, "copy_overrun_few")) {
+    memset((char *)(to_device ? device->data : host->data) + bytes, 0x77, 3);
   }
   return MX_ACC_OK;
 }
@@ -426,6 +439,11 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     float *past = (float *)out_data[0].data + relu_tensor_count(&out_data[0]);
     for (int k = 0; k < 16; ++k) past[k] = 12345.0f;
   }
+  if (status == MX_ACC_OK && is_mode(mode, "infer_overrun_few") && num_out > 0) {
+    unsigned char *past = (unsigned char *)out_data[0].data +
+                          relu_tensor_count(&out_data[0]) * sizeof(float);
+    memset(past, 0x77, 3);
+  }
   if (status == MX_ACC_OK) {
     pthread_mutex_lock(&lock);
     ++counts[dev_id].infers;
@@ -441,7 +459,8 @@ static const char *const kModes[] = {
     "ids_variable", "ids_count_overflow", "ids_count_unset", "ids_write_past",
     "supported_fail", "supported_fail_silent", "load_fail", "load_fail_silent", "load_oom",
     "load_unsupported", "infer_fail", "infer_fail_silent", "infer_oom", "infer_bad_status",
-    "infer_unwritten", "infer_partial", "slow", "crash", "exit0", "infer_overrun"};
+    "infer_unwritten", "infer_partial", "slow", "crash", "exit0", "infer_overrun",
+    "infer_overrun_few", "copy_overrun_few"};
 
 static relu_answer answers[MISB_NUM_ACC]; /* under lock */
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SANITIZE
+from support.plugin_builds import SANITIZE
 
 import acc_host as mx
 from acc_host.abi.loaded_model import describe_graph

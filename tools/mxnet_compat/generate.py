@@ -17,7 +17,7 @@ Inputs, both in this folder:
   when acc-host's operator namespace resolves the name, else missing.
 
 A name counts as supported only when it resolves in acc_host (see
-``resolve``); tests/test_mxnet_compat.py checks that for every name marked
+``resolve``); tests/frontend/test_mxnet_compat.py checks that for every name marked
 supported and that the page is current.
 """
 
@@ -113,7 +113,7 @@ def render() -> str:
         "installed), and what `import acc_host as mx` does with it. *supported, differs* "
         "names work with the difference stated; *training only* names are out of scope for "
         "an inference runtime (autograd's backward, optimizers, kvstore); *not API* names "
-        "are MXNet's implementation details. tests/test_mxnet_compat.py checks that every "
+        "are MXNet's implementation details. tests/frontend/test_mxnet_compat.py checks that every "
         "name marked supported resolves in acc_host and that this page is current.",
         "",
         "| module | names | supported | differs | not supported | training only | not API |",

@@ -7,7 +7,7 @@ Runs in a side environment that has MXNet (it never imports acc_host)::
 Writes ndarray_methods.json (the calls) with ndarray_methods.npz (their
 inputs and MXNet's outputs) and metrics.json (each metric's get() and
 get_global() after two updates with the inputs stored in metrics.npz).
-tests/test_mxnet_compat_features.py makes the same calls on acc_host.
+tests/frontend/test_mxnet_compat_features.py makes the same calls on acc_host.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Writes RecordIO files with MXNet 1.9.1 for tests/test_recordio.py.
+"""Writes RecordIO files with MXNet 1.9.1 for tests/frontend/test_recordio.py.
 
 Runs in a side environment that has MXNet (it never imports acc_host)::
 

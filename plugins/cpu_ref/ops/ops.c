@@ -415,7 +415,7 @@ int cr_run_float32(const cr_params *params, const cr_tensor *in, int num_in,
 
 /* One row per operator: name, aliases, version, variant, family. The
  * names, attributes and semantics are those of the host's registry
- * (acc_host.ops), which tests/test_cpu_ref_ops.py checks every row against. */
+ * (acc_host.ops), which tests/plugins/cpu_ref/test_cpu_ref_ops.py checks every row against. */
 static const cr_op kOps[] = {
     /* neural-network layers (ops_nn.c; activations, normalisations and
      * softmaxes in ops_norm.c) */

@@ -739,6 +739,27 @@ static int upsampling_infer(const cr_params *params, const acc_shape *in, int nu
   return MX_ACC_OK;
 }
 
+/* One input (the common case): each input row is widened once, pixel by
+ * pixel, into the first of its factor output rows, which is then copied to
+ * the others (a copy per row instead of a gather per element). x holds
+ * planes planes of in_h x in_w, y planes of (in_h * factor) x (in_w * factor). */
+static void upsampling_rows(const float *x, int64_t planes, int64_t in_h, int64_t in_w,
+                            int64_t factor, float *y) {
+  const int64_t out_w = in_w * factor;
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t i = 0; i < in_h; ++i) {
+      const float *row = x + (p * in_h + i) * in_w;
+      float *first = y + (p * in_h + i) * factor * out_w;
+      for (int64_t j = 0; j < in_w; ++j) {
+        for (int64_t r = 0; r < factor; ++r) first[j * factor + r] = row[j];
+      }
+      for (int64_t r = 1; r < factor; ++r) {
+        memcpy(first + r * out_w, first, (size_t)out_w * sizeof(float));
+      }
+    }
+  }
+}
+
 static int upsampling_compute(const cr_params *params, const cr_tensor *in, int num_in,
                               const cr_tensor *out, int num_threads) {
   (void)num_threads;
@@ -755,6 +776,12 @@ static int upsampling_compute(const cr_params *params, const cr_tensor *in, int 
     for (int k = 0; k < num_in; ++k) inputs[k] = in[k].data;
     cr_upsampling_sum(num_in, inputs, factors, (int64_t)shape->dims[0], (int64_t)shape->dims[1],
                       height, width, out->data);
+    return MX_ACC_OK;
+  }
+  if (num_in == 1) {
+    upsampling_rows(in[0].data, (int64_t)shape->dims[0] * (int64_t)shape->dims[1],
+                    (int64_t)in[0].shape.dims[2], (int64_t)in[0].shape.dims[3], factors[0],
+                    out->data);
     return MX_ACC_OK;
   }
   /* Concatenation: input k repeats each pixel factor times along height

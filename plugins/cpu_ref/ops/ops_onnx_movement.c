@@ -398,10 +398,42 @@ static void slice_tables(const cr_params *params, const acc_shape *x, const acc_
   }
 }
 
+/* A slice of unit steps is runs of contiguous elements: the trailing axes
+ * it keeps whole, times the extent kept of the axis before them. Each run
+ * is one memcpy (the generic path gathers element by element). Returns 0
+ * when a step is not 1 (the caller gathers). */
+static int slice_runs(const cr_params *params, const cr_tensor *in, const cr_tensor *out) {
+  const acc_shape *x = &in[0].shape;
+  int64_t first[CR_MAX_NDIM], step[CR_MAX_NDIM], length[CR_MAX_NDIM], strides[CR_MAX_NDIM];
+  if (slice_plan(params, x, first, step, length) != MX_ACC_OK) return 0;
+  for (int d = 0; d < x->ndim; ++d) {
+    if (step[d] != 1) return 0;
+  }
+  if (x->ndim == 0 || count_of(&out->shape) == 0) return x->ndim != 0;
+  cr_compact_strides(x, strides);
+  int inner = x->ndim - 1; /* the axis whose kept part starts each run */
+  while (inner > 0 && length[inner] == (int64_t)x->dims[inner]) --inner;
+  const size_t size = cr_in_size(params, 0);
+  const size_t run = (size_t)(length[inner] * strides[inner]) * size;
+  int64_t index[CR_MAX_NDIM] = {0};
+  const char *source = in[0].data;
+  char *target = out->data;
+  for (;;) {
+    int64_t offset = first[inner] * strides[inner];
+    for (int d = 0; d < inner; ++d) offset += (first[d] + index[d]) * strides[d];
+    memcpy(target, source + (size_t)offset * size, run);
+    target += run;
+    int d = inner - 1;
+    while (d >= 0 && ++index[d] == length[d]) index[d--] = 0;
+    if (d < 0) return 1;
+  }
+}
+
 static int slice_run(const cr_params *params, const cr_tensor *in, int num_in,
                      const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
+  if (slice_runs(params, in, out)) return MX_ACC_OK;
   return table_run(params, in, out, slice_tables, NULL);
 }
 

@@ -14,12 +14,12 @@ after it: a floating-point element still holding the canary (a NaN with a
 payload no arithmetic produces) or an integer output whose every byte still
 holds it is a :class:`~acc_host.errors.PluginContractError` naming the
 output. Each host output is also given to the plugin inside a scratch
-buffer with _GUARD_BYTES of a pattern before and after it, checked after
-the call: a plugin that wrote outside an output is a PluginContractError
-naming it (device buffers are the plugin's own memory, which the host
-cannot guard). It costs a fill, a scan and a copy of every output per
-inference, so it is off by default (docs/robustness.md has the measured
-cost).
+buffer with guard bytes before and after it, and each device output (a
+``DeviceBuffer``, allocated with a guard after it in this mode) has its
+guard read back, after the call: a plugin that wrote outside an output is
+a PluginContractError naming it (:mod:`.guards`). It costs a fill, a scan
+and a copy of every output per inference, so it is off by default
+(docs/robustness.md has the measured cost).
 """
 
 from __future__ import annotations
@@ -35,6 +35,13 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, PluginContractError, TensorError
 from .annotate import GraphSignature, signature
+from .guards import (
+    CHECK_OUTPUTS_VARIABLE,
+    GUARD_BYTES,
+    check_outputs_enabled,
+    overwritten,
+    scratch,
+)
 from .header import HOST_DEVICE, ffi
 from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
@@ -46,7 +53,6 @@ _from_buffer = ffi.from_buffer
 __all__ = ["LoadedModel", "BoundInference", "ArrayLike", "CHECK_OUTPUTS_VARIABLE",
            "check_outputs_enabled", "describe_graph"]
 
-CHECK_OUTPUTS_VARIABLE = "MXNET_ACC_CHECK_OUTPUTS"
 # Per itemsize: the unsigned type viewing an element, and the canary. The
 # floating-point ones are signalling NaNs with an unusual payload (float16
 # 0x7DA5, float32 0x7FA5A5A5, float64 0x7FF4A5A5A5A5A5A5); integer outputs
@@ -54,13 +60,6 @@ CHECK_OUTPUTS_VARIABLE = "MXNET_ACC_CHECK_OUTPUTS"
 _CANARY_FLOAT = {2: (np.uint16, 0x7DA5), 4: (np.uint32, 0x7FA5A5A5),
                  8: (np.uint64, 0x7FF4A5A5A5A5A5A5)}
 _CANARY_BYTE = 0xA5
-_GUARD_BYTES = 64
-_GUARD_PATTERN = np.frombuffer(bytes([0x3C, 0xC3, 0x5A, 0xA5]) * (_GUARD_BYTES // 4), np.uint8)
-
-
-def check_outputs_enabled() -> bool:
-    """Whether models loaded now check that infer() wrote their outputs."""
-    return os.environ.get(CHECK_OUTPUTS_VARIABLE, "0") not in ("", "0")
 
 
 def _fill_canary(values: np.ndarray) -> None:
@@ -508,34 +507,33 @@ class _CheckedModel(LoadedModel):
         guarded: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # name -> (scratch, inner)
         for name, value in outputs.items():
             if isinstance(value, DeviceBuffer):
-                canary = np.empty(value.spec.shape, value.spec.dtype)
-                _fill_canary(canary)
-                value.copy_from_host(canary)
+                value.fill(_fill_canary)
             elif isinstance(value, np.ndarray) and value.flags.writeable:
-                scratch = np.empty(value.nbytes + 2 * _GUARD_BYTES, np.uint8)
-                scratch[:_GUARD_BYTES] = _GUARD_PATTERN
-                scratch[_GUARD_BYTES + value.nbytes:] = _GUARD_PATTERN
-                inner = scratch[_GUARD_BYTES:_GUARD_BYTES + value.nbytes].view(
+                around = scratch(value.nbytes)
+                inner = around[GUARD_BYTES:GUARD_BYTES + value.nbytes].view(
                     value.dtype).reshape(value.shape)
                 _fill_canary(inner)
-                guarded[name] = (scratch, inner)
+                guarded[name] = (around, inner)
                 given[name] = inner
         results = super().infer(inputs, given, weights)
-        for name, (scratch, inner) in guarded.items():
-            for side, guard in (("before the start", scratch[:_GUARD_BYTES]),
-                                ("past the end", scratch[_GUARD_BYTES + inner.nbytes:])):
-                changed = int(np.count_nonzero(guard != _GUARD_PATTERN))
+        call = f"infer ({self.context})"
+        for name, (around, inner) in guarded.items():
+            for side, guard in (("before the start", around[:GUARD_BYTES]),
+                                ("past the end", around[GUARD_BYTES + inner.nbytes:])):
+                changed = overwritten(guard)
                 if changed:
                     raise PluginContractError(
-                        f"{self.library.name}: infer ({self.context}) wrote {side} of output "
-                        f"{name!r}: {changed} of the {_GUARD_BYTES} guard bytes "
-                        f"{CHECK_OUTPUTS_VARIABLE} put there were overwritten (a buffer "
-                        "overrun)")
+                        f"{self.library.name}: {call} wrote {side} of output {name!r}: "
+                        f"{changed} of the {GUARD_BYTES} guard bytes {CHECK_OUTPUTS_VARIABLE} "
+                        "put there were overwritten (a buffer overrun)")
+        # Device outputs: the guard after each, read back with its elements.
+        device_values = {name: value.checked_host(call, f"output {name!r}")
+                         for name, value in results.items() if isinstance(value, DeviceBuffer)}
         for name, (_, inner) in guarded.items():
             outputs[name][...] = inner  # type: ignore[index]
             results[name] = outputs[name]
         for name, value in results.items():
-            host = value.to_host() if isinstance(value, DeviceBuffer) else value
+            host = device_values.get(name, value)
             if not isinstance(host, np.ndarray):
                 continue
             missing = _unwritten(host)

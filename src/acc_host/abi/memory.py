@@ -4,6 +4,12 @@ A :class:`DeviceBuffer` holds one allocation on one device and frees it with
 mx_free() when closed or garbage-collected. At interpreter exit the registry
 calls mx_releaseAll() for every device instead, so buffers still alive then
 are not freed one by one.
+
+In checked mode (``MXNET_ACC_CHECK_OUTPUTS=1`` when the buffer is made) a
+buffer is allocated with guard bytes after it, read back after every
+copyToAcc() into it and by :meth:`DeviceBuffer.checked_host` (after an
+infer() or a forward that wrote it), and copyFromAcc() fills a host
+scratch with guards on both sides (:mod:`.guards`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LibraryError, TensorError
+from ..errors import LibraryError, PluginContractError, TensorError
+from .guards import (
+    CHECK_OUTPUTS_VARIABLE,
+    GUARD_BYTES,
+    GUARD_PATTERN,
+    check_outputs_enabled,
+    overwritten,
+    scratch,
+)
 from .header import HOST_DEVICE, ffi
 from .library import AccLibrary
 from .releases import release_now
@@ -40,15 +54,31 @@ class DeviceBuffer:
         self.library = library
         self.dev_id = dev_id
         self.spec = spec
+        # Checked mode: the allocation is 2 * GUARD_BYTES longer: the guard
+        # after the buffer's bytes, then slack, so that a copy of the bytes
+        # and the guard (_whole, see _copy_whole) that overruns them stays
+        # inside the allocation too.
+        self.guarded = check_outputs_enabled()
+        size = spec.nbytes + (2 * GUARD_BYTES if self.guarded else 0)
         address = ffi.new("void **")
-        library.call(dev_id, "mx_alloc", dev_id, spec.nbytes, address,
-                     context=f"{spec.nbytes} bytes on device {dev_id}")
+        library.call(dev_id, "mx_alloc", dev_id, size, address,
+                     context=f"{size} bytes on device {dev_id}")
         self.pointer = address[0]
         self._descriptor = TensorArray([spec], dev_id)
         self._descriptor.set_data(0, self.pointer, dev_id)
         self._host = TensorArray([spec], HOST_DEVICE)  # reused by every copy
         self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
         self._finalizer.atexit = False
+        if self.guarded:
+            whole = TensorSpec((spec.nbytes + GUARD_BYTES,), np.dtype(np.uint8))
+            self._whole = TensorArray([whole], dev_id)
+            self._whole.set_data(0, self.pointer, dev_id)
+            self._whole_host = TensorArray([whole], HOST_DEVICE)
+            initial = self._whole_array()
+            initial[:spec.nbytes] = 0
+            initial[spec.nbytes:] = GUARD_PATTERN
+            with library.device_lock(dev_id):
+                self._copy_whole("copyToAcc", initial)
         # Set by free(), the only way a buffer somebody holds is released
         # (the finalizer's own run needs the buffer unreachable): a plain
         # attribute, read per call by the bound steps (the finalizer's
@@ -72,8 +102,66 @@ class DeviceBuffer:
         self._host.set_data(0, pointer, HOST_DEVICE, pointer)
         return self._host
 
+    def _whole_array(self) -> np.ndarray:
+        """A host array for _copy_whole: the buffer's bytes and the guard,
+        a view of GUARD_BYTES more (slack for a copy that overruns it)."""
+        size = self.spec.nbytes + GUARD_BYTES
+        return np.empty(size + GUARD_BYTES, np.uint8)[:size]
+
+    def _copy_whole(self, call: str, array: np.ndarray) -> None:
+        """copyToAcc or copyFromAcc of the buffer's bytes and the guard after
+        them from or into array (from _whole_array); the caller holds the
+        device lock."""
+        pointer = host_pointer(array, writable=call == "copyFromAcc")
+        self._whole_host.set_data(0, pointer, HOST_DEVICE, pointer)
+        first, second = (self._whole, self._whole_host) if call == "copyToAcc" else (
+            self._whole_host, self._whole)
+        self.library.call(None, call, first.pointer, second.pointer)
+
+    def checked_host(self, call: str, what: str) -> np.ndarray:
+        """Checked mode: the buffer's elements as a new host array, after
+        checking the guard after them, which call (e.g. "infer (<model>)")
+        may have overwritten; a PluginContractError naming what (e.g.
+        "output 'y'") if it did, the guard then written again (so that
+        the buffer can be used on). Without checked mode: to_host()."""
+        if not self.guarded:
+            return self.to_host()
+        self._check_open()
+        nbytes = self.spec.nbytes
+        whole = self._whole_array()
+        with self.library.device_lock(self.dev_id):
+            self._copy_whole("copyFromAcc", whole)
+            changed = overwritten(whole[nbytes:])
+            if changed:
+                whole[nbytes:] = GUARD_PATTERN
+                self._copy_whole("copyToAcc", whole)
+        if changed:
+            raise PluginContractError(
+                f"{self.library.name}: {call} wrote past the end of {what}: {changed} of the "
+                f"{GUARD_BYTES} guard bytes {CHECK_OUTPUTS_VARIABLE} put after its device "
+                "buffer were overwritten (a buffer overrun)")
+        return whole[:nbytes].view(self.spec.dtype).reshape(self.spec.shape)
+
+    def fill(self, write: Callable[[np.ndarray], None]) -> None:
+        """Sets the buffer's elements to what write(values) writes into a
+        host array of its shape and dtype. In checked mode the array is
+        copied in with the guard after it, in one copyToAcc over the whole
+        allocation (so the guard is written again, not checked: checked
+        infer() fills its outputs with the canary this way)."""
+        nbytes = self.spec.nbytes
+        whole = self._whole_array() if self.guarded else np.empty(nbytes, np.uint8)
+        write(whole[:nbytes].view(self.spec.dtype).reshape(self.spec.shape))
+        if not self.guarded:
+            self.copy_from_host(whole.view(self.spec.dtype).reshape(self.spec.shape))
+            return
+        self._check_open()
+        whole[nbytes:] = GUARD_PATTERN
+        with self.library.device_lock(self.dev_id):
+            self._copy_whole("copyToAcc", whole)
+
     def copy_from_host(self, array: np.ndarray) -> None:
-        """copyToAcc: host array -> this buffer."""
+        """copyToAcc: host array -> this buffer (in checked mode, then the
+        guard after it is checked)."""
         self._check_open()
         values = contiguous(np.asarray(array))
         library = self.library
@@ -83,15 +171,37 @@ class DeviceBuffer:
         with library.device_lock(self.dev_id):  # the plugin's error message too
             source = self._host_descriptor(values, writable=False)
             library.call(None, "copyToAcc", self._descriptor.pointer, source.pointer)
+            if self.guarded:
+                self.checked_host("copyToAcc", repr(self))
 
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
-        """copyFromAcc: this buffer -> a new (or the given) host array."""
+        """copyFromAcc: this buffer -> a new (or the given) host array (in
+        checked mode, through a host scratch with guards on both sides)."""
         self._check_open()
         result = np.empty(self.spec.shape, self.spec.dtype) if out is None else out
         library = self.library
+        nbytes = self.spec.nbytes
+        around = scratch(nbytes) if self.guarded else None
+        if around is not None and (result.shape != self.spec.shape
+                                   or result.dtype != self.spec.dtype):
+            raise TensorError(f"host array {result.shape} {result.dtype} does not match the "
+                              f"device buffer {self.spec.shape} {self.spec.dtype}")
         with library.device_lock(self.dev_id):  # the shared descriptor too (copy_from_host)
-            target = self._host_descriptor(result, writable=True)
+            target = self._host_descriptor(result if around is None else around[
+                GUARD_BYTES:GUARD_BYTES + nbytes].view(result.dtype).reshape(result.shape),
+                writable=True)
             library.call(None, "copyFromAcc", target.pointer, self._descriptor.pointer)
+        if around is not None:
+            for side, guard in (("before the start", around[:GUARD_BYTES]),
+                                ("past the end", around[GUARD_BYTES + nbytes:])):
+                changed = overwritten(guard)
+                if changed:
+                    raise PluginContractError(
+                        f"{library.name}: copyFromAcc of {self!r} wrote {side} of the host "
+                        f"array it was given: {changed} of the {GUARD_BYTES} guard bytes "
+                        f"{CHECK_OUTPUTS_VARIABLE} put there were overwritten (a buffer overrun)")
+            result[...] = around[GUARD_BYTES:GUARD_BYTES + nbytes].view(
+                result.dtype).reshape(result.shape)
         return result
 
     def free(self) -> None:
@@ -110,7 +220,7 @@ class HostCopies:
     direct_run). Each buffer's host descriptor is built here, once; a run
     only points it at an array for the copy and back at NULL."""
 
-    __slots__ = ("library", "_inputs", "_outputs", "_descriptors")
+    __slots__ = ("library", "_inputs", "_outputs", "_descriptors", "_checked")
 
     def __init__(self, library: AccLibrary, inputs: Mapping[str, DeviceBuffer],
                  outputs: Sequence[DeviceBuffer]) -> None:
@@ -118,6 +228,9 @@ class HostCopies:
         self._descriptors: list[TensorArray] = []  # keeps the host descriptors alive
         self._inputs = {name: self._pair(buffer) for name, buffer in inputs.items()}
         self._outputs = tuple(self._pair(buffer) for buffer in outputs)
+        # Checked mode: the buffers' own copies, which check their guards.
+        self._checked = (dict(inputs), tuple(outputs)) if any(
+            buffer.guarded for buffer in (*inputs.values(), *outputs)) else None
 
     def _pair(self, buffer: DeviceBuffer) -> tuple[Any, Any, Any, TensorSpec]:
         """(device descriptor, host descriptor, a pointer to it, spec)."""
@@ -138,6 +251,12 @@ class HostCopies:
         copyFromAcc of every output into a new host array, returned. The
         caller holds the device's lock. A pointer from ffi.from_buffer is
         kept in a local until its call returns."""
+        if self._checked is not None:
+            inputs, outputs = self._checked
+            for name, value in values.items():
+                inputs[name].copy_from_host(value)
+            between()
+            return [buffer.to_host() for buffer in outputs]
         library = self.library
         lib = library.lib
         from_buffer, null = ffi.from_buffer, ffi.NULL

@@ -91,6 +91,9 @@ class OperatorExecutor:
         finally:
             self._inputs.clear()
             self._outputs.clear()
+        for index, buffer in enumerate(outputs):  # checked mode: the guard after each
+            if buffer.guarded:
+                buffer.checked_host(f"forward of {self.op_name}", f"output {index}")
 
     def close(self) -> None:
         """Releases the plugin's executor (idempotent)."""

@@ -141,7 +141,9 @@ def _load_onnx(source: str, shapes: Mapping[str, Shape], arrays: Mapping[str, np
                            f"({declared[name]}); give --shape {name}=... or --batch", USAGE)
         wanted[name] = _batched(tuple(1 if d is None or d < 0 else int(d) for d in shape), batch)
     if wanted != declared:
-        imported = import_graph(source, shapes=wanted)
+        # the extents the model fixes replaced by the wanted ones; its
+        # symbolic dimensions stay symbolic (worked out at bind)
+        imported = import_graph(source, input_shapes=wanted)
     dtypes = _input_dtypes(data_names, arrays, imported.input_dtypes)
     return Model(source, "onnx", imported.symbol, imported.arg_params, imported.aux_params,
                  data_names, wanted, dtypes)

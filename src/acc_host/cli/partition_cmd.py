@@ -103,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
     exe = bind(model, ctx)
     try:
         partition = exe.partition
+        if partition is None and exe.offload_refused:
+            text = f"{model.name}: nothing offloaded: {exe.offload_refused}\n"
+            (open(args.output, "w", encoding="utf-8").write(text) if args.output
+             else sys.stdout.write(text))
+            return OK
         explanation = partition.explain(refiner(ctx.library, partition),
                                         ctx.library.supports_imperative)
         text = _render(args.format, model, partition, explanation)

@@ -86,7 +86,8 @@ def _where(exe: Any, ctx: Any) -> dict[str, Any]:
             "offloaded": len(placement) - on_cpu, "on_cpu": on_cpu,
             "subgraphs": 0 if partition is None else len(partition.subgraphs),
             "partition": [] if partition is None else partition.summary().splitlines(),
-            "declined": [] if partition is None else declined_nodes(partition)}
+            "declined": [] if partition is None else declined_nodes(partition),
+            "refused": getattr(exe, "offload_refused", None)}
 
 
 def declined_nodes(partition: Any) -> list[dict[str, Any]]:
@@ -191,6 +192,8 @@ def _format(report: dict[str, Any]) -> str:
              f"where: {where['offloaded']}/{where['operators']} operators on "
              f"{where['context']} in {where['subgraphs']} subgraph(s), {where['on_cpu']} on "
              "cpu(0)", *(f"  {line}" for line in where["partition"])]
+    if where.get("refused"):
+        lines.append(f"  not offloaded: {where['refused']}")
     if where["declined"]:
         lines.append("declined by the plugin:")
         lines += [f"  {row['node']} ({row['op']}) on {row['device']}: {row['reason']}"

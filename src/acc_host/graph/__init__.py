@@ -157,10 +157,25 @@ class Graph:
 
     # ---- inference -----------------------------------------------------------------
 
-    def infer_shapes(self, given: Mapping[str, Shape]) -> list[Shape | None]:
+    def infer_shapes(self, given: Mapping[str, Shape],
+                     value_of: Callable[[str], Any] | None = None) -> list[Shape | None]:
         """Shape of every entry (None where it cannot be inferred) from the
         shapes given for some variables and the variables' "__shape__"
-        hints, whose 0 extents mean unknown."""
+        hints, whose 0 extents mean unknown. value_of(name): the value of a
+        small argument, for graphs that compute shapes (see
+        infer_shapes_values)."""
+        return self.infer_shapes_values(given, value_of)[0]
+
+    def infer_shapes_values(self, given: Mapping[str, Shape],
+                            value_of: Callable[[str], Any] | None = None
+                            ) -> tuple[list[Shape | None], dict[int, np.ndarray]]:
+        """(infer_shapes' shapes, the values of the shape computations by
+        entry): a graph with _onnx_shape/_onnx_size and _dyn_* operators
+        works its shape arithmetic out from the shapes (acc_host.graph.
+        dynamic); value_of gives the values of the constants it reads."""
+        from .dynamic import ValueInference, is_dynamic
+
+        values = ValueInference(self, value_of) if is_dynamic(self) else None
         hints = {k: _shape_hint(node) for k, node in enumerate(self.nodes) if node.is_variable}
 
         def seed(k: int, node: Node) -> Shape | None:
@@ -174,8 +189,10 @@ class Graph:
         def accept(k: int, node: Node, shape: Shape) -> None:
             _check_hint(node, hints[k], shape)
 
-        return self._infer(given, seed, accept, lambda op, attrs, values:
-                           op.infer_shape(attrs, values), "shape")
+        rule = values.infer if values is not None else (
+            lambda k, op, attrs, shapes: op.infer_shape(attrs, shapes))
+        shapes = self._infer(given, seed, accept, rule, "shape")
+        return shapes, ({} if values is None else values.values)
 
     def infer_dtypes(self, given: Mapping[str, Any]) -> list[np.dtype | None]:
         """Dtype of every entry from given variable dtypes and "__dtype__"
@@ -191,11 +208,11 @@ class Graph:
             return numpy_dtype(int(hint)) if hint not in (None, "-1") else None
 
         return self._infer(given, seed, lambda k, node, dtype: None,
-                           lambda op, attrs, values: op.infer_type(attrs, values), "dtype")
+                           lambda k, op, attrs, values: op.infer_type(attrs, values), "dtype")
 
     def _infer(self, given: Mapping[str, Any], seed: Callable[[int, Node], T | None],
                accept: Callable[[int, Node, T], None],
-               rule: Callable[[registry.OpDef, Attrs, list[T | None]],
+               rule: Callable[[int, registry.OpDef, Attrs, list[T | None]],
                               tuple[Sequence[T | None], Sequence[T]]],
                what: str) -> list[T | None]:
         names = {node.name for node in self.nodes if node.is_variable}
@@ -217,7 +234,7 @@ class Graph:
                 assert op is not None and attrs is not None
                 entries = self.input_entries(k)
                 try:
-                    filled, outputs = rule(op, attrs, [values[e] for e in entries])
+                    filled, outputs = rule(k, op, attrs, [values[e] for e in entries])
                 except registry.ShapeUnknownError:
                     continue
                 except ShapeError as error:  # the same kind, naming the node
@@ -355,7 +372,12 @@ def _shape_hint(node: Node) -> Shape | None:
     if any(d is None or d < -1 for d in hint):
         raise GraphError(f"variable {node.name!r}: bad __shape__ {text!r}: extents must be "
                          "integers >= 0 (0 or -1: unknown)")
-    return tuple(max(int(d), 0) for d in hint) if hint else None
+    if not hint:
+        # "()" is MXNet's unknown shape, except on a variable that also
+        # declares its dtype: the ONNX importer's 0-d constants (Gather's
+        # scalar index of a shape), which binding must know to be scalars
+        return () if "__dtype__" in node.attrs and text.strip() == "()" else None
+    return tuple(max(int(d), 0) for d in hint)
 
 
 def _check_hint(node: Node, hint: Shape | None, shape: Shape) -> None:

@@ -24,6 +24,7 @@ registry computes the outputs, and they are written back to the context
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -565,6 +566,8 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
     ctx = contexts.pop() if contexts else current_context()
     engine = _engine.get()
     specs = _inferred(op, parsed, inputs)
+    if specs is not None:
+        _check_planned(op_name, inputs, specs, ctx)
     if specs is None or isinstance(engine, NaiveEngine):
         return _invoke_now(op, parsed, inputs, ctx, out)
     if out is None:
@@ -631,6 +634,26 @@ def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
         return None
     return [(tuple(int(extent) for extent in shape), np.dtype(dtype))
             for shape, dtype in zip(shapes, dtypes)]
+
+
+def _check_planned(op_name: str, inputs: Sequence[NDArray],
+                   specs: Sequence[tuple[tuple[int, ...], np.dtype]], ctx: Context) -> None:
+    """Refuses a call whose planned memory passes the allocation limit,
+    before anything is allocated for it (AllocationTooLargeError): its
+    outputs, and on an accelerator context one copy of every input (to the
+    device for the plugin, or to the host when the plugin declines and the
+    CPU runs it). An operator whose output shapes only running tells is
+    checked per array as its outputs are made."""
+    # Per call: the sums in plain integers, the message only for a refusal.
+    outputs = sum(math.prod(shape) * dtype.itemsize for shape, dtype in specs)
+    copies = 0
+    if ctx.is_accelerator:
+        for array in inputs:
+            shape, dtype = array._spec_hint()
+            copies += math.prod(shape) * dtype.itemsize
+    if outputs + copies > limits.limit():
+        limits.check_bytes(outputs + copies, f"{op_name}: the planned memory of the call "
+                           f"({outputs} bytes of outputs, {copies} of input copies)")
 
 
 def _invoke_now(op: registry.OpDef, parsed: Any, inputs: Sequence[NDArray], ctx: Context,

@@ -22,13 +22,22 @@ __all__ = ["import_model", "export_model", "get_model_metadata", "supported_oper
 # (which imports this package) loads neither them nor the onnx package.
 
 
-def import_model(model: Any) -> tuple[Any, dict, dict]:
+def import_model(model: Any, input_shapes: dict[str, Sequence[int]] | None = None
+                 ) -> tuple[Any, dict, dict]:
     """(sym, arg_params, aux_params) from an ONNX model (a path or a
     ModelProto). Initializers and Constant nodes become parameters, the graph
-    inputs that are not initializers become data variables."""
+    inputs that are not initializers become data variables.
+
+    Symbolic dimensions (ONNX ``dim_param``, unknown dims) stay symbolic: the
+    symbol binds at any extent there, and the shape computations on them
+    are worked out at bind time (docs/dynamic_shapes.md). input_shapes
+    (name -> shape, optional) replaces the extents the model declares fixed
+    (another batch for a model exported at batch 2) and gives shapes to
+    inputs the model declares none for; a dimension the model declares
+    symbolic, or given as 0, -1 or None, stays unknown."""
     from .importer import import_model as _import_model
 
-    return _import_model(model)
+    return _import_model(model, input_shapes)
 
 
 def export_model(sym: Any, params: Any, in_shapes: Any = None, in_types: Any = np.float32,

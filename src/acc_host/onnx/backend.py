@@ -21,6 +21,7 @@ from ..abi.tensor import dtype_code
 from ..context import Context, cpu
 from ..errors import InvalidArgumentError, TensorError, UnsupportedOnnxOperatorError
 from ..plugins.registry import load_acc
+from ..runtime.plan_cache import PlanCache
 from ._onnx import require_onnx
 from .importer import Imported, _load, _tensor_type, import_graph
 
@@ -46,14 +47,19 @@ def resolve_context(accelerator: Any) -> Context:
 
 
 class AccHostRep(BackendRep):
-    """A prepared model: the imported graph and an executor bound on its
-    context (rebound when the input shapes or dtypes change).
+    """A prepared model: the imported graph, imported once, and its
+    executors bound on its context by input names, shapes and dtypes in a
+    PlanCache (acc_host.runtime.plan_cache: the last DEFAULT_SIZE shapes,
+    LRU; ``plans.stats()``). A new shape is planned again (its shape
+    arithmetic worked out from the shapes, see docs/dynamic_shapes.md); it
+    is never imported again.
 
-    A model whose attribute-like inputs (Reshape's shape, Slice's starts,
-    ReduceX's axes, ...) are graph inputs rather than constants cannot be
-    imported ahead of time; it is then specialised at run time: imported
-    again with the actual input shapes and with those inputs' values frozen
-    as constants (one specialisation per set of values, cached)."""
+    A model that cannot be imported ahead of time because an attribute-like
+    input the host operators need as a constant (ReduceX's axes, a Range of
+    a dtype the host has no operator for, ...) is data is specialised at run
+    time: imported again with those inputs' values frozen as constants (one
+    specialisation per set of values, cached). ``imports`` counts the
+    imports made."""
 
     def __init__(self, model: Any, ctx: Context) -> None:
         self.model = model
@@ -63,6 +69,8 @@ class AccHostRep(BackendRep):
         self.input_names = [value.name for value in model.graph.input
                             if value.name not in initializers]
         self._specialised: dict[tuple, tuple[Any, Any]] = {}
+        self.plans = PlanCache(self._bind_key)
+        self.imports = 0
         # Each input's declared element type, for inputs given as lists.
         self._declared: dict[str, np.dtype] = {}
         for value in model.graph.input:
@@ -76,6 +84,7 @@ class AccHostRep(BackendRep):
         self._plain = False
         self.imported: Imported | None
         try:
+            self.imports += 1
             self.imported = import_graph(model)
         except UnsupportedOnnxOperatorError as error:
             if not _only_dynamic(error):
@@ -86,15 +95,29 @@ class AccHostRep(BackendRep):
         if all(shape is not None and all(d >= 0 for d in shape) for shape in shapes.values()):
             declared = {name: tuple(shape) for name, shape in shapes.items() if shape is not None}
             dtypes = dict(self.imported.input_dtypes)
-            self._remember(self._bind(self.imported, declared, dtypes),
-                           tuple((name, declared[name], np.dtype(dtypes[name]))
-                                 for name in self.imported.inputs))
+            key = tuple((name, declared[name], np.dtype(dtypes[name]))
+                        for name in self.imported.inputs)
+            self._remember(self.plans.get(key), key)
+
+    @property
+    def executor(self) -> Any:
+        """The executor bound for the latest inputs' shapes and dtypes (None
+        until one is: a model whose shapes are known only from its inputs
+        binds at its first run): its placement(), partition and plan tell
+        where each operator runs."""
+        return self._executor
 
     def _remember(self, executor: Any, key: tuple) -> None:
         """Keeps executor as the one bound for key's (name, shape, dtype)s."""
         self._executor, self._key = executor, key
         names = {name for name, _, _ in key}
         self._plain = names == set(self.input_names) and names <= executor.arg_dict.keys()
+
+    def _bind_key(self, key: tuple) -> Any:
+        """The executor of the imported graph for key's (name, shape, dtype)s."""
+        assert self.imported is not None
+        return self._bind(self.imported, {name: shape for name, shape, _ in key},
+                          {name: dtype for name, _, dtype in key})
 
     def _home(self, dtype: Any) -> Context:
         """The context of an input array: the executor's, unless the accelerator
@@ -175,6 +198,7 @@ class AccHostRep(BackendRep):
             if key in self._specialised:
                 return self._specialised[key]
             try:
+                self.imports += 1
                 imported = import_graph(self.model, shapes=shapes, frozen=frozen)
                 break
             except UnsupportedOnnxOperatorError as error:
@@ -202,9 +226,9 @@ class AccHostRep(BackendRep):
             if key is None or not _fits(feed, key):
                 executor = None
             if executor is None:
-                executor = self._bind(self.imported, {n: v.shape for n, v in feed.items()},
-                                      {n: v.dtype for n, v in feed.items()})
-                self._remember(executor, tuple((n, v.shape, v.dtype) for n, v in feed.items()))
+                key = tuple((n, v.shape, v.dtype) for n, v in feed.items())
+                executor = self.plans.get(key)
+                self._remember(executor, key)
         arg_dict, aux_dict = executor.arg_dict, executor.aux_dict
         args = feed
         for name in feed:

@@ -13,7 +13,9 @@ model is reported in one :class:`UnsupportedOnnxOperatorError`.
 from __future__ import annotations
 
 import functools
+import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -30,6 +32,7 @@ from ..errors import (
     InvalidArgumentError,
     ModelFileError,
     OperatorError,
+    ShapeError,
     TensorError,
     UnsupportedOnnxOperatorError,
     model_file_os_error,
@@ -38,6 +41,14 @@ from ._onnx import require_onnx
 from .translators import TRANSLATORS, Translator, Unsupported, translator_for
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
+
+#: The extents symbolic input dimensions take in Context.partial_shape's two
+#: inferences (two primes no model fixes an extent to).
+PROBE_EXTENTS = (61, 67)
+
+#: Integer constants of at most this many elements (and scalars) carry their
+#: value in a "__value__" attribute (see constant_variable).
+VALUE_HINT_ELEMENTS = 16
 
 
 @dataclass
@@ -210,6 +221,45 @@ class Context:
             return None
         return tuple(int(d) for d in out_shapes[0])
 
+    def partial_shape(self, name: str) -> tuple | None:
+        """The shape of a value with -1 for the extents that depend on
+        symbolic input dimensions, or None when even the rank is unknown:
+        for translators that need a rank or a fixed extent (MatMul as
+        FullyConnected, LayerNorm over the last axis), never for folding.
+        Found by inferring the graph so far at two probe extents for every
+        symbolic input dimension: the extents that agree are fixed."""
+        static = self.shape(name) or self.infer_shape(name)
+        if static is not None:
+            return static
+        symbol = self.symbols.get(name)
+        if symbol is None:
+            declared = self.shapes.get(name)
+            return None if declared is None else tuple(declared)
+        results = [self._probe_shape(symbol, probe) for probe in PROBE_EXTENTS]
+        if any(result is None for result in results) or \
+                len({len(result) for result in results}) != 1:  # type: ignore[arg-type]
+            return None
+        return tuple(a if a == b else -1 for a, b in zip(*results))  # type: ignore[misc]
+
+    def _probe_shape(self, symbol: Any, probe: int) -> tuple | None:
+        known = {}
+        for arg in symbol.list_arguments() + symbol.list_auxiliary_states():
+            shape = self.shape(arg)
+            if shape is None:
+                declared = self.shapes.get(arg)
+                if declared is None:
+                    return None
+                shape = tuple(probe if d < 0 else d for d in declared)
+            known[arg] = shape
+        try:
+            graph = symbol.graph
+            shapes = graph.infer_shapes(known, self.consts.get)
+        except (AccHostError, *_MALFORMED):
+            return None
+        node, output = symbol._outputs[0]
+        shape = shapes[graph.entry(node, output)]
+        return None if shape is None else tuple(int(d) for d in shape)
+
     def shape(self, name: str) -> tuple | None:
         """Static shape of a value, when known (constants, annotated values)."""
         if name in self.consts:
@@ -233,14 +283,27 @@ def constant_variable(name: str, value: np.ndarray) -> Any:
         dtype: np.dtype | None = value.dtype
     except TensorError:
         dtype = None  # no TensorDType (bool, 16-bit integers): the host path reads it
-    return sym_mod.Variable(name, shape=hint, dtype=dtype)
+    if not shape and dtype is not None:
+        hint = ()  # a scalar: "()" with a dtype (acc_host.graph's _shape_hint)
+    variable = sym_mod.Variable(name, shape=hint, dtype=dtype)
+    if dtype is not None and value.size <= VALUE_HINT_ELEMENTS and \
+            (value.dtype.kind in "iu" or not shape):
+        # A shape-sized constant (Gather's index of a shape, Concat's -1, a
+        # scale) carries its value, so that the shape arithmetic reading it
+        # is worked out at bind whatever the bound array holds yet
+        # (simple_bind allocates zeros; acc_host.graph.dynamic).
+        variable._outputs[0][0].attrs["__value__"] = json.dumps(value.tolist())
+    return variable
 
 
 def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
-                 frozen: dict[str, np.ndarray] | None = None) -> Imported:
-    """The import; shapes overrides the declared shapes of graph inputs and
-    frozen turns graph inputs into constants (the backend specialises a model
-    whose shape-like inputs are data this way)."""
+                 frozen: dict[str, np.ndarray] | None = None,
+                 input_shapes: Mapping[str, Sequence[Any]] | None = None) -> Imported:
+    """The import; shapes overrides the declared shapes of graph inputs
+    (pinning every dimension) and frozen turns graph inputs into constants.
+    input_shapes (see import_model) gives shapes for inputs without
+    pinning the dimensions the model declares symbolic."""
+    requested = input_shapes or {}
     onnx = require_onnx()
     model = _load(model)
     graph = model.graph
@@ -279,7 +342,9 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     for init in graph.sparse_initializer:
         raise UnsupportedOnnxOperatorError(
             f"ONNX import: sparse initializer {init.values.name!r} is not supported")
-    inputs, input_shapes, input_dtypes = [], {}, {}
+    inputs: list[str] = []
+    shapes_of: dict[str, tuple | None] = {}
+    input_dtypes: dict[str, np.dtype] = {}
     dtype_problems: list[tuple[str, str, int, str]] = []
     for value in graph.input:
         if value.name in cx.consts:
@@ -287,14 +352,18 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
         shape, dtype = _tensor_type(value)
         if shapes and value.name in shapes:
             shape = tuple(shapes[value.name])
+        elif value.name in requested:
+            shape = _merge_shape(value.name, shape, requested[value.name])
         if dtype is None:
             _raise([("ai.onnx", f"input {value.name} (non-tensor type)", opsets.get("", 0),
                      "only tensor inputs are supported")])
         inputs.append(value.name)
-        input_shapes[value.name] = shape
+        shapes_of[value.name] = shape
         input_dtypes[value.name] = dtype
         cx.dtypes[value.name] = dtype
-        hint = shape if shape is not None and all(d > 0 for d in shape) and shape else None
+        # Symbolic (dim_param) and unknown dimensions stay unknown: 0 in the
+        # "__shape__" hint, so the model binds at any extent there.
+        hint = tuple(max(d, 0) for d in shape) if shape and any(d > 0 for d in shape) else None
         cx.symbols[value.name] = sym_mod.Variable(value.name, shape=hint)
         if shape is not None:
             cx.shapes[value.name] = shape
@@ -363,7 +432,7 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
                   if name in arg_names}
     aux_params = {name: to_ndarray(value) for name, value in cx.consts.items()
                   if name in aux_names}
-    return Imported(symbol, arg_params, aux_params, inputs, input_shapes, input_dtypes,
+    return Imported(symbol, arg_params, aux_params, inputs, shapes_of, input_dtypes,
                     outputs, constant_outputs)
 
 
@@ -413,6 +482,24 @@ def _evaluate(symbol: Any, cx: Context) -> np.ndarray:
         executor.close()  # a failure is raised here, not left for a later waitall
 
 
+def _merge_shape(name: str, declared: tuple | None, given: Any) -> tuple:
+    """An input's shape from the shape given for it at import: its extents
+    where the model declares a fixed one (or none), unknown (-1) where the
+    model declares the dimension symbolic; None, 0 or -1 given: unknown."""
+    try:
+        extents = [-1 if d is None or int(d) <= 0 else int(d) for d in given]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"import_model: input_shapes[{name!r}] = {given!r} is not a "
+                                   "tuple of integers") from None
+    if declared is not None and len(declared) != len(extents):
+        raise ShapeError(f"import_model: input_shapes[{name!r}] = {tuple(given)} has "
+                         f"{len(extents)} dimensions; the model declares {len(declared)} "
+                         f"({tuple(declared)})")
+    if declared is None:
+        return tuple(extents)
+    return tuple(-1 if d < 0 else e for d, e in zip(declared, extents))
+
+
 def _attr_value(onnx: Any, attr: Any) -> Any:
     value = onnx.helper.get_attribute_value(attr)
     if isinstance(value, bytes):
@@ -433,8 +520,9 @@ def _raise(problems: list[tuple[str, str, int, str]],
         problems, dynamic)
 
 
-def import_model(model: Any) -> tuple[Any, dict, dict]:
-    imported = import_graph(model)
+def import_model(model: Any, input_shapes: Mapping[str, Sequence[Any]] | None = None
+                 ) -> tuple[Any, dict, dict]:
+    imported = import_graph(model, input_shapes=input_shapes)
     return imported.symbol, imported.arg_params, imported.aux_params
 
 

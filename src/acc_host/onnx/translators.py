@@ -84,6 +84,30 @@ def _const(cx: Any, node: Any, inputs: list[str], index: int, what: str) -> np.n
     return value
 
 
+def _dynamic(cx: Any, op_name: str, data: list[Any], quantities: dict[str, str | None],
+             convert: Callable[[Any], Any] | None = None, **attrs: Any) -> Any:
+    """A _dyn_* operator (acc_host.ops.dynamic_ops) on data: each quantity
+    (name -> the ONNX input holding it, None when absent) that is a constant
+    becomes an attribute (convert(value)), the others inputs whose values
+    graph inference works out at bind time from the actual shapes."""
+    dynamic, inputs = [], []
+    for quantity, name in quantities.items():
+        if name is None:
+            continue
+        value = cx.const(name)
+        if value is None:
+            dynamic.append(quantity)
+            inputs.append(cx.sym(name))
+        else:
+            attrs[quantity] = convert(value) if convert else _ints(value)
+    return cx.op(op_name, *data, *inputs, dynamic=",".join(dynamic), **attrs)
+
+
+def _all_const(cx: Any, inputs: list[str], *indices: int) -> bool:
+    names = [_input(inputs, index) for index in indices]
+    return all(name is None or cx.is_const(name) for name in names)
+
+
 def _ints(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
@@ -95,6 +119,13 @@ def _np_dtype(onnx_type: int) -> np.dtype:
 
 _HOST_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
                 "int16", "int32", "int64", "bool")
+
+
+def _np_dtype_name(dtype: Any) -> str:
+    name = np.dtype(dtype).name
+    if name not in _HOST_DTYPES:
+        raise Unsupported(f"dtype {name} is not supported")
+    return name
 
 
 def _host_dtype(onnx_type: int) -> str:
@@ -122,6 +153,11 @@ def _constant(cx, node, attrs, inputs, opset):
 
 @onnx_op("ConstantOfShape")
 def _constant_of_shape(cx, node, attrs, inputs, opset):
+    if not _all_const(cx, inputs, 0):
+        value = attrs.get("value")
+        value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+        return [_dynamic(cx, "_dyn_constant_of_shape", [], {"shape": inputs[0]},
+                         value=float(value[0]), dtype=_np_dtype_name(value.dtype))]
     shape = _ints(_const(cx, node, inputs, 0, "input"))
     value = attrs.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
@@ -135,6 +171,16 @@ def _constant_of_shape(cx, node, attrs, inputs, opset):
 
 @onnx_op("Range")
 def _range(cx, node, attrs, inputs, opset):
+    if not _all_const(cx, inputs, 0, 1, 2):
+        dtype = cx.dtype(inputs[0]) or cx.dtype(inputs[1]) or np.dtype(np.int64)
+        if np.dtype(dtype).name not in _HOST_DTYPES:
+            name = next(name for name in inputs[:3] if not cx.is_const(name))
+            raise Unsupported(f"Range of {np.dtype(dtype).name} needs constant bounds",
+                              dynamic=name)
+        scalar = lambda value: float(np.asarray(value).reshape(-1)[0])  # noqa: E731
+        return [_dynamic(cx, "_dyn_range", [], {"start": inputs[0], "limit": inputs[1],
+                                                "delta": inputs[2]}, scalar,
+                         dtype=_np_dtype_name(dtype))]
     start, limit, delta = (_const(cx, node, inputs, i, n)
                            for i, n in enumerate(("start", "limit", "delta")))
     if not np.all(np.isfinite([start, limit, delta])) or np.all(np.asarray(delta) == 0):
@@ -305,7 +351,7 @@ def _with_scalar(cx, fn: str, inputs: list[str]) -> Any:
                 or cx.is_const(other) or cx.dtype(other) not in (None, np.float32)):
             continue
         if const.ndim > 0:
-            shape = cx.shape(other) or cx.infer_shape(other)
+            shape = cx.partial_shape(other)
             if shape is None or len(shape) < const.ndim:
                 continue
         value = float(const.reshape(-1)[0])
@@ -743,8 +789,8 @@ def _last_axis_layer_norm(cx, node, attrs, inputs: list[str]) -> Any:
     absent bias; None otherwise."""
     if any(cx.used(name) for name in node.output[1:]):
         return None
-    shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
-    if not shape or attrs.get("axis", -1) % len(shape) != len(shape) - 1:
+    shape = cx.partial_shape(inputs[0])
+    if not shape or attrs.get("axis", -1) % len(shape) != len(shape) - 1 or shape[-1] < 0:
         return None
     width = shape[-1]
     scale = inputs[1]
@@ -836,7 +882,7 @@ def _matmul(cx, node, attrs, inputs, opset):
     weight = cx.const(inputs[1])
     if (weight is not None and weight.ndim == 2 and weight.dtype.kind == "f"
             and not cx.is_const(inputs[0])):
-        shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
+        shape = cx.partial_shape(inputs[0])
         if shape is not None and len(shape) >= 2:
             # x (..., K) @ W (K, N) with a constant W (a Linear layer of a PyTorch
             # export) is FullyConnected(flatten=False) with W transposed, which
@@ -883,8 +929,32 @@ def _resize(cx, node, attrs, inputs, opset):
         raise Unsupported("Resize with antialias=1")
     policy = attrs.get("keep_aspect_ratio_policy", "stretch")
     shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
-    if shape is None:
-        raise Unsupported("Resize needs the input shape at import time")
+    names = {"scales": _input(inputs, 1)} if opset < 11 else {
+        "roi": _input(inputs, 1), "scales": _input(inputs, 2), "sizes": _input(inputs, 3)}
+    if shape is None or not all(name is None or cx.is_const(name) for name in names.values()):
+        # the input's shape, or the scales or sizes, are known at bind time
+        names = {key: name for key, name in names.items()
+                 if name is not None and (not cx.is_const(name) or cx.const(name).size)}
+        floats = lambda value: tuple(float(v) for v in  # noqa: E731
+                                     np.asarray(value, np.float64).reshape(-1))
+        convert = {"roi": floats, "scales": floats, "sizes": _ints}
+        dynamic, data_inputs, extra = [], [], {}
+        for key, name in names.items():
+            if cx.is_const(name):
+                extra[key] = convert[key](cx.const(name))
+            else:
+                dynamic.append(key)
+                data_inputs.append(cx.sym(name))
+        return [cx.op("_dyn_resize", cx.sym(inputs[0]), *data_inputs, dynamic=",".join(dynamic),
+                      axes=tuple(attrs.get("axes", ())), keep_aspect_ratio_policy=policy,
+                      mode=attrs.get("mode", "nearest"),
+                      transform=attrs.get("coordinate_transformation_mode",
+                                          "asymmetric" if opset < 11 else "half_pixel"),
+                      nearest_mode=attrs.get("nearest_mode",
+                                             "floor" if opset < 11 else "round_prefer_floor"),
+                      cubic_coeff_a=attrs.get("cubic_coeff_a", -0.75),
+                      exclude_outside=bool(attrs.get("exclude_outside", 0)),
+                      extrapolation_value=attrs.get("extrapolation_value", 0.0), **extra)]
     ndim = len(shape)
     if opset < 11:
         roi, scales, sizes = None, _const(cx, node, inputs, 1, "scales"), None
@@ -953,6 +1023,11 @@ def _size(cx, node, attrs, inputs, opset):
     return [cx.op("_onnx_size", cx.sym(inputs[0]))]
 
 
+@onnx_op("NonZero", since=9)
+def _nonzero(cx, node, attrs, inputs, opset):
+    return [cx.op("_onnx_nonzero", cx.sym(inputs[0]))]
+
+
 @onnx_op("Flatten")
 def _flatten(cx, node, attrs, inputs, opset):
     shape = cx.shape(inputs[0]) or cx.infer_shape(inputs[0])
@@ -963,6 +1038,9 @@ def _flatten(cx, node, attrs, inputs, opset):
 
 @onnx_op("Reshape")
 def _reshape(cx, node, attrs, inputs, opset):
+    if opset >= 5 and not _all_const(cx, inputs, 1):
+        return [_dynamic(cx, "_dyn_reshape", [cx.sym(inputs[0])], {"shape": inputs[1]},
+                         allowzero=bool(attrs.get("allowzero", 0)))]
     shape = attrs.get("shape") if opset < 5 else _ints(_const(cx, node, inputs, 1, "shape"))
     if not attrs.get("allowzero", 0) and shape and all(d >= -1 for d in shape):
         # ONNX's 0 (copy) and -1 (infer) are MXNet Reshape's codes 0 and -1
@@ -973,6 +1051,8 @@ def _reshape(cx, node, attrs, inputs, opset):
 
 @onnx_op("Expand")
 def _expand(cx, node, attrs, inputs, opset):
+    if not _all_const(cx, inputs, 1):
+        return [_dynamic(cx, "_dyn_expand", [cx.sym(inputs[0])], {"shape": inputs[1]})]
     return [cx.op("_onnx_expand", cx.sym(inputs[0]),
                   shape=_ints(_const(cx, node, inputs, 1, "shape")))]
 
@@ -1051,6 +1131,10 @@ def _slice(cx, node, attrs, inputs, opset):
     if opset < 10:
         starts, ends, axes = attrs["starts"], attrs["ends"], attrs.get("axes", ())
         steps = ()
+    elif not _all_const(cx, inputs, 1, 2, 3, 4):
+        return [_dynamic(cx, "_dyn_slice", [cx.sym(inputs[0])],
+                         {"starts": _input(inputs, 1), "ends": _input(inputs, 2),
+                          "axes": _input(inputs, 3), "steps": _input(inputs, 4)})]
     else:
         starts = _ints(_const(cx, node, inputs, 1, "starts"))
         ends = _ints(_const(cx, node, inputs, 2, "ends"))
@@ -1067,6 +1151,28 @@ def _pad(cx, node, attrs, inputs, opset):
     mode = attrs.get("mode", "constant")
     if opset < 11:
         pads, value, axes = attrs.get("pads", attrs.get("paddings")), attrs.get("value", 0.0), ()
+    elif not _all_const(cx, inputs, 1, 2, 3):
+        scalar = lambda value: float(np.asarray(value).reshape(-1)[0])  # noqa: E731
+        pads = _dynamic(cx, "_dyn_pad", [cx.sym(inputs[0])], {"pads": inputs[1]}, mode=mode)
+        dynamic = [key for key, index in (("pads", 1), ("constant_value", 2), ("axes", 3))
+                   if _input(inputs, index)]
+        syms, extra = [], {}
+        for key, index in (("pads", 1), ("constant_value", 2), ("axes", 3)):
+            name = _input(inputs, index)
+            if name is None:
+                continue
+            if cx.is_const(name):
+                dynamic.remove(key)
+                value = cx.const(name)
+                if key == "constant_value":
+                    if np.asarray(value).size:
+                        extra[key] = scalar(value)
+                else:
+                    extra[key] = _ints(value)
+            else:
+                syms.append(cx.sym(name))
+        return [cx.op("_dyn_pad", cx.sym(inputs[0]), *syms, dynamic=",".join(dynamic), mode=mode,
+                      **extra)]
     else:
         pads = _ints(_const(cx, node, inputs, 1, "pads"))
         value = _const(cx, node, inputs, 2, "constant_value")
@@ -1079,6 +1185,8 @@ def _pad(cx, node, attrs, inputs, opset):
 
 @onnx_op("Tile")
 def _tile(cx, node, attrs, inputs, opset):
+    if not _all_const(cx, inputs, 1):
+        return [_dynamic(cx, "_dyn_tile", [cx.sym(inputs[0])], {"repeats": inputs[1]})]
     return [cx.op("_onnx_tile", cx.sym(inputs[0]),
                   reps=_ints(_const(cx, node, inputs, 1, "repeats")))]
 

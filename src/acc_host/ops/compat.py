@@ -5,7 +5,7 @@ norm, swapaxes, reshape_like, shape_array and size_array.
 They are defined like registered operators (OpDef: attributes, shape and
 type inference, a numpy compute) but kept out of the registry, which lists
 what graphs may contain and every bundled plugin implements (see
-tests/test_cpu_ref_ops.py): they run on the host only, for mx.nd and the
+tests/plugins/cpu_ref/test_cpu_ref_ops.py): they run on the host only, for mx.nd and the
 NDArray methods (acc_host.ndarray_methods places the result on the input's
 context). HOST_OPS maps each name (aliases included) to its OpDef.
 

@@ -140,6 +140,16 @@ class OpDef:
     # Dropout's mask): what MXNet's node_row_ptr counts. None: the visible ones.
     num_outputs: int | Callable[[Attrs], int] | None = None
     doc: str = ""
+    # Dynamic-shape operators (acc_host.ops.dynamic_ops): the inputs whose
+    # values (not only shapes) decide the output shape (from the first of
+    # them on), and resolve(attrs, data input shapes, values) -> (static
+    # operator name, its attributes) or a numpy array (the whole result).
+    # Graph inference works such values out at bind time (acc_host.graph.
+    # dynamic) and binds the static operator in the node's place.
+    value_inputs: tuple[int, ...] = ()
+    resolve: Callable[[Attrs, list[Any], list[np.ndarray]], Any] | None = None
+    # The output shape depends on input data (NonZero): known only once run.
+    data_dependent: bool = False
     _params_by_name: dict[str, Param] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -256,7 +266,7 @@ def register(op: OpDef) -> OpDef:
 def _load_all() -> None:
     """Registers the built-in operators (their modules register on import)."""
     # Here, not at the top: the operator modules import this one to register.
-    from . import nn, onnx_ops, tensor  # noqa: F401
+    from . import dynamic_ops, nn, onnx_ops, tensor  # noqa: F401
 
 
 def find(name: str) -> OpDef | None:

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import limits
-from ..abi.annotate import annotate_symbol
+from ..abi.annotate import annotate_graph, annotate_symbol
 from ..abi.tensor import TensorSpec, dtype_code
-from ..context import Context
+from ..context import Context, cpu
 from ..errors import (
     GraphError,
     PluginContractError,
@@ -36,12 +37,17 @@ from ..errors import (
     TensorError,
 )
 from ..graph import Graph
+from ..graph.dynamic import MAX_VALUE_ELEMENTS, is_dynamic, specialise
+from ..graph.symbol_json import write_graph
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
+from .bound_step import BoundStep
 from .direct_run import DirectRun
+from .eager import EagerRunner
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
+from .plan_cache import DEFAULT_SIZE, PlanCache, PlanCacheStats
 from .runner import Runner, Step
 from .subgraph import SubgraphOperator, Value
 
@@ -86,6 +92,10 @@ class Executor(ExecutorMethods):
         (devices of ctx's accelerator, or the CPU); the others on ctx."""
         self._symbol = symbol
         self._ctx = ctx
+        self._plans: PlanCache | None = None  # shared with reshapes (see reshape)
+        # The arguments whose values the shape arithmetic read, with their
+        # versions then: a forward after one is written plans again.
+        self._value_versions: dict[str, tuple[NDArray, int]] = {}
         self._group2ctx = dict(group2ctx or {})
         self._node_ctx = _node_contexts(symbol.graph, ctx, self._group2ctx)
         self._grad_req = grad_req
@@ -96,30 +106,60 @@ class Executor(ExecutorMethods):
         arg_names, aux_names = symbol.list_arguments(), symbol.list_auxiliary_states()
         self.arg_arrays = [arg_dict[name] for name in arg_names]
         self.aux_arrays = [aux_dict[name] for name in aux_names]
-        shapes = graph.infer_shapes({name: array.shape for name, array in
-                                     {**arg_dict, **aux_dict}.items()})
-        dtypes = graph.infer_dtypes({name: array.dtype for name, array in
-                                     {**arg_dict, **aux_dict}.items()})
+        self.data_names = [name for name in (data_names if data_names is not None else ["data"])
+                           if name in arg_dict]
+        heads = list(symbol._outputs)
+        # The arrays the plan reads: the bound ones, and for a graph that
+        # computes shapes, the constants its shape arithmetic came to.
+        bound = {**arg_dict, **aux_dict}
+        self.unresolved: list[str] = []
+        if is_dynamic(graph):
+            graph, heads, bound = self._specialise(graph, heads, bound, ctx)
+            self._graph = graph
+            self._node_ctx = _node_contexts(graph, ctx, self._group2ctx)
+        self._bound = bound
+        shapes = graph.infer_shapes({name: array.shape for name, array in bound.items()})
+        dtypes = graph.infer_dtypes({name: array.dtype for name, array in bound.items()})
         missing = [graph.nodes[k].name for k in range(len(graph.nodes))
                    if any(shapes[e] is None for e in range(graph.entry_start[k],
                                                           graph.entry_start[k]
                                                           + graph.num_visible(k)))]
-        if missing:
+        # A graph whose shapes depend on data (self.unresolved) runs on the
+        # host, node by node (acc_host.runtime.eager); offload refuses it.
+        self.data_dependent = bool(missing and self.unresolved)
+        if missing and not self.data_dependent:
             raise ShapeError(f"cannot infer the shapes of {', '.join(missing)}")
         self._shapes, self._dtypes = shapes, dtypes
-        self._heads = [graph.entry(node, output) for node, output in symbol._outputs]
-        self.data_names = [name for name in (data_names if data_names is not None else ["data"])
-                           if name in arg_dict]
+        self._heads = [graph.entry(node, output) for node, output in heads]
         accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
+        # Why nothing was offered to the accelerator, when that is so.
+        self.offload_refused: str | None = None
+        if accelerated and self.data_dependent:
+            names = ", ".join(f"{name} ({_op_of(graph, name)})" for name in self.unresolved)
+            self.offload_refused = (
+                f"data-dependent shapes: {names} give outputs whose shapes are known only "
+                "once the data is, and an accelerator compiles fixed shapes; the graph runs "
+                "on the host CPU path")
+            warnings.warn(f"{symbol.name or 'the symbol'} is not offloaded to "
+                          f"{accelerated[0]}: {self.offload_refused}", stacklevel=3)
+            accelerated = []
         self.partition: Partition | None = self._partition() if accelerated else None
         self.plan: Plan = make_plan(graph, self.partition, self._heads)
         steps = [self._step(step) for step in self.plan.steps]
         report = self.memory_report()
         _check_planned(f"binding {symbol.name or 'the symbol'}", report["bound"],
                        report["outputs"], report["transient"], report["planned_peak"])
-        self.outputs = [zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
+        self.outputs = [zeros((0,), cpu(), dtypes[entry]) if shapes[entry] is None
+                        else zeros(shapes[entry], ctx, dtypes[entry]) for entry in self._heads]
         self.output_dict = dict(zip(symbol.list_outputs(), self.outputs))
-        self._runner = Runner(self, graph, self.plan, steps, arg_dict, aux_dict, self.outputs)
+        extra = {name: array for name, array in bound.items()
+                 if name not in arg_dict and name not in aux_dict}
+        self._runner: Runner | EagerRunner
+        if self.data_dependent:
+            self._runner = EagerRunner(graph, self._heads, bound, self.outputs)
+        else:
+            self._runner = Runner(self, graph, self.plan, steps, arg_dict,
+                                  {**aux_dict, **extra}, self.outputs)
         # The runner's steps, and its bound steps by node (see runner.Runner).
         self._steps = self._runner.steps
         self._bound_steps = self._runner.bound_steps
@@ -137,6 +177,36 @@ class Executor(ExecutorMethods):
                 array._storage.guard = self.lock
 
     # ---- binding -----------------------------------------------------------------------
+
+    def _specialise(self, graph: Graph, heads: list[tuple[Any, int]], bound: dict[str, NDArray],
+                    ctx: Context) -> tuple[Graph, list[tuple[Any, int]], dict[str, NDArray]]:
+        """The static graph of a graph that computes shapes, for the bound
+        arrays' shapes (acc_host.graph.dynamic): its shape arithmetic worked
+        out on the host, each dynamic operator replaced by its static one,
+        the values other operators read bound as constants (in bound's
+        copy). Nodes whose values depend on data stay (self.unresolved)."""
+        def value_of(name: str) -> np.ndarray | None:
+            array = bound.get(name)
+            if array is None or name in self.data_names or \
+                    int(np.prod(array.shape)) > MAX_VALUE_ELEMENTS:
+                return None
+            self._value_versions[name] = (array, array.version)
+            return array.asnumpy()
+
+        shapes, values = graph.infer_shapes_values(
+            {name: array.shape for name, array in bound.items()}, value_of)
+        new_heads, constants, unresolved = specialise(graph, heads, shapes, values)
+        self.unresolved = unresolved
+        bound = dict(bound)
+        for name, value in constants.items():
+            home = ctx if ctx.is_accelerator and _has_dtype_code(value.dtype) else cpu()
+            array = zeros(value.shape, home if ctx.is_accelerator else ctx, value.dtype)
+            array[...] = value
+            bound[name] = array
+        new_graph = Graph(new_heads)
+        names = {node.name for node in new_graph.nodes if node.is_variable}
+        return new_graph, new_heads, {name: array for name, array in bound.items()
+                                      if name in names}
 
     @classmethod
     def simple_bind(cls, symbol: Any, ctx: Context, shapes: Mapping[str, Any],
@@ -196,29 +266,80 @@ class Executor(ExecutorMethods):
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **shapes: Any) -> Executor:
-        """A new executor for new input shapes (e.g. another batch size),
-        sharing the arrays whose shapes stay the same."""
+        """An executor for new input shapes (another batch size, image size or
+        sequence length), with MXNet 1.x's semantics: the arrays whose shapes
+        stay the same are shared; an argument whose shape changes without
+        being given needs partial_shaping=True; an array that grows needs
+        allow_up_sizing=True (binding big and reshaping down is cheaper).
+        The executors of an executor and its reshapes form a family sharing
+        one PlanCache (runtime.plan_cache, DEFAULT_SIZE shapes, LRU): a shape
+        the family has seen lately returns its executor, already planned
+        and with its subgraphs loaded, instead of planning again."""
         arg_shapes, _, aux_shapes = self._symbol.infer_shape_partial(**shapes)
         arg_names = self._symbol.list_arguments()
         aux_names = self._symbol.list_auxiliary_states()
 
-        def keep_or_new(current: dict[str, NDArray], names: list[str],
-                        new_shapes: list[Any]) -> dict[str, NDArray]:
+        def plan(current: dict[str, NDArray], names: list[str],
+                 new_shapes: list[Any]) -> dict[str, tuple[int, ...]]:
             result = {}
             for name, shape in zip(names, new_shapes):
                 array = current[name]
                 if shape is None or tuple(shape) == array.shape:
-                    result[name] = array
-                elif name in shapes or partial_shaping or allow_up_sizing:
-                    result[name] = zeros(shape, self._ctx, array.dtype)
-                else:
+                    result[name] = array.shape
+                    continue
+                if name not in shapes and not partial_shaping:
                     raise ShapeError(f"reshape: {name!r} would change from {array.shape} to "
                                      f"{tuple(shape)}; pass partial_shaping=True to allow it")
+                if limits.array_bytes(shape, array.dtype) > \
+                        limits.array_bytes(array.shape, array.dtype) and not allow_up_sizing:
+                    raise ShapeError(f"reshape: {name!r} would grow from {array.shape} to "
+                                     f"{tuple(shape)}; pass allow_up_sizing=True to allow it "
+                                     "(binding the largest shape first and reshaping down "
+                                     "is cheaper)")
+                result[name] = tuple(int(d) for d in shape)
             return result
 
-        return Executor(self._symbol, self._ctx, keep_or_new(self.arg_dict, arg_names, arg_shapes),
-                        keep_or_new(self.aux_dict, aux_names, aux_shapes), self._grad_req,
-                        self.data_names, self._group2ctx)
+        new_args = plan(self.arg_dict, arg_names, arg_shapes)
+        new_aux = plan(self.aux_dict, aux_names, aux_shapes)
+        key = (tuple(new_args.items()), tuple(new_aux.items()))
+        family = self._family()
+
+        def make(_: Any) -> Executor:
+            def arrays(current: dict[str, NDArray],
+                       wanted: dict[str, tuple[int, ...]]) -> dict[str, NDArray]:
+                return {name: current[name] if current[name].shape == shape
+                        else zeros(shape, self._ctx, current[name].dtype)
+                        for name, shape in wanted.items()}
+
+            executor = Executor(self._symbol, self._ctx, arrays(self.arg_dict, new_args),
+                                arrays(self.aux_dict, new_aux), self._grad_req,
+                                self.data_names, self._group2ctx)
+            executor._plans = family
+            return executor
+
+        return self if key == self._shape_key() else family.get(key, key, make)
+
+    def _shape_key(self) -> tuple:
+        return (tuple((name, self.arg_dict[name].shape)
+                      for name in self._symbol.list_arguments()),
+                tuple((name, self.aux_dict[name].shape)
+                      for name in self._symbol.list_auxiliary_states()))
+
+    def _family(self) -> PlanCache:
+        """The PlanCache this executor and its reshapes share (made on first
+        use, holding this executor under its own shapes)."""
+        if self._plans is None:
+            self._plans = PlanCache(self._reshape_miss, DEFAULT_SIZE, close_evicted=False)
+            self._plans.put(self._shape_key(), self)
+        return self._plans
+
+    def _reshape_miss(self, key: Any) -> Executor:
+        raise AssertionError("reshape passes its own maker")  # pragma: no cover
+
+    def plan_cache_stats(self) -> PlanCacheStats:
+        """What the family's PlanCache did (see reshape): hits, misses
+        (plans made), evictions, the shapes held."""
+        return self._family().stats()
 
     # ---- planning -----------------------------------------------------------------------
 
@@ -229,7 +350,7 @@ class Executor(ExecutorMethods):
         contexts = [context for context in self._node_ctx.values() if context.is_accelerator]
         library = contexts[0].library
         devices = sorted({context.device_id for context in contexts})
-        weights = frozenset(set(self.arg_dict) - set(self.data_names)) | frozenset(self.aux_dict)
+        weights = frozenset(set(self._bound) - set(self.data_names))
         declined: dict[int, dict[int, str]] = {}
         supported = {dev_id: self._supported_ops(library, dev_id, weights, declined)
                      for dev_id in devices}
@@ -247,8 +368,8 @@ class Executor(ExecutorMethods):
         nodes the plugin runs there. The plugin's reasons for the nodes it
         declined go to declined[dev_id]."""
         graph = self._graph
-        shapes = {name: array.shape for name, array in {**self.arg_dict, **self.aux_dict}.items()}
-        dtypes = {name: array.dtype for name, array in {**self.arg_dict, **self.aux_dict}.items()}
+        shapes = {name: array.shape for name, array in self._bound.items()}
+        dtypes = {name: array.dtype for name, array in self._bound.items()}
         data = {name: TensorSpec(self.arg_dict[name].shape, self.arg_dict[name].dtype)
                 for name in self.data_names if _has_dtype_code(self.arg_dict[name].dtype)}
         region = offerable_region(graph, self._dtypes, _has_dtype_code)
@@ -256,7 +377,13 @@ class Executor(ExecutorMethods):
         variables_ok = all(_has_dtype_code(self._dtypes[graph.entry_start[k]])
                            for k, node in enumerate(graph.nodes) if node.is_variable)
         if len(region) == operators and variables_ok:
-            annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
+            if graph is self._symbol.graph:
+                annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id)
+            else:  # the static graph of a graph that computes shapes
+                text = write_graph(graph.nodes, [(node, output, 0)
+                                                 for node, output in graph.heads],
+                                   {}, [graph.num_total(k) for k in range(len(graph.nodes))])
+                annotated = annotate_graph(graph, text, shapes, weights, dtypes, dev_id)
             ids, reasons = library.supported_ops_reasons(json.dumps(annotated), data,
                                                          len(graph.nodes), dev_id)
             declined[dev_id] = reasons
@@ -330,7 +457,11 @@ class Executor(ExecutorMethods):
         forward's result. A thread that must read the outputs of its own
         forward holds ``self.lock`` over the forward and the reading."""
         with self.lock:
-            return self._runner.run(kwargs, False)
+            self._replan_if_stale()
+            outputs = self._runner.run(kwargs, False)
+            if self.data_dependent:
+                self.output_dict = dict(zip(self._symbol.list_outputs(), self.outputs))
+            return outputs
 
     def predict(self, **inputs: Any) -> list[np.ndarray]:
         """forward(**inputs), then every output as a new numpy array: a
@@ -338,12 +469,31 @@ class Executor(ExecutorMethods):
         the inputs, the outputs the results). A failure is raised here and
         not left on the executor's arrays."""
         with self.lock:
+            self._replan_if_stale()
             return self._runner.run(inputs, True)
 
     def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
         """predict(**inputs) for a mapping of them."""
         with self.lock:
+            if self._value_versions:
+                self._replan_if_stale()
             return self._runner.run(inputs, True)
+
+    def _replan_if_stale(self) -> None:
+        """Plans again when an argument the shape arithmetic read has been
+        written since (weights copied in after simple_bind): the executor
+        takes the new plan's state, its arrays stay the same."""
+        if not any(array.version != version
+                   for array, version in self._value_versions.values()):
+            return
+        fresh = Executor(self._symbol, self._ctx, self.arg_dict, self.aux_dict, self._grad_req,
+                         self.data_names, self._group2ctx)
+        self._runner.close()
+        plans, lock = self._plans, self.lock
+        self.__dict__.update(fresh.__dict__)
+        self._plans, self.lock = plans, lock
+        for array in self.outputs:
+            array._storage.guard = lock
 
     # What acc_host.differential's check() reaches: its checker, on for one
     # forward, and the CPU path it compares a subgraph with.
@@ -370,6 +520,22 @@ class Executor(ExecutorMethods):
         are dropped (a later mx.nd.waitall() would raise them otherwise)."""
         self._runner.close()
 
+    @property
+    def subgraphs(self) -> list[SubgraphOperator]:
+        """The accelerator subgraphs of the plan, in plan order: what the
+        device did with each, for tools, tests and benchmarks that observe
+        it (``model`` once compiled, ``loads``, ``weight_refreshes``,
+        ``declined``, ``library`` and ``dev_id``). Empty on the CPU path."""
+        return list(self._subgraphs)
+
+    def bound_step(self, subgraph: SubgraphOperator) -> BoundStep | None:
+        """The step of one of :attr:`subgraphs` bound to fixed device buffers
+        (a forward runs it as one bound ``infer``), or None while it runs
+        unbound: before its model is loaded, or where its inputs and outputs
+        cannot be fixed buffers (runtime.runner.Runner says when)."""
+        (node,) = [step.node for step in self._steps if step.subgraph is subgraph]
+        return self._bound_steps.get(node)
+
     def placement(self) -> dict[str, str]:
         """Where each operator node runs: "cpu(0)" or "<accelerator>(<dev>)"."""
         where = {self._graph.nodes[k].name: "cpu(0)" for k, node in
@@ -384,6 +550,10 @@ class Executor(ExecutorMethods):
 
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} @{self._ctx}>"
+
+
+def _op_of(graph: Graph, name: str) -> str:
+    return next((node.op for node in graph.nodes if node.name == name), "?")
 
 
 def _graph_bytes(graph: Graph, shapes: Sequence[Any], dtypes: Sequence[Any],

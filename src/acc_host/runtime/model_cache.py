@@ -23,12 +23,20 @@ those files in the directory named by ``MXNET_ACC_CACHE_DIR``:
   atomically;
 * a lookup checks the metadata, the file's size and its last 16 bytes (where
   both bundled plugins keep their checksum of everything before it, so a
-  file swapped for another entry's is caught) without reading the file: the
-  plugin reads it at import, verifies its own checksum and every field, and
-  must refuse a damaged file (section 9 makes that the plugin's duty). An
-  entry whose metadata or file is missing or does not match, or that the
-  plugin refuses to import, is deleted and rebuilt: the cache is never
-  trusted blindly.
+  file swapped for another entry's is caught), then binds the entry to its
+  own contents: the file's graph section (the envelope of the SDK's
+  plugins/common/binfile.h, :mod:`.cache_contents`) must hold the graph
+  and the weights the key names, their digests recomputed from the file's
+  bytes, so that an entry planted with another model's file behind
+  matching metadata is caught. The plugin then reads the file at import,
+  verifies its own checksum and every field, and must refuse a damaged
+  file (section 9 makes that the plugin's duty). An entry whose metadata or
+  file is missing or does not match, whose contents are not what its key
+  names (a CacheWarning says so), or that the plugin refuses to import, is
+  deleted and rebuilt: the cache is never trusted blindly. A plugin whose
+  exported files do not carry the graph section cannot have its entries
+  bound to their contents: nothing is stored for it (a CacheWarning says
+  so, once per library);
 
 Trust (docs/security.md): the directory is used only when the trust rules
 of plugin directories hold for it (acc_host.plugins.trust: owned by the user or
@@ -37,7 +45,11 @@ else a :class:`CacheWarning` says why, once, and models are compiled
 without the cache. An entry whose files are symlinks, owned by someone
 else or writable by group or others is deleted and rebuilt. Whoever can
 write the cache directory decides what is imported, so those rules are
-what binds an entry to the weights and graph its key names.
+what decides who can plant an entry; the graph section is what binds an
+entry to the weights and graph its key names. What a plugin derives from
+them in its own part of the file (mlu_sim's compiled programs and
+transformed constants) the host cannot check: only the directory's trust
+rules protect that.
 
 The cache is an optimisation: a directory that cannot be created, or is
 a file, is reported the same way and bypassed. Temporaries
@@ -69,6 +81,7 @@ import numpy as np
 from ..abi.library import AccLibrary
 from ..errors import AccHostError
 from ..plugins import trust
+from .cache_contents import graph_section
 
 __all__ = ["ENV_VAR", "CacheWarning", "ModelCache", "cache_from_environment"]
 
@@ -315,10 +328,32 @@ class ModelCache:
         if stored != {**entry.meta, "model_size": size, "model_tail": tail}:
             self.discard(entry)
             return False
+        problem = _content_problem(entry.model_path, entry.meta)
+        if problem is not None:
+            self.discard(entry)
+            warnings.warn(f"{ENV_VAR}={self.directory}: entry {entry.key[:16]}: its model file "
+                          f"{problem}, not what its key names (a planted or damaged entry): "
+                          "deleted, the model is compiled again", CacheWarning, stacklevel=2)
+            return False
         return True
 
-    def store(self, entry: CacheEntry, exported: Path) -> None:
-        """Moves an exported model file into the cache with its metadata."""
+    def store(self, entry: CacheEntry, exported: Path, library_name: str = "") -> None:
+        """Moves an exported model file into the cache with its metadata,
+        when its contents are what the entry's key names; else deletes it
+        (a file without the SDK's graph section: a CacheWarning, once per
+        library)."""
+        problem = _content_problem(exported, entry.meta)
+        if problem is not None:
+            exported.unlink(missing_ok=True)
+            with _opened_lock:
+                first = library_name not in _unbindable
+                _unbindable.add(library_name)
+            if first:
+                warnings.warn(f"{ENV_VAR}={self.directory}: {library_name or 'a plugin'} "
+                              f"exported a model file that {problem}, so the cache cannot bind "
+                              "its entries to their contents: its models are not cached",
+                              CacheWarning, stacklevel=2)
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         size = exported.stat().st_size
         meta = {**entry.meta, "model_size": size, "model_tail": _tail(exported, size)}
@@ -367,6 +402,28 @@ class ModelCache:
                 pass
 
 
+def _content_problem(path: Path, meta: Mapping[str, Any]) -> str | None:
+    """Why the model file at path does not hold the graph and weights meta
+    names (its "graph_sha256" over the sorted JSON, "weights_sha256" as
+    _weights_digest), or None when it does. The file is read once, whole
+    (the plugin's import reads it whole too)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    try:
+        graph_json, weights = graph_section(data)
+        graph = json.loads(graph_json)
+    except ValueError as error:
+        return f"does not hold the SDK's graph section (plugins/common/binfile.h): {error}"
+    if hashlib.sha256(json.dumps(graph, sort_keys=True).encode()).hexdigest() != \
+            meta.get("graph_sha256"):
+        return "holds another graph"
+    if _weights_digest(weights) != meta.get("weights_sha256"):
+        return "holds other weights"
+    return None
+
+
 def _write_atomically(path: Path, text: str) -> None:
     handle, name = tempfile.mkstemp(prefix=f".meta-{os.getpid()}-", dir=path.parent)
     with os.fdopen(handle, "w") as stream:
@@ -398,6 +455,7 @@ def _trusted_file(path: Path) -> bool:
 
 _opened_lock = threading.Lock()
 _warned: set[tuple[str, str]] = set()
+_unbindable: set[str] = set()  # libraries whose files have no graph section (warned once)
 _cleaned: set[str] = set()
 
 

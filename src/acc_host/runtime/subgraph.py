@@ -162,7 +162,7 @@ class SubgraphOperator:
         try:
             self.library.configure(self.dev_id, {"export_model": model.model_id,
                                                  "path": str(scratch)})
-            cache.store(entry, scratch)
+            cache.store(entry, scratch, self.library.name)
         except (AccHostError, OSError):
             scratch.unlink(missing_ok=True)
         return model

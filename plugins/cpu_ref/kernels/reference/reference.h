@@ -11,7 +11,7 @@
  *
  * Sums of products are accumulated in double and rounded to float once; the
  * fast kernels accumulate in float in a blocked order, so they agree with
- * these to float rounding (see tests/test_cpu_ref_reference_kernels.py).
+ * these to float rounding (see tests/plugins/cpu_ref/test_cpu_ref_reference_kernels.py).
  */
 #ifndef CPU_REF_REFERENCE_H_
 #define CPU_REF_REFERENCE_H_
