@@ -9,8 +9,9 @@
  *
  * Sections, in order: versioning, status codes, tensor types, identification,
  * memory, execution-mode support, imperative execution, symbolic execution,
- * configuration, errors, optional additions of ABI 1.1. The declarations between the ACC_CDEF_BEGIN and
- * ACC_CDEF_END markers are read as they are by the host's cffi layer, so that
+ * configuration, errors, optional additions of ABI 1.1. The declarations
+ * between the ACC_CDEF_BEGIN and ACC_CDEF_END markers are read as they are
+ * by the host's cffi layer, so that
  * part holds only plain declarations and integer #defines (no #include, no
  * #if, no expressions).
  *
@@ -481,9 +482,9 @@ int supportedOpsReasons(const char *json, const char *const *data_names,
  * longer borrowed, whether it is host memory or accelerator memory of the
  * model's device: the host keeps those bytes allocated (it calls no
  * mx_free() on them) until unloadModel() of that model returns, and the
- * plugin may keep the data pointer and read through it in
- * any later call for that model (infer(), configure() naming it,
- * unloadModel()) instead of keeping a copy. The host never changes the
+ * plugin may keep the data pointer and read through it in any later call
+ * for that model (infer(), configure() naming it, unloadModel()) instead of
+ * keeping a copy. The host never changes the
  * bytes of a retained buffer while a call for that model runs. It changes a
  * weight only between calls, and then bumps the weight's version: it passes
  * that weight to the next infer() of the model (new values in the same

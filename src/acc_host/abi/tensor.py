@@ -96,6 +96,9 @@ def host_pointer(array: np.ndarray, *, writable: bool = False) -> Any:
         raise TensorError("array is not C-contiguous; pass a C-ordered copy (array.copy())")
     if writable and not array.flags.writeable:
         raise TensorError("output array is read-only")
+    if writable and not array.flags.aligned:  # mxnet_acc.h: host pointers are aligned
+        raise TensorError("output array is not aligned to its element size; pass an aligned "
+                          "array (numpy.empty makes one)")
     return ffi.from_buffer(array, require_writable=writable)
 
 
