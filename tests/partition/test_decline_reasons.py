@@ -130,8 +130,13 @@ def test_acc_host_run_summary_lists_declined_nodes() -> None:
                 str(TRANSFORMER / "input_0.npy"), "--repeat", "0")
     assert done.returncode == 0, done.stderr
     summary = done.stdout[done.stdout.index("declined by the plugin:"):]
-    assert ("tfenc_hybridsequential0_encoderlayer0_layernorm0_layernorm0 (LayerNorm) on mlu(0): "
-            "operator LayerNorm does not run on the MLU") in summary
+    assert ("  LayerNorm x4 on mlu(0): operator LayerNorm does not run on the MLU "
+            "[tfenc_hybridsequential0_encoderlayer0_layernorm0_layernorm0, ") in summary
+    assert "tfenc_hybridsequential0_encoderlayer1_layernorm0_layernorm0 and 1 more]" in summary
+    declined = json.loads(_cli("run", str(TRANSFORMER / "model"), "--acc", "mlu", "--input",
+                               str(TRANSFORMER / "input_0.npy"), "--repeat", "0",
+                               "--json").stdout)["where"]["declined"]
+    assert sum(row["op"] == "LayerNorm" for row in declined) == 4
 
 
 def test_the_template_says_why_on_squeezenet(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -105,6 +105,20 @@ def declined_nodes(partition: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _declined_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per operator, device and reason, with the nodes (the first
+    3 named) it covers; --json lists every node."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for row in rows:
+        groups.setdefault((row["op"], row["device"], row["reason"]), []).append(row["node"])
+    lines = []
+    for (op, device, reason), nodes in groups.items():
+        count = f" x{len(nodes)}" if len(nodes) > 1 else ""
+        named = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        lines.append(f"  {op}{count} on {device}: {reason} [{named}]")
+    return lines
+
+
 def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[str, Any]:
     """First forward (compiling every subgraph), then repeat timed ones."""
     with Progress("compiling and first forward", 1 + repeat, show) as bar:
@@ -196,8 +210,7 @@ def _format(report: dict[str, Any]) -> str:
         lines.append(f"  not offloaded: {where['refused']}")
     if where["declined"]:
         lines.append("declined by the plugin:")
-        lines += [f"  {row['node']} ({row['op']}) on {row['device']}: {row['reason']}"
-                  for row in where["declined"]]
+        lines += _declined_lines(where["declined"])
     source = f" ({', '.join(report['compiled_from'])})" if report["compiled_from"] else ""
     lines += [f"times: bind + partition {_ms(report['bind_s'])}, compile "
               f"{_ms(report['compile_s'])}{source}, first forward "
