@@ -9,8 +9,9 @@
  *
  * Sections, in order: versioning, status codes, tensor types, identification,
  * memory, execution-mode support, imperative execution, symbolic execution,
- * configuration, errors. The declarations between the ACC_CDEF_BEGIN and
- * ACC_CDEF_END markers are read as they are by the host's cffi layer, so that
+ * configuration, errors, optional additions of ABI 1.1. The declarations
+ * between the ACC_CDEF_BEGIN and ACC_CDEF_END markers are read as they are
+ * by the host's cffi layer, so that
  * part holds only plain declarations and integer #defines (no #include, no
  * #if, no expressions).
  *
@@ -35,8 +36,17 @@
  * dev_id values may run concurrently on different threads; calls that name
  * the same dev_id (including everything done through a model or executor
  * created on that device) are serialized by the host. configure() calls are
- * serialized by the host. A plugin that needs more guarantees than these
- * must provide them itself.
+ * serialized with each other (one at a time, whatever their dev_id) and with
+ * every other call that names the same dev_id: a configure() never runs
+ * while a call for its device is running. Any call may come from any thread:
+ * a model loaded on one thread may be run by infer() and freed by
+ * unloadModel() on others, an executor created on one thread may be run and
+ * released on others, and memory from mx_alloc() may be freed on another
+ * thread; the serialization above still holds, so a plugin needs no locks
+ * of its own for one device, but must not keep per-thread state that a
+ * later call for the same model, executor or pointer relies on (the
+ * accGetLastError() message is the one per-thread state the ABI knows). A
+ * plugin that needs more guarantees than these must provide them itself.
  *
  * Devices: a plugin drives getNumAcc() devices, numbered 0 .. getNumAcc()-1.
  * Every dev_id argument must be in that range (MX_ACC_ERR_DEVICE otherwise).
@@ -90,10 +100,19 @@ extern "C" {
  * implement exactly as unsupported: leave it out of supportedOps() and fail
  * accGetExecutor() with MX_ACC_ERR_UNSUPPORTED. A missing "__op_version__"
  * means version 1.
+ *
+ * Published versions (docs/abi.md keeps the changelog; `acc-host sdk --abi
+ * 1.0` serves an earlier header as it was published):
+ *   1.0 (100)  the initial ABI.
+ *   1.1 (101)  additions only: supportedOpsReasons() and retainsWeights()
+ *              (section 11), MX_ACC_REASON_MAX, and the guarantees that 1.0
+ *              left unstated (threads, pointers inside allocations, where
+ *              weights live, aliasing of infer()'s outputs). A 1.0 plugin
+ *              works unchanged in a 1.1 host.
  * ------------------------------------------------------------------------- */
 #define MX_ACC_API_VERSION_MAJOR 1
-#define MX_ACC_API_VERSION_MINOR 0
-#define MX_ACC_API_VERSION 100
+#define MX_ACC_API_VERSION_MINOR 1
+#define MX_ACC_API_VERSION 101
 
 /* Device id that MXTensor.dev_id carries for memory that belongs to the host
  * (ordinary process memory, not from mx_alloc()). */
@@ -105,6 +124,10 @@ extern "C" {
 
 /* Largest number of dimensions a tensor may have. */
 #define MX_ACC_MAX_NDIM 16
+
+/* Size in bytes, including the terminating NUL, of each reason slot that
+ * the host passes to supportedOpsReasons() (ABI 1.1). */
+#define MX_ACC_REASON_MAX 128
 
 /* ---------------------------------------------------------------------------
  * 2. Status codes
@@ -155,7 +178,13 @@ typedef struct MXTensor {
   /* First element, or a SparseTensor when isSparse is nonzero. Host memory
    * when dev_id == MX_ACC_HOST_DEVICE, otherwise memory returned by
    * mx_alloc() on device dev_id. May be NULL only where a function says so
-   * (descriptors that only describe a shape and dtype). */
+   * (descriptors that only describe a shape and dtype). Accelerator
+   * pointers are always the start of an allocation: the host passes
+   * exactly the address that mx_alloc() returned, never an address inside
+   * an allocation (the host makes no views into device memory; it copies
+   * instead), so a plugin may look the pointer up as it handed it out.
+   * Host pointers may point anywhere inside host memory (a view into a
+   * larger array) and are aligned to the element size at least. */
   void *data;
   /* shape_len extents, each >= 0 (an extent of 0 makes an empty tensor). May
    * be NULL when shape_len == 0. */
@@ -328,7 +357,12 @@ int supportedOps(const char *json, const char *const *data_names,
  * tensor for every variable of the graph, named by data_names: variables
  * marked "weight" carry their values, which the plugin copies or transforms
  * as it needs (compilation may depend on them); variables marked "data" may
- * have a NULL data pointer. Everything passed is borrowed for the call. */
+ * have a NULL data pointer. Weights may live in host memory (dev_id
+ * MX_ACC_HOST_DEVICE) or, when supportsImperative() is 1, in accelerator
+ * memory of dev_id (a weight the host already holds on the device): a
+ * plugin reads MXTensor.dev_id of each weight and handles both. Everything
+ * passed is borrowed for the call, unless retainsWeights() (section 11)
+ * returns 1. */
 int loadModel(const char *model_id, const char *json,
               const char *const *data_names, const MXTensor *data,
               int num_data, int dev_id);
@@ -343,8 +377,12 @@ int unloadModel(const char *model_id);
  * out_names, see the naming rule above) must list every head: these are
  * buffers owned by the caller with the shapes and dtypes of the annotated
  * heads, which the plugin fills. Tensors may be host memory, or accelerator
- * memory of the model's device when supportsImperative() is 1. Everything
- * passed is borrowed for the call; infer blocks until the outputs are
+ * memory of the model's device when supportsImperative() is 1. Outputs
+ * never alias inputs, and never each other: the host passes every output
+ * in memory that no input (and no other output) overlaps, so a plugin may
+ * write outputs before it has read every input. Everything passed is
+ * borrowed for the call (weights given here are retained as loadModel's
+ * when retainsWeights() returns 1); infer blocks until the outputs are
  * written. */
 int infer(const char *model_id, const char *const *in_names,
           const char *const *out_names, const MXTensor *in_data,
@@ -410,6 +448,55 @@ int configure(const char *const *in_keys, const char *const *in_vals,
  * until the calling thread's next call into the library.
  * ------------------------------------------------------------------------- */
 const char *accGetLastError(void);
+
+/* ---------------------------------------------------------------------------
+ * 11. Optional additions of ABI 1.1
+ *
+ * A host finds these with dlsym; a plugin that does not export one is used
+ * as a 1.0 plugin in that respect. A plugin that exports one still works in
+ * a 1.0 host, which never calls it.
+ * ------------------------------------------------------------------------- */
+
+/* supportedOps() that also says why: the arguments and the answer in ids
+ * and *num_ids are exactly supportedOps()'s, and a host that finds this
+ * function calls it instead of supportedOps(). reasons is a buffer owned by
+ * the caller of ids_capacity * reason_size bytes, filled with zero bytes by
+ * the host (it passes reason_size MX_ACC_REASON_MAX); slot k is the
+ * reason_size bytes at reasons + k * reason_size. For an operator node k
+ * that it declines, the plugin may write into slot k a short NUL-terminated
+ * sentence of at most reason_size bytes including the NUL, saying why
+ * ("groups > 1 not implemented", "dilation 2 unsupported"); a longer
+ * reason is cut by the plugin to fit. Slots of accepted nodes and of
+ * variables are left zero, and so may be the slot of a node declined
+ * without a reason. The plugin writes nothing outside the buffer and keeps
+ * no pointer into it after the call. */
+int supportedOpsReasons(const char *json, const char *const *data_names,
+                        const MXTensor *data, int num_data, int dev_id,
+                        int *ids, int ids_capacity, int *num_ids,
+                        char *reasons, size_t reason_size);
+
+/* Returns 1 if the plugin keeps referencing weights instead of copying
+ * them, 0 otherwise (the same answer after every call; a plugin that does
+ * not export the function is 0). When it returns 1, the data of each weight
+ * tensor ("weight" variables only) passed to loadModel() is retained, no
+ * longer borrowed, whether it is host memory or accelerator memory of the
+ * model's device: the host keeps those bytes allocated (it calls no
+ * mx_free() on them) until unloadModel() of that model returns, and the
+ * plugin may keep the data pointer and read through it in any later call
+ * for that model (infer(), configure() naming it, unloadModel()) instead of
+ * keeping a copy. The host never changes the
+ * bytes of a retained buffer while a call for that model runs. It changes a
+ * weight only between calls, and then bumps the weight's version: it passes
+ * that weight to the next infer() of the model (new values in the same
+ * buffer or in a new one), before any other call for that model except
+ * unloadModel(). A weight given to infer() is retained in the same way from
+ * then on, replacing the earlier buffer, which the host may free once that
+ * infer() returns. A plugin that derived data from a weight (a packed or
+ * folded form) rebuilds it when the weight is given again, as it does for
+ * borrowed weights. The plugin never writes a retained buffer. Only the
+ * data bytes are retained: MXTensor itself, shape and layout stay borrowed,
+ * and so do "data" variables. */
+int retainsWeights(void);
 
 /* ACC_CDEF_END */
 

@@ -135,7 +135,25 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
   }
   int status = acc_check_named_tensors("supportedOps", data_names, data, num_data);
   if (status != MX_ACC_OK) return status;
-  return mlu_model_supported(json, mlu_library_instance()->num_cards, ids, ids_capacity, num_ids);
+  return mlu_model_supported(json, mlu_library_instance()->num_cards, ids, ids_capacity, num_ids,
+                             NULL, 0);
+}
+
+MX_ACC_EXPORT int supportedOpsReasons(const char *json, const char *const *data_names,
+                                      const MXTensor *data, int num_data, int dev_id, int *ids,
+                                      int ids_capacity, int *num_ids, char *reasons,
+                                      size_t reason_size) {
+  acc_clear_error();
+  if (mlu_card_for(dev_id) == NULL) return mlu_device_status(dev_id);
+  if (json == NULL || num_ids == NULL || ids_capacity < 0 || (ids_capacity > 0 && ids == NULL) ||
+      reasons == NULL || reason_size == 0) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG,
+                    "supportedOpsReasons: json, ids, num_ids or reasons is invalid");
+  }
+  int status = acc_check_named_tensors("supportedOpsReasons", data_names, data, num_data);
+  if (status != MX_ACC_OK) return status;
+  return mlu_model_supported(json, mlu_library_instance()->num_cards, ids, ids_capacity, num_ids,
+                             reasons, reason_size);
 }
 
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,

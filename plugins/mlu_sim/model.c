@@ -133,7 +133,8 @@ static int resolve_node(const acc_graph *graph, size_t index, mlu_node_spec *spe
   return status;
 }
 
-int mlu_model_supported(const char *json, int num_cards, int *ids, int capacity, int *count) {
+int mlu_model_supported(const char *json, int num_cards, int *ids, int capacity, int *count,
+                        char *reasons, size_t reason_size) {
   acc_graph *graph;
   int status = parse_graph(json, &graph);
   if (status != MX_ACC_OK) return status;
@@ -141,8 +142,11 @@ int mlu_model_supported(const char *json, int num_cards, int *ids, int capacity,
   if (spec == NULL) status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "supportedOps");
   int found = 0, card;
   for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
-    if (graph->nodes[i].op == NULL || resolve_node(graph, i, spec) != MX_ACC_OK ||
+    if (graph->nodes[i].op == NULL) continue;
+    if (resolve_node(graph, i, spec) != MX_ACC_OK ||
         node_card(&graph->nodes[i], 0, num_cards, &card) != MX_ACC_OK) {
+      acc_node_reason(reasons, reason_size, capacity, i, graph->nodes[i].name,
+                      graph->nodes[i].op);
       continue;
     }
     if (found == capacity) {

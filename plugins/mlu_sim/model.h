@@ -45,7 +45,8 @@ typedef struct mlu_model_info {
 } mlu_model_info;
 
 /* Ids of the operator nodes of json the MLU runs (see supportedOps()). */
-int mlu_model_supported(const char *json, int num_cards, int *ids, int capacity, int *count);
+int mlu_model_supported(const char *json, int num_cards, int *ids, int capacity, int *count,
+                        char *reasons, size_t reason_size);
 
 /* Builds, segments and compiles json on dev_id (see loadModel()). On
  * success *model is owned by the caller; free it with mlu_model_free. */

@@ -72,9 +72,10 @@ static int prepare_conv(const acc_node *node, tp_op *op) {
   if (status == MX_ACC_OK) status = get_ints(node, "num_group", 1, 1, 1, &groups);
   if (status == MX_ACC_OK) status = get_ints(node, "num_filter", 1, -1, 1, &filters);
   if (status != MX_ACC_OK) return status;
-  if (x->ndim != 4 || (layout != NULL && strcmp(layout, "NCHW") != 0) || dilate[0] != 1 ||
-      dilate[1] != 1 || groups != 1) {
-    return fail(MX_ACC_ERR_UNSUPPORTED, node, "only 2-D NCHW without dilation or groups is run");
+  if (groups != 1) return fail(MX_ACC_ERR_UNSUPPORTED, node, "num_group > 1 not implemented");
+  if (dilate[0] * dilate[1] != 1) return fail(MX_ACC_ERR_UNSUPPORTED, node, "dilate unsupported");
+  if (x->ndim != 4 || (layout != NULL && strcmp(layout, "NCHW") != 0)) {
+    return fail(MX_ACC_ERR_UNSUPPORTED, node, "only 2-D NCHW is run");
   }
   if (w->ndim != 4 || w->dims[0] != (uint64_t)filters || w->dims[1] != x->dims[1] ||
       w->dims[2] != (uint64_t)op->kernel[0] || w->dims[3] != (uint64_t)op->kernel[1]) {
@@ -175,7 +176,6 @@ MX_ACC_EXPORT int getAccApiVersion(void) { return MX_ACC_API_VERSION; }
 MX_ACC_EXPORT int getNumAcc(void) { return TP_NUM_DEVICES; }
 MX_ACC_EXPORT int supportsImperative(void) { return 1; }
 MX_ACC_EXPORT const char *accGetLastError(void) { return acc_last_error(); }
-
 MX_ACC_EXPORT int initialize(int version) {
   acc_clear_error(); /* a real plugin opens its driver and finds its devices here */
   if (version / 100 == MX_ACC_API_VERSION_MAJOR) return MX_ACC_OK; /* any MINOR will do */
@@ -206,7 +206,6 @@ typedef struct tp_block { /* one allocation: this header, then the bytes handed 
   size_t size;
   max_align_t data[]; /* aligned for any type, as malloc's memory is */
 } tp_block;
-
 static tp_block *blocks[TP_NUM_DEVICES]; /* live allocations per device, newest first */
 
 MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
@@ -290,7 +289,6 @@ static int copy(const MXTensor *device, const MXTensor *host, int to_device, con
 MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {
   return copy(dst, src, 1, "copyToAcc");
 }
-
 MX_ACC_EXPORT int copyFromAcc(const MXTensor *dst, const MXTensor *src) {
   return copy(src, dst, 0, "copyFromAcc");
 }
@@ -321,7 +319,6 @@ static int forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
 }
 
 static void release(MXAccExecutor *self) { free(self->state); }
-
 MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
                                  const MXTensor *outputs, int num_in, int num_out,
                                  const char *const *attr_keys, const char *const *attr_vals,
@@ -372,7 +369,6 @@ typedef struct tp_model { /* everything owned */
   } *nodes;       /* one per node of graph */
   char id[];
 } tp_model;
-
 static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
 static tp_model *models; /* guarded by models_lock */
 
@@ -400,22 +396,27 @@ static int node_op(const acc_graph *graph, size_t n, tp_op *op) {
     ok = from->out_dtypes[node->inputs[i].index] == kFloat32;
     in[i] = from->out_shapes[node->inputs[i].index];
   }
-  if (!ok) return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: not all float32", node->name);
+  if (!ok) return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: float32 only", node->op);
   return op_prepare(node, (int)node->num_inputs, in, &node->out_shapes[0], op);
 }
 
-MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
-                               const MXTensor *data, int num_data, int dev_id, int *ids,
-                               int ids_capacity, int *num_ids) {
+/* supportedOps() and, into reasons (ABI 1.1's supportedOpsReasons), each declined
+ * node's reason: the message of the check that refused it. */
+static int supported(const char *json, const char *const *names, const MXTensor *data, int num,
+                     int dev_id, int *ids, int ids_capacity, int *num_ids, char *reasons,
+                     size_t reason_size) {
   acc_graph *graph;
   tp_op op;
-  int count = 0;
-  int status = parse("supportedOps", dev_id, json, data_names, data, num_data, &graph);
+  int count = 0, status = parse("supportedOps", dev_id, json, names, data, num, &graph);
   if (status == MX_ACC_OK && (num_ids == NULL || ids_capacity < 0 || (ids_capacity && !ids))) {
     status = acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: ids or num_ids");
   }
   for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
-    if (graph->nodes[n].op == NULL || node_op(graph, n, &op) != MX_ACC_OK) continue;
+    if (graph->nodes[n].op == NULL) continue;
+    if (node_op(graph, n, &op) != MX_ACC_OK) {
+      acc_reason(reasons, reason_size, ids_capacity, n, "%s", acc_last_error());
+      continue;
+    }
     if (count == ids_capacity) status = acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: ids");
     if (status == MX_ACC_OK) ids[count++] = (int)n;
   }
@@ -426,6 +427,19 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
   acc_graph_free(graph);
   return status;
 }
+
+MX_ACC_EXPORT int supportedOps(const char *json, const char *const *names, const MXTensor *data,
+                               int num, int dev_id, int *ids, int capacity, int *num_ids) {
+  return supported(json, names, data, num, dev_id, ids, capacity, num_ids, NULL, 0);
+}
+#if MX_ACC_API_VERSION >= 101 /* ABI 1.1's optional additions; a 1.0 build leaves them out */
+MX_ACC_EXPORT int supportedOpsReasons(const char *json, const char *const *names,
+                                      const MXTensor *data, int num, int dev_id, int *ids,
+                                      int capacity, int *num_ids, char *reasons, size_t size) {
+  return supported(json, names, data, num, dev_id, ids, capacity, num_ids, reasons, size);
+}
+MX_ACC_EXPORT int retainsWeights(void) { return 0; } /* compile() copies the weights */
+#endif
 
 static void model_free(tp_model *model) {
   for (size_t n = 0; model->nodes != NULL && n < model->graph->num_nodes; ++n) {

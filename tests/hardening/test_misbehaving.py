@@ -180,9 +180,11 @@ def test_a_failed_forward_leaves_the_executor_usable(ctx: mx.Context, engine_kin
     assert type(error.value) is error_class
     text = str(error.value)
     assert text.startswith(f"{ctx.device_type}: ")
-    model_id = text.split("(", 1)[1].split(")", 1)[0]
+    model_id = text.split("(", 1)[1].split(":", 1)[0]
     assert model_id.startswith("acc_host.")
-    assert text == f"{ctx.device_type}: " + message.format(id=model_id)
+    where = text.split(" (", 1)[1].rsplit(") failed", 1)[0]  # the id, subgraph and its nodes
+    assert where.startswith(f"{model_id}: subgraph 0 on {ctx.device_type}(0): ")
+    assert text == f"{ctx.device_type}: " + message.format(id=where)
     ctx.configure(mode="good")
     _assert_runs(path, 3)
     _assert_runs(path, 4)

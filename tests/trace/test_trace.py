@@ -57,7 +57,7 @@ def test_a_real_model_run_is_recorded_call_by_call(squeezenet_trace: Path) -> No
     recorded = trace.read_trace(squeezenet_trace)
     calls = [record for record in recorded.calls()]
     functions = [record["fn"] for record in calls]
-    assert {"supportedOps", "loadModel", "infer"} <= set(functions)
+    assert {"supportedOpsReasons", "loadModel", "infer"} <= set(functions)
     load = next(record for record in calls if record["fn"] == "loadModel")
     assert load["ret"] == 0 and load["dur"] > 0 and load["thread"]
     weights = dict(zip(load["args"]["names"], load["args"]["data"]))

@@ -147,7 +147,27 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
   }
   int status = acc_check_named_tensors("supportedOps", data_names, data, num_data);
   if (status != MX_ACC_OK) return status;
-  return cr_model_supported(json, ids, ids_capacity, num_ids);
+  return cr_model_supported(json, ids, ids_capacity, num_ids, NULL, 0);
+}
+
+MX_ACC_EXPORT int retainsWeights(void) { return CR_RETAIN_WEIGHTS; }
+
+MX_ACC_EXPORT int supportedOpsReasons(const char *json, const char *const *data_names,
+                                      const MXTensor *data, int num_data, int dev_id, int *ids,
+                                      int ids_capacity, int *num_ids, char *reasons,
+                                      size_t reason_size) {
+  acc_clear_error();
+  if (reasons == NULL || reason_size == 0) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOpsReasons: reasons is NULL or empty");
+  }
+  if (cr_device_get(dev_id) == NULL) return cr_device_error(dev_id);
+  if (json == NULL || num_ids == NULL || ids_capacity < 0 || (ids_capacity > 0 && ids == NULL)) {
+    return acc_fail(MX_ACC_ERR_INVALID_ARG,
+                    "supportedOpsReasons: json, ids or num_ids is invalid");
+  }
+  int status = acc_check_named_tensors("supportedOpsReasons", data_names, data, num_data);
+  if (status != MX_ACC_OK) return status;
+  return cr_model_supported(json, ids, ids_capacity, num_ids, reasons, reason_size);
 }
 
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
@@ -162,7 +182,7 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   if (status != MX_ACC_OK) return status;
   if (cr_library_model_loaded(model_id)) return cr_library_already_loaded(model_id);
   cr_model *model;
-  status = cr_model_create(model_id, json, data_names, data, num_data, dev_id, &model);
+  status = cr_model_load(model_id, json, data_names, data, num_data, dev_id, &model);
   return status == MX_ACC_OK ? cr_library_add_model(model) : status;
 }
 

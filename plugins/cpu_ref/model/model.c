@@ -68,7 +68,8 @@ static int resolve_node(const acc_graph *graph, size_t index, const cr_op **op,
                        node->out_dtypes, node->num_outputs, op, params);
 }
 
-int cr_model_supported(const char *json, int *ids, int capacity, int *count) {
+int cr_model_supported(const char *json, int *ids, int capacity, int *count, char *reasons,
+                       size_t reason_size) {
   acc_graph *graph;
   int status = parse_graph(json, &graph);
   if (status != MX_ACC_OK) return status;
@@ -76,7 +77,10 @@ int cr_model_supported(const char *json, int *ids, int capacity, int *count) {
   for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
     const cr_op *op;
     cr_params params;
-    if (graph->nodes[i].op == NULL || resolve_node(graph, i, &op, &params) != MX_ACC_OK) {
+    if (graph->nodes[i].op == NULL) continue;
+    if (resolve_node(graph, i, &op, &params) != MX_ACC_OK) {
+      acc_node_reason(reasons, reason_size, capacity, i, graph->nodes[i].name,
+                      graph->nodes[i].op);
       continue;
     }
     if (found == capacity) {
@@ -217,6 +221,26 @@ static int match_variable(const cr_model *model, const char *name, const MXTenso
   return MX_ACC_OK;
 }
 
+/* Gives weight entry its value: with CR_RETAIN_WEIGHTS, the host's buffer
+ * itself (retained until unloadModel, or until infer() gives the weight
+ * again), else a copy in the entry's own allocation. */
+static int take_weight(cr_model *model, size_t entry, const MXTensor *value, size_t bytes) {
+  if (model->retains_weights && bytes > 0 && model->owned[entry] != 2) {
+    if (model->owned[entry] == 1) free(model->entries[entry].data);
+    model->entries[entry].data = value->data;
+    model->owned[entry] = 3;
+    return MX_ACC_OK;
+  }
+  if (model->owned[entry] == 3) { /* retained before: an allocation of its own again */
+    void *copy = malloc(bytes ? bytes : 1);
+    if (copy == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot copy a weight");
+    model->entries[entry].data = copy;
+    model->owned[entry] = 1;
+  }
+  if (bytes > 0) memcpy(model->entries[entry].data, value->data, bytes);
+  return MX_ACC_OK;
+}
+
 static int load_weights(cr_model *model, const char *const *names, const MXTensor *data,
                         int num_data) {
   const acc_graph *graph = model->graph;
@@ -238,7 +262,7 @@ static int load_weights(cr_model *model, const char *const *names, const MXTenso
     if (graph->nodes[node].kind != ACC_VAR_WEIGHT) continue;
     size_t entry = model->entry_of_node[node], bytes = entry_bytes(model, node, 0);
     status = cr_check_data(model->dev_id, &data[i], bytes, names[i]);
-    if (status == MX_ACC_OK && bytes > 0) memcpy(model->entries[entry].data, data[i].data, bytes);
+    if (status == MX_ACC_OK) status = take_weight(model, entry, &data[i], bytes);
   }
   for (size_t i = 0; i < graph->num_nodes && status == MX_ACC_OK; ++i) {
     if (graph->nodes[i].kind == ACC_VAR_WEIGHT && !given[i]) {
@@ -336,11 +360,13 @@ static int run_model(cr_model *model, int num_threads) {
   return status;
 }
 
-int cr_model_create(const char *model_id, const char *json, const char *const *names,
-                    const MXTensor *data, int num_data, int dev_id, cr_model **result) {
+static int create_model(const char *model_id, const char *json, const char *const *names,
+                        const MXTensor *data, int num_data, int dev_id, int retain,
+                        cr_model **result) {
   cr_model *model = calloc(1, sizeof *model);
   if (model == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model");
   model->dev_id = dev_id;
+  model->retains_weights = retain;
   const cr_device *device = cr_device_get(dev_id);
   if (device == NULL) {
     free(model);
@@ -373,6 +399,16 @@ int cr_model_create(const char *model_id, const char *json, const char *const *n
   return MX_ACC_OK;
 }
 
+int cr_model_create(const char *model_id, const char *json, const char *const *names,
+                    const MXTensor *data, int num_data, int dev_id, cr_model **result) {
+  return create_model(model_id, json, names, data, num_data, dev_id, 0, result);
+}
+
+int cr_model_load(const char *model_id, const char *json, const char *const *names,
+                  const MXTensor *data, int num_data, int dev_id, cr_model **result) {
+  return create_model(model_id, json, names, data, num_data, dev_id, CR_RETAIN_WEIGHTS, result);
+}
+
 /* Points data entries at the caller's tensors and refreshes weights given
  * again; fails unless every data input is bound exactly once. */
 static int bind_inputs(cr_model *model, const char *const *in_names, const MXTensor *in_data,
@@ -387,7 +423,8 @@ static int bind_inputs(cr_model *model, const char *const *in_names, const MXTen
     status = cr_check_data(model->dev_id, &in_data[i], bytes, in_names[i]);
     if (status != MX_ACC_OK) return status;
     if (graph->nodes[node].kind == ACC_VAR_WEIGHT) {
-      if (bytes > 0) memcpy(model->entries[entry].data, in_data[i].data, bytes);
+      status = take_weight(model, entry, &in_data[i], bytes);
+      if (status != MX_ACC_OK) return status;
       *weights_given = 1;
     } else if (model->entries[entry].data != NULL) {
       return acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: input \"%s\" is given twice", in_names[i]);

@@ -11,6 +11,13 @@
 #include "mxnet_acc.h"
 #include "ops.h"
 
+/* retainsWeights(): 1, cpu_ref reads the host's weight buffers in place
+ * (mxnet_acc.h section 11) instead of copying them at loadModel() and at
+ * every update; 0 (-DCR_RETAIN_WEIGHTS=0), it copies them. */
+#ifndef CR_RETAIN_WEIGHTS
+#define CR_RETAIN_WEIGHTS 1
+#endif
+
 typedef struct cr_step cr_step;
 typedef struct cr_model cr_model;
 
@@ -22,13 +29,15 @@ struct cr_model {
    * (no pre-packing, BatchNorm folding, fusion or image-by-image lanes);
    * memory planning is the same. */
   cr_kernels kernels;
+  int retains_weights;    /* weights read in place from the host's buffers */
   char *json;             /* the graph JSON as loadModel received it (for export) */
   acc_graph *graph;
   size_t num_entries;
   size_t *entry_of_node;  /* first entry of each node */
   cr_tensor *entries;     /* one per node output; variables hold their value */
   unsigned char *owned;   /* 1: entries[i].data is the model's own allocation;
-                           * 2: it lies in arena (operator outputs) */
+                           * 2: it lies in arena (operator outputs);
+                           * 3: a weight the host retains for the model */
   void *arena;            /* the operator outputs' memory (see plan_memory) */
   size_t num_steps;
   cr_step *steps;
@@ -57,14 +66,21 @@ struct cr_model {
 };
 
 /* Ids of the operator nodes of json that cpu_ref can run (see
- * supportedOps()). */
-int cr_model_supported(const char *json, int *ids, int capacity, int *count);
+ * supportedOps()); when reasons is not NULL, the reason for each declined
+ * node in its slot (see supportedOpsReasons()). */
+int cr_model_supported(const char *json, int *ids, int capacity, int *count, char *reasons,
+                       size_t reason_size);
 
 /* Builds a model from json and the weights in data (see loadModel()); keeps a
  * copy of json. On success *model is owned by the caller; free it with
  * cr_model_free. */
 int cr_model_create(const char *model_id, const char *json, const char *const *names,
                     const MXTensor *data, int num_data, int dev_id, cr_model **model);
+
+/* cr_model_create() for loadModel(): the weights' buffers are retained
+ * (read in place until unloadModel) when CR_RETAIN_WEIGHTS is 1. */
+int cr_model_load(const char *model_id, const char *json, const char *const *names,
+                  const MXTensor *data, int num_data, int dev_id, cr_model **model);
 
 void cr_model_free(cr_model *model);
 

@@ -60,6 +60,8 @@ API_VERSION_MAJOR: int = _constants.MX_ACC_API_VERSION_MAJOR
 HOST_DEVICE: int = _constants.MX_ACC_HOST_DEVICE
 NAME_MAX: int = _constants.MX_ACC_NAME_MAX
 MAX_NDIM: int = _constants.MX_ACC_MAX_NDIM
+REASON_MAX: int = _constants.MX_ACC_REASON_MAX
+API_VERSION_MINOR: int = _constants.MX_ACC_API_VERSION_MINOR
 OK: int = _constants.MX_ACC_OK
 ERR_UNSUPPORTED: int = _constants.MX_ACC_ERR_UNSUPPORTED
 ERR_OUT_OF_MEMORY: int = _constants.MX_ACC_ERR_OUT_OF_MEMORY
@@ -82,3 +84,23 @@ def status_name(code: int) -> str:
 def version_text(version: int) -> str:
     """"1.0" for 100."""
     return f"{version // 100}.{version % 100}"
+
+
+def skew_advice(plugin: int) -> str:
+    """What a plugin built for ABI version plugin and this host can do about
+    their versions: a newer plugin needs a newer host or an older header, an
+    older major a rebuild, the same major nothing."""
+    host = API_VERSION
+    if plugin // 100 > API_VERSION_MAJOR:
+        return (f"the plugin is newer than this host (ABI {version_text(plugin)} > "
+                f"{version_text(host)}): use an acc-host of ABI {plugin // 100}.x, or build the "
+                f"plugin against this host's header (acc-host sdk --cflags)")
+    if plugin // 100 < API_VERSION_MAJOR:
+        return (f"the plugin is older than this host (ABI {version_text(plugin)} < "
+                f"{version_text(host)}): rebuild it against this host's header (acc-host sdk "
+                "--cflags)")
+    if plugin > host:
+        return (f"the plugin is built for a newer minor version (ABI {version_text(plugin)} > "
+                f"{version_text(host)}), which this host loads: it never calls what that minor "
+                "added")
+    return f"same major version as this host (ABI {version_text(host)})"

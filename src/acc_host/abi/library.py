@@ -46,7 +46,7 @@ REQUIRED_SYMBOLS = ("getAccApiVersion", "initialize", "getAccName", "getNumAcc",
                     "configure")
 IMPERATIVE_SYMBOLS = ("mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc",
                       "accGetExecutor")
-OPTIONAL_SYMBOLS = ("accGetLastError",)
+OPTIONAL_SYMBOLS = ("accGetLastError", "supportedOpsReasons", "retainsWeights")
 
 # The most devices one library may report (getNumAcc()). Hosts carry at
 # most a few dozen accelerators (16 per node is the common maximum; 7 MIG
@@ -59,6 +59,9 @@ _NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*\Z")
 # supportedOps(): ints after the ids array, and the pattern they hold.
 _IDS_GUARD = 16
 _IDS_PATTERN = -0x5A5A5A5B
+# supportedOpsReasons(): bytes after the reason slots, and what they hold.
+_REASONS_GUARD = 64
+_REASONS_PATTERN = bytes([0x3C, 0xC3, 0x5A, 0xA5]) * (_REASONS_GUARD // 4)
 _ERROR_CLASSES: dict[int, type[PluginError]] = {
     header.ERR_UNSUPPORTED: PluginUnsupportedError,
     header.ERR_OUT_OF_MEMORY: PluginOutOfMemoryError,
@@ -160,6 +163,10 @@ class AccLibrary:
                 f"{MAX_DEVICES} devices acc_host accepts from one library (acc_host.abi.library."
                 "MAX_DEVICES)", self.path)
         self.supports_imperative = self._read_imperative()
+        # ABI 1.1 additions, each optional: a plugin without them is used as
+        # a 1.0 plugin in that respect.
+        self.gives_reasons = self._has("supportedOpsReasons")
+        self.retains_weights = self._read_retains_weights()
         if self.supports_imperative:
             self._check_symbols(IMPERATIVE_SYMBOLS, "supportsImperative() returned 1 but ")
         self._configure_lock = threading.Lock()
@@ -210,14 +217,16 @@ class AccLibrary:
             raise AccVersionError(
                 f"{self.path}: the library refused host ABI version {header.version_text(host)} "
                 f"({host}); it was built for ABI version {header.version_text(plugin)} "
-                f"({plugin}){self._message_suffix()}", self.path, host, plugin)
+                f"({plugin}){self._message_suffix()}; {header.skew_advice(plugin)}",
+                self.path, host, plugin)
         if status != header.OK:
             self._raise("<library>", "initialize", status)
         if plugin // 100 != header.API_VERSION_MAJOR:
             raise AccVersionError(
                 f"{self.path}: the library was built for ABI version {header.version_text(plugin)} "
                 f"({plugin}), which host ABI version {header.version_text(host)} ({host}) cannot "
-                "use: the major versions differ", self.path, host, plugin)
+                f"use: the major versions differ; {header.skew_advice(plugin)}",
+                self.path, host, plugin)
 
     def _read_name(self) -> str:
         buffer = ffi.new("char[]", header.NAME_MAX)
@@ -238,6 +247,15 @@ class AccLibrary:
         value = int(self._lib.supportsImperative())
         if value not in (0, 1):
             raise LibraryError(f"{self.path}: supportsImperative() returned {value}, not 0 or 1",
+                               self.path)
+        return value == 1
+
+    def _read_retains_weights(self) -> bool:
+        if not self._has("retainsWeights"):
+            return False
+        value = int(self._lib.retainsWeights())
+        if value not in (0, 1):
+            raise LibraryError(f"{self.path}: retainsWeights() returned {value}, not 0 or 1",
                                self.path)
         return value == 1
 
@@ -381,6 +399,14 @@ class AccLibrary:
                       dev_id: int = 0) -> list[int]:
         """Ids of the operator nodes of an annotated graph the plugin can run
         on dev_id, validated: ascending, unique, within [0, num_nodes)."""
+        return self.supported_ops_reasons(json_text, data, num_nodes, dev_id)[0]
+
+    def supported_ops_reasons(self, json_text: str, data: Mapping[str, TensorSpec],
+                              num_nodes: int, dev_id: int = 0
+                              ) -> tuple[list[int], dict[int, str]]:
+        """supported_ops() and the plugin's reason for each node it declined
+        and gave one for (supportedOpsReasons, ABI 1.1; an empty dict from a
+        plugin without it)."""
         names = CStrings(list(data))
         tensors = TensorArray(list(data.values()))
         # The plugin may write num_nodes ids; a guard after them, filled with
@@ -390,8 +416,18 @@ class AccLibrary:
         ids[num_nodes:num_nodes + _IDS_GUARD] = [_IDS_PATTERN] * _IDS_GUARD
         count = ffi.new("int *", -1)
         graph = ffi.new("char[]", json_text.encode("utf-8"))
-        self.call(dev_id, "supportedOps", graph, names.pointer, tensors.pointer, names.count,
-                  dev_id, ids, num_nodes, count)
+        reasons = None
+        if self.gives_reasons:
+            # Zeroed slots, then a guard of the same pattern size as ids'.
+            size = header.REASON_MAX
+            reasons = ffi.new("char[]", num_nodes * size + _REASONS_GUARD)
+            ffi.memmove(ffi.cast("char *", reasons) + num_nodes * size, _REASONS_PATTERN,
+                        _REASONS_GUARD)
+            self.call(dev_id, "supportedOpsReasons", graph, names.pointer, tensors.pointer,
+                      names.count, dev_id, ids, num_nodes, count, reasons, size)
+        else:
+            self.call(dev_id, "supportedOps", graph, names.pointer, tensors.pointer, names.count,
+                      dev_id, ids, num_nodes, count)
         if list(ids[num_nodes:num_nodes + _IDS_GUARD]) != [_IDS_PATTERN] * _IDS_GUARD:
             raise PluginContractError(
                 f"{self.name}: supportedOps() wrote past the end of ids, whose capacity was "
@@ -407,7 +443,32 @@ class AccLibrary:
             raise PluginContractError(
                 f"{self.name}: supportedOps() returned ids {answer} that are not ascending, "
                 f"unique node ids below {num_nodes}")
-        return answer
+        if reasons is None:
+            return answer, {}
+        return answer, self._read_reasons(reasons, num_nodes, set(answer))
+
+    def _read_reasons(self, reasons: Any, num_nodes: int, accepted: set[int]) -> dict[int, str]:
+        """The reason slots the plugin filled for the nodes it declined."""
+        size = header.REASON_MAX
+        raw = ffi.buffer(reasons, num_nodes * size + _REASONS_GUARD)[:]
+        if raw[num_nodes * size:] != _REASONS_PATTERN:
+            raise PluginContractError(
+                f"{self.name}: supportedOpsReasons() wrote past the end of reasons, "
+                f"{num_nodes} slots of {size} bytes: a buffer overrun, caught in the guard the "
+                "host puts after it")
+        found: dict[int, str] = {}
+        for node in range(num_nodes):
+            slot = raw[node * size:(node + 1) * size]
+            if slot[0] == 0 or node in accepted:
+                continue
+            if b"\0" not in slot:
+                raise PluginContractError(
+                    f"{self.name}: supportedOpsReasons() left the reason of node {node} without "
+                    f"a NUL within its {size} bytes")
+            text = slot.split(b"\0", 1)[0].decode("utf-8", "replace").strip()
+            if text:
+                found[node] = text
+        return found
 
     def unload_model(self, model_id: str, dev_id: int) -> None:
         self.call(dev_id, "unloadModel", ffi.new("char[]", model_id.encode("utf-8")),

@@ -51,7 +51,7 @@ from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
 _from_buffer = ffi.from_buffer
 
 __all__ = ["LoadedModel", "BoundInference", "ArrayLike", "CHECK_OUTPUTS_VARIABLE",
-           "check_outputs_enabled"]
+           "check_outputs_enabled", "describe_graph"]
 
 # Per itemsize: the unsigned type viewing an element, and the canary. The
 # floating-point ones are signalling NaNs with an unusual payload (float16
@@ -81,10 +81,39 @@ def _unwritten(values: np.ndarray) -> int:
 
 ArrayLike: TypeAlias = np.ndarray | DeviceBuffer
 _model_ids = itertools.count()
+# Node names an error lists before "and N more".
+_NAMES_SHOWN = 8
 
 
-def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False) -> None:
-    library.release(dev_id, lambda: library.unload_model(model_id, dev_id), wait)
+def describe_graph(graph: Mapping[str, Any], label: str | None = None) -> str:
+    """What a model runs, for its errors and crash reports: label (such as
+    "subgraph 2 on cpu_ref(0)"), the operator count, the first and last
+    operators, and the node names (the executor's: a subgraph keeps them)."""
+    ops = [node for node in graph.get("nodes", ()) if node.get("op") != "null"]
+    if not ops:
+        return label or "no operators"
+    first, last = ops[0], ops[-1]
+    span = (f"{first['name']} ({first['op']})" if len(ops) == 1 else
+            f"from {first['name']} ({first['op']}) to {last['name']} ({last['op']})")
+    names = [str(node["name"]) for node in ops]
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    if len(names) > _NAMES_SHOWN:
+        shown += f" and {len(names) - _NAMES_SHOWN} more"
+    count = f"{len(ops)} operator{'s' if len(ops) != 1 else ''}"
+    prefix = f"{label}: " if label else ""
+    return f"{prefix}{count} {span}; nodes {shown}"
+
+
+def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False,
+            retained: dict[str, ArrayLike] | None = None) -> None:
+    """unloadModel, keeping the retained weights alive until it has run
+    (retainsWeights: the plugin may read them until unloadModel returns)."""
+    def unload() -> None:
+        library.unload_model(model_id, dev_id)
+        if retained is not None:
+            retained.clear()
+
+    library.release(dev_id, unload, wait)
 
 
 class LoadedModel:
@@ -93,11 +122,14 @@ class LoadedModel:
 
     def __init__(self, library: AccLibrary, graph: Mapping[str, Any],
                  weights: Mapping[str, ArrayLike], dev_id: int = 0,
-                 model_id: str | None = None) -> None:
+                 model_id: str | None = None, label: str | None = None) -> None:
+        """label names the model in errors (with its operators, see
+        :func:`describe_graph`), e.g. "subgraph 2 on cpu_ref(0)"."""
         library.check_device(dev_id)
         self.library = library
         self.dev_id = dev_id
         self.model_id = model_id or self.new_id()
+        self.context = f"{self.model_id}: {describe_graph(graph, label)}"
         self.signature: GraphSignature = signature(graph)
         missing = sorted(set(self.signature.weights) - set(weights))
         extra = sorted(set(weights) - set(self.signature.weights))
@@ -106,19 +138,22 @@ class LoadedModel:
                 f"model {self.model_id}: weights missing {missing}, not in the graph {extra}")
         names = [*self.signature.weights, *self.signature.data]
         tensors = TensorArray([*self.signature.weights.values(), *self.signature.data.values()])
+        # With a plugin that retains weights (retainsWeights), the host arrays
+        # the descriptors point at are kept until unloadModel has returned.
+        self._retained: dict[str, ArrayLike] | None = {} if library.retains_weights else None
         for index, name in enumerate(self.signature.weights):
-            self._point(tensors, index, name, weights[name], writable=False)
+            self._point(tensors, index, name, self._retain(name, weights[name]), writable=False)
         c_names = CStrings(names)  # must outlive the call
         # loadModel and infer are called behind their marked frame (see
         # marked_call), bound once here, so not through AccLibrary.call.
         load = library.entry("loadModel")
         if not library.isolated:
-            load = marked_call(library, "loadModel", self.model_id, load)
+            load = marked_call(library, "loadModel", self.context, load)
         with library.device_lock(dev_id):
             library.check(library.name, "loadModel", load(
                 ffi.new("char[]", self.model_id.encode("utf-8")),
                 ffi.new("char[]", json.dumps(graph).encode("utf-8")),
-                c_names.pointer, tensors.pointer, len(names), dev_id), self.model_id)
+                c_names.pointer, tensors.pointer, len(names), dev_id), self.context)
         self._adopt()
 
     @staticmethod
@@ -128,11 +163,13 @@ class LoadedModel:
 
     @classmethod
     def adopt(cls, library: AccLibrary, graph: Mapping[str, Any], model_id: str,
-              dev_id: int = 0) -> LoadedModel:
+              dev_id: int = 0, label: str | None = None) -> LoadedModel:
         """A LoadedModel for a model the plugin already holds under model_id
         (imported from a compiled file); unloaded like any other."""
         model = cls.__new__(cls)
         model.library, model.dev_id, model.model_id = library, dev_id, model_id
+        model.context = f"{model_id}: {describe_graph(graph, label)}"
+        model._retained = {} if library.retains_weights else None
         model.signature = signature(graph)
         model._adopt()
         return model
@@ -141,7 +178,8 @@ class LoadedModel:
         """Takes ownership of the loaded model and prepares the per-inference
         descriptor arrays."""
         library, dev_id = self.library, self.dev_id
-        self._finalizer = weakref.finalize(self, _unload, library, self.model_id, dev_id)
+        self._finalizer = weakref.finalize(self, _unload, library, self.model_id, dev_id,
+                                           retained=self._retained)
         self._finalizer.atexit = False
         self._model_id_text = ffi.new("char[]", self.model_id.encode("utf-8"))
         self._in_names = CStrings(list(self.signature.data))
@@ -155,7 +193,7 @@ class LoadedModel:
         self._lock = library.device_lock(dev_id)
         infer = library.entry("infer")
         self._infer = infer if library.isolated else marked_call(
-            library, "infer", self.model_id, infer)
+            library, "infer", self.context, infer)
         # infer()'s arguments but the data pointers, which the descriptors hold.
         self._call: tuple[Any, ...] | None = (
             self._model_id_text, self._in_names.pointer, self._out_names.pointer,
@@ -165,6 +203,24 @@ class LoadedModel:
             # (a class, not a bound method stored on self: no reference cycle
             # delays the unload), so models loaded without it pay nothing.
             self.__class__ = _CheckedModel
+
+    def _retain(self, name: str, value: ArrayLike) -> ArrayLike:
+        """value as the plugin will see it (a C-contiguous, aligned host
+        array, or a DeviceBuffer), recorded among the retained weights when
+        the plugin retains them (a DeviceBuffer kept there is not freed)."""
+        if self._retained is None:
+            return value
+        if isinstance(value, np.ndarray):
+            value = contiguous(value)
+        self._retained[name] = value
+        return value
+
+    @property
+    def retained_bytes(self) -> int:
+        """Bytes of host weights the plugin references instead of copying
+        (retainsWeights); 0 for a plugin that copies them."""
+        return sum(value.nbytes if isinstance(value, np.ndarray) else value.spec.nbytes
+                   for value in (self._retained or {}).values())
 
     def _check_buffer(self, value: DeviceBuffer, spec: TensorSpec, name: str) -> None:
         """A TensorError unless value is a live buffer of this model's device
@@ -213,9 +269,12 @@ class LoadedModel:
             if len(outputs) != len(self._out_slots):
                 self._mismatch("outputs", outputs, self.signature.outputs)
             results = dict(outputs)
+            inputs = self._unaliased(inputs, results)
         keep: list[Any] = []  # the buffers the descriptors point into, alive for the call
         ndarray, from_buffer = np.ndarray, _from_buffer
         library, dev_id = self.library, self.dev_id
+        # Retained weights that new ones replace stay alive until infer returns.
+        replaced = dict(self._retained) if weights and self._retained else None
         with self._lock:
             call, in_slots = self._call, self._in_slots
             if weights:
@@ -231,6 +290,7 @@ class LoadedModel:
                         # The common case inline: an array to point at as it is.
                         if (type(value) is ndarray and value.shape == spec.shape
                                 and value.dtype == spec.dtype and value.flags.c_contiguous
+                                and value.flags.aligned
                                 and (not writable or value.flags.writeable)):
                             buffer = from_buffer(value, require_writable=writable)
                             tensor.data = buffer
@@ -252,8 +312,45 @@ class LoadedModel:
                 raise
             status = self._infer(*call)
         if status:
-            self.library.check(self.library.name, "infer", status, self.model_id)
+            if replaced:
+                self._keep_replaced(replaced)
+            self.library.check(self.library.name, "infer", status, self.context)
         return results
+
+    def _keep_replaced(self, replaced: Mapping[str, ArrayLike]) -> None:
+        """After a failed infer() that was given weights: the plugin may still
+        reference the buffers they were to replace, so they too are kept
+        until unloadModel."""
+        assert self._retained is not None
+        for name, value in replaced.items():
+            if self._retained.get(name) is not value:
+                self._retained[f"{name} (replaced {len(self._retained)})"] = value
+
+    def _unaliased(self, inputs: Mapping[str, ArrayLike],
+                   outputs: Mapping[str, ArrayLike]) -> Mapping[str, ArrayLike]:
+        """inputs, with a private copy of each host input that overlaps an
+        output: the header promises that infer()'s outputs alias no input
+        and no other output. Outputs that overlap each other, or a device
+        buffer given as both input and output, are an InvalidArgumentError."""
+        host = [(name, value) for name, value in outputs.items() if type(value) is np.ndarray]
+        device = [id(value) for value in outputs.values() if isinstance(value, DeviceBuffer)]
+        overlapping = [f"{a} and {b}" for i, (a, x) in enumerate(host) for b, y in host[i + 1:]
+                       if np.may_share_memory(x, y)]
+        if overlapping or len(set(device)) != len(device):
+            raise InvalidArgumentError(
+                f"model {self.model_id}: outputs {', '.join(overlapping) or 'given twice'} share "
+                "memory; infer() fills each output in memory of its own")
+        fixed: dict[str, ArrayLike] | None = None
+        for name, value in inputs.items():
+            if isinstance(value, DeviceBuffer) and id(value) in device:
+                raise InvalidArgumentError(
+                    f"model {self.model_id}: input {name!r} is also an output's buffer; infer() "
+                    "outputs never alias inputs")
+            if isinstance(value, np.ndarray) and any(np.may_share_memory(value, out)
+                                                     for _, out in host):
+                fixed = dict(inputs) if fixed is None else fixed
+                fixed[name] = value.copy()
+        return inputs if fixed is None else fixed
 
     def bind(self, inputs: Mapping[str, DeviceBuffer],
              outputs: Mapping[str, DeviceBuffer]) -> BoundInference:
@@ -268,7 +365,8 @@ class LoadedModel:
         """Points one descriptor at value; returns what keeps the memory alive."""
         if (isinstance(value, np.ndarray) and type(value) is np.ndarray
                 and value.shape == spec.shape and value.dtype == spec.dtype
-                and value.flags.c_contiguous and (not writable or value.flags.writeable)):
+                and value.flags.c_contiguous and value.flags.aligned
+                and (not writable or value.flags.writeable)):
             buffer = _from_buffer(value, require_writable=writable)
             tensor.data = buffer
             if tensor.dev_id != HOST_DEVICE:
@@ -309,7 +407,10 @@ class LoadedModel:
                              *(self.signature.weights[name] for name in weights)],
                             names=names)
         for offset, (name, value) in enumerate(weights.items()):
-            self._point(array, len(self.signature.data) + offset, name, value, writable=False)
+            # Retained from this call on (the earlier buffer is released with
+            # the dict entry it replaces, once infer has returned).
+            self._point(array, len(self.signature.data) + offset, name,
+                        self._retain(name, value), writable=False)
         return CStrings(names), array
 
     def close(self) -> None:
@@ -388,7 +489,7 @@ class BoundInference:
             return
         status = model._infer(*call)
         if status:
-            model.library.check(model.library.name, "infer", status, model.model_id)
+            model.library.check(model.library.name, "infer", status, model.context)
 
 
 class _CheckedModel(LoadedModel):
@@ -415,7 +516,7 @@ class _CheckedModel(LoadedModel):
                 guarded[name] = (around, inner)
                 given[name] = inner
         results = super().infer(inputs, given, weights)
-        call = f"infer ({self.model_id})"
+        call = f"infer ({self.context})"
         for name, (around, inner) in guarded.items():
             for side, guard in (("before the start", around[:GUARD_BYTES]),
                                 ("past the end", around[GUARD_BYTES + inner.nbytes:])):
@@ -438,7 +539,7 @@ class _CheckedModel(LoadedModel):
             missing = _unwritten(host)
             if missing:
                 raise PluginContractError(
-                    f"{self.library.name}: infer ({self.model_id}) returned MX_ACC_OK but left "
+                    f"{self.library.name}: infer ({self.context}) returned MX_ACC_OK but left "
                     f"{missing} of the {host.size} elements of output {name!r} unwritten (they "
                     f"still hold the canary {CHECK_OUTPUTS_VARIABLE} wrote before the call)")
         return results

@@ -74,11 +74,13 @@ class TensorSpec:
 
 
 def contiguous(array: np.ndarray) -> np.ndarray:
-    """array itself when C-contiguous, else a C-contiguous copy of the same
-    shape (np.ascontiguousarray alone would turn a 0-d array into 1-d)."""
-    if array.flags.c_contiguous:
+    """array itself when C-contiguous and aligned to its element size (what
+    the header promises of host pointers), else such a copy of the same
+    shape (np.ascontiguousarray alone would turn a 0-d array into 1-d, and
+    keep an unaligned one as it is)."""
+    if array.flags.c_contiguous and array.flags.aligned:
         return array
-    return np.ascontiguousarray(array).reshape(array.shape)
+    return np.array(array, order="C", copy=True).reshape(array.shape)
 
 
 def host_pointer(array: np.ndarray, *, writable: bool = False) -> Any:
@@ -94,6 +96,9 @@ def host_pointer(array: np.ndarray, *, writable: bool = False) -> Any:
         raise TensorError("array is not C-contiguous; pass a C-ordered copy (array.copy())")
     if writable and not array.flags.writeable:
         raise TensorError("output array is read-only")
+    if writable and not array.flags.aligned:  # mxnet_acc.h: host pointers are aligned
+        raise TensorError("output array is not aligned to its element size; pass an aligned "
+                          "array (numpy.empty makes one)")
     return ffi.from_buffer(array, require_writable=writable)
 
 

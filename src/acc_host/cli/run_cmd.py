@@ -87,6 +87,7 @@ def _where(exe: Any, ctx: Any) -> dict[str, Any]:
             "subgraphs": 0 if partition is None else len(partition.subgraphs),
             "partition": ([] if partition is None else partition.summary().splitlines())
             + _body_lines(exe),
+            "declined": [] if partition is None else declined_nodes(partition),
             "refused": getattr(exe, "offload_refused", None)}
 
 
@@ -102,6 +103,35 @@ def _body_lines(exe: Any) -> list[str]:
         lines.append(f"body {index} of {exe._graph.nodes[node].name}: {offloaded}/"
                      f"{len(placement)} operators offloaded in "
                      f"{len(body.executor.subgraphs)} subgraph(s), run {body.runs} times")
+    return lines
+
+
+def declined_nodes(partition: Any) -> list[dict[str, Any]]:
+    """The operators left on the CPU that the plugin declined with a reason
+    (supportedOpsReasons, ABI 1.1): node name, op, device and reason."""
+    graph = partition.graph
+    offloaded = {k for spec in partition.subgraphs for k in spec.nodes}
+    rows = []
+    for dev_id, reasons in partition.declined.items():
+        for k, reason in sorted(reasons.items()):
+            if k not in offloaded:
+                node = graph.nodes[k]
+                rows.append({"node": node.name, "op": node.op,
+                             "device": f"{partition.accelerator}({dev_id})", "reason": reason})
+    return rows
+
+
+def _declined_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per operator, device and reason, with the nodes (the first
+    3 named) it covers; --json lists every node."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for row in rows:
+        groups.setdefault((row["op"], row["device"], row["reason"]), []).append(row["node"])
+    lines = []
+    for (op, device, reason), nodes in groups.items():
+        count = f" x{len(nodes)}" if len(nodes) > 1 else ""
+        named = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        lines.append(f"  {op}{count} on {device}: {reason} [{named}]")
     return lines
 
 
@@ -200,6 +230,9 @@ def _format(report: dict[str, Any]) -> str:
              "cpu(0)", *(f"  {line}" for line in where["partition"])]
     if where.get("refused"):
         lines.append(f"  not offloaded: {where['refused']}")
+    if where["declined"]:
+        lines.append("declined by the plugin:")
+        lines += _declined_lines(where["declined"])
     source = f" ({', '.join(report['compiled_from'])})" if report["compiled_from"] else ""
     lines += [f"times: bind + partition {_ms(report['bind_s'])}, compile "
               f"{_ms(report['compile_s'])}{source}, first forward "

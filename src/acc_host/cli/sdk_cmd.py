@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .errors import OK, environment
+from .errors import OK, USAGE, CliError, environment
 
 __all__ = ["add_parser", "run", "BUILD_EXAMPLE", "build_example"]
 
@@ -32,7 +32,11 @@ Print what a plugin is compiled against: the ABI header mxnet_acc.h (the copy
 this acc_host reads itself) and the SDK, the C helpers the bundled plugins
 compile in (JSON and graph parsing, attributes, status messages, tensors).
 Without an option, a summary and a build command; with one, only that value,
-for use in $(...). Exit status 0, 3 when the SDK sources are not installed.
+for use in $(...). --abi MAJOR.MINOR serves the header of an earlier
+published ABI version instead (to build a plugin as it was built against an
+older acc-host, and test version skew); --list-abi lists them. Exit status
+0, 2 for an ABI version never published, 3 when the SDK sources are not
+installed.
 To build a plugin from myacc.c:
 
 {BUILD_EXAMPLE}"""
@@ -60,20 +64,24 @@ def add_parser(commands: Any) -> None:
     what.add_argument("--exports", dest="show", action="store_const", const="exports",
                       help="the functions a plugin exports, space-separated (the last six "
                            "only with imperative mode)")
+    what.add_argument("--list-abi", dest="show", action="store_const", const="list_abi",
+                      help="the ABI versions whose header this acc-host serves")
+    parser.add_argument("--abi", default=None, metavar="MAJOR.MINOR",
+                        help="the header of this published ABI version (default: the host's)")
     parser.set_defaults(handler=run, show=None)
 
 
-def _value(show: str) -> str:
+def _value(show: str, abi: str | None) -> str:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..abi import header
     from ..plugins import sdk
 
     if show == "cflags":
-        return " ".join(sdk.cflags())
+        return " ".join(sdk.cflags(abi))
     if show == "include_dir":
-        return str(sdk.include_dir())
+        return str(sdk.include_dir(abi))
     if show == "header":
-        return str(sdk.header())
+        return str(sdk.header(abi))
     if show == "source_dir":
         return str(sdk.source_dir())
     if show == "sources":
@@ -82,31 +90,41 @@ def _value(show: str) -> str:
         return sdk.wheel_tag()
     if show == "exports":
         return " ".join(sdk.abi_functions(imperative=True))
-    return header.version_text(sdk.abi_version())
+    if show == "list_abi":
+        return " ".join(header.version_text(version) for version in sdk.abi_versions())
+    return header.version_text(sdk.abi_version(abi))
 
 
-def _summary() -> str:
+def _summary(abi: str | None) -> str:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..abi import header
     from ..plugins import sdk
 
-    version = sdk.abi_version()
+    version = sdk.abi_version(abi)
     names = " ".join(path.name for path in sdk.sources())
-    rows = [("ABI version", f"{header.version_text(version)} (MX_ACC_API_VERSION {version})"),
-            ("header", str(sdk.header())),
+    note = "" if version == header.API_VERSION else \
+        f"; an earlier version: this host is {header.version_text(header.API_VERSION)}"
+    rows = [("ABI version",
+             f"{header.version_text(version)} (MX_ACC_API_VERSION {version}){note}"),
+            ("header", str(sdk.header(abi))),
             ("SDK sources", f"{sdk.source_dir()}: {names}"),
-            ("cflags", " ".join(sdk.cflags()))]
+            ("cflags", " ".join(sdk.cflags(abi)))]
     lines = [f"  {label:<12} {value}" for label, value in rows]
+    example = BUILD_EXAMPLE if abi is None else BUILD_EXAMPLE.replace(
+        "acc-host sdk --cflags", f"acc-host sdk --abi {header.version_text(version)} --cflags")
     return "\n".join(["acc-host SDK", *lines, "", "build a plugin (docs/plugin_guide.md):",
-                      BUILD_EXAMPLE])
+                      example])
 
 
 def run(args: argparse.Namespace) -> int:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..abi.versions import AbiVersionError
     from ..plugins.sdk import SdkNotFoundError
 
     try:
-        print(_summary() if args.show is None else _value(args.show))
+        print(_summary(args.abi) if args.show is None else _value(args.show, args.abi))
     except SdkNotFoundError as error:
         raise environment(str(error)) from None
+    except AbiVersionError as error:
+        raise CliError(str(error), USAGE) from None
     return OK

@@ -59,7 +59,11 @@ def check_version(session: Session) -> str:
     version = int(handle.unchecked("getAccApiVersion"))
     text = f"{header.version_text(version)} ({version})"
     if version // 100 != header.API_VERSION_MAJOR:
-        raise CheckFailed(f"built for ABI {text}; the host's major is {header.API_VERSION_MAJOR}")
+        raise CheckFailed(f"built for ABI {text}; host ABI "
+                          f"{header.version_text(header.API_VERSION)}: "
+                          f"{header.skew_advice(version)}")
+    if version != header.API_VERSION:
+        return f"built for ABI {text}; {header.skew_advice(version)}"
     return f"built for ABI {text}; host ABI {header.version_text(header.API_VERSION)}"
 
 

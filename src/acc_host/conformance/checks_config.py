@@ -132,8 +132,19 @@ def check_message(session: Session) -> str:
                                         ("supportedOps", json_message)) if not message.strip()]
     if empty:
         raise CheckFailed(f"accGetLastError() is empty after a failing {' and '.join(empty)}")
-    return (f"unloadModel: {unload_message[:60]!r}; supportedOps({header.status_name(status)}): "
-            f"{json_message[:60]!r}")
+    return (f"unloadModel: {_at_a_word(unload_message)!r}; "
+            f"supportedOps({header.status_name(status)}): {_at_a_word(json_message)!r}")
+
+
+def _at_a_word(message: str, limit: int = 120) -> str:
+    """message, or its longest start of at most limit characters that ends
+    at a word, followed by "..." (a plugin's words are never cut inside)."""
+    message = message.strip()
+    if len(message) <= limit:
+        return message
+    cut = message.rfind(" ", 0, limit - 2)
+    head = message[:cut] if cut > 0 else message[:limit - 3]
+    return head.rstrip(" ,;:") + "..."
 
 
 def check_per_thread(session: Session) -> str:

@@ -32,7 +32,14 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..abi.loaded_model import CHECK_OUTPUTS_VARIABLE
-from . import checks_abi, checks_config, checks_memory, checks_symbolic, checks_threads
+from . import (
+    checks_abi,
+    checks_config,
+    checks_header,
+    checks_memory,
+    checks_symbolic,
+    checks_threads,
+)
 from .crash_report import crash_summary, is_sanitized, sanitizer_environment
 from .report import FAIL, PASS, SKIP, CheckFailed, CheckResult, CheckSkipped, Report
 from .session import Session
@@ -41,7 +48,8 @@ __all__ = ["iter_checks", "run_check", "run_in_process", "run_isolated", "STATEF
            "selector"]
 
 # Module order is the run order: abi (loads the library) first, threads last.
-_MODULES = (checks_abi, checks_memory, checks_symbolic, checks_config, checks_threads)
+_MODULES = (checks_abi, checks_memory, checks_symbolic, checks_config, checks_threads,
+            checks_header)
 # Checks whose side effect later checks need: rerun (silently) after a crash.
 STATEFUL_CHECKS = frozenset({"abi.load"})
 _DETAIL_MAX = 600

@@ -43,8 +43,8 @@ _CONFIGURE_MAX = 1 << 16  # configure() answers read at most this many pairs
 _CALLS = frozenset({
     "getAccApiVersion", "initialize", "getAccName", "getNumAcc", "supportsImperative",
     "mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc", "accGetExecutor",
-    "executor_forward", "executor_release", "supportedOps", "loadModel", "unloadModel", "infer",
-    "configure"})
+    "executor_forward", "executor_release", "supportedOps", "supportedOpsReasons", "loadModel",
+    "unloadModel", "infer", "configure"})
 
 
 def _load(name: str, path: str) -> ModuleType:
@@ -269,6 +269,27 @@ class Server:
             num_data, dev_id, id_array, capacity, count))
         return (status, None if ids is None else list(id_array[0:len(ids)]),
                 None if num_ids is None else int(count[0]))
+
+    def supportedOpsReasons(self, json: bytes | None, names: Any, data: Any, num_data: int,
+                            dev_id: int, ids: list[int] | None, capacity: int,
+                            num_ids: int | None, reasons: bytes | None, reason_size: int
+                            ) -> tuple[tuple[int, str | None], list[int] | None, int | None,
+                                       bytes | None]:
+        """supportedOps() with the reasons buffer (ABI 1.1): reasons holds the
+        host buffer's bytes (guard included), and comes back as the plugin
+        left them."""
+        keep: list[Any] = []
+        id_array = NULL if ids is None else cdata.new("int[]", ids or [0])
+        count = NULL if num_ids is None else cdata.new("int *", num_ids)
+        text = NULL if reasons is None else cdata.new("char[]", max(len(reasons), 1))
+        if reasons:
+            cdata.memmove(text, reasons, len(reasons))
+        status = self._status(self.plugin.unchecked("supportedOpsReasons",
+            self._text(json, keep), self._texts(names, keep), self._tensors(data, keep),
+            num_data, dev_id, id_array, capacity, count, text, reason_size))
+        return (status, None if ids is None else list(id_array[0:len(ids)]),
+                None if num_ids is None else int(count[0]),
+                None if reasons is None else cdata.read(text, len(reasons)))
 
     def loadModel(self, model_id: bytes | None, json: bytes | None, names: Any, data: Any,
                   num_data: int, dev_id: int) -> tuple[int, str | None]:

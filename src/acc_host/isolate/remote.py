@@ -32,7 +32,8 @@ __all__ = ["RemoteLib", "ABI_FUNCTIONS"]
 ABI_FUNCTIONS = frozenset({
     "getAccApiVersion", "initialize", "getAccName", "getNumAcc", "supportsImperative",
     "mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc", "accGetExecutor",
-    "supportedOps", "loadModel", "unloadModel", "infer", "configure", "accGetLastError"})
+    "supportedOps", "supportedOpsReasons", "loadModel", "unloadModel", "infer", "configure",
+    "accGetLastError"})
 _FORWARD = "int(*)(MXAccExecutor *, const MXTensor *, int, const MXTensor *, int)"
 _RELEASE = "void(*)(MXAccExecutor *)"
 _ERR_INTERNAL = 8  # MX_ACC_ERR_INTERNAL
@@ -232,6 +233,33 @@ class RemoteLib:
             ids[0:len(written)] = written
         if found is not None:
             num_ids[0] = found
+        return self._status(status)
+
+    def _abi_supportedOpsReasons(self, json: Any, names: Any, data: Any, num_data: int,
+                                 dev_id: int, ids: Any, capacity: int, num_ids: Any,
+                                 reasons: Any, reason_size: int) -> int:
+        memory = CallMemory()
+        if ids == cdata.NULL:
+            initial = None
+        else:
+            initial = list(ids[0:readable(ids, 1 << 30) if _sized(ids) else max(capacity, 0)])
+        if reasons == cdata.NULL:
+            slots = None
+        else:  # the whole buffer the host made (a guard may follow the slots)
+            size = (readable(reasons, 1 << 30) if _sized(reasons)
+                    else max(capacity, 0) * max(int(reason_size), 0))
+            slots = cdata.read(reasons, size)
+        count = None if num_ids == cdata.NULL else int(num_ids[0])
+        args = (text(json), texts(names, num_data), memory.tensors(data, num_data, data=False),
+                int(num_data), int(dev_id), initial, int(capacity), count, slots,
+                int(reason_size))
+        status, written, found, left = self._process.call("supportedOpsReasons", args, memory)
+        if written is not None:
+            ids[0:len(written)] = written
+        if found is not None:
+            num_ids[0] = found
+        if left is not None:
+            cdata.memmove(reasons, left, len(left))
         return self._status(status)
 
     def _abi_loadModel(self, model_id: Any, json: Any, names: Any, data: Any,

@@ -15,7 +15,9 @@ kind                meaning
 ``cycle_cut``       offloaded, in a subgraph kept apart from an earlier one on
                     the same device: merging them would make a cycle
 ``unsupported``     supportedOps did not accept it (refined, when the caller
-                    can probe, into ``unsupported_op`` or ``unsupported_dtype``)
+                    can probe, into ``unsupported_op`` or ``unsupported_dtype``);
+                    a plugin with supportedOpsReasons (ABI 1.1) says why, in
+                    ``plugin_reason``, which the text ends with
 ``no_abi_dtype``    a value it reads or writes has a dtype the ABI cannot
                     describe, so it was never offered
 ``placed_cpu``      its ``__ctx_group__`` placed it on the CPU
@@ -52,6 +54,8 @@ if TYPE_CHECKING:  # types only: the partition (segment) calls this module, not 
 __all__ = ["NodeReason", "BoundaryTensor", "Explanation", "Refine", "explain"]
 
 CPU_NAME = "cpu(0)"
+# Kinds of reason where the plugin was not asked, or accepted the node.
+_NOT_ASKED = frozenset({"offloaded", "placed", "cycle_cut", "no_abi_dtype", "placed_cpu"})
 # Pairs of subgraphs x nodes beyond which cycle witnesses are not searched.
 _CYCLE_SEARCH_LIMIT = 20_000_000
 
@@ -71,6 +75,10 @@ class NodeReason:
     subgraph: int | None   # index of its subgraph, None on the CPU
     kind: str
     reason: str
+    # The plugin's own words on why it declined the node (supportedOpsReasons,
+    # ABI 1.1), prefixed with the device when several devices declined it;
+    # None when the plugin gave none. ``reason`` ends with it too.
+    plugin_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -241,9 +249,30 @@ class _Context:
         where, subgraph, device = self.where(k)
         if subgraph is None or device is None:
             kind, text = self._on_cpu(k, refine)
+            devices = self._offered_to(k)
         else:
             kind, text = self._offloaded(k, subgraph, device)
-        return NodeReason(k, node.name, node.op, where, subgraph, kind, text)
+            devices = list(self.partition.devices[:self.partition.devices.index(device)])
+        said = self._plugin_reason(k, devices) if kind not in _NOT_ASKED else None
+        if said is not None:
+            text = f"{text}; {self.partition.accelerator} says: {said}"
+        return NodeReason(k, node.name, node.op, where, subgraph, kind, text, said)
+
+    def _offered_to(self, k: int) -> list[int]:
+        placement = self.partition.placement
+        if placement is not None and placement.get(k) is not None:
+            return [placement[k]]  # type: ignore[list-item]
+        return list(self.partition.devices)
+
+    def _plugin_reason(self, k: int, devices: Sequence[int]) -> str | None:
+        """The plugin's reasons for declining node k on devices, or None."""
+        said = [(device, self.partition.declined.get(device, {}).get(k)) for device in devices]
+        given = [(device, text) for device, text in said if text]
+        if not given:
+            return None
+        if len({text for _, text in given}) == 1 and len(given) == len(devices):
+            return given[0][1]
+        return "; ".join(f"{self._label(device)}: {text}" for device, text in given)
 
     def _label(self, device: int) -> str:
         return f"{self.partition.accelerator}({device})"

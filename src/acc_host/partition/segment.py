@@ -259,6 +259,8 @@ class Partition:
     shapes: Sequence[Any] = field(default=(), compare=False)
     dtypes: Sequence[Any] = field(default=(), compare=False)
     weight_names: frozenset[str] = field(default=frozenset(), compare=False)
+    # The plugin's reason per declined node, per device (supportedOpsReasons).
+    declined: Mapping[int, Mapping[int, str]] = field(default_factory=dict, compare=False)
 
     def summary(self) -> str:
         """One line per segment: where it runs, how many operators, which."""
@@ -387,7 +389,8 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
                     devices: Sequence[int], shapes: Sequence[Any], dtypes: Sequence[Any],
                     weight_names: frozenset[str],
                     placement: Mapping[int, int | None] | None = None,
-                    costs: Callable[[int], OffloadCosts | None] | None = None) -> Partition:
+                    costs: Callable[[int], OffloadCosts | None] | None = None,
+                    declined: Mapping[int, Mapping[int, str]] | None = None) -> Partition:
     """Partitions graph for one accelerator.
 
     supported(dev_id) returns the node indices the plugin runs on that
@@ -396,7 +399,9 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
     node k may go only to device placement[k] (None: the CPU), when that
     device supports it (the executor's group2ctx). With costs (a device's
     OffloadCosts, or None), a candidate subgraph whose estimated copies and
-    launch cost more than it gains stays on the CPU (acc_host.partition.offload)."""
+    launch cost more than it gains stays on the CPU (acc_host.partition.offload).
+    declined: the plugin's reasons for the nodes it declined, per device
+    (kept for explain())."""
     op_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
     local = {k: i for i, k in enumerate(op_nodes)}
     classes = [CPU] * len(op_nodes)
@@ -429,7 +434,7 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
             subgraphs.append(extract(graph, seg, len(subgraphs), shapes, dtypes, weight_names,
                                      leaving, devices[seg.device_class - 1]))
     return Partition(graph, segments, tuple(subgraphs), accelerator, tuple(devices), tuple(kept),
-                     offered, placement, shapes, dtypes, weight_names)
+                     offered, placement, shapes, dtypes, weight_names, declined or {})
 
 
 def _not_paying(graph: Graph, segments: Sequence[Segment], devices: Sequence[int],

@@ -16,6 +16,10 @@ with dlopen and never links against Python, so one wheel per platform
 serves every Python 3), :func:`setup_options` gives a vendor's ``setup.py``
 the setuptools classes that build such a wheel, and :func:`abi_functions`
 lists what a plugin exports (11 functions, 17 with imperative mode).
+
+``abi`` ("1.0", 100, ...) picks the header of an earlier published ABI
+version instead (:mod:`acc_host.abi.versions`), to build a plugin the way a
+vendor built it against an older acc-host and test version skew.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from ..abi import header as abi_header
+from ..abi import versions
 from ..abi.library import IMPERATIVE_SYMBOLS, OPTIONAL_SYMBOLS, REQUIRED_SYMBOLS
 from ..errors import AccHostError
 
 __all__ = ["SDK_DIR_NAME", "SdkNotFoundError", "header", "include_dir", "source_dir",
-           "sources", "cflags", "abi_version", "wheel_platform", "wheel_tag", "setup_options",
-           "abi_functions"]
+           "sources", "cflags", "abi_version", "abi_versions", "wheel_platform", "wheel_tag",
+           "setup_options", "abi_functions"]
 
 SDK_DIR_NAME = "sdk"
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # acc_host/
@@ -48,14 +53,15 @@ class SdkNotFoundError(AccHostError, FileNotFoundError):
     keeps them."""
 
 
-def header() -> Path:
-    """Path of ``mxnet_acc.h``, the header the host reads too."""
-    return abi_header.header_path()
+def header(abi: int | str | None = None) -> Path:
+    """Path of ``mxnet_acc.h``: the header the host reads too, or that of
+    the published ABI version abi."""
+    return versions.header_for(abi)
 
 
-def include_dir() -> Path:
-    """The directory holding ``mxnet_acc.h``."""
-    return header().parent
+def include_dir(abi: int | str | None = None) -> Path:
+    """The directory holding ``mxnet_acc.h`` (of ABI version abi)."""
+    return header(abi).parent
 
 
 def source_dir() -> Path:
@@ -74,15 +80,24 @@ def sources() -> list[Path]:
     return sorted(source_dir().glob("*.c"))
 
 
-def cflags() -> list[str]:
-    """Compiler flags to build a plugin: the header's and the SDK's
-    include directories."""
-    return [f"-I{include_dir()}", f"-I{source_dir()}"]
+def cflags(abi: int | str | None = None) -> list[str]:
+    """Compiler flags to build a plugin: the header's (of ABI version abi)
+    and the SDK's include directories."""
+    return [f"-I{include_dir(abi)}", f"-I{source_dir()}"]
 
 
-def abi_version() -> int:
-    """``MX_ACC_API_VERSION`` of the header (MAJOR * 100 + MINOR)."""
-    return abi_header.API_VERSION
+def abi_version(abi: int | str | None = None) -> int:
+    """``MX_ACC_API_VERSION`` of the header (MAJOR * 100 + MINOR): the
+    current one, or abi once it is known to be published."""
+    if abi is None:
+        return abi_header.API_VERSION
+    header(abi)  # an AbiVersionError unless published
+    return versions.parse_version(abi)
+
+
+def abi_versions() -> list[int]:
+    """The ABI versions whose header this acc_host serves, ascending."""
+    return versions.published_versions()
 
 
 def abi_functions(imperative: bool = True) -> tuple[str, ...]:

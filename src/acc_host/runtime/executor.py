@@ -366,7 +366,9 @@ class Executor(ExecutorMethods):
         library = contexts[0].library
         devices = sorted({context.device_id for context in contexts})
         weights = frozenset(set(self._bound) - set(self.data_names))
-        supported = {dev_id: self._supported_ops(library, dev_id, weights) for dev_id in devices}
+        declined: dict[int, dict[int, str]] = {}
+        supported = {dev_id: self._supported_ops(library, dev_id, weights, declined)
+                     for dev_id in devices}
         dynamic = dynamic_entries(graph)
         if dynamic:  # shapes a loop decides at run time stay on the host
             supported = {dev_id: [k for k in ids if not any(
@@ -376,12 +378,15 @@ class Executor(ExecutorMethods):
                      for k, context in self._node_ctx.items()}
         costs = {dev_id: costs_of(library, dev_id) for dev_id in devices}
         return partition_graph(graph, library.name, lambda dev_id: supported[dev_id], devices,
-                               self._shapes, self._dtypes, weights, placement, costs.get)
+                               self._shapes, self._dtypes, weights, placement, costs.get,
+                               declined)
 
-    def _supported_ops(self, library: Any, dev_id: int, weights: frozenset[str]) -> list[int]:
+    def _supported_ops(self, library: Any, dev_id: int, weights: frozenset[str],
+                       declined: dict[int, dict[int, str]]) -> list[int]:
         """supportedOps() of the graph annotated for device dev_id (weights:
         the arguments and auxiliary states that are not data): the operator
-        nodes the plugin runs there."""
+        nodes the plugin runs there. The plugin's reasons for the nodes it
+        declined go to declined[dev_id]."""
         graph = self._graph
         shapes = {name: array.shape for name, array in self._bound.items()}
         dtypes = {name: array.dtype for name, array in self._bound.items()}
@@ -399,7 +404,9 @@ class Executor(ExecutorMethods):
                                                  for node, output in graph.heads],
                                    {}, [graph.num_total(k) for k in range(len(graph.nodes))])
                 annotated = annotate_graph(graph, text, shapes, weights, dtypes, dev_id)
-            ids = library.supported_ops(json.dumps(annotated), data, len(graph.nodes), dev_id)
+            ids, reasons = library.supported_ops_reasons(json.dumps(annotated), data,
+                                                         len(graph.nodes), dev_id)
+            declined[dev_id] = reasons
             listed = [k for k in ids if graph.nodes[k].is_variable]
         elif region:
             # Some values have dtypes the ABI cannot describe: offer the
@@ -407,9 +414,11 @@ class Executor(ExecutorMethods):
             annotated, to_graph = region_graph(graph, region, self._shapes, self._dtypes,
                                                weights, dev_id)
             names = {node["name"] for node in annotated["nodes"] if node["op"] == "null"}
-            local = library.supported_ops(json.dumps(annotated),
-                                          {k: v for k, v in data.items() if k in names},
-                                          len(annotated["nodes"]), dev_id)
+            local, reasons = library.supported_ops_reasons(
+                json.dumps(annotated), {k: v for k, v in data.items() if k in names},
+                len(annotated["nodes"]), dev_id)
+            declined[dev_id] = {to_graph[k]: text for k, text in reasons.items()
+                                if k in to_graph}
             listed = [k for k in local if k not in to_graph]
             ids = [to_graph[k] for k in local if k in to_graph]
         else:

@@ -76,6 +76,11 @@ class SubgraphOperator:
         self.weight_refreshes = 0
         self.declined: str | None = None  # the plugin's reason, once it refused to compile
 
+    @property
+    def label(self) -> str:
+        """The subgraph's name in errors: "subgraph 2 on cpu_ref(0)"."""
+        return f"subgraph {self.spec.index} on {self.library.name}({self.dev_id})"
+
     # ---- values -------------------------------------------------------------------
 
     def on_device(self, value: Any) -> bool:
@@ -114,7 +119,8 @@ class SubgraphOperator:
         if cache is not None and supports_cache(self.library):
             self._model = self._load_through_cache(cache, values, weights)
         else:
-            self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+            self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id,
+                                      label=self.label)
             self.load_source = "compiled"
         self.load_seconds = time.perf_counter() - start
         self._weight_vars = tuple(weights[name]._storage.var for name in self._weight_names)
@@ -145,8 +151,9 @@ class SubgraphOperator:
                 cache.discard(entry)  # the plugin refused it: rebuild, never trust it
             else:
                 self.load_source = "cache"
-                return LoadedModel.adopt(self.library, self.spec.graph, model_id, self.dev_id)
-        model = LoadedModel(self.library, self.spec.graph, values, self.dev_id)
+                return LoadedModel.adopt(self.library, self.spec.graph, model_id, self.dev_id,
+                                         label=self.label)
+        model = LoadedModel(self.library, self.spec.graph, values, self.dev_id, label=self.label)
         self.load_source = "compiled"
         try:
             scratch = cache.scratch_path()

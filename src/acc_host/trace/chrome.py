@@ -62,6 +62,8 @@ def chrome_events(trace: Trace) -> list[dict[str, Any]]:
             details = {"seq": record["seq"], "status": record["ret"]}
             if "error" in record:
                 details["error"] = record["error"]
+            if record.get("out", {}).get("reasons"):  # supportedOpsReasons (ABI 1.1)
+                details["declined"] = record["out"]["reasons"]
         pid = processes.setdefault(device, len(processes) + 1)
         tid = threads.setdefault(record["thread"], len(threads) + 1)
         events.append({"name": name, "cat": category, "ph": "X", "ts": record["t"] / 1000,

@@ -25,6 +25,7 @@ Encoder = Callable[..., dict[str, Any]]
 # Functions returning a status code (the others return a value).
 STATUS_CALLS = frozenset({"initialize", "getAccName", "mx_alloc", "mx_free", "mx_releaseAll",
                           "copyToAcc", "copyFromAcc", "accGetExecutor", "supportedOps",
+                          "supportedOpsReasons",
                           "loadModel", "unloadModel", "infer", "configure", "executor_forward"})
 
 
@@ -154,6 +155,25 @@ def _supported_after(_blobs: BlobStore, status: int, *args: Any) -> dict[str, An
                                                                         capacity))]}
 
 
+def _reasons_before(blobs: BlobStore, *args: Any) -> dict[str, Any]:
+    return {**_supported_before(blobs, *args[:8]), "reason_size": int(args[9])}
+
+
+def _reasons_after(blobs: BlobStore, status: int, *args: Any) -> dict[str, Any]:
+    """The ids, and the reasons the plugin gave for the nodes it declined."""
+    out = _supported_after(blobs, status, *args)
+    if status != 0:
+        return out
+    capacity, reasons, size = int(args[6]), args[8], int(args[9])
+    raw = cdata.read(reasons, capacity * size) if capacity > 0 and size > 0 else b""
+    given = {}
+    for node in range(capacity if raw else 0):
+        slot = raw[node * size:(node + 1) * size]
+        if slot[:1] != b"\0":
+            given[str(node)] = slot.split(b"\0", 1)[0].decode("utf-8", "replace")
+    return {**out, "reasons": given}
+
+
 def _load_before(blobs: BlobStore, model_id: Any, json: Any, names: Any, data: Any,
                  num_data: int, dev_id: int) -> dict[str, Any]:
     return {"model_id": _text(model_id), "json": blobs.put(cdata.string(json)),
@@ -205,6 +225,7 @@ ENCODERS: dict[str, tuple[Encoder, Encoder]] = {
     "accGetExecutor": (_executor_before, _executor_after),
     "executor_forward": (_forward_before, _forward_after),
     "supportedOps": (_supported_before, _supported_after),
+    "supportedOpsReasons": (_reasons_before, _reasons_after),
     "loadModel": (_load_before, _nothing),
     "unloadModel": (_unload, _nothing),
     "infer": (_infer_before, _infer_after),

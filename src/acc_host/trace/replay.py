@@ -85,6 +85,10 @@ class _Replayed:
         self._bases: list[int] = []                  # recorded allocation starts, sorted
         self._allocations: dict[int, tuple[int, int]] = {}  # recorded -> (new, size)
         self.executors: dict[int, Any] = {}
+        # The arguments of each model's loadModel and infer calls, alive
+        # until its unloadModel: a plugin that retains weights (ABI 1.1)
+        # reads them until then.
+        self.model_arguments: dict[str, list[Any]] = {}
 
     def allocated(self, recorded: int, new: int, size: int) -> None:
         bisect.insort(self._bases, recorded)
@@ -229,13 +233,28 @@ def _call(library: _Replayed, blobs: BlobStore, record: dict[str, Any]) -> tuple
         found = list(ids[0:max(0, min(count[0], capacity))])
         return status, (None if status or found == out.get("ids")
                         else f"ids {found}, recorded {out.get('ids')}")
+    if fn == "supportedOpsReasons":
+        capacity, size = args["capacity"], args["reason_size"]
+        ids, count = cdata.new("int[]", max(capacity, 1)), cdata.new("int *", -1)
+        reasons = cdata.new("char[]", max(capacity * size, 1))
+        status = int(library.unchecked("supportedOpsReasons",
+                                       made.blob_text(args["json"]), made.texts(args["names"]),
+                                       made.tensors(args["data"]), len(args["names"]),
+                                       args["dev"], ids, capacity, count, reasons, size))
+        found = list(ids[0:max(0, min(count[0], capacity))])
+        return status, (None if status or found == out.get("ids")
+                        else f"ids {found}, recorded {out.get('ids')}")
+    if fn in ("loadModel", "infer"):
+        library.model_arguments.setdefault(str(args["model_id"]), []).append(made)
     if fn == "loadModel":
         return int(library.unchecked("loadModel",
                                      made.text(args["model_id"]), made.blob_text(args["json"]),
                                  made.texts(args["names"]), made.tensors(args["data"]),
                                  len(args["names"]), args["dev"])), None
     if fn == "unloadModel":
-        return int(library.unchecked("unloadModel", made.text(args["model_id"]))), None
+        status = int(library.unchecked("unloadModel", made.text(args["model_id"])))
+        library.model_arguments.pop(str(args["model_id"]), None)
+        return status, None
     if fn in ("infer", "executor_forward"):
         inputs = made.tensors(args["inputs"])
         first_output = len(made.host)
