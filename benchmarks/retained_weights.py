@@ -82,7 +82,7 @@ def child(library: str | None, name: str) -> dict[str, Any]:
     gc.collect()
     weights = sum(array.size * array.dtype.itemsize for key, array in
                   {**exe.arg_dict, **exe.aux_dict}.items() if key != "data")
-    retained = sum(op._model.retained_bytes for op in exe._subgraphs if op._model is not None)
+    retained = sum(op.model.retained_bytes for op in exe.subgraphs if op.model is not None)
     expected = np.load(folder / "expected_0.npy")
     return {"rss": _rss_bytes(), "weights": weights, "retained": retained,
             "max_abs_error": float(np.max(np.abs(out - expected)))}

@@ -49,7 +49,7 @@ def test_cpu_ref_retains_and_uses_updated_weights() -> None:
     for name, value in first.items():
         exe.arg_dict[name][:] = value
     np.testing.assert_allclose(exe.forward()[0].asnumpy(), _cpu(first), rtol=1e-4, atol=1e-5)
-    (model,) = [op._model for op in exe._subgraphs]
+    (model,) = [op.model for op in exe.subgraphs]
     weights = sum(value.nbytes for name, value in first.items() if name != "data")
     assert model.retained_bytes == weights
     second = {**first, "fc_weight": _values(exe, 2)["fc_weight"]}
