@@ -101,10 +101,14 @@ def abi_versions() -> list[int]:
 
 
 def abi_functions(imperative: bool = True) -> tuple[str, ...]:
-    """The functions a plugin exports: the required ten and accGetLastError
-    (11), plus the six of imperative mode (17) when imperative. A plugin
-    built with -fvisibility=hidden exports these and nothing else."""
-    return (*REQUIRED_SYMBOLS, *OPTIONAL_SYMBOLS, *(IMPERATIVE_SYMBOLS if imperative else ()))
+    """The functions a plugin may export: the required ten and
+    accGetLastError (11), the six of imperative mode when imperative (17),
+    then ABI 1.1's optional supportedOpsReasons and retainsWeights. A plugin
+    built with -fvisibility=hidden exports some of these and nothing else:
+    every one of the first 11 (17 with imperative mode), any of the rest."""
+    last_error, *additions = OPTIONAL_SYMBOLS
+    return (*REQUIRED_SYMBOLS, last_error, *(IMPERATIVE_SYMBOLS if imperative else ()),
+            *additions)
 
 
 def wheel_platform() -> str:

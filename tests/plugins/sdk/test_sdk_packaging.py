@@ -33,8 +33,10 @@ def test_wheel_tag_and_exports(capsys: pytest.CaptureFixture[str]) -> None:
     assert sdk.wheel_platform() == platform
     assert sdk.wheel_tag() == f"py3-none-{platform}"
     symbolic, everything = sdk.abi_functions(imperative=False), sdk.abi_functions()
-    assert len(symbolic) == 11 and len(everything) == 17
-    assert everything[:11] == symbolic and "accGetLastError" in symbolic
+    additions = ("supportedOpsReasons", "retainsWeights")  # ABI 1.1, optional
+    assert len(symbolic) == 11 + 2 and len(everything) == 17 + 2
+    assert everything[:11] == symbolic[:11] and "accGetLastError" in symbolic
+    assert symbolic[11:] == everything[17:] == additions
     assert set(everything) - set(symbolic) == {"mx_alloc", "mx_free", "mx_releaseAll",
                                                "copyToAcc", "copyFromAcc", "accGetExecutor"}
     assert main(["sdk", "--wheel-tag"]) == 0 and capsys.readouterr().out == sdk.wheel_tag() + "\n"
@@ -73,12 +75,14 @@ def _build(sources: list[Path], output: Path, *include: Path) -> None:
 def test_plugins_built_with_it_export_exactly_the_abi(tmp_path: Path) -> None:
     template = tmp_path / "libtemplate.so"
     _build(sorted(TEMPLATE.glob("*.c")), template, TEMPLATE)
-    assert _exported(template) == set(sdk.abi_functions())  # 17: both modes
+    optional = {"supportedOpsReasons", "retainsWeights"}  # ABI 1.1 additions
+    assert _exported(template) - optional == set(sdk.abi_functions()) - optional  # 17
+    assert _exported(template) <= set(sdk.abi_functions())
     (block,) = page_blocks("c", C_FIRST_LINE)
     (tmp_path / "myacc.c").write_text(block, encoding="utf-8")
     quickstart = tmp_path / "libmyacc.so"
     _build([tmp_path / "myacc.c"], quickstart)
-    assert _exported(quickstart) == set(sdk.abi_functions(imperative=False))  # 11: symbolic
+    assert _exported(quickstart) == set(sdk.abi_functions(imperative=False)) - optional  # 11
 
 
 SETUP = """\
