@@ -48,6 +48,7 @@ from .eager import EagerRunner
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
 from .plan_cache import DEFAULT_SIZE, PlanCache, PlanCacheStats
+from .shared_models import SharedModels
 from .runner import Runner, Step
 from .subgraph import SubgraphOperator, Value
 
@@ -483,6 +484,8 @@ class Executor(ExecutorMethods):
         plans, lock = self._plans, self.lock
         self.__dict__.update(fresh.__dict__)
         self._plans, self.lock = plans, lock
+        if plans is not None:
+            self.share_models(plans.models)
         for array in self.outputs:
             array._storage.guard = lock
 
@@ -510,6 +513,14 @@ class Executor(ExecutorMethods):
         copies on the executor's own vars, which nothing else can wait for,
         are dropped (a later mx.nd.waitall() would raise them otherwise)."""
         self._runner.close()
+
+    def share_models(self, models: SharedModels) -> None:
+        """Lets this executor's subgraphs use the models loaded by the other
+        executors of a plan cache (runtime.shared_models): a subgraph whose
+        graph, shapes, dtypes and weight arrays are the same at two shapes
+        is loaded once. The PlanCache calls it for the executors it holds."""
+        for operator in self._subgraphs:
+            operator.share(models)
 
     @property
     def subgraphs(self) -> list[SubgraphOperator]:
