@@ -48,8 +48,8 @@ from .eager import EagerRunner
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
 from .plan_cache import DEFAULT_SIZE, PlanCache, PlanCacheStats
-from .shared_models import SharedModels
 from .runner import Runner, Step
+from .shared_models import SharedModels
 from .subgraph import SubgraphOperator, Value
 
 __all__ = ["Executor"]
