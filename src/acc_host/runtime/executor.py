@@ -142,8 +142,10 @@ class Executor(ExecutorMethods):
         static_entries: list[int] = []
         if accelerated and self.data_dependent:
             static_nodes, static_entries = static_part(graph, shapes, self.unresolved)
-            if not static_entries:
-                static_nodes = set()
+            visible = {graph.entry_start[k] + output for k in static_nodes
+                       for output in range(graph.num_visible(k))}
+            if not static_entries or not set(static_entries) <= visible:
+                static_nodes, static_entries = set(), []  # nothing, or a hidden output read
             names = ", ".join(f"{name} ({_op_of(graph, name)})" for name in self.unresolved)
             after = sum(1 for k, node in enumerate(graph.nodes)
                         if not node.is_variable and k not in static_nodes
