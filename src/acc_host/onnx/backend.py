@@ -69,6 +69,10 @@ class AccHostRep(BackendRep):
         self.input_names = [value.name for value in model.graph.input
                             if value.name not in initializers]
         self._specialised: dict[tuple, tuple[Any, Any]] = {}
+        # Each weight in its home context, once: the executors of every shape
+        # bind the same arrays, so a subgraph that is the same at two shapes
+        # shares its loaded model (acc_host.runtime.shared_models).
+        self._homed: dict[int, tuple[Any, Any]] = {}
         self.plans = PlanCache(self._bind_key)
         self.imports = 0
         # Each input's declared element type, for inputs given as lists.
@@ -132,20 +136,25 @@ class AccHostRep(BackendRep):
             return cpu()
         return self.ctx
 
+    def _homed_weight(self, value: Any) -> Any:
+        """value in its home context, copied there once per weight."""
+        held = self._homed.get(id(value))
+        if held is None or held[0] is not value:
+            held = self._homed[id(value)] = (value, value.as_in_context(self._home(value.dtype)))
+        return held[1]
+
     def _bind(self, imported: Any, shapes: dict[str, tuple], dtypes: dict[str, Any]) -> Any:
         symbol = imported.symbol
         args = {}
         for name in symbol.list_arguments():
             if name in imported.arg_params:
-                value = imported.arg_params[name]
-                args[name] = value.as_in_context(self._home(value.dtype))
+                args[name] = self._homed_weight(imported.arg_params[name])
             else:
                 args[name] = nd.zeros(shapes[name], self._home(dtypes[name]), dtypes[name])
         aux = {}
         for name in symbol.list_auxiliary_states():
             if name in imported.aux_params:
-                value = imported.aux_params[name]
-                aux[name] = value.as_in_context(self._home(value.dtype))
+                aux[name] = self._homed_weight(imported.aux_params[name])
             else:
                 aux[name] = nd.zeros(shapes[name], self._home(dtypes[name]), dtypes[name])
         return symbol.bind(self.ctx, args, aux_states=aux,

@@ -46,11 +46,12 @@ from ..partition.segment import Partition, offerable_region, partition_graph, re
 from .bound_step import BoundStep
 from .control_flow import BodyExecutors
 from .direct_run import DirectRun
-from .eager import EagerRunner
+from .eager import EagerRunner, static_part
 from .executor_methods import ExecutorMethods
 from .plan import Plan, PlanStep, make_plan
 from .plan_cache import DEFAULT_SIZE, PlanCache, PlanCacheStats
 from .runner import Runner, Step
+from .shared_models import SharedModels
 from .subgraph import SubgraphOperator, Value
 
 __all__ = ["Executor"]
@@ -136,14 +137,33 @@ class Executor(ExecutorMethods):
         accelerated = [context for context in self._node_ctx.values() if context.is_accelerator]
         # Why nothing was offered to the accelerator, when that is so.
         self.offload_refused: str | None = None
+        # The executor of the part before the data-dependent nodes, offloaded
+        # (acc_host.runtime.eager.static_part), when there is one.
+        self.static_part: Executor | None = None
+        static_nodes: set[int] = set()
+        static_entries: list[int] = []
         if accelerated and self.data_dependent:
+            static_nodes, static_entries = static_part(graph, shapes, self.unresolved)
+            visible = {graph.entry_start[k] + output for k in static_nodes
+                       for output in range(graph.num_visible(k))}
+            if not static_entries or not set(static_entries) <= visible:
+                static_nodes, static_entries = set(), []  # nothing, or a hidden output read
             names = ", ".join(f"{name} ({_op_of(graph, name)})" for name in self.unresolved)
+            after = sum(1 for k, node in enumerate(graph.nodes)
+                        if not node.is_variable and k not in static_nodes
+                        and node.name not in self.unresolved)
+            where = (f"they and the {after} operators that depend on their shapes run on the "
+                     f"host CPU path; the {len(static_nodes)} operators before them are "
+                     "offered to the accelerator (executor.static_part)"
+                     if static_nodes else "the graph runs on the host CPU path")
             self.offload_refused = (
                 f"data-dependent shapes: {names} give outputs whose shapes are known only "
-                "once the data is, and an accelerator compiles fixed shapes; the graph runs "
-                "on the host CPU path")
-            warnings.warn(f"{symbol.name or 'the symbol'} is not offloaded to "
-                          f"{accelerated[0]}: {self.offload_refused}", stacklevel=3)
+                f"once the data is, and an accelerator compiles fixed shapes; {where}")
+            warnings.warn(f"{symbol.name or 'the symbol'}: the data-dependent part is not "
+                          f"offloaded to {accelerated[0]}: {self.offload_refused}",
+                          stacklevel=3)
+            if static_nodes:
+                self.static_part = self._bind_static_part(symbol, graph, bound, static_entries)
             accelerated = []
         self.partition: Partition | None = self._partition() if accelerated else None
         self.plan: Plan = make_plan(graph, self.partition, self._heads)
@@ -158,7 +178,9 @@ class Executor(ExecutorMethods):
                  if name not in arg_dict and name not in aux_dict}
         self._runner: Runner | EagerRunner
         if self.data_dependent:
-            self._runner = EagerRunner(graph, self._heads, bound, self.outputs)
+            self._runner = EagerRunner(graph, self._heads, bound, self.outputs,
+                                       self.static_part, frozenset(static_nodes),
+                                       static_entries)
         else:
             self._runner = Runner(self, graph, self.plan, steps, arg_dict,
                                   {**aux_dict, **extra}, self.outputs)
@@ -185,6 +207,18 @@ class Executor(ExecutorMethods):
                 array._storage.guard = self.lock
 
     # ---- binding -----------------------------------------------------------------------
+
+    def _bind_static_part(self, symbol: Any, graph: Graph, bound: Mapping[str, NDArray],
+                          entries: Sequence[int]) -> Executor:
+        """An executor, on this executor's contexts, of the graph's entries
+        (the static part's outputs), reading the same arrays."""
+        where = {graph.entry_start[k] + output: (node, output)
+                 for k, node in enumerate(graph.nodes) for output in range(graph.num_visible(k))}
+        part = type(symbol)([where[entry] for entry in entries])
+        args = {name: bound[name] for name in part.list_arguments()}
+        aux = {name: bound[name] for name in part.list_auxiliary_states()}
+        return Executor(part, self._ctx, args, aux, self._grad_req,
+                        [name for name in self.data_names if name in args], self._group2ctx)
 
     def _specialise(self, graph: Graph, heads: list[tuple[Any, int]], bound: dict[str, NDArray],
                     ctx: Context) -> tuple[Graph, list[tuple[Any, int]], dict[str, NDArray]]:
@@ -512,6 +546,8 @@ class Executor(ExecutorMethods):
         plans, lock = self._plans, self.lock
         self.__dict__.update(fresh.__dict__)
         self._plans, self.lock = plans, lock
+        if plans is not None:
+            self.share_models(plans.models)
         for array in self.outputs:
             array._storage.guard = lock
 
@@ -539,6 +575,14 @@ class Executor(ExecutorMethods):
         copies on the executor's own vars, which nothing else can wait for,
         are dropped (a later mx.nd.waitall() would raise them otherwise)."""
         self._runner.close()
+
+    def share_models(self, models: SharedModels) -> None:
+        """Lets this executor's subgraphs use the models loaded by the other
+        executors of a plan cache (runtime.shared_models): a subgraph whose
+        graph, shapes, dtypes and weight arrays are the same at two shapes
+        is loaded once. The PlanCache calls it for the executors it holds."""
+        for operator in self._subgraphs:
+            operator.share(models)
 
     @property
     def subgraphs(self) -> list[SubgraphOperator]:

@@ -11,7 +11,11 @@ dropped when a new shape needs its place (closed, its subgraphs unloaded,
 where the cache owns its executors: the ONNX backend's).
 ``DEFAULT_SIZE`` (8) bounds the memory: each cached executor holds its
 outputs and its subgraphs' compiled models. ``stats()`` tells what
-happened: hits, misses (plans made), evictions, and the shapes held."""
+happened: hits, misses (plans made), evictions, and the shapes held.
+
+The executors of one cache share their loaded models where a subgraph is
+the same at two shapes (``models``, acc_host.runtime.shared_models): an
+executor the cache makes or is given joins it (its ``share_models``)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from .shared_models import SharedModels
 
 __all__ = ["PlanCache", "PlanCacheStats", "DEFAULT_SIZE"]
 
@@ -56,6 +61,12 @@ class PlanCache:
         self._items: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = self.evictions = 0
+        self.models = SharedModels()
+
+    def _join(self, executor: Any) -> None:
+        share = getattr(executor, "share_models", None)
+        if share is not None:
+            share(self.models)
 
     def get(self, key: Hashable, build: Any = None,
             make: Callable[[Any], Any] | None = None) -> Any:
@@ -68,6 +79,7 @@ class PlanCache:
                 self.hits += 1
                 return executor
         executor = (make or self._make)(key if build is None else build)
+        self._join(executor)
         with self._lock:
             self.misses += 1
             self._items[key] = executor
@@ -82,6 +94,7 @@ class PlanCache:
 
     def put(self, key: Hashable, executor: Any) -> None:
         """Keeps an executor made elsewhere (the first bind) under key."""
+        self._join(executor)
         with self._lock:
             self._items[key] = executor
             self._items.move_to_end(key)

@@ -37,6 +37,7 @@ from ..errors import AccHostError, InvalidArgumentError
 from ..ndarray import NDArray
 from ..partition.segment import SubgraphSpec
 from .model_cache import ModelCache, cache_from_environment, supports_cache
+from .shared_models import SharedModel, SharedModels
 
 __all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
 
@@ -55,7 +56,8 @@ def to_host(value: Value) -> np.ndarray:
 class SubgraphOperator:
     """Runs one SubgraphSpec on device dev_id of library."""
 
-    def __init__(self, library: AccLibrary, spec: SubgraphSpec, dev_id: int) -> None:
+    def __init__(self, library: AccLibrary, spec: SubgraphSpec, dev_id: int,
+                 shared: SharedModels | None = None) -> None:
         self.library = library
         self.spec = spec
         self.dev_id = dev_id
@@ -72,7 +74,10 @@ class SubgraphOperator:
         self._outputs: dict[str, DeviceBuffer] = {}
         self.loads = 0
         self.load_seconds = 0.0
-        self.load_source = ""  # "compiled" or "cache"
+        self.load_source = ""  # "compiled", "cache" or "shared" (another executor's model)
+        self._shared = shared  # the plan cache's loaded models (acc_host.runtime.shared_models)
+        self._entry: SharedModel | None = None
+        self._graph_json: str | None = None
         self.weight_refreshes = 0
         self.declined: str | None = None  # the plugin's reason, once it refused to compile
 
@@ -112,20 +117,55 @@ class SubgraphOperator:
 
     # ---- running ----------------------------------------------------------------------
 
-    def _load(self, weights: Mapping[str, NDArray]) -> None:
+    def _graph_text(self) -> str:
+        if self._graph_json is None:
+            self._graph_json = json.dumps(self.spec.graph, sort_keys=True)
+        return self._graph_json
+
+    def _share_key(self, weight_vars: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What makes two subgraphs one model: the plugin and device, the
+        annotated graph (shapes and dtypes included) and the weights'
+        storage, by identity."""
+        return (id(self.library), self.dev_id, self._graph_text(),
+                tuple(id(var) for var in weight_vars))
+
+    def share(self, shared: SharedModels) -> None:
+        """Joins a plan cache's loaded models: a model this operator loads
+        from now on is shared, and one it already holds is offered."""
+        if self._shared is not None or self.declined:
+            return
+        self._shared = shared
+        if self._model is not None:
+            self._entry = shared.adopt(self._share_key(self._weight_vars), self._weight_vars,
+                                       self._versions, self._model)
+
+    def _compile(self, weights: Mapping[str, NDArray]) -> LoadedModel:
         values = {name: self._weight_value(weights[name]) for name in self.spec.weights}
-        start = time.perf_counter()
         cache = cache_from_environment()
         if cache is not None and supports_cache(self.library):
-            self._model = self._load_through_cache(cache, values, weights)
-        else:
-            self._model = LoadedModel(self.library, self.spec.graph, values, self.dev_id,
-                                      label=self.label)
-            self.load_source = "compiled"
-        self.load_seconds = time.perf_counter() - start
+            return self._load_through_cache(cache, values, weights)
+        self.load_source = "compiled"
+        return LoadedModel(self.library, self.spec.graph, values, self.dev_id, label=self.label)
+
+    def _load(self, weights: Mapping[str, NDArray]) -> None:
+        start = time.perf_counter()
         self._weight_vars = tuple(weights[name]._storage.var for name in self._weight_names)
-        self._watch = WriteWatch(self._weight_vars) if self._weight_vars else None
         self._versions = [weights[name].version for name in self._weight_names]
+        if self._shared is not None:
+            entry, loaded = self._shared.acquire(
+                self._share_key(self._weight_vars), self._weight_vars, self._versions,
+                lambda: self._compile(weights))
+            self._entry, self._model = entry, entry.model
+            if not loaded:
+                self.load_source = "shared"
+                with entry.lock:
+                    self._versions = list(entry.versions)
+        else:
+            self._model = self._compile(weights)
+        self.load_seconds = time.perf_counter() - start
+        self._watch = WriteWatch(self._weight_vars) if self._weight_vars else None
+        if self._watch is not None and self.load_source == "shared":
+            self._watch.written = True  # compare with the versions the model holds
         self.loads += 1
         if self.device_memory:
             self._outputs = {name: DeviceBuffer(self.library, self.dev_id, spec)
@@ -137,7 +177,7 @@ class SubgraphOperator:
         otherwise compiles it and exports it for next time. The weights'
         digests are remembered per NDArray and version: device values are
         copied to the host only to be hashed."""
-        graph_json = json.dumps(self.spec.graph, sort_keys=True)
+        graph_json = self._graph_text()
         entry = cache.entry(self.library, graph_json,
                             {name: functools.partial(to_host, value)
                              for name, value in values.items()},
@@ -184,6 +224,9 @@ class SubgraphOperator:
                    for name, old, new in zip(names, self._versions, versions) if old != new}
         self._versions = versions
         self.weight_refreshes += 1
+        if self._entry is not None:
+            with self._entry.lock:
+                self._entry.versions = list(versions)
         return changed
 
     @property
@@ -225,6 +268,8 @@ class SubgraphOperator:
             self._load(weights)
             model = self._model
             assert model is not None
+            if self._entry is not None and self.load_source == "shared":
+                changed = self._changed_weights(weights)  # written since the owner saw them
         elif self._weight_names:
             changed = self._changed_weights(weights)
         library, dev_id = self.library, self.dev_id
@@ -259,7 +304,11 @@ class SubgraphOperator:
         self.close()
 
     def close(self) -> None:
-        if self._model is not None:
+        if self._entry is not None:
+            entry, self._entry, self._model = self._entry, None, None
+            assert self._shared is not None
+            self._shared.release(entry)
+        elif self._model is not None:
             self._model.close()
             self._model = None
         for buffer in [*self._staging.values(), *self._outputs.values()]:
