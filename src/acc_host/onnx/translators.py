@@ -1295,3 +1295,8 @@ def _topk(cx, node, attrs, inputs, opset):
     result = cx.op("_onnx_topk", cx.sym(inputs[0]), k=k, axis=attrs.get("axis", -1),
                    largest=bool(attrs.get("largest", 1)), sorted=bool(attrs.get("sorted", 1)))
     return [result[0], result[1]]
+
+
+# Translators kept in modules of their own register on import (they import
+# this module's helpers, so they come last).
+from . import translators_attention  # noqa: E402, F401
