@@ -266,7 +266,7 @@ def register(op: OpDef) -> OpDef:
 def _load_all() -> None:
     """Registers the built-in operators (their modules register on import)."""
     # Here, not at the top: the operator modules import this one to register.
-    from . import dynamic_ops, nn, onnx_attention, onnx_ops, tensor  # noqa: F401
+    from . import dynamic_ops, nn, onnx_attention, onnx_ops, onnx_quant, tensor  # noqa: F401
 
 
 def find(name: str) -> OpDef | None:
