@@ -1299,4 +1299,8 @@ def _topk(cx, node, attrs, inputs, opset):
 
 # Translators kept in modules of their own register on import (they import
 # this module's helpers, so they come last).
-from . import translators_attention, translators_quant  # noqa: E402, F401
+from . import (  # noqa: E402, F401
+    translators_attention,
+    translators_quant,
+    translators_vision,
+)

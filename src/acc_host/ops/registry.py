@@ -266,7 +266,17 @@ def register(op: OpDef) -> OpDef:
 def _load_all() -> None:
     """Registers the built-in operators (their modules register on import)."""
     # Here, not at the top: the operator modules import this one to register.
-    from . import dynamic_ops, nn, onnx_attention, onnx_ops, onnx_quant, tensor  # noqa: F401
+    from . import (  # noqa: F401
+        dynamic_ops,
+        nn,
+        onnx_attention,
+        onnx_dft,
+        onnx_nms,
+        onnx_ops,
+        onnx_quant,
+        onnx_sampling,
+        tensor,
+    )
 
 
 def find(name: str) -> OpDef | None:

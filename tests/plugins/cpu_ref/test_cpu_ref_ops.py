@@ -127,8 +127,8 @@ def test_covers_the_whole_registry(library) -> None:
 # describes (those whose values cannot, bool results and the casts to
 # dtypes without a TensorDType, are refused by attribute: see ops_onnx_elementwise.c),
 # so the list holds the operator whose output shape depends on data and the
-# host-only ONNX operators of onnx_attention.py and onnx_quant.py (docs/onnx.md
-# says why).
+# host-only ONNX operators of onnx_attention.py, onnx_quant.py, onnx_sampling.py,
+# onnx_dft.py and onnx_nms.py (docs/onnx.md says why).
 ONNX_EXCLUDED: dict[str, str] = {
     "_onnx_nonzero": "its output shape depends on data: offload refuses it (host path only)",
     "_onnx_attention": "host only: a multi-output fused operator no plugin kernel implements",
@@ -138,6 +138,10 @@ ONNX_EXCLUDED: dict[str, str] = {
     "_onnx_dynamic_quantize_linear": "host only: a data-dependent scale, no plugin kernel",
     "_onnx_matmul_integer": "host only: integer GEMM is not in cpu_ref",
     "_onnx_qlinear_matmul": "host only: quantized GEMM is not in cpu_ref",
+    "_onnx_grid_sample": "host only: no plugin kernel implements it",
+    "_onnx_affine_grid": "host only: no plugin kernel implements it",
+    "_onnx_dft": "host only: no plugin kernel implements it",
+    "_onnx_non_max_suppression": "its output shape depends on data: host path only",
 }
 
 

@@ -1,0 +1,60 @@
+"""ONNX GridSample, AffineGrid, NonMaxSuppression and DFT -> the host
+operators of :mod:`acc_host.ops.onnx_sampling`, :mod:`acc_host.ops.onnx_nms`
+and :mod:`acc_host.ops.onnx_dft` (registered into TRANSLATORS on import)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .translators import Unsupported, _const, _input, _ints, onnx_op
+
+_GRID_MODES = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest",
+               "linear": "linear", "cubic": "cubic"}
+
+
+@onnx_op("GridSample", since=16)
+def _grid_sample(cx, node, attrs, inputs, opset):
+    mode = attrs.get("mode", "linear" if opset >= 20 else "bilinear")
+    if isinstance(mode, bytes):
+        mode = mode.decode()
+    padding = attrs.get("padding_mode", "zeros")
+    if isinstance(padding, bytes):
+        padding = padding.decode()
+    if mode not in _GRID_MODES:
+        raise Unsupported(f"GridSample mode {mode!r} (expected nearest, linear or cubic)")
+    return [cx.op("_onnx_grid_sample", cx.sym(inputs[0]), cx.sym(inputs[1]),
+                  mode=_GRID_MODES[mode], padding_mode=padding,
+                  align_corners=bool(attrs.get("align_corners", 0)))]
+
+
+@onnx_op("AffineGrid", since=20)
+def _affine_grid(cx, node, attrs, inputs, opset):
+    size = _ints(_const(cx, node, inputs, 1, "size"))
+    return [cx.op("_onnx_affine_grid", cx.sym(inputs[0]), size=size,
+                  align_corners=bool(attrs.get("align_corners", 0)))]
+
+
+@onnx_op("NonMaxSuppression", since=10)
+def _non_max_suppression(cx, node, attrs, inputs, opset):
+    optional = [_input(inputs, index) for index in (2, 3, 4)]
+    args = [cx.sym(inputs[0]), cx.sym(inputs[1])] + [cx.sym(name) for name in optional if name]
+    return [cx.op("_onnx_non_max_suppression", *args,
+                  center_point_box=attrs.get("center_point_box", 0),
+                  has_max_output=optional[0] is not None,
+                  has_iou_threshold=optional[1] is not None,
+                  has_score_threshold=optional[2] is not None)]
+
+
+@onnx_op("DFT", since=17)
+def _dft(cx, node, attrs, inputs, opset):
+    length = _const(cx, node, inputs, 1, "dft_length")
+    if opset >= 20:
+        axis_value = _const(cx, node, inputs, 2, "axis")
+        axis = -2 if axis_value is None else int(np.asarray(axis_value).reshape(-1)[0])
+    else:
+        axis = attrs.get("axis", 1)
+    return [cx.op("_onnx_dft", cx.sym(inputs[0]), axis=axis,
+                  inverse=bool(attrs.get("inverse", 0)),
+                  onesided=bool(attrs.get("onesided", 0)),
+                  dft_length=None if length is None
+                  else int(np.asarray(length).reshape(-1)[0]))]
