@@ -1301,6 +1301,7 @@ def _topk(cx, node, attrs, inputs, opset):
 # this module's helpers, so they come last).
 from . import (  # noqa: E402, F401
     translators_attention,
+    translators_extra,
     translators_quant,
     translators_vision,
 )

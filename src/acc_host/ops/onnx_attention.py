@@ -1,5 +1,5 @@
-"""Host operators for ONNX's attention building blocks: Attention (opset 23+)
-and RotaryEmbedding (opset 23+).
+"""Host operators for ONNX's transformer building blocks: Attention (opset
+23+), RotaryEmbedding (opset 23+) and SwiGLU.
 
 Both run on the CPU path only: no plugin's supportedOps names them, so the
 partitioner leaves them on the host (like ``_onnx_nonzero``). Their numpy
@@ -383,3 +383,37 @@ register(OpDef(
     doc="ONNX RotaryEmbedding (opset 23): rotates the first rotary_embedding_dim values of "
         "each head by the cos/sin caches (indexed by position_ids when given), half-split "
         "or interleaved pairs, on 3-D (num_heads given) or 4-D inputs. Host only."))
+
+
+# ---- SwiGLU --------------------------------------------------------------------------------
+
+_SWIGLU = "_onnx_swiglu"
+
+
+def _swiglu(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    a, b = inputs
+    if a.shape != b.shape or a.dtype != b.dtype:
+        raise ShapeError(f"{_SWIGLU}: A and B must have the same shape and dtype, got "
+                         f"{a.shape} {a.dtype.name} and {b.shape} {b.dtype.name}")
+    if a.dtype.kind != "f":
+        raise DTypeError(f"{_SWIGLU}: inputs must be float tensors, got {a.dtype.name}")
+    with np.errstate(over="ignore"):
+        gate = (1 / (1 + np.exp(-attrs.alpha * a))).astype(a.dtype)
+    return [(a * gate * b).astype(a.dtype)]
+
+
+def _swiglu_shape(attrs: Attrs, shapes: list) -> tuple[list, list]:
+    if shapes[0] is None or shapes[1] is None:
+        raise ShapeUnknownError(f"{_SWIGLU}: the input shapes are unknown")
+    if tuple(shapes[0]) != tuple(shapes[1]):
+        raise ShapeError(f"{_SWIGLU}: A and B must have the same shape, got "
+                         f"{tuple(shapes[0])} and {tuple(shapes[1])}")
+    return list(shapes), [tuple(shapes[0])]
+
+
+register(OpDef(
+    name=_SWIGLU, compute=_swiglu, infer_shape=_swiglu_shape,
+    infer_type=lambda attrs, dtypes: (list(dtypes), [np.dtype(dtypes[0] or np.float32)]),
+    params=(Param("alpha", parse_float, 1.0),), arguments=("a", "b"),
+    doc="ONNX SwiGLU: A * sigmoid(alpha * A) * B, the gated unit of transformer feed-"
+        "forward blocks. Host only."))

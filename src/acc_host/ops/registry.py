@@ -270,11 +270,13 @@ def _load_all() -> None:
         dynamic_ops,
         nn,
         onnx_attention,
+        onnx_bitcast,
         onnx_dft,
         onnx_nms,
         onnx_ops,
         onnx_quant,
         onnx_sampling,
+        onnx_state,
         tensor,
     )
 
