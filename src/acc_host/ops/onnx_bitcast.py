@@ -27,10 +27,11 @@ def _bitcast_check(attrs: Attrs, dtype: np.dtype) -> np.dtype:
 def _bitcast(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     x = inputs[0]
     target = _bitcast_check(attrs, x.dtype)
-    out = np.ascontiguousarray(x).view(target).copy()
+    # A copy is contiguous at every rank (ascontiguousarray would make a
+    # 0-d input 1-d), so it can be viewed as the target dtype.
     if target == np.bool_:  # only 0 and 1 are booleans: any other byte reads as True
-        out = np.ascontiguousarray(x).view(np.uint8) != 0
-    return [out]
+        return [x.copy().view(np.uint8) != 0]
+    return [x.copy().view(target)]
 
 
 def _bitcast_type(attrs: Attrs, dtypes: list) -> tuple[list, list]:

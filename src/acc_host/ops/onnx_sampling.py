@@ -73,7 +73,10 @@ def _grid_sample(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
             low, high = -0.5, length - 0.5
         if attrs.mode == "nearest":
             c = np.rint(c)
-        if attrs.padding_mode == "border":
+        if attrs.padding_mode == "border" and attrs.mode != "cubic":
+            # Cubic taps are clamped one by one (index() below) instead: the
+            # coordinate keeps its fraction, as onnxruntime and PyTorch
+            # compute it (the onnx reference clamps the coordinate first).
             c = np.where((c < low) | (c > high), np.clip(c, 0, length - 1), c)
         elif attrs.padding_mode == "reflection":
             c = _reflect(c, low, high)
