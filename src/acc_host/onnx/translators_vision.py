@@ -1,6 +1,7 @@
-"""ONNX GridSample, AffineGrid, NonMaxSuppression and DFT -> the host
-operators of :mod:`acc_host.ops.onnx_sampling`, :mod:`acc_host.ops.onnx_nms`
-and :mod:`acc_host.ops.onnx_dft` (registered into TRANSLATORS on import)."""
+"""ONNX GridSample, AffineGrid, NonMaxSuppression, DFT, STFT and Col2Im ->
+the host operators of :mod:`acc_host.ops.onnx_sampling`,
+:mod:`acc_host.ops.onnx_nms`, :mod:`acc_host.ops.onnx_dft` and
+:mod:`acc_host.ops.onnx_col2im` (registered into TRANSLATORS on import)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,25 @@ def _dft(cx, node, attrs, inputs, opset):
                   onesided=bool(attrs.get("onesided", 0)),
                   dft_length=None if length is None
                   else int(np.asarray(length).reshape(-1)[0]))]
+
+
+@onnx_op("STFT", since=17)
+def _stft(cx, node, attrs, inputs, opset):
+    step = int(np.asarray(_const(cx, node, inputs, 1, "frame_step")).reshape(-1)[0])
+    window = _input(inputs, 2)
+    length = _const(cx, node, inputs, 3, "frame_length")
+    args = [cx.sym(inputs[0])] + ([cx.sym(window)] if window else [])
+    return [cx.op("_onnx_stft", *args, frame_step=step,
+                  frame_length=None if length is None
+                  else int(np.asarray(length).reshape(-1)[0]),
+                  onesided=bool(attrs.get("onesided", 1)), has_window=window is not None)]
+
+
+@onnx_op("Col2Im", since=18)
+def _col2im(cx, node, attrs, inputs, opset):
+    image = _ints(_const(cx, node, inputs, 1, "image_shape"))
+    block = _ints(_const(cx, node, inputs, 2, "block_shape"))
+    return [cx.op("_onnx_col2im", cx.sym(inputs[0]), image_shape=image, block_shape=block,
+                  strides=tuple(attrs.get("strides", ())),
+                  dilations=tuple(attrs.get("dilations", ())),
+                  pads=tuple(attrs.get("pads", ())))]

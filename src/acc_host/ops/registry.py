@@ -271,6 +271,7 @@ def _load_all() -> None:
         nn,
         onnx_attention,
         onnx_bitcast,
+        onnx_col2im,
         onnx_dft,
         onnx_nms,
         onnx_ops,
