@@ -1,5 +1,6 @@
-"""ONNX Attention and RotaryEmbedding -> the host operators of
-:mod:`acc_host.ops.onnx_attention` (registered into TRANSLATORS on import)."""
+"""ONNX Attention, RotaryEmbedding and LinearAttention -> the host operators
+of :mod:`acc_host.ops.onnx_attention` and :mod:`acc_host.ops.onnx_linear_attention`
+(registered into TRANSLATORS on import)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,19 @@ def _rotary_embedding(cx, node, attrs, inputs, opset):
                   num_heads=attrs.get("num_heads", 0),
                   rotary_embedding_dim=attrs.get("rotary_embedding_dim", 0),
                   has_position_ids=ids is not None)]
+
+
+@onnx_op("LinearAttention", since=27)
+def _linear_attention(cx, node, attrs, inputs, opset):
+    optional = [_input(inputs, index) for index in (3, 4, 5)]
+    rule = attrs.get("update_rule", "gated_delta")
+    if isinstance(rule, bytes):
+        rule = rule.decode()
+    if "q_num_heads" not in attrs or "kv_num_heads" not in attrs:
+        raise Unsupported("LinearAttention needs q_num_heads and kv_num_heads")
+    args = [cx.sym(name) for name in inputs[:3]] + [cx.sym(name) for name in optional if name]
+    result = cx.op("_onnx_linear_attention", *args, q_num_heads=attrs["q_num_heads"],
+                   kv_num_heads=attrs["kv_num_heads"], scale=attrs.get("scale") or None,
+                   update_rule=rule, has_past_state=optional[0] is not None,
+                   has_decay=optional[1] is not None, has_beta=optional[2] is not None)
+    return [result[i] for i in range(len(node.output))]

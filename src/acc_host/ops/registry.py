@@ -273,6 +273,7 @@ def _load_all() -> None:
         onnx_bitcast,
         onnx_col2im,
         onnx_dft,
+        onnx_linear_attention,
         onnx_nms,
         onnx_ops,
         onnx_quant,
