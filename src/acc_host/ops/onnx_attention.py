@@ -115,6 +115,7 @@ def _attention_shape(attrs: Attrs, shapes: list) -> tuple[list, list]:
     if "nonpad_kv_seqlen" in named and tuple(named["nonpad_kv_seqlen"]) != (batch,):
         raise ShapeError(f"{_ATTENTION}: nonpad_kv_seqlen has shape "
                          f"{tuple(named['nonpad_kv_seqlen'])}, expected ({batch},)")
+    out: tuple[int, ...]
     if len(named["query"]) == 3:
         out = (batch, q_len, hq * v_head)
     else:
@@ -149,7 +150,7 @@ def _offset_mask(q_len: int, kv_len: int, offset: Any, left: int, right: int,
     j = np.arange(kv_len).reshape(1, kv_len)
     per_batch = np.ndim(offset) > 0
     position = i + (np.reshape(offset, (-1, 1, 1)) if per_batch else int(offset))
-    allowed = np.ones(np.broadcast_shapes(np.shape(position), j.shape), dtype=bool)
+    allowed: np.ndarray = np.ones(np.broadcast_shapes(np.shape(position), j.shape), dtype=bool)
     if causal:
         allowed &= j <= position
     if left >= 0:
@@ -157,7 +158,7 @@ def _offset_mask(q_len: int, kv_len: int, offset: Any, left: int, right: int,
     if right >= 0:
         allowed &= j - position <= right
     if per_batch:
-        allowed = allowed.reshape(allowed.shape[0], 1, q_len, kv_len)
+        return allowed.reshape(allowed.shape[0], 1, q_len, kv_len)
     return allowed
 
 

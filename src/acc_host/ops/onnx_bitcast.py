@@ -85,7 +85,8 @@ def _unique_shape(attrs: Attrs, shapes: list) -> tuple[list, list]:
 
 register(OpDef(
     name=_UNIQUE, compute=_unique, infer_shape=_unique_shape,
-    infer_type=lambda attrs, dtypes: (list(dtypes), [dtypes[0]] + [np.dtype(np.int64)] * 3),
+    infer_type=lambda attrs, dtypes: (list(dtypes), [np.dtype(dtypes[0] or np.float32)]
+                                      + [np.dtype(np.int64)] * 3),
     params=(Param("axis", optional(parse_int), None), Param("sorted", parse_bool, True)),
     outputs=("output", "indices", "inverse_indices", "counts"), data_dependent=True,
     doc="ONNX Unique: the distinct values (of the flattened input, or the distinct slices "

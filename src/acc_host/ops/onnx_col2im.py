@@ -5,6 +5,7 @@ inverse layout of im2col, with strides, dilations and pads. Host only."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -63,11 +64,11 @@ def _col2im(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
         where = [np.arange(positions[a]) * strides[a] - pads[a] + offset[a] * dilations[a]
                  for a in range(nd)]
         keep = [(w >= 0) & (w < image[a]) for a, w in enumerate(where)]
-        values = columns[(slice(None), slice(None), *offset)]
-        values = values[(slice(None), slice(None), *np.ix_(*keep))] if nd > 1 else \
-            values[:, :, keep[0]]
+        everything: list[Any] = [slice(None), slice(None)]
+        values = columns[tuple(everything + list(offset))]
+        values = values[tuple(everything + list(np.ix_(*keep)))]
         target = np.ix_(*[w[k] for w, k in zip(where, keep)])
-        out[(slice(None), slice(None), *target)] += values
+        out[tuple(everything + list(target))] += values
     return [out]
 
 
@@ -79,7 +80,7 @@ def _col2im_shape(attrs: Attrs, shapes: list) -> tuple[list, list]:
 
 register(OpDef(
     name=_COL2IM, compute=_col2im, infer_shape=_col2im_shape,
-    infer_type=lambda attrs, dtypes: (list(dtypes), [dtypes[0]]),
+    infer_type=lambda attrs, dtypes: (list(dtypes), [np.dtype(dtypes[0] or np.float32)]),
     params=(Param("image_shape", parse_tuple), Param("block_shape", parse_tuple),
             Param("strides", parse_tuple, ()), Param("dilations", parse_tuple, ()),
             Param("pads", parse_tuple, ())),

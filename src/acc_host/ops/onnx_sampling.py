@@ -121,7 +121,7 @@ def _grid_sample(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
             indices.append(mapped)
             weight = weight * w
             inside = inside & ok
-        values = channels_last[(batch_index, *indices)]
+        values = channels_last[tuple([batch_index, *indices])]
         out += values * np.where(inside, weight, 0)[..., None]
     return [np.ascontiguousarray(np.moveaxis(out, -1, 1).astype(x.dtype))]
 
