@@ -1,7 +1,8 @@
-"""ONNX GridSample, AffineGrid, NonMaxSuppression, DFT, STFT and Col2Im ->
-the host operators of :mod:`acc_host.ops.onnx_sampling`,
-:mod:`acc_host.ops.onnx_nms`, :mod:`acc_host.ops.onnx_dft` and
-:mod:`acc_host.ops.onnx_col2im` (registered into TRANSLATORS on import)."""
+"""ONNX GridSample, AffineGrid, NonMaxSuppression, DFT, STFT, Col2Im and
+DeformConv -> the host operators of :mod:`acc_host.ops.onnx_sampling`,
+:mod:`acc_host.ops.onnx_nms`, :mod:`acc_host.ops.onnx_dft`,
+:mod:`acc_host.ops.onnx_col2im` and :mod:`acc_host.ops.onnx_deform_conv`
+(registered into TRANSLATORS on import)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,16 @@ def _col2im(cx, node, attrs, inputs, opset):
                   strides=tuple(attrs.get("strides", ())),
                   dilations=tuple(attrs.get("dilations", ())),
                   pads=tuple(attrs.get("pads", ())))]
+
+
+@onnx_op("DeformConv", since=19)
+def _deform_conv(cx, node, attrs, inputs, opset):
+    bias, mask = _input(inputs, 3), _input(inputs, 4)
+    args = [cx.sym(name) for name in inputs[:3]] + [cx.sym(n) for n in (bias, mask) if n]
+    return [cx.op("_onnx_deform_conv", *args,
+                  kernel_shape=tuple(attrs.get("kernel_shape", ())),
+                  strides=tuple(attrs.get("strides", ())),
+                  dilations=tuple(attrs.get("dilations", ())),
+                  pads=tuple(attrs.get("pads", ())), group=attrs.get("group", 1),
+                  offset_group=attrs.get("offset_group", 1), has_bias=bias is not None,
+                  has_mask=mask is not None)]

@@ -272,6 +272,7 @@ def _load_all() -> None:
         onnx_attention,
         onnx_bitcast,
         onnx_col2im,
+        onnx_deform_conv,
         onnx_dft,
         onnx_linear_attention,
         onnx_nms,

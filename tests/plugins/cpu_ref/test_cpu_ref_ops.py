@@ -128,8 +128,8 @@ def test_covers_the_whole_registry(library) -> None:
 # dtypes without a TensorDType, are refused by attribute: see ops_onnx_elementwise.c),
 # so the list holds the operator whose output shape depends on data and the
 # host-only ONNX operators of onnx_attention.py, onnx_quant.py, onnx_sampling.py,
-# onnx_dft.py, onnx_nms.py, onnx_bitcast.py, onnx_state.py, onnx_col2im.py and
-# onnx_linear_attention.py (docs/onnx.md says why).
+# onnx_dft.py, onnx_nms.py, onnx_bitcast.py, onnx_state.py, onnx_col2im.py,
+# onnx_linear_attention.py and onnx_deform_conv.py (docs/onnx.md says why).
 ONNX_EXCLUDED: dict[str, str] = {
     "_onnx_nonzero": "its output shape depends on data: offload refuses it (host path only)",
     "_onnx_attention": "host only: a multi-output fused operator no plugin kernel implements",
@@ -145,6 +145,7 @@ ONNX_EXCLUDED: dict[str, str] = {
     "_onnx_stft": "host only: no plugin kernel implements it",
     "_onnx_col2im": "host only: no plugin kernel implements it",
     "_onnx_linear_attention": "host only: a recurrence no plugin kernel implements",
+    "_onnx_deform_conv": "host only: no plugin kernel implements it",
     "_onnx_non_max_suppression": "its output shape depends on data: host path only",
     "_onnx_unique": "its output shape depends on data: host path only",
     "_onnx_bitcast": "host only: a reinterpretation of bytes, nothing to accelerate",
