@@ -155,8 +155,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_convtranspose_autopad_same': 'ConvTranspose opset 22: ConvTranspose with output_shape or auto_pad SAME_*',
     'test_convtranspose_kernel_shape': 'ConvTranspose opset 22: ConvTranspose with output_shape or auto_pad SAME_*',
     'test_convtranspose_output_shape': 'ConvTranspose opset 22: ConvTranspose with output_shape or auto_pad SAME_*',
-    'test_dropout_default_mask': "Dropout opset 22: Dropout's mask output is not supported",
-    'test_dropout_default_mask_ratio': "Dropout opset 22: Dropout's mask output is not supported",
     'test_einsum_batch_matmul_bfloat16': 'dtype: numpy einsum does not accept bfloat16 (ml_dtypes) inputs',
     'test_einsum_sum_bfloat16': 'dtype: numpy einsum does not accept bfloat16 (ml_dtypes) inputs',
     'test_flexattention': 'unsupported op ai.onnx.preview FlexAttention (opset 1)',
@@ -313,10 +311,8 @@ EXPECTED_FAILURES: dict[str, str] = {
     'test_tfidfvectorizer_tf_uniandbigrams_skip5': 'unsupported op TfIdfVectorizer (opset 9)',
     'test_training_dropout': 'Dropout opset 22: Dropout in training mode (random) is not supported',
     'test_training_dropout_default': 'Dropout opset 22: Dropout in training mode (random) is not supported',
-    'test_training_dropout_default_mask': "Dropout opset 22: Dropout's mask output is not supported",
-    'test_training_dropout_mask': "Dropout opset 22: Dropout's mask output is not supported",
-    'test_training_dropout_zero_ratio': 'Dropout opset 22: Dropout in training mode (random) is not supported',
-    'test_training_dropout_zero_ratio_mask': "Dropout opset 22: Dropout's mask output is not supported",
+    'test_training_dropout_default_mask': 'Dropout opset 22: Dropout in training mode (random) is not supported',
+    'test_training_dropout_mask': 'Dropout opset 22: Dropout in training mode (random) is not supported',
     'test_unique_bfloat16_sorted_without_axis': 'Unique opset 28: dtype bfloat16 is not supported',
 }
 
