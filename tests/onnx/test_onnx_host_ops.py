@@ -176,3 +176,21 @@ def test_attention_gqa_with_cache_matches_onnxruntime(causal: int, softcap: floa
     actual, expected = _both(model, feeds)
     for got, want in zip(actual, expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_matches_onnxruntime(mode: str, transform: str, ratio: int) -> None:
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 3, 10, 12)).astype(np.float32)
+    corner = rng.uniform(-2, 9, (5, 2))
+    rois = np.concatenate([corner, corner + rng.uniform(0.5, 6, (5, 2))], 1).astype(np.float32)
+    indices = rng.integers(0, 2, 5).astype(np.int64)
+    node = helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], mode=mode,
+                            coordinate_transformation_mode=transform, output_height=3,
+                            output_width=4, sampling_ratio=ratio, spatial_scale=0.9)
+    model = _model(node, [("x", F32, [2, 3, 10, 12]), ("rois", F32, [5, 4]),
+                          ("idx", TensorProto.INT64, [5])], [("y", F32)], 16)
+    actual, expected = _both(model, {"x": x, "rois": rois, "idx": indices})
+    np.testing.assert_allclose(actual[0], expected[0], rtol=1e-5, atol=1e-5)

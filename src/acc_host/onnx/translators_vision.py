@@ -1,5 +1,5 @@
-"""ONNX GridSample, AffineGrid, NonMaxSuppression, DFT, STFT, Col2Im and
-DeformConv -> the host operators of :mod:`acc_host.ops.onnx_sampling`,
+"""ONNX GridSample, AffineGrid, RoiAlign, NonMaxSuppression, DFT, STFT,
+Col2Im and DeformConv -> the host operators of :mod:`acc_host.ops.onnx_sampling`,
 :mod:`acc_host.ops.onnx_nms`, :mod:`acc_host.ops.onnx_dft`,
 :mod:`acc_host.ops.onnx_col2im` and :mod:`acc_host.ops.onnx_deform_conv`
 (registered into TRANSLATORS on import)."""
@@ -95,3 +95,19 @@ def _deform_conv(cx, node, attrs, inputs, opset):
                   pads=tuple(attrs.get("pads", ())), group=attrs.get("group", 1),
                   offset_group=attrs.get("offset_group", 1), has_bias=bias is not None,
                   has_mask=mask is not None)]
+
+
+@onnx_op("RoiAlign", since=10)
+def _roi_align(cx, node, attrs, inputs, opset):
+    def text(name: str, default: str) -> str:
+        value = attrs.get(name, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    transform = text("coordinate_transformation_mode",
+                     "half_pixel" if opset >= 16 else "output_half_pixel")
+    return [cx.op("_onnx_roi_align", *(cx.sym(name) for name in inputs[:3]),
+                  mode=text("mode", "avg"), output_height=attrs.get("output_height", 1),
+                  output_width=attrs.get("output_width", 1),
+                  sampling_ratio=attrs.get("sampling_ratio", 0),
+                  spatial_scale=attrs.get("spatial_scale", 1.0),
+                  half_pixel=transform == "half_pixel")]

@@ -1,5 +1,6 @@
 """Host operators for ONNX's spatial sampling: GridSample (2-D and 3-D,
-nearest/linear/cubic, zeros/border/reflection padding) and AffineGrid.
+nearest/linear/cubic, zeros/border/reflection padding), AffineGrid and
+RoiAlign (average or max pooling of bilinear samples per region).
 
 Host only (no plugin's supportedOps names them). GridSample is computed
 for all output positions at once: each sampling tap's per-axis indices are
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DTypeError, OperatorError, ShapeError
-from .params import Attrs, Param, choice, parse_bool, parse_tuple
+from .params import Attrs, Param, choice, parse_bool, parse_float, parse_int, parse_tuple
 from .registry import OpDef, ShapeUnknownError, register
 
 _GRID_SAMPLE = "_onnx_grid_sample"
@@ -211,3 +212,99 @@ register(OpDef(
     arguments=("theta",),
     doc="ONNX AffineGrid: the sampling grid (N, H, W, 2) or (N, D, H, W, 3) of the affine "
         "maps theta over the normalized output coordinates of size. Host only."))
+
+
+# ---- RoiAlign ------------------------------------------------------------------------------
+
+_ROI_ALIGN = "_onnx_roi_align"
+
+
+def _roi_axis(start: float, size: float, bins: int, grid: int, limit: int,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per (bin, sample) along one axis: low and high indices, the weight of
+    the high one, and whether the sample lies within [-1, limit]."""
+    bin_size = size / bins
+    pos = (start + np.arange(bins)[:, None] * bin_size
+           + (np.arange(grid)[None, :] + 0.5) * bin_size / grid)
+    valid = (pos >= -1.0) & (pos <= limit)
+    pos = np.maximum(pos, 0.0)
+    low = np.floor(pos).astype(np.int64)
+    at_end = low >= limit - 1
+    low = np.where(at_end, limit - 1, low)
+    high = np.where(at_end, limit - 1, low + 1)
+    frac = np.where(at_end, 0.0, pos - low)
+    return low, high, frac, valid
+
+
+def _roi_align(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    x, rois, batch_indices = inputs
+    if x.dtype.kind != "f" or rois.dtype.kind != "f":
+        raise DTypeError(f"{_ROI_ALIGN}: X and rois must be float tensors, got "
+                         f"{x.dtype.name} and {rois.dtype.name}")
+    if batch_indices.dtype.kind not in "iu":
+        raise DTypeError(f"{_ROI_ALIGN}: batch_indices must be integers, got "
+                         f"{batch_indices.dtype.name}")
+    _roi_shapes(attrs, x.shape, rois.shape, batch_indices.shape)
+    if batch_indices.size and (batch_indices.min() < 0 or batch_indices.max() >= x.shape[0]):
+        raise ShapeError(f"{_ROI_ALIGN}: batch_indices outside the {x.shape[0]} images")
+    height, width = x.shape[2:]
+    out_h, out_w = attrs.output_height, attrs.output_width
+    out = np.zeros((rois.shape[0], x.shape[1], out_h, out_w), dtype=np.float64)
+    offset = 0.5 if attrs.half_pixel else 0.0
+    for r in range(rois.shape[0]):
+        x1, y1, x2, y2 = (float(v) * attrs.spatial_scale - offset for v in rois[r])
+        roi_w, roi_h = x2 - x1, y2 - y1
+        if not attrs.half_pixel:
+            roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+        grid_h = attrs.sampling_ratio or int(np.ceil(roi_h / out_h))
+        grid_w = attrs.sampling_ratio or int(np.ceil(roi_w / out_w))
+        if grid_h <= 0 or grid_w <= 0:
+            continue
+        y_low, y_high, ly, y_ok = _roi_axis(y1, roi_h, out_h, grid_h, height)
+        x_low, x_high, lx, x_ok = _roi_axis(x1, roi_w, out_w, grid_w, width)
+        image = x[int(batch_indices[r])].astype(np.float64)  # (C, H, W)
+        # Axes (C, out_h, grid_h, out_w, grid_w).
+        yl, yh = y_low[:, :, None, None], y_high[:, :, None, None]
+        xl, xh = x_low[None, None], x_high[None, None]
+        wy, wx = ly[:, :, None, None], lx[None, None]
+        ok = (y_ok[:, :, None, None] & x_ok[None, None])
+        corners = [(image[:, yl, xl], (1 - wy) * (1 - wx)), (image[:, yl, xh], (1 - wy) * wx),
+                   (image[:, yh, xl], wy * (1 - wx)), (image[:, yh, xh], wy * wx)]
+        weighted = [values * np.where(ok, weight, 0.0) for values, weight in corners]
+        if attrs.mode == "avg":
+            out[r] = sum(weighted).sum(axis=(2, 4)) / max(grid_h * grid_w, 1)
+        else:  # the largest weighted corner of any sample
+            out[r] = np.max(np.maximum.reduce(weighted), axis=(2, 4))
+    return [out.astype(x.dtype)]
+
+
+def _roi_shapes(attrs: Attrs, x: Any, rois: Any, indices: Any) -> tuple[int, ...]:
+    x, rois, indices = tuple(x), tuple(rois), tuple(indices)
+    if len(x) != 4 or len(rois) != 2 or rois[1] != 4 or indices != (rois[0],):
+        raise ShapeError(f"{_ROI_ALIGN}: X must be (N, C, H, W), rois (R, 4) and "
+                         f"batch_indices (R,), got {x}, {rois} and {indices}")
+    if attrs.output_height < 1 or attrs.output_width < 1 or attrs.sampling_ratio < 0:
+        raise OperatorError(f"{_ROI_ALIGN}: output_height {attrs.output_height}, output_width "
+                            f"{attrs.output_width} and sampling_ratio {attrs.sampling_ratio} "
+                            "must be positive (sampling_ratio 0: adaptive)")
+    if x[2] < 1 or x[3] < 1:
+        raise ShapeError(f"{_ROI_ALIGN}: X has an empty image, shape {x}")
+    return (rois[0], x[1], attrs.output_height, attrs.output_width)
+
+
+def _roi_align_shape(attrs: Attrs, shapes: list) -> tuple[list, list]:
+    if any(shape is None for shape in shapes):
+        raise ShapeUnknownError(f"{_ROI_ALIGN}: an input shape is unknown")
+    return list(shapes), [_roi_shapes(attrs, *shapes)]
+
+
+register(OpDef(
+    name=_ROI_ALIGN, compute=_roi_align, infer_shape=_roi_align_shape,
+    infer_type=lambda attrs, dtypes: (list(dtypes), [np.dtype(dtypes[0] or np.float32)]),
+    params=(Param("mode", choice("avg", "max"), "avg"), Param("output_height", parse_int, 1),
+            Param("output_width", parse_int, 1), Param("sampling_ratio", parse_int, 0),
+            Param("spatial_scale", parse_float, 1.0), Param("half_pixel", parse_bool, True)),
+    arguments=("data", "rois", "batch_indices"),
+    doc="ONNX RoiAlign: each region of interest pooled (average, or maximum of the "
+        "weighted corners) over bilinear samples into output_height x output_width bins. "
+        "Host only."))

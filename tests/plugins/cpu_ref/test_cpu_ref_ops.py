@@ -141,6 +141,7 @@ ONNX_EXCLUDED: dict[str, str] = {
     "_onnx_qlinear_matmul": "host only: quantized GEMM is not in cpu_ref",
     "_onnx_grid_sample": "host only: no plugin kernel implements it",
     "_onnx_affine_grid": "host only: no plugin kernel implements it",
+    "_onnx_roi_align": "host only: no plugin kernel implements it",
     "_onnx_dft": "host only: no plugin kernel implements it",
     "_onnx_stft": "host only: no plugin kernel implements it",
     "_onnx_col2im": "host only: no plugin kernel implements it",
