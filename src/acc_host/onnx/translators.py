@@ -274,15 +274,23 @@ def _elu(cx, node, attrs, inputs, opset):
 
 @onnx_op("Identity", "Dropout")
 def _identity(cx, node, attrs, inputs, opset):
-    if node.op_type == "Dropout" and len(node.output) > 1 and cx.used(node.output[1]):
-        raise Unsupported("Dropout's mask output is not supported")
     if node.op_type == "Dropout" and _input(inputs, 2):
         training = cx.const(inputs[2])
+        if training is None:
+            raise Unsupported("Dropout's training_mode must be a constant", dynamic=inputs[2])
         ratio = cx.const(inputs[1]) if _input(inputs, 1) else np.array(0.5)
-        if training is None or (bool(np.asarray(training).reshape(-1)[0])
-                                and (ratio is None or float(np.asarray(ratio).reshape(-1)[0]))):
-            raise Unsupported("Dropout in training mode (random) is not supported")
-    return [cx.op("_copy", cx.sym(inputs[0]))]
+        if bool(np.asarray(training).reshape(-1)[0]):
+            if ratio is None:
+                raise Unsupported("Dropout's ratio in training mode must be a constant",
+                                  dynamic=inputs[1])
+            if float(np.asarray(ratio).reshape(-1)[0]):
+                raise Unsupported("Dropout in training mode (random) is not supported")
+    output = cx.op("_copy", cx.sym(inputs[0]))
+    if node.op_type == "Dropout" and len(node.output) > 1 and cx.used(node.output[1]):
+        # Not random (inference, or a ratio of 0): every element is kept.
+        kept = cx.op("_onnx_cast", cx.op("ones_like", cx.sym(inputs[0])), dtype="bool")
+        return [output, kept]
+    return [output]
 
 
 _BINARY = {"Div": "div", "Pow": "pow", "Equal": "equal", "Greater": "greater",
@@ -1297,6 +1305,14 @@ def _topk(cx, node, attrs, inputs, opset):
     return [result[0], result[1]]
 
 
-# RNN, LSTM and GRU, and If, Loop and Scan (their bodies are graphs), live in
-# modules of their own, which register them here.
-from . import translate_control, translate_rnn  # noqa: E402,F401
+# Translators kept in modules of their own register on import (they import
+# this module's helpers, so they come last): RNN, LSTM and GRU; If, Loop and
+# Scan (their bodies are graphs); the host-only operator families.
+from . import (  # noqa: E402, F401
+    translate_control,
+    translate_rnn,
+    translators_attention,
+    translators_extra,
+    translators_quant,
+    translators_vision,
+)

@@ -266,7 +266,25 @@ def register(op: OpDef) -> OpDef:
 def _load_all() -> None:
     """Registers the built-in operators (their modules register on import)."""
     # Here, not at the top: the operator modules import this one to register.
-    from . import control_flow, dynamic_ops, nn, onnx_ops, rnn, rnn_onnx, tensor  # noqa: F401
+    from . import (  # noqa: F401
+        control_flow,
+        dynamic_ops,
+        nn,
+        onnx_attention,
+        onnx_bitcast,
+        onnx_col2im,
+        onnx_deform_conv,
+        onnx_dft,
+        onnx_linear_attention,
+        onnx_nms,
+        onnx_ops,
+        onnx_quant,
+        onnx_sampling,
+        onnx_state,
+        rnn,
+        rnn_onnx,
+        tensor,
+    )
 
 
 def find(name: str) -> OpDef | None:
