@@ -89,7 +89,9 @@ def _symbol_shapes(name: str) -> dict[str, tuple[int, ...]]:
 
 
 def test_every_model_folder_is_shipped() -> None:
-    assert sorted(path.name for path in MODELS_DIR.iterdir() if path.is_dir()) == MODEL_NAMES
+    # tests/models also holds the project's own generated models (rnn/,
+    # control_flow/, squeezenet_biased/), each with its generating script.
+    assert set(MODEL_NAMES) <= {path.name for path in MODELS_DIR.iterdir() if path.is_dir()}
     for name in MODEL_NAMES:
         folder = MODELS_DIR / name
         for file in ("model-symbol.json", "model-0000.params", "input_0.npy",
