@@ -40,7 +40,6 @@ static const char *get(const acc_node *node, const char *key) {
   const char *value = acc_node_attr(node, key);
   return value != NULL && !acc_attr_is_none(value) ? value : NULL;
 }
-
 static int fail(int status, const acc_node *node, const char *what) {
   return acc_fail(status, "%s: %s", node->op, what);
 }
@@ -182,7 +181,6 @@ MX_ACC_EXPORT int initialize(int version) {
   return acc_fail(MX_ACC_ERR_VERSION, "template implements ABI %d.x, not %d.%d",
                   MX_ACC_API_VERSION_MAJOR, version / 100, version % 100);
 }
-
 MX_ACC_EXPORT int getAccName(char *name, size_t name_size) {
   acc_clear_error();
   if (name == NULL || name_size < sizeof TP_NAME) {
@@ -192,10 +190,13 @@ MX_ACC_EXPORT int getAccName(char *name, size_t name_size) {
   return MX_ACC_OK;
 }
 
-static int begin(const char *call, int dev_id) {
+/* The start of each entry point given a dev_id: clears the error, checks dev_id, then args_ok. */
+static int begin(const char *call, int dev_id, int args_ok) {
   acc_clear_error();
-  if (dev_id >= 0 && dev_id < TP_NUM_DEVICES) return MX_ACC_OK;
-  return acc_fail(MX_ACC_ERR_DEVICE, "%s: no device %d", call, dev_id);
+  if (dev_id < 0 || dev_id >= TP_NUM_DEVICES) {
+    return acc_fail(MX_ACC_ERR_DEVICE, "%s: no device %d", call, dev_id);
+  }
+  return args_ok ? MX_ACC_OK : acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: NULL or negative", call);
 }
 
 /* ---- Device memory: a real plugin calls its driver. The template lists its malloc'd
@@ -209,9 +210,8 @@ typedef struct tp_block { /* one allocation: this header, then the bytes handed 
 static tp_block *blocks[TP_NUM_DEVICES]; /* live allocations per device, newest first */
 
 MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
-  int status = begin("mx_alloc", dev_id);
+  int status = begin("mx_alloc", dev_id, ptr != NULL);
   if (status != MX_ACC_OK) return status;
-  if (ptr == NULL) return acc_fail(MX_ACC_ERR_INVALID_ARG, "mx_alloc: ptr is NULL");
   tp_block *block = size <= SIZE_MAX - sizeof *block ? malloc(sizeof *block + size) : NULL;
   if (block == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "mx_alloc: %zu bytes", size);
   *block = (tp_block){blocks[dev_id], size};
@@ -221,21 +221,20 @@ MX_ACC_EXPORT int mx_alloc(int dev_id, size_t size, void **ptr) {
 }
 
 MX_ACC_EXPORT int mx_free(int dev_id, void *ptr) {
-  int status = begin("mx_free", dev_id);
+  int status = begin("mx_free", dev_id, 1);
   if (status != MX_ACC_OK || ptr == NULL) return status;
-  for (tp_block **link = &blocks[dev_id]; *link != NULL; link = &(*link)->next) {
-    tp_block *block = *link;
-    if ((void *)block->data == ptr) {
-      *link = block->next;
-      free(block);
-      return MX_ACC_OK;
-    }
+  tp_block **link = &blocks[dev_id], *block;
+  while ((block = *link) != NULL && (void *)block->data != ptr) link = &block->next;
+  if (block == NULL) {
+    return acc_fail(MX_ACC_ERR_NOT_FOUND, "mx_free: %p is not memory of device %d", ptr, dev_id);
   }
-  return acc_fail(MX_ACC_ERR_NOT_FOUND, "mx_free: %p is not memory of device %d", ptr, dev_id);
+  *link = block->next;
+  free(block);
+  return MX_ACC_OK;
 }
 
 MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
-  int status = begin("mx_releaseAll", dev_id);
+  int status = begin("mx_releaseAll", dev_id, 1);
   while (status == MX_ACC_OK && blocks[dev_id] != NULL) {
     status = mx_free(dev_id, blocks[dev_id]->data); /* the newest: found first */
   }
@@ -247,10 +246,8 @@ MX_ACC_EXPORT int mx_releaseAll(int dev_id) {
 static int check_memory(int dev_id, const void *ptr, size_t bytes, const char *what) {
   uintptr_t start = (uintptr_t)ptr;
   for (const tp_block *b = blocks[dev_id]; b != NULL; b = b->next) {
-    uintptr_t block = (uintptr_t)b->data;
-    if (start >= block && start - block <= b->size && bytes <= b->size - (start - block)) {
-      return MX_ACC_OK;
-    }
+    uintptr_t at = start - (uintptr_t)b->data; /* start's offset in b, if start >= b->data */
+    if (start >= (uintptr_t)b->data && at <= b->size && bytes <= b->size - at) return MX_ACC_OK;
   }
   if (bytes == 0) return MX_ACC_OK;
   return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: %zu bytes at %p are not memory of device %d", what,
@@ -266,10 +263,8 @@ static int tensor_data(const MXTensor *tensor, const char *what, const acc_shape
   if (status != MX_ACC_OK) return status;
   *data = tensor->data;
   if (tensor->dev_id == MX_ACC_HOST_DEVICE && allow_host) return MX_ACC_OK;
-  if (tensor->dev_id != dev_id) {
-    return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: on device %d", what, tensor->dev_id);
-  }
-  return check_memory(dev_id, tensor->data, *bytes, what);
+  if (tensor->dev_id == dev_id) return check_memory(dev_id, tensor->data, *bytes, what);
+  return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: on device %d", what, tensor->dev_id);
 }
 
 /* acc_check_copy checks the two descriptors against each other; the device
@@ -278,14 +273,13 @@ static int copy(const MXTensor *device, const MXTensor *host, int to_device, con
   size_t bytes;
   acc_clear_error();
   int status = acc_check_copy(device, host, call, &bytes);
-  if (status == MX_ACC_OK) status = begin(call, device->dev_id);
+  if (status == MX_ACC_OK) status = begin(call, device->dev_id, 1);
   if (status == MX_ACC_OK) status = check_memory(device->dev_id, device->data, bytes, call);
   if (status == MX_ACC_OK && bytes > 0) {
     memcpy(to_device ? device->data : host->data, to_device ? host->data : device->data, bytes);
   }
   return status;
 }
-
 MX_ACC_EXPORT int copyToAcc(const MXTensor *dst, const MXTensor *src) {
   return copy(dst, src, 1, "copyToAcc");
 }
@@ -323,13 +317,12 @@ MX_ACC_EXPORT int accGetExecutor(const char *op_name, const MXTensor *inputs,
                                  const MXTensor *outputs, int num_in, int num_out,
                                  const char *const *attr_keys, const char *const *attr_vals,
                                  int num_attrs, int dev_id, MXAccExecutor **executor) {
-  int status = begin("accGetExecutor", dev_id);
   int valid = op_name != NULL && executor != NULL && num_in >= 0 && num_out >= 0 &&
               (num_in == 0 || inputs != NULL) && (num_out == 0 || outputs != NULL) &&
               num_attrs >= 0 && (num_attrs == 0 || (attr_keys != NULL && attr_vals != NULL));
   for (int i = 0; valid && i < num_attrs; ++i) valid = attr_keys[i] && attr_vals[i];
+  int status = begin("accGetExecutor", dev_id, valid);
   if (status != MX_ACC_OK) return status;
-  if (!valid) return acc_fail(MX_ACC_ERR_INVALID_ARG, "accGetExecutor: NULL or negative");
   if (num_in > TP_MAX_INPUTS || num_out != 1) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: %d inputs, %d outputs", op_name, num_in, num_out);
   }
@@ -372,14 +365,14 @@ typedef struct tp_model { /* everything owned */
 static pthread_mutex_t models_lock = PTHREAD_MUTEX_INITIALIZER;
 static tp_model *models; /* guarded by models_lock */
 
-/* Checks the arguments supportedOps and loadModel share and parses json
- * (with the host's annotations) into *graph, which is NULL on failure. */
-static int parse(const char *call, int dev_id, const char *json, const char *const *names,
-                 const MXTensor *data, int num_data, acc_graph **graph) {
+/* Checks the arguments supportedOps and loadModel share (args_ok: the others) and parses
+ * json (with the host's annotations) into *graph, which is NULL on failure. */
+static int parse(const char *call, int dev_id, int args_ok, const char *json,
+                 const char *const *names, const MXTensor *data, int num, acc_graph **graph) {
   char error[256];
   *graph = NULL;
-  int status = begin(call, dev_id);
-  if (status == MX_ACC_OK) status = acc_check_named_tensors(call, names, data, num_data);
+  int status = begin(call, dev_id, args_ok);
+  if (status == MX_ACC_OK) status = acc_check_named_tensors(call, names, data, num);
   if (status != MX_ACC_OK) return status;
   status = acc_graph_parse(json, 1, graph, error, sizeof error); /* json may be NULL */
   return status == MX_ACC_OK ? status : acc_fail(status, "%s: %s", call, error);
@@ -407,10 +400,8 @@ static int supported(const char *json, const char *const *names, const MXTensor 
                      size_t reason_size) {
   acc_graph *graph;
   tp_op op;
-  int count = 0, status = parse("supportedOps", dev_id, json, names, data, num, &graph);
-  if (status == MX_ACC_OK && (num_ids == NULL || ids_capacity < 0 || (ids_capacity && !ids))) {
-    status = acc_fail(MX_ACC_ERR_INVALID_ARG, "supportedOps: ids or num_ids");
-  }
+  int ids_ok = num_ids != NULL && ids_capacity >= 0 && (ids_capacity == 0 || ids != NULL);
+  int count = 0, status = parse("supportedOps", dev_id, ids_ok, json, names, data, num, &graph);
   for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
     if (graph->nodes[n].op == NULL) continue;
     if (node_op(graph, n, &op) != MX_ACC_OK) {
@@ -427,7 +418,6 @@ static int supported(const char *json, const char *const *names, const MXTensor 
   acc_graph_free(graph);
   return status;
 }
-
 MX_ACC_EXPORT int supportedOps(const char *json, const char *const *names, const MXTensor *data,
                                int num, int dev_id, int *ids, int capacity, int *num_ids) {
   return supported(json, names, data, num, dev_id, ids, capacity, num_ids, NULL, 0);
@@ -452,10 +442,11 @@ static void model_free(tp_model *model) {
   free(model);
 }
 
-/* The index of name in names, or -1. */
-static int find_name(const char *const *names, int count, const char *name) {
+/* The index of node's value in names, or -1 after failing call. */
+static int value_of(const char *call, const acc_node *node, const char *const *names, int count) {
   int i = count - 1;
-  while (i >= 0 && strcmp(names[i], name) != 0) --i;
+  while (i >= 0 && strcmp(names[i], node->name) != 0) --i;
+  if (i < 0) acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: no value for %s", call, node->name);
   return i;
 }
 
@@ -490,19 +481,24 @@ static int compile(tp_model *model, const char *const *names, const MXTensor *da
       status = acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
     }
     if (status == MX_ACC_OK && node->kind == ACC_VAR_WEIGHT) {
-      int i = find_name(names, num, node->name);
-      status = i < 0 ? acc_fail(MX_ACC_ERR_INVALID_ARG, "loadModel: no value for %s", node->name)
-                     : transfer(model, n, &data[i], node->name, 1);
+      int i = value_of("loadModel", node, names, num);
+      status = i < 0 ? MX_ACC_ERR_INVALID_ARG : transfer(model, n, &data[i], node->name, 1);
     }
   }
   return status;
 }
 
-/* The link to model id, or the list's NULL end; the caller holds models_lock. */
-static tp_model **find(const char *id) {
-  tp_model **link = &models;
-  while (*link != NULL && strcmp((*link)->id, id) != 0) link = &(*link)->next;
-  return link;
+/* The model called id, taken out of the list if take; if there is none, add (when not
+ * NULL) goes at the list's end. Under models_lock: loadModel's test and insertion are one. */
+static tp_model *lookup(const char *id, int take, tp_model *add) {
+  tp_model **link = &models, *model;
+  if (id == NULL) return NULL;
+  pthread_mutex_lock(&models_lock);
+  while ((model = *link) != NULL && strcmp(model->id, id) != 0) link = &model->next;
+  if (model != NULL && take) *link = model->next;
+  if (model == NULL) *link = add; /* add->next is NULL */
+  pthread_mutex_unlock(&models_lock);
+  return model;
 }
 
 MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
@@ -515,31 +511,18 @@ MX_ACC_EXPORT int loadModel(const char *model_id, const char *json,
   if (model == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "loadModel");
   memcpy(model->id, model_id, id_size);
   model->dev_id = dev_id;
-  int status = parse("loadModel", dev_id, json, data_names, data, num_data, &model->graph);
+  int status = parse("loadModel", dev_id, 1, json, data_names, data, num_data, &model->graph);
   if (status == MX_ACC_OK) status = compile(model, data_names, data, num_data);
-  pthread_mutex_lock(&models_lock);
-  tp_model **link = find(model_id);
-  if (status == MX_ACC_OK && *link != NULL) {
+  if (status == MX_ACC_OK && lookup(model_id, 0, model) != NULL) {
     status = acc_fail(MX_ACC_ERR_STATE, "loadModel: %s is loaded already", model_id);
   }
-  if (status == MX_ACC_OK) *link = model; /* at the end: model->next is NULL */
-  pthread_mutex_unlock(&models_lock);
   if (status != MX_ACC_OK) model_free(model);
   return status;
 }
 
-/* Takes the model called id out of the list (take) or only finds it. */
-static tp_model *lookup(const char *id, int take) {
-  pthread_mutex_lock(&models_lock);
-  tp_model **link = id != NULL ? find(id) : NULL, *model = link != NULL ? *link : NULL;
-  if (model != NULL && take) *link = model->next;
-  pthread_mutex_unlock(&models_lock);
-  return model;
-}
-
 MX_ACC_EXPORT int unloadModel(const char *model_id) {
   acc_clear_error();
-  tp_model *model = lookup(model_id, 1);
+  tp_model *model = lookup(model_id, 1, NULL);
   if (model == NULL) return acc_fail(MX_ACC_ERR_NOT_FOUND, "unloadModel: no such model");
   model_free(model);
   return MX_ACC_OK;
@@ -549,20 +532,18 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
                         const char *const *out_names, const MXTensor *in_data,
                         const MXTensor *out_data, int num_in, int num_out) {
   acc_clear_error();
-  tp_model *model = lookup(model_id, 0);
+  tp_model *model = lookup(model_id, 0, NULL);
   int status = model == NULL ? acc_fail(MX_ACC_ERR_NOT_FOUND, "infer: no such model")
                              : acc_check_named_tensors("infer", in_names, in_data, num_in);
   if (status == MX_ACC_OK) status = acc_check_named_tensors("infer", out_names, out_data, num_out);
-  if (status == MX_ACC_OK) { /* every head once, of the annotated dtype and shape */
-    status = acc_match_outputs(model->graph, (const char *const *)model->head_names, out_names,
-                               out_data, num_out, model->head_of);
-  }
   if (status != MX_ACC_OK) return status;
-  const acc_graph *graph = model->graph;
+  const acc_graph *graph = model->graph; /* every head once, of the annotated dtype and shape: */
+  status = acc_match_outputs(graph, (const char *const *)model->head_names, out_names, out_data,
+                             num_out, model->head_of);
   for (size_t n = 0; status == MX_ACC_OK && n < graph->num_nodes; ++n) {
-    const char *name = graph->nodes[n].name;
-    if (graph->nodes[n].kind == ACC_VAR_DATA && find_name(in_names, num_in, name) < 0) {
-      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "infer: no value for %s", name);
+    const acc_node *node = &graph->nodes[n]; /* each data variable needs a value */
+    if (node->kind == ACC_VAR_DATA && value_of("infer", node, in_names, num_in) < 0) {
+      status = MX_ACC_ERR_INVALID_ARG;
     }
   }
   for (int i = 0; status == MX_ACC_OK && i < num_in; ++i) { /* weights too: from now on */
@@ -578,8 +559,7 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     op_run(&model->nodes[n].op, in, model->nodes[n].value);
   }
   for (int i = 0; status == MX_ACC_OK && i < num_out; ++i) { /* the heads, out */
-    size_t n = graph->heads[model->head_of[i]].node;
-    status = transfer(model, n, &out_data[i], out_names[i], 0);
+    status = transfer(model, graph->heads[model->head_of[i]].node, &out_data[i], out_names[i], 0);
   }
   return status;
 }
@@ -593,28 +573,21 @@ static const char *const kAnswers[][2] = {
 MX_ACC_EXPORT int configure(const char *const *in_keys, const char *const *in_vals, int num_in,
                             int dev_id, const char *const **out_keys,
                             const char *const **out_vals, int *num_out) {
-  int status = begin("configure", dev_id), answer = -1; /* the row of kAnswers asked for */
-  if (status == MX_ACC_OK && (num_in < 0 || (num_in > 0 && (!in_keys || !in_vals)) ||
-                              !out_keys || !out_vals || !num_out)) {
-    status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: NULL or negative");
-  }
-  for (int i = 0; status == MX_ACC_OK && i < num_in; ++i) {
-    const char *key = in_keys[i], *value = in_vals[i];
-    int q = 0;
-    while (value != NULL && q < 3 && strcmp(kAnswers[q][0], value) != 0) ++q;
-    if (key == NULL || value == NULL) {
-      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: pair %d holds NULL", i);
-    } else if (strcmp(key, "query") != 0) {
-      status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key %s", key);
-    } else if (answer >= 0) {
-      status = acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: one query per call");
-    } else if (q == 3) {
-      status = acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query %s", value);
-    } else {
-      answer = q;
-    }
-  }
+  int answer = -1, status = begin("configure", dev_id, num_in >= 0 && out_keys && out_vals &&
+                                  num_out && (num_in == 0 || (in_keys && in_vals)));
   if (status != MX_ACC_OK) return status;
+  for (int i = 0; i < num_in; ++i) { /* the first failure returns */
+    const char *key = in_keys[i], *value = in_vals[i];
+    int q = 0; /* the row value asks for; 3 if none */
+    while (value != NULL && q < 3 && strcmp(kAnswers[q][0], value) != 0) ++q;
+    if (!key || !value) return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: pair %d holds NULL", i);
+    if (strcmp(key, "query") != 0) {
+      return acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown key %s", key);
+    }
+    if (answer >= 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "configure: one query per call");
+    if (q == 3) return acc_fail(MX_ACC_ERR_NOT_FOUND, "configure: unknown query %s", value);
+    answer = q;
+  }
   *out_keys = &kAnswers[answer >= 0 ? answer : 0][0];
   *out_vals = &kAnswers[answer >= 0 ? answer : 0][1];
   *num_out = answer >= 0;
