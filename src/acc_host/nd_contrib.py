@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import ndarray as nd
+from . import nesting
 from .errors import GraphError, ShapeError
 from .ndarray import NDArray
 from .ops import registry
@@ -30,28 +31,10 @@ def __getattr__(name: str) -> Callable[..., Any]:
 
 
 def _flatten(value: Any, what: str) -> tuple[list[NDArray], Any]:
-    if isinstance(value, NDArray):
-        return [value], 0
-    if not isinstance(value, (list, tuple)):
-        raise GraphError(f"{what} must be an NDArray or a (nested) list of NDArrays, got "
-                         f"{type(value).__name__}")
-    flat: list[NDArray] = []
-    formats = []
-    for item in value:
-        items, fmt = _flatten(item, what)
-        flat += items
-        formats.append(fmt)
-    return flat, formats
+    return nesting.flatten(value, NDArray, what)
 
 
-def _regroup(values: list[Any], fmt: Any) -> tuple[Any, list[Any]]:
-    if isinstance(fmt, int):
-        return (values[0], values[1:]) if fmt == 0 else (values[:fmt], values[fmt:])
-    result = []
-    for item in fmt:
-        grouped, values = _regroup(values, item)
-        result.append(grouped)
-    return result, values
+_regroup = nesting.regroup
 
 
 def _truth(value: Any, what: str) -> bool:

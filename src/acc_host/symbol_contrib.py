@@ -17,6 +17,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import nesting
 from . import symbol as sym_mod
 from .errors import GraphError
 from .graph import topological_order
@@ -51,31 +52,11 @@ def _unique_name(hint: str) -> str:
 
 def _flatten(value: Any, what: str) -> tuple[list[Symbol], Any]:
     """Symbols of a (nested) list, one per output, and the nesting."""
-    if isinstance(value, Symbol):
-        count = len(value)
-        return [value], (count if count > 1 else 0)
-    if not isinstance(value, (list, tuple)):
-        raise GraphError(f"{what} must be a Symbol or a (nested) list of Symbols, got "
-                         f"{type(value).__name__}")
-    flat: list[Symbol] = []
-    formats = []
-    for item in value:
-        items, fmt = _flatten(item, what)
-        flat += items
-        formats.append(fmt)
-    return flat, formats
+    return nesting.flatten(value, Symbol, what,
+                           width=lambda symbol: len(symbol) if len(symbol) > 1 else 0)
 
 
-def _regroup(values: list[Any], fmt: Any) -> tuple[Any, list[Any]]:
-    if isinstance(fmt, int):
-        if fmt == 0:
-            return values[0], values[1:]
-        return values[:fmt], values[fmt:]
-    result = []
-    for item in fmt:
-        grouped, values = _regroup(values, item)
-        result.append(grouped)
-    return result, values
+_regroup = nesting.regroup
 
 
 def _single(symbol: Symbol) -> tuple[Node, int]:
