@@ -1,6 +1,7 @@
 """A :class:`Drawing` as PNG or PDF, drawn with matplotlib (an optional
 dependency: ``pip install acc-host[pictures]``) from the same layout as the
-SVG."""
+SVG. Without matplotlib, PDF is a MissingDependencyError and PNG is drawn by
+the built-in rasteriser (acc_host.drawing.pixels)."""
 
 from __future__ import annotations
 
@@ -101,5 +102,15 @@ def render(drawing: Drawing, fmt: str = "png", placed: Layout | None = None,
 
 
 def to_png(drawing: Drawing, placed: Layout | None = None, scale: float = 1.0) -> bytes:
-    """drawing as PNG bytes (matplotlib; MissingDependencyError without it)."""
+    """drawing as PNG bytes: drawn by matplotlib where it is installed
+    (smoother text), else by acc_host.drawing.pixels (no optional package;
+    one pixel per SVG unit, so scale is ignored there)."""
+    try:
+        pyplot_found = _pyplot() is not None
+    except MissingDependencyError:
+        pyplot_found = False
+    if not pyplot_found:
+        from .pixels import to_png as builtin_png
+
+        return builtin_png(drawing, placed)
     return render(drawing, "png", placed, scale)
