@@ -36,6 +36,9 @@ _NAMED = {"white": _WHITE, "black": (0, 0, 0), "red": (255, 0, 0), "green": (0, 
           "lightgrey": (211, 211, 211), "lightgray": (211, 211, 211), "none": _WHITE}
 
 # The font: a character, a space, then its 7 rows of 5 pixels ('#' on).
+# Lower-case letters use rows 2 to 6; those with a tail are drawn _DESCENT
+# rows lower, below the line the others stand on.
+_DESCENDERS, _DESCENT = "gjpqy", 2
 _FONT_TEXT = r"""
   .....|.....|.....|.....|.....|.....|.....
 ! ..#..|..#..|..#..|..#..|..#..|.....|..#..
@@ -140,7 +143,8 @@ def _glyphs() -> dict[str, tuple[tuple[int, int], ...]]:
     table: dict[str, tuple[tuple[int, int], ...]] = {}
     for line in _FONT_TEXT.strip("\n").split("\n"):
         rows = line[2:].split("|")
-        table[line[0]] = tuple((column, row) for row, bits in enumerate(rows)
+        drop = _DESCENT if line[0] in _DESCENDERS else 0
+        table[line[0]] = tuple((column, row + drop) for row, bits in enumerate(rows)
                                for column, bit in enumerate(bits) if bit == "#")
     table["\u2026"] = ((0, 6), (2, 6), (4, 6))  # the layout's ellipsis
     return table
