@@ -138,6 +138,9 @@ def test_without_matplotlib_to_png_draws_it_here(monkeypatch: pytest.MonkeyPatch
     assert raster.to_png(drawing, placed) == pixels.to_png(drawing, placed)
     with pytest.raises(MissingDependencyError, match="needs matplotlib"):
         raster.render(drawing, "pdf", placed)
+    # mx.viz.plot_network's png goes the same way
+    plot = mx.viz.plot_network(mx.sym.Activation(mx.sym.Variable("data"), act_type="relu"))
+    assert Picture(plot.pipe("png")).width > 0
 
 
 @pytest.mark.parametrize("colour, rgb", [("#8ecae6", (0x8E, 0xCA, 0xE6)), ("#fff", (255,) * 3),
