@@ -2,9 +2,10 @@
 picture the SVG writer draws (same geometry, colours and labels) rasterised
 into an RGB buffer and encoded with zlib.
 
-Boxes are filled per row with bytearray slices, outlined by walking their
-perimeter (dashed 5 on, 3 off for declined nodes, as the SVG's
-``stroke-dasharray``); edges are one-pixel lines without anti-aliasing,
+Boxes are filled per row with bytearray slices (a solid outline is the box
+in the stroke colour with its inside filled over it); a dashed outline (5 on,
+3 off, as the SVG's ``stroke-dasharray``, for declined nodes) walks the
+box's perimeter; edges are one-pixel lines without anti-aliasing,
 ending in a filled arrowhead; text uses the 5x7 bitmap font below (one glyph
 per printable ASCII character, bold drawn twice one pixel apart), so labels
 are narrower than the layout's 7.5 px per character and centred in their
@@ -201,17 +202,28 @@ class Canvas:
         x0, y0 = round(left), round(top)
         x1, y1 = round(left + width) - 1, round(top + height) - 1
         radius = max(0.0, min(radius, (x1 - x0) / 2, (y1 - y0) / 2))
-        for y in range(y0, y1 + 1):
-            inset = _inset(y - y0, y1 - y, radius)
-            self.span(x0 + inset, x1 - inset, y, fill)
+        if not dashed:
+            # Solid: the whole box in stroke, then the inside in fill (all spans).
+            self._fill_rounded(x0, y0, x1, y1, radius, stroke)
+            inner = stroke_width
+            self._fill_rounded(x0 + inner, y0 + inner, x1 - inner, y1 - inner,
+                               max(0.0, radius - inner), fill)
+            return
+        self._fill_rounded(x0, y0, x1, y1, radius, fill)
         for index, (x, y) in enumerate(_perimeter(x0, y0, x1, y1, radius)):
-            if dashed and index % 8 >= 5:
+            if index % 8 >= 5:
                 continue
             for dy in range(stroke_width):
                 for dx in range(stroke_width):
                     # Thicken inwards: the outline stays inside the box.
                     self.dot(x + (dx if x < (x0 + x1) / 2 else -dx),
                              y + (dy if y < (y0 + y1) / 2 else -dy), stroke)
+
+    def _fill_rounded(self, x0: int, y0: int, x1: int, y1: int, radius: float,
+                      rgb: bytes) -> None:
+        for y in range(y0, y1 + 1):
+            inset = _inset(y - y0, y1 - y, radius)
+            self.span(x0 + inset, x1 - inset, y, rgb)
 
     def line(self, start: tuple[float, float], end: tuple[float, float], rgb: bytes) -> None:
         """A one-pixel line (Bresenham's), no anti-aliasing."""
