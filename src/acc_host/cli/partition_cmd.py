@@ -27,9 +27,9 @@ shape, dtype and bytes. --format json is for scripts, dot for Graphviz; svg
 and png draw the picture (boxes coloured by device, declined operators
 outlined in red with the plugin's reason in the box and its tooltip, bytes
 on the arrows that cross a boundary) with acc-host's own layered layout, no
-Graphviz needed (png needs matplotlib); --renderer graphviz renders svg or
-png through Graphviz's 'dot' program instead (exit 3 when it is not
-installed)."""
+Graphviz needed (png: matplotlib when installed, else a built-in
+rasteriser); --renderer graphviz renders svg or png through Graphviz's 'dot'
+program instead (exit 3 when it is not installed)."""
 
 FORMATS = ("text", "json", "dot", "svg", "png")
 RENDERERS = ("builtin", "graphviz")
@@ -164,19 +164,13 @@ def _render(form: str, model: Any, partition: Any, explanation: Any,
     if form in ("svg", "png"):
         # The subcommand's imports, made when it runs (the CLI loads lazily).
         from ..drawing import layout, to_png, to_svg
-        from ..errors import MissingDependencyError
         from ..partition.picture import partition_drawing
-        from .errors import environment
 
         drawing = partition_drawing(partition, explanation,
                                     f"{model.source}: partition for {partition.accelerator}")
         placed = layout(drawing)
-        if form == "svg":
-            return to_svg(drawing, placed)
-        try:
-            return to_png(drawing, placed)
-        except MissingDependencyError as error:
-            raise environment(str(error)) from None
+        # png: matplotlib where installed, else acc-host's own rasteriser.
+        return to_svg(drawing, placed) if form == "svg" else to_png(drawing, placed)
     operators = len(explanation.nodes)
     offloaded = sum(1 for item in explanation.nodes if item.subgraph is not None)
     head = (f"{model.source}: {offloaded}/{operators} operators on {partition.accelerator} in "

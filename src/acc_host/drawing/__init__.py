@@ -6,9 +6,10 @@ an optional label, a title and a legend. :func:`layout` places it with
 grandalf's layered (Sugiyama) layout, the algorithm Graphviz's ``dot``
 uses, in pure Python; :func:`to_svg` writes SVG directly and
 :func:`to_png` (or :func:`render` to PDF) draws the same layout with
-matplotlib where it is installed. ``acc-host partition --format svg|png``
-and ``mx.viz.plot_network`` draw through here; Graphviz stays an option
-(``--format dot``).
+matplotlib where it is installed; without it, PNG is drawn by the built-in
+rasteriser in :mod:`acc_host.drawing.pixels` (standard library only).
+``acc-host partition --format svg|png`` and ``mx.viz.plot_network`` draw
+through here; Graphviz stays an option (``--format dot``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A :class:`Drawing` as PNG or PDF, drawn with matplotlib (an optional
 dependency: ``pip install acc-host[pictures]``) from the same layout as the
-SVG."""
+SVG. Without matplotlib, PDF is a MissingDependencyError and PNG is drawn by
+the built-in rasteriser (acc_host.drawing.pixels)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ def _pyplot() -> object:
         import matplotlib.pyplot as pyplot
     except ImportError as error:
         raise MissingDependencyError(
-            "a PNG or PDF picture needs matplotlib (pip install 'acc-host[pictures]' or pip "
-            f"install matplotlib); SVG needs nothing: {error}") from None
+            "a PDF picture needs matplotlib (pip install 'acc-host[pictures]' or pip "
+            f"install matplotlib); SVG and PNG need nothing: {error}") from None
     return pyplot
 
 
@@ -44,10 +45,19 @@ def _arrowhead(start: tuple[float, float], end: tuple[float, float]
 def render(drawing: Drawing, fmt: str = "png", placed: Layout | None = None,
            scale: float = 1.0) -> bytes:
     """drawing in fmt ("png" or "pdf"), drawn by matplotlib at 96 dpi times
-    scale. MissingDependencyError without matplotlib."""
+    scale. Without matplotlib, PNG comes from acc_host.drawing.pixels (one
+    pixel per SVG unit: scale is ignored) and PDF is a
+    MissingDependencyError."""
     if fmt not in RASTER_FORMATS:
         raise ValueError(f"format {fmt!r} is not one of {RASTER_FORMATS}")
-    pyplot = _pyplot()
+    try:
+        pyplot = _pyplot()
+    except MissingDependencyError:
+        if fmt != "png":
+            raise
+        from .pixels import to_png as builtin_png
+
+        return builtin_png(drawing, placed)
     from matplotlib.collections import LineCollection, PolyCollection
     from matplotlib.patches import FancyBboxPatch, Rectangle
 
@@ -101,5 +111,6 @@ def render(drawing: Drawing, fmt: str = "png", placed: Layout | None = None,
 
 
 def to_png(drawing: Drawing, placed: Layout | None = None, scale: float = 1.0) -> bytes:
-    """drawing as PNG bytes (matplotlib; MissingDependencyError without it)."""
+    """drawing as PNG bytes: drawn by matplotlib where it is installed
+    (smoother text), else by acc_host.drawing.pixels (see render)."""
     return render(drawing, "png", placed, scale)
