@@ -118,7 +118,11 @@ BROKEN = [
     ("CONF_ANY_VERSION", {"abi.version_refused"}),
     ("CONF_BAD_IDS", {"supported_ops.valid_ids"}),
     ("CONF_UNSTABLE_OPS", {"supported_ops.stable"}),
-    ("CONF_CORRUPT_COPY", ROUNDTRIPS),
+    # A copyFromAcc that flips a bit also damages what the host reads back of
+    # the guard bytes after a device buffer (checked outputs, which the kit
+    # runs with): the checks that fill a device buffer fail on that too.
+    ("CONF_CORRUPT_COPY", ROUNDTRIPS | {"memory.copy_mismatch", "header.any_thread",
+                                        "header.device_weights"}),
     ("CONF_LEAKY_FREE", {"memory.balance"}),
     ("CONF_RELEASE_KEEPS_ONE", {"memory.balance"}),
     ("CONF_NAIVE_FREE", {"memory.balance"}),

@@ -139,7 +139,8 @@ class DeviceBuffer:
             raise PluginContractError(
                 f"{self.library.name}: {call} wrote past the end of {what}: {changed} of the "
                 f"{GUARD_BYTES} guard bytes {CHECK_OUTPUTS_VARIABLE} put after its device "
-                "buffer were overwritten (a buffer overrun)")
+                "buffer were overwritten (a buffer overrun), or copyFromAcc, which read them "
+                "back, did not return the device's bytes")
         return whole[:nbytes].view(self.spec.dtype).reshape(self.spec.shape)
 
     def fill(self, write: Callable[[np.ndarray], None]) -> None:

@@ -118,15 +118,16 @@ def run(args: argparse.Namespace) -> int:
             # (executor.static_part) is offered to the accelerator.
             partition = static.partition if static is not None else None
             if partition is None:
-                text = f"{model.name}: nothing offloaded: {exe.offload_refused}\n"
-                (open(args.output, "w", encoding="utf-8").write(text) if args.output
-                 else sys.stdout.write(text))
+                refused = f"{model.name}: nothing offloaded: {exe.offload_refused}\n"
+                (open(args.output, "w", encoding="utf-8").write(refused) if args.output
+                 else sys.stdout.write(refused))
                 return OK
         explanation = partition.explain(refiner(ctx.library, partition),
                                         ctx.library.supports_imperative)
         explanation = with_bodies(exe, explanation)  # the bodies' placement, under their node
         text = _render(args.format, model, partition, explanation, args.renderer)
-        if exe.partition is None and exe.offload_refused and args.format == "text":
+        if (exe.partition is None and exe.offload_refused and args.format == "text"
+                and isinstance(text, str)):
             text = f"{model.name}: not offloaded: {exe.offload_refused}\n" + text
     finally:
         exe.close()

@@ -29,7 +29,9 @@ _FROM_MXNET = {"rnn_relu": (0,), "rnn_tanh": (0,), "lstm": (0, 3, 1, 2), "gru": 
 def _offsets(sizes: Layout) -> tuple[list[list[int]], list[list[int]]]:
     """The offsets of every [layer][direction]'s i2h weight and i2h bias in
     the packed vector (h2h follows each)."""
-    weights, biases, offset = [], [], 0
+    weights: list[list[int]] = []
+    biases: list[list[int]] = []
+    offset = 0
     for layer in range(sizes.layers):
         weights.append([])
         for _ in range(sizes.directions):

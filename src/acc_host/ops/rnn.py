@@ -167,7 +167,7 @@ def _infer_shape(attrs: Attrs, shapes: Shapes) -> tuple[Shapes, list[Shape]]:
         _assign(filled, names.index("state_cell"), "state_cell", sizes.cell_shape(batch))
     if "sequence_length" in names:
         _assign(filled, names.index("sequence_length"), "sequence_length", (batch,))
-    outputs = [(steps, batch, sizes.directions * sizes.out_hidden)]
+    outputs: list[tuple[int, ...]] = [(steps, batch, sizes.directions * sizes.out_hidden)]
     if attrs.state_outputs:
         outputs.append(sizes.state_shape(batch))
         if attrs.mode == "lstm":
@@ -279,7 +279,8 @@ register(OpDef(
 
 
 def _param_concat_shape(attrs: Attrs, shapes: Shapes) -> tuple[Shapes, list[Shape]]:
-    return get("Concat").infer_shape(attrs, shapes)
+    filled, outputs = get("Concat").infer_shape(attrs, shapes)
+    return list(filled), list(outputs)
 
 
 register(OpDef(

@@ -121,9 +121,10 @@ def _infer_type(attrs: Attrs, dtypes: list[np.dtype | None]
     dtype = np.dtype(dtypes[0]) if dtypes[0] is not None else np.dtype(np.float32)
     if dtype.kind != "f":
         raise ShapeError(f"{_OP}: X must be floating point, got {dtype}")
-    filled = [given if name == "sequence_lens" and given is not None
-              else (np.dtype(np.int32) if name == "sequence_lens" else dtype)
-              for name, given in zip(_argument_names(attrs), dtypes)]
+    filled: list[np.dtype | None] = [
+        given if name == "sequence_lens" and given is not None
+        else (np.dtype(np.int32) if name == "sequence_lens" else dtype)
+        for name, given in zip(_argument_names(attrs), dtypes)]
     return filled, [dtype] * len(_output_names(attrs))
 
 

@@ -59,6 +59,9 @@ MODEL_NAMES = ["squeezenet1_1", "mobilenetv2_1_0", "transformer_enc"]
 SUMMED_IN_ANOTHER_ORDER = {"Convolution", "FullyConnected", "dot", "batch_dot",
                            "_onnx_matmul", "_onnx_gemm", "RNN"}
 FAST_RTOL, FAST_SCALE = 1e-5, 1e-6
+# A recurrence compounds the float32 exp's and the sums' rounding over its
+# steps and layers (a 2-layer bidirectional GRU was seen 2e-5 apart).
+RECURRENT_RTOL, RECURRENT_SCALE = 1e-4, 1e-5
 MXNET_RTOL, MXNET_ATOL = 1e-4, 1e-5  # test_cpu_ref_models.py's
 MODEL_RTOL, MODEL_ATOL = 1e-4, 1e-5
 
@@ -90,7 +93,9 @@ def _assert_fast_agrees(op: str, fast: list[np.ndarray], reference: list[np.ndar
         else:
             finite = np.abs(want[np.isfinite(want)])
             scale = float(finite.max()) if finite.size else 0.0
-            np.testing.assert_allclose(got, want, rtol=FAST_RTOL, atol=FAST_SCALE * scale)
+            rtol, atol = ((RECURRENT_RTOL, RECURRENT_SCALE) if op == "RNN"
+                          else (FAST_RTOL, FAST_SCALE))
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale)
 
 
 def _imperative(library, case: Case, inputs: list[np.ndarray],

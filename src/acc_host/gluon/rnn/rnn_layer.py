@@ -149,7 +149,8 @@ class _RNNLayer(HybridBlock):
             return flat[0]
         return flat[0], flat[1:]
 
-    def hybrid_forward(self, F: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N803
+    def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N803
+        inputs = x
         count = self.__dict__.get("_state_count", 2 if self._mode == "lstm" else 1)
         states, extra = list(args[:count]), list(args[count:])
         if self._layout == "NTC":
