@@ -7,6 +7,10 @@ on every context (ops/test_ops_on_contexts.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import numpy as np
 
 import acc_host as mx
@@ -196,3 +200,14 @@ def outputs_by_name(results: dict, count: int) -> list[np.ndarray]:
     """The results of a one-operator graph in output order, by the naming
     rule of mxnet_acc.h ("node_output", or "node_output<k>" for several)."""
     return [results[output_name("node", k, count)] for k in range(count)]
+
+
+@contextmanager
+def kernels(library: Any, which: str) -> Iterator[None]:
+    """cpu_ref device 0 set to `which` kernels ("reference" or "fast"),
+    fast again afterwards."""
+    assert library.configure(0, {"kernels": which}) == {"kernels": which}
+    try:
+        yield
+    finally:
+        library.configure(0, {"kernels": "fast"})

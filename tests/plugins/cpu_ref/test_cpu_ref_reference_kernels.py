@@ -29,8 +29,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -39,6 +37,7 @@ from support.cpu_ref_runs import (
     assert_all_close,
     case_inputs,
     host_results,
+    kernels,
     one_op_graph,
     outputs_by_name,
 )
@@ -71,14 +70,6 @@ def library():
     return mx.get_library("cpu_ref")
 
 
-@contextmanager
-def kernels(library, which: str) -> Iterator[None]:
-    """cpu_ref device 0 set to `which` kernels (fast again afterwards)."""
-    assert library.configure(0, {"kernels": which}) == {"kernels": which}
-    try:
-        yield
-    finally:
-        library.configure(0, {"kernels": "fast"})
 
 
 def _assert_fast_agrees(op: str, fast: list[np.ndarray], reference: list[np.ndarray]) -> None:

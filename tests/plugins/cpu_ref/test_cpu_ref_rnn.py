@@ -10,11 +10,9 @@ test_cpu_ref_ops.py and test_cpu_ref_reference_kernels.py run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
+from support.cpu_ref_runs import kernels
 
 import acc_host as mx
 from acc_host.abi.annotate import annotate_symbol
@@ -31,13 +29,6 @@ def library():
     return mx.get_library("cpu_ref")
 
 
-@contextmanager
-def kernels(library, which: str) -> Iterator[None]:
-    assert library.configure(0, {"kernels": which}) == {"kernels": which}
-    try:
-        yield
-    finally:
-        library.configure(0, {"kernels": "fast"})
 
 
 def _rnn_graph(attrs: dict, steps: int, batch: int, features: int, seed: int
