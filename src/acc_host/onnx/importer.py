@@ -91,6 +91,25 @@ def _load(model: Any) -> Any:
                              f"{error}") from None
 
 
+def index_graph(cx: Any, graph: Any, outputs_read: bool) -> None:
+    """Fills a translation context (the top graph's or a body's) from an
+    ONNX graph: its initializers' values, the names nodes and outputs
+    consume, each output's producing node and each name's reader count
+    (the graph's outputs counted as readers when outputs_read)."""
+    for init in graph.initializer:
+        cx.consts[init.name] = tensor_values(init)
+    cx.consumed = {name for node in graph.node for name in node.input if name}
+    cx.consumed.update(value.name for value in graph.output)
+    for node in graph.node:
+        cx.producers.update((name, node) for name in node.output if name)
+        for name in node.input:
+            if name:
+                cx.readers[name] = cx.readers.get(name, 0) + 1
+    if outputs_read:
+        for value in graph.output:
+            cx.readers[value.name] = cx.readers.get(value.name, 0) + 1
+
+
 def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
     """A TensorProto's values; one whose declared dims and data disagree (or
     that cannot be read) is a ModelFileError naming it. Its data is in the
@@ -327,19 +346,9 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     # Every node has a translator now (one per node, in graph order).
     translators = [entry for entry in found if entry is not None]
 
-    for init in graph.initializer:
-        cx.consts[init.name] = tensor_values(init)
+    index_graph(cx, graph, outputs_read=True)
     for name, value in (frozen or {}).items():
         cx.consts[name] = np.asarray(value)
-    cx.consumed = {name for node in graph.node for name in node.input if name}
-    cx.consumed.update(value.name for value in graph.output)
-    for node in graph.node:
-        cx.producers.update((name, node) for name in node.output if name)
-        for name in node.input:
-            if name:
-                cx.readers[name] = cx.readers.get(name, 0) + 1
-    for value in graph.output:
-        cx.readers[value.name] = cx.readers.get(value.name, 0) + 1
     for init in graph.sparse_initializer:
         raise UnsupportedOnnxOperatorError(
             f"ONNX import: sparse initializer {init.values.name!r} is not supported")

@@ -92,7 +92,8 @@ def body_context(parent: Any, graph: Any) -> Any:
             return f"{self.node_name}_{hint}{self._count}"
 
     body = _Body()
-    from .importer import _tensor_type
+    # importer imports this module (implicit_inputs): its helpers at call time.
+    from .importer import _tensor_type, index_graph
 
     for value in [*graph.input, *graph.value_info, *graph.output]:
         shape, dtype = _tensor_type(value)
@@ -100,17 +101,7 @@ def body_context(parent: Any, graph: Any) -> Any:
             body.shapes[value.name] = shape
         if dtype is not None:
             body.dtypes[value.name] = dtype
-    for init in graph.initializer:
-        from .importer import tensor_values
-
-        body.consts[init.name] = tensor_values(init)
-    body.consumed = {name for node in graph.node for name in node.input if name}
-    body.consumed.update(value.name for value in graph.output)
-    for node in graph.node:
-        body.producers.update((name, node) for name in node.output if name)
-        for name in node.input:
-            if name:
-                body.readers[name] = body.readers.get(name, 0) + 1
+    index_graph(body, graph, outputs_read=False)
     return body
 
 
