@@ -9,6 +9,7 @@ import statistics
 import time
 from typing import Any
 
+from ..runtime.control_flow import body_lines, body_subgraphs
 from .errors import FAILURE, OK, USAGE, CliError
 from .progress import Progress, enabled
 
@@ -86,24 +87,9 @@ def _where(exe: Any, ctx: Any) -> dict[str, Any]:
             "offloaded": len(placement) - on_cpu, "on_cpu": on_cpu,
             "subgraphs": 0 if partition is None else len(partition.subgraphs),
             "partition": ([] if partition is None else partition.summary().splitlines())
-            + _body_lines(exe),
+            + body_lines(exe),
             "declined": [] if partition is None else declined_nodes(partition),
             "refused": getattr(exe, "offload_refused", None)}
-
-
-def _body_lines(exe: Any) -> list[str]:
-    """One line per control-flow body: where its operators run."""
-    from ..runtime.control_flow import body_executors_of  # loaded when a subcommand runs
-
-    bodies = body_executors_of(exe)
-    lines = []
-    for node, index, body in ([] if bodies is None else bodies.items()):
-        placement = list(body.executor.placement().values())
-        offloaded = len(placement) - placement.count("cpu(0)")
-        lines.append(f"body {index} of {exe._graph.nodes[node].name}: {offloaded}/"
-                     f"{len(placement)} operators offloaded in "
-                     f"{len(body.executor.subgraphs)} subgraph(s), run {body.runs} times")
-    return lines
 
 
 def declined_nodes(partition: Any) -> list[dict[str, Any]]:
@@ -149,13 +135,7 @@ def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[s
                 output.wait_to_read()
             times.append(time.perf_counter() - start)
             bar.advance()
-    subgraphs = list(exe._subgraphs)
-    from ..runtime.control_flow import body_executors_of  # loaded when a subcommand runs
-
-    bodies = body_executors_of(exe)
-    if bodies is not None:  # the bodies' subgraphs compile at their first run
-        subgraphs += [operator for _, _, body in bodies.items()
-                      for operator in body.executor.subgraphs]
+    subgraphs = exe.subgraphs + body_subgraphs(exe)
     return {"outputs": outputs, "first_forward_s": first,
             "compile_s": sum(operator.load_seconds for operator in subgraphs),
             "compiled_from": sorted({operator.load_source for operator in subgraphs

@@ -280,6 +280,28 @@ def body_executors_of(executor: Any) -> BodyExecutors | None:
     return getattr(executor._runner, "bodies", None)
 
 
+def body_lines(executor: Any) -> list[str]:
+    """One line per control-flow body of executor: where its operators run
+    and how often it ran (the CLI's run summary)."""
+    bodies = body_executors_of(executor)
+    lines = []
+    for node, index, body in ([] if bodies is None else bodies.items()):
+        placement = list(body.executor.placement().values())
+        offloaded = len(placement) - placement.count("cpu(0)")
+        lines.append(f"body {index} of {executor._graph.nodes[node].name}: {offloaded}/"
+                     f"{len(placement)} operators offloaded in "
+                     f"{len(body.executor.subgraphs)} subgraph(s), run {body.runs} times")
+    return lines
+
+
+def body_subgraphs(executor: Any) -> list[Any]:
+    """The accelerator subgraphs of executor's control-flow bodies (they
+    compile at their body's first run)."""
+    bodies = body_executors_of(executor)
+    return [] if bodies is None else [operator for _, _, body in bodies.items()
+                                      for operator in body.executor.subgraphs]
+
+
 def with_bodies(executor: Any, explanation: Explanation) -> Explanation:
     """explanation (of executor's partition) with the placement of every
     control-flow body, nested bodies inside theirs."""
