@@ -57,7 +57,7 @@ def add_parser(commands: Any) -> None:
 
 
 def _named(items: list[str]) -> list[tuple[str | None, str]]:
-    named = []
+    named: list[tuple[str | None, str]] = []
     for item in items:
         name, sep, path = item.partition("=")
         named.append((name, path) if sep and name and "/" not in name else (None, item))

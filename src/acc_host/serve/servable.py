@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import AccHostError, InvalidArgumentError, IsolationError, ModelFileNotFoundError
 
 __all__ = ["TensorInfo", "Servable", "BadRequestError", "UnknownInputError", "PluginFailure",
-           "load_servable", "model_name", "EXECUTORS_KEPT"]
+           "load_servable", "model_name", "check_request", "EXECUTORS_KEPT"]
 
 #: Executors kept per model (one per set of input shapes, least recently used dropped).
 EXECUTORS_KEPT = 8
@@ -208,34 +208,8 @@ class Servable:
     # ---- requests ---------------------------------------------------------------------------
 
     def check(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The request's arrays, checked against the inputs: every input
-        given once, no other, each of the input's dtype and rank, with the
-        model's extents past axis 0 and one batch size for all."""
-        known = {info.name: info for info in self.inputs}
-        for name in arrays:
-            if name not in known:
-                raise UnknownInputError(f"model {self.name!r} has no input {name!r} (inputs: "
-                                        f"{', '.join(known)})")
-        checked: dict[str, np.ndarray] = {}
-        batch: int | None = None
-        for info in self.inputs:
-            if info.name not in arrays:
-                raise BadRequestError(f"model {self.name!r}: input {info.name!r} is missing")
-            array = arrays[info.name]
-            if array.dtype != info.dtype:
-                raise BadRequestError(f"model {self.name!r}: input {info.name!r} has dtype "
-                                      f"{array.dtype}, the model takes {info.dtype}")
-            if len(array.shape) != len(info.shape) or any(
-                    want not in (-1, got) for want, got in zip(info.shape, array.shape)):
-                raise BadRequestError(
-                    f"model {self.name!r}: input {info.name!r} has shape {list(array.shape)}, "
-                    f"the model takes {list(info.shape)} (-1: any)")
-            if array.shape[0] < 1 or (batch is not None and array.shape[0] != batch):
-                raise BadRequestError(f"model {self.name!r}: input {info.name!r} has batch "
-                                      f"{array.shape[0]}; every input needs the same batch >= 1")
-            batch = array.shape[0]
-            checked[info.name] = np.ascontiguousarray(array)
-        return checked
+        """The request's arrays, checked (see :func:`check_request`)."""
+        return check_request(self.name, self.inputs, arrays)
 
     def infer(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The outputs by name for a checked request (see :meth:`check`)."""
@@ -343,3 +317,36 @@ def load_servable(source: str, acc: str = "cpu", device: int = 0, *, name: str |
     is free), by name: one the model does not have is an error when strict."""
     return Servable(name or model_name(source), source, context_of(acc, device), epoch=epoch,
                     shapes=shapes, strict=strict)
+
+
+def check_request(model: str, inputs: Sequence[TensorInfo],
+                  arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The request's arrays, checked against the model's inputs: every
+    input given once, no other, each of the input's dtype and rank, with the
+    model's extents past axis 0 and one batch size for all (BadRequestError,
+    UnknownInputError otherwise)."""
+    known = {info.name: info for info in inputs}
+    for name in arrays:
+        if name not in known:
+            raise UnknownInputError(f"model {model!r} has no input {name!r} (inputs: "
+                                    f"{', '.join(known)})")
+    checked: dict[str, np.ndarray] = {}
+    batch: int | None = None
+    for info in inputs:
+        if info.name not in arrays:
+            raise BadRequestError(f"model {model!r}: input {info.name!r} is missing")
+        array = arrays[info.name]
+        if array.dtype != info.dtype:
+            raise BadRequestError(f"model {model!r}: input {info.name!r} has dtype "
+                                  f"{array.dtype}, the model takes {info.dtype}")
+        if len(array.shape) != len(info.shape) or any(
+                want not in (-1, got) for want, got in zip(info.shape, array.shape)):
+            raise BadRequestError(
+                f"model {model!r}: input {info.name!r} has shape {list(array.shape)}, "
+                f"the model takes {list(info.shape)} (-1: any)")
+        if array.shape[0] < 1 or (batch is not None and array.shape[0] != batch):
+            raise BadRequestError(f"model {model!r}: input {info.name!r} has batch "
+                                  f"{array.shape[0]}; every input needs the same batch >= 1")
+        batch = array.shape[0]
+        checked[info.name] = np.ascontiguousarray(array)
+    return checked
