@@ -39,12 +39,30 @@ def serve(models: Sequence[Any], http_port: int = DEFAULT_HTTP_PORT,
                                 enable_grpc=grpc_port is not None, workers=1,
                                 max_threads=max_threads, enable_latency_logging=False,
                                 grace_period=grace_period)
+    _answer_malformed_bodies_with_400(kserve.model_server.app)
     if json_logs:
         configure_json_logging()
     logger.info("serving", extra={"models": ",".join(model.name for model in models),
                                   "http_port": http_port, "grpc_port": grpc_port})
     server.start(list(models))
     logger.info("stopped", extra={"models": ",".join(model.name for model in models)})
+
+
+def _answer_malformed_bodies_with_400(app: Any) -> None:
+    """FastAPI answers a body that is not JSON, or not an inference
+    request, with 422 and its own "detail" list; the protocol's error is
+    a 400 with {"error": message}, as KServe gives for the other bad
+    requests."""
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+
+    async def handler(_request: Any, error: Exception) -> Any:
+        problems = getattr(error, "errors", lambda: [])()
+        text = "; ".join(f"{'.'.join(str(p) for p in problem.get('loc', ()))}: "
+                         f"{problem.get('msg', '')}" for problem in problems) or str(error)
+        return JSONResponse(status_code=400, content={"error": f"malformed request: {text}"})
+
+    app.add_exception_handler(RequestValidationError, handler)
 
 
 def _server_class() -> Any:
