@@ -232,6 +232,7 @@ class Servable:
     def _recover(self) -> bool:
         """Loads the isolated library again (a new process) and drops the
         executors bound on the dead one. True when it loaded."""
+        from ..context import Context
         from ..plugins.registry import get_library, load_acc
 
         for executor in self._executors.values():
@@ -245,6 +246,8 @@ class Servable:
             load_acc(library.path, acc_name=library.name, isolate=True)
         except AccHostError:
             return False
+        # a context keeps the library it was made on: a new one reaches the new process
+        self.ctx = Context(self.ctx.device_type, self.ctx.device_id)
         return True
 
     def device_stats(self) -> dict[str, float]:
