@@ -58,7 +58,10 @@ Result = tuple[dict[str, np.ndarray], int, str, int, dict[str, float]]
 class ReplicaSpec:
     """A model's deployment: the model (source, name, epoch, input shapes),
     the accelerator and the devices its replicas own, how many replicas,
-    and the dynamic batching (max_batch_size 1: none)."""
+    and the dynamic batching (max_batch_size 1: none). A replica takes up
+    to max_ongoing_requests requests at once (at least two batches: one
+    running, one filling); it reserves replica_cpus CPUs from Ray (0: a
+    replica is bound by its device, and a 2-core machine holds 4)."""
 
     source: str
     acc: str = "cpu"
@@ -70,6 +73,7 @@ class ReplicaSpec:
     max_batch_size: int = 8
     batch_wait_timeout_s: float = 0.002
     replica_cpus: float = 0.0
+    max_ongoing_requests: int = 32
 
     @property
     def model(self) -> str:
@@ -177,8 +181,9 @@ def deploy(spec: ReplicaSpec) -> Any:
     model and returns its KServe front model."""
     deployment = AccReplica.options(  # type: ignore[attr-defined]
         name=f"acc_host_{spec.model}", num_replicas=spec.replicas,
-        max_ongoing_requests=max(8, 2 * spec.max_batch_size),
-        ray_actor_options={"num_cpus": spec.replica_cpus})
+        max_ongoing_requests=max(spec.max_ongoing_requests, 2 * spec.max_batch_size),
+        ray_actor_options={"num_cpus": spec.replica_cpus},
+        logging_config={"encoding": "JSON", "log_level": "INFO"})
     handle = serve.run(deployment.bind(spec), name=spec.model, route_prefix=None)
     described = handle.describe.remote().result()
     return RayAccModel(spec.model, described["inputs"], described["outputs"], handle)

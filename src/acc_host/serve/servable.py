@@ -30,7 +30,7 @@ __all__ = ["TensorInfo", "Servable", "BadRequestError", "UnknownInputError", "Pl
            "load_servable", "model_name", "check_request", "EXECUTORS_KEPT"]
 
 #: Executors kept per model (one per set of input shapes, least recently used dropped).
-EXECUTORS_KEPT = 8
+EXECUTORS_KEPT = 16
 
 #: The plugin's stats are asked at most this often (seconds).
 STATS_INTERVAL = 0.25

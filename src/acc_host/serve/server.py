@@ -57,7 +57,7 @@ def _answer_malformed_bodies_with_400(app: Any) -> None:
     from fastapi.responses import JSONResponse
 
     async def handler(_request: Any, error: Exception) -> Any:
-        problems = getattr(error, "errors", lambda: [])()
+        problems: list[dict[str, Any]] = getattr(error, "errors", list)()
         text = "; ".join(f"{'.'.join(str(p) for p in problem.get('loc', ()))}: "
                          f"{problem.get('msg', '')}" for problem in problems) or str(error)
         return JSONResponse(status_code=400, content={"error": f"malformed request: {text}"})
