@@ -8,9 +8,11 @@ server started as a subprocess, for each configuration in turn:
 * the MLU simulator on Ray Serve, 4 replicas on its 4 devices, without and
   with dynamic batching.
 
-Each client sends its share of the requests one after another (one
-resnet_small image, tests/onnx_models, batch 1); after a warm-up (which
-binds the executors of the batch sizes batching forms) the timed run counts
+Each client sends its share of the requests one after another (one image,
+batch 1: mobilenetv2_1_0 of tests/models on cpu_ref, resnet_small of
+tests/onnx_models on the simulator, see configurations()); after a
+warm-up (which binds the executors of the batch sizes batching forms) the
+timed run counts
 errors and measures the throughput and the p50/p99 latency. Every
 configuration runs in the same invocation, so the ratios between them are
 taken on one machine state.
@@ -32,26 +34,55 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-MODEL = ROOT / "tests" / "onnx_models" / "resnet_small.onnx"
-SAMPLES = ROOT / "tests" / "onnx_models" / "resnet_small.npz"
 
 
-def configurations(max_batch: int, wait_ms: float) -> dict[str, list[str]]:
+@dataclass(frozen=True)
+class Model:
+    """A served model: its files, the name it is served under, its input
+    and output, and one sample (batch 1)."""
+
+    args: tuple[str, ...]
+    name: str
+    input: str
+    output: str
+    sample: Path
+    sample_key: str | None = None
+
+    def image(self, k: int) -> np.ndarray:
+        values = np.load(self.sample)
+        values = values[self.sample_key] if self.sample_key else values
+        return np.ascontiguousarray(values[k % len(values)][None])
+
+
+MOBILENET = Model((str(ROOT / "tests/models/mobilenetv2_1_0/model"), "--shape",
+                   "data=1,3,224,224"), "mobilenetv2_1_0", "data",
+                  "mobilenetv20_output_flatten0_flatten0_output",
+                  ROOT / "tests/models/mobilenetv2_1_0/input_0.npy")
+RESNET = Model((str(ROOT / "tests/onnx_models/resnet_small.onnx"),), "resnet_small", "input",
+               "logits", ROOT / "tests/onnx_models/resnet_small.npz", "input")
+
+
+def configurations(max_batch: int, wait_ms: float) -> dict[str, tuple[Model, list[str]]]:
+    """cpu_ref serves mobilenetv2_1_0 (224x224, 13 ms a forward here); the
+    MLU simulator, whose forward of it takes 170 ms of simulation, serves
+    resnet_small (32x32, 3.5 ms)."""
     batching = ["--max-batch", str(max_batch), "--batch-wait-ms", str(wait_ms)]
+    mlu = ["--acc", "mlu", "--ray", "--devices", "0,1,2,3"]
     return {
-        "cpu_ref, one process": ["--acc", "cpu_ref"],
-        "cpu_ref, Ray, 1 replica": ["--acc", "cpu_ref", "--ray", "--max-batch", "1"],
-        "cpu_ref, Ray, 1 replica, batching": ["--acc", "cpu_ref", "--ray", *batching],
-        "mlu, Ray, 4 replicas": ["--acc", "mlu", "--ray", "--devices", "0,1,2,3",
-                                 "--max-batch", "1"],
-        "mlu, Ray, 4 replicas, batching": ["--acc", "mlu", "--ray", "--devices", "0,1,2,3",
-                                           *batching],
+        "cpu_ref, one process": (MOBILENET, ["--acc", "cpu_ref"]),
+        "cpu_ref, Ray, 1 replica": (MOBILENET, ["--acc", "cpu_ref", "--ray", "--max-batch",
+                                                "1"]),
+        "cpu_ref, Ray, 1 replica, batching": (MOBILENET, ["--acc", "cpu_ref", "--ray",
+                                                          *batching]),
+        "mlu, Ray, 4 replicas": (RESNET, [*mlu, "--max-batch", "1"]),
+        "mlu, Ray, 4 replicas, batching": (RESNET, [*mlu, *batching]),
     }
 
 
@@ -64,12 +95,12 @@ def _port() -> int:
 class Server:
     """acc-host serve MODEL ARGS on free ports, until stop()."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
+    def __init__(self, model: Model, args: list[str], log: Path) -> None:
         self.http, self.grpc = _port(), _port()
         self.log = log
         with open(log, "wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "acc_host", "serve", str(MODEL), *args,
+                [sys.executable, "-m", "acc_host", "serve", *model.args, *args,
                  "--http-port", str(self.http), "--grpc-port", str(self.grpc)],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         import tritonclient.http as http
@@ -80,7 +111,7 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited: {log.read_text()[-3000:]}")
             try:
-                if client.is_model_ready("resnet_small"):
+                if client.is_model_ready(model.name):
                     return
             except Exception:
                 pass
@@ -96,32 +127,33 @@ class Server:
             return self.process.wait()
 
 
-def _sender(protocol: str, url_http: str, url_grpc: str, image: np.ndarray) -> Any:
+def _sender(protocol: str, url_http: str, url_grpc: str, model: Model, image: np.ndarray
+            ) -> Any:
     """A function sending one request; raises on an error response."""
     if protocol == "grpc":
         import tritonclient.grpc as grpc
 
         client = grpc.InferenceServerClient(url_grpc)
-        tensor = grpc.InferInput("input", list(image.shape), "FP32")
+        tensor = grpc.InferInput(model.input, list(image.shape), "FP32")
         tensor.set_data_from_numpy(image)
 
         def send() -> None:
-            client.infer("resnet_small", [tensor]).as_numpy("logits")
+            client.infer(model.name, [tensor]).as_numpy(model.output)
     else:
         import tritonclient.http as http
 
         client = http.InferenceServerClient(url_http, network_timeout=120)
-        tensor = http.InferInput("input", list(image.shape), "FP32")
+        tensor = http.InferInput(model.input, list(image.shape), "FP32")
         tensor.set_data_from_numpy(image)
 
         def send() -> None:
-            client.infer("resnet_small", [tensor]).as_numpy("logits")
+            client.infer(model.name, [tensor]).as_numpy(model.output)
     return send
 
 
-def load(server: Server, protocol: str, requests: int, clients: int) -> dict[str, Any]:
+def load(server: Server, model: Model, protocol: str, requests: int, clients: int
+         ) -> dict[str, Any]:
     """requests spread over clients threads; latencies, errors, wall time."""
-    images = np.load(SAMPLES)["input"]
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -129,7 +161,7 @@ def load(server: Server, protocol: str, requests: int, clients: int) -> dict[str
 
     def client(k: int) -> None:
         send = _sender(protocol, f"127.0.0.1:{server.http}", f"127.0.0.1:{server.grpc}",
-                       np.ascontiguousarray(images[k % len(images)][None]))
+                       model, model.image(k))
         mine = []
         for _ in range(shares[k]):
             start = time.perf_counter()
@@ -172,18 +204,19 @@ def main() -> int:
     args = parser.parse_args()
     results: dict[str, Any] = {}
     logs = Path(tempfile.mkdtemp(prefix="serve_load_"))
-    for k, (name, server_args) in enumerate(configurations(args.max_batch,
-                                                          args.batch_wait_ms).items()):
+    for k, (name, (model, server_args)) in enumerate(configurations(args.max_batch,
+                                                                   args.batch_wait_ms).items()):
         if args.only and not any(part in name for part in args.only):
             continue
-        server = Server(server_args, logs / f"server{k}.log")
+        server = Server(model, server_args, logs / f"server{k}.log")
         try:
-            load(server, args.protocol, args.warmup, args.clients)
-            results[name] = load(server, args.protocol, args.requests, args.clients)
+            load(server, model, args.protocol, args.warmup, args.clients)
+            results[name] = load(server, model, args.protocol, args.requests, args.clients)
+            results[name]["model"] = model.name
         finally:
             results.setdefault(name, {})["exit_status"] = server.stop()
         row = results[name]
-        print(f"{name:36s} {row['requests']} requests, {row['errors']} errors: "
+        print(f"{name:36s} {model.name:16s} {row['requests']} requests, {row['errors']} errors: "
               f"{row['throughput']:7.1f} req/s, p50 {row['p50_ms']:6.1f} ms, "
               f"p99 {row['p99_ms']:6.1f} ms", flush=True)
     for device in ("cpu_ref", "mlu"):

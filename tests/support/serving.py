@@ -41,16 +41,20 @@ class ServerProcess:
     exit status."""
 
     def __init__(self, args: Sequence[str], log: Path, env: Mapping[str, str] | None = None,
-                 ready_timeout: float = 120.0) -> None:
-        self.http_port, self.grpc_port = free_port(), free_port()
+                 ready_timeout: float = 120.0, command: Sequence[str] | None = None,
+                 ports: tuple[int, int] | None = None, cwd: Path | None = None) -> None:
+        """command (with its ports) replaces ``python -m acc_host serve
+        ARGS --http-port P --grpc-port Q`` on free ports."""
+        self.http_port, self.grpc_port = ports or (free_port(), free_port())
         self.http_url = f"127.0.0.1:{self.http_port}"
         self.grpc_url = f"127.0.0.1:{self.grpc_port}"
         self.log = log
-        command = [sys.executable, "-m", "acc_host", "serve", *args,
-                   "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port)]
+        if command is None:
+            command = [sys.executable, "-m", "acc_host", "serve", *args,
+                       "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port)]
         with open(log, "wb") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                            env={**os.environ, **(env or {})},
+            self.process = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT,
+                                            env={**os.environ, **(env or {})}, cwd=cwd,
                                             start_new_session=True)
         self._wait_ready(ready_timeout)
 

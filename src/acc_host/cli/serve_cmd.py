@@ -102,9 +102,10 @@ def serve(args: argparse.Namespace) -> int:
             raise CliError(f"port {port} is out of range", USAGE)
     if args.max_batch < 1:
         raise CliError("--max-batch must be at least 1", USAGE)
+    devices = _devices(args)
     try:
         if args.ray:
-            _serve_on_ray(args, models, shapes)
+            _serve_on_ray(args, models, shapes, devices)
         else:
             _serve_here(args, models, shapes)
     except MissingDependencyError as error:
@@ -137,11 +138,10 @@ def _serve_here(args: argparse.Namespace, models: list[tuple[str | None, str]],
 
 
 def _serve_on_ray(args: argparse.Namespace, models: list[tuple[str | None, str]],
-                  shapes: dict[str, tuple[int, ...]]) -> None:
+                  shapes: dict[str, tuple[int, ...]], devices: list[int]) -> None:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..serve.ray import ReplicaSpec, serve_on_ray
 
-    devices = _devices(args)
     specs = [ReplicaSpec(source=source, acc=args.acc, name=name, epoch=args.epoch,
                          shapes=shapes, devices=devices,
                          num_replicas=args.replicas or len(devices),
