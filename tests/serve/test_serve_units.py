@@ -129,3 +129,20 @@ def test_device_utilisation_from_the_busy_stat() -> None:
 def test_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_a_graph_with_its_batch_fixed_serves_that_batch() -> None:
+    # bert_small reshapes to constant extents of batch 2: it runs at batch 2 only
+    source = ONNX_MODELS / "bert_small.onnx"
+    servable = load_servable(str(source), "cpu_ref", 0)
+    assert not servable.batch_free
+    assert all(info.shape[0] == 2 for info in servable.inputs + servable.outputs)
+    samples = np.load(ONNX_MODELS / "bert_small.npz")
+    arrays = {info.name: samples[info.name] for info in servable.inputs}
+    got = servable.infer(arrays)
+    expected = in_process_outputs(source, mx.cpu_ref(0), arrays)
+    assert all(np.array_equal(a, b) for a, b in zip(got.values(), expected))
+    one = {name: value[:1] for name, value in arrays.items()}
+    with pytest.raises(BadRequestError, match="shape"):
+        servable.infer(one)
+    servable.close()

@@ -160,7 +160,7 @@ def in_process_outputs(source: str | Path, ctx: Any, arrays: Mapping[str, np.nda
         sym, arg, aux = mx.model.load_checkpoint(source, 0)
     exe = sym.simple_bind(ctx, **shapes)
     for name, value in {**arg, **aux}.items():
-        (exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name][:] = value
+        value.copyto((exe.arg_dict if name in exe.arg_dict else exe.aux_dict)[name])
     outputs = [out.asnumpy() for out in exe.forward(**arrays)]
     exe.close()
     return outputs

@@ -94,7 +94,7 @@ class AccReplica:
         self.device = int(spec.devices[int(rank) % len(spec.devices)])
         self.servable = load_servable(spec.source, spec.acc, self.device, name=spec.model,
                                       epoch=spec.epoch, shapes=spec.shapes, strict=False)
-        self.batching = spec.max_batch_size > 1
+        self.batching = spec.max_batch_size > 1 and self.servable.batch_free
         self.infer_batch.set_max_batch_size(max(1, spec.max_batch_size))
         self.infer_batch.set_batch_wait_timeout_s(spec.batch_wait_timeout_s)
 

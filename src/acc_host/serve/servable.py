@@ -152,14 +152,36 @@ class Servable:
                 f"(--shape {missing[0]}=1,3,224,224)")
         sample = {name: (1, *(int(d) for d in shape[1:])) for name, shape in base.items()
                   if shape is not None}
-        self.inputs = [TensorInfo(name, self._dtypes[name], (-1, *sample[name][1:]))
+        free = -1  # axis 0: any batch
+        try:
+            executor, outputs = self._first_run(sample)
+        except AccHostError:
+            # a graph whose batch is fixed inside it (a Reshape to constant
+            # extents): it runs at the declared batch only
+            fixed = {name: tuple(0 if d is None else int(d) for d in shape)
+                     for name, shape in base.items() if shape is not None}
+            if all(shape[0] > 0 for shape in fixed.values()) and fixed != sample:
+                self._executors.clear()
+                sample, free = fixed, 0
+                executor, outputs = self._first_run(sample)
+            else:
+                raise
+        self.inputs = [TensorInfo(name, self._dtypes[name],
+                                  (free or sample[name][0], *sample[name][1:]))
                        for name in self._data_names]
-        executor = self._executor(sample)
-        outputs = executor.predict(**{name: np.zeros(shape, self._dtypes[name])
-                                      for name, shape in sample.items()})
         self._output_names = self._output_names_of(executor, len(outputs))
-        self.outputs = [TensorInfo(name, value.dtype, (-1, *value.shape[1:]))
+        self.outputs = [TensorInfo(name, value.dtype, (free or value.shape[0], *value.shape[1:]))
                         for name, value in zip(self._output_names, outputs)]
+
+    @property
+    def batch_free(self) -> bool:
+        """Whether axis 0 takes any batch (False: the model's graph fixes it)."""
+        return all(info.shape[0] == -1 for info in self.inputs)
+
+    def _first_run(self, sample: Mapping[str, Shape]) -> tuple[Any, list[np.ndarray]]:
+        executor = self._executor(sample)
+        return executor, executor.predict(**{name: np.zeros(shape, self._dtypes[name])
+                                             for name, shape in sample.items()})
 
     def _output_names_of(self, executor: Any, count: int) -> list[str]:
         names = (list(self._declared_outputs) if self.kind == "onnx"
