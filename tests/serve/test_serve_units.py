@@ -146,3 +146,15 @@ def test_a_graph_with_its_batch_fixed_serves_that_batch() -> None:
     with pytest.raises(BadRequestError, match="shape"):
         servable.infer(one)
     servable.close()
+
+
+def test_model_errors_at_start(capsys: pytest.CaptureFixture[str]) -> None:
+    # a checkpoint without its data shape: a usage error; a missing file or
+    # accelerator: the environment's
+    squeezenet = str(ONNX_MODELS.parent / "models" / "squeezenet1_1" / "model")
+    assert main(["serve", squeezenet, "--acc", "cpu_ref"]) == 2
+    assert "--shape data=" in capsys.readouterr().err
+    assert main(["serve", "no_such_model.onnx"]) == 3
+    assert main(["serve", str(RESNET), "--acc", "no_such_acc"]) == 3
+    assert main(["serve", str(RESNET), "--shape", "nope=1,2"]) == 2
+    assert "no model has an input 'nope'" in capsys.readouterr().err

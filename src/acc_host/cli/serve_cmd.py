@@ -126,15 +126,24 @@ def _check_shapes_used(shapes: dict[str, tuple[int, ...]], inputs: list[Any]) ->
 def _serve_here(args: argparse.Namespace, models: list[tuple[str | None, str]],
                 shapes: dict[str, tuple[int, ...]]) -> None:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
-    from ..serve.model import AccModel
+    from ..errors import InvalidArgumentError, UnknownAcceleratorError
     from ..serve.servable import load_servable
+
+    try:
+        servables = [load_servable(source, args.acc, args.device, name=name,
+                                   epoch=args.epoch, shapes=shapes, strict=False)
+                     for name, source in models]
+    except UnknownAcceleratorError as error:
+        raise environment(str(error)) from None
+    except InvalidArgumentError as error:  # a shape missing, a device that does not exist
+        raise CliError(str(error), USAGE) from None
+    _check_shapes_used(shapes, [servable.inputs for servable in servables])
+    # The subcommand's imports, made when it runs (the CLI loads lazily).
+    from ..serve.model import AccModel
     from ..serve.server import serve
 
-    servables = [load_servable(source, args.acc, args.device, name=name, epoch=args.epoch,
-                               shapes=shapes, strict=False) for name, source in models]
-    _check_shapes_used(shapes, [servable.inputs for servable in servables])
-    served = [AccModel(servable) for servable in servables]
-    serve(served, args.http_port, args.grpc_port or None, grace_period=args.grace_period)
+    serve([AccModel(servable) for servable in servables], args.http_port,
+          args.grpc_port or None, grace_period=args.grace_period)
 
 
 def _serve_on_ray(args: argparse.Namespace, models: list[tuple[str | None, str]],

@@ -162,8 +162,10 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                     log_to_driver=False)
+            # "local": a new cluster of this process's own, never one that
+            # `ray start` left running on the machine
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1,
+                     include_dashboard=False, log_to_driver=False)
     serve.start(proxy_location="Disabled")
 
 

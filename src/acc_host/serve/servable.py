@@ -142,12 +142,12 @@ class Servable:
                     for name in self._data_names}
         unknown = sorted(set(shapes) - set(self._data_names))
         if unknown and strict:
-            raise BadRequestError(f"model {self.name!r} has no input {unknown[0]!r} (inputs: "
-                                  f"{', '.join(self._data_names)})")
+            raise InvalidArgumentError(f"model {self.name!r} has no input {unknown[0]!r} "
+                                       f"(inputs: {', '.join(self._data_names)})")
         missing = [name for name, shape in base.items()
                    if shape is None or any(d is None or int(d) <= 0 for d in shape[1:])]
         if missing:
-            raise BadRequestError(
+            raise InvalidArgumentError(
                 f"model {self.name!r}: the shape of input {missing[0]!r} is not known; give it "
                 f"(--shape {missing[0]}=1,3,224,224)")
         sample = {name: (1, *(int(d) for d in shape[1:])) for name, shape in base.items()
