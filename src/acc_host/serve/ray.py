@@ -90,13 +90,15 @@ class AccReplica:
 
     def __init__(self, spec: ReplicaSpec) -> None:
         context = serve.get_replica_context()
-        rank = getattr(context.rank, "local_rank", context.rank)
+        rank: Any = getattr(context.rank, "local_rank", context.rank)
         self.device = int(spec.devices[int(rank) % len(spec.devices)])
         self.servable = load_servable(spec.source, spec.acc, self.device, name=spec.model,
                                       epoch=spec.epoch, shapes=spec.shapes, strict=False)
         self.batching = spec.max_batch_size > 1 and self.servable.batch_free
-        self.infer_batch.set_max_batch_size(max(1, spec.max_batch_size))
-        self.infer_batch.set_batch_wait_timeout_s(spec.batch_wait_timeout_s)
+        # @serve.batch's setters, on the wrapper it makes
+        batcher: Any = self.infer_batch
+        batcher.set_max_batch_size(max(1, spec.max_batch_size))
+        batcher.set_batch_wait_timeout_s(spec.batch_wait_timeout_s)
 
     def describe(self) -> dict[str, Any]:
         """The model's inputs and outputs, and where this replica runs."""
