@@ -110,6 +110,9 @@ def serve(args: argparse.Namespace) -> int:
             _serve_here(args, models, shapes)
     except MissingDependencyError as error:
         raise environment(str(error)) from None
+    except ImportError as error:  # a package of the serve extra missing
+        raise environment(f"serving needs the serve extra ({error}): "
+                          'pip install "acc-host[serve]"') from None
     return OK
 
 
