@@ -55,6 +55,7 @@ from support.plugin_builds import (  # noqa: E402
     build_bundled,
     plugin_builder,
 )
+from support.serving import MISSING_REASON, SERVE_EXTRA  # noqa: E402
 
 import build_plugins  # noqa: E402
 
@@ -116,9 +117,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked needs_onnx skips, with the reason, where the onnx
-    package is not installed (it comes with the test extra)."""
+    package is not installed (it comes with the test extra); one marked
+    serve where the serve extra is not."""
     if item.get_closest_marker("needs_onnx") is not None and not _HAVE_ONNX:
         pytest.skip("needs the onnx package (pip install -e '.[test]')")
+    # marker serve: tests/serve, which need the serve extra (docs/serving.md)
+    if item.get_closest_marker("serve") is not None and not SERVE_EXTRA:
+        pytest.skip(MISSING_REASON)
 
 
 _HAVE_ONNX = importlib.util.find_spec("onnx") is not None

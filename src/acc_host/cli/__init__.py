@@ -12,13 +12,24 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import check_cmd, demo_cmd, inspect_cmd, list_cmd, partition_cmd, run_cmd, sdk_cmd, trace_cmd
+from . import (
+    check_cmd,
+    demo_cmd,
+    inspect_cmd,
+    list_cmd,
+    partition_cmd,
+    run_cmd,
+    sdk_cmd,
+    serve_cmd,
+    trace_cmd,
+)
 from .errors import FAILURE, USAGE, CliError, exit_code
 
 __all__ = ["main", "build_parser", "PROG"]
 
 PROG = "acc-host"
-COMMANDS = (list_cmd, inspect_cmd, run_cmd, partition_cmd, check_cmd, demo_cmd, sdk_cmd)
+COMMANDS = (list_cmd, inspect_cmd, run_cmd, partition_cmd, check_cmd, demo_cmd, sdk_cmd,
+            serve_cmd)
 EPILOG = """\
 exit status: 0 success; 1 the thing asked failed (a check failed, a run
 raised an acc_host error); 2 usage error; 3 environment problem (a missing
