@@ -208,6 +208,11 @@ class BaseSparseNDArray(NDArray):
         result._init_sparse(self._shape, values, aux, self._ctx)
         return result
 
+    def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
+        from .sparse_ops import binary_operator  # (sparse_ops imports this module)
+
+        return binary_operator(self, other, op, scalar_op)
+
     def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
         raise InvalidArgumentError(f"reshape: not supported for {self.stype} arrays "
                                    "(convert with tostype('default') first)")
@@ -683,3 +688,17 @@ def _csr_to_row_sparse(source: BaseSparseNDArray, dtype: Any) -> NDArray:
 def sparse_arguments(values: Sequence[Any]) -> bool:
     """Whether any of values is a sparse NDArray."""
     return any(isinstance(value, BaseSparseNDArray) for value in values)
+
+
+def __getattr__(name: str) -> Any:
+    """mx.nd.sparse.<name>: the sparse functions (dot, add, retain, ...), then
+    mx.nd's operators, which take sparse inputs."""
+    from . import sparse_ops
+
+    if name in sparse_ops.SPARSE_FUNCTIONS:
+        return sparse_ops.SPARSE_FUNCTIONS[name]
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .. import ndarray
+
+    return getattr(ndarray, name)

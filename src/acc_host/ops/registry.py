@@ -283,6 +283,7 @@ def _load_all() -> None:
         onnx_state,
         rnn,
         rnn_onnx,
+        storage_ops,
         tensor,
     )
 
