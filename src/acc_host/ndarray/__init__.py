@@ -836,17 +836,25 @@ def save(fname: str | Path, data: NDArray | Sequence[NDArray] | Mapping[str, NDA
         data = [data]
     if isinstance(data, Mapping):
         names: list[str] | None = list(data)
-        arrays = [value.asnumpy() for value in data.values()]
+        arrays = [_saved(value) for value in data.values()]
     else:
-        names, arrays = None, [value.asnumpy() for value in data]
+        names, arrays = None, [_saved(value) for value in data]
     params_file.save(fname, arrays, names)
+
+
+def _saved(array: NDArray) -> Any:
+    """What params_file writes for array: its values, or a sparse record."""
+    if array.stype != "default":
+        return sparse.to_record(array)
+    return array.asnumpy()
 
 
 def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
     """The arrays of an MXNet NDArray file: a dict when it stores names,
     else a list."""
     arrays, names = params_file.load(fname)
-    wrapped = [NDArray(np.array(values)) for values in arrays]
+    wrapped = [sparse.from_record(values) if isinstance(values, params_file.SparseRecord)
+               else NDArray(np.array(values)) for values in arrays]
     return dict(zip(names, wrapped)) if names else wrapped
 
 

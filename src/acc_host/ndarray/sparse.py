@@ -36,10 +36,12 @@ from ..abi.tensor import TensorSpec
 from ..context import Context, cpu, current_context
 from ..errors import InvalidArgumentError, MissingDependencyError, TensorError
 from . import NDArray, _Storage
+from .params_sparse import SparseRecord
 
 __all__ = [
     "STORAGE_TYPES", "BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray",
-    "csr_matrix", "row_sparse_array", "zeros", "empty", "array", "to_stype",
+    "csr_matrix", "row_sparse_array", "zeros", "empty", "array", "to_stype", "to_record",
+    "from_record",
 ]
 
 #: MXNet's storage type names, by the code its JSON and .params files use.
@@ -683,6 +685,23 @@ def _csr_to_row_sparse(source: BaseSparseNDArray, dtype: Any) -> NDArray:
     if dtype is not None:
         dense = dense.astype(dtype)
     return to_stype(NDArray(dense, source.context), "row_sparse")
+
+
+def to_record(array: NDArray) -> SparseRecord:
+    """A sparse array as params_file writes it."""
+    if not isinstance(array, BaseSparseNDArray):
+        raise InvalidArgumentError(f"expected a sparse array, got {array.stype} storage")
+    return SparseRecord(array.stype, array.shape, array.values, array.aux_arrays)
+
+
+def from_record(record: SparseRecord, ctx: Context | None = None) -> BaseSparseNDArray:
+    """The sparse array of a record params_file read (components checked
+    there; copied here, so the array owns them)."""
+    values = np.array(record.values, copy=True)
+    aux = tuple(np.array(array, dtype=INDEX_DTYPE, copy=True) for array in record.aux)
+    if record.stype == "csr":
+        return make_csr(record.shape, values, aux[0], aux[1], ctx, check=False)
+    return make_row_sparse(record.shape, values, aux[0], ctx, check=False)
 
 
 def sparse_arguments(values: Sequence[Any]) -> bool:
