@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ContextError, InvalidArgumentError, OperatorError, TensorError
+from ..graph.storage import ZERO_PRESERVING
 from ..ops import registry
 from . import NDArray
 from .sparse import (
@@ -49,12 +50,6 @@ from .sparse import (
 __all__ = ["invoke_sparse", "cast_storage", "slice_csr", "retain", "add", "subtract",
            "multiply", "divide", "binary_operator", "SPARSE_FUNCTIONS"]
 
-#: Unary operators that map 0 to 0: sparse in, the same storage out.
-ZERO_PRESERVING = frozenset({
-    "relu", "abs", "sign", "round", "rint", "ceil", "floor", "trunc", "fix", "square", "sqrt",
-    "cbrt", "negative", "sin", "tan", "arcsin", "arctan", "sinh", "tanh", "arcsinh", "arctanh",
-    "expm1", "log1p", "degrees", "radians", "_copy", "BlockGrad", "_mul_scalar", "_div_scalar",
-})
 _ELEMWISE = {"elemwise_add", "elemwise_sub", "elemwise_mul"}
 _BROADCAST_AS_ELEMWISE = {"broadcast_add": "elemwise_add", "broadcast_sub": "elemwise_sub",
                           "broadcast_mul": "elemwise_mul", "broadcast_div": "elemwise_div"}
