@@ -767,7 +767,10 @@ def _context(ctx: Context | None) -> Context:
 
 def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """An NDArray with a copy of source. dtype defaults to source's dtype for
-    numpy arrays and NDArrays, float32 otherwise (as MXNet)."""
+    numpy arrays and NDArrays, float32 otherwise (as MXNet). A sparse
+    NDArray or a scipy.sparse matrix gives a sparse array, as in MXNet."""
+    if isinstance(source, sparse.BaseSparseNDArray) or sparse.is_scipy_sparse(source):
+        return sparse.array(source, ctx=ctx, dtype=dtype)
     if isinstance(source, NDArray):
         values = source.asnumpy()
     elif isinstance(source, np.ndarray):
@@ -795,6 +798,9 @@ def empty(shape: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
 
 
 def zeros(shape: Any, ctx: Context | None = None, dtype: Any = None, **kwargs: Any) -> NDArray:
+    """Zeros; ``stype='csr'`` or ``'row_sparse'`` gives a sparse array."""
+    if kwargs.get("stype") not in (None, "default"):
+        return sparse.zeros(kwargs["stype"], shape, ctx=ctx, dtype=dtype)
     return _filled(shape, 0, ctx, dtype)
 
 

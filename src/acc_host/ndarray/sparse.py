@@ -429,7 +429,7 @@ def _value_dtype(source: Any, dtype: Any) -> np.dtype:
     """MXNet's default: the source's dtype for arrays, float32 otherwise."""
     if dtype is not None:
         return np.dtype(dtype)
-    if isinstance(source, (NDArray, np.ndarray)) or _is_scipy(source):
+    if isinstance(source, (NDArray, np.ndarray)) or is_scipy_sparse(source):
         return np.dtype(source.dtype)
     return _DEFAULT_DTYPE
 
@@ -462,7 +462,8 @@ def make_row_sparse(shape: tuple[int, ...], values: np.ndarray, indices: np.ndar
     return result
 
 
-def _is_scipy(source: Any) -> bool:
+def is_scipy_sparse(source: Any) -> bool:
+    """Whether source is a scipy.sparse matrix (without importing scipy)."""
     module = type(source).__module__
     return module.startswith("scipy.sparse") and hasattr(source, "tocsr")
 
@@ -511,7 +512,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Context | None = None,
         if given is not None and given != _shape_of(arg1, "csr_matrix"):
             raise InvalidArgumentError(f"csr_matrix: shape {arg1} and shape={given} differ")
         return zeros("csr", arg1, ctx=ctx, dtype=dtype)  # type: ignore[return-value]
-    if _is_scipy(arg1):
+    if is_scipy_sparse(arg1):
         source = arg1.tocsr()
         source.sort_indices()
         source.sum_duplicates()
@@ -629,7 +630,7 @@ def empty(stype: str, shape: Any, ctx: Context | None = None, dtype: Any = None)
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A sparse array from a sparse source (CSRNDArray, RowSparseNDArray or
     a scipy.sparse matrix, which gives CSR), as MXNet's ``mx.nd.sparse.array``."""
-    if isinstance(source_array, CSRNDArray) or _is_scipy(source_array):
+    if isinstance(source_array, CSRNDArray) or is_scipy_sparse(source_array):
         return csr_matrix(source_array, ctx=ctx, dtype=dtype)
     if isinstance(source_array, RowSparseNDArray):
         return row_sparse_array(source_array, ctx=ctx, dtype=dtype)
