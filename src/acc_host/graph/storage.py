@@ -35,6 +35,12 @@ cast_storage                    its ``stype``
 
 FullyConnected with a csr data input, Embedding with a row_sparse weight,
 sum and mean of csr all give default, as every unnamed operator does.
+
+``cast_storage`` and ``_sparse_retain`` are not operators of the registry
+(which lists what graphs may hold and every bundled plugin implements):
+``mx.nd.cast_storage`` and ``mx.nd.sparse.retain`` are host functions, and a
+graph with such a node is refused when it is loaded. Their rules above serve
+:func:`output_storage_types`' callers.
 """
 
 from __future__ import annotations
@@ -115,7 +121,7 @@ def output_storage_types(op_name: str, attrs: Any, inputs: Sequence[str],
     result = DEFAULT
     sparse = [stype for stype in inputs if stype != DEFAULT]
     if op_name == "cast_storage" and attrs is not None:
-        result = str(attrs.stype)
+        result = str(attrs["stype"])
     elif op_name == "dot" and len(inputs) == 2:
         result = _dot(attrs, inputs)
     elif not sparse:

@@ -20,7 +20,7 @@ dense outputs. The rules:
 - ``dot``: csr x dense gives dense, csr.T x dense row_sparse (the rows are
   the columns csr stores), dense x csr gives csr, csr x row_sparse dense;
   ``forward_stype`` names the result's storage type;
-- ``slice`` of csr gives csr; ``_sparse_retain`` of row_sparse gives
+- ``slice`` of csr gives csr; :func:`retain` of row_sparse gives
   row_sparse holding exactly the rows asked for;
 - ``cast_storage``/``tostype`` convert, dropping zeros.
 """
@@ -95,8 +95,6 @@ def _sparse_result(op: registry.OpDef, attrs: Any, inputs: list[NDArray]) -> NDA
     lhs, rhs = inputs
     if name == "dot":
         return _dot(op, attrs, lhs, rhs)
-    if name == "_sparse_retain" and isinstance(lhs, RowSparseNDArray):
-        return _retain_rows(lhs, rhs)
     if name in ("broadcast_mul", "broadcast_div") and isinstance(lhs, CSRNDArray) \
             and stypes[1] == "default":
         return _broadcast_csr(op, attrs, lhs, rhs)
@@ -326,13 +324,11 @@ def divide(lhs: NDArray, rhs: Any) -> NDArray:
 def retain(data: NDArray, indices: Any) -> NDArray:
     """The rows of a row_sparse array named by indices (MXNet's
     ``sparse.retain``)."""
-    from . import invoke
-
     if not isinstance(data, RowSparseNDArray):
         raise InvalidArgumentError(f"retain: data must be row_sparse, got {data.stype}")
     if not isinstance(indices, NDArray):
         indices = NDArray(np.asarray(indices, dtype=np.int64), data.context)
-    return invoke("_sparse_retain", [data, indices], {})[0]
+    return _retain_rows(data, indices)
 
 
 def _slice_bounds(extent: int, begin: Any, end: Any, axis: int) -> tuple[int, int]:
@@ -374,6 +370,9 @@ def slice_csr(array: CSRNDArray, begin: Sequence[Any], end: Sequence[Any]) -> CS
 
 def cast_storage(data: NDArray, stype: str, out: Any = None) -> NDArray:
     """data in storage type stype (MXNet's cast_storage)."""
+    if not isinstance(data, NDArray):
+        raise InvalidArgumentError(f"cast_storage: data must be an NDArray, got "
+                                   f"{type(data).__name__}")
     result = to_stype(data, stype)
     if out is not None:
         return result.copyto(out)

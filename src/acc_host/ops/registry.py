@@ -283,7 +283,6 @@ def _load_all() -> None:
         onnx_state,
         rnn,
         rnn_onnx,
-        storage_ops,
         tensor,
     )
 
