@@ -216,8 +216,8 @@ def _broadcast_csr(op: registry.OpDef, attrs: Any, lhs: CSRNDArray, rhs: NDArray
 def _retain_rows(data: RowSparseNDArray, indices: NDArray) -> NDArray:
     wanted = np.unique(indices.asnumpy().astype(INDEX_DTYPE).reshape(-1))
     if wanted.size and (wanted[0] < 0 or wanted[-1] >= data.shape[0]):
-        raise TensorError(f"retain: indices must be in [0, {data.shape[0]}), got "
-                          f"{int(wanted[0])}..{int(wanted[-1])}")
+        raise TensorError(f"retain: indices out of range: they must be in "
+                          f"[0, {data.shape[0]}), got {int(wanted[0])}..{int(wanted[-1])}")
     rows = data.aux_arrays[0]
     values = np.zeros((wanted.shape[0], *data.shape[1:]), dtype=data.dtype)
     where = np.searchsorted(rows, wanted)
