@@ -178,6 +178,63 @@ CASES = [
 ]
 
 
+#: Constructor calls: (case name, function of mx.nd.sparse, first argument
+#: spelled as JSON (see build_argument), keyword arguments). MXNet builds
+#: csr_matrix((data, (row, col))) with scipy, which the side environment
+#: lacks: that form is tested against numpy only (test_sparse_core.py).
+CONSTRUCTORS = [
+    ("csr_components", "csr_matrix",
+     {"tuple": [[1.5, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]]}, {"shape": [3, 4]}),
+    ("csr_components_shape_inferred", "csr_matrix",
+     {"tuple": [[1.0, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]]}, {}),
+    ("csr_components_float64", "csr_matrix",
+     {"tuple": [[1.0, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]]}, {"shape": [3, 4], "dtype": "float64"}),
+    ("csr_dense_int64", "csr_matrix",
+     {"numpy": [[0, 5, 0], [7, 0, 0]], "dtype": "int64"}, {}),
+    ("csr_dense_float32", "csr_matrix",
+     {"numpy": [[0, 5, 0], [7, 0, 0]], "dtype": "float32"}, {}),
+    ("csr_shape_only", "csr_matrix", {"shape": [2, 5]}, {}),
+    ("rsp_components", "row_sparse_array",
+     {"tuple2": [[[1.0, 2.0], [3.0, 4.0]], [1, 3]]}, {"shape": [5, 2]}),
+    ("rsp_components_shape_inferred", "row_sparse_array",
+     {"tuple2": [[[1.0, 2.0], [3.0, 4.0]], [1, 3]]}, {}),
+    ("rsp_dense", "row_sparse_array",
+     {"numpy": [[0, 0], [1, 0], [0, 0], [0, 2]], "dtype": "float32"}, {}),
+    ("rsp_shape_only", "row_sparse_array", {"shape": [3, 2, 2]}, {"dtype": "float16"}),
+    ("zeros_csr_int32", "zeros", {"stype": "csr"}, {"shape": [2, 3], "dtype": "int32"}),
+    ("zeros_rsp", "zeros", {"stype": "row_sparse"}, {"shape": [4, 3]}),
+]
+
+
+def build_argument(spec: dict):
+    """The first argument of a constructor call from its JSON spelling."""
+    if "tuple" in spec:
+        data, indices, indptr = spec["tuple"]
+        return (data, indices, indptr)
+    if "tuple2" in spec:
+        data, indices = spec["tuple2"]
+        return (data, indices)
+    if "numpy" in spec:
+        return np.array(spec["numpy"], dtype=spec["dtype"])
+    if "shape" in spec:
+        return tuple(spec["shape"])
+    return spec["stype"]
+
+
+def make_constructors(arrays: dict, manifest: dict) -> None:
+    for name, target, spec, kwargs in CONSTRUCTORS:
+        call = {key: tuple(value) if key == "shape" else value for key, value in kwargs.items()}
+        result = getattr(mx.nd.sparse, target)(build_argument(spec), **call)
+        manifest["constructors"].append({
+            "name": name, "target": target, "spec": spec, "kwargs": kwargs,
+            "stype": result.stype, "dtype": np.dtype(result.dtype).name,
+            "shape": list(result.shape)})
+        arrays[f"ctor/{name}/dense"] = result.asnumpy()
+        for key, value in components(result).items():
+            arrays[f"ctor/{name}/{key}"] = value
+            manifest["constructors"][-1][f"{key}_dtype"] = value.dtype.name
+
+
 def to_mx(value: np.ndarray, stype: str) -> mx.nd.NDArray:
     dense = mx.nd.array(value, dtype=value.dtype)
     return dense if stype == "default" else dense.tostype(stype)
@@ -220,7 +277,7 @@ def make_ops() -> None:
     inputs["SMALL"] = (inputs["A"][0] / 10, "csr")
     inputs["RABS"] = (np.abs(inputs["R"][0]), "row_sparse")
     arrays: dict[str, np.ndarray] = {}
-    manifest: dict = {"inputs": {}, "cases": []}
+    manifest: dict = {"inputs": {}, "cases": [], "constructors": []}
     for name, (value, stype) in inputs.items():
         arrays[f"in/{name}"] = value
         manifest["inputs"][name] = stype
@@ -243,6 +300,7 @@ def make_ops() -> None:
         for key, value in components(result).items():
             arrays[f"out/{name}/{key}"] = value
         manifest["cases"].append(case)
+    make_constructors(arrays, manifest)
     np.savez_compressed(os.path.join(HERE, "ops.npz"), **arrays)
     with open(os.path.join(HERE, "ops.json"), "w") as handle:
         json.dump(manifest, handle, indent=1)
