@@ -39,13 +39,13 @@ from . import NDArray, _Storage
 from .params_sparse import SparseRecord
 
 __all__ = [
-    "STORAGE_TYPES", "BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray",
+    "INDEX_DTYPE", "BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray",
     "csr_matrix", "row_sparse_array", "zeros", "empty", "array", "to_stype", "to_record",
-    "from_record",
+    "from_record", "make_csr", "make_row_sparse", "check_csr", "check_row_sparse",
+    "is_scipy_sparse",
 ]
 
-#: MXNet's storage type names, by the code its JSON and .params files use.
-STORAGE_TYPES: dict[int, str] = {-1: "undefined", 0: "default", 1: "row_sparse", 2: "csr"}
+#: The dtype of indices and indptr (MXNet's int64).
 INDEX_DTYPE = np.dtype(np.int64)
 _DEFAULT_DTYPE = np.dtype(np.float32)
 
