@@ -26,7 +26,6 @@ out of order, or an ``indptr`` that decreases is a
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -652,8 +651,6 @@ def to_stype(source: Any, stype: str, dtype: Any = None) -> NDArray:
             return source
         if source.stype == stype:
             return source.astype(dtype)
-        if source.stype == "csr" and stype == "row_sparse":
-            return _csr_to_row_sparse(source, dtype)
     dense = _host(source)
     if dtype is not None:
         dense = dense.astype(dtype, copy=False)
@@ -681,13 +678,6 @@ def to_stype(source: Any, stype: str, dtype: Any = None) -> NDArray:
                            kept.astype(INDEX_DTYPE), ctx, check=False)
 
 
-def _csr_to_row_sparse(source: BaseSparseNDArray, dtype: Any) -> NDArray:
-    dense = source.asnumpy()
-    if dtype is not None:
-        dense = dense.astype(dtype)
-    return to_stype(NDArray(dense, source.context), "row_sparse")
-
-
 def to_record(array: NDArray) -> SparseRecord:
     """A sparse array as params_file writes it."""
     if not isinstance(array, BaseSparseNDArray):
@@ -703,11 +693,6 @@ def from_record(record: SparseRecord, ctx: Context | None = None) -> BaseSparseN
     if record.stype == "csr":
         return make_csr(record.shape, values, aux[0], aux[1], ctx, check=False)
     return make_row_sparse(record.shape, values, aux[0], ctx, check=False)
-
-
-def sparse_arguments(values: Sequence[Any]) -> bool:
-    """Whether any of values is a sparse NDArray."""
-    return any(isinstance(value, BaseSparseNDArray) for value in values)
 
 
 def __getattr__(name: str) -> Any:
