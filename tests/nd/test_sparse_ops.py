@@ -53,6 +53,8 @@ def _run(case: dict) -> Any:
         return args[0][slice(*key) if isinstance(key, list) else key]
     if target == "neg":
         return -args[0]
+    if target == "rsub":
+        return kwargs["other"] - args[0]
     other = args[1] if len(args) > 1 else kwargs["other"]
     return getattr(operator, target)(args[0], other)
 

@@ -160,6 +160,27 @@ CASES = [
     ("exp_csr", "nd", "exp", ["A"], {}),
     ("sigmoid_csr", "nd", "sigmoid", ["A"], {}),
     ("clip_csr", "nd", "clip", ["A"], {"a_min": -2.0, "a_max": 3.0}),
+    ("elemwise_div_csr_csr", "sparse", "elemwise_div", ["A", "B"], {}),
+    ("elemwise_div_rsp_rsp", "sparse", "elemwise_div", ["R", "R2"], {}),
+    ("elemwise_add_csr_rsp", "sparse", "elemwise_add", ["A", "R4"], {}),
+    ("broadcast_mul_dns_csr", "nd", "broadcast_mul", ["D", "A"], {}),
+    ("op_mul_dns_csr", "op", "mul", ["D", "A"], {}),
+    ("op_add_dns_csr", "op", "add", ["D", "A"], {}),
+    ("op_rsub_csr_scalar", "op", "rsub", ["A"], {"other": 1.0}),
+    ("op_pow_csr_scalar", "op", "pow", ["A"], {"other": 2.0}),
+    ("zeros_like_csr", "nd", "zeros_like", ["A"], {}),
+    ("zeros_like_rsp", "nd", "zeros_like", ["R"], {}),
+    ("ones_like_csr", "nd", "ones_like", ["A"], {}),
+    ("cast_op_csr", "nd", "cast", ["A"], {"dtype": "float64"}),
+    ("identity_csr", "nd", "identity", ["A"], {}),
+    ("stop_gradient_rsp", "nd", "stop_gradient", ["R"], {}),
+    ("concat_csr_dim0", "nd", "concat", ["A", "B"], {"dim": 0}),
+    ("concat_csr_dim1", "nd", "concat", ["A", "B"], {"dim": 1}),
+    ("add_n_csr", "nd", "add_n", ["A", "B"], {}),
+    ("add_n_rsp", "nd", "add_n", ["R", "R2"], {}),
+    ("add_n_dns_csr", "nd", "add_n", ["D", "A"], {}),
+    ("norm_csr", "nd", "norm", ["A"], {}),
+    ("transpose_csr", "nd", "transpose", ["A"], {}),
     ("clip_csr_positive", "nd", "clip", ["A"], {"a_min": 1.0, "a_max": 3.0}),
 ] + [
     (f"{name}_csr", "nd", name, ["A"], {}) for name in
@@ -253,6 +274,8 @@ def run_case(kind: str, target: str, args: list, kwargs: dict):
     import operator
     if target == "neg":
         return -args[0]
+    if target == "rsub":
+        return kwargs["other"] - args[0]
     other = args[1] if len(args) > 1 else kwargs["other"]
     return getattr(operator, target)(args[0], other)
 
@@ -276,6 +299,7 @@ def make_ops() -> None:
     inputs["BIGABS"] = (np.abs(inputs["BIG"][0]), "csr")
     inputs["SMALL"] = (inputs["A"][0] / 10, "csr")
     inputs["RABS"] = (np.abs(inputs["R"][0]), "row_sparse")
+    inputs["R4"] = (inputs["B"][0], "row_sparse")
     arrays: dict[str, np.ndarray] = {}
     manifest: dict = {"inputs": {}, "cases": [], "constructors": []}
     for name, (value, stype) in inputs.items():
@@ -351,6 +375,14 @@ def _storage_symbols() -> list:
         ("mul_scalar_csr", x * 2, {"x": (4, 5)}, {"x": "csr"}),
         ("plus_scalar_csr", x + 2, {"x": (4, 5)}, {"x": "csr"}),
         ("slice_csr", sym.slice(x, begin=(1,), end=(3,)), {"x": (4, 5)}, {"x": "csr"}),
+        ("zeros_like_rsp", sym.zeros_like(x), {"x": (4, 5)}, {"x": "row_sparse"}),
+        ("concat_csr_dim0", sym.concat(x, y, dim=0), {"x": (4, 5), "y": (2, 5)},
+         {"x": "csr", "y": "csr"}),
+        ("concat_csr_dim1", sym.concat(x, y, dim=1), {"x": (4, 5), "y": (4, 2)},
+         {"x": "csr", "y": "csr"}),
+        ("add_n_rsp", sym.add_n(x, y), {"x": (4, 5), "y": (4, 5)},
+         {"x": "row_sparse", "y": "row_sparse"}),
+        ("add_n_csr", sym.add_n(x, y), {"x": (4, 5), "y": (4, 5)}, {"x": "csr", "y": "csr"}),
         ("chain_dotT_relu", sym.relu(sym.dot(x, w, transpose_a=True)),
          {"x": (4, 5), "w": (4, 3)}, {"x": "csr"}),
         ("wide_deep", sym.Group([
