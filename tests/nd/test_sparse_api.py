@@ -73,6 +73,11 @@ def test_whole_assignment_and_refused_indexing() -> None:
         r[1]
 
 
+def test_classes_are_not_called_directly() -> None:
+    with pytest.raises(InvalidArgumentError, match="csr_matrix"):
+        mx.nd.CSRNDArray(DENSE)
+
+
 def test_scipy_is_optional(monkeypatch: pytest.MonkeyPatch) -> None:
     a = mx.nd.array(DENSE).tostype("csr")
     monkeypatch.setitem(sys.modules, "scipy.sparse", None)

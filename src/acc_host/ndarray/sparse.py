@@ -60,6 +60,10 @@ class BaseSparseNDArray(NDArray):
 
     _STYPE = "undefined"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise InvalidArgumentError(f"{type(self).__name__} is made by mx.nd.sparse.csr_matrix, "
+                                   "row_sparse_array, zeros or tostype, not called directly")
+
     def _init_sparse(self, shape: tuple[int, ...], values: np.ndarray,
                      aux: tuple[np.ndarray, ...], ctx: Context | None) -> None:
         self._ctx = ctx if ctx is not None else cpu()
