@@ -132,9 +132,9 @@ def _stored(array: NDArray) -> Value:
     accelerator memory (copied to the host only if a CPU operator reads it),
     else its host array."""
     storage = array._storage
-    if array._view is None and storage.host is None:
+    if array._view is None and storage.host is None and storage.device is not None:
         return storage.device
-    return array._read()
+    return array._read()  # host memory, or a sparse array's dense value
 
 
 def _put_stored(values: dict[int, Value], arrays: Sequence[tuple[int, NDArray]]) -> None:
