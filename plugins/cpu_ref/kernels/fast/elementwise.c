@@ -15,6 +15,7 @@
 
 #include "elementwise_loops.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "target_clones.h"
 
 CR_TARGET_CLONES static int fast_activation_simple(cr_activation_type type, int64_t count,
@@ -57,6 +58,11 @@ CR_TARGET_CLONES static void fast_gelu(int64_t count, const float *x, float *y) 
 CR_TARGET_CLONES static void fast_leaky_loop(double slope, int64_t count, const float *x,
                                              float *y) {
   leaky_loop(slope, count, x, y);
+}
+
+CR_TARGET_CLONES static void fast_hard_sigmoid(int swish, double alpha, double beta,
+                                              int64_t count, const float *x, float *y) {
+  hard_sigmoid_loop(swish, alpha, beta, count, x, y);
 }
 
 void cr_fast_activation(cr_activation_type type, int64_t count, const float *x, float *y) {
@@ -166,4 +172,52 @@ void cr_fast_prelu(int64_t outer, int64_t channels, int64_t inner, const float *
       fast_leaky_loop(slope, inner, x + base, y + base);
     }
   }
+}
+
+/* The element-wise jobs shared out between threads: contiguous ranges of
+ * whole vectors (64 bytes), a thread per cr_threads_for_bytes' share of
+ * the bytes read and written. */
+typedef struct elementwise_task {
+  int kind; /* 0: cr_fast_unary, 1: hard sigmoid / hard swish */
+  cr_unary_op op;
+  int swish;
+  double alpha, beta;
+  const float *x;
+  float *y;
+  int64_t count;
+} elementwise_task;
+
+enum { kElementwiseChunk = 16 };
+
+static void elementwise_range(void *context, int64_t begin, int64_t end) {
+  const elementwise_task *t = context;
+  const int64_t first = begin * kElementwiseChunk;
+  const int64_t last = end * kElementwiseChunk < t->count ? end * kElementwiseChunk : t->count;
+  if (t->kind == 0) {
+    cr_fast_unary(t->op, last - first, t->x + first, t->y + first);
+  } else {
+    fast_hard_sigmoid(t->swish, t->alpha, t->beta, last - first, t->x + first, t->y + first);
+  }
+}
+
+static void elementwise_shared(const elementwise_task *task, int num_threads) {
+  const int64_t chunks = (task->count + kElementwiseChunk - 1) / kElementwiseChunk;
+  const int threads = cr_threads_for_bytes(num_threads, 8.0 * (double)task->count);
+  if (threads <= 1 || chunks < 2) {
+    elementwise_range((void *)task, 0, chunks);
+    return;
+  }
+  cr_parallel_for(threads, chunks, elementwise_range, (void *)task);
+}
+
+void cr_fast_unary_shared(cr_unary_op op, int64_t count, const float *x, float *y,
+                          int num_threads) {
+  const elementwise_task task = {0, op, 0, 0.0, 0.0, x, y, count};
+  elementwise_shared(&task, num_threads);
+}
+
+void cr_fast_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
+                          float *y, int num_threads) {
+  const elementwise_task task = {1, CR_UNARY_ABS, swish, alpha, beta, x, y, count};
+  elementwise_shared(&task, num_threads);
 }
