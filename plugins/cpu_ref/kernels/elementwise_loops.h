@@ -548,6 +548,12 @@ CR_LOOP_BODY void hard_sigmoid_loop(int swish, double alpha, double beta, int64_
   }
 }
 
+/* x * sigmoid(x) (SiLU), sigmoid as sigmoid_float: the values of the
+ * sigmoid step followed by the multiply, bit for bit, in one pass. */
+CR_LOOP_BODY void swish_loop(int64_t count, const float *x, float *y) {
+  for (int64_t i = 0; i < count; ++i) y[i] = x[i] * sigmoid_float(x[i]);
+}
+
 /* Rows handled together by layer_norm_rows, when they are no longer than
  * kLayerNormBlockedMax values (longer rows are not latency-bound, and a
  * block of them would not stay in cache between the passes). */

@@ -436,6 +436,10 @@ void cr_fast_unary_shared(cr_unary_op op, int64_t count, const float *x, float *
  * x clamp(x / 6 + 0.5, 0, 1) (swish 1; alpha and beta unused), computed in
  * double, NaN kept; vectorised and shared out between up to num_threads
  * threads. */
+/* y = x * sigmoid(x) (SiLU), sigmoid as cr_fast_unary's: the sigmoid
+ * followed by the multiply, bit for bit, in one pass; shared out between
+ * up to num_threads threads. */
+void cr_fast_swish(int64_t count, const float *x, float *y, int num_threads);
 void cr_fast_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
                           float *y, int num_threads);
 void cr_fast_layer_norm(int64_t outer, int64_t channels, int64_t inner, const float *x,

@@ -133,8 +133,63 @@ static void fuse_chain(cr_model *model, const cr_entry_facts *f, size_t s) {
   plan->output = current;
 }
 
+static int64_t entry_elements(const cr_tensor *t) {
+  int64_t count = 1;
+  for (int i = 0; i < t->shape.ndim; ++i) count *= (int64_t)t->shape.dims[i];
+  return count;
+}
+
+static int same_shape(const acc_shape *a, const acc_shape *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int d = 0; d < a->ndim; ++d) {
+    if (a->dims[d] != b->dims[d]) return 0;
+  }
+  return 1;
+}
+
+/* Folds a sigmoid step whose only reader multiplies its input by it, x *
+ * sigmoid(x) (SiLU, as PyTorch exports it: EfficientNet's 49 activations),
+ * into that multiply, which then reads x alone and computes both in one
+ * pass (cr_fast_swish, the same values): the sigmoid's output is never
+ * written. The multiply's inputs become (x, x), so that the memory plan
+ * gives the sigmoid's output no memory. */
+static void fuse_swish(cr_model *model, const cr_entry_facts *f) {
+  for (size_t s = 0; s < model->num_steps; ++s) {
+    cr_step *sig = &model->steps[s];
+    if (sig->fused_away || sig->elided || !step_is(sig, "sigmoid") || sig->num_inputs != 1 ||
+        sig->num_outputs != 1 || !step_all_float32(sig)) {
+      continue;
+    }
+    const size_t out = sig->outputs, x = sig->inputs[0];
+    if (f->is_head[out] || f->uses[out] != 1) continue;
+    const size_t t = consumer_of(model, s, out);
+    if (t == SIZE_MAX) continue;
+    cr_step *mul = &model->steps[t];
+    if (!(step_is(mul, "broadcast_mul") || step_is(mul, "elemwise_mul")) ||
+        mul->num_inputs != 2 || mul->num_outputs != 1 || !step_all_float32(mul) ||
+        mul->dense != NULL || mul->params.kernels != CR_KERNELS_FAST) {
+      continue;
+    }
+    const int other = mul->inputs[0] == out ? 1 : 0;
+    if (mul->inputs[other] != x || mul->inputs[1 - other] != out ||
+        !same_shape(&model->entries[x].shape, &model->entries[mul->outputs].shape)) {
+      continue;
+    }
+    sig->fused_away = 1;
+    mul->swish = 1;
+    mul->inputs[0] = mul->inputs[1] = x;
+  }
+}
+
+int run_swish(const cr_tensor *entries, const cr_step *step, int num_threads) {
+  const cr_tensor *x = &entries[step->inputs[0]], *y = &entries[step->outputs];
+  cr_fast_swish(entry_elements(y), x->data, y->data, num_threads);
+  return MX_ACC_OK;
+}
+
 /* Gives every float32 Convolution and FullyConnected step a dense plan,
- * and folds what follows it in. */
+ * and folds what follows it in; then folds SiLU's sigmoids into their
+ * multiplies. */
 int plan_dense_steps(cr_model *model) {
   cr_entry_facts facts;
   int status = gather_facts(model, &facts);
@@ -157,14 +212,9 @@ int plan_dense_steps(cr_model *model) {
         (step->num_inputs < 3 || facts.is_weight[step->inputs[2]]);
     fuse_chain(model, &facts, s);
   }
+  if (status == MX_ACC_OK) fuse_swish(model, &facts);
   free_facts(&facts);
   return status;
-}
-
-static int64_t entry_elements(const cr_tensor *t) {
-  int64_t count = 1;
-  for (int i = 0; i < t->shape.ndim; ++i) count *= (int64_t)t->shape.dims[i];
-  return count;
 }
 
 /* Folds the BatchNorm into the filters and packs them: at loadModel, and
