@@ -84,9 +84,29 @@ static size_t consumer_of(const cr_model *model, size_t after, size_t entry) {
   return SIZE_MAX;
 }
 
+/* An addition of two distinct entries of one shape: elemwise_add, or a
+ * broadcast_add that broadcasts nothing (ONNX's Add: ResNet's residuals as
+ * PyTorch exports them, 16 of ResNet-50's steps and the relu after each
+ * left unfused, 4.6 of 105 ms at batch 1). */
+static int is_residual_add(const cr_model *model, const cr_step *step) {
+  if (step->num_inputs != 2 || step->inputs[0] == step->inputs[1]) return 0;
+  if (step_is(step, "elemwise_add")) return 1;
+  if (!step_is(step, "broadcast_add")) return 0;
+  const acc_shape *out = &model->entries[step->outputs].shape;
+  for (int k = 0; k < 2; ++k) {
+    const acc_shape *in = &model->entries[step->inputs[k]].shape;
+    if (in->ndim != out->ndim) return 0;
+    for (int d = 0; d < out->ndim; ++d) {
+      if (in->dims[d] != out->dims[d]) return 0;
+    }
+  }
+  return 1;
+}
+
 /* Folds into dense step s the chain of single-use element-wise steps that
  * follows it: at most one BatchNorm (of a convolution, with weight
- * parameters: folded into the filters), then at most one elemwise_add of an
+ * parameters: folded into the filters), then at most one elemwise_add (or
+ * broadcast_add of one shape: is_residual_add) of an
  * entry computed before s (the residual), then at most one relu or clip. */
 static void fuse_chain(cr_model *model, const cr_entry_facts *f, size_t s) {
   cr_step *step = &model->steps[s];
@@ -108,8 +128,7 @@ static void fuse_chain(cr_model *model, const cr_entry_facts *f, size_t s) {
       plan->bn_eps = next->params.u.batch_norm.eps;
       plan->bn_fix_gamma = next->params.u.batch_norm.fix_gamma;
       stage = 1;
-    } else if (stage <= 1 && step_is(next, "elemwise_add") && next->num_inputs == 2 &&
-               next->inputs[0] != next->inputs[1]) {
+    } else if (stage <= 1 && is_residual_add(model, next)) {
       const size_t other = next->inputs[0] == current ? next->inputs[1] : next->inputs[0];
       if (f->producer[other] != SIZE_MAX && f->producer[other] >= s) break;
       plan->has_residual = 1;

@@ -2,7 +2,8 @@
 (EfficientNet, MobileNetV3) take: SiLU written as x * sigmoid(x) fused into
 one step, the squeeze-excitation scale broadcast over whole planes, 5 x 5
 and 7 x 7 depthwise convolutions at stride 1 and 2 with their vector
-kernels, and ONNX HardSwish / HardSigmoid vectorised. Results match the
+kernels, ONNX HardSwish / HardSigmoid vectorised, and residuals written
+as broadcast_add fused into their convolution. Results match the
 host's unfused CPU path (MXNet graphs) or onnxruntime (ONNX graphs)."""
 
 from __future__ import annotations
@@ -64,6 +65,32 @@ def test_efficientnet_style_graph_matches_host(threads: int, batch: int) -> None
     assert len(got) == len(want) == 2
     for ours, theirs in zip(got, want):
         np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
+
+
+def _residual_graph() -> mx.sym.Symbol:
+    """ResNet's block as PyTorch exports it: the residual a broadcast_add of
+    two operands of one shape (fused into the convolution with the relu
+    after it), then a broadcast_add that does broadcast (not fused)."""
+    data = mx.sym.Variable("data")
+    stem = mx.sym.Convolution(data, num_filter=8, kernel=(3, 3), pad=(1, 1), name="stem")
+    stem = mx.sym.Activation(stem, act_type="relu", name="stem_relu")
+    body = mx.sym.Convolution(stem, num_filter=8, kernel=(3, 3), pad=(1, 1), name="body")
+    body = mx.sym.BatchNorm(body, fix_gamma=False, eps=1e-3, name="body_bn")
+    body = mx.sym.broadcast_add(stem, body, name="residual")
+    body = mx.sym.Activation(body, act_type="relu", name="body_relu")
+    shift = mx.sym.Variable("shift", shape=(1, 8, 1, 1))
+    last = mx.sym.Convolution(body, num_filter=8, kernel=(1, 1), name="last")
+    return mx.sym.broadcast_add(last, shift, name="shifted")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_broadcast_add_residual_matches_host(threads: int) -> None:
+    sym = _residual_graph()
+    data = np.random.default_rng(1).standard_normal((2, 3, 10, 12)).astype(np.float32)
+    weights = random_weights(sym, {"data": data.shape}, seed=4)
+    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
+        got = next(iter(model.infer({"data": data}).values()))
+    np.testing.assert_allclose(got, host_outputs(sym, data, weights)[0], rtol=RTOL, atol=ATOL)
 
 
 def test_silu_keeps_extreme_values() -> None:
