@@ -432,10 +432,14 @@ void cr_fast_unary(cr_unary_op op, int64_t count, const float *x, float *y);
  * values: each element is computed alone). */
 void cr_fast_unary_shared(cr_unary_op op, int64_t count, const float *x, float *y,
                           int num_threads);
+/* The reference kernel of cr_fast_hard_sigmoid: the same loop (the same
+ * values bit for bit), on the calling thread. */
+void cr_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
+                     float *y);
 /* ONNX HardSigmoid, clamp(alpha x + beta, 0, 1) (swish 0), or HardSwish,
  * x clamp(x / 6 + 0.5, 0, 1) (swish 1; alpha and beta unused), computed in
- * double, NaN kept; vectorised and shared out between up to num_threads
- * threads. */
+ * float (within 2 ulp of the double formula), NaN kept; vectorised and
+ * shared out between up to num_threads threads. */
 /* y = x * sigmoid(x) (SiLU), sigmoid as cr_fast_unary's: the sigmoid
  * followed by the multiply, bit for bit, in one pass; shared out between
  * up to num_threads threads. */

@@ -66,7 +66,7 @@ CR_TARGET_CLONES static void fast_swish(int64_t count, const float *x, float *y)
 
 CR_TARGET_CLONES static void fast_hard_sigmoid(int swish, double alpha, double beta,
                                               int64_t count, const float *x, float *y) {
-  hard_sigmoid_loop(swish, alpha, beta, count, x, y);
+  hard_sigmoid_loop(swish, (float)alpha, (float)beta, count, x, y);
 }
 
 void cr_fast_activation(cr_activation_type type, int64_t count, const float *x, float *y) {
