@@ -1898,6 +1898,24 @@ static void test_conv_paths(void) {
        {2, 2, 1, 9, 33}, 2},
       {"depthwise 5x5 multiplier 2", {{1, 5, 5}, {1, 2, 1}, {1, 1, 2}, {0, 2, 3}, 3},
        {1, 3, 1, 8, 9}, 6},
+      /* 5 x 5 and 7 x 7 under AVX-512 and AVX2 (depthwise_kxk): rows of 14
+       * and 28 (masked tails, rows in pairs and an odd last row), stride 2
+       * on planes split by column parity (odd and even sizes, pad 0 and 2),
+       * a multiplier of 2 */
+      {"depthwise 5x5 rows of 14", {{1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {0, 2, 2}, 3},
+       {2, 3, 1, 14, 14}, 3},
+      {"depthwise 5x5 rows of 28, 9 rows", {{1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {0, 2, 2}, 2},
+       {1, 2, 1, 9, 28}, 2},
+      {"depthwise 5x5 stride 2, 56 x 56", {{1, 5, 5}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
+       {1, 2, 1, 56, 56}, 2},
+      {"depthwise 5x5 stride 2, 33 x 41", {{1, 5, 5}, {1, 2, 2}, {1, 1, 1}, {0, 2, 2}, 2},
+       {2, 2, 1, 33, 41}, 2},
+      {"depthwise 5x5 stride 2 pad 0", {{1, 5, 5}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1},
+       {1, 1, 1, 30, 37}, 1},
+      {"depthwise 7x7 rows of 19", {{1, 7, 7}, {1, 1, 1}, {1, 1, 1}, {0, 3, 3}, 2},
+       {1, 2, 1, 11, 19}, 2},
+      {"depthwise 5x5 rows of 20, multiplier 2", {{1, 5, 5}, {1, 1, 1}, {1, 1, 1}, {0, 2, 2}, 2},
+       {1, 2, 1, 7, 20}, 4},
       /* stride-2 planes too large to split whole (more than kSmallSplit
        * floats): a ring of three split rows, bottom padding rows zeroed in
        * the ring; odd and even widths and pads */

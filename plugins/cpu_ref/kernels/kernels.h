@@ -428,6 +428,24 @@ void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
                               const float *a, const float *b, float *y);
 void cr_fast_add_n(int num, int64_t count, const float *const *x, float *y);
 void cr_fast_unary(cr_unary_op op, int64_t count, const float *x, float *y);
+/* cr_fast_unary shared out between up to num_threads threads (the same
+ * values: each element is computed alone). */
+void cr_fast_unary_shared(cr_unary_op op, int64_t count, const float *x, float *y,
+                          int num_threads);
+/* The reference kernel of cr_fast_hard_sigmoid: the same loop (the same
+ * values bit for bit), on the calling thread. */
+void cr_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
+                     float *y);
+/* ONNX HardSigmoid, clamp(alpha x + beta, 0, 1) (swish 0), or HardSwish,
+ * x clamp(x / 6 + 0.5, 0, 1) (swish 1; alpha and beta unused), computed in
+ * float (within 2 ulp of the double formula), NaN kept; vectorised and
+ * shared out between up to num_threads threads. */
+/* y = x * sigmoid(x) (SiLU), sigmoid as cr_fast_unary's: the sigmoid
+ * followed by the multiply, bit for bit, in one pass; shared out between
+ * up to num_threads threads. */
+void cr_fast_swish(int64_t count, const float *x, float *y, int num_threads);
+void cr_fast_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
+                          float *y, int num_threads);
 void cr_fast_layer_norm(int64_t outer, int64_t channels, int64_t inner, const float *x,
                         const float *gamma, const float *beta, double eps, float *y,
                         float *mean, float *std);

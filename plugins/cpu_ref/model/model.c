@@ -314,6 +314,8 @@ int run_steps(const cr_model *model, cr_tensor *entries, size_t begin, size_t en
     if (profile) timespec_get(&t0, TIME_UTC);
     if (step->dense != NULL) {
       status = run_dense(entries, step, num_threads);
+    } else if (step->swish) {
+      status = run_swish(entries, step, num_threads);
     } else if (step->rnn_packed != NULL) {
       status = cr_rnn_run_packed(&step->params, inputs, &entries[step->outputs],
                                  step->rnn_packed, num_threads);

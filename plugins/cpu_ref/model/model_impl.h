@@ -55,6 +55,7 @@ struct cr_step {
   int elided;            /* a Concat whose inputs are written in place into its output */
   cr_dense_plan *dense;  /* Convolution / FullyConnected run by model.c, or NULL */
   cr_rnn_packing *rnn_packed; /* an RNN step's weights packed at load (rnn_steps.c), or NULL */
+  int swish;             /* a multiply run as x * sigmoid(x), its sigmoid fused in (fuse_swish) */
 };
 
 /* Per-entry facts the fusion pass needs. */
@@ -83,6 +84,7 @@ int gather_facts(const cr_model *model, cr_entry_facts *f);
 int plan_dense_steps(cr_model *model);
 int prepare_dense_steps(cr_model *model);
 int run_dense(const cr_tensor *entries, const cr_step *step, int num_threads);
+int run_swish(const cr_tensor *entries, const cr_step *step, int num_threads);
 int step_all_float32(const cr_step *step);
 
 /* ---- rnn_steps.c ---- */

@@ -202,8 +202,12 @@ static int unary_compute(const cr_params *params, const cr_tensor *in, int num_i
                                zero.bytes, out->data);
     return MX_ACC_OK;
   }
-  (params->kernels == CR_KERNELS_REFERENCE ? cr_unary : cr_fast_unary)(
-      (cr_unary_op)params->variant, count, in[0].data, out->data);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_unary((cr_unary_op)params->variant, count, in[0].data, out->data);
+  } else {
+    cr_fast_unary_shared((cr_unary_op)params->variant, count, in[0].data, out->data,
+                         num_threads);
+  }
   return MX_ACC_OK;
 }
 

@@ -178,11 +178,22 @@ static int64_t unary_int(cr_dtype dtype, int fn, int64_t x) {
 static int unary_run(const cr_params *params, const cr_tensor *in, int num_in,
                      const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   const onnx_p *p = P(params);
   const cr_dtype dtype = cr_in_dtype(params, 0);
   const int64_t count = count_of(&out->shape);
   if (p->fn == U_IDENTITY) return cr_copy_run(params, in, 1, out, 0);
+  if (dtype == CR_FLOAT32 && (p->fn == U_HARD_SIGMOID || p->fn == U_HARD_SWISH)) {
+    /* MobileNetV3's activations, in float by one loop that vectorises (its
+     * 29 HardSwish steps took 6.9 of 16.5 ms per forward, element by
+     * element in double); both kernel sets, the same values. */
+    if (params->kernels == CR_KERNELS_FAST) {
+      cr_fast_hard_sigmoid(p->fn == U_HARD_SWISH, p->f[0], p->f[1], count, in[0].data,
+                           out->data, num_threads);
+    } else {
+      cr_hard_sigmoid(p->fn == U_HARD_SWISH, p->f[0], p->f[1], count, in[0].data, out->data);
+    }
+    return MX_ACC_OK;
+  }
   for (int64_t i = 0; i < count; ++i) {
     if (is_int(dtype)) {
       cr_store_int(dtype, out->data, i, unary_int(dtype, p->fn, cr_load_int(dtype, in[0].data, i)));

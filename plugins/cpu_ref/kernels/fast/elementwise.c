@@ -15,6 +15,7 @@
 
 #include "elementwise_loops.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "target_clones.h"
 
 CR_TARGET_CLONES static int fast_activation_simple(cr_activation_type type, int64_t count,
@@ -59,6 +60,15 @@ CR_TARGET_CLONES static void fast_leaky_loop(double slope, int64_t count, const 
   leaky_loop(slope, count, x, y);
 }
 
+CR_TARGET_CLONES static void fast_swish(int64_t count, const float *x, float *y) {
+  swish_loop(count, x, y);
+}
+
+CR_TARGET_CLONES static void fast_hard_sigmoid(int swish, double alpha, double beta,
+                                              int64_t count, const float *x, float *y) {
+  hard_sigmoid_loop(swish, (float)alpha, (float)beta, count, x, y);
+}
+
 void cr_fast_activation(cr_activation_type type, int64_t count, const float *x, float *y) {
   if (!fast_activation_simple(type, count, x, y)) cr_activation(type, count, x, y);
 }
@@ -95,15 +105,39 @@ void cr_fast_scalar_binary(cr_binary_op op, int reverse, int64_t count, const fl
 void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
                               const int64_t *a_strides, const int64_t *b_strides,
                               const float *a, const float *b, float *y) {
-  const int last = ndim - 1;
-  const int64_t row = dims[last];
-  const int64_t rows = count_of(last, dims);
-  const int64_t a_step = a_strides[last], b_step = b_strides[last];
   if (!is_simple_binary(op)) {
     cr_broadcast_binary(op, ndim, dims, a_strides, b_strides, a, b, y);
     return;
   }
-  if (row == 0) return;
+  if (count_of(ndim, dims) == 0) return;
+  /* Axes of one element dropped, and each axis merged into the one before
+   * it where both operands step through the pair as through one axis: a
+   * squeeze-excitation scale of (N, C, H, W) by (N, C, 1, 1) then runs in
+   * rows of H * W, not W (EfficientNet's 7 x 7 planes: a call per 7
+   * values). The walk's order, and so each value, is unchanged. */
+  int64_t m_dims[CR_MAX_NDIM], m_a[CR_MAX_NDIM], m_b[CR_MAX_NDIM];
+  int m = 0;
+  for (int d = 0; d < ndim && ndim <= CR_MAX_NDIM; ++d) {
+    if (dims[d] == 1) continue;
+    if (m > 0 && m_a[m - 1] == a_strides[d] * dims[d] && m_b[m - 1] == b_strides[d] * dims[d]) {
+      m_dims[m - 1] *= dims[d];
+      m_a[m - 1] = a_strides[d];
+      m_b[m - 1] = b_strides[d];
+      continue;
+    }
+    m_dims[m] = dims[d];
+    m_a[m] = a_strides[d];
+    m_b[m] = b_strides[d];
+    ++m;
+  }
+  if (ndim <= CR_MAX_NDIM) {
+    if (m == 0) m_dims[0] = 1, m_a[0] = m_b[0] = 0, m = 1; /* one element */
+    ndim = m, dims = m_dims, a_strides = m_a, b_strides = m_b;
+  }
+  const int last = ndim - 1;
+  const int64_t row = dims[last];
+  const int64_t rows = count_of(last, dims);
+  const int64_t a_step = a_strides[last], b_step = b_strides[last];
   cr_walker w;
   walker_init(&w, last, dims, a_strides, b_strides);
   for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
@@ -166,4 +200,59 @@ void cr_fast_prelu(int64_t outer, int64_t channels, int64_t inner, const float *
       fast_leaky_loop(slope, inner, x + base, y + base);
     }
   }
+}
+
+/* The element-wise jobs shared out between threads: contiguous ranges of
+ * whole vectors (64 bytes), a thread per cr_threads_for_bytes' share of
+ * the bytes read and written. */
+typedef struct elementwise_task {
+  int kind; /* 0: cr_fast_unary, 1: hard sigmoid / hard swish, 2: swish */
+  cr_unary_op op;
+  int swish;
+  double alpha, beta;
+  const float *x;
+  float *y;
+  int64_t count;
+} elementwise_task;
+
+enum { kElementwiseChunk = 16 };
+
+static void elementwise_range(void *context, int64_t begin, int64_t end) {
+  const elementwise_task *t = context;
+  const int64_t first = begin * kElementwiseChunk;
+  const int64_t last = end * kElementwiseChunk < t->count ? end * kElementwiseChunk : t->count;
+  if (t->kind == 0) {
+    cr_fast_unary(t->op, last - first, t->x + first, t->y + first);
+  } else if (t->kind == 1) {
+    fast_hard_sigmoid(t->swish, t->alpha, t->beta, last - first, t->x + first, t->y + first);
+  } else {
+    fast_swish(last - first, t->x + first, t->y + first);
+  }
+}
+
+static void elementwise_shared(const elementwise_task *task, int num_threads) {
+  const int64_t chunks = (task->count + kElementwiseChunk - 1) / kElementwiseChunk;
+  const int threads = cr_threads_for_bytes(num_threads, 8.0 * (double)task->count);
+  if (threads <= 1 || chunks < 2) {
+    elementwise_range((void *)task, 0, chunks);
+    return;
+  }
+  cr_parallel_for(threads, chunks, elementwise_range, (void *)task);
+}
+
+void cr_fast_unary_shared(cr_unary_op op, int64_t count, const float *x, float *y,
+                          int num_threads) {
+  const elementwise_task task = {0, op, 0, 0.0, 0.0, x, y, count};
+  elementwise_shared(&task, num_threads);
+}
+
+void cr_fast_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
+                          float *y, int num_threads) {
+  const elementwise_task task = {1, CR_UNARY_ABS, swish, alpha, beta, x, y, count};
+  elementwise_shared(&task, num_threads);
+}
+
+void cr_fast_swish(int64_t count, const float *x, float *y, int num_threads) {
+  const elementwise_task task = {2, CR_UNARY_ABS, 0, 0.0, 0.0, x, y, count};
+  elementwise_shared(&task, num_threads);
 }

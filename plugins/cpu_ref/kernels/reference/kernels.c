@@ -492,6 +492,11 @@ void cr_unary(cr_unary_op op, int64_t count, const float *x, float *y) {
   for (int64_t i = 0; i < count; ++i) y[i] = (float)apply_unary(op, x[i]);
 }
 
+void cr_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
+                     float *y) {
+  hard_sigmoid_loop(swish, (float)alpha, (float)beta, count, x, y);
+}
+
 void cr_clip(int64_t count, float low, float high, const float *x, float *y) {
   for (int64_t i = 0; i < count; ++i) {
     y[i] = x[i] > high ? high : (x[i] < low ? low : x[i]);
