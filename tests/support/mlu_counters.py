@@ -206,6 +206,10 @@ OPS: list[tuple[str, str, dict[str, Any], tuple, Any, int]] = [
 INT8_OPS = ("conv3x3", "conv_depthwise_s2", "conv1x1", "fc")
 
 
+def _int8(work: Callable[[], dict[str, float]]) -> Callable[[], dict[str, float]]:
+    return lambda: _with_precision("int8", work)
+
+
 def cases() -> list[Case]:
     """Every workload, named as in the json."""
     found: list[Case] = []
@@ -223,10 +227,8 @@ def cases() -> list[Case]:
         found.append(Case(f"op-{name}-fused", fused))
         found.append(Case(f"op-{name}-imperative", imperative))
         if name in INT8_OPS:
-            found.append(Case(f"op-{name}-int8-fused",
-                              lambda f=fused: _with_precision("int8", f)))  # type: ignore[misc]
-            found.append(Case(f"op-{name}-int8-imperative",
-                              lambda f=imperative: _with_precision("int8", f)))  # type: ignore[misc]
+            found.append(Case(f"op-{name}-int8-fused", _int8(fused)))
+            found.append(Case(f"op-{name}-int8-imperative", _int8(imperative)))
     return found
 
 
