@@ -16,6 +16,7 @@ them again and compares.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -216,12 +217,11 @@ def cases() -> list[Case]:
     for name, batches in (("squeezenet1_1", (1, 8)), ("squeezenet_biased", (1, 8)),
                           ("mobilenetv2_1_0", (1, 8)), ("transformer_enc", (1,))):
         for batch in batches:
-            found.append(Case(f"model-{name}-b{batch}",
-                              lambda n=name, b=batch: _shared_model(n, b)))
+            found.append(Case(f"model-{name}-b{batch}", functools.partial(_shared_model, name, batch)))
     found.append(Case("model-squeezenet1_1-b1-int8",
-                      lambda: _with_precision("int8", lambda: _shared_model("squeezenet1_1", 1))))
+                      _int8(functools.partial(_shared_model, "squeezenet1_1", 1))))
     for name in ("resnet_small", "dwsep_small", "vit_small", "bert_small"):
-        found.append(Case(f"onnx-{name}", lambda n=name: _onnx_model(n)))
+        found.append(Case(f"onnx-{name}", functools.partial(_onnx_model, name)))
     for name, op, attrs, shape, dtype, inputs in OPS:
         fused, imperative = _single_op(op, attrs, shape, dtype, inputs)
         found.append(Case(f"op-{name}-fused", fused))
