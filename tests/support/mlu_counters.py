@@ -217,7 +217,8 @@ def cases() -> list[Case]:
     for name, batches in (("squeezenet1_1", (1, 8)), ("squeezenet_biased", (1, 8)),
                           ("mobilenetv2_1_0", (1, 8)), ("transformer_enc", (1,))):
         for batch in batches:
-            found.append(Case(f"model-{name}-b{batch}", functools.partial(_shared_model, name, batch)))
+            found.append(Case(f"model-{name}-b{batch}",
+                              functools.partial(_shared_model, name, batch)))
     found.append(Case("model-squeezenet1_1-b1-int8",
                       _int8(functools.partial(_shared_model, "squeezenet1_1", 1))))
     for name in ("resnet_small", "dwsep_small", "vit_small", "bert_small"):
