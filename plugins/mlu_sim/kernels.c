@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "fast_gemm.h"
 
 float mlu_activate(float x, int act, float lo, float hi) {
   switch (act) {
@@ -28,6 +29,26 @@ static void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t
   if (*hi < *lo) *hi = *lo;
 }
 
+/* Applies activation act to n values in place: one loop per activation, so
+ * that the compiler vectorises the cheap ones. */
+static void activate_run(float *values, int64_t n, int act, float lo, float hi) {
+  switch (act) {
+    case MLU_ACT_NONE: break;
+    case MLU_ACT_RELU:
+      for (int64_t i = 0; i < n; ++i) values[i] = values[i] < 0.0f ? 0.0f : values[i];
+      break;
+    case MLU_ACT_CLIP:
+      for (int64_t i = 0; i < n; ++i) {
+        float x = values[i];
+        values[i] = x > hi ? hi : (x < lo ? lo : x);
+      }
+      break;
+    default:
+      for (int64_t i = 0; i < n; ++i) values[i] = mlu_activate(values[i], act, lo, hi);
+      break;
+  }
+}
+
 /* Applies bias (already in place), residual and activation to an output
  * block of nf channels x count values. */
 static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
@@ -35,13 +56,11 @@ static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
   if (ep->residual == MLU_NONE && ep->act == MLU_ACT_NONE) return;
   for (int64_t j = 0; j < channels; ++j) {
     float *values = sram + out + (uint64_t)j * out_stride;
-    const float *residual =
-        ep->residual == MLU_NONE ? NULL : sram + ep->residual + (uint64_t)j * ep->residual_stride;
-    for (int64_t i = 0; i < count; ++i) {
-      float v = values[i];
-      if (residual != NULL) v += residual[i];
-      values[i] = mlu_activate(v, ep->act, ep->act_lo, ep->act_hi);
+    if (ep->residual != MLU_NONE) {
+      const float *residual = sram + ep->residual + (uint64_t)j * ep->residual_stride;
+      for (int64_t i = 0; i < count; ++i) values[i] += residual[i];
     }
+    activate_run(values, count, ep->act, ep->act_lo, ep->act_hi);
   }
 }
 
@@ -88,7 +107,10 @@ static void conv_tap(float *sram, const mlu_conv *c, const float *weights, float
   }
 }
 
-void mlu_kernel_conv(float *sram, const mlu_conv *c) {
+/* The direct convolution: per output channel, every filter tap added to
+ * the whole output plane (grouped convolutions with few filters per group,
+ * depthwise ones above all, where a GEMM would have one row). */
+static void conv_direct(float *sram, const mlu_conv *c) {
   int64_t plane = c->out_rows * c->ow;
   int64_t taps = c->kh * c->kw * c->cg;
   for (int64_t j = 0; j < c->nf; ++j) {
@@ -102,7 +124,118 @@ void mlu_kernel_conv(float *sram, const mlu_conv *c) {
       for (int64_t kx = 0; kx < c->kw; ++kx) conv_tap(sram, c, weights, out, channel_base, ky, kx);
     }
   }
-  apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, plane);
+}
+
+/* ---- convolution as GEMM ------------------------------------------------------------ */
+
+/* Words of one im2col chunk the GEMM path aims at (512 KiB: an L2 cache's
+ * share), and the most one output row's columns may take before the
+ * direct path is used instead. */
+#define CONV_CHUNK_WORDS 131072
+#define CONV_ROW_WORDS_MAX ((int64_t)1 << 24)
+
+/* Whether the GEMM path computes the instruction: at least 4 filters per
+ * group (rows of the GEMM), and a bounded im2col row. */
+static int conv_uses_gemm(const mlu_conv *c) {
+  return c->fg >= 4 && c->nf >= 4 && c->ow > 0 &&
+         c->kh * c->kw * c->cg <= CONV_ROW_WORDS_MAX / c->ow;
+}
+
+/* A 1x1 convolution at unit stride without padding: its input block is the
+ * GEMM's b as it lies, one row per input channel. */
+static int conv_pointwise(const mlu_conv *c) {
+  return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0 &&
+         c->ow == c->w;
+}
+
+static int64_t conv_chunk_rows(const mlu_conv *c) {
+  int64_t rows = CONV_CHUNK_WORDS / (c->kh * c->kw * c->cg * c->ow);
+  if (rows < 1) rows = 1;
+  return rows < c->out_rows ? rows : c->out_rows;
+}
+
+uint64_t mlu_conv_work_words(const mlu_conv *c) {
+  if (c->nf <= 0 || c->out_rows <= 0 || c->ow <= 0 || c->cg <= 0 || !conv_uses_gemm(c) ||
+      conv_pointwise(c)) {
+    return 0;
+  }
+  return (uint64_t)(c->kh * c->kw * c->cg) * (uint64_t)(conv_chunk_rows(c) * c->ow);
+}
+
+/* im2col of output rows r0 .. r0 + rows - 1 for the group whose first
+ * input channel is channel_base: col[(ky * kw + kx) * cg + ch][p] (the
+ * filters' own order of taps), p = r * ow + ox, zero where the tap reads
+ * padding. */
+static void conv_im2col(const float *sram, const mlu_conv *c, int64_t channel_base, int64_t r0,
+                        int64_t rows, float *col) {
+  int64_t count = rows * c->ow;
+  for (int64_t ky = 0; ky < c->kh; ++ky) {
+    for (int64_t kx = 0; kx < c->kw; ++kx) {
+      int64_t x_offset = kx * c->dw - c->pw, lo, hi;
+      valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
+      for (int64_t ch = 0; ch < c->cg; ++ch) {
+        float *dst = col + ((ky * c->kw + kx) * c->cg + ch) * count;
+        const float *plane = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride;
+        for (int64_t r = 0; r < rows; ++r) {
+          float *d = dst + r * c->ow;
+          int64_t iy = (c->oy0 + r0 + r) * c->sh - c->ph + ky * c->dh;
+          if (iy < 0 || iy >= c->h || lo >= hi) {
+            memset(d, 0, (size_t)c->ow * sizeof *d);
+            continue;
+          }
+          const float *src = plane + (uint64_t)((iy - c->in_row0) * c->w + lo * c->sw + x_offset);
+          if (lo > 0) memset(d, 0, (size_t)lo * sizeof *d);
+          if (c->sw == 1) {
+            memcpy(d + lo, src, (size_t)(hi - lo) * sizeof *d);
+          } else {
+            for (int64_t ox = lo; ox < hi; ++ox) d[ox] = src[(ox - lo) * c->sw];
+          }
+          if (hi < c->ow) memset(d + hi, 0, (size_t)(c->ow - hi) * sizeof *d);
+        }
+      }
+    }
+  }
+}
+
+/* Each run of filters of one group is one GEMM: a = the filters (nf x
+ * taps, as the compiler laid them out), b = the input itself (pointwise)
+ * or its im2col, chunk by chunk of output rows, c = the output block. */
+static void conv_gemm(float *sram, const mlu_conv *c, float *work) {
+  int64_t taps = c->kh * c->kw * c->cg, plane = c->out_rows * c->ow;
+  int pointwise = conv_pointwise(c);
+  int64_t chunk = conv_chunk_rows(c);
+  for (int64_t j0 = 0; j0 < c->nf;) {
+    int64_t group = (c->f0 + j0) / c->fg;
+    int64_t j1 = (group + 1) * c->fg - c->f0;
+    if (j1 > c->nf) j1 = c->nf;
+    int64_t channel_base = group * c->cg - c->in_c0;
+    const float *a = sram + c->filter + (uint64_t)(j0 * taps);
+    float *out = sram + c->out + (uint64_t)j0 * c->out_ch_stride;
+    const float *bias = c->ep.bias == MLU_NONE ? NULL : sram + c->ep.bias + (uint64_t)j0;
+    int64_t ldc = (int64_t)c->out_ch_stride;
+    if (pointwise) {
+      const float *b = sram + c->in + (uint64_t)channel_base * c->in_ch_stride +
+                       (uint64_t)((c->oy0 - c->in_row0) * c->w);
+      mlu_gemm(j1 - j0, plane, c->cg, a, taps, b, (int64_t)c->in_ch_stride, out, ldc, bias);
+    } else {
+      for (int64_t r0 = 0; r0 < c->out_rows; r0 += chunk) {
+        int64_t rows = chunk < c->out_rows - r0 ? chunk : c->out_rows - r0;
+        conv_im2col(sram, c, channel_base, r0, rows, work);
+        mlu_gemm(j1 - j0, rows * c->ow, taps, a, taps, work, rows * c->ow, out + r0 * c->ow, ldc,
+                 bias);
+      }
+    }
+    j0 = j1;
+  }
+}
+
+void mlu_kernel_conv(float *sram, const mlu_conv *c, float *work) {
+  if (conv_uses_gemm(c)) {
+    conv_gemm(sram, c, work);
+  } else {
+    conv_direct(sram, c);
+  }
+  apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, c->out_rows * c->ow);
 }
 
 void mlu_kernel_matmul(float *sram, const mlu_matmul *m) {
@@ -387,4 +520,12 @@ void mlu_kernel_matmul_int8(float *sram, const mlu_matmul *m, int8_t *q) {
     }
   }
   apply_epilogue(sram, &m->ep, m->out, m->out_stride, m->rows, m->cols);
+}
+
+uint64_t mlu_kernel_work_words(const mlu_insn *insn) {
+  if (insn->dtype == MLU_DT_INT8) return 0;
+  switch (insn->opcode) {
+    case MLU_OP_CONV: return mlu_conv_work_words(&insn->u.conv);
+    default: return 0;
+  }
 }

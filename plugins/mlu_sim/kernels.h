@@ -16,7 +16,12 @@
 
 #include "isa.h"
 
-void mlu_kernel_conv(float *sram, const mlu_conv *conv);
+/* CONV: work is the cluster's float workspace, at least
+ * mlu_conv_work_words(conv) words (the im2col chunk of the GEMM path). */
+void mlu_kernel_conv(float *sram, const mlu_conv *conv, float *work);
+uint64_t mlu_conv_work_words(const mlu_conv *conv);
+/* Words of the float workspace one instruction needs (0: none). */
+uint64_t mlu_kernel_work_words(const mlu_insn *insn);
 void mlu_kernel_matmul(float *sram, const mlu_matmul *matmul);
 void mlu_kernel_pool(float *sram, const mlu_pool *pool);
 void mlu_kernel_ewise(float *sram, const mlu_ewise *ewise);

@@ -13,17 +13,21 @@ void mlu_cluster_release(mlu_cluster *cluster) {
   free(cluster->sram);
   free(cluster->quant);
   free(cluster->acc);
+  free(cluster->work);
   memset(cluster, 0, sizeof *cluster);
 }
 
-/* Grows the int8 workspace to what the program's int8 instructions need
- * (at least one byte and word once there is any, so the kernels never see
- * NULL). */
+/* Grows the fast kernels' workspace to the most any instruction of the
+ * program needs, and the int8 workspace to what the program's int8
+ * instructions need (at least one byte and word once there is any, so the
+ * kernels never see NULL). */
 static int workspace_reserve(mlu_cluster *cluster, const mlu_program *program) {
-  uint64_t bytes = 0, words = 0;
+  uint64_t bytes = 0, words = 0, work = 0;
   int any = 0;
   for (size_t i = 0; i < program->num_insns; ++i) {
     const mlu_insn *insn = &program->insns[i];
+    uint64_t need = mlu_kernel_work_words(insn);
+    if (need > work) work = need;
     if (insn->dtype != MLU_DT_INT8 ||
         (insn->opcode != MLU_OP_CONV && insn->opcode != MLU_OP_MATMUL)) {
       continue;
@@ -32,6 +36,13 @@ static int workspace_reserve(mlu_cluster *cluster, const mlu_program *program) {
     uint64_t b = mlu_int8_work_bytes(insn), w = mlu_int8_acc_words(insn);
     if (b > bytes) bytes = b;
     if (w > words) words = w;
+  }
+  if (work > cluster->work_words) {
+    float *buffer = work <= SIZE_MAX / sizeof(float) ? malloc((size_t)work * sizeof(float)) : NULL;
+    if (buffer == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "kernel workspace");
+    free(cluster->work);
+    cluster->work = buffer;
+    cluster->work_words = work;
   }
   if (!any) return MX_ACC_OK;
   if (bytes == 0) bytes = 1;
@@ -394,7 +405,7 @@ static void run_insn(const launch *l, const mlu_insn *insn) {
       if (int8) {
         mlu_kernel_conv_int8(l->sram, &insn->u.conv, l->cluster->quant, l->cluster->acc);
       } else {
-        mlu_kernel_conv(l->sram, &insn->u.conv);
+        mlu_kernel_conv(l->sram, &insn->u.conv, l->cluster->work);
       }
       break;
     case MLU_OP_MATMUL:
