@@ -64,64 +64,64 @@ static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
   }
 }
 
-/* Accumulates one filter tap (ky, kx) of one output channel into out. */
-static void conv_tap(float *sram, const mlu_conv *c, const float *weights, float *out,
-                     int64_t channel_base, int64_t ky, int64_t kx) {
-  int64_t x_offset = kx * c->dw - c->pw, lo, hi;
-  valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
-  if (lo >= hi) return;
-  if (c->sh == 1 && c->sw == 1 && lo == 0 && hi == c->ow && c->ow == c->w) {
-    /* Whole rows at unit stride (1x1 convolutions, the centre column of
-     * same-padded ones): the valid rows are one contiguous run on both
-     * sides. Each output value still receives the channels in the same
-     * order, so the result is bit-identical to the row loop below. */
-    int64_t base = c->oy0 - c->ph + ky * c->dh; /* input row of output row 0 */
-    int64_t r0 = base < 0 ? -base : 0;
-    int64_t r1 = c->h - base < c->out_rows ? c->h - base : c->out_rows;
-    if (r0 >= r1) return;
-    int64_t count = (r1 - r0) * c->ow;
-    float *out_run = out + r0 * c->ow;
-    for (int64_t ch = 0; ch < c->cg; ++ch) {
-      float weight = weights[(ky * c->kw + kx) * c->cg + ch];
-      const float *in_run = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
-                            (uint64_t)((base + r0 - c->in_row0) * c->w);
-      for (int64_t i = 0; i < count; ++i) out_run[i] += weight * in_run[i];
-    }
-    return;
+/* Applies the epilogue's residual and activation to count values of
+ * output channel j starting at offset (a row, or a chunk of rows). */
+static void epilogue_run(float *sram, const mlu_epilogue *ep, uint64_t out, uint64_t out_stride,
+                         int64_t j, int64_t offset, int64_t count) {
+  if (ep->residual == MLU_NONE && ep->act == MLU_ACT_NONE) return;
+  float *values = sram + out + (uint64_t)j * out_stride + (uint64_t)offset;
+  if (ep->residual != MLU_NONE) {
+    const float *residual = sram + ep->residual + (uint64_t)j * ep->residual_stride +
+                            (uint64_t)offset;
+    for (int64_t i = 0; i < count; ++i) values[i] += residual[i];
   }
-  for (int64_t r = 0; r < c->out_rows; ++r) {
-    int64_t iy = (c->oy0 + r) * c->sh - c->ph + ky * c->dh;
-    if (iy < 0 || iy >= c->h) continue; /* zero padding */
-    float *out_row = out + r * c->ow;
-    for (int64_t ch = 0; ch < c->cg; ++ch) {
-      float weight = weights[(ky * c->kw + kx) * c->cg + ch];
-      const float *in_row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
-                            (uint64_t)((iy - c->in_row0) * c->w) +
-                            (uint64_t)(lo * c->sw + x_offset);
-      if (c->sw == 1) {
-        for (int64_t ox = lo; ox < hi; ++ox) out_row[ox] += weight * in_row[ox - lo];
-      } else {
-        for (int64_t ox = lo; ox < hi; ++ox) out_row[ox] += weight * in_row[(ox - lo) * c->sw];
-      }
-    }
-  }
+  activate_run(values, count, ep->act, ep->act_lo, ep->act_hi);
 }
 
-/* The direct convolution: per output channel, every filter tap added to
- * the whole output plane (grouped convolutions with few filters per group,
- * depthwise ones above all, where a GEMM would have one row). */
-static void conv_direct(float *sram, const mlu_conv *c) {
-  int64_t plane = c->out_rows * c->ow;
+/* The direct convolution, for groups of few filters (depthwise ones above
+ * all, where a GEMM would have one row): output row by output row, every
+ * tap of the filter added to the row while it is in the L1 cache, then its
+ * epilogue. Strided taps read a copy of the input row split into its
+ * stride phases (work: w words), so that every tap is a contiguous run. */
+static void conv_direct(float *sram, const mlu_conv *c, float *work) {
   int64_t taps = c->kh * c->kw * c->cg;
+  int64_t phase_len = (c->w + c->sw - 1) / c->sw;
   for (int64_t j = 0; j < c->nf; ++j) {
     float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
     float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
-    for (int64_t i = 0; i < plane; ++i) out[i] = bias;
     int64_t group = (c->f0 + j) / c->fg;
     int64_t channel_base = group * c->cg - c->in_c0; /* first input channel of the group */
     const float *weights = sram + c->filter + (uint64_t)(j * taps);
-    for (int64_t ky = 0; ky < c->kh; ++ky) {
-      for (int64_t kx = 0; kx < c->kw; ++kx) conv_tap(sram, c, weights, out, channel_base, ky, kx);
+    for (int64_t r = 0; r < c->out_rows; ++r) {
+      float *orow = out + r * c->ow;
+      for (int64_t ox = 0; ox < c->ow; ++ox) orow[ox] = bias;
+      for (int64_t ky = 0; ky < c->kh; ++ky) {
+        int64_t iy = (c->oy0 + r) * c->sh - c->ph + ky * c->dh;
+        if (iy < 0 || iy >= c->h) continue; /* zero padding */
+        for (int64_t ch = 0; ch < c->cg; ++ch) {
+          const float *row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
+                             (uint64_t)((iy - c->in_row0) * c->w);
+          const float *tap_weights = weights + ky * c->kw * c->cg + ch;
+          if (c->sw > 1) {
+            for (int64_t p = 0; p < c->sw; ++p) {
+              float *phase = work + p * phase_len;
+              for (int64_t i = 0; p + i * c->sw < c->w; ++i) phase[i] = row[p + i * c->sw];
+            }
+          }
+          for (int64_t kx = 0; kx < c->kw; ++kx) {
+            int64_t x_offset = kx * c->dw - c->pw, lo, hi;
+            valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
+            if (lo >= hi) continue;
+            float weight = tap_weights[kx * c->cg];
+            int64_t first = lo * c->sw + x_offset; /* input column of output column lo */
+            const float *src = c->sw == 1 ? row + first
+                                          : work + (first % c->sw) * phase_len + first / c->sw;
+            float *dst = orow + lo;
+            for (int64_t i = 0; i < hi - lo; ++i) dst[i] += weight * src[i];
+          }
+        }
+      }
+      epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r * c->ow, c->ow);
     }
   }
 }
@@ -155,10 +155,9 @@ static int64_t conv_chunk_rows(const mlu_conv *c) {
 }
 
 uint64_t mlu_conv_work_words(const mlu_conv *c) {
-  if (c->nf <= 0 || c->out_rows <= 0 || c->ow <= 0 || c->cg <= 0 || !conv_uses_gemm(c) ||
-      conv_pointwise(c)) {
-    return 0;
-  }
+  if (c->nf <= 0 || c->out_rows <= 0 || c->ow <= 0 || c->cg <= 0) return 0;
+  if (!conv_uses_gemm(c)) return c->sw > 1 ? (uint64_t)c->w : 0; /* the stride phases */
+  if (conv_pointwise(c)) return 0;
   return (uint64_t)(c->kh * c->kw * c->cg) * (uint64_t)(conv_chunk_rows(c) * c->ow);
 }
 
@@ -223,19 +222,22 @@ static void conv_gemm(float *sram, const mlu_conv *c, float *work) {
         conv_im2col(sram, c, channel_base, r0, rows, work);
         mlu_gemm(j1 - j0, rows * c->ow, taps, a, taps, work, rows * c->ow, out + r0 * c->ow, ldc,
                  bias);
+        for (int64_t j = j0; j < j1; ++j) {
+          epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r0 * c->ow, rows * c->ow);
+        }
       }
     }
     j0 = j1;
   }
+  if (pointwise) apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, plane);
 }
 
 void mlu_kernel_conv(float *sram, const mlu_conv *c, float *work) {
   if (conv_uses_gemm(c)) {
     conv_gemm(sram, c, work);
   } else {
-    conv_direct(sram, c);
+    conv_direct(sram, c, work);
   }
-  apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, c->out_rows * c->ow);
 }
 
 void mlu_kernel_matmul(float *sram, const mlu_matmul *m) {
