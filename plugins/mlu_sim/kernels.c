@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cost.h"
+#include "clones.h"
 #include "fast_gemm.h"
 
 float mlu_activate(float x, int act, float lo, float hi) {
@@ -29,9 +30,29 @@ static void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t
   if (*hi < *lo) *hi = *lo;
 }
 
+/* Splits row (w values) into its stride phases: phase p (at phases + p *
+ * ceil(w / stride)) holds row[p], row[p + stride], ... */
+MLU_TARGET_CLONES static void split_phases(const float *row, int64_t w, int64_t stride,
+                                           float *phases) {
+  int64_t len = (w + stride - 1) / stride;
+  if (stride == 2) {
+    float *even = phases, *odd = phases + len;
+    for (int64_t i = 0; i < w / 2; ++i) {
+      even[i] = row[2 * i];
+      odd[i] = row[2 * i + 1];
+    }
+    if (w % 2) even[w / 2] = row[w - 1];
+    return;
+  }
+  for (int64_t p = 0; p < stride; ++p) {
+    float *phase = phases + p * len;
+    for (int64_t i = 0; p + i * stride < w; ++i) phase[i] = row[p + i * stride];
+  }
+}
+
 /* Applies activation act to n values in place: one loop per activation, so
  * that the compiler vectorises the cheap ones. */
-static void activate_run(float *values, int64_t n, int act, float lo, float hi) {
+MLU_TARGET_CLONES static void activate_run(float *values, int64_t n, int act, float lo, float hi) {
   switch (act) {
     case MLU_ACT_NONE: break;
     case MLU_ACT_RELU:
@@ -51,7 +72,7 @@ static void activate_run(float *values, int64_t n, int act, float lo, float hi) 
 
 /* Applies bias (already in place), residual and activation to an output
  * block of nf channels x count values. */
-static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
+MLU_TARGET_CLONES static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
                            uint64_t out_stride, int64_t channels, int64_t count) {
   if (ep->residual == MLU_NONE && ep->act == MLU_ACT_NONE) return;
   for (int64_t j = 0; j < channels; ++j) {
@@ -66,7 +87,7 @@ static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
 
 /* Applies the epilogue's residual and activation to count values of
  * output channel j starting at offset (a row, or a chunk of rows). */
-static void epilogue_run(float *sram, const mlu_epilogue *ep, uint64_t out, uint64_t out_stride,
+MLU_TARGET_CLONES static void epilogue_run(float *sram, const mlu_epilogue *ep, uint64_t out, uint64_t out_stride,
                          int64_t j, int64_t offset, int64_t count) {
   if (ep->residual == MLU_NONE && ep->act == MLU_ACT_NONE) return;
   float *values = sram + out + (uint64_t)j * out_stride + (uint64_t)offset;
@@ -83,7 +104,7 @@ static void epilogue_run(float *sram, const mlu_epilogue *ep, uint64_t out, uint
  * tap of the filter added to the row while it is in the L1 cache, then its
  * epilogue. Strided taps read a copy of the input row split into its
  * stride phases (work: w words), so that every tap is a contiguous run. */
-static void conv_direct(float *sram, const mlu_conv *c, float *work) {
+MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float *work) {
   int64_t taps = c->kh * c->kw * c->cg;
   int64_t phase_len = (c->w + c->sw - 1) / c->sw;
   for (int64_t j = 0; j < c->nf; ++j) {
@@ -102,12 +123,7 @@ static void conv_direct(float *sram, const mlu_conv *c, float *work) {
           const float *row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
                              (uint64_t)((iy - c->in_row0) * c->w);
           const float *tap_weights = weights + ky * c->kw * c->cg + ch;
-          if (c->sw > 1) {
-            for (int64_t p = 0; p < c->sw; ++p) {
-              float *phase = work + p * phase_len;
-              for (int64_t i = 0; p + i * c->sw < c->w; ++i) phase[i] = row[p + i * c->sw];
-            }
-          }
+          if (c->sw > 1) split_phases(row, c->w, c->sw, work);
           for (int64_t kx = 0; kx < c->kw; ++kx) {
             int64_t x_offset = kx * c->dw - c->pw, lo, hi;
             valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
@@ -300,11 +316,89 @@ static float pool_one(const float *sram, const mlu_pool *p, const float *in, win
   return (float)(sum / divisor);
 }
 
-void mlu_kernel_pool(float *sram, const mlu_pool *p) {
+/* Rows at most this wide take the row-wise path (its workspace is 3 words
+ * per column); wider ones, which no compiled layer has, and single output
+ * columns (global pooling: one contiguous window row each) go window by
+ * window. */
+#define POOL_ROW_MAX ((int64_t)1 << 20)
+
+static int pool_by_rows(const mlu_pool *p) {
+  return p->ow > 1 && p->w <= POOL_ROW_MAX && p->ow <= POOL_ROW_MAX;
+}
+
+uint64_t mlu_pool_work_words(const mlu_pool *p) {
+  if (!pool_by_rows(p) || p->ow <= 0 || p->w <= 0) return 0;
+  /* ow double accumulators (avg), then one input row split into phases */
+  return (uint64_t)(2 * p->ow + p->w);
+}
+
+/* One output row of one plane, row-wise: each window row and column offset
+ * (iy, kx) updates every output column it reaches in one contiguous run
+ * (strided layers read the input row split into its stride phases). Every
+ * output value still sees its window in MXNet's order, row by row, column
+ * by column, so the results are those of pool_one: the same maximum (the
+ * first NaN wins) and the same double sums. */
+MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float *out, int64_t oy,
+                     double *sums, float *phases) {
+  window y = pool_window(oy, p->kh, p->sh, p->ph, p->h);
+  int max = p->mode == MLU_POOL_MAX;
+  int64_t phase_len = (p->w + p->sw - 1) / p->sw;
+  if (y.lo >= y.hi) { /* a window row of padding only */
+    for (int64_t ox = 0; ox < p->ow; ++ox) out[ox] = max ? p->empty_value : 0.0f;
+    return;
+  }
+  if (max) {
+    for (int64_t ox = 0; ox < p->ow; ++ox) out[ox] = -INFINITY;
+  } else {
+    for (int64_t ox = 0; ox < p->ow; ++ox) sums[ox] = 0.0;
+  }
+  for (int64_t iy = y.lo; iy < y.hi; ++iy) {
+    const float *row = in + (iy - p->in_row0) * p->w;
+    if (p->sw > 1) split_phases(row, p->w, p->sw, phases);
+    for (int64_t kx = 0; kx < p->kw; ++kx) {
+      int64_t lo, hi;
+      valid_columns(kx - p->pw, p->sw, p->w, p->ow, &lo, &hi);
+      if (lo >= hi) continue;
+      int64_t first = lo * p->sw + kx - p->pw; /* input column of output column lo */
+      const float *src = p->sw == 1 ? row + first
+                                    : phases + (first % p->sw) * phase_len + first / p->sw;
+      int64_t n = hi - lo;
+      if (max) {
+        float *best = out + lo;
+        for (int64_t i = 0; i < n; ++i) {
+          float v = src[i], b = best[i];
+          best[i] = (v > b || (v != v && b == b)) ? v : b;
+        }
+      } else {
+        double *sum = sums + lo;
+        for (int64_t i = 0; i < n; ++i) sum[i] += (double)src[i];
+      }
+    }
+  }
+  for (int64_t ox = 0; ox < p->ow; ++ox) {
+    window x = pool_window(ox, p->kw, p->sw, p->pw, p->w);
+    if (x.lo >= x.hi) {
+      out[ox] = max ? p->empty_value : 0.0f;
+    } else if (!max) {
+      double divisor = p->count_include_pad ? (double)((y.end - y.start) * (x.end - x.start))
+                                            : (double)((y.hi - y.lo) * (x.hi - x.lo));
+      out[ox] = (float)(sums[ox] / divisor);
+    }
+  }
+}
+
+void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work) {
+  int rows = pool_by_rows(p);
+  double *sums = (double *)(void *)work;
+  float *phases = rows ? work + 2 * p->ow : NULL;
   for (int64_t plane = 0; plane < p->planes; ++plane) {
     const float *in = sram + p->in + (uint64_t)plane * p->in_ch_stride;
     float *out = sram + p->out + (uint64_t)plane * p->out_ch_stride;
     for (int64_t r = 0; r < p->out_rows; ++r) {
+      if (rows) {
+        pool_row(p, in, out + r * p->ow, p->oy0 + r, sums, phases);
+        continue;
+      }
       window y = pool_window(p->oy0 + r, p->kh, p->sh, p->ph, p->h);
       for (int64_t ox = 0; ox < p->ow; ++ox) {
         window x = pool_window(ox, p->kw, p->sw, p->pw, p->w);
@@ -528,6 +622,7 @@ uint64_t mlu_kernel_work_words(const mlu_insn *insn) {
   if (insn->dtype == MLU_DT_INT8) return 0;
   switch (insn->opcode) {
     case MLU_OP_CONV: return mlu_conv_work_words(&insn->u.conv);
+    case MLU_OP_POOL: return mlu_pool_work_words(&insn->u.pool);
     default: return 0;
   }
 }

@@ -23,7 +23,9 @@ uint64_t mlu_conv_work_words(const mlu_conv *conv);
 /* Words of the float workspace one instruction needs (0: none). */
 uint64_t mlu_kernel_work_words(const mlu_insn *insn);
 void mlu_kernel_matmul(float *sram, const mlu_matmul *matmul);
-void mlu_kernel_pool(float *sram, const mlu_pool *pool);
+/* POOL: work as for CONV, mlu_pool_work_words(pool) words. */
+void mlu_kernel_pool(float *sram, const mlu_pool *pool, float *work);
+uint64_t mlu_pool_work_words(const mlu_pool *pool);
 void mlu_kernel_ewise(float *sram, const mlu_ewise *ewise);
 void mlu_kernel_softmax(float *sram, const mlu_softmax *softmax);
 void mlu_kernel_copy(float *sram, const mlu_copy *copy);

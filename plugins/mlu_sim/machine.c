@@ -415,7 +415,7 @@ static void run_insn(const launch *l, const mlu_insn *insn) {
         mlu_kernel_matmul(l->sram, &insn->u.matmul);
       }
       break;
-    case MLU_OP_POOL: mlu_kernel_pool(l->sram, &insn->u.pool); break;
+    case MLU_OP_POOL: mlu_kernel_pool(l->sram, &insn->u.pool, l->cluster->work); break;
     case MLU_OP_EWISE: mlu_kernel_ewise(l->sram, &insn->u.ewise); break;
     case MLU_OP_SOFTMAX: mlu_kernel_softmax(l->sram, &insn->u.softmax); break;
     case MLU_OP_COPY: mlu_kernel_copy(l->sram, &insn->u.copy); break;
