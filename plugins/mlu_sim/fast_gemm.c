@@ -115,9 +115,15 @@ __attribute__((target("avx512f"))) static void gemm_avx512(int64_t m, int64_t n,
 
 /* ---- AVX2 + FMA: 6 x 16 (12 accumulators) ------------------------------------------ */
 
+/* Lanes [0, n) of a mask for _mm256_maskload_ps / _mm256_maskstore_ps. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i lanes_avx2(int64_t n) {
+  __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), index);
+}
+
 __attribute__((target("avx2,fma"), always_inline)) static inline void block_avx2(
     const int rows, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-    int64_t ldc, const float *bias) {
+    int64_t ldc, const float *bias, __m256i m0, __m256i m1) {
   __m256 acc0[MR], acc1[MR];
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) {
@@ -128,8 +134,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void block_avx2
   }
   for (int64_t kk = 0; kk < k; ++kk) {
     const float *brow = b + kk * ldb;
-    __m256 b0 = _mm256_loadu_ps(brow);
-    __m256 b1 = _mm256_loadu_ps(brow + 8);
+    __m256 b0 = _mm256_maskload_ps(brow, m0);
+    __m256 b1 = _mm256_maskload_ps(brow + 8, m1);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
       if (r < rows) {
@@ -142,34 +148,35 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void block_avx2
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) {
     if (r < rows) {
-      _mm256_storeu_ps(c + r * ldc, acc0[r]);
-      _mm256_storeu_ps(c + r * ldc + 8, acc1[r]);
+      _mm256_maskstore_ps(c + r * ldc, m0, acc0[r]);
+      _mm256_maskstore_ps(c + r * ldc + 8, m1, acc1[r]);
     }
   }
 }
 
-/* The columns past the last multiple of 16 go through the portable block,
- * which sums in the same order but without FMA. */
+/* The last columns (fewer than 16) use masked loads and stores, so every
+ * column is computed with FMA and results do not depend on where a caller
+ * splits the columns. */
 __attribute__((target("avx2,fma"))) static void gemm_avx2(int64_t m, int64_t n, int64_t k,
                                                          const float *a, int64_t lda,
                                                          const float *b, int64_t ldb, float *c,
                                                          int64_t ldc, const float *bias) {
-  int64_t wide = n - n % 16;
-  for (int64_t j0 = 0; j0 < wide; j0 += 16) {
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    int64_t cols = min64(16, n - j0);
+    __m256i m0 = lanes_avx2(cols), m1 = lanes_avx2(cols - 8);
     for (int64_t i0 = 0; i0 < m; i0 += MR) {
       const float *ai = a + i0 * lda, *bi = bias == NULL ? NULL : bias + i0;
       float *ci = c + i0 * ldc + j0;
       switch (min64(MR, m - i0)) {
-        case 6: block_avx2(6, k, ai, lda, b + j0, ldb, ci, ldc, bi); break;
-        case 5: block_avx2(5, k, ai, lda, b + j0, ldb, ci, ldc, bi); break;
-        case 4: block_avx2(4, k, ai, lda, b + j0, ldb, ci, ldc, bi); break;
-        case 3: block_avx2(3, k, ai, lda, b + j0, ldb, ci, ldc, bi); break;
-        case 2: block_avx2(2, k, ai, lda, b + j0, ldb, ci, ldc, bi); break;
-        default: block_avx2(1, k, ai, lda, b + j0, ldb, ci, ldc, bi); break;
+        case 6: block_avx2(6, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
+        case 5: block_avx2(5, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
+        case 4: block_avx2(4, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
+        case 3: block_avx2(3, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
+        case 2: block_avx2(2, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
+        default: block_avx2(1, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
       }
     }
   }
-  if (wide < n) gemm_portable(m, n - wide, k, a, lda, b + wide, ldb, c + wide, ldc, bias);
 }
 
 #endif /* MLU_GEMM_X86 */

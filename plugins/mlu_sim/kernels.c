@@ -20,6 +20,15 @@ float mlu_activate(float x, int act, float lo, float hi) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
+/* Where part `part` of `parts` equal shares of n items starts (part ==
+ * parts: n), rounded down to a multiple of align. */
+static int64_t share(int64_t n, int part, int parts, int64_t align) {
+  if (part >= parts) return n;
+  int64_t at = (int64_t)((double)n * part / parts);
+  at -= at % align;
+  return at < n ? at : n;
+}
+
 /* Output columns [*lo, *hi) whose input column ox * stride + offset lies in
  * [0, width). */
 static void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t out_width,
@@ -104,10 +113,12 @@ MLU_TARGET_CLONES static void epilogue_run(float *sram, const mlu_epilogue *ep, 
  * tap of the filter added to the row while it is in the L1 cache, then its
  * epilogue. Strided taps read a copy of the input row split into its
  * stride phases (work: w words), so that every tap is a contiguous run. */
-MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float *work) {
+MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float *work, int part,
+                                          int parts) {
   int64_t taps = c->kh * c->kw * c->cg;
   int64_t phase_len = (c->w + c->sw - 1) / c->sw;
-  for (int64_t j = 0; j < c->nf; ++j) {
+  int64_t j_end = share(c->nf, part + 1, parts, 1);
+  for (int64_t j = share(c->nf, part, parts, 1); j < j_end; ++j) {
     float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
     float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
     int64_t group = (c->f0 + j) / c->fg;
@@ -214,11 +225,17 @@ static void conv_im2col(const float *sram, const mlu_conv *c, int64_t channel_ba
 
 /* Each run of filters of one group is one GEMM: a = the filters (nf x
  * taps, as the compiler laid them out), b = the input itself (pointwise)
- * or its im2col, chunk by chunk of output rows, c = the output block. */
-static void conv_gemm(float *sram, const mlu_conv *c, float *work) {
+ * or its im2col, chunk by chunk of output rows, c = the output block. Part
+ * `part` of `parts` computes a share of the output positions: of the
+ * columns (pointwise, at multiples of 32) or of the output rows. */
+static void conv_gemm(float *sram, const mlu_conv *c, float *work, int part, int parts) {
   int64_t taps = c->kh * c->kw * c->cg, plane = c->out_rows * c->ow;
   int pointwise = conv_pointwise(c);
   int64_t chunk = conv_chunk_rows(c);
+  int64_t lo = pointwise ? share(plane, part, parts, 32) : share(c->out_rows, part, parts, 1);
+  int64_t hi = pointwise ? share(plane, part + 1, parts, 32)
+                         : share(c->out_rows, part + 1, parts, 1);
+  if (lo >= hi) return;
   for (int64_t j0 = 0; j0 < c->nf;) {
     int64_t group = (c->f0 + j0) / c->fg;
     int64_t j1 = (group + 1) * c->fg - c->f0;
@@ -231,10 +248,14 @@ static void conv_gemm(float *sram, const mlu_conv *c, float *work) {
     if (pointwise) {
       const float *b = sram + c->in + (uint64_t)channel_base * c->in_ch_stride +
                        (uint64_t)((c->oy0 - c->in_row0) * c->w);
-      mlu_gemm(j1 - j0, plane, c->cg, a, taps, b, (int64_t)c->in_ch_stride, out, ldc, bias);
+      mlu_gemm(j1 - j0, hi - lo, c->cg, a, taps, b + lo, (int64_t)c->in_ch_stride, out + lo, ldc,
+               bias);
+      for (int64_t j = j0; j < j1; ++j) {
+        epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, lo, hi - lo);
+      }
     } else {
-      for (int64_t r0 = 0; r0 < c->out_rows; r0 += chunk) {
-        int64_t rows = chunk < c->out_rows - r0 ? chunk : c->out_rows - r0;
+      for (int64_t r0 = lo; r0 < hi; r0 += chunk) {
+        int64_t rows = chunk < hi - r0 ? chunk : hi - r0;
         conv_im2col(sram, c, channel_base, r0, rows, work);
         mlu_gemm(j1 - j0, rows * c->ow, taps, a, taps, work, rows * c->ow, out + r0 * c->ow, ldc,
                  bias);
@@ -245,30 +266,76 @@ static void conv_gemm(float *sram, const mlu_conv *c, float *work) {
     }
     j0 = j1;
   }
-  if (pointwise) apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, plane);
 }
 
-void mlu_kernel_conv(float *sram, const mlu_conv *c, float *work) {
+void mlu_kernel_conv(float *sram, const mlu_conv *c, float *work, int part, int parts) {
   if (conv_uses_gemm(c)) {
-    conv_gemm(sram, c, work);
+    conv_gemm(sram, c, work, part, parts);
   } else {
-    conv_direct(sram, c, work);
+    conv_direct(sram, c, work, part, parts);
   }
 }
 
-void mlu_kernel_matmul(float *sram, const mlu_matmul *m) {
-  for (int64_t r = 0; r < m->rows; ++r) {
-    const float *a = sram + m->a + (uint64_t)r * m->a_stride;
-    float *out = sram + m->out + (uint64_t)r * m->out_stride;
-    for (int64_t col = 0; col < m->cols; ++col) {
-      const float *b = sram + m->b + (uint64_t)(col * m->k);
-      double sum = 0.0;
-      for (int64_t k = 0; k < m->k; ++k) sum += (double)a[k] * (double)b[k];
-      if (m->ep.bias != MLU_NONE) sum += (double)sram[m->ep.bias + (uint64_t)col];
-      out[col] = (float)sum;
+/* Columns of b a MATMUL packs at a time (transposed, so that the double
+ * sums of 8 columns advance together in one vector), and the largest k
+ * packed (work: 8 k words); beyond it, column by column. */
+#define MATMUL_PACK 8
+#define MATMUL_PACK_K_MAX ((int64_t)1 << 20)
+
+uint64_t mlu_matmul_work_words(const mlu_matmul *m) {
+  return m->k > 0 && m->k <= MATMUL_PACK_K_MAX ? (uint64_t)(m->k * MATMUL_PACK) : 0;
+}
+
+/* Rows [r0, r1) of out = a b^T (+ bias) through 8 packed columns at a
+ * time: each sum still runs over k in order, in double, as the column loop
+ * below does, so the results are the same. */
+MLU_TARGET_CLONES static void matmul_packed(float *sram, const mlu_matmul *m, float *work,
+                                            int64_t r0, int64_t r1) {
+  for (int64_t c0 = 0; c0 < m->cols; c0 += MATMUL_PACK) {
+    int64_t n = m->cols - c0 < MATMUL_PACK ? m->cols - c0 : MATMUL_PACK;
+    for (int64_t c = 0; c < MATMUL_PACK; ++c) {
+      const float *b = sram + m->b + (uint64_t)((c0 + (c < n ? c : 0)) * m->k);
+      for (int64_t k = 0; k < m->k; ++k) work[k * MATMUL_PACK + c] = b[k];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *a = sram + m->a + (uint64_t)r * m->a_stride;
+      double sum[MATMUL_PACK] = {0};
+      for (int64_t k = 0; k < m->k; ++k) {
+        double x = (double)a[k];
+        const float *bt = work + k * MATMUL_PACK;
+        for (int c = 0; c < MATMUL_PACK; ++c) sum[c] += x * (double)bt[c];
+      }
+      float *out = sram + m->out + (uint64_t)r * m->out_stride + (uint64_t)c0;
+      for (int64_t c = 0; c < n; ++c) {
+        double v = sum[c];
+        if (m->ep.bias != MLU_NONE) v += (double)sram[m->ep.bias + (uint64_t)(c0 + c)];
+        out[c] = (float)v;
+      }
     }
   }
-  apply_epilogue(sram, &m->ep, m->out, m->out_stride, m->rows, m->cols);
+}
+
+void mlu_kernel_matmul(float *sram, const mlu_matmul *m, float *work, int part, int parts) {
+  int64_t r0 = share(m->rows, part, parts, 1), r1 = share(m->rows, part + 1, parts, 1);
+  if (r0 >= r1) return;
+  if (mlu_matmul_work_words(m) > 0) {
+    matmul_packed(sram, m, work, r0, r1);
+  } else {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *a = sram + m->a + (uint64_t)r * m->a_stride;
+      float *out = sram + m->out + (uint64_t)r * m->out_stride;
+      for (int64_t col = 0; col < m->cols; ++col) {
+        const float *b = sram + m->b + (uint64_t)(col * m->k);
+        double sum = 0.0;
+        for (int64_t k = 0; k < m->k; ++k) sum += (double)a[k] * (double)b[k];
+        if (m->ep.bias != MLU_NONE) sum += (double)sram[m->ep.bias + (uint64_t)col];
+        out[col] = (float)sum;
+      }
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    epilogue_run(sram, &m->ep, m->out, m->out_stride, r, 0, m->cols);
+  }
 }
 
 /* MXNet's pooling window along one axis for output index o: start and end
@@ -387,11 +454,12 @@ MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float
   }
 }
 
-void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work) {
+void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work, int part, int parts) {
   int rows = pool_by_rows(p);
   double *sums = (double *)(void *)work;
   float *phases = rows ? work + 2 * p->ow : NULL;
-  for (int64_t plane = 0; plane < p->planes; ++plane) {
+  int64_t end = share(p->planes, part + 1, parts, 1);
+  for (int64_t plane = share(p->planes, part, parts, 1); plane < end; ++plane) {
     const float *in = sram + p->in + (uint64_t)plane * p->in_ch_stride;
     float *out = sram + p->out + (uint64_t)plane * p->out_ch_stride;
     for (int64_t r = 0; r < p->out_rows; ++r) {
@@ -408,36 +476,45 @@ void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work) {
   }
 }
 
-void mlu_kernel_ewise(float *sram, const mlu_ewise *e) {
+MLU_TARGET_CLONES static void ewise_range(float *sram, const mlu_ewise *e, int64_t lo,
+                                          int64_t hi) {
   const float *a = sram + e->a;
   float *out = sram + e->out;
   switch (e->kind) {
     case MLU_EWISE_ADD: {
       const float *b = sram + e->b;
-      for (int64_t i = 0; i < e->n; ++i) {
-        out[i] = mlu_activate(a[i] + b[i], e->act, e->act_lo, e->act_hi);
-      }
+      for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
       break;
     }
     case MLU_EWISE_MUL: {
       const float *b = sram + e->b;
-      for (int64_t i = 0; i < e->n; ++i) {
-        out[i] = mlu_activate(a[i] * b[i], e->act, e->act_lo, e->act_hi);
-      }
+      for (int64_t i = lo; i < hi; ++i) out[i] = a[i] * b[i];
       break;
     }
     case MLU_EWISE_AFFINE: {
+      /* One run per channel: c = ((first + i) / inner) % channels. */
       const float *scale = sram + e->scale, *shift = sram + e->shift;
-      for (int64_t i = 0; i < e->n; ++i) {
-        int64_t channel = ((e->first + i) / e->inner) % e->channels;
-        out[i] = mlu_activate(a[i] * scale[channel] + shift[channel], e->act, e->act_lo, e->act_hi);
+      for (int64_t i = lo; i < hi;) {
+        int64_t block = (e->first + i) / e->inner;
+        int64_t channel = block % e->channels;
+        int64_t end = (block + 1) * e->inner - e->first;
+        if (end > hi) end = hi;
+        float s = scale[channel], t = shift[channel];
+        for (int64_t k = i; k < end; ++k) out[k] = a[k] * s + t;
+        i = end;
       }
       break;
     }
     default:
-      for (int64_t i = 0; i < e->n; ++i) out[i] = mlu_activate(a[i], e->act, e->act_lo, e->act_hi);
+      if (out != a) memmove(out + lo, a + lo, (size_t)(hi - lo) * sizeof *out);
       break;
   }
+  activate_run(out + lo, hi - lo, e->act, e->act_lo, e->act_hi);
+}
+
+void mlu_kernel_ewise(float *sram, const mlu_ewise *e, int part, int parts) {
+  int64_t lo = share(e->n, part, parts, 16), hi = share(e->n, part + 1, parts, 16);
+  if (lo < hi) ewise_range(sram, e, lo, hi);
 }
 
 void mlu_kernel_softmax(float *sram, const mlu_softmax *s) {
@@ -623,6 +700,44 @@ uint64_t mlu_kernel_work_words(const mlu_insn *insn) {
   switch (insn->opcode) {
     case MLU_OP_CONV: return mlu_conv_work_words(&insn->u.conv);
     case MLU_OP_POOL: return mlu_pool_work_words(&insn->u.pool);
+    case MLU_OP_MATMUL: return mlu_matmul_work_words(&insn->u.matmul);
     default: return 0;
+  }
+}
+
+/* Arithmetic of an instruction, roughly, in multiply-adds or elements. */
+static double insn_work(const mlu_insn *insn) {
+  switch (insn->opcode) {
+    case MLU_OP_CONV: {
+      const mlu_conv *c = &insn->u.conv;
+      return (double)c->nf * (double)c->out_rows * (double)c->ow * (double)c->kh * (double)c->kw *
+             (double)c->cg;
+    }
+    case MLU_OP_MATMUL: {
+      const mlu_matmul *m = &insn->u.matmul;
+      return (double)m->rows * (double)m->cols * (double)m->k;
+    }
+    case MLU_OP_POOL: {
+      const mlu_pool *p = &insn->u.pool;
+      return (double)p->planes * (double)p->out_rows * (double)p->ow * (double)p->kh *
+             (double)p->kw;
+    }
+    case MLU_OP_EWISE: return (double)insn->u.ewise.n;
+    default: return 0.0;
+  }
+}
+
+int mlu_kernel_splits(const mlu_insn *insn) {
+  /* Below some 10 us of work, waking a helper costs more than it saves. */
+  return insn->dtype != MLU_DT_INT8 && insn_work(insn) >= 65536.0;
+}
+
+void mlu_kernel_part(float *sram, const mlu_insn *insn, float *work, int part, int parts) {
+  switch (insn->opcode) {
+    case MLU_OP_CONV: mlu_kernel_conv(sram, &insn->u.conv, work, part, parts); break;
+    case MLU_OP_MATMUL: mlu_kernel_matmul(sram, &insn->u.matmul, work, part, parts); break;
+    case MLU_OP_POOL: mlu_kernel_pool(sram, &insn->u.pool, work, part, parts); break;
+    case MLU_OP_EWISE: mlu_kernel_ewise(sram, &insn->u.ewise, part, parts); break;
+    default: break;
   }
 }
