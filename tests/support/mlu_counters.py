@@ -68,6 +68,16 @@ def _steady(forward: Callable[[], list[np.ndarray]]) -> dict[str, float]:
     return result
 
 
+def with_threads(threads: int, work: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """work() with the card's host threads set to threads (restored after)."""
+    before = mx.mlu(CARD).configure(query="params")["num_threads"]
+    mx.mlu(CARD).configure(num_threads=threads)
+    try:
+        return work()
+    finally:
+        mx.mlu(CARD).configure(num_threads=before)
+
+
 def _with_precision(precision: str, work: Callable[[], dict[str, float]]) -> dict[str, float]:
     before = mx.mlu(CARD).configure(query="params")["precision"]
     mx.mlu(CARD).configure(precision=precision)
@@ -139,8 +149,8 @@ def _op_arrays(symbol: Any, shape: tuple, dtype: Any, seed: int) -> dict[str, np
     return arrays
 
 
-def _single_op(op: str, attrs: dict[str, Any], shape: tuple, dtype: Any = np.float32,
-               inputs: int = 1) -> tuple[Callable[[], dict[str, float]],
+def single_op(op: str, attrs: dict[str, Any], shape: tuple, dtype: Any = np.float32,
+              inputs: int = 1) -> tuple[Callable[[], dict[str, float]],
                                          Callable[[], dict[str, float]]]:
     """(fused, imperative) counters of one operator."""
     symbol = _op_symbol(op, attrs, inputs)
@@ -211,6 +221,14 @@ def _int8(work: Callable[[], dict[str, float]]) -> Callable[[], dict[str, float]
     return lambda: _with_precision("int8", work)
 
 
+def shared_model(name: str, batch: int) -> Callable[[], dict[str, float]]:
+    return functools.partial(_shared_model, name, batch)
+
+
+def onnx_model(name: str) -> Callable[[], dict[str, float]]:
+    return functools.partial(_onnx_model, name)
+
+
 def cases() -> list[Case]:
     """Every workload, named as in the json."""
     found: list[Case] = []
@@ -224,7 +242,7 @@ def cases() -> list[Case]:
     for name in ("resnet_small", "dwsep_small", "vit_small", "bert_small"):
         found.append(Case(f"onnx-{name}", functools.partial(_onnx_model, name)))
     for name, op, attrs, shape, dtype, inputs in OPS:
-        fused, imperative = _single_op(op, attrs, shape, dtype, inputs)
+        fused, imperative = single_op(op, attrs, shape, dtype, inputs)
         found.append(Case(f"op-{name}-fused", fused))
         found.append(Case(f"op-{name}-imperative", imperative))
         if name in INT8_OPS:
