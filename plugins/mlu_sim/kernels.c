@@ -39,6 +39,11 @@ static void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t
   if (*hi < *lo) *hi = *lo;
 }
 
+/* Words split_phases writes. */
+static int64_t phase_words(int64_t w, int64_t stride) {
+  return (w + stride - 1) / stride * stride;
+}
+
 /* Splits row (w values) into its stride phases: phase p (at phases + p *
  * ceil(w / stride)) holds row[p], row[p + stride], ... */
 MLU_TARGET_CLONES static void split_phases(const float *row, int64_t w, int64_t stride,
@@ -112,7 +117,7 @@ MLU_TARGET_CLONES static void epilogue_run(float *sram, const mlu_epilogue *ep, 
  * all, where a GEMM would have one row): output row by output row, every
  * tap of the filter added to the row while it is in the L1 cache, then its
  * epilogue. Strided taps read a copy of the input row split into its
- * stride phases (work: w words), so that every tap is a contiguous run. */
+ * stride phases (work: phase_words), so that every tap is a contiguous run. */
 MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float *work, int part,
                                           int parts) {
   int64_t taps = c->kh * c->kw * c->cg;
@@ -162,10 +167,11 @@ MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float 
 #define CONV_ROW_WORDS_MAX ((int64_t)1 << 24)
 
 /* Whether the GEMM path computes the instruction: at least 4 filters per
- * group (rows of the GEMM), and a bounded im2col row. */
+ * group (rows of the GEMM), and a bounded im2col row. Only the layer's
+ * shape decides, never the tile's, so that tiling changes no result bit
+ * (each path sums every output value in its own fixed order). */
 static int conv_uses_gemm(const mlu_conv *c) {
-  return c->fg >= 4 && c->nf >= 4 && c->ow > 0 &&
-         c->kh * c->kw * c->cg <= CONV_ROW_WORDS_MAX / c->ow;
+  return c->fg >= 4 && c->ow > 0 && c->kh * c->kw * c->cg <= CONV_ROW_WORDS_MAX / c->ow;
 }
 
 /* A 1x1 convolution at unit stride without padding: its input block is the
@@ -183,7 +189,7 @@ static int64_t conv_chunk_rows(const mlu_conv *c) {
 
 uint64_t mlu_conv_work_words(const mlu_conv *c) {
   if (c->nf <= 0 || c->out_rows <= 0 || c->ow <= 0 || c->cg <= 0) return 0;
-  if (!conv_uses_gemm(c)) return c->sw > 1 ? (uint64_t)c->w : 0; /* the stride phases */
+  if (!conv_uses_gemm(c)) return c->sw > 1 ? (uint64_t)phase_words(c->w, c->sw) : 0;
   if (conv_pointwise(c)) return 0;
   return (uint64_t)(c->kh * c->kw * c->cg) * (uint64_t)(conv_chunk_rows(c) * c->ow);
 }
@@ -383,7 +389,7 @@ static float pool_one(const float *sram, const mlu_pool *p, const float *in, win
   return (float)(sum / divisor);
 }
 
-/* Rows at most this wide take the row-wise path (its workspace is 3 words
+/* Rows at most this wide take the row-wise path (its workspace is about 3 words
  * per column); wider ones, which no compiled layer has, and single output
  * columns (global pooling: one contiguous window row each) go window by
  * window. */
@@ -396,7 +402,7 @@ static int pool_by_rows(const mlu_pool *p) {
 uint64_t mlu_pool_work_words(const mlu_pool *p) {
   if (!pool_by_rows(p) || p->ow <= 0 || p->w <= 0) return 0;
   /* ow double accumulators (avg), then one input row split into phases */
-  return (uint64_t)(2 * p->ow + p->w);
+  return (uint64_t)(2 * p->ow + phase_words(p->w, p->sw));
 }
 
 /* One output row of one plane, row-wise: each window row and column offset
