@@ -361,11 +361,7 @@ static void run_load(const launch *l, const mlu_move *m) {
     const unsigned char *row = src + r * m->dram_stride * size;
     float *dst = l->sram + m->sram + r * m->sram_stride;
     if (m->dram.dtype == MLU_DT_FLOAT16) {
-      for (uint64_t i = 0; i < m->run; ++i) {
-        uint16_t bits;
-        memcpy(&bits, row + i * 2, sizeof bits);
-        dst[i] = mlu_half_to_float(bits);
-      }
+      mlu_half_to_float_n(row, dst, m->run);
     } else if (m->dram.dtype == MLU_DT_INT8) {
       for (uint64_t i = 0; i < m->run; ++i) {
         int8_t value;
@@ -385,10 +381,7 @@ static void run_store(const launch *l, const mlu_move *m) {
     unsigned char *row = dst + r * m->dram_stride * size;
     const float *src = l->sram + m->sram + r * m->sram_stride;
     if (m->dram.dtype == MLU_DT_FLOAT16) {
-      for (uint64_t i = 0; i < m->run; ++i) {
-        uint16_t bits = mlu_float_to_half(src[i]);
-        memcpy(row + i * 2, &bits, sizeof bits);
-      }
+      mlu_float_to_half_n(src, row, m->run);
     } else {
       memcpy(row, src, m->run * sizeof(float));
     }
