@@ -55,7 +55,9 @@ def test_counters_and_outputs_match_the_recorded_simulator(case: Case) -> None:
 # ---- host threads ------------------------------------------------------------------------
 
 # Instructions large enough to be split between host threads (kernels.c,
-# mlu_kernel_splits): every kernel that splits, by each of its paths.
+# mlu_kernel_splits: 128K multiply-adds or elements per instruction, which
+# each of these has per image): every kernel that splits, by each of its
+# paths.
 LARGE = {
     "conv3x3": single_op("Convolution", {"kernel": (3, 3), "pad": (1, 1), "num_filter": 32},
                          (2, 16, 30, 30))[0],
@@ -67,10 +69,10 @@ LARGE = {
     "pool_max": single_op("Pooling", {"kernel": (3, 3), "stride": (2, 2), "pool_type": "max"},
                           (1, 64, 41, 41))[0],
     "pool_avg": single_op("Pooling", {"kernel": (3, 3), "stride": (1, 1), "pad": (1, 1),
-                                      "pool_type": "avg"}, (2, 32, 20, 20))[1],
+                                      "pool_type": "avg"}, (1, 64, 24, 24))[1],
     "fc": single_op("FullyConnected", {"num_hidden": 96}, (33, 700))[0],
-    "add": single_op("elemwise_add", {}, (4, 64, 300), inputs=2)[0],
-    "batchnorm": single_op("BatchNorm", {"fix_gamma": False}, (2, 24, 33, 33))[1],
+    "add": single_op("elemwise_add", {}, (4, 64, 600), inputs=2)[0],
+    "batchnorm": single_op("BatchNorm", {"fix_gamma": False}, (2, 32, 48, 48))[1],
     "squeezenet1_1": shared_model("squeezenet1_1", 1),
     "resnet_small": onnx_model("resnet_small"),
 }
