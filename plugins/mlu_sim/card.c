@@ -46,6 +46,12 @@ int mlu_card_create(int ordinal, const mlu_params *params, mlu_card **result) {
     free(card);
     return status;
   }
+  status = mlu_team_init(&card->team);
+  if (status != MX_ACC_OK) {
+    unmap_arena(card);
+    free(card);
+    return status;
+  }
   pthread_mutex_init(&card->lock, NULL);
   *result = card;
   return MX_ACC_OK;
@@ -59,6 +65,7 @@ int mlu_card_destroy(mlu_card *card) {
   if (live > 0) {
     return acc_fail(MX_ACC_ERR_STATE, "card %d still has %zu allocations", card->ordinal, live);
   }
+  mlu_team_destroy(&card->team);
   unmap_arena(card);
   free(card->blocks);
   pthread_mutex_destroy(&card->lock);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "cost.h"
+#include "team.h"
 
 /* Who allocated a block: mx_releaseAll() frees only the host's. */
 typedef enum mlu_mem_tag {
@@ -36,7 +37,7 @@ typedef struct mlu_block {
 
 typedef struct mlu_card {
   int ordinal;
-  pthread_mutex_t lock; /* guards every field below */
+  pthread_mutex_t lock; /* guards every field below but team */
   mlu_params params;
   mlu_stats stats;
   unsigned char *dram;  /* the arena */
@@ -44,6 +45,7 @@ typedef struct mlu_card {
   mlu_block *blocks;    /* live allocations, sorted by offset */
   size_t num_blocks, block_capacity;
   uint64_t bytes_in_use; /* sum of requested sizes */
+  mlu_team team; /* host threads of its launches (team.h; its own locks, not the card's) */
 } mlu_card;
 
 /* Creates a card with params (DRAM of params->dram_bytes). Returns an

@@ -6,6 +6,7 @@
 #include "attrs.h"
 #include "mxnet_acc.h"
 #include "status.h"
+#include "team.h"
 
 size_t mlu_dtype_size(int dtype) {
   switch (dtype) {
@@ -30,6 +31,7 @@ mlu_params mlu_params_default(void) {
       .sram_bytes = 4u << 20,
       .dram_bytes = (uint64_t)16 << 30,
       .precision = MLU_PRECISION_FP32,
+      .num_threads = 1,
   };
   return params;
 }
@@ -69,6 +71,8 @@ static const param_info kParams[] = {
     INTEGER_PARAM(dram_bytes, 1048576.0, 1099511627776.0),
     /* fp32 (default) or int8: what CONV/MATMUL of later compiles use. */
     CHOICE_PARAM(precision, kPrecisions),
+    /* Not a cost: host threads one launch's kernels may use (1 + helpers). */
+    INTEGER_PARAM(num_threads, 1, 1 + MLU_TEAM_MAX_HELPERS),
 };
 
 enum { kNumParams = sizeof kParams / sizeof kParams[0] };

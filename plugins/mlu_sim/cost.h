@@ -48,6 +48,7 @@ typedef struct mlu_params {
   uint64_t sram_bytes;      /* on-chip memory of a compute cluster (one per queue) */
   uint64_t dram_bytes;      /* device memory of the card */
   uint64_t precision;       /* mlu_precision of programs compiled from now on */
+  uint64_t num_threads;     /* not a cost: host threads a launch may use (team.h) */
 } mlu_params;
 
 /* MLU100-class defaults. */

@@ -56,3 +56,85 @@ uint16_t mlu_float_to_half(float value) {
   if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) half += 1;
   return (uint16_t)(sign | half);
 }
+
+/* ---- bulk conversions ------------------------------------------------------------- */
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define MLU_HALF_F16C 1
+#include <immintrin.h>
+
+/* Eight values at a time with the F16C instructions, which convert exactly
+ * as the scalar functions (round to nearest, ties to even; subnormals
+ * kept) for every finite value; a block holding an infinity or NaN takes
+ * the scalar path, which keeps NaN payloads as they are. */
+__attribute__((target("avx,f16c"))) static uint64_t widen_f16c(const unsigned char *src,
+                                                               float *dst, uint64_t n) {
+  uint64_t i = 0;
+  const __m128i exponent = _mm_set1_epi16(0x7c00);
+  for (; i + 8 <= n; i += 8) {
+    __m128i bits = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * i));
+    __m128i special = _mm_cmpeq_epi16(_mm_and_si128(bits, exponent), exponent);
+    if (_mm_movemask_epi8(special) != 0) break;
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(bits));
+  }
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) static uint64_t narrow_f16c(const float *src,
+                                                                unsigned char *dst, uint64_t n) {
+  uint64_t i = 0;
+  const __m256 limit = _mm256_set1_ps(3.4028234663852886e38f);
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(src + i);
+    /* |v| <= FLT_MAX is false for infinities and NaN */
+    __m256 magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(magnitude, limit, _CMP_LE_OQ)) != 0xff) break;
+    __m128i bits = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)(void *)(dst + 2 * i), bits);
+  }
+  return i;
+}
+#else
+#define MLU_HALF_F16C 0
+#endif
+
+void mlu_half_to_float_n(const unsigned char *src, float *dst, uint64_t n) {
+  uint64_t i = 0;
+#if MLU_HALF_F16C
+  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+    while (i + 8 <= n) {
+      i += widen_f16c(src + 2 * i, dst + i, n - i);
+      /* a block with a special value: its 8 values one by one */
+      for (uint64_t end = i + 8 <= n ? i + 8 : i; i < end; ++i) {
+        uint16_t bits;
+        memcpy(&bits, src + 2 * i, sizeof bits);
+        dst[i] = mlu_half_to_float(bits);
+      }
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    uint16_t bits;
+    memcpy(&bits, src + 2 * i, sizeof bits);
+    dst[i] = mlu_half_to_float(bits);
+  }
+}
+
+void mlu_float_to_half_n(const float *src, unsigned char *dst, uint64_t n) {
+  uint64_t i = 0;
+#if MLU_HALF_F16C
+  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+    while (i + 8 <= n) {
+      i += narrow_f16c(src + i, dst + 2 * i, n - i);
+      for (uint64_t end = i + 8 <= n ? i + 8 : i; i < end; ++i) {
+        uint16_t bits = mlu_float_to_half(src[i]);
+        memcpy(dst + 2 * i, &bits, sizeof bits);
+      }
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    uint16_t bits = mlu_float_to_half(src[i]);
+    memcpy(dst + 2 * i, &bits, sizeof bits);
+  }
+}

@@ -15,4 +15,10 @@
 float mlu_half_to_float(uint16_t bits);
 uint16_t mlu_float_to_half(float value);
 
+/* n values at once, the same conversions (src / dst: little-endian fp16
+ * bytes, any alignment): F16C instructions where the CPU has them, for
+ * blocks of finite values, the functions above otherwise. */
+void mlu_half_to_float_n(const unsigned char *src, float *dst, uint64_t n);
+void mlu_float_to_half_n(const float *src, unsigned char *dst, uint64_t n);
+
 #endif /* MLU_SIM_HALF_H_ */

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cost.h"
+#include "clones.h"
+#include "fast_gemm.h"
 
 float mlu_activate(float x, int act, float lo, float hi) {
   switch (act) {
@@ -18,6 +20,15 @@ float mlu_activate(float x, int act, float lo, float hi) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
+/* Where part `part` of `parts` equal shares of n items starts (part ==
+ * parts: n), rounded down to a multiple of align. */
+static int64_t share(int64_t n, int part, int parts, int64_t align) {
+  if (part >= parts) return n;
+  int64_t at = (int64_t)((double)n * part / parts);
+  at -= at % align;
+  return at < n ? at : n;
+}
+
 /* Output columns [*lo, *hi) whose input column ox * stride + offset lies in
  * [0, width). */
 static void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t out_width,
@@ -28,96 +39,309 @@ static void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t
   if (*hi < *lo) *hi = *lo;
 }
 
+/* Words split_phases writes. */
+static int64_t phase_words(int64_t w, int64_t stride) {
+  return (w + stride - 1) / stride * stride;
+}
+
+/* Splits row (w values) into its stride phases: phase p (at phases + p *
+ * ceil(w / stride)) holds row[p], row[p + stride], ... */
+MLU_TARGET_CLONES static void split_phases(const float *row, int64_t w, int64_t stride,
+                                           float *phases) {
+  int64_t len = (w + stride - 1) / stride;
+  if (stride == 2) {
+    float *even = phases, *odd = phases + len;
+    for (int64_t i = 0; i < w / 2; ++i) {
+      even[i] = row[2 * i];
+      odd[i] = row[2 * i + 1];
+    }
+    if (w % 2) even[w / 2] = row[w - 1];
+    return;
+  }
+  for (int64_t p = 0; p < stride; ++p) {
+    float *phase = phases + p * len;
+    for (int64_t i = 0; p + i * stride < w; ++i) phase[i] = row[p + i * stride];
+  }
+}
+
+/* Applies activation act to n values in place: one loop per activation, so
+ * that the compiler vectorises the cheap ones. */
+MLU_TARGET_CLONES static void activate_run(float *values, int64_t n, int act, float lo, float hi) {
+  switch (act) {
+    case MLU_ACT_NONE: break;
+    case MLU_ACT_RELU:
+      for (int64_t i = 0; i < n; ++i) values[i] = values[i] < 0.0f ? 0.0f : values[i];
+      break;
+    case MLU_ACT_CLIP:
+      for (int64_t i = 0; i < n; ++i) {
+        float x = values[i];
+        values[i] = x > hi ? hi : (x < lo ? lo : x);
+      }
+      break;
+    default:
+      for (int64_t i = 0; i < n; ++i) values[i] = mlu_activate(values[i], act, lo, hi);
+      break;
+  }
+}
+
 /* Applies bias (already in place), residual and activation to an output
  * block of nf channels x count values. */
-static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
+MLU_TARGET_CLONES static void apply_epilogue(float *sram, const mlu_epilogue *ep, uint64_t out,
                            uint64_t out_stride, int64_t channels, int64_t count) {
   if (ep->residual == MLU_NONE && ep->act == MLU_ACT_NONE) return;
   for (int64_t j = 0; j < channels; ++j) {
     float *values = sram + out + (uint64_t)j * out_stride;
-    const float *residual =
-        ep->residual == MLU_NONE ? NULL : sram + ep->residual + (uint64_t)j * ep->residual_stride;
-    for (int64_t i = 0; i < count; ++i) {
-      float v = values[i];
-      if (residual != NULL) v += residual[i];
-      values[i] = mlu_activate(v, ep->act, ep->act_lo, ep->act_hi);
+    if (ep->residual != MLU_NONE) {
+      const float *residual = sram + ep->residual + (uint64_t)j * ep->residual_stride;
+      for (int64_t i = 0; i < count; ++i) values[i] += residual[i];
+    }
+    activate_run(values, count, ep->act, ep->act_lo, ep->act_hi);
+  }
+}
+
+/* Applies the epilogue's residual and activation to count values of
+ * output channel j starting at offset (a row, or a chunk of rows). */
+MLU_TARGET_CLONES static void epilogue_run(float *sram, const mlu_epilogue *ep, uint64_t out, uint64_t out_stride,
+                         int64_t j, int64_t offset, int64_t count) {
+  if (ep->residual == MLU_NONE && ep->act == MLU_ACT_NONE) return;
+  float *values = sram + out + (uint64_t)j * out_stride + (uint64_t)offset;
+  if (ep->residual != MLU_NONE) {
+    const float *residual = sram + ep->residual + (uint64_t)j * ep->residual_stride +
+                            (uint64_t)offset;
+    for (int64_t i = 0; i < count; ++i) values[i] += residual[i];
+  }
+  activate_run(values, count, ep->act, ep->act_lo, ep->act_hi);
+}
+
+/* The direct convolution, for groups of few filters (depthwise ones above
+ * all, where a GEMM would have one row): output row by output row, every
+ * tap of the filter added to the row while it is in the L1 cache, then its
+ * epilogue. Strided taps read a copy of the input row split into its
+ * stride phases (work: phase_words), so that every tap is a contiguous run. */
+MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float *work, int part,
+                                          int parts) {
+  int64_t taps = c->kh * c->kw * c->cg;
+  int64_t phase_len = (c->w + c->sw - 1) / c->sw;
+  int64_t j_end = share(c->nf, part + 1, parts, 1);
+  for (int64_t j = share(c->nf, part, parts, 1); j < j_end; ++j) {
+    float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
+    float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
+    int64_t group = (c->f0 + j) / c->fg;
+    int64_t channel_base = group * c->cg - c->in_c0; /* first input channel of the group */
+    const float *weights = sram + c->filter + (uint64_t)(j * taps);
+    for (int64_t r = 0; r < c->out_rows; ++r) {
+      float *orow = out + r * c->ow;
+      for (int64_t ox = 0; ox < c->ow; ++ox) orow[ox] = bias;
+      for (int64_t ky = 0; ky < c->kh; ++ky) {
+        int64_t iy = (c->oy0 + r) * c->sh - c->ph + ky * c->dh;
+        if (iy < 0 || iy >= c->h) continue; /* zero padding */
+        for (int64_t ch = 0; ch < c->cg; ++ch) {
+          const float *row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
+                             (uint64_t)((iy - c->in_row0) * c->w);
+          const float *tap_weights = weights + ky * c->kw * c->cg + ch;
+          if (c->sw > 1) split_phases(row, c->w, c->sw, work);
+          for (int64_t kx = 0; kx < c->kw; ++kx) {
+            int64_t x_offset = kx * c->dw - c->pw, lo, hi;
+            valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
+            if (lo >= hi) continue;
+            float weight = tap_weights[kx * c->cg];
+            int64_t first = lo * c->sw + x_offset; /* input column of output column lo */
+            const float *src = c->sw == 1 ? row + first
+                                          : work + (first % c->sw) * phase_len + first / c->sw;
+            float *dst = orow + lo;
+            for (int64_t i = 0; i < hi - lo; ++i) dst[i] += weight * src[i];
+          }
+        }
+      }
+      epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r * c->ow, c->ow);
     }
   }
 }
 
-/* Accumulates one filter tap (ky, kx) of one output channel into out. */
-static void conv_tap(float *sram, const mlu_conv *c, const float *weights, float *out,
-                     int64_t channel_base, int64_t ky, int64_t kx) {
-  int64_t x_offset = kx * c->dw - c->pw, lo, hi;
-  valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
-  if (lo >= hi) return;
-  if (c->sh == 1 && c->sw == 1 && lo == 0 && hi == c->ow && c->ow == c->w) {
-    /* Whole rows at unit stride (1x1 convolutions, the centre column of
-     * same-padded ones): the valid rows are one contiguous run on both
-     * sides. Each output value still receives the channels in the same
-     * order, so the result is bit-identical to the row loop below. */
-    int64_t base = c->oy0 - c->ph + ky * c->dh; /* input row of output row 0 */
-    int64_t r0 = base < 0 ? -base : 0;
-    int64_t r1 = c->h - base < c->out_rows ? c->h - base : c->out_rows;
-    if (r0 >= r1) return;
-    int64_t count = (r1 - r0) * c->ow;
-    float *out_run = out + r0 * c->ow;
-    for (int64_t ch = 0; ch < c->cg; ++ch) {
-      float weight = weights[(ky * c->kw + kx) * c->cg + ch];
-      const float *in_run = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
-                            (uint64_t)((base + r0 - c->in_row0) * c->w);
-      for (int64_t i = 0; i < count; ++i) out_run[i] += weight * in_run[i];
-    }
-    return;
-  }
-  for (int64_t r = 0; r < c->out_rows; ++r) {
-    int64_t iy = (c->oy0 + r) * c->sh - c->ph + ky * c->dh;
-    if (iy < 0 || iy >= c->h) continue; /* zero padding */
-    float *out_row = out + r * c->ow;
-    for (int64_t ch = 0; ch < c->cg; ++ch) {
-      float weight = weights[(ky * c->kw + kx) * c->cg + ch];
-      const float *in_row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
-                            (uint64_t)((iy - c->in_row0) * c->w) +
-                            (uint64_t)(lo * c->sw + x_offset);
-      if (c->sw == 1) {
-        for (int64_t ox = lo; ox < hi; ++ox) out_row[ox] += weight * in_row[ox - lo];
-      } else {
-        for (int64_t ox = lo; ox < hi; ++ox) out_row[ox] += weight * in_row[(ox - lo) * c->sw];
+/* ---- convolution as GEMM ------------------------------------------------------------ */
+
+/* Words of one im2col chunk the GEMM path aims at (512 KiB: an L2 cache's
+ * share), and the most one output row's columns may take before the
+ * direct path is used instead. */
+#define CONV_CHUNK_WORDS 131072
+#define CONV_ROW_WORDS_MAX ((int64_t)1 << 24)
+
+/* Whether the GEMM path computes the instruction: at least 4 filters per
+ * group (rows of the GEMM), and a bounded im2col row. Only the layer's
+ * shape decides, never the tile's, so that tiling changes no result bit
+ * (each path sums every output value in its own fixed order). */
+static int conv_uses_gemm(const mlu_conv *c) {
+  return c->fg >= 4 && c->ow > 0 && c->kh * c->kw * c->cg <= CONV_ROW_WORDS_MAX / c->ow;
+}
+
+/* A 1x1 convolution at unit stride without padding: its input block is the
+ * GEMM's b as it lies, one row per input channel. */
+static int conv_pointwise(const mlu_conv *c) {
+  return c->kh == 1 && c->kw == 1 && c->sh == 1 && c->sw == 1 && c->ph == 0 && c->pw == 0 &&
+         c->ow == c->w;
+}
+
+static int64_t conv_chunk_rows(const mlu_conv *c) {
+  int64_t rows = CONV_CHUNK_WORDS / (c->kh * c->kw * c->cg * c->ow);
+  if (rows < 1) rows = 1;
+  return rows < c->out_rows ? rows : c->out_rows;
+}
+
+uint64_t mlu_conv_work_words(const mlu_conv *c) {
+  if (c->nf <= 0 || c->out_rows <= 0 || c->ow <= 0 || c->cg <= 0) return 0;
+  if (!conv_uses_gemm(c)) return c->sw > 1 ? (uint64_t)phase_words(c->w, c->sw) : 0;
+  if (conv_pointwise(c)) return 0;
+  return (uint64_t)(c->kh * c->kw * c->cg) * (uint64_t)(conv_chunk_rows(c) * c->ow);
+}
+
+/* im2col of output rows r0 .. r0 + rows - 1 for the group whose first
+ * input channel is channel_base: col[(ky * kw + kx) * cg + ch][p] (the
+ * filters' own order of taps), p = r * ow + ox, zero where the tap reads
+ * padding. */
+static void conv_im2col(const float *sram, const mlu_conv *c, int64_t channel_base, int64_t r0,
+                        int64_t rows, float *col) {
+  int64_t count = rows * c->ow;
+  for (int64_t ky = 0; ky < c->kh; ++ky) {
+    for (int64_t kx = 0; kx < c->kw; ++kx) {
+      int64_t x_offset = kx * c->dw - c->pw, lo, hi;
+      valid_columns(x_offset, c->sw, c->w, c->ow, &lo, &hi);
+      for (int64_t ch = 0; ch < c->cg; ++ch) {
+        float *dst = col + ((ky * c->kw + kx) * c->cg + ch) * count;
+        const float *plane = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride;
+        for (int64_t r = 0; r < rows; ++r) {
+          float *d = dst + r * c->ow;
+          int64_t iy = (c->oy0 + r0 + r) * c->sh - c->ph + ky * c->dh;
+          if (iy < 0 || iy >= c->h || lo >= hi) {
+            memset(d, 0, (size_t)c->ow * sizeof *d);
+            continue;
+          }
+          const float *src = plane + (uint64_t)((iy - c->in_row0) * c->w + lo * c->sw + x_offset);
+          if (lo > 0) memset(d, 0, (size_t)lo * sizeof *d);
+          if (c->sw == 1) {
+            memcpy(d + lo, src, (size_t)(hi - lo) * sizeof *d);
+          } else {
+            for (int64_t ox = lo; ox < hi; ++ox) d[ox] = src[(ox - lo) * c->sw];
+          }
+          if (hi < c->ow) memset(d + hi, 0, (size_t)(c->ow - hi) * sizeof *d);
+        }
       }
     }
   }
 }
 
-void mlu_kernel_conv(float *sram, const mlu_conv *c) {
-  int64_t plane = c->out_rows * c->ow;
-  int64_t taps = c->kh * c->kw * c->cg;
-  for (int64_t j = 0; j < c->nf; ++j) {
-    float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
-    float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
-    for (int64_t i = 0; i < plane; ++i) out[i] = bias;
-    int64_t group = (c->f0 + j) / c->fg;
-    int64_t channel_base = group * c->cg - c->in_c0; /* first input channel of the group */
-    const float *weights = sram + c->filter + (uint64_t)(j * taps);
-    for (int64_t ky = 0; ky < c->kh; ++ky) {
-      for (int64_t kx = 0; kx < c->kw; ++kx) conv_tap(sram, c, weights, out, channel_base, ky, kx);
+/* Each run of filters of one group is one GEMM: a = the filters (nf x
+ * taps, as the compiler laid them out), b = the input itself (pointwise)
+ * or its im2col, chunk by chunk of output rows, c = the output block. Part
+ * `part` of `parts` computes a share of the output positions: of the
+ * columns (pointwise, at multiples of 32) or of the output rows. */
+static void conv_gemm(float *sram, const mlu_conv *c, float *work, int part, int parts) {
+  int64_t taps = c->kh * c->kw * c->cg, plane = c->out_rows * c->ow;
+  int pointwise = conv_pointwise(c);
+  int64_t chunk = conv_chunk_rows(c);
+  int64_t lo = pointwise ? share(plane, part, parts, 32) : share(c->out_rows, part, parts, 1);
+  int64_t hi = pointwise ? share(plane, part + 1, parts, 32)
+                         : share(c->out_rows, part + 1, parts, 1);
+  if (lo >= hi) return;
+  for (int64_t j0 = 0; j0 < c->nf;) {
+    int64_t group = (c->f0 + j0) / c->fg;
+    int64_t j1 = (group + 1) * c->fg - c->f0;
+    if (j1 > c->nf) j1 = c->nf;
+    int64_t channel_base = group * c->cg - c->in_c0;
+    const float *a = sram + c->filter + (uint64_t)(j0 * taps);
+    float *out = sram + c->out + (uint64_t)j0 * c->out_ch_stride;
+    const float *bias = c->ep.bias == MLU_NONE ? NULL : sram + c->ep.bias + (uint64_t)j0;
+    int64_t ldc = (int64_t)c->out_ch_stride;
+    if (pointwise) {
+      const float *b = sram + c->in + (uint64_t)channel_base * c->in_ch_stride +
+                       (uint64_t)((c->oy0 - c->in_row0) * c->w);
+      mlu_gemm(j1 - j0, hi - lo, c->cg, a, taps, b + lo, (int64_t)c->in_ch_stride, out + lo, ldc,
+               bias);
+      for (int64_t j = j0; j < j1; ++j) {
+        epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, lo, hi - lo);
+      }
+    } else {
+      for (int64_t r0 = lo; r0 < hi; r0 += chunk) {
+        int64_t rows = chunk < hi - r0 ? chunk : hi - r0;
+        conv_im2col(sram, c, channel_base, r0, rows, work);
+        mlu_gemm(j1 - j0, rows * c->ow, taps, a, taps, work, rows * c->ow, out + r0 * c->ow, ldc,
+                 bias);
+        for (int64_t j = j0; j < j1; ++j) {
+          epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r0 * c->ow, rows * c->ow);
+        }
+      }
     }
+    j0 = j1;
   }
-  apply_epilogue(sram, &c->ep, c->out, c->out_ch_stride, c->nf, plane);
 }
 
-void mlu_kernel_matmul(float *sram, const mlu_matmul *m) {
-  for (int64_t r = 0; r < m->rows; ++r) {
-    const float *a = sram + m->a + (uint64_t)r * m->a_stride;
-    float *out = sram + m->out + (uint64_t)r * m->out_stride;
-    for (int64_t col = 0; col < m->cols; ++col) {
-      const float *b = sram + m->b + (uint64_t)(col * m->k);
-      double sum = 0.0;
-      for (int64_t k = 0; k < m->k; ++k) sum += (double)a[k] * (double)b[k];
-      if (m->ep.bias != MLU_NONE) sum += (double)sram[m->ep.bias + (uint64_t)col];
-      out[col] = (float)sum;
+void mlu_kernel_conv(float *sram, const mlu_conv *c, float *work, int part, int parts) {
+  if (conv_uses_gemm(c)) {
+    conv_gemm(sram, c, work, part, parts);
+  } else {
+    conv_direct(sram, c, work, part, parts);
+  }
+}
+
+/* Columns of b a MATMUL packs at a time (transposed, so that the double
+ * sums of 8 columns advance together in one vector), and the largest k
+ * packed (work: 8 k words); beyond it, column by column. */
+#define MATMUL_PACK 8
+#define MATMUL_PACK_K_MAX ((int64_t)1 << 20)
+
+uint64_t mlu_matmul_work_words(const mlu_matmul *m) {
+  return m->k > 0 && m->k <= MATMUL_PACK_K_MAX ? (uint64_t)(m->k * MATMUL_PACK) : 0;
+}
+
+/* Rows [r0, r1) of out = a b^T (+ bias) through 8 packed columns at a
+ * time: each sum still runs over k in order, in double, as the column loop
+ * below does, so the results are the same. */
+MLU_TARGET_CLONES static void matmul_packed(float *sram, const mlu_matmul *m, float *work,
+                                            int64_t r0, int64_t r1) {
+  for (int64_t c0 = 0; c0 < m->cols; c0 += MATMUL_PACK) {
+    int64_t n = m->cols - c0 < MATMUL_PACK ? m->cols - c0 : MATMUL_PACK;
+    for (int64_t c = 0; c < MATMUL_PACK; ++c) {
+      const float *b = sram + m->b + (uint64_t)((c0 + (c < n ? c : 0)) * m->k);
+      for (int64_t k = 0; k < m->k; ++k) work[k * MATMUL_PACK + c] = b[k];
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *a = sram + m->a + (uint64_t)r * m->a_stride;
+      double sum[MATMUL_PACK] = {0};
+      for (int64_t k = 0; k < m->k; ++k) {
+        double x = (double)a[k];
+        const float *bt = work + k * MATMUL_PACK;
+        for (int c = 0; c < MATMUL_PACK; ++c) sum[c] += x * (double)bt[c];
+      }
+      float *out = sram + m->out + (uint64_t)r * m->out_stride + (uint64_t)c0;
+      for (int64_t c = 0; c < n; ++c) {
+        double v = sum[c];
+        if (m->ep.bias != MLU_NONE) v += (double)sram[m->ep.bias + (uint64_t)(c0 + c)];
+        out[c] = (float)v;
+      }
     }
   }
-  apply_epilogue(sram, &m->ep, m->out, m->out_stride, m->rows, m->cols);
+}
+
+void mlu_kernel_matmul(float *sram, const mlu_matmul *m, float *work, int part, int parts) {
+  int64_t r0 = share(m->rows, part, parts, 1), r1 = share(m->rows, part + 1, parts, 1);
+  if (r0 >= r1) return;
+  if (mlu_matmul_work_words(m) > 0) {
+    matmul_packed(sram, m, work, r0, r1);
+  } else {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *a = sram + m->a + (uint64_t)r * m->a_stride;
+      float *out = sram + m->out + (uint64_t)r * m->out_stride;
+      for (int64_t col = 0; col < m->cols; ++col) {
+        const float *b = sram + m->b + (uint64_t)(col * m->k);
+        double sum = 0.0;
+        for (int64_t k = 0; k < m->k; ++k) sum += (double)a[k] * (double)b[k];
+        if (m->ep.bias != MLU_NONE) sum += (double)sram[m->ep.bias + (uint64_t)col];
+        out[col] = (float)sum;
+      }
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    epilogue_run(sram, &m->ep, m->out, m->out_stride, r, 0, m->cols);
+  }
 }
 
 /* MXNet's pooling window along one axis for output index o: start and end
@@ -165,11 +389,90 @@ static float pool_one(const float *sram, const mlu_pool *p, const float *in, win
   return (float)(sum / divisor);
 }
 
-void mlu_kernel_pool(float *sram, const mlu_pool *p) {
-  for (int64_t plane = 0; plane < p->planes; ++plane) {
+/* Rows at most this wide take the row-wise path (its workspace is about 3 words
+ * per column); wider ones, which no compiled layer has, and single output
+ * columns (global pooling: one contiguous window row each) go window by
+ * window. */
+#define POOL_ROW_MAX ((int64_t)1 << 20)
+
+static int pool_by_rows(const mlu_pool *p) {
+  return p->ow > 1 && p->w <= POOL_ROW_MAX && p->ow <= POOL_ROW_MAX;
+}
+
+uint64_t mlu_pool_work_words(const mlu_pool *p) {
+  if (!pool_by_rows(p) || p->ow <= 0 || p->w <= 0) return 0;
+  /* ow double accumulators (avg), then one input row split into phases */
+  return (uint64_t)(2 * p->ow + phase_words(p->w, p->sw));
+}
+
+/* One output row of one plane, row-wise: each window row and column offset
+ * (iy, kx) updates every output column it reaches in one contiguous run
+ * (strided layers read the input row split into its stride phases). Every
+ * output value still sees its window in MXNet's order, row by row, column
+ * by column, so the results are those of pool_one: the same maximum (the
+ * first NaN wins) and the same double sums. */
+MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float *out, int64_t oy,
+                     double *sums, float *phases) {
+  window y = pool_window(oy, p->kh, p->sh, p->ph, p->h);
+  int max = p->mode == MLU_POOL_MAX;
+  int64_t phase_len = (p->w + p->sw - 1) / p->sw;
+  if (y.lo >= y.hi) { /* a window row of padding only */
+    for (int64_t ox = 0; ox < p->ow; ++ox) out[ox] = max ? p->empty_value : 0.0f;
+    return;
+  }
+  if (max) {
+    for (int64_t ox = 0; ox < p->ow; ++ox) out[ox] = -INFINITY;
+  } else {
+    for (int64_t ox = 0; ox < p->ow; ++ox) sums[ox] = 0.0;
+  }
+  for (int64_t iy = y.lo; iy < y.hi; ++iy) {
+    const float *row = in + (iy - p->in_row0) * p->w;
+    if (p->sw > 1) split_phases(row, p->w, p->sw, phases);
+    for (int64_t kx = 0; kx < p->kw; ++kx) {
+      int64_t lo, hi;
+      valid_columns(kx - p->pw, p->sw, p->w, p->ow, &lo, &hi);
+      if (lo >= hi) continue;
+      int64_t first = lo * p->sw + kx - p->pw; /* input column of output column lo */
+      const float *src = p->sw == 1 ? row + first
+                                    : phases + (first % p->sw) * phase_len + first / p->sw;
+      int64_t n = hi - lo;
+      if (max) {
+        float *best = out + lo;
+        for (int64_t i = 0; i < n; ++i) {
+          float v = src[i], b = best[i];
+          best[i] = (v > b || (v != v && b == b)) ? v : b;
+        }
+      } else {
+        double *sum = sums + lo;
+        for (int64_t i = 0; i < n; ++i) sum[i] += (double)src[i];
+      }
+    }
+  }
+  for (int64_t ox = 0; ox < p->ow; ++ox) {
+    window x = pool_window(ox, p->kw, p->sw, p->pw, p->w);
+    if (x.lo >= x.hi) {
+      out[ox] = max ? p->empty_value : 0.0f;
+    } else if (!max) {
+      double divisor = p->count_include_pad ? (double)((y.end - y.start) * (x.end - x.start))
+                                            : (double)((y.hi - y.lo) * (x.hi - x.lo));
+      out[ox] = (float)(sums[ox] / divisor);
+    }
+  }
+}
+
+void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work, int part, int parts) {
+  int rows = pool_by_rows(p);
+  double *sums = (double *)(void *)work;
+  float *phases = rows ? work + 2 * p->ow : NULL;
+  int64_t end = share(p->planes, part + 1, parts, 1);
+  for (int64_t plane = share(p->planes, part, parts, 1); plane < end; ++plane) {
     const float *in = sram + p->in + (uint64_t)plane * p->in_ch_stride;
     float *out = sram + p->out + (uint64_t)plane * p->out_ch_stride;
     for (int64_t r = 0; r < p->out_rows; ++r) {
+      if (rows) {
+        pool_row(p, in, out + r * p->ow, p->oy0 + r, sums, phases);
+        continue;
+      }
       window y = pool_window(p->oy0 + r, p->kh, p->sh, p->ph, p->h);
       for (int64_t ox = 0; ox < p->ow; ++ox) {
         window x = pool_window(ox, p->kw, p->sw, p->pw, p->w);
@@ -179,36 +482,45 @@ void mlu_kernel_pool(float *sram, const mlu_pool *p) {
   }
 }
 
-void mlu_kernel_ewise(float *sram, const mlu_ewise *e) {
+MLU_TARGET_CLONES static void ewise_range(float *sram, const mlu_ewise *e, int64_t lo,
+                                          int64_t hi) {
   const float *a = sram + e->a;
   float *out = sram + e->out;
   switch (e->kind) {
     case MLU_EWISE_ADD: {
       const float *b = sram + e->b;
-      for (int64_t i = 0; i < e->n; ++i) {
-        out[i] = mlu_activate(a[i] + b[i], e->act, e->act_lo, e->act_hi);
-      }
+      for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
       break;
     }
     case MLU_EWISE_MUL: {
       const float *b = sram + e->b;
-      for (int64_t i = 0; i < e->n; ++i) {
-        out[i] = mlu_activate(a[i] * b[i], e->act, e->act_lo, e->act_hi);
-      }
+      for (int64_t i = lo; i < hi; ++i) out[i] = a[i] * b[i];
       break;
     }
     case MLU_EWISE_AFFINE: {
+      /* One run per channel: c = ((first + i) / inner) % channels. */
       const float *scale = sram + e->scale, *shift = sram + e->shift;
-      for (int64_t i = 0; i < e->n; ++i) {
-        int64_t channel = ((e->first + i) / e->inner) % e->channels;
-        out[i] = mlu_activate(a[i] * scale[channel] + shift[channel], e->act, e->act_lo, e->act_hi);
+      for (int64_t i = lo; i < hi;) {
+        int64_t block = (e->first + i) / e->inner;
+        int64_t channel = block % e->channels;
+        int64_t end = (block + 1) * e->inner - e->first;
+        if (end > hi) end = hi;
+        float s = scale[channel], t = shift[channel];
+        for (int64_t k = i; k < end; ++k) out[k] = a[k] * s + t;
+        i = end;
       }
       break;
     }
     default:
-      for (int64_t i = 0; i < e->n; ++i) out[i] = mlu_activate(a[i], e->act, e->act_lo, e->act_hi);
+      if (out != a) memmove(out + lo, a + lo, (size_t)(hi - lo) * sizeof *out);
       break;
   }
+  activate_run(out + lo, hi - lo, e->act, e->act_lo, e->act_hi);
+}
+
+void mlu_kernel_ewise(float *sram, const mlu_ewise *e, int part, int parts) {
+  int64_t lo = share(e->n, part, parts, 16), hi = share(e->n, part + 1, parts, 16);
+  if (lo < hi) ewise_range(sram, e, lo, hi);
 }
 
 void mlu_kernel_softmax(float *sram, const mlu_softmax *s) {
@@ -387,4 +699,53 @@ void mlu_kernel_matmul_int8(float *sram, const mlu_matmul *m, int8_t *q) {
     }
   }
   apply_epilogue(sram, &m->ep, m->out, m->out_stride, m->rows, m->cols);
+}
+
+uint64_t mlu_kernel_work_words(const mlu_insn *insn) {
+  if (insn->dtype == MLU_DT_INT8) return 0;
+  switch (insn->opcode) {
+    case MLU_OP_CONV: return mlu_conv_work_words(&insn->u.conv);
+    case MLU_OP_POOL: return mlu_pool_work_words(&insn->u.pool);
+    case MLU_OP_MATMUL: return mlu_matmul_work_words(&insn->u.matmul);
+    default: return 0;
+  }
+}
+
+/* Arithmetic of an instruction, roughly, in multiply-adds or elements. */
+static double insn_work(const mlu_insn *insn) {
+  switch (insn->opcode) {
+    case MLU_OP_CONV: {
+      const mlu_conv *c = &insn->u.conv;
+      return (double)c->nf * (double)c->out_rows * (double)c->ow * (double)c->kh * (double)c->kw *
+             (double)c->cg;
+    }
+    case MLU_OP_MATMUL: {
+      const mlu_matmul *m = &insn->u.matmul;
+      return (double)m->rows * (double)m->cols * (double)m->k;
+    }
+    case MLU_OP_POOL: {
+      const mlu_pool *p = &insn->u.pool;
+      return (double)p->planes * (double)p->out_rows * (double)p->ow * (double)p->kh *
+             (double)p->kw;
+    }
+    case MLU_OP_EWISE: return (double)insn->u.ewise.n;
+    default: return 0.0;
+  }
+}
+
+int mlu_kernel_splits(const mlu_insn *insn) {
+  /* Below some 10 us of work, waking a helper costs more than it saves
+   * (on a loaded machine a 64K threshold made SqueezeNet's quarter-width
+   * variant slower at 2 threads than at 1). */
+  return insn->dtype != MLU_DT_INT8 && insn_work(insn) >= 131072.0;
+}
+
+void mlu_kernel_part(float *sram, const mlu_insn *insn, float *work, int part, int parts) {
+  switch (insn->opcode) {
+    case MLU_OP_CONV: mlu_kernel_conv(sram, &insn->u.conv, work, part, parts); break;
+    case MLU_OP_MATMUL: mlu_kernel_matmul(sram, &insn->u.matmul, work, part, parts); break;
+    case MLU_OP_POOL: mlu_kernel_pool(sram, &insn->u.pool, work, part, parts); break;
+    case MLU_OP_EWISE: mlu_kernel_ewise(sram, &insn->u.ewise, part, parts); break;
+    default: break;
+  }
 }

@@ -16,10 +16,27 @@
 
 #include "isa.h"
 
-void mlu_kernel_conv(float *sram, const mlu_conv *conv);
-void mlu_kernel_matmul(float *sram, const mlu_matmul *matmul);
-void mlu_kernel_pool(float *sram, const mlu_pool *pool);
-void mlu_kernel_ewise(float *sram, const mlu_ewise *ewise);
+/* The fp32 kernels compute part `part` of `parts` (0 of 1: all of it): a
+ * fixed share of the instruction's output (CONV: of its output rows, or of
+ * its columns when pointwise, or of its filters when direct; MATMUL: of
+ * its rows; POOL: of its planes; EWISE: of its elements), each value
+ * computed the same way whatever the split, so results do not depend on
+ * the number of parts. work is the part's own float workspace, at least
+ * mlu_kernel_work_words(insn) words (the im2col chunk of a convolution,
+ * stride phases, pooling sums, packed MATMUL columns). */
+void mlu_kernel_conv(float *sram, const mlu_conv *conv, float *work, int part, int parts);
+void mlu_kernel_matmul(float *sram, const mlu_matmul *matmul, float *work, int part, int parts);
+uint64_t mlu_conv_work_words(const mlu_conv *conv);
+uint64_t mlu_matmul_work_words(const mlu_matmul *matmul);
+/* Words of the float workspace one instruction needs (0: none). */
+uint64_t mlu_kernel_work_words(const mlu_insn *insn);
+/* Whether an instruction is worth splitting between host threads (an
+ * fp32 CONV, MATMUL, POOL or EWISE with enough work), and one part of it. */
+int mlu_kernel_splits(const mlu_insn *insn);
+void mlu_kernel_part(float *sram, const mlu_insn *insn, float *work, int part, int parts);
+void mlu_kernel_pool(float *sram, const mlu_pool *pool, float *work, int part, int parts);
+uint64_t mlu_pool_work_words(const mlu_pool *pool);
+void mlu_kernel_ewise(float *sram, const mlu_ewise *ewise, int part, int parts);
 void mlu_kernel_softmax(float *sram, const mlu_softmax *softmax);
 void mlu_kernel_copy(float *sram, const mlu_copy *copy);
 

@@ -13,17 +13,22 @@ void mlu_cluster_release(mlu_cluster *cluster) {
   free(cluster->sram);
   free(cluster->quant);
   free(cluster->acc);
+  free(cluster->work);
   memset(cluster, 0, sizeof *cluster);
 }
 
-/* Grows the int8 workspace to what the program's int8 instructions need
- * (at least one byte and word once there is any, so the kernels never see
- * NULL). */
-static int workspace_reserve(mlu_cluster *cluster, const mlu_program *program) {
-  uint64_t bytes = 0, words = 0;
+/* Grows the fast kernels' workspace to the most any instruction of the
+ * program needs, and the int8 workspace to what the program's int8
+ * instructions need (at least one byte and word once there is any, so the
+ * kernels never see NULL). */
+static int workspace_reserve(mlu_cluster *cluster, const mlu_program *program, int parts,
+                             uint64_t *work_per_part) {
+  uint64_t bytes = 0, words = 0, work = 0;
   int any = 0;
   for (size_t i = 0; i < program->num_insns; ++i) {
     const mlu_insn *insn = &program->insns[i];
+    uint64_t need = mlu_kernel_work_words(insn);
+    if (need > work) work = need;
     if (insn->dtype != MLU_DT_INT8 ||
         (insn->opcode != MLU_OP_CONV && insn->opcode != MLU_OP_MATMUL)) {
       continue;
@@ -32,6 +37,15 @@ static int workspace_reserve(mlu_cluster *cluster, const mlu_program *program) {
     uint64_t b = mlu_int8_work_bytes(insn), w = mlu_int8_acc_words(insn);
     if (b > bytes) bytes = b;
     if (w > words) words = w;
+  }
+  *work_per_part = work;
+  work = work <= UINT64_MAX / (uint64_t)parts ? work * (uint64_t)parts : UINT64_MAX;
+  if (work > cluster->work_words) {
+    float *buffer = work <= SIZE_MAX / sizeof(float) ? malloc((size_t)work * sizeof(float)) : NULL;
+    if (buffer == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "kernel workspace");
+    free(cluster->work);
+    cluster->work = buffer;
+    cluster->work_words = work;
   }
   if (!any) return MX_ACC_OK;
   if (bytes == 0) bytes = 1;
@@ -313,8 +327,24 @@ typedef struct launch {
   const mlu_program *program;
   void *const *io;
   float *sram;
-  const mlu_cluster *cluster; /* its int8 workspace */
+  const mlu_cluster *cluster; /* its workspaces */
+  uint64_t work_per_part;     /* words of the float workspace each part owns */
+  mlu_team *team;             /* the card's claimed team, or NULL */
+  int parts;                  /* 1 + the team's helpers this launch uses */
 } launch;
+
+typedef struct part_job {
+  const launch *l;
+  const mlu_insn *insn;
+} part_job;
+
+static void run_part(void *arg, int part, int parts) {
+  const part_job *job = arg;
+  float *work = job->l->cluster->work == NULL
+                    ? NULL
+                    : job->l->cluster->work + (uint64_t)part * job->l->work_per_part;
+  mlu_kernel_part(job->l->sram, job->insn, work, part, parts);
+}
 
 static unsigned char *dram_address(const launch *l, const mlu_dram_ref *ref) {
   switch (ref->space) {
@@ -331,11 +361,7 @@ static void run_load(const launch *l, const mlu_move *m) {
     const unsigned char *row = src + r * m->dram_stride * size;
     float *dst = l->sram + m->sram + r * m->sram_stride;
     if (m->dram.dtype == MLU_DT_FLOAT16) {
-      for (uint64_t i = 0; i < m->run; ++i) {
-        uint16_t bits;
-        memcpy(&bits, row + i * 2, sizeof bits);
-        dst[i] = mlu_half_to_float(bits);
-      }
+      mlu_half_to_float_n(row, dst, m->run);
     } else if (m->dram.dtype == MLU_DT_INT8) {
       for (uint64_t i = 0; i < m->run; ++i) {
         int8_t value;
@@ -355,10 +381,7 @@ static void run_store(const launch *l, const mlu_move *m) {
     unsigned char *row = dst + r * m->dram_stride * size;
     const float *src = l->sram + m->sram + r * m->sram_stride;
     if (m->dram.dtype == MLU_DT_FLOAT16) {
-      for (uint64_t i = 0; i < m->run; ++i) {
-        uint16_t bits = mlu_float_to_half(src[i]);
-        memcpy(row + i * 2, &bits, sizeof bits);
-      }
+      mlu_float_to_half_n(src, row, m->run);
     } else {
       memcpy(row, src, m->run * sizeof(float));
     }
@@ -387,6 +410,11 @@ static int insn_empty(const mlu_insn *insn) {
 static void run_insn(const launch *l, const mlu_insn *insn) {
   int int8 = insn->dtype == MLU_DT_INT8;
   if (insn_empty(insn)) return;
+  if (l->team != NULL && mlu_kernel_splits(insn)) {
+    part_job job = {l, insn};
+    mlu_team_run(l->team, l->parts, run_part, &job);
+    return;
+  }
   switch (insn->opcode) {
     case MLU_OP_LOAD: run_load(l, &insn->u.move); break;
     case MLU_OP_STORE: run_store(l, &insn->u.move); break;
@@ -394,18 +422,18 @@ static void run_insn(const launch *l, const mlu_insn *insn) {
       if (int8) {
         mlu_kernel_conv_int8(l->sram, &insn->u.conv, l->cluster->quant, l->cluster->acc);
       } else {
-        mlu_kernel_conv(l->sram, &insn->u.conv);
+        mlu_kernel_conv(l->sram, &insn->u.conv, l->cluster->work, 0, 1);
       }
       break;
     case MLU_OP_MATMUL:
       if (int8) {
         mlu_kernel_matmul_int8(l->sram, &insn->u.matmul, l->cluster->quant);
       } else {
-        mlu_kernel_matmul(l->sram, &insn->u.matmul);
+        mlu_kernel_matmul(l->sram, &insn->u.matmul, l->cluster->work, 0, 1);
       }
       break;
-    case MLU_OP_POOL: mlu_kernel_pool(l->sram, &insn->u.pool); break;
-    case MLU_OP_EWISE: mlu_kernel_ewise(l->sram, &insn->u.ewise); break;
+    case MLU_OP_POOL: mlu_kernel_pool(l->sram, &insn->u.pool, l->cluster->work, 0, 1); break;
+    case MLU_OP_EWISE: mlu_kernel_ewise(l->sram, &insn->u.ewise, 0, 1); break;
     case MLU_OP_SOFTMAX: mlu_kernel_softmax(l->sram, &insn->u.softmax); break;
     case MLU_OP_COPY: mlu_kernel_copy(l->sram, &insn->u.copy); break;
     default: break; /* SYNC: every instruction above completes in order */
@@ -437,18 +465,29 @@ static int check_launch(const mlu_program *p, void *const *io, mlu_params *param
 int mlu_machine_run(const mlu_program *program, void *const *io, mlu_cluster *cluster,
                     double *sim_ns) {
   mlu_params params;
+  mlu_card *card = program->card;
   int status = check_launch(program, io, &params);
   if (status == MX_ACC_OK) status = cluster_reserve(cluster, program->info.sram_words);
-  if (status == MX_ACC_OK) status = workspace_reserve(cluster, program);
   if (status != MX_ACC_OK) return status;
-  launch l = {program, io, cluster->sram, cluster};
+  /* Host threads: the card's team when num_threads > 1 and no other queue
+   * of the card holds it (team.h); else this worker alone. */
+  int helpers = params.num_threads > 1 ? mlu_team_claim(&card->team, (int)params.num_threads - 1)
+                                       : 0;
+  uint64_t work_per_part = 0;
+  status = workspace_reserve(cluster, program, 1 + helpers, &work_per_part);
+  if (status != MX_ACC_OK) {
+    if (helpers > 0) mlu_team_release(&card->team);
+    return status;
+  }
+  launch l = {program, io, cluster->sram, cluster, work_per_part,
+              helpers > 0 ? &card->team : NULL, 1 + helpers};
   double time_ns = params.launch_latency_ns;
   uint64_t dram_bytes = 0;
   for (size_t i = 0; i < program->num_insns; ++i) {
     run_insn(&l, &program->insns[i]);
     time_ns += mlu_cost_insn_ns(&params, &program->insns[i], &dram_bytes);
   }
-  mlu_card *card = program->card;
+  if (helpers > 0) mlu_team_release(&card->team);
   pthread_mutex_lock(&card->lock);
   card->stats.launches += 1;
   card->stats.instructions += program->num_insns;

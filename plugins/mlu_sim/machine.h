@@ -21,6 +21,11 @@ typedef struct mlu_cluster {
   uint64_t quant_bytes;
   int32_t *acc;
   uint64_t acc_words;
+  /* Host workspace of the fast kernels (kernels.h: im2col chunks, pooling
+   * rows), grown on demand to the largest a program needs: no allocation
+   * per launch once a queue has run its programs. */
+  float *work;
+  uint64_t work_words;
 } mlu_cluster;
 
 void mlu_cluster_release(mlu_cluster *cluster);
