@@ -64,9 +64,10 @@ class DeviceBuffer:
         library.call(dev_id, "mx_alloc", dev_id, size, address,
                      context=f"{size} bytes on device {dev_id}")
         self.pointer = address[0]
-        self._descriptor = TensorArray([spec], dev_id)
-        self._descriptor.set_data(0, self.pointer, dev_id)
-        self._host = TensorArray([spec], HOST_DEVICE)  # reused by every copy
+        # The descriptors of copies, made at the first copy (see _descriptor):
+        # an imperative operator's output may never be copied.
+        self._descriptor_array: TensorArray | None = None
+        self._host_array: TensorArray | None = None
         self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
         self._finalizer.atexit = False
         if self.guarded:
@@ -84,6 +85,25 @@ class DeviceBuffer:
         # attribute, read per call by the bound steps (the finalizer's
         # ``alive`` costs a property call and a dictionary lookup).
         self._freed = False
+
+    @property
+    def _descriptor(self) -> TensorArray:
+        """The buffer's own descriptor (for copies), made once."""
+        descriptor = self._descriptor_array
+        if descriptor is None:
+            descriptor = TensorArray([self.spec], self.dev_id)
+            descriptor.set_data(0, self.pointer, self.dev_id)
+            self._descriptor_array = descriptor
+        return descriptor
+
+    @property
+    def _host(self) -> TensorArray:
+        """The host-side descriptor every copy of this buffer reuses (pointed
+        at the copy's array under the device lock), made once."""
+        host = self._host_array
+        if host is None:
+            host = self._host_array = TensorArray([self.spec], HOST_DEVICE)
+        return host
 
     @property
     def closed(self) -> bool:

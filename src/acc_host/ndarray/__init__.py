@@ -504,17 +504,33 @@ class NDArray(NDArrayMethods):
     def __abs__(self) -> NDArray:
         return invoke("abs", [self], {})[0]
 
+    def _inplace_binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
+        """self <op>= other as one operation writing self (MXNet's in-place
+        operator), when its result has self's shape; otherwise computed
+        into a new array and assigned (which refuses another shape)."""
+        if isinstance(other, NDArray):
+            inputs, name, attrs = [self, other], op, {}
+        elif isinstance(other, (numbers.Real, np.number)):
+            inputs, name, attrs = [self], scalar_op, {"scalar": float(other)}
+        else:
+            return self._inplace(self._binary(other, op, scalar_op))
+        plan = _call_plan(name, inputs, attrs)
+        if plan is not None and len(plan.specs) == 1 and plan.specs[0][0] == _hint(self)[0]:
+            plan.call(inputs, self)
+            return self
+        return self._inplace(invoke(name, inputs, attrs)[0])
+
     def __iadd__(self, other: Any) -> NDArray:
-        return self._inplace(self + other)
+        return self._inplace_binary(other, "broadcast_add", "_plus_scalar")
 
     def __isub__(self, other: Any) -> NDArray:
-        return self._inplace(self - other)
+        return self._inplace_binary(other, "broadcast_sub", "_minus_scalar")
 
     def __imul__(self, other: Any) -> NDArray:
-        return self._inplace(self * other)
+        return self._inplace_binary(other, "broadcast_mul", "_mul_scalar")
 
     def __itruediv__(self, other: Any) -> NDArray:
-        return self._inplace(self / other)
+        return self._inplace_binary(other, "broadcast_div", "_div_scalar")
 
     def __eq__(self, other: Any) -> NDArray:  # type: ignore[override]
         return self._binary(other, "broadcast_equal", "_equal_scalar")
@@ -556,7 +572,18 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
            out: NDArray | Sequence[NDArray] | None = None) -> list[NDArray]:
     """Runs a registered operator on NDArrays; returns its outputs (written
     into out when given). The operator is pushed to the engine when its
-    output shapes can be inferred, else it runs now."""
+    output shapes can be inferred, else it runs now. A call whose signature
+    was planned before runs its plan (see _CallPlan)."""
+    plan = _call_plan(op_name, inputs, attrs)
+    if plan is not None:
+        return plan.call(inputs, out)
+    return _invoke_unplanned(op_name, inputs, attrs, out)
+
+
+def _invoke_unplanned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
+                      out: NDArray | Sequence[NDArray] | None) -> list[NDArray]:
+    """invoke() worked out from scratch: the first call of a signature, and
+    every call that cannot be planned."""
     op = registry.get(op_name)
     parsed = op.parse(attrs)
     contexts = {array.context for array in inputs}
@@ -600,6 +627,200 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
     engine.push_sync(run, ctx, [array._storage.var for array in inputs],
                      [target._storage.var for target in targets])
     return targets
+
+
+# ---- planned calls ------------------------------------------------------------------------
+
+#: Signatures planned at most (the table is emptied when it is full).
+PLAN_CAPACITY = 4096
+#: A planned call whose inputs and outputs take at most this many bytes runs
+#: on the calling thread when the engine can grant it at once (nothing
+#: pending on its arrays): a hand-off to a worker and back costs tens of
+#: microseconds, more than such an operator's whole work. Larger calls are
+#: pushed, and run while the caller goes on.
+INLINE_BYTES = 1 << 16
+
+_plans: dict[Any, _CallPlan] = {}
+
+
+def _hint(array: NDArray) -> tuple[tuple[int, ...], np.dtype]:
+    """array._spec_hint(), the common cases first."""
+    if array._view is None:
+        storage = array._storage
+        host = storage.host
+        if host is not None:
+            return host.shape, host.dtype
+        if storage.device is not None:
+            spec = storage.device.spec
+            return spec.shape, spec.dtype
+        if storage.spec is not None:
+            return storage.spec
+    return array._spec_hint()
+
+
+def _signature(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
+               ) -> tuple[Any, ...] | None:
+    """The key of a call's plan; None for a call without inputs or with an
+    unhashable attribute value. An input that is not a plain NDArray on the
+    first input's context is None in the key (such a call is not planned)."""
+    if not inputs or type(inputs[0]) is not NDArray:
+        return None
+    ctx = inputs[0]._ctx
+    try:
+        key = (op_name, ctx, *[(name, type(value), value) for name, value in attrs.items()],
+               *[_hint(array) if type(array) is NDArray and array._ctx == ctx else None
+                 for array in inputs])
+        hash(key)
+    except TypeError:  # an unhashable attribute value
+        return None
+    return key
+
+
+def _planned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
+             ) -> _CallPlan | None:
+    """The plan of a signature that was called before, else None (nothing
+    is worked out: the caller takes its full path, which checks the call)."""
+    key = _signature(op_name, inputs, attrs)
+    return None if key is None else _plans.get(key)
+
+
+def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
+               ) -> _CallPlan | None:
+    """The plan of this call's signature (operator, attributes with their
+    types, context, input shapes and dtypes), made at its first call; None
+    for a call that is not planned (no inputs, inputs on several contexts,
+    unhashable attributes, outputs that inference cannot tell): the caller
+    works it out from scratch, refusals included."""
+    key = _signature(op_name, inputs, attrs)
+    if key is None:
+        return None
+    plan = _plans.get(key)
+    if plan is not None:
+        return plan
+    if None in key[len(key) - len(inputs):]:
+        return None
+    ctx = inputs[0]._ctx
+    op = registry.get(op_name)
+    parsed = op.parse(attrs)
+    specs = _inferred(op, parsed, inputs)
+    if specs is None:
+        return None
+    _check_planned(op_name, inputs, specs, ctx)
+    plan = _CallPlan(op, parsed, ctx, [_hint(array) for array in inputs], specs)
+    if len(_plans) >= PLAN_CAPACITY:
+        _plans.clear()
+    _plans[key] = plan
+    return plan
+
+
+class _CallPlan:
+    """What an imperative call of one signature works out before it runs,
+    once: the operator and its parsed attributes, the output shapes and
+    dtypes by the registry's inference (which validated the inputs), the
+    bytes it plans (checked against the allocation limit on every call,
+    as the limit may change), where it runs (the accelerator's prepared
+    call, acc_host.ndarray.dispatch, or the CPU), and whether it is small
+    enough to run on the calling thread (INLINE_BYTES)."""
+
+    __slots__ = ("op", "attrs", "ctx", "specs", "nbytes", "inline", "prepared", "host_memory")
+
+    def __init__(self, op: registry.OpDef, attrs: Any, ctx: Context,
+                 inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
+                 specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
+        self.op = op
+        self.attrs = attrs
+        self.ctx = ctx
+        self.specs = tuple(specs)
+        outputs = sum(math.prod(shape) * dtype.itemsize for shape, dtype in specs)
+        given = sum(math.prod(shape) * dtype.itemsize for shape, dtype in inputs)
+        self.nbytes = outputs + (given if ctx.is_accelerator else 0)
+        self.inline = outputs + given <= INLINE_BYTES
+        self.prepared = dispatch.prepare(op, attrs, inputs, ctx) if ctx.is_accelerator \
+            else None
+        # Whether every output lives in host memory on ctx (the CPU, or a
+        # plugin that works on host memory, for these dtypes).
+        self.host_memory = not any(_uses_device_memory(ctx, dtype) for _, dtype in specs)
+
+    def call(self, inputs: Sequence[NDArray], out: NDArray | Sequence[NDArray] | None
+             ) -> list[NDArray]:
+        """Runs the call on inputs (of the planned signature): pushed with
+        its arrays' vars, or run on the calling thread when it is small and
+        the engine grants it at once. Returns the outputs (out when given)."""
+        op_name = self.op.name
+        if self.nbytes > limits.limit():
+            _check_planned(op_name, inputs, self.specs, self.ctx)
+        ctx = self.ctx
+        reads = [array._storage.var for array in inputs]
+        if out is None:
+            targets = [NDArray._pending(ctx, shape, dtype) for shape, dtype in self.specs]
+            writes = [target._storage.var for target in targets]
+            for var in reads:
+                check_live(var)
+            const = tuple(dict.fromkeys(reads)) if len(reads) > 1 else tuple(reads)
+            mutate = tuple(writes)
+        else:
+            targets = [out] if isinstance(out, NDArray) else list(out)
+            if len(targets) != len(self.specs):
+                raise OperatorError(f"{op_name}: {len(self.specs)} outputs, {len(targets)} "
+                                    "out arrays")
+            for target, (shape, _) in zip(targets, self.specs):
+                if target._spec_hint()[0] != shape:
+                    raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
+                                      f"{shape}")
+            const, mutate = _engine.base.normalize_vars(
+                reads, [target._storage.var for target in targets])
+        fresh = out is None
+
+        def run(_run_ctx: Any) -> None:
+            self._run(inputs, targets, fresh)
+
+        current = _engine.get()
+        guards = () if fresh else tuple({id(guard): guard for guard in (
+            target._storage.guard for target in targets) if guard is not None}.values())
+        if not guards:
+            if not (self.inline and current.run_inline(run, ctx, const, mutate)):
+                current.push_sync_normalized(run, ctx, const, mutate)
+            return targets
+        with contextlib.ExitStack() as stack:  # an executor's arrays: see _push_write
+            for guard in guards:
+                stack.enter_context(guard)
+            if not (self.inline and current.run_inline(run, ctx, const, mutate)):
+                current.push_sync_normalized(run, ctx, const, mutate)
+        return targets
+
+    def _run(self, inputs: Sequence[NDArray], targets: Sequence[NDArray], fresh: bool) -> None:
+        """Inside the operation: computes the outputs (on the accelerator
+        when the plugin runs the call) into targets."""
+        op = self.op
+        results: Sequence[Any] | None = None
+        if self.prepared is not None:
+            results = dispatch.run_prepared(self.prepared, [_fast_operand(array)
+                                                            for array in inputs])
+        if results is None:
+            values = [array._read() for array in inputs]
+            try:
+                results = op.compute(self.attrs, values)
+            except AccHostError:
+                raise
+            except Exception as error:  # noqa: BLE001  (the safety net, as OpDef.run)
+                raise op.internal_error(error, self.attrs, values) from error
+        if len(results) != len(targets):
+            raise OperatorError(f"{op.name}: {len(results)} outputs, {len(targets)} expected")
+        for target, result in zip(targets, results):
+            if fresh:
+                storage = target._storage
+                if type(result) is DeviceBuffer:
+                    storage.device = result
+                elif self.host_memory and type(result) is np.ndarray:
+                    storage.host = result
+                else:
+                    target._take(result)
+                continue
+            values = result.to_host() if type(result) is DeviceBuffer else np.asarray(result)
+            if target.shape != values.shape:
+                raise TensorError(f"{op.name}: out has shape {target.shape}, the result "
+                                  f"{values.shape}")
+            target._write_now(values)
 
 
 def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
@@ -688,6 +909,14 @@ def _operand(array: NDArray) -> dispatch.Operand:
                             lambda: np.asarray(array))
 
 
+def _fast_operand(array: NDArray) -> dispatch.Operand:
+    """_operand for a planned call, inside its operation (the shape and
+    dtype without waiting)."""
+    shape, dtype = _hint(array)
+    return dispatch.Operand(shape, dtype, lambda: array._device_storage,
+                            lambda: np.asarray(array))
+
+
 def _on_accelerator(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray],
                     ctx: Context) -> list[NDArray] | None:
     """The outputs as computed by ctx's accelerator, or None for the CPU path
@@ -701,11 +930,35 @@ def _on_accelerator(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray],
             else NDArray(result, ctx) for result in results]
 
 
+_functions: dict[str, Callable[..., Any]] = {}
+
+
 def _operator_function(op_name: str) -> Callable[..., Any]:
+    """mx.nd.<op_name>, made once per name."""
+    function = _functions.get(op_name)
+    if function is None:
+        function = _functions[op_name] = _make_operator_function(op_name)
+    return function
+
+
+def _make_operator_function(op_name: str) -> Callable[..., Any]:
     op = registry.get(op_name)
+    counts_arguments = "num_args" in op._params_by_name
 
     def run(*args: Any, out: Any = None, name: str | None = None, ctx: Context | None = None,
             **kwargs: Any) -> Any:
+        # A call of a signature planned before, with its arrays first and
+        # keyword attributes: its plan (which the full path below made, so
+        # the same call passed every check there).
+        if args and len(args) <= 3 and type(args[-1]) is NDArray and ctx is None:
+            attrs = {key: value for key, value in kwargs.items() if value is not None}
+            if counts_arguments and "num_args" not in attrs:
+                attrs["num_args"] = len(args)
+            if not any(type(value) is NDArray for value in attrs.values()):
+                plan = _planned(op_name, args, attrs)
+                if plan is not None:
+                    results = plan.call(args, out)
+                    return results[0] if len(results) == 1 else results
         # As in MXNet: the leading positional NDArrays are inputs, the
         # positional values after them the attributes in declared order
         # (mx.nd.sum(x, 1) is axis=1).
@@ -745,6 +998,9 @@ def _operator_function(op_name: str) -> Callable[..., Any]:
 
 def __getattr__(name: str) -> Callable[..., Any]:
     """mx.nd.<Op>(...) for every registered operator."""
+    function = _functions.get(name)  # made before (not a module global: sum, max, ...)
+    if function is not None:
+        return function
     if registry.find(name) is not None:
         return _operator_function(name)
     raise AttributeError(f"module 'acc_host.ndarray' has no attribute {name!r}")
