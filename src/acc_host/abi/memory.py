@@ -199,9 +199,19 @@ class DeviceBuffer:
         """copyFromAcc: this buffer -> a new (or the given) host array (in
         checked mode, through a host scratch with guards on both sides)."""
         self._check_open()
-        result = np.empty(self.spec.shape, self.spec.dtype) if out is None else out
+        spec = self.spec
         library = self.library
-        nbytes = self.spec.nbytes
+        if out is None and not self.guarded:
+            # The common case: a new array, whose layout needs no check.
+            result = np.empty(spec.shape, spec.dtype)
+            pointer = ffi.from_buffer(result, require_writable=True)
+            with library.device_lock(self.dev_id):  # the shared descriptor (copy_from_host)
+                host = self._host
+                host.set_data(0, pointer, HOST_DEVICE, pointer)
+                library.call(None, "copyFromAcc", host.pointer, self._descriptor.pointer)
+            return result
+        result = np.empty(spec.shape, spec.dtype) if out is None else out
+        nbytes = spec.nbytes
         around = scratch(nbytes) if self.guarded else None
         if around is not None and (result.shape != self.spec.shape
                                    or result.dtype != self.spec.dtype):
@@ -264,6 +274,27 @@ class HostCopies:
     def specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
         """Each input's (shape, dtype), as its buffer holds it."""
         return {name: (pair[3].shape, pair[3].dtype) for name, pair in self._inputs.items()}
+
+    def write_locked(self, values: Mapping[str, np.ndarray]) -> None:
+        """copyToAcc of values (C-contiguous host arrays of the inputs'
+        shapes and dtypes, for a subset of the inputs) into the input
+        buffers; the caller holds the device's lock."""
+        if self._checked is not None:
+            inputs, _ = self._checked
+            for name, value in values.items():
+                inputs[name].copy_from_host(value)
+            return
+        library = self.library
+        lib = library.lib
+        from_buffer, null = ffi.from_buffer, ffi.NULL
+        for name, value in values.items():
+            device, host, address, _ = self._inputs[name]
+            pointer = from_buffer(value)
+            host.data = pointer
+            status = lib.copyToAcc(device, address)
+            host.data = null
+            if status:
+                library.check(library.name, "copyToAcc", status)
 
     def run_locked(self, values: Mapping[str, np.ndarray],
                    between: Callable[[], None]) -> list[np.ndarray]:

@@ -95,6 +95,42 @@ class OperatorExecutor:
             if buffer.guarded:
                 buffer.checked_host(f"forward of {self.op_name}", f"output {index}")
 
+    def forward_fitting(self, inputs: Sequence[DeviceBuffer],
+                        outputs: Sequence[DeviceBuffer]) -> None:
+        """forward() for a caller whose buffers are known to fit: as many as
+        the executor takes, each a DeviceBuffer of its library and device
+        with the spec it was made for (acc_host.ndarray.dispatch makes them
+        so). A buffer freed meanwhile is still refused, and checked mode
+        still checks every output's guard."""
+        if not self._finalizer.alive:
+            raise TensorError(f"{self.op_name}: the executor was released")
+        tensors = self._inputs._tensors
+        for index, buffer in enumerate(inputs):
+            if buffer._freed:
+                raise TensorError(f"{self.op_name}: input {index} is {buffer!r}")
+            tensors[index].data = buffer.pointer
+        tensors = self._outputs._tensors
+        for index, buffer in enumerate(outputs):
+            if buffer._freed:
+                raise TensorError(f"{self.op_name}: output {index} is {buffer!r}")
+            tensors[index].data = buffer.pointer
+        library = self.library
+        try:
+            with library.device_lock(self.dev_id):
+                forward = library.entry("executor_forward") if library.traced \
+                    else self._handle.forward
+                status = forward(self._handle, self._inputs.pointer, len(inputs),
+                                 self._outputs.pointer, len(outputs))
+            if status:
+                library.check(library.name, "executor forward", status, self.op_name)
+        finally:
+            for array in (self._inputs, self._outputs):
+                for index in range(len(array)):
+                    array._tensors[index].data = ffi.NULL
+        for index, buffer in enumerate(outputs):  # checked mode: the guard after each
+            if buffer.guarded:
+                buffer.checked_host(f"forward of {self.op_name}", f"output {index}")
+
     def close(self) -> None:
         """Releases the plugin's executor (idempotent)."""
         release_now(self._finalizer)

@@ -109,6 +109,7 @@ class _ExecutorEntry:
     """An executor and the output specs it was built for."""
 
     executor: OperatorExecutor
+    inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
 
     def run(self, inputs: Sequence[Operand]) -> list[Result]:
@@ -118,7 +119,11 @@ class _ExecutorEntry:
         try:
             buffers = [_input_buffer(array, library, dev_id, staged) for array in inputs]
             outputs = [DeviceBuffer(library, dev_id, spec) for spec in self.outputs]
-            self.executor.forward(buffers, outputs)
+            if len(buffers) == len(self.inputs) and all(
+                    buffer.spec == spec for buffer, spec in zip(buffers, self.inputs)):
+                self.executor.forward_fitting(buffers, outputs)
+            else:
+                self.executor.forward(buffers, outputs)  # which names what does not fit
         except BaseException:
             for buffer in outputs:
                 buffer.free()
@@ -250,7 +255,7 @@ def _build_executor(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str
         executor = OperatorExecutor(library, op.name, inputs, outputs, attrs, dev_id)
     except PluginUnsupportedError:
         return _DECLINED
-    return _ExecutorEntry(executor, outputs)
+    return _ExecutorEntry(executor, inputs, outputs)
 
 
 def _build_model(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],

@@ -48,7 +48,7 @@ class DirectRun:
     ``outputs``: the executor outputs, in order."""
 
     __slots__ = ("operator", "step", "inputs", "specs", "_copies", "_watched", "_writes",
-                 "_ctx", "_lock", "_values", "_results", "_failure")
+                 "_ctx", "_lock", "_values", "_results", "_failure", "_read_back")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
@@ -70,6 +70,7 @@ class DirectRun:
         self._values: Mapping[str, np.ndarray] | None = None
         self._results: list[np.ndarray] | None = None
         self._failure: BaseException | None = None
+        self._read_back = True  # run() returns the outputs; forward() leaves them
 
     def run(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
         """Writes values (C-contiguous host arrays of the arguments' shapes
@@ -92,6 +93,28 @@ class DirectRun:
         finally:
             self._values = self._results = self._failure = None
 
+    def forward(self, values: Mapping[str, np.ndarray]) -> bool:
+        """Executor.forward()'s direct path: writes values (as for run) into
+        the arguments and runs the model, leaving the results in the
+        executor outputs' device buffers; returns whether it did. It does
+        not when the path does not apply now, nor when the run failed: the
+        caller then runs the general path, which reports a failure as a
+        forward does (on the outputs, for their waits). The caller
+        serializes calls (the executor's lock)."""
+        if trace_recorder.current() is not None:
+            return False
+        self._values = values
+        self._results = self._failure = None
+        self._read_back = False
+        try:
+            if not engine.get().run_now_watching(self._operation, self._ctx, self._watched,
+                                                 self._writes):
+                return False
+            return self._failure is None and self._results is not None
+        finally:
+            self._values = self._results = self._failure = None
+            self._read_back = True
+
     def _operation(self, _run_ctx: engine.RunContext) -> None:
         """The engine operation: the work, when the bound step may run now
         (its model, buffers and weights current)."""
@@ -109,4 +132,8 @@ class DirectRun:
         """The copies and infer(); values are C-contiguous host arrays of
         the inputs' shapes and dtypes."""
         with self._lock:  # _operation checked the buffers
+            if not self._read_back:
+                self._copies.write_locked(values)
+                self.step.infer.run_locked()
+                return []
             return self._copies.run_locked(values, self.step.infer.run_locked)

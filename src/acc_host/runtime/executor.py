@@ -537,8 +537,8 @@ class Executor(ExecutorMethods):
         """Plans again when an argument the shape arithmetic read has been
         written since (weights copied in after simple_bind): the executor
         takes the new plan's state, its arrays stay the same."""
-        if not any(array.version != version
-                   for array, version in self._value_versions.values()):
+        if not self._value_versions or not any(
+                array.version != version for array, version in self._value_versions.values()):
             return
         fresh = Executor(self._symbol, self._ctx, self.arg_dict, self.aux_dict, self._grad_req,
                          self.data_names, self._group2ctx)

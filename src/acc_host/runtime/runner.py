@@ -269,20 +269,22 @@ class Runner:
         on its vars and its buffers and weights are current; every other
         forward pushes the plan's steps (each subgraph step itself one
         bound call when it runs on fixed buffers)."""
-        if synchronous:
-            direct = self.direct_run()
-            if direct is not None and inputs.keys() <= direct.inputs.keys():
-                # The inputs as they are when every one is already as bound
-                # (no new mapping per inference), else each converted.
-                specs, values = direct.specs, inputs
-                for name, value in inputs.items():
-                    if not _as_bound(value, specs[name]):
-                        values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
-                                  for key, item in inputs.items()}
-                        break
+        direct = self.direct_run()
+        if direct is not None and inputs.keys() <= direct.inputs.keys():
+            # The inputs as they are when every one is already as bound
+            # (no new mapping per inference), else each converted.
+            specs, values = direct.specs, inputs
+            for name, value in inputs.items():
+                if not _as_bound(value, specs[name]):
+                    values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
+                              for key, item in inputs.items()}
+                    break
+            if synchronous:
                 results = direct.run(values)
                 if results is not None:
                     return results
+            elif direct.forward(values):
+                return self.outputs
         outputs = self._push_steps(inputs)
         if not synchronous:
             return outputs
