@@ -238,7 +238,7 @@ def imperative_section(python: str | None, rounds: int, calls: int) -> dict[str,
             functions: dict[str, Callable[[int], object]] = {
                 where: timed_function(stmt, scope) for where, scope in scopes.items()}
             if side is not None:
-                functions["mxnet"] = lambda n, stmt=stmt: side.ask(stmt=stmt, calls=n)["us"]
+                functions["mxnet"] = _side_function(side, stmt)
             blocks = _alternate_with_side(functions, rounds, calls)
             row: dict[str, Any] = {where: statistics.median(timed)
                                    for where, timed in blocks.items()}
@@ -259,6 +259,12 @@ def imperative_section(python: str | None, rounds: int, calls: int) -> dict[str,
                      f"{row['cpu_ref(0)_vs_mxnet']:14.2f}x" if mxnet_us else ""))
     engine.set_engine_type("ThreadedEngine")
     return results
+
+
+def _side_function(side: MXNetSide, stmt: str) -> Callable[[int], object]:
+    def run(n: int) -> object:
+        return side.ask(stmt=stmt, calls=n)["us"]
+    return run
 
 
 def _alternate_with_side(functions: dict[str, Callable[[int], object]], rounds: int,

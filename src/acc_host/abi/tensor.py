@@ -8,7 +8,6 @@ what a bound executor or model needs per call.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any

@@ -816,11 +816,11 @@ class _CallPlan:
                 else:
                     target._take(result)
                 continue
-            values = result.to_host() if type(result) is DeviceBuffer else np.asarray(result)
-            if target.shape != values.shape:
+            written = result.to_host() if type(result) is DeviceBuffer else np.asarray(result)
+            if target.shape != written.shape:
                 raise TensorError(f"{op.name}: out has shape {target.shape}, the result "
-                                  f"{values.shape}")
-            target._write_now(values)
+                                  f"{written.shape}")
+            target._write_now(written)
 
 
 def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
