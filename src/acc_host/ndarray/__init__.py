@@ -312,11 +312,29 @@ class NDArray(NDArrayMethods):
 
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the elements."""
+        storage = self._storage
+        if self._view is None and storage.host is None and not in_operation():
+            # Device memory (an executor's output, an accelerator's result):
+            # the wait and one copy out into a new array.
+            guard = storage.guard
+            if guard is None:
+                return self._copy_out()
+            with guard:
+                return self._copy_out()
         with self._reading():
             values = self._read()
             # Device memory was just copied out into a fresh array: that is the copy.
             fresh = self._view is None and self._storage.host is None
             return values if fresh else np.array(values, copy=True)
+
+    def _copy_out(self) -> np.ndarray:
+        """asnumpy() of a whole array that was not in host memory when
+        asked: after its pending writes, a copy of its elements."""
+        storage = self._storage
+        _engine.get().wait_to_read(storage.var)
+        if storage.host is not None:  # a pending result that landed in host memory
+            return np.array(storage.host, copy=True)
+        return self._device().to_host()
 
     def asscalar(self) -> Any:
         if self.size != 1:

@@ -48,7 +48,7 @@ class DirectRun:
     ``outputs``: the executor outputs, in order."""
 
     __slots__ = ("operator", "step", "inputs", "specs", "_copies", "_watched", "_writes",
-                 "_ctx", "_lock", "_values", "_results", "_failure", "_read_back")
+                 "_ctx", "_lock", "_values", "_results", "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
@@ -70,7 +70,6 @@ class DirectRun:
         self._values: Mapping[str, np.ndarray] | None = None
         self._results: list[np.ndarray] | None = None
         self._failure: BaseException | None = None
-        self._read_back = True  # run() returns the outputs; forward() leaves them
 
     def run(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
         """Writes values (C-contiguous host arrays of the arguments' shapes
@@ -105,15 +104,30 @@ class DirectRun:
             return False
         self._values = values
         self._results = self._failure = None
-        self._read_back = False
         try:
-            if not engine.get().run_now_watching(self._operation, self._ctx, self._watched,
-                                                 self._writes):
+            if not engine.get().run_now_watching(self._forward_operation, self._ctx,
+                                                 self._watched, self._writes):
                 return False
             return self._failure is None and self._results is not None
         finally:
             self._values = self._results = self._failure = None
-            self._read_back = True
+
+    def _forward_operation(self, _run_ctx: engine.RunContext) -> None:
+        """forward()'s engine operation: _operation without reading the
+        outputs back (the copies in and infer(), when they may run now)."""
+        values = self._values
+        operator, step = self.operator, self.step
+        if (values is None or operator.declined or step.infer.model is not operator.model
+                or not step.current() or not operator.weights_current()):
+            return
+        try:
+            with self._lock:
+                if values:
+                    self._copies.write_locked(values)
+                step.infer.run_locked()
+            self._results = []
+        except BaseException as error:  # the caller runs the general path
+            self._failure = error
 
     def _operation(self, _run_ctx: engine.RunContext) -> None:
         """The engine operation: the work, when the bound step may run now
@@ -132,8 +146,4 @@ class DirectRun:
         """The copies and infer(); values are C-contiguous host arrays of
         the inputs' shapes and dtypes."""
         with self._lock:  # _operation checked the buffers
-            if not self._read_back:
-                self._copies.write_locked(values)
-                self.step.infer.run_locked()
-                return []
             return self._copies.run_locked(values, self.step.infer.run_locked)

@@ -511,7 +511,8 @@ class Executor(ExecutorMethods):
         forward's result. A thread that must read the outputs of its own
         forward holds ``self.lock`` over the forward and the reading."""
         with self.lock:
-            self._replan_if_stale()
+            if self._value_versions:
+                self._replan_if_stale()
             outputs = self._runner.run(kwargs, False)
             if self.data_dependent:
                 self.output_dict = dict(zip(self._symbol.list_outputs(), self.outputs))
@@ -523,7 +524,8 @@ class Executor(ExecutorMethods):
         the inputs, the outputs the results). A failure is raised here and
         not left on the executor's arrays."""
         with self.lock:
-            self._replan_if_stale()
+            if self._value_versions:
+                self._replan_if_stale()
             return self._runner.run(inputs, True)
 
     def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:

@@ -269,13 +269,18 @@ class Runner:
         on its vars and its buffers and weights are current; every other
         forward pushes the plan's steps (each subgraph step itself one
         bound call when it runs on fixed buffers)."""
-        direct = self.direct_run()
+        direct = self._direct
+        if (direct is None or self.differential is not None  # the common case first
+                or self.bound_steps.get(self.steps[0].node) is not direct.step):
+            direct = self.direct_run()
         if direct is not None and inputs.keys() <= direct.inputs.keys():
             # The inputs as they are when every one is already as bound
             # (no new mapping per inference), else each converted.
             specs, values = direct.specs, inputs
             for name, value in inputs.items():
-                if not _as_bound(value, specs[name]):
+                spec = specs[name]
+                if not (type(value) is np.ndarray and value.shape == spec[0]
+                        and value.dtype == spec[1] and value.flags.c_contiguous):
                     values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
                               for key, item in inputs.items()}
                     break
