@@ -8,8 +8,8 @@ Usage:
 
 1. One-operator graph (relu of 16 floats, cpu_ref), under ThreadedEngine
    and NaiveEngine: ``exe.forward(data=x)`` then ``exe.outputs[0].asnumpy()``,
-   the same without new inputs, ``exe.predict(data=x)``, ``Module.predict``
-   of one batch, the ONNX backend's ``prepare(model).run([x])``, next to
+   the same without new inputs, ``exe.predict(data=x)``, ``Module.forward``
+   then reading its output, ``Module.predict`` of one batch, the ONNX backend's ``prepare(model).run([x])``, next to
    onnxruntime's ``run()`` on the one-node ONNX model. Each figure is the
    median over rounds of the mean of a block of calls; the blocks of every
    function alternate within a round (load from other processes hits them
@@ -152,6 +152,7 @@ def one_op_functions(x: np.ndarray) -> dict[str, Callable[[], object]]:
         "executor forward (same inputs) + asnumpy": forward_again_read,
         "executor predict": lambda: sync.predict(data=x)[0],
         "Module forward + asnumpy": module_forward_read,
+        "Module predict": lambda: module.predict(x).asnumpy(),
         "ONNX backend run": lambda: rep.run([x])[0],
         "onnxruntime run": lambda: session.run(None, {"data": x})[0],
     }

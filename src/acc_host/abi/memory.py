@@ -208,7 +208,9 @@ class DeviceBuffer:
             with library.device_lock(self.dev_id):  # the shared descriptor (copy_from_host)
                 host = self._host
                 host.set_data(0, pointer, HOST_DEVICE, pointer)
-                library.call(None, "copyFromAcc", host.pointer, self._descriptor.pointer)
+                status = library.lib.copyFromAcc(host.pointer, self._descriptor.pointer)
+                if status:
+                    library.check(library.name, "copyFromAcc", status)
             return result
         result = np.empty(spec.shape, spec.dtype) if out is None else out
         nbytes = spec.nbytes

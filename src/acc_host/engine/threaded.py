@@ -119,7 +119,10 @@ class ThreadedEngine(Engine):
                 else:  # nothing queued behind it: finish_write without grants
                     for var in mutate_vars:
                         var._writing = False
-                        var.bump()
+                        if var._watches:
+                            var.bump()
+                        else:  # bump() without watches to tell
+                            var.version += 1
                     self._pending -= 1
                     return True
         block = OpBlock(fn, False, ctx, (), mutate_vars)
@@ -158,7 +161,10 @@ class ThreadedEngine(Engine):
                     var._running_reads -= 1
                 for var in mutate_vars:
                     var._writing = False
-                    var.bump()
+                    if var._watches:
+                        var.bump()
+                    else:  # bump() without watches to tell
+                        var.version += 1
                 self._pending -= 1
                 return True
         self._complete(OpBlock(fn, False, ctx, const_vars, mutate_vars), failure)
