@@ -9,9 +9,10 @@ Usage:
 1. One-operator graph (relu of 16 floats, cpu_ref), under ThreadedEngine
    and NaiveEngine: ``exe.forward(data=x)`` then ``exe.outputs[0].asnumpy()``,
    the same without new inputs, ``exe.predict(data=x)``, ``Module.forward``
-   then reading its output, ``Module.predict`` of one batch, the ONNX backend's ``prepare(model).run([x])``, next to
-   onnxruntime's ``run()`` on the one-node ONNX model. Each figure is the
-   median over rounds of the mean of a block of calls; the blocks of every
+   then reading its output, ``Module.predict`` of one batch, the ONNX
+   backend's ``prepare(model).run([x])``, next to onnxruntime's ``run()``
+   on the one-node ONNX model. Each figure is the median over rounds of the
+   mean of a block of calls; the blocks of every
    function alternate within a round (load from other processes hits them
    alike) and the ratio to onnxruntime is the median over rounds of the
    ratio of the two blocks of that round.
