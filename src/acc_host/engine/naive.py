@@ -51,13 +51,17 @@ class NaiveEngine(Engine):
     def run_inline(self, fn: SyncFn, ctx: Any, const_vars: tuple[Var, ...],
                    mutate_vars: tuple[Var, ...]) -> bool:
         local = operation_state()
-        local.depth = getattr(local, "depth", 0) + 1
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
         try:
             fn(RunContext(ctx, "naive"))
         finally:
-            local.depth -= 1
+            local.depth = depth
         for var in mutate_vars:
-            var.bump()
+            if var._watches:
+                var.bump()
+            else:  # bump() without watches to tell
+                var.version += 1
         return True
 
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],

@@ -685,9 +685,10 @@ def _signature(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
         return None
     ctx = inputs[0]._ctx
     try:
-        key = (op_name, ctx, *[(name, type(value), value) for name, value in attrs.items()],
-               *[_hint(array) if type(array) is NDArray and array._ctx == ctx else None
-                 for array in inputs])
+        key = (op_name, ctx.device_type, ctx.device_id,
+               *[(name, type(value), value) for name, value in attrs.items()],
+               *[_hint(array) if type(array) is NDArray and (
+                   array._ctx is ctx or array._ctx == ctx) else None for array in inputs])
         hash(key)
     except TypeError:  # an unhashable attribute value
         return None
@@ -770,12 +771,19 @@ class _CallPlan:
         ctx = self.ctx
         reads = [array._storage.var for array in inputs]
         if out is None:
-            targets = [NDArray._pending(ctx, shape, dtype) for shape, dtype in self.specs]
-            writes = [target._storage.var for target in targets]
+            targets = []
+            for spec in self.specs:  # NDArray._pending, the spec made once
+                target = NDArray.__new__(NDArray)
+                target._ctx = ctx
+                storage = target._storage = _Storage(None)
+                storage.spec = spec
+                target._view = None
+                targets.append(target)
             for var in reads:
-                check_live(var)
+                if var.deleted:
+                    check_live(var)
             const = tuple(dict.fromkeys(reads)) if len(reads) > 1 else tuple(reads)
-            mutate = tuple(writes)
+            mutate = tuple([target._storage.var for target in targets])
         else:
             targets = [out] if isinstance(out, NDArray) else list(out)
             if len(targets) != len(self.specs):
