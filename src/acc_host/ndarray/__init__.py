@@ -403,6 +403,10 @@ class NDArray(NDArrayMethods):
     # ---- indexing -------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> NDArray:
+        if type(key) is slice and self._view is None and self._storage.host is None:
+            taken = self._device_rows(key)
+            if taken is not None:
+                return taken
         key = _host_key(key)
         source = self._read()
         values = source[key]
@@ -411,6 +415,21 @@ class NDArray(NDArrayMethods):
                                                                                       source):
             return NDArray._from_view(self, key, values)
         return NDArray(np.array(values), self._ctx)
+
+    def _device_rows(self, key: slice) -> NDArray | None:
+        """self[key] for an array in an accelerator's memory and a slice of
+        rows with step 1: a copy made on the device (slice_axis), not a copy
+        of the whole array to the host and of the rows back; None for other
+        arrays and slices (and empty selections)."""
+        if not self._ctx.is_accelerator or key.step not in (None, 1):
+            return None
+        shape, dtype = _hint(self)
+        if not shape or not _uses_device_memory(self._ctx, dtype):
+            return None
+        begin, end, _ = key.indices(shape[0])
+        if end <= begin:
+            return None
+        return invoke("slice_axis", [self], {"axis": 0, "begin": begin, "end": end})[0]
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Pushed; with a value from the host (not an NDArray) it also waits
@@ -790,11 +809,19 @@ class _CallPlan:
                 raise OperatorError(f"{op_name}: {len(self.specs)} outputs, {len(targets)} "
                                     "out arrays")
             for target, (shape, _) in zip(targets, self.specs):
-                if target._spec_hint()[0] != shape:
+                if _hint(target)[0] != shape:
                     raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
                                       f"{shape}")
-            const, mutate = _engine.base.normalize_vars(
-                reads, [target._storage.var for target in targets])
+            if len(targets) == 1:  # normalize_vars, for the one array written
+                written = targets[0]._storage.var
+                for var in (*reads, written):
+                    if var.deleted:
+                        check_live(var)
+                const = tuple([var for var in dict.fromkeys(reads) if var is not written])
+                mutate = (written,)
+            else:
+                const, mutate = _engine.base.normalize_vars(
+                    reads, [target._storage.var for target in targets])
         fresh = out is None
 
         def run(_run_ctx: Any) -> None:
@@ -842,7 +869,29 @@ class _CallPlan:
                 else:
                     target._take(result)
                 continue
-            written = result.to_host() if type(result) is DeviceBuffer else np.asarray(result)
+            storage = target._storage
+            if type(result) is DeviceBuffer:
+                current = storage.device
+                if (target._view is None and storage.guard is None and storage.host is None
+                        and current is not None and current.library is result.library
+                        and current.dev_id == result.dev_id
+                        and current.spec.shape == result.spec.shape
+                        and current.spec.dtype == result.spec.dtype):
+                    # out in device memory: it takes the result's buffer (no
+                    # copy through the host). An executor's array (guard)
+                    # keeps its own buffer, which its bound steps hold.
+                    storage.device = result
+                    continue
+                written = result.to_host()
+            else:
+                written = np.asarray(result)
+            host = storage.host
+            if target._view is None and host is not None:
+                if host.shape != written.shape:
+                    raise TensorError(f"{op.name}: out has shape {host.shape}, the result "
+                                      f"{written.shape}")
+                np.copyto(host, written, casting="unsafe")
+                continue
             if target.shape != written.shape:
                 raise TensorError(f"{op.name}: out has shape {target.shape}, the result "
                                   f"{written.shape}")

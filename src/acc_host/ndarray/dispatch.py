@@ -68,7 +68,9 @@ CACHE_CAPACITY = 256
 STAT_KEYS = ("accelerator_calls", "fallbacks", "cache_hits", "cache_misses", "compiles",
              "declined", "evictions")
 
-Signature = tuple[str, tuple[tuple[str, str], ...], tuple[TensorSpec, ...]]
+# (operator, sorted attribute strings, (shape, dtype) of each input): plain
+# tuples, which hash in C on every lookup.
+Signature = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[tuple[int, ...], np.dtype], ...]]
 # An output: a new device buffer of the context's device (imperative mode) or
 # a host array (a one-operator model).
 Result = DeviceBuffer | np.ndarray
@@ -120,7 +122,9 @@ class _ExecutorEntry:
             buffers = [_input_buffer(array, library, dev_id, staged) for array in inputs]
             outputs = [DeviceBuffer(library, dev_id, spec) for spec in self.outputs]
             if len(buffers) == len(self.inputs) and all(
-                    buffer.spec == spec for buffer, spec in zip(buffers, self.inputs)):
+                    buffer.spec is spec or (buffer.spec.shape == spec.shape
+                                            and buffer.spec.dtype == spec.dtype)
+                    for buffer, spec in zip(buffers, self.inputs)):
                 self.executor.forward_fitting(buffers, outputs)
             else:
                 self.executor.forward(buffers, outputs)  # which names what does not fit
@@ -314,7 +318,8 @@ class Prepared:
         self.version = op_version(self.op.name)
         if self.in_specs is not None and self.out_specs is not None:
             self.strings = plugin_attrs(self.op, self.attrs)
-            self.key = (self.op.name, tuple(sorted(self.strings.items())), self.in_specs)
+            self.key = (self.op.name, tuple(sorted(self.strings.items())),
+                        tuple((spec.shape, spec.dtype) for spec in self.in_specs))
 
 
 def prepare(op: OpDef, attrs: Attrs, inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
