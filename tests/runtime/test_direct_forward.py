@@ -15,7 +15,7 @@ from support.conv_fc_net import image as _image
 from support.conv_fc_net import weights as _weights
 
 import acc_host as mx
-from acc_host.errors import ShapeError
+from acc_host.errors import PluginError, ShapeError
 from acc_host.runtime import direct_run
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -105,35 +105,50 @@ def test_forward_converts_or_refuses_inputs_as_the_general_path(direct: _Counter
     exe.close()
 
 
-@pytest.mark.usefixtures("offload_everything", "engine_kind")
-def test_a_failure_on_the_direct_forward_leaves_the_work_to_the_general_path(
-        direct: _Counter, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("offload_everything")
+def test_a_failure_on_the_direct_forward_is_reported_as_a_forwards(
+        direct: _Counter, engine_kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raised by forward() under NaiveEngine, by the output's wait under
+    ThreadedEngine; the run is not repeated, and the next forward runs."""
     weights = _weights(9)
     exe, cpu = bind(mx.cpu_ref(0), weights), bind(mx.cpu(), weights)
     exe.forward(data=_image(0))
     _expect(exe, cpu, _image(0))
     library = exe.subgraphs[0].library
     real = library.lib
+    calls = {"copyToAcc": 0}
 
     class Failing:
         """The library's functions as the direct path reaches them, copyToAcc
-        failing (the general path's copies call the plugin directly)."""
+        failing."""
 
         def __getattr__(self, name: str) -> object:
             if name == "copyToAcc":
-                return lambda *args: 3  # MX_ACC_ERR_*: a plugin failure
+                def failing(*args: object) -> int:
+                    calls["copyToAcc"] += 1
+                    return 3  # MX_ACC_ERR_*: a plugin failure
+                return failing
             return getattr(real, name)
 
     runs = direct.runs
     with monkeypatch.context() as patch:
         patch.setattr(type(library), "lib", property(lambda self: Failing()))
-        exe.forward(data=_image(1))
-    assert direct.runs == runs  # the direct path failed: the general one ran
-    _expect(exe, cpu, _image(1))
-    mx.nd.waitall()  # nothing stale left on any array
+        if engine_kind == "NaiveEngine":
+            with pytest.raises(PluginError, match="copyToAcc"):
+                exe.forward(data=_image(1))
+        else:
+            exe.forward(data=_image(1))
+            with pytest.raises(PluginError, match="copyToAcc"):
+                exe.outputs[0].asnumpy()
+    assert calls["copyToAcc"] == 1 and direct.runs == runs
+    # ThreadedEngine: the general path, which drops the stale failure (it
+    # was raised); NaiveEngine stores none, so the direct path runs.
     exe.forward(data=_image(2))
     _expect(exe, cpu, _image(2))
-    assert direct.runs == runs + 1
+    mx.nd.waitall()
+    exe.forward(data=_image(3))
+    _expect(exe, cpu, _image(3))
+    assert direct.runs == runs + (1 if engine_kind == "ThreadedEngine" else 2)
     exe.close()
 
 

@@ -61,8 +61,11 @@ class DeviceBuffer:
         self.guarded = check_outputs_enabled()
         size = spec.nbytes + (2 * GUARD_BYTES if self.guarded else 0)
         address = ffi.new("void **")
-        library.call(dev_id, "mx_alloc", dev_id, size, address,
-                     context=f"{size} bytes on device {dev_id}")
+        with library.device_lock(dev_id):  # library.call, the message made only for a failure
+            status = library.lib.mx_alloc(dev_id, size, address)
+            if status:
+                library.check(library.name, "mx_alloc", status,
+                              f"{size} bytes on device {dev_id}")
         self.pointer = address[0]
         # The descriptors of copies, made at the first copy (see _descriptor):
         # an imperative operator's output may never be copied.

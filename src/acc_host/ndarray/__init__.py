@@ -703,11 +703,12 @@ def _signature(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     if not inputs or type(inputs[0]) is not NDArray:
         return None
     ctx = inputs[0]._ctx
+    hints = tuple([_hint(array) if type(array) is NDArray and (
+        array._ctx is ctx or array._ctx == ctx) else None for array in inputs])
+    key = (op_name, ctx.device_type, ctx.device_id, hints,
+           tuple([(name, type(value), value) for name, value in attrs.items()])
+           if attrs else ())
     try:
-        key = (op_name, ctx.device_type, ctx.device_id,
-               *[(name, type(value), value) for name, value in attrs.items()],
-               *[_hint(array) if type(array) is NDArray and (
-                   array._ctx is ctx or array._ctx == ctx) else None for array in inputs])
         hash(key)
     except TypeError:  # an unhashable attribute value
         return None
@@ -735,7 +736,7 @@ def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     plan = _plans.get(key)
     if plan is not None:
         return plan
-    if None in key[len(key) - len(inputs):]:
+    if None in key[3]:  # an input that is not a plain NDArray on the context
         return None
     ctx = inputs[0]._ctx
     op = registry.get(op_name)
@@ -1026,10 +1027,11 @@ def _make_operator_function(op_name: str) -> Callable[..., Any]:
         # keyword attributes: its plan (which the full path below made, so
         # the same call passed every check there).
         if args and len(args) <= 3 and type(args[-1]) is NDArray and ctx is None:
-            attrs = {key: value for key, value in kwargs.items() if value is not None}
+            attrs = {key: value for key, value in kwargs.items() if value is not None} \
+                if kwargs else {}
             if counts_arguments and "num_args" not in attrs:
                 attrs["num_args"] = len(args)
-            if not any(type(value) is NDArray for value in attrs.values()):
+            if not attrs or not any(type(value) is NDArray for value in attrs.values()):
                 plan = _planned(op_name, args, attrs)
                 if plan is not None:
                     results = plan.call(args, out)

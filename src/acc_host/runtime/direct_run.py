@@ -92,13 +92,14 @@ class DirectRun:
         finally:
             self._values = self._results = self._failure = None
 
-    def forward(self, values: Mapping[str, np.ndarray]) -> bool:
+    def forward(self, values: Mapping[str, np.ndarray]) -> bool | BaseException:
         """Executor.forward()'s direct path: writes values (as for run) into
         the arguments and runs the model, leaving the results in the
-        executor outputs' device buffers; returns whether it did. It does
-        not when the path does not apply now, nor when the run failed: the
-        caller then runs the general path, which reports a failure as a
-        forward does (on the outputs, for their waits). The caller
+        executor outputs' device buffers. Returns True when it did, False
+        when the path does not apply now (nothing was done: the caller runs
+        the general path), or the failure of the run, which the caller
+        reports as a forward reports one (on the outputs, for their waits;
+        it is not run again, on a plugin that may be gone). The caller
         serializes calls (the executor's lock)."""
         if trace_recorder.current() is not None:
             return False
@@ -108,7 +109,9 @@ class DirectRun:
             if not engine.get().run_now_watching(self._forward_operation, self._ctx,
                                                  self._watched, self._writes):
                 return False
-            return self._failure is None and self._results is not None
+            if self._failure is not None:
+                return self._failure
+            return self._results is not None
         finally:
             self._values = self._results = self._failure = None
 
@@ -126,7 +129,7 @@ class DirectRun:
                     self._copies.write_locked(values)
                 step.infer.run_locked()
             self._results = []
-        except BaseException as error:  # the caller runs the general path
+        except BaseException as error:  # reported by the caller, as a forward's
             self._failure = error
 
     def _operation(self, _run_ctx: engine.RunContext) -> None:

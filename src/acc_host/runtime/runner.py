@@ -288,8 +288,13 @@ class Runner:
                 results = direct.run(values)
                 if results is not None:
                     return results
-            elif direct.forward(values):
-                return self.outputs
+            else:
+                outcome = direct.forward(values)
+                if outcome is True:
+                    return self.outputs
+                if outcome is not False:
+                    self._fail_forward(outcome)
+                    return self.outputs
         outputs = self._push_steps(inputs)
         if not synchronous:
             return outputs
@@ -332,6 +337,18 @@ class Runner:
             for output in self.outputs:
                 output.wait_to_read()
         return self.outputs
+
+    def _fail_forward(self, failure: BaseException) -> None:
+        """Reports the failure of a forward's direct run as a failed step
+        of the general path does: an operation that fails with it, writing
+        the executor's own vars and the outputs' (ThreadedEngine keeps it
+        there for their waits; NaiveEngine raises it here)."""
+        def fail(_run_ctx: engine.RunContext) -> None:
+            raise failure
+
+        current = engine.get()
+        current.push_sync_normalized(fail, self._contexts[0], (), tuple(dict.fromkeys(
+            (*self._internal_vars, *(output._var for output in self.outputs)))))
 
     def direct_run(self) -> DirectRun | None:
         """The one-call run of a single-subgraph plan, once its step has
