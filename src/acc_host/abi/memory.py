@@ -201,7 +201,8 @@ class DeviceBuffer:
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """copyFromAcc: this buffer -> a new (or the given) host array (in
         checked mode, through a host scratch with guards on both sides)."""
-        self._check_open()
+        if self._freed or not self._finalizer.alive:
+            self._check_open()
         spec = self.spec
         library = self.library
         if out is None and not self.guarded:

@@ -331,7 +331,9 @@ class NDArray(NDArrayMethods):
         """asnumpy() of a whole array that was not in host memory when
         asked: after its pending writes, a copy of its elements."""
         storage = self._storage
-        _engine.get().wait_to_read(storage.var)
+        var = storage.var
+        if var._writing or var._pending or var.exception is not None:  # else nothing to wait for
+            _engine.get().wait_to_read(var)
         if storage.host is not None:  # a pending result that landed in host memory
             return np.array(storage.host, copy=True)
         return self._device().to_host()
