@@ -58,6 +58,7 @@ class OperatorExecutor:
                 f"{library.name}: accGetExecutor({op_name}) succeeded but returned a NULL "
                 "executor or function")
         self._handle = executor
+        self._slots: tuple[list[Any], list[Any]] | None = None  # see forward_fitting
         self._finalizer = weakref.finalize(self, _release, library, dev_id, executor)
         self._finalizer.atexit = False
 
@@ -104,29 +105,35 @@ class OperatorExecutor:
         still checks every output's guard."""
         if not self._finalizer.alive:
             raise TensorError(f"{self.op_name}: the executor was released")
-        tensors = self._inputs._tensors
-        for index, buffer in enumerate(inputs):
+        slots = self._slots
+        if slots is None:  # the descriptors' MXTensor cdata, in and out, listed once
+            slots = self._slots = (
+                [self._inputs._tensors[index] for index in range(len(self._inputs))],
+                [self._outputs._tensors[index] for index in range(len(self._outputs))])
+        in_slots, out_slots = slots
+        for index, (slot, buffer) in enumerate(zip(in_slots, inputs)):
             if buffer._freed:
                 raise TensorError(f"{self.op_name}: input {index} is {buffer!r}")
-            tensors[index].data = buffer.pointer
-        tensors = self._outputs._tensors
-        for index, buffer in enumerate(outputs):
+            slot.data = buffer.pointer
+        for index, (slot, buffer) in enumerate(zip(out_slots, outputs)):
             if buffer._freed:
                 raise TensorError(f"{self.op_name}: output {index} is {buffer!r}")
-            tensors[index].data = buffer.pointer
+            slot.data = buffer.pointer
         library = self.library
+        null = ffi.NULL
         try:
             with library.device_lock(self.dev_id):
                 forward = library.entry("executor_forward") if library.traced \
                     else self._handle.forward
-                status = forward(self._handle, self._inputs.pointer, len(inputs),
-                                 self._outputs.pointer, len(outputs))
+                status = forward(self._handle, self._inputs.pointer, len(in_slots),
+                                 self._outputs.pointer, len(out_slots))
             if status:
                 library.check(library.name, "executor forward", status, self.op_name)
         finally:
-            for array in (self._inputs, self._outputs):
-                for index in range(len(array)):
-                    array._tensors[index].data = ffi.NULL
+            for slot in in_slots:
+                slot.data = null
+            for slot in out_slots:
+                slot.data = null
         for index, buffer in enumerate(outputs):  # checked mode: the guard after each
             if buffer.guarded:
                 buffer.checked_host(f"forward of {self.op_name}", f"output {index}")

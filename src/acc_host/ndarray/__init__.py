@@ -991,8 +991,8 @@ def _fast_operand(array: NDArray) -> dispatch.Operand:
     """_operand for a planned call, inside its operation (the shape and
     dtype without waiting)."""
     shape, dtype = _hint(array)
-    return dispatch.Operand(shape, dtype, lambda: array._device_storage,
-                            lambda: np.asarray(array))
+    buffer = array._storage.device if array._view is None else None  # filled: in the operation
+    return dispatch.Operand(shape, dtype, lambda: buffer, lambda: np.asarray(array))
 
 
 def _on_accelerator(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray],
