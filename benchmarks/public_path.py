@@ -23,7 +23,8 @@ Usage:
    context under the same engine type (a side environment running
    benchmarks/mxnet_side.py --serve: --mxnet-python, else
    $ACC_HOST_BENCH_MXNET_PYTHON, else /work/mxenv/bin/python when it
-   exists; the section is left out without one). Blocks alternate with
+   exists; without one, or with --no-mxnet, the operators are timed
+   without the reference). Blocks alternate with
    MXNet's as in section 1; ratios are paired the same way.
 
 --quick: few rounds (for the test that keeps this script working); its
@@ -307,13 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=200, help="calls per block")
     parser.add_argument("--mxnet-python", default=None,
                         help=f"python of a side environment with mxnet==1.9.1 (or ${MXNET_ENV})")
+    parser.add_argument("--no-mxnet", action="store_true",
+                        help="leave MXNet out (the imperative figures without the reference)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="a few rounds, to check it works")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.calls = 3, 20
     results = {"cpus": os.cpu_count(), "rounds": args.rounds, "calls": args.calls,
-               **measure(args.rounds, args.calls, mxnet_python(args.mxnet_python))}
+               **measure(args.rounds, args.calls,
+                         None if args.no_mxnet else mxnet_python(args.mxnet_python))}
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
