@@ -23,6 +23,7 @@ registry computes the outputs, and they are written back to the context
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import math
 import numbers
@@ -1077,11 +1078,17 @@ def _make_operator_function(op_name: str) -> Callable[..., Any]:
 
 def __getattr__(name: str) -> Callable[..., Any]:
     """mx.nd.<Op>(...) for every registered operator."""
-    function = _functions.get(name)  # made before (not a module global: sum, max, ...)
+    function = _functions.get(name)
     if function is not None:
         return function
     if registry.find(name) is not None:
-        return _operator_function(name)
+        function = _operator_function(name)
+        if not hasattr(builtins, name):
+            # Kept as a module attribute, so that the next mx.nd.<name> finds
+            # it without this call; not for sum, max, abs, ..., which would
+            # shadow the builtins this module's own code uses.
+            globals()[name] = function
+        return function
     raise AttributeError(f"module 'acc_host.ndarray' has no attribute {name!r}")
 
 
