@@ -494,7 +494,7 @@ class NDArray(NDArrayMethods):
     def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
         if isinstance(other, NDArray):
             return invoke(op, [self, other], {})[0]
-        if isinstance(other, (numbers.Real, np.number)):
+        if type(other) in (int, float) or isinstance(other, (numbers.Real, np.number)):
             return invoke(scalar_op, [self], {"scalar": float(other)})[0]
         if isinstance(other, np.ndarray):
             return invoke(op, [self, NDArray(other.astype(self.dtype), self._ctx)], {})[0]
@@ -550,7 +550,7 @@ class NDArray(NDArrayMethods):
         into a new array and assigned (which refuses another shape)."""
         if isinstance(other, NDArray):
             inputs, name, attrs = [self, other], op, {}
-        elif isinstance(other, (numbers.Real, np.number)):
+        elif type(other) in (int, float) or isinstance(other, (numbers.Real, np.number)):
             inputs, name, attrs = [self], scalar_op, {"scalar": float(other)}
         else:
             return self._inplace(self._binary(other, op, scalar_op))
@@ -808,7 +808,7 @@ class _CallPlan:
             const = tuple(dict.fromkeys(reads)) if len(reads) > 1 else tuple(reads)
             mutate = tuple([target._storage.var for target in targets])
         else:
-            targets = [out] if isinstance(out, NDArray) else list(out)
+            targets = [out] if type(out) is NDArray or isinstance(out, NDArray) else list(out)
             if len(targets) != len(self.specs):
                 raise OperatorError(f"{op_name}: {len(self.specs)} outputs, {len(targets)} "
                                     "out arrays")
@@ -832,8 +832,14 @@ class _CallPlan:
             self._run(inputs, targets, fresh)
 
         current = _engine.get()
-        guards = () if fresh else tuple({id(guard): guard for guard in (
-            target._storage.guard for target in targets) if guard is not None}.values())
+        if fresh:
+            guards: tuple[Any, ...] = ()
+        elif len(targets) == 1:
+            guard = targets[0]._storage.guard
+            guards = () if guard is None else (guard,)
+        else:
+            guards = tuple({id(guard): guard for guard in (
+                target._storage.guard for target in targets) if guard is not None}.values())
         if not guards:
             if not (self.inline and current.run_inline(run, ctx, const, mutate)):
                 current.push_sync_normalized(run, ctx, const, mutate)
