@@ -71,6 +71,7 @@ class DeviceBuffer:
         # an imperative operator's output may never be copied.
         self._descriptor_array: TensorArray | None = None
         self._host_array: TensorArray | None = None
+        self._readout: tuple[Any, Any, Any, Any] | None = None  # see to_host
         self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
         self._finalizer.atexit = False
         if self.guarded:
@@ -209,10 +210,16 @@ class DeviceBuffer:
             # The common case: a new array, whose layout needs no check.
             result = np.empty(spec.shape, spec.dtype)
             pointer = ffi.from_buffer(result, require_writable=True)
-            with library.device_lock(self.dev_id):  # the shared descriptor (copy_from_host)
-                host = self._host
-                host.set_data(0, pointer, HOST_DEVICE, pointer)
-                status = library.lib.copyFromAcc(host.pointer, self._descriptor.pointer)
+            readout = self._readout
+            if readout is None:  # the device lock and both descriptors, once
+                (_, slot, _), = self._host.slots()
+                readout = self._readout = (library.device_lock(self.dev_id), slot,
+                                           self._host.pointer, self._descriptor.pointer)
+            lock, slot, host_pointer, device_pointer = readout
+            with lock:  # the shared host descriptor (copy_from_host) too
+                slot.data = pointer  # `pointer` keeps result's memory for the call
+                status = library.lib.copyFromAcc(host_pointer, device_pointer)
+                slot.data = ffi.NULL
                 if status:
                     library.check(library.name, "copyFromAcc", status)
             return result
