@@ -62,7 +62,9 @@ def _input_values(name: str, value: Any, target: NDArray) -> np.ndarray:
     and dtype, converted on the caller's thread: a value that cannot be
     converted raises here and leaves the argument as it was."""
     try:
-        source = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
+        # An NDArray's elements without a copy (its pending writes waited
+        # for): the argument's write copies them.
+        source = np.asarray(value)
         shape, dtype = target.shape, target.dtype
         if source.shape != shape:
             raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor was "
