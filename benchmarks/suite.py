@@ -29,6 +29,11 @@ Writes ``suite.json`` (every figure, with the machine and versions),
 3. Partitioner time for 10k/100k/1M-node graphs.
 4. Engine throughput and push-to-done latency, both engines.
 5. Compile time on mlu_sim, cold and from the compiled-model cache.
+6. The public path per call (benchmarks/public_path.py): the one-operator
+   graph through the executor (forward + reading the output, predict),
+   Module and the ONNX backend next to onnxruntime's run(), under both
+   engines; small imperative operators on the CPU and cpu_ref next to
+   MXNet 1.9.1 (when a side environment has it), paired ratios.
 
 --quick runs a small subset (for the test that keeps this script working);
 its figures are not meant to be quoted.
@@ -399,6 +404,42 @@ def cache_section(names: list[str], repeat: int) -> list[dict[str, Any]]:
     return rows
 
 
+# ---- 6. the public path -------------------------------------------------------------------
+
+
+def public_path_section(quick: bool, mxnet_python: str | None) -> dict[str, Any]:
+    import public_path
+
+    rounds, calls = (3, 20) if quick else (15, 200)
+    return public_path.measure(rounds, calls, public_path.mxnet_python(mxnet_python))
+
+
+def _public_path_lines(results: dict[str, Any]) -> list[str]:
+    lines = ["", "## 6. Public path", "",
+             "Microseconds per call (median over rounds of blocks of calls, the functions "
+             "alternating within each round) and the paired ratio to onnxruntime's run() of "
+             "the one-node model (benchmarks/public_path.py).", "",
+             "| call (relu of 16 floats, cpu_ref) | engine | us | / onnxruntime |",
+             "|---|---|---:|---:|"]
+    for kind, rows in results["one_op"].items():
+        lines += [f"| {name} | {kind} | {row['us']:.2f} | {row['vs_onnxruntime']:.2f} |"
+                  for name, row in rows.items()]
+    imperative = results["imperative"]
+    lines += ["", "Imperative operators on 8x8 float32 arrays, each followed by "
+              "wait_to_read(): us per call, paired ratio to MXNet "
+              f"{imperative.get('mxnet', '(not measured)')} on its CPU context with the "
+              "same engine type.", "",
+              "| operator | engine | cpu(0) | cpu_ref(0) | MXNet | cpu / MXNet "
+              "| cpu_ref / MXNet |", "|---|---|---:|---:|---:|---:|---:|"]
+    for kind in ("ThreadedEngine", "NaiveEngine"):
+        for label, row in imperative.get(kind, {}).items():
+            mxnet_cells = (f"{row['mxnet']:.2f} | {row['cpu(0)_vs_mxnet']:.2f} | "
+                           f"{row['cpu_ref(0)_vs_mxnet']:.2f}") if "mxnet" in row else "- | - | -"
+            lines.append(f"| `{label}` | {kind} | {row['cpu(0)']:.2f} | "
+                         f"{row['cpu_ref(0)']:.2f} | {mxnet_cells} |")
+    return lines
+
+
 # ---- output ------------------------------------------------------------------------------
 
 
@@ -452,6 +493,8 @@ def markdown(results: dict[str, Any]) -> str:
                   f"{row['cache_same_weights_ms']:.2f} | "
                   f"{row['cold_ms'] / row['cache_same_weights_ms']:.2f}x |"
                   for row in results["cache"]]
+    if results.get("public_path"):
+        lines += _public_path_lines(results["public_path"])
     return "\n".join(lines) + "\n"
 
 
@@ -519,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     results["partition"] = partition_section(sizes, 3)
     results["engine"] = engine_section(engine_ops)
     results["cache"] = cache_section(cache_models, max(3, args.repeat // 3))
+    results["public_path"] = public_path_section(args.quick, args.mxnet_python)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "suite.json").write_text(json.dumps(results, indent=1))
     (args.out / "suite.md").write_text(markdown(results))

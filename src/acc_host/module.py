@@ -366,11 +366,30 @@ class Module(ModuleMethods):
     def get_outputs(self, merge_multi_context: bool = True) -> list[NDArray]:
         return list(self._executor().outputs)
 
+    def _one_batch(self, values: np.ndarray | NDArray, num_batch: int | None
+                   ) -> list[NDArray] | None:
+        """predict()'s outputs for data that is exactly one batch of the
+        bound shape (what NDArrayIter would make of it: one batch, no
+        padding), run as one synchronous inference of the executor; None
+        for any other data, and before the parameters are set."""
+        if (self._exec is None or not self.params_initialized or len(self._data_names) != 1
+                or num_batch == 0 or not self._data_shapes):
+            return None
+        bound = tuple(self._data_shapes[0].shape)
+        if tuple(values.shape) != bound:
+            return None
+        name = self._data_names[0]
+        outputs = self._exec._predict({name: values})
+        return [array(output) for output in outputs]
+
     def predict(self, eval_data: Any, num_batch: int | None = None, merge_batches: bool = True,
                 reset: bool = True, always_output_list: bool = False) -> Any:
         """Outputs over all batches of eval_data (an iterator, or arrays that
         are batched by the bound batch size), padding removed."""
         if isinstance(eval_data, (np.ndarray, NDArray)):
+            one = self._one_batch(eval_data, num_batch) if merge_batches else None
+            if one is not None:  # exactly one bound batch: the executor's predict
+                return one[0] if len(one) == 1 and not always_output_list else one
             batch_size = self._data_shapes[0].shape[0] if self._data_shapes else 1
             eval_data = NDArrayIter(eval_data, batch_size=batch_size)
         if reset and hasattr(eval_data, "reset"):

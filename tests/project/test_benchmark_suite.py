@@ -33,6 +33,10 @@ def test_quick_suite_writes_json_markdown_and_plot(tmp_path: Path) -> None:
     assert [entry["nodes"] for entry in results["partition"]] == [1_000, 10_000]
     assert results["engine"]["naive_ops_per_s"] > 0
     assert results["cache"] and results["cache"][0]["cold_ms"] > 0
+    public = results["public_path"]["one_op"]
+    for kind in ("ThreadedEngine", "NaiveEngine"):
+        assert public[kind]["executor forward + asnumpy"]["us"] > 0
     markdown = (tmp_path / "suite.md").read_text()
     assert "| transformer_enc | 1 | 1 |" in markdown and "models.png" in markdown
+    assert "## 6. Public path" in markdown
     assert (tmp_path / "models.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -61,12 +61,17 @@ class DeviceBuffer:
         self.guarded = check_outputs_enabled()
         size = spec.nbytes + (2 * GUARD_BYTES if self.guarded else 0)
         address = ffi.new("void **")
-        library.call(dev_id, "mx_alloc", dev_id, size, address,
-                     context=f"{size} bytes on device {dev_id}")
+        with library.device_lock(dev_id):  # library.call, the message made only for a failure
+            status = library.lib.mx_alloc(dev_id, size, address)
+            if status:
+                library.check(library.name, "mx_alloc", status,
+                              f"{size} bytes on device {dev_id}")
         self.pointer = address[0]
-        self._descriptor = TensorArray([spec], dev_id)
-        self._descriptor.set_data(0, self.pointer, dev_id)
-        self._host = TensorArray([spec], HOST_DEVICE)  # reused by every copy
+        # The descriptors of copies, made at the first copy (see _descriptor):
+        # an imperative operator's output may never be copied.
+        self._descriptor_array: TensorArray | None = None
+        self._host_array: TensorArray | None = None
+        self._readout: tuple[Any, Any, Any, Any] | None = None  # see to_host
         self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
         self._finalizer.atexit = False
         if self.guarded:
@@ -84,6 +89,25 @@ class DeviceBuffer:
         # attribute, read per call by the bound steps (the finalizer's
         # ``alive`` costs a property call and a dictionary lookup).
         self._freed = False
+
+    @property
+    def _descriptor(self) -> TensorArray:
+        """The buffer's own descriptor (for copies), made once."""
+        descriptor = self._descriptor_array
+        if descriptor is None:
+            descriptor = TensorArray([self.spec], self.dev_id)
+            descriptor.set_data(0, self.pointer, self.dev_id)
+            self._descriptor_array = descriptor
+        return descriptor
+
+    @property
+    def _host(self) -> TensorArray:
+        """The host-side descriptor every copy of this buffer reuses (pointed
+        at the copy's array under the device lock), made once."""
+        host = self._host_array
+        if host is None:
+            host = self._host_array = TensorArray([self.spec], HOST_DEVICE)
+        return host
 
     @property
     def closed(self) -> bool:
@@ -178,10 +202,29 @@ class DeviceBuffer:
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """copyFromAcc: this buffer -> a new (or the given) host array (in
         checked mode, through a host scratch with guards on both sides)."""
-        self._check_open()
-        result = np.empty(self.spec.shape, self.spec.dtype) if out is None else out
+        if self._freed or not self._finalizer.alive:
+            self._check_open()
+        spec = self.spec
         library = self.library
-        nbytes = self.spec.nbytes
+        if out is None and not self.guarded:
+            # The common case: a new array, whose layout needs no check.
+            result = np.empty(spec.shape, spec.dtype)
+            pointer = ffi.from_buffer(result, require_writable=True)
+            readout = self._readout
+            if readout is None:  # the device lock and both descriptors, once
+                (_, slot, _), = self._host.slots()
+                readout = self._readout = (library.device_lock(self.dev_id), slot,
+                                           self._host.pointer, self._descriptor.pointer)
+            lock, slot, host_pointer, device_pointer = readout
+            with lock:  # the shared host descriptor (copy_from_host) too
+                slot.data = pointer  # `pointer` keeps result's memory for the call
+                status = library.lib.copyFromAcc(host_pointer, device_pointer)
+                slot.data = ffi.NULL
+                if status:
+                    library.check(library.name, "copyFromAcc", status)
+            return result
+        result = np.empty(spec.shape, spec.dtype) if out is None else out
+        nbytes = spec.nbytes
         around = scratch(nbytes) if self.guarded else None
         if around is not None and (result.shape != self.spec.shape
                                    or result.dtype != self.spec.dtype):
@@ -244,6 +287,27 @@ class HostCopies:
     def specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype[Any]]]:
         """Each input's (shape, dtype), as its buffer holds it."""
         return {name: (pair[3].shape, pair[3].dtype) for name, pair in self._inputs.items()}
+
+    def write_locked(self, values: Mapping[str, np.ndarray]) -> None:
+        """copyToAcc of values (C-contiguous host arrays of the inputs'
+        shapes and dtypes, for a subset of the inputs) into the input
+        buffers; the caller holds the device's lock."""
+        if self._checked is not None:
+            inputs, _ = self._checked
+            for name, value in values.items():
+                inputs[name].copy_from_host(value)
+            return
+        library = self.library
+        lib = library.lib
+        from_buffer, null = ffi.from_buffer, ffi.NULL
+        for name, value in values.items():
+            device, host, address, _ = self._inputs[name]
+            pointer = from_buffer(value)
+            host.data = pointer
+            status = lib.copyToAcc(device, address)
+            host.data = null
+            if status:
+                library.check(library.name, "copyToAcc", status)
 
     def run_locked(self, values: Mapping[str, np.ndarray],
                    between: Callable[[], None]) -> list[np.ndarray]:

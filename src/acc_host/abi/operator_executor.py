@@ -58,6 +58,7 @@ class OperatorExecutor:
                 f"{library.name}: accGetExecutor({op_name}) succeeded but returned a NULL "
                 "executor or function")
         self._handle = executor
+        self._slots: tuple[list[Any], list[Any]] | None = None  # see forward_fitting
         self._finalizer = weakref.finalize(self, _release, library, dev_id, executor)
         self._finalizer.atexit = False
 
@@ -91,6 +92,48 @@ class OperatorExecutor:
         finally:
             self._inputs.clear()
             self._outputs.clear()
+        for index, buffer in enumerate(outputs):  # checked mode: the guard after each
+            if buffer.guarded:
+                buffer.checked_host(f"forward of {self.op_name}", f"output {index}")
+
+    def forward_fitting(self, inputs: Sequence[DeviceBuffer],
+                        outputs: Sequence[DeviceBuffer]) -> None:
+        """forward() for a caller whose buffers are known to fit: as many as
+        the executor takes, each a DeviceBuffer of its library and device
+        with the spec it was made for (acc_host.ndarray.dispatch makes them
+        so). A buffer freed meanwhile is still refused, and checked mode
+        still checks every output's guard."""
+        if not self._finalizer.alive:
+            raise TensorError(f"{self.op_name}: the executor was released")
+        slots = self._slots
+        if slots is None:  # the descriptors' MXTensor cdata, in and out, listed once
+            slots = self._slots = (
+                [self._inputs._tensors[index] for index in range(len(self._inputs))],
+                [self._outputs._tensors[index] for index in range(len(self._outputs))])
+        in_slots, out_slots = slots
+        for index, (slot, buffer) in enumerate(zip(in_slots, inputs)):
+            if buffer._freed:
+                raise TensorError(f"{self.op_name}: input {index} is {buffer!r}")
+            slot.data = buffer.pointer
+        for index, (slot, buffer) in enumerate(zip(out_slots, outputs)):
+            if buffer._freed:
+                raise TensorError(f"{self.op_name}: output {index} is {buffer!r}")
+            slot.data = buffer.pointer
+        library = self.library
+        null = ffi.NULL
+        try:
+            with library.device_lock(self.dev_id):
+                forward = library.entry("executor_forward") if library.traced \
+                    else self._handle.forward
+                status = forward(self._handle, self._inputs.pointer, len(in_slots),
+                                 self._outputs.pointer, len(out_slots))
+            if status:
+                library.check(library.name, "executor forward", status, self.op_name)
+        finally:
+            for slot in in_slots:
+                slot.data = null
+            for slot in out_slots:
+                slot.data = null
         for index, buffer in enumerate(outputs):  # checked mode: the guard after each
             if buffer.guarded:
                 buffer.checked_host(f"forward of {self.op_name}", f"output {index}")

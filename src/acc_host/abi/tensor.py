@@ -7,6 +7,7 @@ what a bound executor or model needs per call.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,7 +71,7 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize  # Python ints: no overflow
 
 
 def contiguous(array: np.ndarray) -> np.ndarray:

@@ -159,6 +159,17 @@ class Engine(ABC):
         caller)."""
         return False
 
+    def run_inline(self, fn: SyncFn, ctx: Any, const_vars: tuple[Var, ...],
+                   mutate_vars: tuple[Var, ...]) -> bool:
+        """run_now for vars as :func:`normalize_vars` returns them (checked
+        by the caller): fn runs on the calling thread, as a pushed operation
+        reading const_vars and writing mutate_vars, when it can start at once
+        (NaiveEngine: always); returns whether it ran. A failure is handled
+        as the engine handles a pushed operation's (stored on the written
+        vars by ThreadedEngine, raised by NaiveEngine). What an imperative
+        call of small arrays takes instead of a hand-off to a worker."""
+        return False
+
     def push_async(self, fn: AsyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
                    mutate_vars: Sequence[Var] = ()) -> None:
         """As push_sync, but fn(run_ctx, on_complete) finishes only when it

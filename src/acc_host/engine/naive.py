@@ -19,6 +19,7 @@ from .base import (
     check_waitable,
     enter_operation,
     leave_operation,
+    operation_state,
 )
 from .var import Var
 
@@ -45,6 +46,22 @@ class NaiveEngine(Engine):
     def run_now(self, fn: SyncFn, ctx: Any = None, const_vars: Sequence[Var] = (),
                 mutate_vars: Sequence[Var] = ()) -> bool:
         self.push_sync(fn, ctx, const_vars, mutate_vars)
+        return True
+
+    def run_inline(self, fn: SyncFn, ctx: Any, const_vars: tuple[Var, ...],
+                   mutate_vars: tuple[Var, ...]) -> bool:
+        local = operation_state()
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        try:
+            fn(RunContext(ctx, "naive"))
+        finally:
+            local.depth = depth
+        for var in mutate_vars:
+            if var._watches:
+                var.bump()
+            else:  # bump() without watches to tell
+                var.version += 1
         return True
 
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],

@@ -119,11 +119,55 @@ class ThreadedEngine(Engine):
                 else:  # nothing queued behind it: finish_write without grants
                     for var in mutate_vars:
                         var._writing = False
-                        var.bump()
+                        if var._watches:
+                            var.bump()
+                        else:  # bump() without watches to tell
+                            var.version += 1
                     self._pending -= 1
                     return True
         block = OpBlock(fn, False, ctx, (), mutate_vars)
         self._complete(block, failure)
+        return True
+
+    def run_inline(self, fn: SyncFn, ctx: Any, const_vars: tuple[Var, ...],
+                   mutate_vars: tuple[Var, ...]) -> bool:
+        # run_now_watching's grant with reads held: the reads and writes
+        # granted as add_read and add_write would grant them (every var idle
+        # of writes, or _admit checked each), finished without a block when
+        # nothing queued behind them meanwhile.
+        local = operation_state()
+        if getattr(local, "depth", 0):
+            return False
+        with self._lock:
+            if not self._admit(const_vars, mutate_vars):
+                return False
+            for var in const_vars:
+                var._running_reads += 1
+            for var in mutate_vars:
+                var._writing = True
+        failure: BaseException | None = None
+        local.depth = 1
+        try:
+            fn(RunContext(ctx, "caller"))
+        except BaseException as error:  # stored on the vars, raised at the next wait
+            failure = error
+        finally:
+            local.depth = 0
+        with self._lock:
+            if failure is None and not self._idle_waiters and not any(
+                    var._pending for var in const_vars) and not any(
+                    var._pending for var in mutate_vars):
+                for var in const_vars:
+                    var._running_reads -= 1
+                for var in mutate_vars:
+                    var._writing = False
+                    if var._watches:
+                        var.bump()
+                    else:  # bump() without watches to tell
+                        var.version += 1
+                self._pending -= 1
+                return True
+        self._complete(OpBlock(fn, False, ctx, const_vars, mutate_vars), failure)
         return True
 
     def _run_granted(self, fn: SyncFn, ctx: Any, const: tuple[Var, ...],
@@ -306,11 +350,15 @@ class ThreadedEngine(Engine):
 
     def wait_for_var(self, var: Var) -> None:
         check_waitable(var, "wait_for_var")
-        self._wait_marker(var, write=True)
+        # Nothing on the var and no failure: done, without the lock (what this
+        # thread pushed set these flags under the lock before returning).
+        if var._writing or var._running_reads or var._pending or var.exception is not None:
+            self._wait_marker(var, write=True)
 
     def wait_to_read(self, var: Var) -> None:
         check_waitable(var, "wait_to_read")
-        self._wait_marker(var, write=False)
+        if var._writing or var._pending or var.exception is not None:
+            self._wait_marker(var, write=False)
 
     def wait_for_all(self) -> None:
         if in_operation():

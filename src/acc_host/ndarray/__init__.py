@@ -23,6 +23,7 @@ registry computes the outputs, and they are written back to the context
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import math
 import numbers
@@ -312,11 +313,31 @@ class NDArray(NDArrayMethods):
 
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the elements."""
+        storage = self._storage
+        if self._view is None and storage.host is None and not in_operation():
+            # Device memory (an executor's output, an accelerator's result):
+            # the wait and one copy out into a new array.
+            guard = storage.guard
+            if guard is None:
+                return self._copy_out()
+            with guard:
+                return self._copy_out()
         with self._reading():
             values = self._read()
             # Device memory was just copied out into a fresh array: that is the copy.
             fresh = self._view is None and self._storage.host is None
             return values if fresh else np.array(values, copy=True)
+
+    def _copy_out(self) -> np.ndarray:
+        """asnumpy() of a whole array that was not in host memory when
+        asked: after its pending writes, a copy of its elements."""
+        storage = self._storage
+        var = storage.var
+        if var._writing or var._pending or var.exception is not None:  # else nothing to wait for
+            _engine.get().wait_to_read(var)
+        if storage.host is not None:  # a pending result that landed in host memory
+            return np.array(storage.host, copy=True)
+        return self._device().to_host()
 
     def asscalar(self) -> Any:
         if self.size != 1:
@@ -385,6 +406,10 @@ class NDArray(NDArrayMethods):
     # ---- indexing -------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> NDArray:
+        if type(key) is slice and self._view is None and self._storage.host is None:
+            taken = self._device_rows(key)
+            if taken is not None:
+                return taken
         key = _host_key(key)
         source = self._read()
         values = source[key]
@@ -393,6 +418,21 @@ class NDArray(NDArrayMethods):
                                                                                       source):
             return NDArray._from_view(self, key, values)
         return NDArray(np.array(values), self._ctx)
+
+    def _device_rows(self, key: slice) -> NDArray | None:
+        """self[key] for an array in an accelerator's memory and a slice of
+        rows with step 1: a copy made on the device (slice_axis), not a copy
+        of the whole array to the host and of the rows back; None for other
+        arrays and slices (and empty selections)."""
+        if not self._ctx.is_accelerator or key.step not in (None, 1):
+            return None
+        shape, dtype = _hint(self)
+        if not shape or not _uses_device_memory(self._ctx, dtype):
+            return None
+        begin, end, _ = key.indices(shape[0])
+        if end <= begin:
+            return None
+        return invoke("slice_axis", [self], {"axis": 0, "begin": begin, "end": end})[0]
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Pushed; with a value from the host (not an NDArray) it also waits
@@ -454,7 +494,7 @@ class NDArray(NDArrayMethods):
     def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
         if isinstance(other, NDArray):
             return invoke(op, [self, other], {})[0]
-        if isinstance(other, (numbers.Real, np.number)):
+        if type(other) in (int, float) or isinstance(other, (numbers.Real, np.number)):
             return invoke(scalar_op, [self], {"scalar": float(other)})[0]
         if isinstance(other, np.ndarray):
             return invoke(op, [self, NDArray(other.astype(self.dtype), self._ctx)], {})[0]
@@ -504,17 +544,33 @@ class NDArray(NDArrayMethods):
     def __abs__(self) -> NDArray:
         return invoke("abs", [self], {})[0]
 
+    def _inplace_binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
+        """self <op>= other as one operation writing self (MXNet's in-place
+        operator), when its result has self's shape; otherwise computed
+        into a new array and assigned (which refuses another shape)."""
+        if isinstance(other, NDArray):
+            inputs, name, attrs = [self, other], op, {}
+        elif type(other) in (int, float) or isinstance(other, (numbers.Real, np.number)):
+            inputs, name, attrs = [self], scalar_op, {"scalar": float(other)}
+        else:
+            return self._inplace(self._binary(other, op, scalar_op))
+        plan = _call_plan(name, inputs, attrs)
+        if plan is not None and len(plan.specs) == 1 and plan.specs[0][0] == _hint(self)[0]:
+            plan.call(inputs, self)
+            return self
+        return self._inplace(invoke(name, inputs, attrs)[0])
+
     def __iadd__(self, other: Any) -> NDArray:
-        return self._inplace(self + other)
+        return self._inplace_binary(other, "broadcast_add", "_plus_scalar")
 
     def __isub__(self, other: Any) -> NDArray:
-        return self._inplace(self - other)
+        return self._inplace_binary(other, "broadcast_sub", "_minus_scalar")
 
     def __imul__(self, other: Any) -> NDArray:
-        return self._inplace(self * other)
+        return self._inplace_binary(other, "broadcast_mul", "_mul_scalar")
 
     def __itruediv__(self, other: Any) -> NDArray:
-        return self._inplace(self / other)
+        return self._inplace_binary(other, "broadcast_div", "_div_scalar")
 
     def __eq__(self, other: Any) -> NDArray:  # type: ignore[override]
         return self._binary(other, "broadcast_equal", "_equal_scalar")
@@ -556,13 +612,26 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
            out: NDArray | Sequence[NDArray] | None = None) -> list[NDArray]:
     """Runs a registered operator on NDArrays; returns its outputs (written
     into out when given). The operator is pushed to the engine when its
-    output shapes can be inferred, else it runs now."""
+    output shapes can be inferred, else it runs now. A call whose signature
+    was planned before runs its plan (see _CallPlan); calls with sparse
+    operands take the sparse rules first and are never planned."""
     if any(array.stype != "default" for array in inputs):
         from .sparse_ops import invoke_sparse  # (sparse_ops imports this module)
 
         handled = invoke_sparse(op_name, inputs, attrs, out)
         if handled is not None:
             return handled
+        return _invoke_unplanned(op_name, inputs, attrs, out)
+    plan = _call_plan(op_name, inputs, attrs)
+    if plan is not None:
+        return plan.call(inputs, out)
+    return _invoke_unplanned(op_name, inputs, attrs, out)
+
+
+def _invoke_unplanned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
+                      out: NDArray | Sequence[NDArray] | None) -> list[NDArray]:
+    """invoke() worked out from scratch: the first call of a signature, and
+    every call that cannot be planned."""
     op = registry.get(op_name)
     parsed = op.parse(attrs)
     contexts = {array.context for array in inputs}
@@ -707,11 +776,36 @@ def _on_accelerator(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray],
             else NDArray(result, ctx) for result in results]
 
 
+_functions: dict[str, Callable[..., Any]] = {}
+
+
 def _operator_function(op_name: str) -> Callable[..., Any]:
+    """mx.nd.<op_name>, made once per name."""
+    function = _functions.get(op_name)
+    if function is None:
+        function = _functions[op_name] = _make_operator_function(op_name)
+    return function
+
+
+def _make_operator_function(op_name: str) -> Callable[..., Any]:
     op = registry.get(op_name)
+    counts_arguments = "num_args" in op._params_by_name
 
     def run(*args: Any, out: Any = None, name: str | None = None, ctx: Context | None = None,
             **kwargs: Any) -> Any:
+        # A call of a signature planned before, with its arrays first and
+        # keyword attributes: its plan (which the full path below made, so
+        # the same call passed every check there).
+        if args and len(args) <= 3 and type(args[-1]) is NDArray and ctx is None:
+            attrs = {key: value for key, value in kwargs.items() if value is not None} \
+                if kwargs else {}
+            if counts_arguments and "num_args" not in attrs:
+                attrs["num_args"] = len(args)
+            if not attrs or not any(type(value) is NDArray for value in attrs.values()):
+                plan = _planned(op_name, args, attrs)
+                if plan is not None:
+                    results = plan.call(args, out)
+                    return results[0] if len(results) == 1 else results
         # As in MXNet: the leading positional NDArrays are inputs, the
         # positional values after them the attributes in declared order
         # (mx.nd.sum(x, 1) is axis=1).
@@ -751,8 +845,17 @@ def _operator_function(op_name: str) -> Callable[..., Any]:
 
 def __getattr__(name: str) -> Callable[..., Any]:
     """mx.nd.<Op>(...) for every registered operator."""
+    function = _functions.get(name)
+    if function is not None:
+        return function
     if registry.find(name) is not None:
-        return _operator_function(name)
+        function = _operator_function(name)
+        if not hasattr(builtins, name):
+            # Kept as a module attribute, so that the next mx.nd.<name> finds
+            # it without this call; not for sum, max, abs, ..., which would
+            # shadow the builtins this module's own code uses.
+            globals()[name] = function
+        return function
     raise AttributeError(f"module 'acc_host.ndarray' has no attribute {name!r}")
 
 
@@ -861,6 +964,10 @@ def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
                else NDArray(np.array(values)) for values in arrays]
     return dict(zip(names, wrapped)) if names else wrapped
 
+
+# The planned calls (acc_host.ndarray.call_plan) read NDArray and the
+# helpers above: imported last, when they are defined.
+from .call_plan import _call_plan, _hint, _planned  # noqa: E402
 
 # mx.nd.sparse and the sparse array classes (they subclass NDArray, so they come last).
 from . import sparse  # noqa: E402

@@ -59,7 +59,8 @@ from ..graph.one_op import one_op_graph
 from ..ops.params import Attrs
 from ..ops.registry import OpDef
 
-__all__ = ["Operand", "Result", "run_on_context", "stats", "clear_cache", "CACHE_CAPACITY"]
+__all__ = ["Operand", "Prepared", "Result", "prepare", "run_prepared", "run_on_context", "stats",
+           "clear_cache", "CACHE_CAPACITY"]
 
 # Signatures cached per device (executors, models and refusals alike).
 CACHE_CAPACITY = 256
@@ -67,22 +68,29 @@ CACHE_CAPACITY = 256
 STAT_KEYS = ("accelerator_calls", "fallbacks", "cache_hits", "cache_misses", "compiles",
              "declined", "evictions")
 
-Signature = tuple[str, tuple[tuple[str, str], ...], tuple[TensorSpec, ...]]
+# (operator, sorted attribute strings, (shape, dtype) of each input): plain
+# tuples, which hash in C on every lookup.
+Signature = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[tuple[int, ...], np.dtype], ...]]
 # An output: a new device buffer of the context's device (imperative mode) or
 # a host array (a one-operator model).
 Result = DeviceBuffer | np.ndarray
 
 
-@dataclass(frozen=True)
 class Operand:
     """An operator input: its shape and dtype, and, read only when the call
     needs them, the device buffer holding it (None when it lives in host
-    memory) and its values as a host array."""
+    memory) and its values as a host array. (A plain class with slots: one
+    is made per input of every call.)"""
 
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    device_buffer: Callable[[], DeviceBuffer | None]
-    host_values: Callable[[], np.ndarray]
+    __slots__ = ("shape", "dtype", "device_buffer", "host_values")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype,
+                 device_buffer: Callable[[], DeviceBuffer | None],
+                 host_values: Callable[[], np.ndarray]) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.device_buffer = device_buffer
+        self.host_values = host_values
 
 
 # ---- cache entries ------------------------------------------------------------------------
@@ -103,6 +111,7 @@ class _ExecutorEntry:
     """An executor and the output specs it was built for."""
 
     executor: OperatorExecutor
+    inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
 
     def run(self, inputs: Sequence[Operand]) -> list[Result]:
@@ -112,7 +121,13 @@ class _ExecutorEntry:
         try:
             buffers = [_input_buffer(array, library, dev_id, staged) for array in inputs]
             outputs = [DeviceBuffer(library, dev_id, spec) for spec in self.outputs]
-            self.executor.forward(buffers, outputs)
+            if len(buffers) == len(self.inputs) and all(
+                    buffer.spec is spec or (buffer.spec.shape == spec.shape
+                                            and buffer.spec.dtype == spec.dtype)
+                    for buffer, spec in zip(buffers, self.inputs)):
+                self.executor.forward_fitting(buffers, outputs)
+            else:
+                self.executor.forward(buffers, outputs)  # which names what does not fit
         except BaseException:
             for buffer in outputs:
                 buffer.free()
@@ -227,7 +242,7 @@ def _output_specs(op: OpDef, attrs: Attrs,
     return tuple(TensorSpec(shape, dtype) for shape, dtype in zip(shapes, dtypes))
 
 
-def _check_arity(op: OpDef, attrs: Attrs, inputs: Sequence[Operand]) -> None:
+def _check_arity(op: OpDef, attrs: Attrs, inputs: Sequence[object]) -> None:
     names = op.input_names(attrs)
     if len(inputs) != len(names):
         raise OperatorError(f"{op.name}: {len(inputs)} inputs given, {len(names)} expected "
@@ -244,7 +259,7 @@ def _build_executor(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str
         executor = OperatorExecutor(library, op.name, inputs, outputs, attrs, dev_id)
     except PluginUnsupportedError:
         return _DECLINED
-    return _ExecutorEntry(executor, outputs)
+    return _ExecutorEntry(executor, inputs, outputs)
 
 
 def _build_model(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],
@@ -273,15 +288,81 @@ def _build(library: AccLibrary, dev_id: int, op: OpDef, attrs: dict[str, str],
 # ---- running ---------------------------------------------------------------------------------
 
 
-def _specs(op: OpDef, attrs: Attrs, inputs: Sequence[Operand]) -> tuple[
-        tuple[TensorSpec, ...], tuple[TensorSpec, ...]] | None:
-    """Input and output specs, or None when a dtype has no TensorDType (no
-    plugin can hold it)."""
+class Prepared:
+    """What a call of one signature on one device works out before it runs,
+    made once by :func:`prepare` and run any number of times by
+    :func:`run_prepared`: the device's state and lock, and the cache key
+    with the specs and attribute strings a build needs (``key`` is None
+    when a dtype has no TensorDType: the CPU runs every such call)."""
+
+    __slots__ = ("op", "attrs", "library", "dev_id", "state", "lock", "key", "strings",
+                 "in_specs", "out_specs", "version")
+
+    def __init__(self, op: OpDef, attrs: Attrs, in_specs: tuple[TensorSpec, ...] | None,
+                 out_specs: tuple[TensorSpec, ...] | None, ctx: Context) -> None:
+        self.op = op
+        self.attrs = attrs
+        self.library = _library(ctx)
+        self.dev_id = ctx.device_id
+        self.state = _state(self.library, self.dev_id)
+        self.lock = self.library.device_lock(self.dev_id)
+        self.in_specs, self.out_specs = in_specs, out_specs
+        self.strings: dict[str, str] = {}
+        self.key: Signature | None = None
+        self.version = op_version(op.name)
+        self._sign()
+
+    def _sign(self) -> None:
+        """The attribute strings and the key, for the operator's version
+        now (a version changed since, in OP_VERSIONS, is a new signature)."""
+        self.version = op_version(self.op.name)
+        if self.in_specs is not None and self.out_specs is not None:
+            self.strings = plugin_attrs(self.op, self.attrs)
+            self.key = (self.op.name, tuple(sorted(self.strings.items())),
+                        tuple((spec.shape, spec.dtype) for spec in self.in_specs))
+
+
+def prepare(op: OpDef, attrs: Attrs, inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
+            ctx: Context) -> Prepared:
+    """The signature of op on inputs ((shape, dtype) each, as many as op
+    takes: an OperatorError otherwise) on ctx's accelerator, for
+    :func:`run_prepared`."""
+    _check_arity(op, attrs, inputs)
     try:
-        in_specs = tuple(TensorSpec(operand.shape, operand.dtype) for operand in inputs)
-        return in_specs, _output_specs(op, attrs, in_specs)
+        in_specs = tuple(TensorSpec(shape, dtype) for shape, dtype in inputs)
+        out_specs = _output_specs(op, attrs, in_specs)
     except TensorError:
-        return None
+        return Prepared(op, attrs, None, None, ctx)
+    return Prepared(op, attrs, in_specs, out_specs, ctx)
+
+
+def run_prepared(prepared: Prepared, inputs: Sequence[Operand]) -> list[Result] | None:
+    """Runs a prepared call on inputs (of the specs it was prepared for)
+    and returns its visible outputs (new device buffers of its device, or
+    host arrays), or None when the plugin does not run it (the caller then
+    runs it on the CPU). Counted, cached and built as :func:`run_on_context`
+    describes."""
+    state = prepared.state
+    with prepared.lock:
+        if op_version(prepared.op.name) != prepared.version:
+            prepared._sign()
+        key = prepared.key
+        entry: _Entry = _DECLINED
+        if key is not None:
+            found = state.lookup(key)
+            if found is None:
+                assert prepared.in_specs is not None and prepared.out_specs is not None
+                found = _build(prepared.library, prepared.dev_id, prepared.op,
+                               prepared.strings, prepared.in_specs, prepared.out_specs)
+                state.counters["declined" if found is _DECLINED else "compiles"] += 1
+                state.store(key, found)
+            entry = found
+        if entry is _DECLINED or isinstance(entry, _Declined):
+            state.counters["fallbacks"] += 1
+            return None
+        results = entry.run(inputs)
+        state.counters["accelerator_calls"] += 1
+        return results
 
 
 def run_on_context(op: OpDef, attrs: Attrs, inputs: Sequence[Operand],
@@ -289,29 +370,8 @@ def run_on_context(op: OpDef, attrs: Attrs, inputs: Sequence[Operand],
     """Runs op on the accelerator of ctx and returns its visible outputs
     (new device buffers of ctx's device, or host arrays), or None when the
     plugin does not run it (the caller then runs it on the CPU)."""
-    library = _library(ctx)
-    _check_arity(op, attrs, inputs)
-    dev_id = ctx.device_id
-    state = _state(library, dev_id)
-    with library.device_lock(dev_id):
-        specs = _specs(op, attrs, inputs)
-        entry: _Entry = _DECLINED
-        if specs is not None:
-            in_specs, out_specs = specs
-            strings = plugin_attrs(op, attrs)
-            key: Signature = (op.name, tuple(sorted(strings.items())), in_specs)
-            found = state.lookup(key)
-            if found is None:
-                found = _build(library, dev_id, op, strings, in_specs, out_specs)
-                state.counters["declined" if found is _DECLINED else "compiles"] += 1
-                state.store(key, found)
-            entry = found
-        if isinstance(entry, _Declined):
-            state.counters["fallbacks"] += 1
-            return None
-        results = entry.run(inputs)
-        state.counters["accelerator_calls"] += 1
-        return results
+    prepared = prepare(op, attrs, [(operand.shape, operand.dtype) for operand in inputs], ctx)
+    return run_prepared(prepared, inputs)
 
 
 # ---- inspection ----------------------------------------------------------------------------

@@ -90,11 +90,32 @@ def run_on_host(op_name: str, inputs: list[Any], attrs: dict[str, Any], out: Any
     return results[0] if len(results) == 1 else results
 
 
-def _fluent(op_name: str) -> Any:
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        # The package imports this mixin: its array functions are reached at call time.
+_ndarray: Any = None
+
+
+def _package() -> Any:
+    """acc_host.ndarray (which imports this mixin), once it is imported."""
+    global _ndarray
+    if _ndarray is None:
         from .. import ndarray
 
+        _ndarray = ndarray
+    return _ndarray
+
+
+def _fluent(op_name: str) -> Any:
+    on_host = op_name in HOST_OPS
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args and not on_host:
+            # A signature called before: its plan (see ndarray.invoke).
+            attrs = {key: value for key, value in kwargs.items() if value is not None}
+            plan = _package()._planned(op_name, (self,), attrs)
+            if plan is not None:
+                results = plan.call((self,), None)
+                return results[0] if len(results) == 1 else results
+        # The package imports this mixin: its array functions are reached at call time.
+        from .. import ndarray
         inputs, attrs = split_arguments(op_name, ndarray.NDArray, self, args, kwargs)
         if op_name in HOST_OPS:
             return run_on_host(op_name, inputs, attrs)

@@ -92,6 +92,46 @@ class DirectRun:
         finally:
             self._values = self._results = self._failure = None
 
+    def forward(self, values: Mapping[str, np.ndarray]) -> bool | BaseException:
+        """Executor.forward()'s direct path: writes values (as for run) into
+        the arguments and runs the model, leaving the results in the
+        executor outputs' device buffers. Returns True when it did, False
+        when the path does not apply now (nothing was done: the caller runs
+        the general path), or the failure of the run, which the caller
+        reports as a forward reports one (on the outputs, for their waits;
+        it is not run again, on a plugin that may be gone). The caller
+        serializes calls (the executor's lock)."""
+        if trace_recorder.current() is not None:
+            return False
+        self._values = values
+        self._results = self._failure = None
+        try:
+            if not engine.get().run_now_watching(self._forward_operation, self._ctx,
+                                                 self._watched, self._writes):
+                return False
+            if self._failure is not None:
+                return self._failure
+            return self._results is not None
+        finally:
+            self._values = self._results = self._failure = None
+
+    def _forward_operation(self, _run_ctx: engine.RunContext) -> None:
+        """forward()'s engine operation: _operation without reading the
+        outputs back (the copies in and infer(), when they may run now)."""
+        values = self._values
+        operator, step = self.operator, self.step
+        if (values is None or operator.declined or step.infer.model is not operator.model
+                or not step.current() or not operator.weights_current()):
+            return
+        try:
+            with self._lock:
+                if values:
+                    self._copies.write_locked(values)
+                step.infer.run_locked()
+            self._results = []
+        except BaseException as error:  # reported by the caller, as a forward's
+            self._failure = error
+
     def _operation(self, _run_ctx: engine.RunContext) -> None:
         """The engine operation: the work, when the bound step may run now
         (its model, buffers and weights current)."""

@@ -511,7 +511,8 @@ class Executor(ExecutorMethods):
         forward's result. A thread that must read the outputs of its own
         forward holds ``self.lock`` over the forward and the reading."""
         with self.lock:
-            self._replan_if_stale()
+            if self._value_versions:
+                self._replan_if_stale()
             outputs = self._runner.run(kwargs, False)
             if self.data_dependent:
                 self.output_dict = dict(zip(self._symbol.list_outputs(), self.outputs))
@@ -523,7 +524,8 @@ class Executor(ExecutorMethods):
         the inputs, the outputs the results). A failure is raised here and
         not left on the executor's arrays."""
         with self.lock:
-            self._replan_if_stale()
+            if self._value_versions:
+                self._replan_if_stale()
             return self._runner.run(inputs, True)
 
     def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
@@ -537,8 +539,8 @@ class Executor(ExecutorMethods):
         """Plans again when an argument the shape arithmetic read has been
         written since (weights copied in after simple_bind): the executor
         takes the new plan's state, its arrays stay the same."""
-        if not any(array.version != version
-                   for array, version in self._value_versions.values()):
+        if not self._value_versions or not any(
+                array.version != version for array, version in self._value_versions.values()):
             return
         fresh = Executor(self._symbol, self._ctx, self.arg_dict, self.aux_dict, self._grad_req,
                          self.data_names, self._group2ctx)

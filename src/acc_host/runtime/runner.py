@@ -62,7 +62,9 @@ def _input_values(name: str, value: Any, target: NDArray) -> np.ndarray:
     and dtype, converted on the caller's thread: a value that cannot be
     converted raises here and leaves the argument as it was."""
     try:
-        source = value.asnumpy() if isinstance(value, NDArray) else np.asarray(value)
+        # An NDArray's elements without a copy (its pending writes waited
+        # for): the argument's write copies them.
+        source = np.asarray(value)
         shape, dtype = target.shape, target.dtype
         if source.shape != shape:
             raise ShapeError(f"forward: {name!r} has shape {source.shape}, the executor was "
@@ -269,20 +271,32 @@ class Runner:
         on its vars and its buffers and weights are current; every other
         forward pushes the plan's steps (each subgraph step itself one
         bound call when it runs on fixed buffers)."""
-        if synchronous:
+        direct = self._direct
+        if (direct is None or self.differential is not None  # the common case first
+                or self.bound_steps.get(self.steps[0].node) is not direct.step):
             direct = self.direct_run()
-            if direct is not None and inputs.keys() <= direct.inputs.keys():
-                # The inputs as they are when every one is already as bound
-                # (no new mapping per inference), else each converted.
-                specs, values = direct.specs, inputs
-                for name, value in inputs.items():
-                    if not _as_bound(value, specs[name]):
-                        values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
-                                  for key, item in inputs.items()}
-                        break
+        if direct is not None and inputs.keys() <= direct.inputs.keys():
+            # The inputs as they are when every one is already as bound
+            # (no new mapping per inference), else each converted.
+            specs, values = direct.specs, inputs
+            for name, value in inputs.items():
+                spec = specs[name]
+                if not (type(value) is np.ndarray and value.shape == spec[0]
+                        and value.dtype == spec[1] and value.flags.c_contiguous):
+                    values = {key: _direct_value(key, item, specs[key], direct.inputs[key])
+                              for key, item in inputs.items()}
+                    break
+            if synchronous:
                 results = direct.run(values)
                 if results is not None:
                     return results
+            else:
+                outcome = direct.forward(values)
+                if outcome is True:
+                    return self.outputs
+                if outcome is not False:
+                    self._fail_forward(outcome)
+                    return self.outputs
         outputs = self._push_steps(inputs)
         if not synchronous:
             return outputs
@@ -325,6 +339,18 @@ class Runner:
             for output in self.outputs:
                 output.wait_to_read()
         return self.outputs
+
+    def _fail_forward(self, failure: BaseException) -> None:
+        """Reports the failure of a forward's direct run as a failed step
+        of the general path does: an operation that fails with it, writing
+        the executor's own vars and the outputs' (ThreadedEngine keeps it
+        there for their waits; NaiveEngine raises it here)."""
+        def fail(_run_ctx: engine.RunContext) -> None:
+            raise failure
+
+        current = engine.get()
+        current.push_sync_normalized(fail, self._contexts[0], (), tuple(dict.fromkeys(
+            (*self._internal_vars, *(output._var for output in self.outputs)))))
 
     def direct_run(self) -> DirectRun | None:
         """The one-call run of a single-subgraph plan, once its step has

@@ -16,7 +16,7 @@ from acc_host.abi import header
 from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.header import ffi
 from acc_host.abi.loaded_model import LoadedModel
-from acc_host.abi.memory import DeviceBuffer
+from acc_host.abi.memory import DeviceBuffer, HostCopies
 from acc_host.abi.operator_executor import OperatorExecutor
 from acc_host.abi.tensor import CStrings, TensorArray, TensorSpec
 
@@ -290,6 +290,12 @@ def test_executor_outputs_are_written_in_place(library, monkeypatch) -> None:
         monkeypatch.setattr(DeviceBuffer, method,
                             lambda self, *a, _m=method, _o=original, **k:
                             (calls.append(_m), _o(self, *a, **k))[1])
+    # Once the model is loaded, forward() copies its inputs in on the direct
+    # path (acc_host.runtime.direct_run), through the argument buffers'
+    # prebuilt descriptors: the same copyToAcc into the same buffer.
+    write_locked = HostCopies.write_locked
+    monkeypatch.setattr(HostCopies, "write_locked", lambda self, values: (
+        calls.extend(["copy_from_host"] * len(values)), write_locked(self, values))[1])
     data = np.arange(6, dtype=np.float32).reshape(2, 3) - 3
     for _ in range(3):
         calls.clear()
