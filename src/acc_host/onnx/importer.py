@@ -37,6 +37,7 @@ from ..errors import (
     UnsupportedOnnxOperatorError,
     model_file_os_error,
 )
+from ..graph.incremental import IncrementalShapes
 from ._onnx import require_onnx
 from .translate_control import implicit_inputs
 from .translators import TRANSLATORS, Translator, Unsupported, translator_for
@@ -177,6 +178,8 @@ class Context:
         # symbol, transposed weight's name, width), for folding a bias Add into it
         self.linear: dict[str, tuple[Any, str, int]] = {}
         self.folded_bytes = 0  # constants made at import so far (see plan_constant)
+        # shapes inferred so far, by probe extent (see _shapes_at)
+        self._incremental: dict[int | None, IncrementalShapes] = {}
 
     def plan_constant(self, nbytes: int, what: str) -> None:
         """Checks, before it is made, a constant of nbytes that import-time
@@ -227,19 +230,8 @@ class Context:
         symbol = self.symbols.get(name)
         if symbol is None:
             return None
-        known = {}
-        for arg in symbol.list_arguments() + symbol.list_auxiliary_states():
-            shape = self.shape(arg)
-            if shape is None:
-                return None
-            known[arg] = shape
-        try:
-            _, out_shapes, _ = symbol.infer_shape_partial(**known)
-        except AccHostError:
-            return None
-        if not out_shapes or out_shapes[0] is None:
-            return None
-        return tuple(int(d) for d in out_shapes[0])
+        shape = self._shapes_at(None).shape(*symbol._outputs[0])
+        return None if shape is None else tuple(int(d) for d in shape)
 
     def partial_shape(self, name: str) -> tuple | None:
         """The shape of a value with -1 for the extents that depend on
@@ -262,23 +254,25 @@ class Context:
         return tuple(a if a == b else -1 for a, b in zip(*results))  # type: ignore[misc]
 
     def _probe_shape(self, symbol: Any, probe: int) -> tuple | None:
-        known = {}
-        for arg in symbol.list_arguments() + symbol.list_auxiliary_states():
-            shape = self.shape(arg)
-            if shape is None:
-                declared = self.shapes.get(arg)
-                if declared is None:
-                    return None
-                shape = tuple(probe if d < 0 else d for d in declared)
-            known[arg] = shape
-        try:
-            graph = symbol.graph
-            shapes = graph.infer_shapes(known, self.consts.get)
-        except (AccHostError, *_MALFORMED):
-            return None
-        node, output = symbol._outputs[0]
-        shape = shapes[graph.entry(node, output)]
+        shape = self._shapes_at(probe).shape(*symbol._outputs[0])
         return None if shape is None else tuple(int(d) for d in shape)
+
+    def _shapes_at(self, probe: int | None) -> IncrementalShapes:
+        """The shapes of the graph translated so far, with every symbolic
+        input extent at probe (None: only the static shapes), each node
+        inferred once however often translators ask (graph.incremental)."""
+        shapes = self._incremental.get(probe)
+        if shapes is None:
+            def leaf_shape(name: str) -> tuple | None:
+                shape = self.shape(name)
+                if shape is None and probe is not None:
+                    declared = self.shapes.get(name)
+                    if declared is not None:
+                        shape = tuple(probe if d < 0 else d for d in declared)
+                return shape
+
+            shapes = self._incremental[probe] = IncrementalShapes(leaf_shape, self.consts.get)
+        return shapes
 
     def shape(self, name: str) -> tuple | None:
         """Static shape of a value, when known (constants, annotated values)."""
