@@ -121,14 +121,42 @@ def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
     label = f"ONNX {what} {tensor.name!r}" if tensor.name else f"an ONNX {what}"
     if any(dim < 0 for dim in dims):
         raise ModelFileError(f"{label}: negative dimension in {dims}")
+    value = _raw_values(tensor, dims)
     try:
-        value = numpy_helper.to_array(tensor)
+        if value is None:
+            value = numpy_helper.to_array(tensor)
     except Exception as error:  # ValueError, onnx's ValidationError, ...
         raise ModelFileError(f"{label} of shape {dims}: {error}") from None
     if tuple(value.shape) != dims:
         raise ModelFileError(f"{label} declares shape {dims} but holds shape "
                              f"{tuple(value.shape)}")
     return value
+
+
+#: TensorProto data types read straight from raw_data: numpy's little-endian
+#: dtype of each (the others, and big-endian hosts, go through numpy_helper).
+_RAW_DTYPES = {1: "<f4", 2: "u1", 3: "i1", 4: "<u2", 5: "<i2", 6: "<i4", 7: "<i8",
+               10: "<f2", 11: "<f8", 12: "<u4", 13: "<u8"}
+
+
+def _raw_values(tensor: Any, dims: tuple) -> np.ndarray | None:
+    """A tensor's values as a read-only view of its raw_data bytes (no copy
+    beyond protobuf's), or None when it has no raw_data, is stored
+    externally, is of a type not in _RAW_DTYPES or holds the wrong number of
+    bytes (numpy_helper reads it, or says what is wrong)."""
+    code = _RAW_DTYPES.get(tensor.data_type)
+    if code is None or tensor.data_location != 0 or not tensor.HasField("raw_data"):
+        return None
+    dtype = np.dtype(code)
+    if not dtype.isnative:
+        return None
+    raw = tensor.raw_data
+    count = 1
+    for dim in dims:
+        count *= dim
+    if len(raw) != count * dtype.itemsize:
+        return None
+    return np.frombuffer(raw, dtype).reshape(dims)
 
 
 def _tensor_type(value_info: Any) -> tuple[tuple | None, np.dtype | None]:
@@ -473,9 +501,10 @@ def to_ndarray(value: np.ndarray, ctx: Any = None) -> Any:
     """An NDArray (on the CPU) holding value, for every dtype ONNX models use
     (bool and 16-bit integers included, which have no plugin TensorDType)."""
     value = np.asarray(value)
-    array = nd.zeros(value.shape, ctx or cpu(), value.dtype)
-    array[...] = value
-    return array
+    limits.check_array(value.shape, value.dtype, "a constant")
+    # one copy, of its own (a constant may be a read-only view of the
+    # model's bytes, see _raw_values): the array takes it over
+    return nd.NDArray(np.array(value, order="C", copy=True), ctx or cpu())
 
 
 def _evaluate(symbol: Any, cx: Context) -> np.ndarray:
@@ -533,6 +562,23 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[Any]] | None = 
     return imported.symbol, imported.arg_params, imported.aux_params
 
 
+def read_model(model: Any) -> Any:
+    """model (a path, the bytes of a file, or a ModelProto) as a ModelProto;
+    a file that cannot be read or parsed is a ModelFileError."""
+    return _load(model)
+
+
+def data_inputs(model: Any) -> dict[str, tuple[tuple | None, np.dtype | None]]:
+    """The graph inputs that are not initializers, in graph order, with
+    their declared shapes (-1 for a symbolic or unknown extent; None when
+    undeclared) and element types: what import_graph's ``inputs``,
+    ``input_shapes`` and ``input_dtypes`` will be, read without importing."""
+    model = _load(model)
+    initializers = {init.name for init in model.graph.initializer}
+    return {value.name: _tensor_type(value) for value in model.graph.input
+            if value.name not in initializers}
+
+
 def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple | None]]]:
     model = _load(model)
     initializers = {init.name for init in model.graph.initializer}
@@ -543,4 +589,5 @@ def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple | None]]]:
     }
 
 
-__all__ = ["import_model", "import_graph", "get_model_metadata", "Imported", "TRANSLATORS"]
+__all__ = ["import_model", "import_graph", "get_model_metadata", "read_model", "data_inputs",
+           "Imported", "TRANSLATORS"]
