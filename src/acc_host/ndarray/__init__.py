@@ -838,5 +838,7 @@ def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
     """The arrays of an MXNet NDArray file: a dict when it stores names,
     else a list."""
     arrays, names = params_file.load(fname)
-    wrapped = [NDArray(np.array(values)) for values in arrays]
+    # params_file gives each array writable storage of its own (views of
+    # the file's buffer that do not overlap): taken over, not copied again
+    wrapped = [NDArray(values) for values in arrays]
     return dict(zip(names, wrapped)) if names else wrapped
