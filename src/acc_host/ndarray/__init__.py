@@ -779,7 +779,12 @@ def _filled(shape: Any, value: Any, ctx: Context | None, dtype: Any) -> NDArray:
         raise InvalidArgumentError(f"negative extent in shape {shape}")
     dtype = dtype or _DEFAULT_DTYPE
     limits.check_array(shape, dtype, "an array")
-    return NDArray(np.full(shape, value, dtype=dtype), _context(ctx))
+    # zeros from calloc: the pages are the kernel's zero page until written
+    # (simple_bind's weights, written by copy_params_from next), np.full
+    # would write them all first
+    values = np.zeros(shape, dtype) if type(value) is int and value == 0 else \
+        np.full(shape, value, dtype=dtype)
+    return NDArray(values, _context(ctx))
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
