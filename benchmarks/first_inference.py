@@ -25,7 +25,12 @@ first forward, as medians.
 The models are the zoo's (benchmarks/zoo: ``resnet50.onnx`` exported by
 export_torch_zoo.py, ``resnet50_v1-*`` by export_mxnet_zoo.py).
 
-    python benchmarks/first_inference.py [--starts 7] [--json PATH]
+``--baseline SRC`` adds the two cold acc-host sides run from another
+source tree (``SRC`` is its ``src`` folder, with its plugins built), for a
+before/after in the same run; its byte-code goes to a private cache
+(PYTHONPYCACHEPREFIX), compiled by an untimed first start.
+
+    python benchmarks/first_inference.py [--starts 7] [--json PATH] [--baseline SRC]
 """
 
 from __future__ import annotations
@@ -109,6 +114,8 @@ def main() -> None:
     parser.add_argument("--no-phases", dest="phases", action="store_false",
                         help="skip the acc-host run --json phase table")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--baseline", type=Path, metavar="SRC",
+                        help="another tree's src folder: its cold acc-host sides too")
     args = parser.parse_args()
     missing = [str(path) for path in (ONNX_FILE, Path(f"{CHECKPOINT}-0000.params"))
                if not path.is_file()]
@@ -124,12 +131,20 @@ def main() -> None:
         sides: list[tuple[str, str, dict[str, str]]] = [("onnxruntime", "", base)]
         for side in RUN_ARGS:
             sides += [(side, "cold", base), (side, "warm", warm)]
+        if args.baseline is not None:
+            other = {key: value for key, value in base.items()
+                     if key != "PYTHONDONTWRITEBYTECODE"}
+            other.update(PYTHONPATH=str(args.baseline.resolve()),
+                         PYTHONPYCACHEPREFIX=os.path.join(cache, "baseline-pyc"))
+            for side in RUN_ARGS:
+                _child(SCRIPTS[side], other)  # compiles its byte-code, untimed
+                sides.append((side, "cold, baseline", other))
         times: dict[str, list[tuple[float, float]]] = {f"{s} {m}".strip(): [] for s, m, _ in sides}
         phases: dict[str, list[dict[str, Any]]] = {}
         for _ in range(args.starts):
             for side, mode, env in sides:
                 times[f"{side} {mode}".strip()].append(_child(SCRIPTS[side], env))
-                if args.phases and side in RUN_ARGS:
+                if args.phases and side in RUN_ARGS and "baseline" not in mode:
                     phases.setdefault(f"{side} {mode}", []).append(_phases(side, env))
     result: dict[str, Any] = {"starts": args.starts, "sides": {}, "phases": {}}
     bar = statistics.median(child for child, _ in times["onnxruntime"])
