@@ -50,3 +50,25 @@ def test_cpu_path_has_no_model_to_load(capsys: pytest.CaptureFixture[str]) -> No
     report = _report(capsys, str(SQUEEZENET / "model"), "--shape", "data=1,3,224,224")
     assert report["phases"]["load_model_s"] == 0
     assert report["phases"]["partition_s"] < 0.05  # (nothing asked of a plugin)
+
+
+def test_phases_nest_into_the_outer_one_and_cost_nothing_unrecorded() -> None:
+    import time
+
+    from acc_host import phases
+
+    with phases.phase("read"):  # no recording: nothing kept anywhere
+        pass
+    with phases.recording() as times:
+        with phases.phase("translate"):
+            with phases.phase("shape_inference"):  # inside translate: translate's
+                time.sleep(0.01)
+        with phases.phase("read"):
+            pass
+        with phases.phase("read"):
+            pass
+    assert set(times) == {"translate", "read"}
+    assert times["translate"] >= 0.01
+    with phases.recording() as again:
+        pass
+    assert again == {}
