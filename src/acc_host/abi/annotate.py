@@ -40,13 +40,15 @@ def _format_shapes(specs: Sequence[TensorSpec]) -> str:
 
 
 def annotate(graph: Mapping[str, Any], node_outputs: Sequence[Sequence[TensorSpec]],
-             weights: Iterable[str], dev_id: int = 0) -> dict[str, Any]:
-    """A copy of graph (MXNet symbol JSON as a dict) with the annotations.
+             weights: Iterable[str], dev_id: int = 0, *, in_place: bool = False
+             ) -> dict[str, Any]:
+    """A copy of graph (MXNet symbol JSON as a dict) with the annotations
+    (graph itself, annotated, when in_place: a dict the caller made for it).
 
     node_outputs[i] lists the visible outputs of node i; variables named in
     weights are marked "weight", all other variables "data".
     """
-    annotated = copy.deepcopy(dict(graph))
+    annotated = dict(graph) if in_place else copy.deepcopy(dict(graph))
     nodes = annotated.get("nodes", [])
     if len(node_outputs) != len(nodes):
         raise InvalidArgumentError(
@@ -111,7 +113,8 @@ def annotate_graph(graph: Any, graph_json: str, shapes: Mapping[str, Sequence[in
         node_outputs.append([TensorSpec(entry_shapes[entry],
                                         entry_dtypes[entry] or np.dtype(np.float32))
                              for entry in entries])
-    return annotate(json.loads(graph_json), node_outputs, weights, dev_id)
+    # (the parsed JSON is this call's own: annotated in place, not copied)
+    return annotate(json.loads(graph_json), node_outputs, weights, dev_id, in_place=True)
 
 
 def output_name(node_name: str, index: int, num_outputs: int) -> str:

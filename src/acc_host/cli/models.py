@@ -112,12 +112,16 @@ def _load_checkpoint(source: str, epoch: int, shapes: Mapping[str, Shape],
                      arrays: Mapping[str, np.ndarray], batch: int | None) -> Model:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..model import load_checkpoint
+    from ..phases import phase
 
-    symbol, arg_params, aux_params = load_checkpoint(_checkpoint_prefix(source, epoch), epoch)
+    with phase("read"):
+        symbol, arg_params, aux_params = load_checkpoint(_checkpoint_prefix(source, epoch),
+                                                         epoch)
     data_names = [name for name in symbol.list_arguments() if name not in arg_params]
     given = _assign(data_names, shapes, arrays)
     given = {name: _batched(shape, batch) for name, shape in given.items()}
-    resolved = _infer_missing(symbol, data_names, given)
+    with phase("shape_inference"):
+        resolved = _infer_missing(symbol, data_names, given)
     dtypes = _input_dtypes(data_names, arrays, {})
     return Model(source, "mxnet", symbol, arg_params, aux_params, data_names, resolved, dtypes)
 
@@ -125,14 +129,17 @@ def _load_checkpoint(source: str, epoch: int, shapes: Mapping[str, Shape],
 def _load_onnx(source: str, shapes: Mapping[str, Shape], arrays: Mapping[str, np.ndarray],
                batch: int | None) -> Model:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
-    from ..onnx.importer import import_graph
+    from ..onnx.importer import data_inputs, import_graph, read_model
+    from ..phases import phase
 
     if not os.path.isfile(source):
         raise environment(f"model not found: {source}")
-    imported = import_graph(source)
-    data_names = list(imported.inputs)
+    with phase("read"):
+        proto = read_model(source)
+    declared_inputs = data_inputs(proto)
+    data_names = list(declared_inputs)
     given = _assign(data_names, shapes, arrays)
-    declared = {name: imported.input_shapes.get(name) for name in data_names}
+    declared = {name: declared_inputs[name][0] for name in data_names}
     wanted: dict[str, Shape] = {}
     for name in data_names:
         shape = given.get(name) or declared[name]
@@ -140,10 +147,10 @@ def _load_onnx(source: str, shapes: Mapping[str, Shape], arrays: Mapping[str, np
             raise CliError(f"{source}: the shape of input {name!r} is not fixed "
                            f"({declared[name]}); give --shape {name}=... or --batch", USAGE)
         wanted[name] = _batched(tuple(1 if d is None or d < 0 else int(d) for d in shape), batch)
-    if wanted != declared:
+    with phase("translate"):
         # the extents the model fixes replaced by the wanted ones; its
         # symbolic dimensions stay symbolic (worked out at bind)
-        imported = import_graph(source, input_shapes=wanted)
+        imported = import_graph(proto, input_shapes=wanted if wanted != declared else None)
     dtypes = _input_dtypes(data_names, arrays, imported.input_dtypes)
     return Model(source, "onnx", imported.symbol, imported.arg_params, imported.aux_params,
                  data_names, wanted, dtypes)
@@ -252,16 +259,19 @@ def bind(model: Model, ctx: Any) -> Any:
         inferred, _, _ = symbol.infer_shape_partial(**model.shapes)
         shapes.update({name: tuple(shape) for name, shape in zip(arg_names, inferred)
                        if name in other and shape})
+    # The weights stay in host memory, where the model file put them:
+    # loadModel reads them from there (a subgraph's weights are passed at
+    # load), so copying them into the accelerator's memory first would be
+    # one more pass over every weight (ResNet-50: 0.2-0.4 s of a cold start)
+    # and a second copy held for nothing.
     args = {}
     for name in arg_names:
         if name in model.arg_params:
-            value = model.arg_params[name]
-            args[name] = value.as_in_context(_home(ctx, value.dtype))
+            args[name] = model.arg_params[name]
         else:
             dtype = model.dtypes.get(name, np.dtype(np.float32))
             args[name] = nd.zeros(shapes[name], _home(ctx, dtype), dtype)
-    aux = {name: model.aux_params[name].as_in_context(_home(ctx, model.aux_params[name].dtype))
-           for name in aux_names}
+    aux = {name: model.aux_params[name] for name in aux_names}
     return symbol.bind(ctx, args, aux_states=aux, data_names=list(model.data_names))
 
 

@@ -9,6 +9,7 @@ import statistics
 import time
 from typing import Any
 
+from ..phases import recording
 from ..runtime.control_flow import body_lines, body_subgraphs
 from .errors import FAILURE, OK, USAGE, CliError
 from .progress import Progress, enabled
@@ -144,6 +145,39 @@ def execute(exe: Any, values: dict[str, Any], repeat: int, show: bool) -> dict[s
             "run_min_s": min(times) if times else None, "repeat": repeat}
 
 
+#: The phases of a first inference, in order (docs/performance.md, "First
+#: inference"); translate is the ONNX import's (absent for checkpoints).
+PHASES = ("import", "read", "translate", "shape_inference", "partition", "bind_other",
+          "load_model", "first_run")
+
+
+def startup_phases(kind: str, times: dict[str, float], bind_other_s: float,
+                   timing: dict[str, Any]) -> dict[str, float]:
+    """Seconds of each phase up to the first forward's outputs, which never
+    overlap: import (``import acc_host``), read (the model's files),
+    translate (ONNX to a symbol, weights to arrays), shape_inference and
+    partition (of the bind), bind_other (the rest of the bind: the plan,
+    weights onto the device, outputs), load_model (compiling or loading
+    every subgraph, in the first forward) and first_run (the rest of the
+    first forward); total is their sum. times: the recorded phases;
+    bind_other_s: the bind's seconds outside them."""
+    from .. import phases as phase_clock
+
+    result = {"import_s": phase_clock.import_seconds or 0.0,
+              "read_s": times.get("read", 0.0)}
+    if kind == "onnx":
+        result["translate_s"] = times.get("translate", 0.0)
+    result.update({
+        "shape_inference_s": times.get("shape_inference", 0.0),
+        "partition_s": times.get("partition", 0.0),
+        "bind_other_s": max(0.0, bind_other_s),
+        "load_model_s": timing["compile_s"],
+        "first_run_s": max(0.0, timing["first_forward_s"] - timing["compile_s"]),
+    })
+    result["total_s"] = sum(result.values())
+    return result
+
+
 def run(args: argparse.Namespace) -> int:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
     from .. import limits
@@ -156,15 +190,19 @@ def run(args: argparse.Namespace) -> int:
         from ..trace import start as start_trace
 
         start_trace(args.trace)
-    model, ctx, values = prepare(args)
-    show = enabled(args.progress)
-    start = time.perf_counter()
-    exe = bind(model, ctx)
-    bind_s = time.perf_counter() - start
+    with recording() as times:
+        model, ctx, values = prepare(args)
+        show = enabled(args.progress)
+        before = sum(times.values())
+        start = time.perf_counter()
+        exe = bind(model, ctx)
+        bind_s = time.perf_counter() - start
+        inside_bind = sum(times.values()) - before  # its shape inference and partition
     memory = exe.memory_report()
     checked = None
     try:
         timing = execute(exe, values, args.repeat, show)
+        phases = startup_phases(model.kind, times, bind_s - inside_bind, timing)
         where = _where(exe, ctx)
         if args.check:
             from ..differential import check
@@ -181,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
     report = {"model": model.source, "format": model.kind,
               "inputs": {name: {"shape": list(model.shapes[name]),
                                 "dtype": str(model.dtypes[name])} for name in model.data_names},
-              "where": where, "bind_s": bind_s, **timing, "outputs": outputs,
+              "where": where, "bind_s": bind_s, **timing, "phases": phases, "outputs": outputs,
               "memory": {**memory, "limit": limits.limit()}}
     if checked is not None:
         report["check"] = {"subgraphs": checked.subgraphs_checked,

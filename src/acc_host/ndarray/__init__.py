@@ -891,7 +891,12 @@ def _filled(shape: Any, value: Any, ctx: Context | None, dtype: Any) -> NDArray:
         raise InvalidArgumentError(f"negative extent in shape {shape}")
     dtype = dtype or _DEFAULT_DTYPE
     limits.check_array(shape, dtype, "an array")
-    return NDArray(np.full(shape, value, dtype=dtype), _context(ctx))
+    # zeros from calloc: the pages are the kernel's zero page until written
+    # (simple_bind's weights, written by copy_params_from next), np.full
+    # would write them all first
+    values = np.zeros(shape, dtype) if type(value) is int and value == 0 else \
+        np.full(shape, value, dtype=dtype)
+    return NDArray(values, _context(ctx))
 
 
 def empty(shape: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
@@ -960,8 +965,10 @@ def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
     """The arrays of an MXNet NDArray file: a dict when it stores names,
     else a list."""
     arrays, names = params_file.load(fname)
+    # params_file gives each dense array writable storage of its own (views
+    # of the file's buffer that do not overlap): taken over, not copied again
     wrapped = [sparse.from_record(values) if isinstance(values, params_file.SparseRecord)
-               else NDArray(np.array(values)) for values in arrays]
+               else NDArray(values) for values in arrays]
     return dict(zip(names, wrapped)) if names else wrapped
 
 

@@ -119,12 +119,15 @@ _MAX_NUMPY_BYTES = int(np.iinfo(np.intp).max)
 class _Reader:
     """A cursor over the file's bytes that reports problems as ModelFileError."""
 
-    __slots__ = ("view", "pos", "source")
+    __slots__ = ("view", "pos", "source", "owned")
 
-    def __init__(self, data: memoryview, source: str) -> None:
+    def __init__(self, data: memoryview, source: str, owned: bool = False) -> None:
         self.view = data
         self.pos = 0
         self.source = source
+        # whether the bytes are this reader's own (a file read into a
+        # buffer nobody else holds): arrays may then be views of them
+        self.owned = owned
 
     @property
     def remaining(self) -> int:
@@ -171,11 +174,31 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
                                    f"{type(path_or_bytes).__name__}")
     path = os.fspath(path_or_bytes)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = _read_file(path)
     except OSError as error:
         raise model_file_os_error(str(path), error) from None
-    return _parse(memoryview(data), str(path))
+    return _parse(memoryview(data), str(path), owned=True)
+
+
+def _read_file(path: str) -> bytearray:
+    """The file's bytes in one writable buffer, read once: the dense arrays
+    of a file are views of it (see _read_elements), not copies."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = bytearray(size)
+        view = memoryview(data)
+        filled = 0
+        while filled < size:
+            count = handle.readinto(view[filled:])
+            if not count:  # the file shrank while it was read
+                break
+            filled += count
+        rest = handle.read()  # (or grew)
+    view.release()
+    if filled < size:
+        del data[filled:]
+    data += rest
+    return data
 
 
 def loads(data: bytes | bytearray | memoryview
@@ -206,9 +229,9 @@ def _warn_duplicates(names: list[str], source: str) -> None:
                           DuplicateNameWarning, stacklevel=4)
 
 
-def _parse(view: memoryview, source: str
+def _parse(view: memoryview, source: str, owned: bool = False
            ) -> tuple[list[np.ndarray | SparseRecord], list[str]]:
-    reader = _Reader(view, source)
+    reader = _Reader(view, source, owned)
     _read_list_header(reader)
     count = _read_count(reader, "array count", _MIN_ARRAY_BYTES)
     arrays = [_read_array(reader, index, count) for index in range(count)]
@@ -320,7 +343,12 @@ def _read_dtype(reader: _Reader, label: str) -> np.dtype:
 def _read_elements(reader: _Reader, label: str, shape: tuple[int, ...],
                    dtype: np.dtype) -> np.ndarray:
     """The raw elements, checked against the remaining bytes before any copy;
-    the result is an aligned, writable, native-order array of its own."""
+    the result is an aligned, writable, native-order array of its own: a
+    view of the file's buffer when the reader owns it and the elements are
+    aligned and native (float32 elements always are: every header field and
+    element run before them is a multiple of 4 bytes), else a copy. Views
+    of one file's buffer never overlap, so writing one array changes no
+    other; together they keep the buffer alive."""
     nbytes = dtype.itemsize
     for dim in shape:
         nbytes *= dim
@@ -332,6 +360,8 @@ def _read_elements(reader: _Reader, label: str, shape: tuple[int, ...],
     if dtype.kind == "b":
         # A byte other than 0 or 1 would be an invalid numpy bool.
         return (raw.view(np.uint8) != 0).reshape(shape)
+    if reader.owned and dtype.isnative and raw.flags.aligned and raw.flags.writeable:
+        return raw.reshape(shape)
     return raw.astype(dtype.newbyteorder("="), copy=True).reshape(shape)
 
 

@@ -137,10 +137,14 @@ class AccHostRep(BackendRep):
         return self.ctx
 
     def _homed_weight(self, value: Any) -> Any:
-        """value in its home context, copied there once per weight."""
+        """value where the executors read it: a weight stays in host memory
+        (loadModel reads a subgraph's weights from there; a copy in the
+        accelerator's memory first would be one more pass over every weight
+        at prepare, and a second copy held), one array per weight for every
+        shape's executor."""
         held = self._homed.get(id(value))
         if held is None or held[0] is not value:
-            held = self._homed[id(value)] = (value, value.as_in_context(self._home(value.dtype)))
+            held = self._homed[id(value)] = (value, value)
         return held[1]
 
     def _bind(self, imported: Any, shapes: dict[str, tuple], dtypes: dict[str, Any]) -> Any:

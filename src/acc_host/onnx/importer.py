@@ -37,6 +37,7 @@ from ..errors import (
     UnsupportedOnnxOperatorError,
     model_file_os_error,
 )
+from ..graph.incremental import IncrementalShapes
 from ._onnx import require_onnx
 from .translate_control import implicit_inputs
 from .translators import TRANSLATORS, Translator, Unsupported, translator_for
@@ -120,14 +121,42 @@ def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
     label = f"ONNX {what} {tensor.name!r}" if tensor.name else f"an ONNX {what}"
     if any(dim < 0 for dim in dims):
         raise ModelFileError(f"{label}: negative dimension in {dims}")
+    value = _raw_values(tensor, dims)
     try:
-        value = numpy_helper.to_array(tensor)
+        if value is None:
+            value = numpy_helper.to_array(tensor)
     except Exception as error:  # ValueError, onnx's ValidationError, ...
         raise ModelFileError(f"{label} of shape {dims}: {error}") from None
     if tuple(value.shape) != dims:
         raise ModelFileError(f"{label} declares shape {dims} but holds shape "
                              f"{tuple(value.shape)}")
     return value
+
+
+#: TensorProto data types read straight from raw_data: numpy's little-endian
+#: dtype of each (the others, and big-endian hosts, go through numpy_helper).
+_RAW_DTYPES = {1: "<f4", 2: "u1", 3: "i1", 4: "<u2", 5: "<i2", 6: "<i4", 7: "<i8",
+               10: "<f2", 11: "<f8", 12: "<u4", 13: "<u8"}
+
+
+def _raw_values(tensor: Any, dims: tuple) -> np.ndarray | None:
+    """A tensor's values as a read-only view of its raw_data bytes (no copy
+    beyond protobuf's), or None when it has no raw_data, is stored
+    externally, is of a type not in _RAW_DTYPES or holds the wrong number of
+    bytes (numpy_helper reads it, or says what is wrong)."""
+    code = _RAW_DTYPES.get(tensor.data_type)
+    if code is None or tensor.data_location != 0 or not tensor.HasField("raw_data"):
+        return None
+    dtype = np.dtype(code)
+    if not dtype.isnative:
+        return None
+    raw = tensor.raw_data
+    count = 1
+    for dim in dims:
+        count *= dim
+    if len(raw) != count * dtype.itemsize:
+        return None
+    return np.frombuffer(raw, dtype).reshape(dims)
 
 
 def _tensor_type(value_info: Any) -> tuple[tuple | None, np.dtype | None]:
@@ -177,6 +206,8 @@ class Context:
         # symbol, transposed weight's name, width), for folding a bias Add into it
         self.linear: dict[str, tuple[Any, str, int]] = {}
         self.folded_bytes = 0  # constants made at import so far (see plan_constant)
+        # shapes inferred so far, by probe extent (see _shapes_at)
+        self._incremental: dict[int | None, IncrementalShapes] = {}
 
     def plan_constant(self, nbytes: int, what: str) -> None:
         """Checks, before it is made, a constant of nbytes that import-time
@@ -227,19 +258,8 @@ class Context:
         symbol = self.symbols.get(name)
         if symbol is None:
             return None
-        known = {}
-        for arg in symbol.list_arguments() + symbol.list_auxiliary_states():
-            shape = self.shape(arg)
-            if shape is None:
-                return None
-            known[arg] = shape
-        try:
-            _, out_shapes, _ = symbol.infer_shape_partial(**known)
-        except AccHostError:
-            return None
-        if not out_shapes or out_shapes[0] is None:
-            return None
-        return tuple(int(d) for d in out_shapes[0])
+        shape = self._shapes_at(None).shape(*symbol._outputs[0])
+        return None if shape is None else tuple(int(d) for d in shape)
 
     def partial_shape(self, name: str) -> tuple | None:
         """The shape of a value with -1 for the extents that depend on
@@ -262,23 +282,25 @@ class Context:
         return tuple(a if a == b else -1 for a, b in zip(*results))  # type: ignore[misc]
 
     def _probe_shape(self, symbol: Any, probe: int) -> tuple | None:
-        known = {}
-        for arg in symbol.list_arguments() + symbol.list_auxiliary_states():
-            shape = self.shape(arg)
-            if shape is None:
-                declared = self.shapes.get(arg)
-                if declared is None:
-                    return None
-                shape = tuple(probe if d < 0 else d for d in declared)
-            known[arg] = shape
-        try:
-            graph = symbol.graph
-            shapes = graph.infer_shapes(known, self.consts.get)
-        except (AccHostError, *_MALFORMED):
-            return None
-        node, output = symbol._outputs[0]
-        shape = shapes[graph.entry(node, output)]
+        shape = self._shapes_at(probe).shape(*symbol._outputs[0])
         return None if shape is None else tuple(int(d) for d in shape)
+
+    def _shapes_at(self, probe: int | None) -> IncrementalShapes:
+        """The shapes of the graph translated so far, with every symbolic
+        input extent at probe (None: only the static shapes), each node
+        inferred once however often translators ask (graph.incremental)."""
+        shapes = self._incremental.get(probe)
+        if shapes is None:
+            def leaf_shape(name: str) -> tuple | None:
+                shape = self.shape(name)
+                if shape is None and probe is not None:
+                    declared = self.shapes.get(name)
+                    if declared is not None:
+                        shape = tuple(probe if d < 0 else d for d in declared)
+                return shape
+
+            shapes = self._incremental[probe] = IncrementalShapes(leaf_shape, self.consts.get)
+        return shapes
 
     def shape(self, name: str) -> tuple | None:
         """Static shape of a value, when known (constants, annotated values)."""
@@ -479,9 +501,10 @@ def to_ndarray(value: np.ndarray, ctx: Any = None) -> Any:
     """An NDArray (on the CPU) holding value, for every dtype ONNX models use
     (bool and 16-bit integers included, which have no plugin TensorDType)."""
     value = np.asarray(value)
-    array = nd.zeros(value.shape, ctx or cpu(), value.dtype)
-    array[...] = value
-    return array
+    limits.check_array(value.shape, value.dtype, "a constant")
+    # one copy, of its own (a constant may be a read-only view of the
+    # model's bytes, see _raw_values): the array takes it over
+    return nd.NDArray(np.array(value, order="C", copy=True), ctx or cpu())
 
 
 def _evaluate(symbol: Any, cx: Context) -> np.ndarray:
@@ -539,6 +562,23 @@ def import_model(model: Any, input_shapes: Mapping[str, Sequence[Any]] | None = 
     return imported.symbol, imported.arg_params, imported.aux_params
 
 
+def read_model(model: Any) -> Any:
+    """model (a path, the bytes of a file, or a ModelProto) as a ModelProto;
+    a file that cannot be read or parsed is a ModelFileError."""
+    return _load(model)
+
+
+def data_inputs(model: Any) -> dict[str, tuple[tuple | None, np.dtype | None]]:
+    """The graph inputs that are not initializers, in graph order, with
+    their declared shapes (-1 for a symbolic or unknown extent; None when
+    undeclared) and element types: what import_graph's ``inputs``,
+    ``input_shapes`` and ``input_dtypes`` will be, read without importing."""
+    model = _load(model)
+    initializers = {init.name for init in model.graph.initializer}
+    return {value.name: _tensor_type(value) for value in model.graph.input
+            if value.name not in initializers}
+
+
 def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple | None]]]:
     model = _load(model)
     initializers = {init.name for init in model.graph.initializer}
@@ -549,4 +589,5 @@ def get_model_metadata(model: Any) -> dict[str, list[tuple[str, tuple | None]]]:
     }
 
 
-__all__ = ["import_model", "import_graph", "get_model_metadata", "Imported", "TRANSLATORS"]
+__all__ = ["import_model", "import_graph", "get_model_metadata", "read_model", "data_inputs",
+           "Imported", "TRANSLATORS"]

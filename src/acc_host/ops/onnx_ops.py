@@ -28,7 +28,7 @@ from ..errors import (
     OperatorError,
     ShapeError,
 )
-from ..limits import array_bytes, check_bytes, check_empty_span
+from ..limits import MAX_DIMS, array_bytes, check_bytes, check_empty_span
 from .params import (
     Attrs,
     Param,
@@ -87,9 +87,7 @@ def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
         for position, shape in enumerate(shapes):
             check_empty_span(shape, f"{name}: shape inference, input {position}")
         try:
-            arrays = [np.zeros(shape, dtype) for shape, dtype in zip(shapes, dtypes)]
-            with np.errstate(all="ignore"):
-                outputs = compute(attrs, arrays)
+            outputs = _run_on_zeros(compute, attrs, shapes, dtypes)
         except AccHostError:  # already typed and named (a RankError from take, ...)
             raise
         except MemoryError:
@@ -101,6 +99,44 @@ def _probe_shape(name: str, compute: Callable, probe: str = "") -> Callable:
         except (ValueError, IndexError, TypeError, RuntimeError) as error:
             raise ShapeError(f"{name}: {error}") from None
         return list(shapes), [tuple(int(d) for d in np.shape(out)) for out in outputs]
+    return infer
+
+
+def _run_on_zeros(compute: Callable, attrs: Attrs, shapes: list, dtypes: list) -> Any:
+    """compute's outputs for zero inputs of shapes. Tried first on inputs
+    that hold one element each (read-only views with zero strides), so an
+    operator that moves or views its input (Unsqueeze, Squeeze, Shape,
+    Transpose) costs nothing at a probe extent of a large activation; an
+    operator that cannot take such inputs (one writing into them) runs again
+    on allocated zeros, as before."""
+    with np.errstate(all="ignore"):
+        try:
+            return compute(attrs, [_zero_view(shape, dtype)
+                                   for shape, dtype in zip(shapes, dtypes)])
+        except Exception:  # noqa: BLE001  (any failure: the allocated zeros decide)
+            pass
+        return compute(attrs, [np.zeros(shape, dtype) for shape, dtype in zip(shapes, dtypes)])
+
+
+def _zero_view(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """A read-only array of zeros of shape that holds one element."""
+    return np.broadcast_to(np.zeros((), dtype), tuple(shape))
+
+
+def _rule_or_probe(name: str, compute: Callable, rule: Callable, probe: str = "") -> Callable:
+    """Shape inference by rule(attrs, known shapes) -> output shapes, for an
+    operator that copies or gathers its input (its run on zeros at a probe
+    extent allocates and fills the whole output); rule returns None for the
+    cases it leaves to the run on zeros (the malformed ones, whose error
+    that run words)."""
+    probed = _probe_shape(name, compute, probe)
+
+    def infer(attrs: Attrs, shapes: list) -> tuple[list, list]:
+        if all(shape is not None for shape in shapes):
+            outputs = rule(attrs, [tuple(int(d) for d in shape) for shape in shapes])
+            if outputs is not None:
+                return list(shapes), outputs
+        return probed(attrs, shapes)
     return infer
 
 
@@ -407,8 +443,21 @@ def _unsqueeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [x.copy()]
 
 
+def _unsqueeze_shape(attrs: Attrs, shapes: list) -> list | None:
+    shape = shapes[0]
+    ndim = len(shape) + len(attrs.axes)
+    axes = sorted(normalize_axis("_onnx_unsqueeze", a, ndim) for a in attrs.axes)
+    if len(set(axes)) != len(axes):
+        return None
+    out = list(shape)
+    for axis in axes:
+        out.insert(axis, 1)
+    return [tuple(out)]
+
+
 _def("_onnx_unsqueeze", _unsqueeze, [Param("axes", parse_tuple)],
-     doc="ONNX Unsqueeze (several axes of the output).")
+     doc="ONNX Unsqueeze (several axes of the output).",
+     infer_shape=_rule_or_probe("_onnx_unsqueeze", _unsqueeze, _unsqueeze_shape))
 
 
 def _squeeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -419,8 +468,19 @@ def _squeeze(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [np.squeeze(x, axis=axes).copy()]
 
 
+def _squeeze_shape(attrs: Attrs, shapes: list) -> list | None:
+    shape = shapes[0]
+    if attrs.axes is None:
+        return [tuple(d for d in shape if d != 1)]
+    axes = {normalize_axis("_onnx_squeeze", a, len(shape)) for a in attrs.axes}
+    if any(shape[axis] != 1 for axis in axes):
+        return None
+    return [tuple(d for axis, d in enumerate(shape) if axis not in axes)]
+
+
 _def("_onnx_squeeze", _squeeze, [Param("axes", optional(parse_tuple), None)],
-     doc="ONNX Squeeze (all unit axes when axes is None).")
+     doc="ONNX Squeeze (all unit axes when axes is None).",
+     infer_shape=_rule_or_probe("_onnx_squeeze", _squeeze, _squeeze_shape))
 
 
 def _transpose(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -550,8 +610,17 @@ def _gather(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [take("_onnx_gather", x, idx, axis)]
 
 
+def _gather_shape(attrs: Attrs, shapes: list) -> list | None:
+    data, indices = shapes
+    axis = normalize_axis("_onnx_gather", attrs.axis, len(data))
+    if data[axis] == 0 or len(data) + len(indices) - 1 > MAX_DIMS:
+        return None  # (zero indices out of range, or too many dimensions: the run says)
+    return [(*data[:axis], *indices, *data[axis + 1:])]
+
+
 _def("_onnx_gather", _gather, [Param("axis", parse_int, 0)], arguments=("data", "indices"),
-     probe="fi", doc="ONNX Gather (negative indices count from the end).")
+     probe="fi", doc="ONNX Gather (negative indices count from the end).",
+     infer_shape=_rule_or_probe("_onnx_gather", _gather, _gather_shape, "fi"))
 
 
 def _gather_elements(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -848,8 +917,32 @@ def _matmul(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(np.matmul(inputs[0], inputs[1]), dtype=inputs[0].dtype)]
 
 
+def _matmul_shape(attrs: Attrs, shapes: list) -> tuple[list, list]:
+    """numpy matmul's output shape: 1-D operands promoted (and the added
+    axis dropped), the batch axes broadcast, the inner extents equal. A
+    rule rather than a run on zeros: a transformer's attention products
+    at a probe batch are hundreds of MFLOPs each."""
+    for position, shape in enumerate(shapes):
+        if shape is None:
+            raise ShapeUnknownError(f"_onnx_matmul: the shape of input {position} is unknown")
+    a, b = (tuple(int(d) for d in shape) for shape in shapes)
+    if not a or not b:
+        raise ShapeError(f"_onnx_matmul: a 0-d operand (shapes {a} and {b})")
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ShapeError(f"_onnx_matmul: shapes {a} and {b} do not match: inner extents "
+                         f"{a2[-1]} and {b2[-2]}")
+    try:
+        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
+    except ValueError as error:
+        raise ShapeError(f"_onnx_matmul: shapes {a} and {b}: {error}") from None
+    out = (*batch, *((a2[-2],) if len(a) > 1 else ()), *((b2[-1],) if len(b) > 1 else ()))
+    return list(shapes), [tuple(int(d) for d in out)]
+
+
 _def("_onnx_matmul", _matmul, arguments=("a", "b"), doc="numpy matmul semantics (ONNX "
-     "MatMul).")
+     "MatMul).", infer_shape=_matmul_shape)
 
 
 def _lrn(attrs: Attrs, inputs: list[np.ndarray]) -> list[np.ndarray]:

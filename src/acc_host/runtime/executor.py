@@ -43,6 +43,7 @@ from ..graph.symbol_json import write_graph
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
+from ..phases import phase
 from .bound_step import BoundStep
 from .control_flow import BodyExecutors
 from .direct_run import DirectRun
@@ -117,12 +118,14 @@ class Executor(ExecutorMethods):
         bound = {**arg_dict, **aux_dict}
         self.unresolved: list[str] = []
         if is_dynamic(graph):
-            graph, heads, bound = self._specialise(graph, heads, bound, ctx)
+            with phase("shape_inference"):
+                graph, heads, bound = self._specialise(graph, heads, bound, ctx)
             self._graph = graph
             self._node_ctx = _node_contexts(graph, ctx, self._group2ctx)
         self._bound = bound
-        shapes = graph.infer_shapes({name: array.shape for name, array in bound.items()})
-        dtypes = graph.infer_dtypes({name: array.dtype for name, array in bound.items()})
+        with phase("shape_inference"):
+            shapes = graph.infer_shapes({name: array.shape for name, array in bound.items()})
+            dtypes = graph.infer_dtypes({name: array.dtype for name, array in bound.items()})
         missing = [graph.nodes[k].name for k in range(len(graph.nodes))
                    if any(shapes[e] is None for e in range(graph.entry_start[k],
                                                           graph.entry_start[k]
@@ -165,7 +168,8 @@ class Executor(ExecutorMethods):
             if static_nodes:
                 self.static_part = self._bind_static_part(symbol, graph, bound, static_entries)
             accelerated = []
-        self.partition: Partition | None = self._partition() if accelerated else None
+        with phase("partition"):
+            self.partition: Partition | None = self._partition() if accelerated else None
         self.plan: Plan = make_plan(graph, self.partition, self._heads)
         steps = [self._step(step) for step in self.plan.steps]
         report = self.memory_report()
