@@ -65,8 +65,14 @@ def _tokens(rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def _vit_s16() -> nn.Module:
-    return torchvision.models.VisionTransformer(image_size=224, patch_size=16, num_layers=12,
-                                                num_heads=6, hidden_dim=384, mlp_dim=1536)
+    model = torchvision.models.VisionTransformer(image_size=224, patch_size=16, num_layers=12,
+                                                 num_heads=6, hidden_dim=384, mlp_dim=1536)
+    # torchvision starts the classification head at zero (every output 0,
+    # whatever the input): random, so that comparing outputs checks something
+    with torch.no_grad():
+        model.heads.head.weight.normal_(0.0, 0.05)
+        model.heads.head.bias.normal_(0.0, 0.05)
+    return model
 
 
 def _bert_base() -> nn.Module:
