@@ -29,6 +29,14 @@ Writes ``suite.json`` (every figure, with the machine and versions),
 3. Partitioner time for 10k/100k/1M-node graphs.
 4. Engine throughput and push-to-done latency, both engines.
 5. Compile time on mlu_sim, cold and from the compiled-model cache.
+6. The public path: one-operator calls through the executor, Module and
+   the ONNX backend next to onnxruntime's run(), and imperative operators
+   next to MXNet 1.9.1 (benchmarks/public_path.py).
+7. The PyTorch zoo (ResNet-18/-50, MobileNetV2/V3, EfficientNet-B0, ViT-S/16,
+   BERT-base) on cpu_ref through the ONNX backend next to onnxruntime, at
+   batch 1 and 8 and 1 and 2 threads (benchmarks/zoo/zoo_vs_onnxruntime.py),
+   when benchmarks/zoo/export_torch_zoo.py has exported them (--zoo-repeat;
+   0 leaves the section out).
 6. The public path per call (benchmarks/public_path.py): the one-operator
    graph through the executor (forward + reading the output, predict),
    Module and the ONNX backend next to onnxruntime's run(), under both
@@ -146,6 +154,7 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
     from threadpoolctl import threadpool_limits
 
     mx.cpu_ref(0).configure(num_threads=threads)
+    mx.mlu(0).configure(num_threads=threads)  # the simulator's host threads (docs/mlu_sim.md)
     session = _session(model.onnx_path, threads)
     feeds = {value.name: model.feeds[value.name] for value in session.get_inputs()}
     cpu, cpu_ref, mlu = (_runner(model, ctx) for ctx in (mx.cpu(), mx.cpu_ref(0), mx.mlu(0)))
@@ -175,6 +184,7 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
     if loaded is not None:
         loaded.close()
     mx.cpu_ref(0).configure(num_threads=1)
+    mx.mlu(0).configure(num_threads=1)
     row: dict[str, Any] = {"model": model.name, "batch": model.batch, "threads": threads,
                            "max_rel_error_vs_onnxruntime": worst}
     row.update({f"{label}_ms": blocks_median(timed) * 1e3 for label, timed in blocks.items()})
@@ -440,6 +450,36 @@ def _public_path_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+# ---- 7. the PyTorch zoo --------------------------------------------------------------------
+
+
+def zoo_section(batches: list[int], threads_list: list[int], repeat: int) -> list[dict[str, Any]]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "zoo"))
+    import zoo_vs_onnxruntime as zoo
+
+    folder = Path(zoo.__file__).resolve().parent / "models"
+    rows: list[dict[str, Any]] = []
+    for name in zoo.MODELS:
+        if (folder / f"{name}.onnx").exists():
+            rows += zoo.measure_model(name, folder, batches, threads_list, repeat, warmup=2)
+        else:
+            print(f"zoo: {name} not exported (benchmarks/zoo/export_torch_zoo.py)")
+    return rows
+
+
+def _zoo_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## 7. PyTorch zoo", "",
+             "Median ms per run through the public ONNX backend on cpu_ref and onnxruntime "
+             "(CPUExecutionProvider, intra_op_num_threads = threads), measured interleaved in "
+             "blocks (benchmarks/zoo/zoo_vs_onnxruntime.py); target ratio <= 1.15.", "",
+             "| model | batch | threads | cpu_ref ms | onnxruntime ms | ratio | paired "
+             "| max abs diff |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['model']} | {r['batch']} | {r['threads']} | {r['cpu_ref_ms']:.2f} | "
+              f"{r['ort_ms']:.2f} | {r['ratio']:.2f} | {r['paired_ratio']:.2f} | "
+              f"{r['max_abs_diff']:.1e} |" for r in rows]
+    return lines
+
+
 # ---- output ------------------------------------------------------------------------------
 
 
@@ -495,6 +535,8 @@ def markdown(results: dict[str, Any]) -> str:
                   for row in results["cache"]]
     if results.get("public_path"):
         lines += _public_path_lines(results["public_path"])
+    if results.get("zoo"):
+        lines += _zoo_lines(results["zoo"])
     return "\n".join(lines) + "\n"
 
 
@@ -538,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--mxnet-python", default=os.environ.get(MXNET_ENV),
                         help=f"python of a side environment with mxnet==1.9.1 (or ${MXNET_ENV})")
+    parser.add_argument("--zoo-repeat", type=int, default=7,
+                        help="runs per block of the PyTorch zoo section (0: leave it out)")
     parser.add_argument("--quick", action="store_true",
                         help="a small subset, to check the script works")
     args = parser.parse_args(argv)
@@ -563,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     results["engine"] = engine_section(engine_ops)
     results["cache"] = cache_section(cache_models, max(3, args.repeat // 3))
     results["public_path"] = public_path_section(args.quick, args.mxnet_python)
+    if args.zoo_repeat > 0 and not args.quick:
+        results["zoo"] = zoo_section(args.batch, args.threads, args.zoo_repeat)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "suite.json").write_text(json.dumps(results, indent=1))
     (args.out / "suite.md").write_text(markdown(results))
