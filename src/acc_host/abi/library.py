@@ -46,7 +46,8 @@ REQUIRED_SYMBOLS = ("getAccApiVersion", "initialize", "getAccName", "getNumAcc",
                     "configure")
 IMPERATIVE_SYMBOLS = ("mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc",
                       "accGetExecutor")
-OPTIONAL_SYMBOLS = ("accGetLastError", "supportedOpsReasons", "retainsWeights")
+OPTIONAL_SYMBOLS = ("accGetLastError", "supportedOpsReasons", "retainsWeights",
+                    "supportsSparse")
 
 # The most devices one library may report (getNumAcc()). Hosts carry at
 # most a few dozen accelerators (16 per node is the common maximum; 7 MIG
@@ -167,6 +168,9 @@ class AccLibrary:
         # a 1.0 plugin in that respect.
         self.gives_reasons = self._has("supportedOpsReasons")
         self.retains_weights = self._read_retains_weights()
+        # ABI 1.2: sparse tensors and storage annotations, only for a plugin
+        # that says it takes them (mxnet_acc.h section 12).
+        self.supports_sparse = self._read_supports_sparse()
         if self.supports_imperative:
             self._check_symbols(IMPERATIVE_SYMBOLS, "supportsImperative() returned 1 but ")
         self._configure_lock = threading.Lock()
@@ -247,6 +251,15 @@ class AccLibrary:
         value = int(self._lib.supportsImperative())
         if value not in (0, 1):
             raise LibraryError(f"{self.path}: supportsImperative() returned {value}, not 0 or 1",
+                               self.path)
+        return value == 1
+
+    def _read_supports_sparse(self) -> bool:
+        if self.api_version < header.SPARSE_API_VERSION or not self._has("supportsSparse"):
+            return False
+        value = int(self._lib.supportsSparse())
+        if value not in (0, 1):
+            raise LibraryError(f"{self.path}: supportsSparse() returned {value}, not 0 or 1",
                                self.path)
         return value == 1
 
