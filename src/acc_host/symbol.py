@@ -24,6 +24,7 @@ from .context import current_context
 from .errors import GraphError, ModelFileNotFoundError, OperatorError
 from .graph import Graph, Shape
 from .graph.attribute import current_attrs
+from .graph.storage import storage_type_code
 from .graph.symbol_json import MXNET_VERSION, Node, parse_graph, write_graph
 from .ndarray.methods import FLUENT_OPERATORS, split_arguments
 from .ops import registry
@@ -321,6 +322,8 @@ def Variable(name: str, attr: Mapping[str, str] | None = None, shape: Shape | No
         attrs["__wd_mult__"] = str(float(wd_mult))
     if init is not None:
         attrs["__init__"] = init if isinstance(init, str) else str(init)
+    if stype is not None:
+        attrs["__storage_type__"] = str(storage_type_code(stype))
     for key, value in kwargs.items():
         if not (key.startswith("__") and key.endswith("__")):
             raise GraphError(f"Variable: unknown argument {key!r}")

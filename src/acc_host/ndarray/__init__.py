@@ -557,6 +557,12 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
     """Runs a registered operator on NDArrays; returns its outputs (written
     into out when given). The operator is pushed to the engine when its
     output shapes can be inferred, else it runs now."""
+    if any(array.stype != "default" for array in inputs):
+        from .sparse_ops import invoke_sparse  # (sparse_ops imports this module)
+
+        handled = invoke_sparse(op_name, inputs, attrs, out)
+        if handled is not None:
+            return handled
     op = registry.get(op_name)
     parsed = op.parse(attrs)
     contexts = {array.context for array in inputs}
@@ -840,3 +846,11 @@ def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
     arrays, names = params_file.load(fname)
     wrapped = [NDArray(np.array(values)) for values in arrays]
     return dict(zip(names, wrapped)) if names else wrapped
+
+
+# mx.nd.sparse and the sparse array classes (they subclass NDArray, so they come last).
+from . import sparse  # noqa: E402
+from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: E402
+from .sparse_ops import cast_storage  # noqa: E402
+
+__all__ += ["sparse", "BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "cast_storage"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidArgumentError, OperatorError, ShapeError
+from ..errors import OperatorError, ShapeError
 from ..ops import registry
 from ..ops.compat import HOST_OPS
 
@@ -142,11 +142,11 @@ class NDArrayMethods:
         return self
 
     def tostype(self, stype: str) -> Any:
-        """Only "default" (dense) storage exists in acc-host."""
+        """The array in storage type stype: 'default' (itself), 'csr' or
+        'row_sparse' (see :mod:`acc_host.ndarray.sparse`)."""
+        from .sparse import to_stype  # (sparse imports the NDArray package)
 
-        if stype != "default":
-            raise InvalidArgumentError(f"tostype({stype!r}): acc-host has dense arrays only")
-        return self
+        return to_stype(self, stype)
 
 
 for _method, _op in FLUENT_OPERATORS.items():
