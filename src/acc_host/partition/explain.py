@@ -79,6 +79,11 @@ class NodeReason:
     # ABI 1.1), prefixed with the device when several devices declined it;
     # None when the plugin gave none. ``reason`` ends with it too.
     plugin_reason: str | None = None
+    # For an operator reading a sparse variable (ABI 1.2): whether the sparse
+    # array reaches the plugin as it is, is densified at the subgraph
+    # boundary, or stays on the CPU, and why (acc_host.partition.storage).
+    # ``reason`` ends with it too.
+    storage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -256,7 +261,29 @@ class _Context:
         said = self._plugin_reason(k, devices) if kind not in _NOT_ASKED else None
         if said is not None:
             text = f"{text}; {self.partition.accelerator} says: {said}"
-        return NodeReason(k, node.name, node.op, where, subgraph, kind, text, said)
+        storage = self._storage_text(k, subgraph)
+        if storage is not None:
+            text = f"{text}; {storage}"
+        return NodeReason(k, node.name, node.op, where, subgraph, kind, text, said, storage)
+
+    def _storage_text(self, k: int, subgraph: int | None) -> str | None:
+        """What became of node k's sparse inputs (see NodeReason.storage)."""
+        verdict = self.partition.storage.get(k)
+        if verdict is None:
+            return None
+        inputs = ", ".join(f"input {position} ({name}) is {stype}"
+                           for position, name, stype in verdict.sparse_inputs)
+        if subgraph is None:
+            why = "" if verdict.verdict == "cpu" else \
+                f"; {self.partition.accelerator} would take it {verdict.verdict}"
+            return f"{inputs}: the CPU runs it on the sparse array ({verdict.reason}{why})"
+        spec = self.partition.subgraphs[subgraph]
+        if all(name in spec.sparse_inputs for _, name, _ in verdict.sparse_inputs):
+            return f"{inputs}: kept sparse across the ABI (MXTensor.isSparse)"
+        if verdict.verdict == "sparse":
+            return (f"{inputs}: densified at the subgraph boundary (another reader in the "
+                    "subgraph takes it dense)")
+        return f"{inputs}: densified at the subgraph boundary ({verdict.reason})"
 
     def _offered_to(self, k: int) -> list[int]:
         placement = self.partition.placement

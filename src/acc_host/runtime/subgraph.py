@@ -36,6 +36,7 @@ from ..engine.var import WriteWatch
 from ..errors import AccHostError, InvalidArgumentError
 from ..ndarray import NDArray
 from ..partition.segment import SubgraphSpec
+from .sparse_cpu import dense_value, is_sparse
 from .model_cache import ModelCache, cache_from_environment, supports_cache
 from .shared_models import SharedModel, SharedModels
 
@@ -69,6 +70,8 @@ class SubgraphOperator:
         self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
                               if name not in spec.weights]
         self._weight_names = tuple(spec.weights)
+        # The inputs the subgraph takes sparse (ABI 1.2; the partition decided).
+        self._sparse_names = frozenset(spec.sparse_inputs)
         self._output_items = tuple(spec.outputs.items())
         self._staging: dict[str, DeviceBuffer] = {}
         self._outputs: dict[str, DeviceBuffer] = {}
@@ -99,6 +102,10 @@ class SubgraphOperator:
         its own memory; else in host memory."""
         if self.on_device(value):
             return value
+        if is_sparse(value):
+            if name in self._sparse_names:  # passed sparse (ABI 1.2), host memory
+                return value
+            value = dense_value(value)  # densified at the boundary
         host = to_host(value)
         if not self.device_memory:
             return host
@@ -109,7 +116,9 @@ class SubgraphOperator:
         buffer.copy_from_host(host)
         return buffer
 
-    def _weight_value(self, array: NDArray) -> Value:
+    def _weight_value(self, name: str, array: NDArray) -> Value:
+        if is_sparse(array):  # passed sparse when the subgraph takes it so, else densified
+            return array if name in self._sparse_names else dense_value(array)
         storage = array._storage
         if array._view is None and storage.host is None and self.on_device(storage.device):
             return storage.device
@@ -140,7 +149,7 @@ class SubgraphOperator:
                                        self._versions, self._model)
 
     def _compile(self, weights: Mapping[str, NDArray]) -> LoadedModel:
-        values = {name: self._weight_value(weights[name]) for name in self.spec.weights}
+        values = {name: self._weight_value(name, weights[name]) for name in self.spec.weights}
         cache = cache_from_environment()
         if cache is not None and supports_cache(self.library):
             return self._load_through_cache(cache, values, weights)
@@ -220,7 +229,7 @@ class SubgraphOperator:
             versions = [weights[name].version for name in names]
         if versions == self._versions:
             return None
-        changed = {name: self._weight_value(weights[name])
+        changed = {name: self._weight_value(name, weights[name])
                    for name, old, new in zip(names, self._versions, versions) if old != new}
         self._versions = versions
         self.weight_refreshes += 1
