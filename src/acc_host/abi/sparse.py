@@ -87,6 +87,11 @@ class CsrParts:
 
     stype = "csr"
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The element type (the values')."""
+        return self.data.dtype
+
     @classmethod
     def checked(cls, data: Any, indices: Any, indptr: Any, shape: Any,
                 what: str = "csr") -> CsrParts:
@@ -136,6 +141,11 @@ class RowSparseParts:
     shape: tuple[int, ...]
 
     stype = "row_sparse"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The element type (the values')."""
+        return self.data.dtype
 
     @classmethod
     def checked(cls, data: Any, row_ids: Any, shape: Any,

@@ -140,7 +140,8 @@ class TensorArray:
             tensor.dtype = dtype_code(spec.dtype)
             tensor.isSparse = spec.stype
             tensor.layout = ffi.NULL
-            tensor.dev_id = dev_id
+            # A sparse tensor is always host memory (mxnet_acc.h section 12).
+            tensor.dev_id = header.HOST_DEVICE if spec.stype else dev_id
 
     def __len__(self) -> int:
         return len(self.specs)
