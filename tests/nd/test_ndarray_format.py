@@ -416,10 +416,13 @@ def test_unknown_and_unsupported_type_flags() -> None:
     _refused(_set(SMALL, flag_at, "<i", 12), r"bfloat16 \(flag 12\) is not supported")
 
 
-def test_sparse_and_none_arrays_are_unsupported() -> None:
+def test_bad_storage_types_and_none_arrays_are_refused() -> None:
+    # Sparse records are read (tests/nd/test_sparse_params.py); a dense
+    # record relabelled sparse is damaged (its dense shape is no storage shape).
     stype_at = ARRAYS_AT + 4
-    _refused(_set(SMALL, stype_at, "<i", 1), "row_sparse storage is not supported")
-    _refused(_set(SMALL, stype_at, "<i", 2), "csr storage is not supported")
+    _refused(_set(SMALL, stype_at, "<i", 1), "byte offset")
+    _refused(_set(SMALL, stype_at, "<i", 2), "byte offset")
+    _refused(_set(SMALL, stype_at, "<i", -1), "undefined storage is not supported")
     _refused(_set(SMALL, stype_at, "<i", 7), "unknown storage type 7")
     none_v2 = _list_header(1) + struct.pack("<Iii", V2_MAGIC, 0, 0) + _names_block([])
     _refused(none_v2, r"none\) array \(ndim 0 in a version 2")

@@ -453,6 +453,8 @@ class NDArray(NDArrayMethods):
 
     def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
         if isinstance(other, NDArray):
+            if other.stype != "default":  # MXNet's storage rules (csr * dense is csr)
+                return sparse_ops.binary_operator(self, other, op, scalar_op)
             return invoke(op, [self, other], {})[0]
         if isinstance(other, (numbers.Real, np.number)):
             return invoke(scalar_op, [self], {"scalar": float(other)})[0]
@@ -765,7 +767,10 @@ def _context(ctx: Context | None) -> Context:
 
 def array(source: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """An NDArray with a copy of source. dtype defaults to source's dtype for
-    numpy arrays and NDArrays, float32 otherwise (as MXNet)."""
+    numpy arrays and NDArrays, float32 otherwise (as MXNet). A sparse
+    NDArray or a scipy.sparse matrix gives a sparse array, as in MXNet."""
+    if isinstance(source, sparse.BaseSparseNDArray) or sparse.is_scipy_sparse(source):
+        return sparse.array(source, ctx=ctx, dtype=dtype)
     if isinstance(source, NDArray):
         values = source.asnumpy()
     elif isinstance(source, np.ndarray):
@@ -793,6 +798,9 @@ def empty(shape: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
 
 
 def zeros(shape: Any, ctx: Context | None = None, dtype: Any = None, **kwargs: Any) -> NDArray:
+    """Zeros; ``stype='csr'`` or ``'row_sparse'`` gives a sparse array."""
+    if kwargs.get("stype") not in (None, "default"):
+        return sparse.zeros(kwargs["stype"], shape, ctx=ctx, dtype=dtype)
     return _filled(shape, 0, ctx, dtype)
 
 
@@ -834,22 +842,30 @@ def save(fname: str | Path, data: NDArray | Sequence[NDArray] | Mapping[str, NDA
         data = [data]
     if isinstance(data, Mapping):
         names: list[str] | None = list(data)
-        arrays = [value.asnumpy() for value in data.values()]
+        arrays = [_saved(value) for value in data.values()]
     else:
-        names, arrays = None, [value.asnumpy() for value in data]
+        names, arrays = None, [_saved(value) for value in data]
     params_file.save(fname, arrays, names)
+
+
+def _saved(array: NDArray) -> Any:
+    """What params_file writes for array: its values, or a sparse record."""
+    if array.stype != "default":
+        return sparse.to_record(array)
+    return array.asnumpy()
 
 
 def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
     """The arrays of an MXNet NDArray file: a dict when it stores names,
     else a list."""
     arrays, names = params_file.load(fname)
-    wrapped = [NDArray(np.array(values)) for values in arrays]
+    wrapped = [sparse.from_record(values) if isinstance(values, params_file.SparseRecord)
+               else NDArray(np.array(values)) for values in arrays]
     return dict(zip(names, wrapped)) if names else wrapped
 
 
 # mx.nd.sparse and the sparse array classes (they subclass NDArray, so they come last).
-from . import sparse  # noqa: E402
+from . import sparse, sparse_ops  # noqa: E402
 from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: E402
 from .sparse_ops import cast_storage  # noqa: E402
 

@@ -47,8 +47,9 @@ Array, before version 1 (no magic)
     context, type flag and elements as above; ndim 0 is the none array.
 
 What this module does
-    * :func:`load` / :func:`loads` read dense arrays of every layout above.
-      Sparse storage, none arrays and bfloat16 (flag 12, which numpy lacks)
+    * :func:`load` / :func:`loads` read dense arrays of every layout above,
+      and CSR and row_sparse arrays as :class:`SparseRecord` (their layout:
+      :mod:`acc_host.ndarray.params_sparse`). None arrays and bfloat16 (flag 12, which numpy lacks)
       are refused with a :class:`~acc_host.errors.ModelFileError` that says
       they are unsupported. The saved context is read and discarded, as MXNet
       does when it has no such device; bool elements are normalised to 0/1.
@@ -75,6 +76,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgumentError, ModelFileError, TensorError, model_file_os_error
+from . import params_sparse
+from .params_sparse import SparseRecord
 
 __all__ = [
     "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC", "MAX_NDIM", "DTYPE_BY_FLAG",
@@ -154,7 +157,7 @@ class _Reader:
 
 
 def load(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
-         ) -> tuple[list[np.ndarray], list[str]]:
+         ) -> tuple[list[np.ndarray | SparseRecord], list[str]]:
     """Read an NDArray-list file: ``(arrays, names)``; names is empty when the
     file stores none. Bytes-like arguments are parsed directly (see
     :func:`loads`); anything else is a path. A path that cannot be read is a
@@ -175,7 +178,8 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
     return _parse(memoryview(data), str(path))
 
 
-def loads(data: bytes | bytearray | memoryview) -> tuple[list[np.ndarray], list[str]]:
+def loads(data: bytes | bytearray | memoryview
+          ) -> tuple[list[np.ndarray | SparseRecord], list[str]]:
     """Parse the bytes of an NDArray-list file; errors name the source ``<bytes>``."""
     view = memoryview(data)
     if not view.c_contiguous:
@@ -202,7 +206,8 @@ def _warn_duplicates(names: list[str], source: str) -> None:
                           DuplicateNameWarning, stacklevel=4)
 
 
-def _parse(view: memoryview, source: str) -> tuple[list[np.ndarray], list[str]]:
+def _parse(view: memoryview, source: str
+           ) -> tuple[list[np.ndarray | SparseRecord], list[str]]:
     reader = _Reader(view, source)
     _read_list_header(reader)
     count = _read_count(reader, "array count", _MIN_ARRAY_BYTES)
@@ -236,13 +241,16 @@ def _read_count(reader: _Reader, what: str, min_item_bytes: int) -> int:
     return count
 
 
-def _read_array(reader: _Reader, index: int, count: int) -> np.ndarray:
+def _read_array(reader: _Reader, index: int, count: int) -> np.ndarray | SparseRecord:
     start = reader.pos
     label = f"array {index} (of {count})"
     magic = reader.u32(f"{label}: magic")
     if magic in (V2_MAGIC, V3_MAGIC):
         version = 2 if magic == V2_MAGIC else 3
-        _read_storage_type(reader, label)
+        stype = _read_storage_type(reader, label)
+        if stype:
+            return params_sparse.read_record(reader, label, stype, version, start, _read_shape,
+                                             _read_dtype, _read_elements)
         shape = _read_shape(reader, label, version)
     elif magic == V1_MAGIC:
         shape = _read_shape(reader, label, 1)
@@ -257,14 +265,14 @@ def _read_array(reader: _Reader, index: int, count: int) -> np.ndarray:
     return _read_elements(reader, label, shape, dtype)
 
 
-def _read_storage_type(reader: _Reader, label: str) -> None:
+def _read_storage_type(reader: _Reader, label: str) -> int:
+    """0 (dense), 1 (row_sparse) or 2 (csr)."""
     start = reader.pos
     stype = reader.i32(f"{label}: storage type")
-    if stype == 0:
-        return
+    if stype in (0, 1, 2):
+        return stype
     if stype in _STORAGE_NAMES:
-        raise reader.error(f"{label}: {_STORAGE_NAMES[stype]} storage is not supported "
-                           f"(only dense arrays can be read)", start)
+        raise reader.error(f"{label}: {_STORAGE_NAMES[stype]} storage is not supported", start)
     raise reader.error(f"{label}: unknown storage type {stype}", start)
 
 
@@ -395,6 +403,9 @@ def _encode(arrays: Sequence[Any], names: Sequence[str] | None,
     magic = _array_magic(prepared, version)
     yield struct.pack("<QQQ", LIST_MAGIC, 0, len(prepared))
     for array, flag in prepared:
+        if isinstance(array, SparseRecord):
+            yield from params_sparse.encode_record(array, magic, _flag_of, _CPU_DEVICE_TYPE)
+            continue
         yield _array_header(magic, array.shape, flag)
         yield array.reshape(-1).view(np.uint8).data
     yield struct.pack("<Q", len(encoded_names))
@@ -403,8 +414,15 @@ def _encode(arrays: Sequence[Any], names: Sequence[str] | None,
         yield name
 
 
-def _prepare(array: Any, index: int) -> tuple[np.ndarray, int]:
-    """The array as C-contiguous little-endian data, with its type flag."""
+def _flag_of(dtype: np.dtype) -> int:
+    return _FLAG_BY_KIND[(dtype.kind, dtype.itemsize)]
+
+
+def _prepare(array: Any, index: int) -> tuple[Any, int]:
+    """The array as C-contiguous little-endian data, with its type flag
+    (a SparseRecord as it is, with the flag of its values)."""
+    if isinstance(array, SparseRecord):
+        return array, _prepare(array.values[:0], index)[1]
     value = np.asarray(array)
     flag = _FLAG_BY_KIND.get((value.dtype.kind, value.dtype.itemsize))
     if flag is None:
@@ -435,7 +453,7 @@ def _encode_names(names: Sequence[str] | None, array_count: int) -> list[bytes]:
     return encoded
 
 
-def _array_magic(prepared: list[tuple[np.ndarray, int]], version: int | None) -> int:
+def _array_magic(prepared: list[tuple[Any, int]], version: int | None) -> int:
     has_scalar = any(array.ndim == 0 for array, _ in prepared)
     if version is None:
         version = 3 if has_scalar else 2

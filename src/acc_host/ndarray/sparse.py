@@ -36,10 +36,12 @@ from ..abi.tensor import TensorSpec
 from ..context import Context, cpu, current_context
 from ..errors import InvalidArgumentError, MissingDependencyError, TensorError
 from . import NDArray, _Storage
+from .params_sparse import SparseRecord
 
 __all__ = [
     "STORAGE_TYPES", "BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray",
-    "csr_matrix", "row_sparse_array", "zeros", "empty", "array", "to_stype",
+    "csr_matrix", "row_sparse_array", "zeros", "empty", "array", "to_stype", "to_record",
+    "from_record",
 ]
 
 #: MXNet's storage type names, by the code its JSON and .params files use.
@@ -207,6 +209,11 @@ class BaseSparseNDArray(NDArray):
         result = type(self).__new__(type(self))
         result._init_sparse(self._shape, values, aux, self._ctx)
         return result
+
+    def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
+        from .sparse_ops import binary_operator  # (sparse_ops imports this module)
+
+        return binary_operator(self, other, op, scalar_op)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
         raise InvalidArgumentError(f"reshape: not supported for {self.stype} arrays "
@@ -422,7 +429,7 @@ def _value_dtype(source: Any, dtype: Any) -> np.dtype:
     """MXNet's default: the source's dtype for arrays, float32 otherwise."""
     if dtype is not None:
         return np.dtype(dtype)
-    if isinstance(source, (NDArray, np.ndarray)) or _is_scipy(source):
+    if isinstance(source, (NDArray, np.ndarray)) or is_scipy_sparse(source):
         return np.dtype(source.dtype)
     return _DEFAULT_DTYPE
 
@@ -455,7 +462,8 @@ def make_row_sparse(shape: tuple[int, ...], values: np.ndarray, indices: np.ndar
     return result
 
 
-def _is_scipy(source: Any) -> bool:
+def is_scipy_sparse(source: Any) -> bool:
+    """Whether source is a scipy.sparse matrix (without importing scipy)."""
     module = type(source).__module__
     return module.startswith("scipy.sparse") and hasattr(source, "tocsr")
 
@@ -504,7 +512,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Context | None = None,
         if given is not None and given != _shape_of(arg1, "csr_matrix"):
             raise InvalidArgumentError(f"csr_matrix: shape {arg1} and shape={given} differ")
         return zeros("csr", arg1, ctx=ctx, dtype=dtype)  # type: ignore[return-value]
-    if _is_scipy(arg1):
+    if is_scipy_sparse(arg1):
         source = arg1.tocsr()
         source.sort_indices()
         source.sum_duplicates()
@@ -622,7 +630,7 @@ def empty(stype: str, shape: Any, ctx: Context | None = None, dtype: Any = None)
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A sparse array from a sparse source (CSRNDArray, RowSparseNDArray or
     a scipy.sparse matrix, which gives CSR), as MXNet's ``mx.nd.sparse.array``."""
-    if isinstance(source_array, CSRNDArray) or _is_scipy(source_array):
+    if isinstance(source_array, CSRNDArray) or is_scipy_sparse(source_array):
         return csr_matrix(source_array, ctx=ctx, dtype=dtype)
     if isinstance(source_array, RowSparseNDArray):
         return row_sparse_array(source_array, ctx=ctx, dtype=dtype)
@@ -680,6 +688,37 @@ def _csr_to_row_sparse(source: BaseSparseNDArray, dtype: Any) -> NDArray:
     return to_stype(NDArray(dense, source.context), "row_sparse")
 
 
+def to_record(array: NDArray) -> SparseRecord:
+    """A sparse array as params_file writes it."""
+    if not isinstance(array, BaseSparseNDArray):
+        raise InvalidArgumentError(f"expected a sparse array, got {array.stype} storage")
+    return SparseRecord(array.stype, array.shape, array.values, array.aux_arrays)
+
+
+def from_record(record: SparseRecord, ctx: Context | None = None) -> BaseSparseNDArray:
+    """The sparse array of a record params_file read (components checked
+    there; copied here, so the array owns them)."""
+    values = np.array(record.values, copy=True)
+    aux = tuple(np.array(array, dtype=INDEX_DTYPE, copy=True) for array in record.aux)
+    if record.stype == "csr":
+        return make_csr(record.shape, values, aux[0], aux[1], ctx, check=False)
+    return make_row_sparse(record.shape, values, aux[0], ctx, check=False)
+
+
 def sparse_arguments(values: Sequence[Any]) -> bool:
     """Whether any of values is a sparse NDArray."""
     return any(isinstance(value, BaseSparseNDArray) for value in values)
+
+
+def __getattr__(name: str) -> Any:
+    """mx.nd.sparse.<name>: the sparse functions (dot, add, retain, ...), then
+    mx.nd's operators, which take sparse inputs."""
+    from . import sparse_ops
+
+    if name in sparse_ops.SPARSE_FUNCTIONS:
+        return sparse_ops.SPARSE_FUNCTIONS[name]
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .. import ndarray
+
+    return getattr(ndarray, name)
