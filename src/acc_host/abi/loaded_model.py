@@ -46,7 +46,14 @@ from .header import HOST_DEVICE, ffi
 from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
 from .releases import release_now
-from .sparse import STYPE_NAMES, SparseDescriptor, SparseParts, accepts_sparse, sparse_parts
+from .sparse import (
+    STYPE_NAMES,
+    SparseArray,
+    SparseDescriptor,
+    SparseParts,
+    accepts_sparse,
+    sparse_parts,
+)
 from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
 
 _from_buffer = ffi.from_buffer
@@ -80,7 +87,8 @@ def _unwritten(values: np.ndarray) -> int:
     untouched = values.size > 0 and bool(np.all(values.view(np.uint8) == _CANARY_BYTE))
     return values.size if untouched else 0
 
-ArrayLike: TypeAlias = np.ndarray | DeviceBuffer
+# Sparse values (ABI 1.2) are host arrays read through abi.sparse.sparse_parts.
+ArrayLike: TypeAlias = np.ndarray | DeviceBuffer | SparseParts | SparseArray
 _model_ids = itertools.count()
 # Node names an error lists before "and N more".
 _NAMES_SHOWN = 8
@@ -247,7 +255,8 @@ class LoadedModel:
         """Bytes of host weights the plugin references instead of copying
         (retainsWeights); 0 for a plugin that copies them."""
         return sum(value.nbytes if isinstance(value, np.ndarray) else value.spec.nbytes
-                   for value in (self._retained or {}).values())
+                   for value in (self._retained or {}).values()
+                   if isinstance(value, (np.ndarray, DeviceBuffer)))
 
     def _check_buffer(self, value: DeviceBuffer, spec: TensorSpec, name: str) -> None:
         """A TensorError unless value is a live buffer of this model's device

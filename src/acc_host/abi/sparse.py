@@ -18,7 +18,7 @@ plugin's out-of-bounds read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,13 +26,25 @@ from ..errors import TensorError
 from . import header
 from .header import ffi
 
-__all__ = ["STYPE_NAMES", "STYPE_CODES", "CsrParts", "RowSparseParts", "SparseParts",
+__all__ = ["SparseArray", "STYPE_NAMES", "STYPE_CODES", "CsrParts", "RowSparseParts", "SparseParts",
            "sparse_parts", "stype_code", "SparseDescriptor", "accepts_sparse"]
 
 STYPE_NAMES = {header.STORAGE_DENSE: "default", header.STORAGE_CSR: "csr",
                header.STORAGE_ROW_SPARSE: "row_sparse"}
 STYPE_CODES = {name: code for code, name in STYPE_NAMES.items()}
 _INDEX = np.dtype(np.uint64)
+
+
+class SparseArray(Protocol):
+    """What the host passes for a sparse input: an array with a storage
+    type (an NDArray whose ``stype`` is "csr" or "row_sparse", with MXNet's
+    ``data``/``indices``/``indptr``); read through :func:`sparse_parts`."""
+
+    @property
+    def stype(self) -> str: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
 
 
 def stype_code(stype: str | int) -> int:
@@ -55,12 +67,15 @@ def accepts_sparse(library: Any) -> bool:
 def _host(value: Any, what: str) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
     asnumpy = getattr(value, "asnumpy", None)
     if callable(asnumpy):
         result = asnumpy()
         if isinstance(result, np.ndarray):
             return result
-    raise TensorError(f"{what}: expected a numpy array or an NDArray, got {type(value).__name__}")
+    raise TensorError(f"{what}: expected a numpy array, a list or an NDArray, got "
+                      f"{type(value).__name__}")
 
 
 def _indices(values: np.ndarray, what: str) -> np.ndarray:
@@ -126,7 +141,8 @@ class CsrParts:
     def dense(self) -> np.ndarray:
         """The dense matrix (numpy only)."""
         out = np.zeros(self.shape, self.data.dtype)
-        rows = np.repeat(np.arange(self.shape[0]), np.diff(self.indptr.astype(np.int64)))
+        counts = (self.indptr[1:] - self.indptr[:-1]).astype(np.int64)
+        rows = np.repeat(np.arange(self.shape[0]), counts)
         np.add.at(out, (rows, self.indices.astype(np.int64)), self.data)
         return out
 

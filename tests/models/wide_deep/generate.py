@@ -69,9 +69,9 @@ def main():
              csr_data_indices=csr.indices.asnumpy(), csr_data_indptr=csr.indptr.asnumpy(),
              csr_data_shape=np.array(csr.shape, np.int64), cat_ids=ids, expected=expected)
     meta = {
-        "writer": "mxnet %s mx.model.save_checkpoint" % mx.__version__,
-        "expected_by": "mxnet %s Symbol.bind(cpu, CSR csr_data, row_sparse emb_weight), "
-                       "forward(is_train=False)" % mx.__version__,
+        "writer": f"mxnet {mx.__version__} mx.model.save_checkpoint",
+        "expected_by": f"mxnet {mx.__version__} Symbol.bind(cpu, CSR csr_data, row_sparse "
+                       "emb_weight), forward(is_train=False)",
         "inputs": {"csr_data": {"stype": "csr", "shape": [BATCH, FEATURES],
                                 "nnz": int(csr.data.shape[0])},
                    "cat_ids": {"stype": "default", "shape": [BATCH, IDS]}},
