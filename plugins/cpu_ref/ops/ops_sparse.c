@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -176,31 +177,68 @@ static int sparse_dot_infer(const cr_params *params, const acc_shape *in, int nu
   return cr_impl_dot.infer_shape(params, in, num_in, out);
 }
 
+/* row[0 .. n) += v * from[0 .. n); the output never overlaps B (the
+ * executor and the model check that outputs overlap no input). */
+static void add_scaled(float *restrict row, const float *restrict from, float v, int64_t n) {
+  for (int64_t q = 0; q < n; ++q) row[q] += v * from[q];
+}
+
+/* y (rows, n) = A (rows, k, CSR) x B, where B is given as b_rows (k, n),
+ * row-major, when b_by_rows, else as its transpose (n, k). Row by row, each
+ * nonzero adds its value times a row of B to the output row (contiguous)
+ * when B is given by rows. Given transposed, B is transposed first into
+ * scratch when there are at least k nonzeros (the transposition then costs
+ * no more than the gathers it saves, which read B with a stride of k);
+ * with fewer, each output element gathers its row's nonzeros from B's row.
+ * Returns MX_ACC_ERR_OUT_OF_MEMORY when the scratch cannot be had. */
+static int csr_times(const SparseTensor *a, int64_t rows, int64_t k, int64_t n, const float *b,
+                     int b_by_rows, const float *bias, float *y) {
+  const float *values = a->data;
+  float *scratch = NULL;
+  if (!b_by_rows && a->num_nonzero >= (uint64_t)k && k > 0 && n > 0) {
+    scratch = malloc((size_t)(k * n) * sizeof *scratch);
+    if (scratch == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "csr x dense: scratch");
+    enum { kBlock = 32 }; /* a tile of B and of its transpose stay in cache */
+    for (int64_t q0 = 0; q0 < n; q0 += kBlock) {
+      for (int64_t c0 = 0; c0 < k; c0 += kBlock) {
+        const int64_t q1 = q0 + kBlock < n ? q0 + kBlock : n;
+        const int64_t c1 = c0 + kBlock < k ? c0 + kBlock : k;
+        for (int64_t q = q0; q < q1; ++q) {
+          for (int64_t c = c0; c < c1; ++c) scratch[c * n + q] = b[q * k + c];
+        }
+      }
+    }
+    b = scratch;
+    b_by_rows = 1;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t begin = a->indptr[r], end = a->indptr[r + 1];
+    float *row = y + r * n;
+    if (b_by_rows) {
+      for (int64_t q = 0; q < n; ++q) row[q] = bias != NULL ? bias[q] : 0.0f;
+      for (uint64_t j = begin; j < end; ++j) {
+        add_scaled(row, b + (int64_t)a->indices[j] * n, values[j], n);
+      }
+    } else {
+      for (int64_t q = 0; q < n; ++q) {
+        const float *weights = b + q * k;
+        float sum = 0.0f;
+        for (uint64_t j = begin; j < end; ++j) sum += values[j] * weights[a->indices[j]];
+        row[q] = sum + (bias != NULL ? bias[q] : 0.0f);
+      }
+    }
+  }
+  free(scratch);
+  return MX_ACC_OK;
+}
+
 static int sparse_dot_run(const cr_params *params, const cr_tensor *in, int num_in,
                           const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
-  const SparseTensor *a = in[0].data;
-  const float *values = a->data, *b = in[1].data;
-  float *y = out->data;
-  const int64_t rows = (int64_t)in[0].shape.dims[0];
-  const int64_t n = (int64_t)out->shape.dims[1];
-  const int64_t k = (int64_t)in[0].shape.dims[1];
-  memset(y, 0, (size_t)(rows * n) * sizeof *y);
-  for (int64_t r = 0; r < rows; ++r) {
-    float *row = y + r * n;
-    for (uint64_t j = a->indptr[r]; j < a->indptr[r + 1]; ++j) {
-      const float v = values[j];
-      const int64_t c = (int64_t)a->indices[j];
-      if (params->u.dot.transpose_b) {
-        for (int64_t q = 0; q < n; ++q) row[q] += v * b[q * k + c];
-      } else {
-        const float *from = b + c * n;
-        for (int64_t q = 0; q < n; ++q) row[q] += v * from[q];
-      }
-    }
-  }
-  return MX_ACC_OK;
+  return csr_times(in[0].data, (int64_t)in[0].shape.dims[0], (int64_t)in[0].shape.dims[1],
+                   (int64_t)out->shape.dims[1], in[1].data, !params->u.dot.transpose_b, NULL,
+                   out->data);
 }
 
 /* FullyConnected(csr data (M, K), weight (N, K), bias (N)): out (M, N). */
@@ -213,23 +251,9 @@ static int sparse_fc_run(const cr_params *params, const cr_tensor *in, int num_i
                          const cr_tensor *out, int num_threads) {
   (void)num_in;
   (void)num_threads;
-  const SparseTensor *a = in[0].data;
-  const float *values = a->data, *w = in[1].data;
   const float *bias = params->u.fully_connected.no_bias ? NULL : (const float *)in[2].data;
-  float *y = out->data;
-  const int64_t rows = (int64_t)in[0].shape.dims[0], k = (int64_t)in[0].shape.dims[1];
-  const int64_t n = params->u.fully_connected.num_hidden;
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint64_t begin = a->indptr[r], end = a->indptr[r + 1];
-    float *row = y + r * n;
-    for (int64_t q = 0; q < n; ++q) {
-      const float *weights = w + q * k;
-      float sum = 0.0f;
-      for (uint64_t j = begin; j < end; ++j) sum += values[j] * weights[a->indices[j]];
-      row[q] = sum + (bias != NULL ? bias[q] : 0.0f);
-    }
-  }
-  return MX_ACC_OK;
+  return csr_times(in[0].data, (int64_t)in[0].shape.dims[0], (int64_t)in[0].shape.dims[1],
+                   params->u.fully_connected.num_hidden, in[1].data, 0, bias, out->data);
 }
 
 static int sparse_fc_infer(const cr_params *params, const acc_shape *in, int num_in,

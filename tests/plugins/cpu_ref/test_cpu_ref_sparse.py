@@ -57,10 +57,13 @@ def test_dot_csr_dense(library, density, transpose_b) -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+# Below 1 nonzero per column cpu_ref gathers from the weight's rows; above,
+# it transposes the weight first (ops_sparse.c, csr_times).
+@pytest.mark.parametrize("density", [0.02, 0.6])
 @pytest.mark.parametrize("no_bias", [False, True])
-def test_fully_connected_csr_data(library, no_bias) -> None:
+def test_fully_connected_csr_data(library, no_bias, density) -> None:
     rng = np.random.default_rng(3)
-    csr, dense = random_csr(rng, (6, 300), 0.02)
+    csr, dense = random_csr(rng, (6, 300), density)
     weight = rng.standard_normal((4, 300)).astype(np.float32)
     bias = rng.standard_normal(4).astype(np.float32)
     out = mx.sym.FullyConnected(mx.sym.Variable("x"), num_hidden=4, no_bias=no_bias, name="fc")
