@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abi.sparse import STYPE_NAMES
 from ..abi.tensor import dtype_code
 from .offload import KeptOnCpu
 
@@ -384,12 +385,15 @@ class _Context:
         tensors = []
         for name, entry in spec.inputs.items():
             producer = producers.get(entry)
+            sparse = STYPE_NAMES.get(spec.sparse_inputs.get(name, 0), "default")
             if name in spec.weights:
                 transfer, peer = "weight", "once, at loadModel"
             elif producer is None:
                 transfer, peer = "copy", "graph input"
             else:
                 transfer, peer = self._transfer_from(producer, device)
+            if sparse != "default":  # passed by pointer, host memory (ABI 1.2)
+                peer = f"{peer}, {sparse} (bytes of the dense size)"
             tensors.append(self._tensor(spec.index, where, "in", name, entry, transfer, peer))
         readers = self._readers
         heads = {self.graph.entry(node, output) for node, output in self.graph.heads}
