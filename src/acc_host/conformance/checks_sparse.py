@@ -17,6 +17,7 @@ is its choice; running them wrong, or accepting malformed ones, is not.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -25,17 +26,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import symbol as sym
 from ..abi import header
 from ..abi.annotate import annotate_symbol, signature
 from ..abi.loaded_model import CHECK_OUTPUTS_VARIABLE, LoadedModel
 from ..abi.sparse import CsrParts, RowSparseParts, SparseParts
 from ..errors import AccHostError, PluginError
-from .. import symbol as sym
 from ..symbol import Symbol
 from .report import CheckFailed, CheckSkipped
 from .session import Session
 
-__all__ = ["checks", "CASES"]
+__all__ = ["checks", "SparseCase"]
 
 _RTOL, _ATOL = 1e-4, 1e-5
 _INVALID_ARG = 1  # MX_ACC_ERR_INVALID_ARG
@@ -219,5 +220,5 @@ def check_malformed(session: Session) -> str:
 def checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
     yield "sparse.claim", lambda: check_claim(session)
     for case in _cases():
-        yield f"sparse.numerics.{case.name}", (lambda case=case: check_numerics(session, case))
+        yield f"sparse.numerics.{case.name}", functools.partial(check_numerics, session, case)
     yield "sparse.malformed", lambda: check_malformed(session)

@@ -45,12 +45,6 @@ class IsolatedLibrary(AccLibrary):
         self._process = PluginProcess(self.path, self._timeouts)
         return RemoteLib(self._process)
 
-    def _read_supports_sparse(self) -> bool:
-        """Isolated plugins are given dense tensors: the child's argument
-        wire carries dense arrays only, so the host densifies sparse inputs
-        at their boundary (mxnet_acc.h section 12 lets a host do so)."""
-        return False
-
     @property
     def process(self) -> PluginProcess:
         assert self._process is not None
