@@ -2,7 +2,8 @@
 them (``supportsSparse()`` returns 1; the checks are skipped otherwise).
 
 Ids: sparse.claim (supportsSparse answers 0 or 1, the same each time, and
-only in a 1.2 build), sparse.numerics.<case> (each sparse case the plugin
+only in a 1.2 build; the only sparse check of a plugin that does not claim
+sparse tensors), sparse.numerics.<case> (each sparse case the plugin
 accepts in supportedOps, against numpy, with the outputs in guarded
 buffers and the sparse arrays unchanged afterwards), sparse.malformed (a
 malformed CSR or row-sparse array is refused with MX_ACC_ERR_INVALID_ARG,
@@ -219,6 +220,12 @@ def check_malformed(session: Session) -> str:
 
 def checks(session: Session) -> Iterator[tuple[str, Callable[[], str]]]:
     yield "sparse.claim", lambda: check_claim(session)
+    try:
+        claimed = _claims(session)
+    except (AccHostError, CheckSkipped):  # did not load: abi.load says why
+        claimed = False
+    if not claimed:  # sparse.claim's SKIP says why; nothing more to check
+        return
     for case in _cases():
         yield f"sparse.numerics.{case.name}", functools.partial(check_numerics, session, case)
     yield "sparse.malformed", lambda: check_malformed(session)
