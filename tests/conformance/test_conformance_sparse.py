@@ -34,6 +34,7 @@ def test_a_plugin_without_sparse_skips_them(capsys) -> None:
     assert status == 0 and lines == {"sparse.claim": "SKIP"}
 
 
+@pytest.mark.slow  # builds a cpu_ref variant (about 30 s on 2 cores)
 def test_a_plugin_trusting_its_caller_fails_malformed(capsys, build_cpu_ref_variant) -> None:
     library = build_cpu_ref_variant("trusting", CR_NAME='"cpu_ref_trusting"',
                                     CR_SPARSE_TRUST_CALLER=1)
