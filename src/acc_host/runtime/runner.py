@@ -451,9 +451,10 @@ class Runner:
             start = tracer.now() if tracer is not None else 0
             try:
                 arrays = [to_host(values[entry]) for entry in graph.input_entries(k)]
-                sparse = (sparse_kernel(graph.nodes[k].op, graph.nodes[k].attrs, arrays)
-                          if any(is_sparse(array) for array in arrays) else None)
-                arrays = [dense_value(array) for array in arrays]
+                sparse = None
+                if any(is_sparse(array) for array in arrays):  # a sparse argument (ABI 1.2)
+                    sparse = sparse_kernel(graph.nodes[k].op, graph.nodes[k].attrs, arrays)
+                    arrays = [dense_value(array) for array in arrays] if sparse is None else arrays
                 if sparse is not None:
                     results = sparse
                 elif self.bodies is not None and isinstance(op, ControlFlowOp):
