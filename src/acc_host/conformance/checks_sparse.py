@@ -1,13 +1,12 @@
 """Sparse tensors (mxnet_acc.h section 12, ABI 1.2), for plugins that claim
-them (``supportsSparse()`` returns 1; the checks are skipped otherwise).
+them (``supportsSparse()`` returns 1; only sparse.claim runs otherwise).
 
 Ids: sparse.claim (supportsSparse answers 0 or 1, the same each time, and
-only in a 1.2 build; the only sparse check of a plugin that does not claim
-sparse tensors), sparse.numerics.<case> (each sparse case the plugin
-accepts in supportedOps, against numpy, with the outputs in guarded
-buffers and the sparse arrays unchanged afterwards), sparse.malformed (a
-malformed CSR or row-sparse array is refused with MX_ACC_ERR_INVALID_ARG,
-neither read past its arrays nor answered MX_ACC_OK).
+1 only in a 1.2 build; a PASS for a plugin that does not export it),
+sparse.numerics.<case> (each sparse case the plugin accepts in
+supportedOps, against numpy, with the outputs in guarded buffers and the
+sparse arrays unchanged afterwards), sparse.malformed (a malformed CSR
+array is refused with MX_ACC_ERR_INVALID_ARG, not answered MX_ACC_OK).
 
 The cases are the operators MXNet runs on sparse inputs: dot and
 FullyConnected with CSR data, Embedding with a row-sparse weight, take from
@@ -96,9 +95,9 @@ def _claims(session: Session) -> bool:
 
 def check_claim(session: Session) -> str:
     raw = session.raw
-    if not raw.has("supportsSparse"):
-        raise CheckSkipped("supportsSparse is not exported (optional, ABI 1.2): the host gives "
-                           "the plugin no sparse tensors")
+    if not raw.has("supportsSparse"):  # claims nothing, so nothing to hold it to
+        return ("supportsSparse is not exported (optional, ABI 1.2): the host gives the plugin "
+                "no sparse tensors")
     answers = {int(raw.unchecked("supportsSparse")) for _ in range(3)}
     if len(answers) != 1 or not answers <= {0, 1}:
         raise CheckFailed(f"supportsSparse() answered {sorted(answers)}, not one of 0 or 1")
