@@ -197,9 +197,18 @@ def sparse_parts(value: Any, what: str = "tensor") -> SparseParts | None:
     if isinstance(value, (CsrParts, RowSparseParts)):
         return value
     stype = getattr(value, "stype", None)
+    # A host sparse NDArray gives its host arrays themselves (``values`` and
+    # ``aux_arrays``, in MXNet's aux order: csr indptr then indices,
+    # row_sparse indices); other objects give MXNet's attributes.
+    aux = getattr(value, "aux_arrays", None)
+    values = getattr(value, "values", None)
     if stype == "csr":
+        if isinstance(values, np.ndarray) and isinstance(aux, tuple) and len(aux) == 2:
+            return CsrParts.checked(values, aux[1], aux[0], value.shape, what)
         return CsrParts.checked(value.data, value.indices, value.indptr, value.shape, what)
     if stype == "row_sparse":
+        if isinstance(values, np.ndarray) and isinstance(aux, tuple) and len(aux) == 1:
+            return RowSparseParts.checked(values, aux[0], value.shape, what)
         return RowSparseParts.checked(value.data, value.indices, value.shape, what)
     return None
 

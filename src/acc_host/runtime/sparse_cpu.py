@@ -42,8 +42,11 @@ def _flag(attrs: Mapping[str, str], key: str) -> bool:
 
 
 def _csr(value: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int]]:
-    return (value.data.asnumpy(), value.indices.asnumpy().astype(np.int64),
-            value.indptr.asnumpy().astype(np.int64), tuple(value.shape))
+    """values, column indices, row offsets and shape of a CSR NDArray (its
+    host arrays themselves, no copy)."""
+    indptr, indices = value.aux_arrays
+    return (value.values, indices.astype(np.int64, copy=False),
+            indptr.astype(np.int64, copy=False), tuple(value.shape))
 
 
 def _csr_times(value: Any, weight_rows: np.ndarray) -> np.ndarray:
@@ -77,8 +80,8 @@ def _fully_connected(attrs: Mapping[str, str], values: Sequence[Any]) -> list[np
 
 def _rows(table: Any, positions: np.ndarray) -> np.ndarray:
     """Dense rows positions (int64, in range) of a row-sparse table."""
-    stored = table.data.asnumpy()
-    ids = table.indices.asnumpy().astype(np.int64)
+    stored = table.values
+    ids = table.aux_arrays[0].astype(np.int64, copy=False)
     out = np.zeros((positions.size, *table.shape[1:]), stored.dtype)
     if ids.size:
         where = np.minimum(np.searchsorted(ids, positions), ids.size - 1)
