@@ -53,6 +53,8 @@ def _run(case: dict) -> Any:
         return args[0][slice(*key) if isinstance(key, list) else key]
     if target == "neg":
         return -args[0]
+    if target == "rsub":
+        return kwargs["other"] - args[0]
     other = args[1] if len(args) > 1 else kwargs["other"]
     return getattr(operator, target)(args[0], other)
 
@@ -104,3 +106,38 @@ def test_every_case_was_generated() -> None:
     assert len(CASES) >= 90
     assert {case["kind"] for case in CASES.values()} == {"nd", "sparse", "method", "op",
                                                          "getitem"}
+
+
+CONSTRUCTORS = {case["name"]: case for case in MANIFEST["constructors"]}
+
+
+def _argument(spec: dict) -> Any:
+    """The first argument of a constructor call (make_sparse_refs.build_argument)."""
+    if "tuple" in spec:
+        data, indices, indptr = spec["tuple"]
+        return (data, indices, indptr)
+    if "tuple2" in spec:
+        data, indices = spec["tuple2"]
+        return (data, indices)
+    if "numpy" in spec:
+        return np.array(spec["numpy"], dtype=spec["dtype"])
+    if "shape" in spec:
+        return tuple(spec["shape"])
+    return spec["stype"]
+
+
+@pytest.mark.parametrize("name", sorted(CONSTRUCTORS))
+def test_constructors_match_mxnet(name: str) -> None:
+    case = CONSTRUCTORS[name]
+    kwargs = {key: tuple(value) if key == "shape" else value
+              for key, value in case["kwargs"].items()}
+    result = getattr(mx.nd.sparse, case["target"])(_argument(case["spec"]), **kwargs)
+    assert (result.stype, str(result.dtype), list(result.shape)) == \
+        (case["stype"], case["dtype"], case["shape"])
+    np.testing.assert_array_equal(result.asnumpy(), ARRAYS[f"ctor/{name}/dense"])
+    for part in ("data", "indices", "indptr"):
+        key = f"ctor/{name}/{part}"
+        if key in ARRAYS:
+            component = getattr(result, part).asnumpy()
+            assert component.dtype == ARRAYS[key].dtype, part
+            np.testing.assert_array_equal(component, ARRAYS[key])

@@ -29,6 +29,9 @@ broadcast_mul, broadcast_div    csr, default: csr
 unary with f(0) = 0             the input's (``ZERO_PRESERVING``; ``clip`` when its
                                 range holds 0)
 slice                           csr: csr
+zeros_like                      the input's
+Concat (``dim`` 0)              all csr: csr
+add_n                           all row_sparse: row_sparse
 _sparse_retain                  row_sparse: row_sparse
 cast_storage                    its ``stype``
 ==============================  ===================================================
@@ -135,6 +138,13 @@ def output_storage_types(op_name: str, attrs: Any, inputs: Sequence[str],
         result = inputs[0]
     elif op_name == "slice" and inputs == [CSR]:
         result = CSR
+    elif op_name == "zeros_like" and len(inputs) == 1:
+        result = inputs[0]
+    elif op_name == "Concat" and set(inputs) == {CSR} and attrs is not None \
+            and attrs["dim"] == 0:
+        result = CSR
+    elif op_name == "add_n" and set(inputs) == {ROW_SPARSE}:
+        result = ROW_SPARSE
     elif op_name == "_sparse_retain" and inputs and inputs[0] == ROW_SPARSE:
         result = ROW_SPARSE
     return [result] + [DEFAULT] * (num_outputs - 1)

@@ -453,8 +453,6 @@ class NDArray(NDArrayMethods):
 
     def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
         if isinstance(other, NDArray):
-            if other.stype != "default":  # MXNet's storage rules (csr * dense is csr)
-                return sparse_ops.binary_operator(self, other, op, scalar_op)
             return invoke(op, [self, other], {})[0]
         if isinstance(other, (numbers.Real, np.number)):
             return invoke(scalar_op, [self], {"scalar": float(other)})[0]
@@ -865,7 +863,7 @@ def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
 
 
 # mx.nd.sparse and the sparse array classes (they subclass NDArray, so they come last).
-from . import sparse, sparse_ops  # noqa: E402
+from . import sparse  # noqa: E402
 from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: E402
 from .sparse_ops import cast_storage  # noqa: E402
 

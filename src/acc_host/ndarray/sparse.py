@@ -26,7 +26,6 @@ out of order, or an ``indptr`` that decreases is a
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -39,13 +38,13 @@ from . import NDArray, _Storage
 from .params_sparse import SparseRecord
 
 __all__ = [
-    "STORAGE_TYPES", "BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray",
+    "INDEX_DTYPE", "BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray",
     "csr_matrix", "row_sparse_array", "zeros", "empty", "array", "to_stype", "to_record",
-    "from_record",
+    "from_record", "make_csr", "make_row_sparse", "check_csr", "check_row_sparse",
+    "is_scipy_sparse",
 ]
 
-#: MXNet's storage type names, by the code its JSON and .params files use.
-STORAGE_TYPES: dict[int, str] = {-1: "undefined", 0: "default", 1: "row_sparse", 2: "csr"}
+#: The dtype of indices and indptr (MXNet's int64).
 INDEX_DTYPE = np.dtype(np.int64)
 _DEFAULT_DTYPE = np.dtype(np.float32)
 
@@ -60,6 +59,10 @@ class BaseSparseNDArray(NDArray):
     __slots__ = ("_shape", "_values", "_aux", "_sparse_version")
 
     _STYPE = "undefined"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise InvalidArgumentError(f"{type(self).__name__} is made by mx.nd.sparse.csr_matrix, "
+                                   "row_sparse_array, zeros or tostype, not called directly")
 
     def _init_sparse(self, shape: tuple[int, ...], values: np.ndarray,
                      aux: tuple[np.ndarray, ...], ctx: Context | None) -> None:
@@ -652,8 +655,6 @@ def to_stype(source: Any, stype: str, dtype: Any = None) -> NDArray:
             return source
         if source.stype == stype:
             return source.astype(dtype)
-        if source.stype == "csr" and stype == "row_sparse":
-            return _csr_to_row_sparse(source, dtype)
     dense = _host(source)
     if dtype is not None:
         dense = dense.astype(dtype, copy=False)
@@ -681,13 +682,6 @@ def to_stype(source: Any, stype: str, dtype: Any = None) -> NDArray:
                            kept.astype(INDEX_DTYPE), ctx, check=False)
 
 
-def _csr_to_row_sparse(source: BaseSparseNDArray, dtype: Any) -> NDArray:
-    dense = source.asnumpy()
-    if dtype is not None:
-        dense = dense.astype(dtype)
-    return to_stype(NDArray(dense, source.context), "row_sparse")
-
-
 def to_record(array: NDArray) -> SparseRecord:
     """A sparse array as params_file writes it."""
     if not isinstance(array, BaseSparseNDArray):
@@ -703,11 +697,6 @@ def from_record(record: SparseRecord, ctx: Context | None = None) -> BaseSparseN
     if record.stype == "csr":
         return make_csr(record.shape, values, aux[0], aux[1], ctx, check=False)
     return make_row_sparse(record.shape, values, aux[0], ctx, check=False)
-
-
-def sparse_arguments(values: Sequence[Any]) -> bool:
-    """Whether any of values is a sparse NDArray."""
-    return any(isinstance(value, BaseSparseNDArray) for value in values)
 
 
 def __getattr__(name: str) -> Any:

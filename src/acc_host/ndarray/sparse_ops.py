@@ -21,7 +21,10 @@ dense outputs. The rules:
   the columns csr stores), dense x csr gives csr, csr x row_sparse dense;
   ``forward_stype`` names the result's storage type;
 - ``slice`` of csr gives csr; :func:`retain` of row_sparse gives
-  row_sparse holding exactly the rows asked for;
+  row_sparse holding exactly the rows asked for; ``zeros_like`` keeps the
+  storage type with nothing stored; ``Concat`` of csr arrays along dim 0
+  gives csr; ``add_n`` of row_sparse arrays gives row_sparse (the union of
+  the rows);
 - ``cast_storage``/``tostype`` convert, dropping zeros.
 """
 
@@ -45,6 +48,7 @@ from .sparse import (
     make_csr,
     make_row_sparse,
     to_stype,
+    zeros,
 )
 
 __all__ = ["invoke_sparse", "cast_storage", "slice_csr", "retain", "add", "subtract",
@@ -82,7 +86,14 @@ def invoke_sparse(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, A
 def _sparse_result(op: registry.OpDef, attrs: Any, inputs: list[NDArray]) -> NDArray | None:
     name = op.name
     stypes = [array.stype for array in inputs]
+    if name == "Concat" and set(stypes) == {"csr"} and attrs.dim == 0:
+        return _concat_rows(inputs)  # type: ignore[arg-type]
+    if name == "add_n" and set(stypes) == {"row_sparse"}:
+        return _sum_row_sparse(op, attrs, inputs)  # type: ignore[arg-type]
     if len(inputs) == 1 and isinstance(inputs[0], BaseSparseNDArray):
+        if name == "zeros_like":
+            return zeros(inputs[0].stype, inputs[0].shape, ctx=inputs[0].context,
+                         dtype=inputs[0].dtype)
         if name in ZERO_PRESERVING or (name == "clip" and _clip_keeps_zero(attrs)):
             return _map_values(op, attrs, inputs[0])
         if name == "slice" and isinstance(inputs[0], CSRNDArray):
@@ -107,6 +118,37 @@ def _sparse_result(op: registry.OpDef, attrs: Any, inputs: list[NDArray]) -> NDA
         if name == "elemwise_mul" and "default" in stypes:
             return _mul_with_dense(op, attrs, lhs, rhs)
     return None
+
+
+def _concat_rows(inputs: list[CSRNDArray]) -> NDArray:
+    """CSR arrays stacked along the rows (Concat with dim 0)."""
+    cols = inputs[0].shape[1]
+    if any(array.shape[1] != cols for array in inputs):
+        raise TensorError(f"concat: csr arrays of {[array.shape for array in inputs]} do not "
+                          "share their number of columns")
+    dtype = np.result_type(*[array.dtype for array in inputs])
+    offsets = np.cumsum([0] + [array.nnz for array in inputs])
+    indptr = np.concatenate([np.zeros(1, INDEX_DTYPE)] + [
+        array.aux_arrays[0][1:] + offset for array, offset in zip(inputs, offsets)])
+    return make_csr((sum(array.shape[0] for array in inputs), cols),
+                    np.concatenate([array.values.astype(dtype) for array in inputs]),
+                    indptr.astype(INDEX_DTYPE),
+                    np.concatenate([array.aux_arrays[1] for array in inputs]),
+                    inputs[0].context, check=False)
+
+
+def _sum_row_sparse(op: registry.OpDef, attrs: Any, inputs: list[RowSparseNDArray]
+                    ) -> NDArray:
+    """add_n of row_sparse arrays: row_sparse over the union of their rows."""
+    shape = inputs[0].shape
+    if any(array.shape != shape for array in inputs):
+        raise TensorError(f"add_n: shapes {[array.shape for array in inputs]} differ")
+    union = np.unique(np.concatenate([array.aux_arrays[0] for array in inputs]))
+    dtype = np.result_type(*[array.dtype for array in inputs])
+    spread = [_aligned(array.aux_arrays[0], union, array.values.astype(dtype))
+              for array in inputs]
+    return make_row_sparse(shape, _run(op, attrs, spread), union.astype(INDEX_DTYPE),
+                           inputs[0].context, check=False)
 
 
 def _check_same_shape(name: str, lhs: NDArray, rhs: NDArray) -> None:
@@ -216,8 +258,8 @@ def _broadcast_csr(op: registry.OpDef, attrs: Any, lhs: CSRNDArray, rhs: NDArray
 def _retain_rows(data: RowSparseNDArray, indices: NDArray) -> NDArray:
     wanted = np.unique(indices.asnumpy().astype(INDEX_DTYPE).reshape(-1))
     if wanted.size and (wanted[0] < 0 or wanted[-1] >= data.shape[0]):
-        raise TensorError(f"retain: indices must be in [0, {data.shape[0]}), got "
-                          f"{int(wanted[0])}..{int(wanted[-1])}")
+        raise TensorError(f"retain: indices out of range: they must be in "
+                          f"[0, {data.shape[0]}), got {int(wanted[0])}..{int(wanted[-1])}")
     rows = data.aux_arrays[0]
     values = np.zeros((wanted.shape[0], *data.shape[1:]), dtype=data.dtype)
     where = np.searchsorted(rows, wanted)
@@ -232,29 +274,33 @@ def _retain_rows(data: RowSparseNDArray, indices: NDArray) -> NDArray:
 
 
 def _csr_times_dense(lhs: CSRNDArray, rhs: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """lhs @ rhs, summing each row's products in stored order."""
+    """lhs @ rhs: one vector-matrix product per stored row, of its values and
+    the rows of rhs its columns pick. (A loop over the rows, because numpy
+    has no segmented matmul: np.add.reduceat over the products took 103 ms
+    where this takes 11, at 1 % density in benchmarks/host_sparse.py.)"""
     indptr, indices = lhs.aux_arrays
+    values = lhs.values.astype(dtype, copy=False)
     out = np.zeros((lhs.shape[0], rhs.shape[1]), dtype=dtype)
-    if lhs.nnz == 0:
-        return out
-    products = lhs.values.astype(dtype, copy=False)[:, None] * rhs[indices]
-    nonempty = np.flatnonzero(np.diff(indptr))
-    out[nonempty] = np.add.reduceat(products, indptr[nonempty], axis=0)
+    for row in np.flatnonzero(np.diff(indptr)):
+        start, stop = indptr[row], indptr[row + 1]
+        out[row] = values[start:stop] @ rhs[indices[start:stop]]
     return out
 
 
 def _csr_t_times_dense(lhs: CSRNDArray, rhs: np.ndarray, dtype: np.dtype) -> NDArray:
-    """lhs.T @ rhs as row_sparse: its rows are the columns lhs stores."""
-    indices = lhs.aux_arrays[1]
-    order = np.argsort(indices, kind="stable")
-    columns = indices[order]
-    rows = _entry_rows(lhs)[order]
-    products = lhs.values[order].astype(dtype, copy=False)[:, None] * rhs[rows]
-    kept, starts = np.unique(columns, return_index=True)
-    values = np.add.reduceat(products, starts, axis=0) if kept.size \
-        else np.zeros((0, rhs.shape[1]), dtype)
-    return make_row_sparse((lhs.shape[1], rhs.shape[1]), values.astype(dtype, copy=False),
-                           kept.astype(INDEX_DTYPE), lhs.context, check=False)
+    """lhs.T @ rhs as row_sparse: its rows are the columns lhs stores. Row
+    i of lhs adds values x rhs[i] to the rows of its columns (distinct
+    within a row, so one fancy-indexed add per row)."""
+    indptr, indices = lhs.aux_arrays
+    values = lhs.values.astype(dtype, copy=False)
+    kept = np.unique(indices)
+    position = np.searchsorted(kept, indices)
+    out = np.zeros((kept.shape[0], rhs.shape[1]), dtype=dtype)
+    for row in np.flatnonzero(np.diff(indptr)):
+        start, stop = indptr[row], indptr[row + 1]
+        out[position[start:stop]] += values[start:stop, None] * rhs[row]
+    return make_row_sparse((lhs.shape[1], rhs.shape[1]), out, kept.astype(INDEX_DTYPE),
+                           lhs.context, check=False)
 
 
 def _dot(op: registry.OpDef, attrs: Any, lhs: NDArray, rhs: NDArray) -> NDArray | None:
@@ -285,21 +331,26 @@ def _dot(op: registry.OpDef, attrs: Any, lhs: NDArray, rhs: NDArray) -> NDArray 
 # ---- functions of mx.nd.sparse ---------------------------------------------------------------
 
 
-def binary_operator(lhs: NDArray, other: Any, op: str, scalar_op: str) -> NDArray:
-    """NDArray's arithmetic operators with a sparse operand, as MXNet's
-    (elemwise operators for operands of one shape, broadcast ones
-    otherwise)."""
+def binary_operator(lhs: NDArray, other: Any, op: str, scalar_op: str,
+                    elemwise: bool | None = None) -> NDArray:
+    """A sparse array's arithmetic operator, as MXNet's Python has it:
+    ``+``, ``-`` and ``*`` (and mx.nd.sparse.add, subtract, multiply, divide)
+    use the elemwise operator for operands of one shape and the broadcast
+    one otherwise; ``/`` and the reflected operators use the broadcast one.
+    elemwise: whether op is one of the former (default: add, sub, mul)."""
     from . import invoke  # (the package's operator call)
 
+    if elemwise is None:
+        elemwise = op in ("broadcast_add", "broadcast_sub", "broadcast_mul")
     if isinstance(other, NDArray):
-        if other.shape == lhs.shape and op in _BROADCAST_AS_ELEMWISE:
+        if elemwise and other.shape == lhs.shape:
             op = _BROADCAST_AS_ELEMWISE[op]
         return invoke(op, [lhs, other], {})[0]
     if isinstance(other, (numbers.Real, np.number)):
         return invoke(scalar_op, [lhs], {"scalar": float(other)})[0]
     if isinstance(other, np.ndarray):
         return binary_operator(lhs, NDArray(other.astype(lhs.dtype), lhs.context), op,
-                               scalar_op)
+                               scalar_op, elemwise)
     raise InvalidArgumentError(f"{op}: cannot combine a {lhs.stype} array with "
                                f"{type(other).__name__}")
 
@@ -318,7 +369,7 @@ def multiply(lhs: NDArray, rhs: Any) -> NDArray:
 
 
 def divide(lhs: NDArray, rhs: Any) -> NDArray:
-    return binary_operator(lhs, rhs, "broadcast_div", "_div_scalar")
+    return binary_operator(lhs, rhs, "broadcast_div", "_div_scalar", elemwise=True)
 
 
 def retain(data: NDArray, indices: Any) -> NDArray:

@@ -135,7 +135,7 @@ def _stored(array: NDArray) -> Value:
     if is_sparse(array):  # as it is: a subgraph may take it sparse (ABI 1.2)
         return array
     storage = array._storage
-    if array._view is None and storage.host is None:
+    if array._view is None and storage.host is None and storage.device is not None:
         return storage.device
     return array._read()
 

@@ -160,6 +160,27 @@ CASES = [
     ("exp_csr", "nd", "exp", ["A"], {}),
     ("sigmoid_csr", "nd", "sigmoid", ["A"], {}),
     ("clip_csr", "nd", "clip", ["A"], {"a_min": -2.0, "a_max": 3.0}),
+    ("elemwise_div_csr_csr", "sparse", "elemwise_div", ["A", "B"], {}),
+    ("elemwise_div_rsp_rsp", "sparse", "elemwise_div", ["R", "R2"], {}),
+    ("elemwise_add_csr_rsp", "sparse", "elemwise_add", ["A", "R4"], {}),
+    ("broadcast_mul_dns_csr", "nd", "broadcast_mul", ["D", "A"], {}),
+    ("op_mul_dns_csr", "op", "mul", ["D", "A"], {}),
+    ("op_add_dns_csr", "op", "add", ["D", "A"], {}),
+    ("op_rsub_csr_scalar", "op", "rsub", ["A"], {"other": 1.0}),
+    ("op_pow_csr_scalar", "op", "pow", ["A"], {"other": 2.0}),
+    ("zeros_like_csr", "nd", "zeros_like", ["A"], {}),
+    ("zeros_like_rsp", "nd", "zeros_like", ["R"], {}),
+    ("ones_like_csr", "nd", "ones_like", ["A"], {}),
+    ("cast_op_csr", "nd", "cast", ["A"], {"dtype": "float64"}),
+    ("identity_csr", "nd", "identity", ["A"], {}),
+    ("stop_gradient_rsp", "nd", "stop_gradient", ["R"], {}),
+    ("concat_csr_dim0", "nd", "concat", ["A", "B"], {"dim": 0}),
+    ("concat_csr_dim1", "nd", "concat", ["A", "B"], {"dim": 1}),
+    ("add_n_csr", "nd", "add_n", ["A", "B"], {}),
+    ("add_n_rsp", "nd", "add_n", ["R", "R2"], {}),
+    ("add_n_dns_csr", "nd", "add_n", ["D", "A"], {}),
+    ("norm_csr", "nd", "norm", ["A"], {}),
+    ("transpose_csr", "nd", "transpose", ["A"], {}),
     ("clip_csr_positive", "nd", "clip", ["A"], {"a_min": 1.0, "a_max": 3.0}),
 ] + [
     (f"{name}_csr", "nd", name, ["A"], {}) for name in
@@ -176,6 +197,63 @@ CASES = [
     ("arctanh_csr", "nd", "arctanh", ["SMALL"], {}),
     ("sqrt_rsp", "nd", "sqrt", ["RABS"], {}),
 ]
+
+
+#: Constructor calls: (case name, function of mx.nd.sparse, first argument
+#: spelled as JSON (see build_argument), keyword arguments). MXNet builds
+#: csr_matrix((data, (row, col))) with scipy, which the side environment
+#: lacks: that form is tested against numpy only (test_sparse_core.py).
+CONSTRUCTORS = [
+    ("csr_components", "csr_matrix",
+     {"tuple": [[1.5, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]]}, {"shape": [3, 4]}),
+    ("csr_components_shape_inferred", "csr_matrix",
+     {"tuple": [[1.0, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]]}, {}),
+    ("csr_components_float64", "csr_matrix",
+     {"tuple": [[1.0, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]]}, {"shape": [3, 4], "dtype": "float64"}),
+    ("csr_dense_int64", "csr_matrix",
+     {"numpy": [[0, 5, 0], [7, 0, 0]], "dtype": "int64"}, {}),
+    ("csr_dense_float32", "csr_matrix",
+     {"numpy": [[0, 5, 0], [7, 0, 0]], "dtype": "float32"}, {}),
+    ("csr_shape_only", "csr_matrix", {"shape": [2, 5]}, {}),
+    ("rsp_components", "row_sparse_array",
+     {"tuple2": [[[1.0, 2.0], [3.0, 4.0]], [1, 3]]}, {"shape": [5, 2]}),
+    ("rsp_components_shape_inferred", "row_sparse_array",
+     {"tuple2": [[[1.0, 2.0], [3.0, 4.0]], [1, 3]]}, {}),
+    ("rsp_dense", "row_sparse_array",
+     {"numpy": [[0, 0], [1, 0], [0, 0], [0, 2]], "dtype": "float32"}, {}),
+    ("rsp_shape_only", "row_sparse_array", {"shape": [3, 2, 2]}, {"dtype": "float16"}),
+    ("zeros_csr_int32", "zeros", {"stype": "csr"}, {"shape": [2, 3], "dtype": "int32"}),
+    ("zeros_rsp", "zeros", {"stype": "row_sparse"}, {"shape": [4, 3]}),
+]
+
+
+def build_argument(spec: dict):
+    """The first argument of a constructor call from its JSON spelling."""
+    if "tuple" in spec:
+        data, indices, indptr = spec["tuple"]
+        return (data, indices, indptr)
+    if "tuple2" in spec:
+        data, indices = spec["tuple2"]
+        return (data, indices)
+    if "numpy" in spec:
+        return np.array(spec["numpy"], dtype=spec["dtype"])
+    if "shape" in spec:
+        return tuple(spec["shape"])
+    return spec["stype"]
+
+
+def make_constructors(arrays: dict, manifest: dict) -> None:
+    for name, target, spec, kwargs in CONSTRUCTORS:
+        call = {key: tuple(value) if key == "shape" else value for key, value in kwargs.items()}
+        result = getattr(mx.nd.sparse, target)(build_argument(spec), **call)
+        manifest["constructors"].append({
+            "name": name, "target": target, "spec": spec, "kwargs": kwargs,
+            "stype": result.stype, "dtype": np.dtype(result.dtype).name,
+            "shape": list(result.shape)})
+        arrays[f"ctor/{name}/dense"] = result.asnumpy()
+        for key, value in components(result).items():
+            arrays[f"ctor/{name}/{key}"] = value
+            manifest["constructors"][-1][f"{key}_dtype"] = value.dtype.name
 
 
 def to_mx(value: np.ndarray, stype: str) -> mx.nd.NDArray:
@@ -196,6 +274,8 @@ def run_case(kind: str, target: str, args: list, kwargs: dict):
     import operator
     if target == "neg":
         return -args[0]
+    if target == "rsub":
+        return kwargs["other"] - args[0]
     other = args[1] if len(args) > 1 else kwargs["other"]
     return getattr(operator, target)(args[0], other)
 
@@ -219,8 +299,9 @@ def make_ops() -> None:
     inputs["BIGABS"] = (np.abs(inputs["BIG"][0]), "csr")
     inputs["SMALL"] = (inputs["A"][0] / 10, "csr")
     inputs["RABS"] = (np.abs(inputs["R"][0]), "row_sparse")
+    inputs["R4"] = (inputs["B"][0], "row_sparse")
     arrays: dict[str, np.ndarray] = {}
-    manifest: dict = {"inputs": {}, "cases": []}
+    manifest: dict = {"inputs": {}, "cases": [], "constructors": []}
     for name, (value, stype) in inputs.items():
         arrays[f"in/{name}"] = value
         manifest["inputs"][name] = stype
@@ -243,6 +324,7 @@ def make_ops() -> None:
         for key, value in components(result).items():
             arrays[f"out/{name}/{key}"] = value
         manifest["cases"].append(case)
+    make_constructors(arrays, manifest)
     np.savez_compressed(os.path.join(HERE, "ops.npz"), **arrays)
     with open(os.path.join(HERE, "ops.json"), "w") as handle:
         json.dump(manifest, handle, indent=1)
@@ -293,6 +375,14 @@ def _storage_symbols() -> list:
         ("mul_scalar_csr", x * 2, {"x": (4, 5)}, {"x": "csr"}),
         ("plus_scalar_csr", x + 2, {"x": (4, 5)}, {"x": "csr"}),
         ("slice_csr", sym.slice(x, begin=(1,), end=(3,)), {"x": (4, 5)}, {"x": "csr"}),
+        ("zeros_like_rsp", sym.zeros_like(x), {"x": (4, 5)}, {"x": "row_sparse"}),
+        ("concat_csr_dim0", sym.concat(x, y, dim=0), {"x": (4, 5), "y": (2, 5)},
+         {"x": "csr", "y": "csr"}),
+        ("concat_csr_dim1", sym.concat(x, y, dim=1), {"x": (4, 5), "y": (4, 2)},
+         {"x": "csr", "y": "csr"}),
+        ("add_n_rsp", sym.add_n(x, y), {"x": (4, 5), "y": (4, 5)},
+         {"x": "row_sparse", "y": "row_sparse"}),
+        ("add_n_csr", sym.add_n(x, y), {"x": (4, 5), "y": (4, 5)}, {"x": "csr", "y": "csr"}),
         ("chain_dotT_relu", sym.relu(sym.dot(x, w, transpose_a=True)),
          {"x": (4, 5), "w": (4, 3)}, {"x": "csr"}),
         ("wide_deep", sym.Group([
