@@ -9,7 +9,8 @@
  *
  * Sections, in order: versioning, status codes, tensor types, identification,
  * memory, execution-mode support, imperative execution, symbolic execution,
- * configuration, errors, optional additions of ABI 1.1. The declarations
+ * configuration, errors, optional additions of ABI 1.1, sparse tensors of
+ * ABI 1.2. The declarations
  * between the ACC_CDEF_BEGIN and ACC_CDEF_END markers are read as they are
  * by the host's cffi layer, so that
  * part holds only plain declarations and integer #defines (no #include, no
@@ -109,10 +110,18 @@ extern "C" {
  *              left unstated (threads, pointers inside allocations, where
  *              weights live, aliasing of infer()'s outputs). A 1.0 plugin
  *              works unchanged in a 1.1 host.
+ *   1.2 (102)  additions only: the values of MXTensor.isSparse
+ *              (MX_ACC_STORAGE_*), row-sparse tensors (RowSparseTensor),
+ *              the "__in_stypes__"/"__out_stypes__" annotations and the
+ *              ownership of every sparse pointer, supportsSparse()
+ *              (section 12). A plugin
+ *              built against 1.0 or 1.1 is never given a sparse tensor or
+ *              a storage annotation: the host densifies its inputs or keeps
+ *              the node on the CPU.
  * ------------------------------------------------------------------------- */
 #define MX_ACC_API_VERSION_MAJOR 1
-#define MX_ACC_API_VERSION_MINOR 1
-#define MX_ACC_API_VERSION 101
+#define MX_ACC_API_VERSION_MINOR 2
+#define MX_ACC_API_VERSION 102
 
 /* Device id that MXTensor.dev_id carries for memory that belongs to the host
  * (ordinary process memory, not from mx_alloc()). */
@@ -175,7 +184,8 @@ typedef enum TensorDType {
  * Descriptors passed to the plugin are borrowed for the call, and so are the
  * shape arrays and layout strings they point to. */
 typedef struct MXTensor {
-  /* First element, or a SparseTensor when isSparse is nonzero. Host memory
+  /* First element, or the SparseTensor or RowSparseTensor that isSparse
+   * names (section 12; always host memory then). Otherwise host memory
    * when dev_id == MX_ACC_HOST_DEVICE, otherwise memory returned by
    * mx_alloc() on device dev_id. May be NULL only where a function says so
    * (descriptors that only describe a shape and dtype). Accelerator
@@ -193,7 +203,11 @@ typedef struct MXTensor {
   uint64_t shape_len;
   /* A TensorDType value (an int32_t for a fixed layout across compilers). */
   int32_t dtype;
-  /* Nonzero: data points to a SparseTensor (CSR) and shape has 2 extents. */
+  /* Storage kind, an MX_ACC_STORAGE_* value (section 12): 0 dense; 1
+   * (ABI 1.2 name; any nonzero value in 1.0/1.1, which only defined CSR)
+   * data points to a SparseTensor (CSR) and shape has 2 extents; 2 (ABI
+   * 1.2) data points to a RowSparseTensor. The host sets it nonzero only
+   * for a plugin whose getAccApiVersion() is 102 or more. */
   int32_t isSparse;
   /* Layout name such as "NCHW", NUL-terminated, or NULL when unspecified. */
   const char *layout;
@@ -201,7 +215,8 @@ typedef struct MXTensor {
   int32_t dev_id;
 } MXTensor;
 
-/* A 2-D matrix in CSR format (MXTensor.isSparse != 0). Row r holds the
+/* A 2-D matrix in CSR format (MXTensor.isSparse == MX_ACC_STORAGE_CSR,
+ * section 12, which also states its ownership and checks). Row r holds the
  * elements data[indptr[r]] .. data[indptr[r + 1] - 1], whose column indices
  * are indices[indptr[r]] .. indices[indptr[r + 1] - 1]. The element type is
  * the owning MXTensor's dtype. */
@@ -497,6 +512,82 @@ int supportedOpsReasons(const char *json, const char *const *data_names,
  * data bytes are retained: MXTensor itself, shape and layout stay borrowed,
  * and so do "data" variables. */
 int retainsWeights(void);
+
+/* ---------------------------------------------------------------------------
+ * 12. Sparse tensors (ABI 1.2)
+ *
+ * MXTensor.isSparse names the storage kind of a tensor. For a sparse tensor
+ * MXTensor.shape, shape_len and dtype describe the dense array it stands
+ * for (its logical shape and element type) and MXTensor.data points to a
+ * SparseTensor (MX_ACC_STORAGE_CSR) or a RowSparseTensor
+ * (MX_ACC_STORAGE_ROW_SPARSE), which points to the arrays.
+ *
+ * Where sparse tensors appear: only for a plugin whose supportsSparse()
+ * returns 1 (below), in the symbolic calls (supportedOps()
+ * and supportedOpsReasons() as descriptors whose data is NULL, loadModel()
+ * and infer()) and in accGetExecutor() (descriptors only) and
+ * MXAccExecutor.forward(), and only for a plugin whose getAccApiVersion()
+ * is 102 or more. A sparse tensor, its SparseTensor or RowSparseTensor and
+ * every array it points to are always host memory: dev_id is
+ * MX_ACC_HOST_DEVICE, also in forward() of an executor of a device, and a
+ * plugin that computes elsewhere copies the arrays it needs.
+ *
+ * Annotations: the host writes "__out_stypes__" on a node whose visible
+ * outputs include a sparse one (one storage value per visible output, e.g.
+ * "[1]") and "__in_stypes__" on an operator node that reads a sparse entry
+ * (one storage value per input, e.g. "[1,0,0]"); nodes without them are
+ * dense throughout. A plugin that does not run an operator on the storage
+ * kinds given leaves the node out of supportedOps() (a reason such as
+ * "input 0 is csr; dot runs dense inputs only" helps) or fails
+ * accGetExecutor() with MX_ACC_ERR_UNSUPPORTED: the host then gives the
+ * node dense inputs (it densifies at the subgraph's boundary) or runs it on
+ * the CPU, and never passes a sparse tensor to a node the plugin declined.
+ * Operator outputs are always dense in ABI 1.2.
+ *
+ * Ownership: the SparseTensor or RowSparseTensor and every array it points
+ * to are owned by the host and borrowed by the plugin for the call, like
+ * the descriptor itself: a plugin that keeps a sparse weight past
+ * loadModel() or infer() copies its arrays (retainsWeights() retains dense
+ * weights' data only, never sparse ones), and it keeps no pointer to any of
+ * them after the call. The plugin never writes any of them.
+ *
+ * What a plugin must check before it reads the arrays (the host builds
+ * them right, but the checks are the plugin's own defence, and the
+ * conformance kit passes malformed ones): for CSR, num_rows equals shape[0],
+ * indptr[0] is 0, indptr is non-decreasing and indptr[num_rows] equals
+ * num_nonzero, and every column index is below shape[1]; for row-sparse,
+ * num_rows_stored is at most shape[0] and the row ids are strictly
+ * increasing and below shape[0]. A violation is MX_ACC_ERR_INVALID_ARG.
+ * ------------------------------------------------------------------------- */
+
+/* Values of MXTensor.isSparse. */
+#define MX_ACC_STORAGE_DENSE 0
+#define MX_ACC_STORAGE_CSR 1
+#define MX_ACC_STORAGE_ROW_SPARSE 2
+
+/* A tensor of shape (shape[0], shape[1], ..., shape[n-1]), n >= 1, in
+ * row-sparse format (MXTensor.isSparse == MX_ACC_STORAGE_ROW_SPARSE): only
+ * num_rows_stored of its shape[0] rows are stored, the others are zero.
+ * Stored row j is dense row row_ids[j]; its elements (shape[1] * ... *
+ * shape[n-1] of them, row-major) start at element j * that count of data.
+ * The element type is the owning MXTensor's dtype. data may be NULL when
+ * num_rows_stored is 0. Used for embedding tables and other weights whose
+ * gradient touches few rows (MXNet's RowSparseNDArray). */
+typedef struct RowSparseTensor {
+  void *data;               /* num_rows_stored rows of elements */
+  uint64_t *row_ids;        /* num_rows_stored row indices, strictly increasing */
+  uint64_t num_rows_stored;
+} RowSparseTensor;
+
+/* Returns 1 if the plugin may be given sparse tensors and the storage
+ * annotations, 0 otherwise (the same answer after every call). Optional: a
+ * plugin that does not export it is 0, and so is every plugin whose
+ * getAccApiVersion() is below 102, whatever it exports. A plugin answering
+ * 0 never sees a sparse tensor, an MXTensor.isSparse other than 0, or a
+ * "__in_stypes__"/"__out_stypes__" annotation: the host densifies or keeps
+ * such nodes on the CPU. A plugin answering 1 reads the annotations in
+ * supportedOps() and declines what it does not run. */
+int supportsSparse(void);
 
 /* ACC_CDEF_END */
 

@@ -1,7 +1,7 @@
 """Building against other ABI versions (issue 37, item 5): the 1.0 header is
-kept as published and 1.1 only adds to it; `acc-host sdk --abi 1.0` and
-acc_host.plugins.sdk serve it; a plugin built against it loads in the 1.1
-host; refusals and the kit's version check say which side is newer."""
+kept as published and later minors only add to it; `acc-host sdk --abi 1.0`
+and acc_host.plugins.sdk serve it; a plugin built against it loads in the
+current host; refusals and the kit's version check say which side is newer."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_the_1_0_header_is_kept_as_published() -> None:
     assert "#define MX_ACC_API_VERSION 100" in text and "supportedOpsReasons" not in text
 
 
-def test_1_1_only_adds_to_1_0() -> None:
+def test_later_minors_only_add_to_1_0() -> None:
     old, new = _ffi(sdk.header("1.0")), _ffi(sdk.header())
     old_decls = old._parser._declarations  # noqa: SLF001 - cffi has no public listing
     new_decls = new._parser._declarations  # noqa: SLF001
@@ -62,18 +62,20 @@ def test_1_1_only_adds_to_1_0() -> None:
     for name in constants:
         if name not in ("MX_ACC_API_VERSION", "MX_ACC_API_VERSION_MINOR"):
             assert getattr(old_lib, name) == getattr(new_lib, name), name
-    assert (old_lib.MX_ACC_API_VERSION, new_lib.MX_ACC_API_VERSION) == (100, 101)
+    assert (old_lib.MX_ACC_API_VERSION, new_lib.MX_ACC_API_VERSION) == (100, 102)
     added = {key for key in set(new_decls) - set(old_decls) if key.startswith("function ")}
-    assert added == {"function supportedOpsReasons", "function retainsWeights"}
+    assert added == {"function supportedOpsReasons", "function retainsWeights",
+                     "function supportsSparse"}
     assert new_lib.MX_ACC_REASON_MAX == 128 and not hasattr(old_lib, "MX_ACC_REASON_MAX")
 
 
 def test_sdk_serves_each_published_version() -> None:
-    assert sdk.abi_versions() == versions.published_versions() == [100, 101]
-    assert sdk.header() == header.header_path() == sdk.header("1.1") == sdk.header(101)
+    assert sdk.abi_versions() == versions.published_versions() == [100, 101, 102]
+    assert sdk.header() == header.header_path() == sdk.header("1.2") == sdk.header(102)
+    assert sdk.header("1.1").parent.name == "1.1"
     assert sdk.cflags("1.0")[0] == f"-I{sdk.header('1.0').parent}"
     assert sdk.cflags("1.0")[1:] == sdk.cflags()[1:]
-    assert sdk.abi_version("1.0") == 100 and sdk.abi_version() == 101
+    assert sdk.abi_version("1.0") == 100 and sdk.abi_version() == 102
     for bad in ("0.9", "2.0", "1", "one", -1):
         with pytest.raises(versions.AbiVersionError):
             sdk.header(bad)
@@ -87,15 +89,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_acc_host_sdk_abi_option() -> None:
     assert _cli("--abi", "1.0", "--header").stdout.strip() == str(sdk.header("1.0"))
     assert _cli("--abi", "1.0", "--abi-version").stdout.strip() == "1.0"
-    assert _cli("--list-abi").stdout.split() == ["1.0", "1.1"]
+    assert _cli("--list-abi").stdout.split() == ["1.0", "1.1", "1.2"]
     summary = _cli("--abi", "1.0").stdout
-    assert "1.0 (MX_ACC_API_VERSION 100); an earlier version: this host is 1.1" in summary
+    assert "1.0 (MX_ACC_API_VERSION 100); an earlier version: this host is 1.2" in summary
     assert "$(acc-host sdk --abi 1.0 --cflags)" in summary
     refused = _cli("--abi", "0.9", "--header")
-    assert refused.returncode == 2 and "it serves 1.0, 1.1" in refused.stderr
+    assert refused.returncode == 2 and "it serves 1.0, 1.1, 1.2" in refused.stderr
 
 
-def test_the_template_built_against_1_0_runs_in_the_1_1_host(tmp_path: Path) -> None:
+def test_the_template_built_against_1_0_runs_in_the_current_host(tmp_path: Path) -> None:
     sources = [*sorted((ROOT / "plugins" / "template").glob("*.c")), *sdk.sources()]
     library_path = tmp_path / "libtemplate10.so"
     build = subprocess.run(["cc", "-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread",
@@ -123,9 +125,9 @@ def test_the_template_built_against_1_0_runs_in_the_1_1_host(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize(("version", "words"), [
-    (200, "the plugin is newer than this host (ABI 2.0 > 1.1): use an acc-host of ABI 2.x"),
-    (9901, "the plugin is newer than this host (ABI 99.1 > 1.1)"),
-    (0, "the plugin is older than this host (ABI 0.0 < 1.1): rebuild it")])
+    (200, "the plugin is newer than this host (ABI 2.0 > 1.2): use an acc-host of ABI 2.x"),
+    (9902, "the plugin is newer than this host (ABI 99.2 > 1.2)"),
+    (0, "the plugin is older than this host (ABI 0.0 < 1.2): rebuild it")])
 def test_the_kit_words_a_version_of_another_major(build_fake, version: int, words: str) -> None:
     session = Session(str(build_fake(f"v{version}", FAKE_API_VERSION=version)))
     with pytest.raises(CheckFailed) as failed:
@@ -134,7 +136,7 @@ def test_the_kit_words_a_version_of_another_major(build_fake, version: int, word
 
 
 def test_the_kit_words_a_newer_minor(build_fake) -> None:
-    session = Session(str(build_fake("v102", FAKE_API_VERSION=102)))
+    session = Session(str(build_fake("v103", FAKE_API_VERSION=103)))
     assert check_version(session) == (
-        "built for ABI 1.2 (102); the plugin is built for a newer minor version (ABI 1.2 > 1.1), "
+        "built for ABI 1.3 (103); the plugin is built for a newer minor version (ABI 1.3 > 1.2), "
         "which this host loads: it never calls what that minor added")

@@ -16,7 +16,8 @@ HEADER = ROOT / "include" / "mxnet_acc.h"
 ABI_FUNCTIONS = ["getAccApiVersion", "initialize", "getAccName", "getNumAcc", "mx_alloc",
                  "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc", "supportsImperative",
                  "accGetExecutor", "supportedOps", "loadModel", "unloadModel", "infer",
-                 "configure", "accGetLastError", "supportedOpsReasons", "retainsWeights"]
+                 "configure", "accGetLastError", "supportedOpsReasons", "retainsWeights",
+                 "supportsSparse"]
 
 
 def _compile(tmp_path: Path, compiler: str, source: str, suffix: str, flags: list[str]) -> None:
@@ -34,10 +35,11 @@ USES_EVERYTHING = """
 int main(void) {
   MXTensor tensor = {0};
   SparseTensor sparse = {0};
+  RowSparseTensor row_sparse = {0};
   MXAccExecutor executor = {0};
   TensorDType dtype = kInt64;
-  (void)tensor; (void)sparse; (void)executor; (void)dtype;
-  return MX_ACC_API_VERSION == 101 && MX_ACC_REASON_MAX == 128 ? MX_ACC_OK
+  (void)tensor; (void)sparse; (void)row_sparse; (void)executor; (void)dtype;
+  return MX_ACC_API_VERSION == 102 && MX_ACC_REASON_MAX == 128 ? MX_ACC_OK
                                                                  : MX_ACC_ERR_INTERNAL;
 }
 """
@@ -78,8 +80,8 @@ def test_dtype_values_are_the_proposals() -> None:
 
 
 def test_constants() -> None:
-    assert header.API_VERSION == 101 and header.API_VERSION_MAJOR == 1
-    assert header.API_VERSION_MINOR == 1 and header.REASON_MAX == 128
+    assert header.API_VERSION == 102 and header.API_VERSION_MAJOR == 1
+    assert header.API_VERSION_MINOR == 2 and header.REASON_MAX == 128
     assert header.HOST_DEVICE == -1
     assert header.status_name(0) == "MX_ACC_OK"
     assert header.status_name(2) == "MX_ACC_ERR_UNSUPPORTED"

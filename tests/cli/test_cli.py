@@ -130,9 +130,9 @@ def test_list_shows_every_library_and_why_one_failed(plugins: dict[str, Path]) -
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["NAME", "ABI", "DEVICES", "MODES", "SOURCE", "PATH"]
     rows = {line.split()[0]: line.split() for line in lines[1:] if line and line[0] != " "}
-    assert rows["cpu_ref"][1:5] == ["1.1", "1", "imperative+symbolic", "bundled"]
+    assert rows["cpu_ref"][1:5] == ["1.2", "1", "imperative+symbolic", "bundled"]
     assert rows["mlu"][2] == "4"
-    assert rows["clifake"][1:5] == ["1.1", "3", "symbolic", "MXNET_ACC_LIBRARIES"]
+    assert rows["clifake"][1:5] == ["1.2", "3", "symbolic", "MXNET_ACC_LIBRARIES"]
     assert "failed to load (1):" in done.stdout
     assert f"{plugins['broken'].name}" in done.stdout
     assert "required symbols are missing: loadModel, infer, configure" in done.stdout

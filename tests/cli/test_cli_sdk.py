@@ -47,7 +47,7 @@ def test_paths_are_the_ones_the_host_reads() -> None:
     assert value("--cflags").split() == [f"-I{header.parent}", f"-I{source_dir}"]
     sources = [Path(path) for path in value("--sources").split()]
     assert sources == sorted(source_dir.glob("*.c")) and source_dir / "json.c" in sources
-    assert value("--abi-version") == abi_header.version_text(abi_header.API_VERSION) == "1.1"
+    assert value("--abi-version") == abi_header.version_text(abi_header.API_VERSION) == "1.2"
 
 
 def test_the_built_checkout_serves_the_copies_beside_the_bundled_libraries() -> None:
@@ -61,7 +61,7 @@ def test_the_built_checkout_serves_the_copies_beside_the_bundled_libraries() -> 
 
 def test_summary_and_help() -> None:
     summary = value()
-    for fragment in ("ABI version  1.1 (MX_ACC_API_VERSION 101)", "mxnet_acc.h", "json.c",
+    for fragment in ("ABI version  1.2 (MX_ACC_API_VERSION 102)", "mxnet_acc.h", "json.c",
                      "$(acc-host sdk --cflags)", "$(acc-host sdk --sources)"):
         assert fragment in summary
     done = cli("sdk", "--help")

@@ -184,7 +184,7 @@ def test_a_plugin_refusing_every_host_version(build_fake) -> None:
     report = check_library(build_fake("refuses_all", FAKE_REFUSE_VERSION=True))
     ids = report.by_id()
     assert _failed(report) == {"abi.load", "abi.version_minor"}, report.format_text()
-    assert "refused host ABI version 1.1" in ids["abi.load"].detail
+    assert "refused host ABI version 1.2" in ids["abi.load"].detail
     assert ids["abi.version_refused"].status == PASS  # it does refuse 2.x
     assert ids["configure.queries"].status == SKIP
     assert "did not load" in ids["configure.queries"].detail

@@ -126,11 +126,11 @@ def test_initialize_refusing_states_both_versions(build_fake) -> None:
     with pytest.raises(mx.AccVersionError) as error:
         AccLibrary(path)
     message = str(error.value)
-    assert "refused host ABI version 1.1 (101)" in message
+    assert "refused host ABI version 1.2 (102)" in message
     assert "built for ABI version 2.3 (203)" in message
     assert "fake refuses every host" in message  # the plugin's own words
-    assert (error.value.host_version, error.value.plugin_version) == (101, 203)
-    assert "the plugin is newer than this host (ABI 2.3 > 1.1)" in message
+    assert (error.value.host_version, error.value.plugin_version) == (102, 203)
+    assert "the plugin is newer than this host (ABI 2.3 > 1.2)" in message
 
 
 def test_host_refuses_a_plugin_of_another_major_version(build_fake) -> None:

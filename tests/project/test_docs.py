@@ -502,7 +502,7 @@ echo never
     assert console_commands(found[2].code).count("\n") == 3
     results = list(run_page(page, tmp_path / "run"))
     assert [ok for _, ok, _ in results] == [True, True, True, True, False]
-    assert results[3][2] == "written, not run True 1.1\n"  # python state carried over
+    assert results[3][2] == "written, not run True 1.2\n"  # python state carried over
     assert (tmp_path / "run" / "page" / "engine.txt").read_text() == "\n"
     assert "never" not in results[4][2]
 

@@ -401,7 +401,7 @@ def test_vendor_package_is_found_through_its_entry_point(with_vendor: Venv) -> N
     assert (myacc["devices"], myacc["modes"]) == (1, ["symbolic"])
     table = with_vendor.acc_host("list").stdout
     row = next(line for line in table.splitlines() if line.startswith("myacc "))
-    assert row.split()[1:7] == ["1.1", "1", "symbolic", "entry", "point", "myacc-plugin:myacc"]
+    assert row.split()[1:7] == ["1.2", "1", "symbolic", "entry", "point", "myacc-plugin:myacc"]
     done = with_vendor.python_code(
         "import acc_host as mx\n"
         "ctx = mx.myacc(0)\n"

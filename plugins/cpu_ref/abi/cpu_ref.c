@@ -152,6 +152,10 @@ MX_ACC_EXPORT int supportedOps(const char *json, const char *const *data_names,
 
 MX_ACC_EXPORT int retainsWeights(void) { return CR_RETAIN_WEIGHTS; }
 
+/* dot and FullyConnected with CSR data, Embedding and take with row-sparse
+ * tables (ops/ops_sparse.c). */
+MX_ACC_EXPORT int supportsSparse(void) { return 1; }
+
 MX_ACC_EXPORT int supportedOpsReasons(const char *json, const char *const *data_names,
                                       const MXTensor *data, int num_data, int dev_id, int *ids,
                                       int ids_capacity, int *num_ids, char *reasons,

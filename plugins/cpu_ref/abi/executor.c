@@ -20,6 +20,7 @@ typedef struct cr_executor {
   acc_shape out_shapes[CR_MAX_OUTPUTS];
   int32_t in_dtypes[CR_MAX_INPUTS];
   int32_t out_dtypes[CR_MAX_OUTPUTS];
+  int32_t in_stypes[CR_MAX_INPUTS]; /* MX_ACC_STORAGE_* of each input (ABI 1.2) */
 } cr_executor;
 
 /* Checks one tensor of a forward() call and views it for the kernels. */
@@ -67,6 +68,8 @@ static int check_no_overlap(const cr_executor *executor, const cr_tensor *in, in
   for (int k = 0; k < num_out; ++k) {
     byte_range written = range_of(&out[k], executor->out_dtypes[k]);
     for (int i = 0; i < num_in; ++i) {
+      /* A sparse input's arrays are the host's own, never a device output. */
+      if (executor->in_stypes[i] != MX_ACC_STORAGE_DENSE) continue;
       if (ranges_overlap(written, range_of(&in[i], executor->in_dtypes[i]))) {
         return acc_fail(MX_ACC_ERR_INVALID_ARG, "forward %s: output %d overlaps input %d",
                         executor->op->name, k, i);
@@ -103,6 +106,13 @@ static int executor_forward(MXAccExecutor *self, const MXTensor *inputs, int num
   int status = MX_ACC_OK;
   for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
     snprintf(what, sizeof what, "forward %s: input %d", executor->op->name, i);
+    if (executor->in_stypes[i] != MX_ACC_STORAGE_DENSE) { /* host memory, checked */
+      status = cr_sparse_check(&inputs[i], executor->in_stypes[i], &executor->in_shapes[i],
+                               executor->in_dtypes[i], what);
+      in_views[i].data = inputs[i].data;
+      in_views[i].shape = executor->in_shapes[i];
+      continue;
+    }
     status = accept_tensor(executor, &inputs[i], &executor->in_shapes[i], executor->in_dtypes[i],
                            what, &in_views[i]);
   }
@@ -123,13 +133,17 @@ static void executor_release(MXAccExecutor *self) { free(self); }
 
 /* Copies the shapes and dtypes of count descriptors. */
 static int read_specs(const char *op_name, const char *role, const MXTensor *tensors, int count,
-                      acc_shape *shapes, int32_t *dtypes) {
+                      acc_shape *shapes, int32_t *dtypes, int32_t *stypes) {
   char what[128];
   for (int i = 0; i < count; ++i) {
     snprintf(what, sizeof what, "%s: %s %d", op_name, role, i);
     int status = acc_tensor_shape(&tensors[i], what, &shapes[i]);
     if (status != MX_ACC_OK) return status;
     dtypes[i] = tensors[i].dtype;
+    if (tensors[i].isSparse != MX_ACC_STORAGE_DENSE && stypes == NULL) {
+      return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: outputs are dense", what);
+    }
+    if (stypes != NULL) stypes[i] = tensors[i].isSparse;
   }
   return MX_ACC_OK;
 }
@@ -149,16 +163,17 @@ int cr_executor_create(const char *op_name, const MXTensor *inputs, const MXTens
   cr_executor *executor = calloc(1, sizeof *executor);
   if (executor == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "executor");
   int status = read_specs(op_name, "input", inputs, num_in, executor->in_shapes,
-                          executor->in_dtypes);
+                          executor->in_dtypes, executor->in_stypes);
   if (status == MX_ACC_OK) {
     status = read_specs(op_name, "output", outputs, num_out, executor->out_shapes,
-                        executor->out_dtypes);
+                        executor->out_dtypes, NULL);
   }
   if (status == MX_ACC_OK) {
-    status = cr_resolve_op("accGetExecutor", op_name, attr_keys, attr_vals, (size_t)num_attrs,
-                           executor->in_shapes, executor->in_dtypes, num_in,
-                           executor->out_shapes, executor->out_dtypes, num_out, &executor->op,
-                           &executor->params);
+    status = cr_resolve_sparse_op("accGetExecutor", op_name, attr_keys, attr_vals,
+                                  (size_t)num_attrs, executor->in_shapes, executor->in_dtypes,
+                                  executor->in_stypes, num_in, executor->out_shapes,
+                                  executor->out_dtypes, num_out, &executor->op,
+                                  &executor->params);
   }
   cr_device *device = status == MX_ACC_OK ? cr_device_get(dev_id) : NULL;
   if (status == MX_ACC_OK && device == NULL) status = cr_device_error(dev_id);

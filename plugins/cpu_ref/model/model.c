@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attrs.h"
 #include "kernels.h"
 #include "library.h"
 #include "memory.h"
@@ -43,6 +44,23 @@ static int parse_graph(const char *json, acc_graph **graph) {
   return MX_ACC_OK;
 }
 
+/* The storage kind (MX_ACC_STORAGE_*) of visible output k of node, from
+ * its "__out_stypes__" annotation (ABI 1.2; absent: dense), or -1 when the
+ * annotation is malformed. */
+int32_t cr_node_stype(const acc_node *node, int k) {
+  const char *text = acc_node_attr(node, "__out_stypes__");
+  if (text == NULL) return MX_ACC_STORAGE_DENSE;
+  int64_t values[CR_MAX_OUTPUTS];
+  int count = 0;
+  if (acc_attr_int_tuple(text, values, CR_MAX_OUTPUTS, &count) != 0 ||
+      count != node->num_outputs || k < 0 || k >= count) {
+    return -1;
+  }
+  return values[k] >= MX_ACC_STORAGE_DENSE && values[k] <= MX_ACC_STORAGE_ROW_SPARSE
+             ? (int32_t)values[k]
+             : -1;
+}
+
 /* Resolves operator node index of graph against the op table, using the
  * annotated shapes and dtypes of its inputs and outputs. The annotations
  * list visible outputs only, so a BatchNorm node has one output here, as
@@ -57,15 +75,28 @@ static int resolve_node(const acc_graph *graph, size_t index, const cr_op **op,
                     what, node->num_inputs, node->num_outputs, CR_MAX_INPUTS, CR_MAX_OUTPUTS);
   }
   acc_shape in_shapes[CR_MAX_INPUTS];
-  int32_t in_dtypes[CR_MAX_INPUTS];
+  int32_t in_dtypes[CR_MAX_INPUTS], in_stypes[CR_MAX_INPUTS];
   for (size_t i = 0; i < node->num_inputs; ++i) {
     const acc_entry input = node->inputs[i];
     in_shapes[i] = graph->nodes[input.node].out_shapes[input.index];
     in_dtypes[i] = graph->nodes[input.node].out_dtypes[input.index];
+    in_stypes[i] = cr_node_stype(&graph->nodes[input.node], (int)input.index);
+    if (in_stypes[i] < 0) {
+      return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: input %zu: node \"%s\" has a malformed "
+                      "__out_stypes__", what, i, graph->nodes[input.node].name);
+    }
   }
-  return cr_resolve_op(what, node->op, node->attr_keys, node->attr_vals, node->num_attrs,
-                       in_shapes, in_dtypes, (int)node->num_inputs, node->out_shapes,
-                       node->out_dtypes, node->num_outputs, op, params);
+  for (int k = 0; k < node->num_outputs; ++k) {
+    const int32_t stype = cr_node_stype(node, k);
+    if (stype != MX_ACC_STORAGE_DENSE) {
+      return acc_fail(stype < 0 ? MX_ACC_ERR_INVALID_ARG : MX_ACC_ERR_UNSUPPORTED,
+                      "%s: output %d is %s; operator outputs are dense", what, k,
+                      stype < 0 ? "malformed" : cr_stype_name(stype));
+    }
+  }
+  return cr_resolve_sparse_op(what, node->op, node->attr_keys, node->attr_vals, node->num_attrs,
+                              in_shapes, in_dtypes, in_stypes, (int)node->num_inputs,
+                              node->out_shapes, node->out_dtypes, node->num_outputs, op, params);
 }
 
 int cr_model_supported(const char *json, int *ids, int capacity, int *count, char *reasons,
@@ -169,6 +200,14 @@ static int allocate_entries(cr_model *model) {
       if (status != MX_ACC_OK) return status;
       if (node->op == NULL && node->kind == ACC_VAR_DATA) continue; /* bound per infer */
       if (node->op != NULL) continue; /* operator outputs: placed by plan_memory */
+      const int32_t stype = cr_node_stype(node, k);
+      if (stype < 0) {
+        return acc_fail(MX_ACC_ERR_INVALID_ARG, "\"%s\": malformed __out_stypes__", node->name);
+      }
+      if (stype != MX_ACC_STORAGE_DENSE) { /* a copy of its arrays, made by take_sparse_weight */
+        model->sparse_weights = 1;
+        continue;
+      }
       model->entries[entry].data = malloc(bytes ? bytes : 1);
       if (model->entries[entry].data == NULL) {
         return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes for \"%s\"", bytes,
@@ -212,10 +251,20 @@ static int match_variable(const cr_model *model, const char *name, const MXTenso
   long index = acc_graph_find_variable(model->graph, name);
   if (index < 0) return acc_fail(MX_ACC_ERR_INVALID_ARG, "%s is not a graph input", what);
   const acc_node *node = &model->graph->nodes[index];
-  int status = need_data
-                   ? acc_tensor_expect(tensor, what, node->out_dtypes[0], &node->out_shapes[0])
-                   : acc_tensor_expect_spec(tensor, what, node->out_dtypes[0],
-                                            &node->out_shapes[0]);
+  const int32_t stype = cr_node_stype(node, 0);
+  int status;
+  if (stype < 0) {
+    status = acc_fail(MX_ACC_ERR_INVALID_ARG, "%s: malformed __out_stypes__", what);
+  } else if (stype != MX_ACC_STORAGE_DENSE && need_data) {
+    status = cr_sparse_check(tensor, stype, &node->out_shapes[0], node->out_dtypes[0], what);
+  } else if (stype != MX_ACC_STORAGE_DENSE) { /* a data input described only, at loadModel */
+    status = acc_tensor_shape(tensor, what, &(acc_shape){0});
+  } else {
+    status = need_data
+                 ? acc_tensor_expect(tensor, what, node->out_dtypes[0], &node->out_shapes[0])
+                 : acc_tensor_expect_spec(tensor, what, node->out_dtypes[0],
+                                          &node->out_shapes[0]);
+  }
   if (status != MX_ACC_OK) return status;
   *node_index = (size_t)index;
   return MX_ACC_OK;
@@ -241,6 +290,51 @@ static int take_weight(cr_model *model, size_t entry, const MXTensor *value, siz
   return MX_ACC_OK;
 }
 
+/* Gives a sparse weight entry a copy of value's arrays (checked by
+ * cr_sparse_check): one allocation holding the RowSparseTensor or
+ * SparseTensor, then its index arrays and values, owned by the model. The
+ * host's arrays are borrowed (mxnet_acc.h section 12). */
+static int take_sparse_weight(cr_model *model, size_t entry, const MXTensor *value) {
+  const acc_shape *shape = &model->entries[entry].shape;
+  const size_t elem = acc_dtype_size(value->dtype);
+  size_t head, index_bytes, value_bytes;
+  if (value->isSparse == MX_ACC_STORAGE_ROW_SPARSE) {
+    const RowSparseTensor *from = value->data;
+    const size_t width = (size_t)cr_product(shape, 1, shape->ndim);
+    head = sizeof(RowSparseTensor);
+    index_bytes = (size_t)from->num_rows_stored * sizeof(uint64_t);
+    value_bytes = (size_t)from->num_rows_stored * width * elem; /* <= the dense bytes */
+  } else {
+    const SparseTensor *from = value->data;
+    head = sizeof(SparseTensor);
+    index_bytes = ((size_t)from->num_nonzero + (size_t)from->num_rows + 1) * sizeof(uint64_t);
+    value_bytes = (size_t)from->num_nonzero * elem;
+  }
+  unsigned char *block = malloc(head + index_bytes + value_bytes);
+  if (block == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "cannot copy a sparse weight");
+  uint64_t *indices = (uint64_t *)(block + head);
+  void *values = block + head + index_bytes;
+  if (value->isSparse == MX_ACC_STORAGE_ROW_SPARSE) {
+    const RowSparseTensor *from = value->data;
+    RowSparseTensor *copy = (RowSparseTensor *)block;
+    if (index_bytes > 0) memcpy(indices, from->row_ids, index_bytes);
+    if (value_bytes > 0) memcpy(values, from->data, value_bytes);
+    *copy = (RowSparseTensor){values, indices, from->num_rows_stored};
+  } else {
+    const SparseTensor *from = value->data;
+    SparseTensor *copy = (SparseTensor *)block;
+    const size_t nnz = (size_t)from->num_nonzero;
+    if (nnz > 0) memcpy(indices, from->indices, nnz * sizeof(uint64_t));
+    memcpy(indices + nnz, from->indptr, ((size_t)from->num_rows + 1) * sizeof(uint64_t));
+    if (value_bytes > 0) memcpy(values, from->data, value_bytes);
+    *copy = (SparseTensor){values, indices, indices + nnz, from->num_nonzero, from->num_rows};
+  }
+  if (model->owned[entry] == 1) free(model->entries[entry].data);
+  model->entries[entry].data = block;
+  model->owned[entry] = 1;
+  return MX_ACC_OK;
+}
+
 static int load_weights(cr_model *model, const char *const *names, const MXTensor *data,
                         int num_data) {
   const acc_graph *graph = model->graph;
@@ -261,6 +355,10 @@ static int load_weights(cr_model *model, const char *const *names, const MXTenso
     given[node] = 1;
     if (graph->nodes[node].kind != ACC_VAR_WEIGHT) continue;
     size_t entry = model->entry_of_node[node], bytes = entry_bytes(model, node, 0);
+    if (data[i].isSparse != MX_ACC_STORAGE_DENSE) { /* checked by match_variable */
+      status = take_sparse_weight(model, entry, &data[i]);
+      continue;
+    }
     status = cr_check_data(model->dev_id, &data[i], bytes, names[i]);
     if (status == MX_ACC_OK) status = take_weight(model, entry, &data[i], bytes);
   }
@@ -422,9 +520,13 @@ static int bind_inputs(cr_model *model, const char *const *in_names, const MXTen
     if (status != MX_ACC_OK) return status;
     size_t entry = model->entry_of_node[node];
     size_t bytes = entry_bytes(model, node, 0);
-    status = cr_check_data(model->dev_id, &in_data[i], bytes, in_names[i]);
+    const int sparse = in_data[i].isSparse != MX_ACC_STORAGE_DENSE; /* checked by match_variable */
+    status = sparse ? MX_ACC_OK : cr_check_data(model->dev_id, &in_data[i], bytes, in_names[i]);
     if (status != MX_ACC_OK) return status;
-    if (graph->nodes[node].kind == ACC_VAR_WEIGHT) {
+    if (sparse && graph->nodes[node].kind == ACC_VAR_WEIGHT) {
+      status = take_sparse_weight(model, entry, &in_data[i]);
+      if (status != MX_ACC_OK) return status;
+    } else if (graph->nodes[node].kind == ACC_VAR_WEIGHT) {
       status = take_weight(model, entry, &in_data[i], bytes);
       if (status != MX_ACC_OK) return status;
       *weights_given = 1;

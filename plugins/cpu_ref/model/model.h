@@ -30,6 +30,8 @@ struct cr_model {
    * memory planning is the same. */
   cr_kernels kernels;
   int retains_weights;    /* weights read in place from the host's buffers */
+  int sparse_weights;     /* a weight is sparse (a copy of its arrays, see take_sparse_weight):
+                           * not exported */
   char *json;             /* the graph JSON as loadModel received it (for export) */
   acc_graph *graph;
   size_t num_entries;
@@ -83,6 +85,10 @@ int cr_model_load(const char *model_id, const char *json, const char *const *nam
                   const MXTensor *data, int num_data, int dev_id, cr_model **model);
 
 void cr_model_free(cr_model *model);
+
+/* The storage kind of visible output k of node ("__out_stypes__", ABI 1.2;
+ * absent: MX_ACC_STORAGE_DENSE), or -1 when the annotation is malformed. */
+int32_t cr_node_stype(const acc_node *node, int k);
 
 /* Runs model once (see infer()). num_threads bounds the kernels' threads. */
 int cr_model_infer(cr_model *model, const char *const *in_names, const char *const *out_names,

@@ -137,6 +137,10 @@ int cr_model_export(const cr_model *model, const char *path, uint64_t *bytes) {
   if (!acc_bin_host_is_little_endian()) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: not supported on a big-endian host");
   }
+  if (model->sparse_weights) {
+    return acc_fail(MX_ACC_ERR_UNSUPPORTED, "export_model: model \"%s\" has sparse weights, "
+                    "which the file format does not hold", model->id);
+  }
   uint64_t size = 0;
   int status = planned_size(model, &size);
   if (status != MX_ACC_OK) return status;

@@ -750,15 +750,48 @@ static int check_all_extents(const char *what, const acc_shape *in_shapes, int n
   return status;
 }
 
+static int resolve_found(const cr_op *found, const char *what, const char *op_name,
+                         const char *const *keys, const char *const *vals, size_t num_attrs,
+                         const acc_shape *in_shapes, const int32_t *in_dtypes, int num_inputs,
+                         const acc_shape *out_shapes, const int32_t *out_dtypes, int num_outputs,
+                         const cr_op **op, cr_params *params);
+
 int cr_resolve_op(const char *what, const char *op_name, const char *const *keys,
                   const char *const *vals, size_t num_attrs, const acc_shape *in_shapes,
                   const int32_t *in_dtypes, int num_inputs, const acc_shape *out_shapes,
                   const int32_t *out_dtypes, int num_outputs, const cr_op **op,
                   cr_params *params) {
+  return cr_resolve_sparse_op(what, op_name, keys, vals, num_attrs, in_shapes, in_dtypes, NULL,
+                              num_inputs, out_shapes, out_dtypes, num_outputs, op, params);
+}
+
+int cr_resolve_sparse_op(const char *what, const char *op_name, const char *const *keys,
+                         const char *const *vals, size_t num_attrs, const acc_shape *in_shapes,
+                         const int32_t *in_dtypes, const int32_t *in_stypes, int num_inputs,
+                         const acc_shape *out_shapes, const int32_t *out_dtypes, int num_outputs,
+                         const cr_op **op, cr_params *params) {
   const cr_op *found = cr_find_op(op_name);
   if (found == NULL) {
     return acc_fail(MX_ACC_ERR_UNSUPPORTED, "%s: operator %s is not supported", what, op_name);
   }
+  int sparse = 0;
+  for (int i = 0; in_stypes != NULL && i < num_inputs && i < CR_MAX_INPUTS; ++i) {
+    sparse |= in_stypes[i] != MX_ACC_STORAGE_DENSE;
+  }
+  if (sparse) {
+    const cr_op *dense = found;
+    int status = cr_find_sparse_op(what, dense, in_stypes, num_inputs, &found);
+    if (status != MX_ACC_OK) return status;
+  }
+  return resolve_found(found, what, op_name, keys, vals, num_attrs, in_shapes, in_dtypes,
+                       num_inputs, out_shapes, out_dtypes, num_outputs, op, params);
+}
+
+static int resolve_found(const cr_op *found, const char *what, const char *op_name,
+                         const char *const *keys, const char *const *vals, size_t num_attrs,
+                         const acc_shape *in_shapes, const int32_t *in_dtypes, int num_inputs,
+                         const acc_shape *out_shapes, const int32_t *out_dtypes, int num_outputs,
+                         const cr_op **op, cr_params *params) {
   enum { kMaxAttrs = 64 };
   const char *own_keys[kMaxAttrs], *own_vals[kMaxAttrs];
   size_t own_count;

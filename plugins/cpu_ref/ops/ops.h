@@ -307,4 +307,36 @@ int cr_resolve_op(const char *what, const char *op_name, const char *const *keys
                   const int32_t *out_dtypes, int num_outputs, const cr_op **op,
                   cr_params *params);
 
+/* ---- sparse inputs (mxnet_acc.h section 12; ops_sparse.c) ---------------- */
+
+/* cr_resolve_op() for a node whose inputs have the storage kinds in_stypes
+ * (MX_ACC_STORAGE_* values; NULL: all dense): a node with a sparse input
+ * resolves to the sparse family of its operator (dot and FullyConnected
+ * with a CSR input 0, Embedding with a row-sparse input 1, take with a
+ * row-sparse input 0), whose run function receives that input's
+ * SparseTensor or RowSparseTensor as the cr_tensor's data;
+ * MX_ACC_ERR_UNSUPPORTED for any other combination. */
+int cr_resolve_sparse_op(const char *what, const char *op_name, const char *const *keys,
+                         const char *const *vals, size_t num_attrs, const acc_shape *in_shapes,
+                         const int32_t *in_dtypes, const int32_t *in_stypes, int num_inputs,
+                         const acc_shape *out_shapes, const int32_t *out_dtypes, int num_outputs,
+                         const cr_op **op, cr_params *params);
+
+/* The sparse family of the dense operator for the storage kinds in_stypes,
+ * or MX_ACC_ERR_UNSUPPORTED saying which kinds it runs. */
+int cr_find_sparse_op(const char *what, const cr_op *dense, const int32_t *in_stypes,
+                      int num_inputs, const cr_op **op);
+
+/* Checks a sparse tensor received through the ABI against the storage kind,
+ * logical shape and dtype expected: host memory, then for CSR num_rows ==
+ * shape[0], indptr[0] == 0, indptr monotone up to num_nonzero, every
+ * column index < shape[1]; for row-sparse at most shape[0] stored rows,
+ * row ids strictly increasing and < shape[0]. MX_ACC_ERR_INVALID_ARG
+ * naming what otherwise. */
+int cr_sparse_check(const MXTensor *tensor, int32_t stype, const acc_shape *shape,
+                    int32_t dtype, const char *what);
+
+/* "dense", "csr", "row_sparse" (or "unknown"). */
+const char *cr_stype_name(int32_t stype);
+
 #endif /* CPU_REF_OPS_H_ */

@@ -2,8 +2,11 @@
 
 The host adds, as string attributes: "__out_shapes__" and "__out_dtypes__"
 on every node, "__kind__" ("data" or "weight") on every variable,
-"__op_version__" and "__dev_id__" on every operator node. This module writes
-those annotations and reads them back to learn a graph's inputs and outputs.
+"__op_version__" and "__dev_id__" on every operator node; with sparse
+entries (ABI 1.2, mxnet_acc.h section 12), "__out_stypes__" on a node with a
+sparse visible output and "__in_stypes__" on an operator node reading one.
+This module writes those annotations and reads them back to learn a graph's
+inputs and outputs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..abi.operator_versions import OP_VERSION_ATTR, op_version
+from ..abi.sparse import stype_code
 from ..abi.tensor import TensorSpec, dtype_code, numpy_dtype
 from ..errors import InvalidArgumentError
 
@@ -33,6 +37,9 @@ def _attrs(node: dict[str, Any]) -> dict[str, str]:
     for legacy in ("attr", "param"):
         attrs.update(node.pop(legacy, None) or {})
     return attrs
+
+
+OUT_STYPES, IN_STYPES = "__out_stypes__", "__in_stypes__"
 
 
 def _format_shapes(specs: Sequence[TensorSpec]) -> str:
@@ -58,6 +65,12 @@ def annotate(graph: Mapping[str, Any], node_outputs: Sequence[Sequence[TensorSpe
         attrs = _attrs(node)
         attrs["__out_shapes__"] = _format_shapes(outputs)
         attrs["__out_dtypes__"] = json.dumps([dtype_code(spec.dtype) for spec in outputs])
+        if any(spec.stype for spec in outputs):
+            attrs[OUT_STYPES] = json.dumps([spec.stype for spec in outputs])
+        if node["op"] != "null":
+            in_stypes = [_input_stype(node_outputs, entry) for entry in node.get("inputs", ())]
+            if any(in_stypes):
+                attrs[IN_STYPES] = json.dumps(in_stypes)
         if node["op"] == "null":
             attrs["__kind__"] = WEIGHT if node["name"] in weight_names else DATA
         else:
@@ -66,10 +79,18 @@ def annotate(graph: Mapping[str, Any], node_outputs: Sequence[Sequence[TensorSpe
     return annotated
 
 
+def _input_stype(node_outputs: Sequence[Sequence[TensorSpec]], entry: Sequence[int]) -> int:
+    producer, index = int(entry[0]), int(entry[1])
+    outputs = node_outputs[producer] if 0 <= producer < len(node_outputs) else ()
+    # A hidden output (BatchNorm's statistics) is dense.
+    return outputs[index].stype if index < len(outputs) else 0
+
+
 def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
                     weights: Iterable[str] | Mapping[str, Any],
                     dtypes: Mapping[str, Any] | None = None,
-                    dev_id: int = 0) -> dict[str, Any]:
+                    dev_id: int = 0,
+                    stypes: Mapping[str, str | int] | None = None) -> dict[str, Any]:
     """The annotated JSON of a Symbol, inferring every node's output shapes
     and dtypes from the given input shapes (and dtypes, float32 by default).
 
@@ -79,15 +100,20 @@ def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
     a weight read only by operators that cannot infer it backwards (a
     scalar operand, Gather's table, a Concat operand: an imported ONNX
     model's constants) needs."""
-    return annotate_graph(symbol.graph, symbol.tojson(), shapes, weights, dtypes, dev_id)
+    return annotate_graph(symbol.graph, symbol.tojson(), shapes, weights, dtypes, dev_id, stypes)
 
 
 def annotate_graph(graph: Any, graph_json: str, shapes: Mapping[str, Sequence[int]],
                    weights: Iterable[str] | Mapping[str, Any],
                    dtypes: Mapping[str, Any] | None = None,
-                   dev_id: int = 0) -> dict[str, Any]:
+                   dev_id: int = 0,
+                   stypes: Mapping[str, str | int] | None = None) -> dict[str, Any]:
     """:func:`annotate_symbol` for a :class:`acc_host.graph.Graph` and its
-    symbol JSON."""
+    symbol JSON. stypes gives the storage type ("csr", "row_sparse") of
+    sparse variables (ABI 1.2; only for a plugin that accepts sparse
+    tensors, see :func:`acc_host.abi.sparse.accepts_sparse`); operator
+    outputs are dense."""
+    variable_stypes = {name: stype_code(stype) for name, stype in (stypes or {}).items()}
     shapes = dict(shapes)
     dtypes = dict(dtypes or {})
     if isinstance(weights, Mapping):
@@ -110,8 +136,9 @@ def annotate_graph(graph: Any, graph_json: str, shapes: Mapping[str, Sequence[in
         unknown = [entry for entry in entries if entry_shapes[entry] is None]
         if unknown:
             raise InvalidArgumentError(f"cannot annotate: the shape of {node.name!r} is unknown")
+        stype = variable_stypes.get(node.name, 0) if node.is_variable else 0
         node_outputs.append([TensorSpec(entry_shapes[entry],
-                                        entry_dtypes[entry] or np.dtype(np.float32))
+                                        entry_dtypes[entry] or np.dtype(np.float32), stype)
                              for entry in entries])
     # (the parsed JSON is this call's own: annotated in place, not copied)
     return annotate(json.loads(graph_json), node_outputs, weights, dev_id, in_place=True)
@@ -127,7 +154,9 @@ def _node_specs(node: Mapping[str, Any]) -> list[TensorSpec]:
     try:
         shapes = json.loads(attrs["__out_shapes__"])
         dtypes = json.loads(attrs["__out_dtypes__"])
-        return [TensorSpec(shape, numpy_dtype(code)) for shape, code in zip(shapes, dtypes)]
+        stypes = json.loads(attrs.get(OUT_STYPES, "[]")) or [0] * len(shapes)
+        return [TensorSpec(shape, numpy_dtype(code), int(stype))
+                for shape, code, stype in zip(shapes, dtypes, stypes)]
     except (KeyError, ValueError, TypeError) as error:
         raise InvalidArgumentError(
             f"node {node.get('name')!r} lacks valid shape/dtype annotations: {error}") from None

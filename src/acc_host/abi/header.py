@@ -66,6 +66,12 @@ OK: int = _constants.MX_ACC_OK
 ERR_UNSUPPORTED: int = _constants.MX_ACC_ERR_UNSUPPORTED
 ERR_OUT_OF_MEMORY: int = _constants.MX_ACC_ERR_OUT_OF_MEMORY
 ERR_VERSION: int = _constants.MX_ACC_ERR_VERSION
+# Values of MXTensor.isSparse (ABI 1.2), and the first ABI version whose
+# plugins may be given a sparse tensor or a storage annotation.
+STORAGE_DENSE: int = _constants.MX_ACC_STORAGE_DENSE
+STORAGE_CSR: int = _constants.MX_ACC_STORAGE_CSR
+STORAGE_ROW_SPARSE: int = _constants.MX_ACC_STORAGE_ROW_SPARSE
+SPARSE_API_VERSION = 102
 
 _STATUS_NAMES = {
     getattr(_constants, name): name

@@ -29,6 +29,7 @@ from ..errors import (
     PluginError,
     PluginOutOfMemoryError,
     PluginUnsupportedError,
+    TensorError,
 )
 from . import header
 from .header import ffi
@@ -46,7 +47,8 @@ REQUIRED_SYMBOLS = ("getAccApiVersion", "initialize", "getAccName", "getNumAcc",
                     "configure")
 IMPERATIVE_SYMBOLS = ("mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc",
                       "accGetExecutor")
-OPTIONAL_SYMBOLS = ("accGetLastError", "supportedOpsReasons", "retainsWeights")
+OPTIONAL_SYMBOLS = ("accGetLastError", "supportedOpsReasons", "retainsWeights",
+                    "supportsSparse")
 
 # The most devices one library may report (getNumAcc()). Hosts carry at
 # most a few dozen accelerators (16 per node is the common maximum; 7 MIG
@@ -167,6 +169,9 @@ class AccLibrary:
         # a 1.0 plugin in that respect.
         self.gives_reasons = self._has("supportedOpsReasons")
         self.retains_weights = self._read_retains_weights()
+        # ABI 1.2: sparse tensors and storage annotations, only for a plugin
+        # that says it takes them (mxnet_acc.h section 12).
+        self.supports_sparse = self._read_supports_sparse()
         if self.supports_imperative:
             self._check_symbols(IMPERATIVE_SYMBOLS, "supportsImperative() returned 1 but ")
         self._configure_lock = threading.Lock()
@@ -247,6 +252,15 @@ class AccLibrary:
         value = int(self._lib.supportsImperative())
         if value not in (0, 1):
             raise LibraryError(f"{self.path}: supportsImperative() returned {value}, not 0 or 1",
+                               self.path)
+        return value == 1
+
+    def _read_supports_sparse(self) -> bool:
+        if self.api_version < header.SPARSE_API_VERSION or not self._has("supportsSparse"):
+            return False
+        value = int(self._lib.supportsSparse())
+        if value not in (0, 1):
+            raise LibraryError(f"{self.path}: supportsSparse() returned {value}, not 0 or 1",
                                self.path)
         return value == 1
 
@@ -401,12 +415,26 @@ class AccLibrary:
         on dev_id, validated: ascending, unique, within [0, num_nodes)."""
         return self.supported_ops_reasons(json_text, data, num_nodes, dev_id)[0]
 
+    def _check_storage(self, json_text: str, data: Mapping[str, TensorSpec]) -> None:
+        """A TensorError before the call when a plugin that does not take
+        sparse tensors (mxnet_acc.h section 12) would see one, or a storage
+        annotation: it could not know what they mean."""
+        if self.supports_sparse:
+            return
+        sparse = [name for name, spec in data.items() if spec.stype]
+        if sparse or '"__in_stypes__"' in json_text or '"__out_stypes__"' in json_text:
+            raise TensorError(
+                f"{self.name}: does not take sparse tensors (ABI {self.api_version // 100}."
+                f"{self.api_version % 100}, supportsSparse() not 1), so it is never given "
+                f"sparse inputs {sparse} or storage annotations; densify them first")
+
     def supported_ops_reasons(self, json_text: str, data: Mapping[str, TensorSpec],
                               num_nodes: int, dev_id: int = 0
                               ) -> tuple[list[int], dict[int, str]]:
         """supported_ops() and the plugin's reason for each node it declined
         and gave one for (supportedOpsReasons, ABI 1.1; an empty dict from a
         plugin without it)."""
+        self._check_storage(json_text, data)
         names = CStrings(list(data))
         tensors = TensorArray(list(data.values()))
         # The plugin may write num_nodes ids; a guard after them, filled with

@@ -46,6 +46,14 @@ from .header import HOST_DEVICE, ffi
 from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
 from .releases import release_now
+from .sparse import (
+    STYPE_NAMES,
+    SparseArray,
+    SparseDescriptor,
+    SparseParts,
+    accepts_sparse,
+    sparse_parts,
+)
 from .tensor import CStrings, TensorArray, TensorSpec, contiguous, host_pointer
 
 _from_buffer = ffi.from_buffer
@@ -79,7 +87,8 @@ def _unwritten(values: np.ndarray) -> int:
     untouched = values.size > 0 and bool(np.all(values.view(np.uint8) == _CANARY_BYTE))
     return values.size if untouched else 0
 
-ArrayLike: TypeAlias = np.ndarray | DeviceBuffer
+# Sparse values (ABI 1.2) are host arrays read through abi.sparse.sparse_parts.
+ArrayLike: TypeAlias = np.ndarray | DeviceBuffer | SparseParts | SparseArray
 _model_ids = itertools.count()
 # Node names an error lists before "and N more".
 _NAMES_SHOWN = 8
@@ -116,6 +125,31 @@ def _unload(library: AccLibrary, model_id: str, dev_id: int, wait: bool = False,
     library.release(dev_id, unload, wait)
 
 
+def _check_sparse_allowed(library: AccLibrary, graph: GraphSignature, model_id: str) -> None:
+    """A refusal before any call: a plugin that does not take sparse
+    tensors (built for an ABI before 1.2, or without supportsSparse()) is
+    never given one (the partitioner densifies its inputs instead)."""
+    sparse = [name for name, spec in (*graph.data.items(), *graph.weights.items()) if spec.stype]
+    if sparse and not accepts_sparse(library):
+        version = getattr(library, "api_version", 0)
+        raise TensorError(
+            f"model {model_id}: inputs {sparse} are sparse, but {library.name} (ABI "
+            f"{version // 100}.{version % 100}) does not take sparse tensors (ABI 1.2 "
+            "supportsSparse()); densify them (tostype('default')) first")
+
+
+def _sparse_value(value: Any, spec: TensorSpec, name: str) -> SparseParts:
+    parts = sparse_parts(value, name)
+    if parts is None or STYPE_NAMES[spec.stype] != parts.stype:
+        given = "a dense array" if parts is None else parts.stype
+        raise TensorError(f"{name}: the graph expects {STYPE_NAMES[spec.stype]} storage, got "
+                          f"{given}")
+    if parts.shape != spec.shape or parts.data.dtype != spec.dtype:
+        raise TensorError(f"{name}: got {parts.stype} {parts.shape} {parts.data.dtype}, the "
+                          f"graph expects {spec.shape} {spec.dtype}")
+    return parts
+
+
 class LoadedModel:
     """loadModel() of an annotated graph (see :mod:`acc_host.abi.annotate`) with
     its weights on device dev_id."""
@@ -131,6 +165,7 @@ class LoadedModel:
         self.model_id = model_id or self.new_id()
         self.context = f"{self.model_id}: {describe_graph(graph, label)}"
         self.signature: GraphSignature = signature(graph)
+        _check_sparse_allowed(library, self.signature, self.model_id)
         missing = sorted(set(self.signature.weights) - set(weights))
         extra = sorted(set(weights) - set(self.signature.weights))
         if missing or extra:
@@ -208,8 +243,8 @@ class LoadedModel:
         """value as the plugin will see it (a C-contiguous, aligned host
         array, or a DeviceBuffer), recorded among the retained weights when
         the plugin retains them (a DeviceBuffer kept there is not freed)."""
-        if self._retained is None:
-            return value
+        if self._retained is None or not isinstance(value, (np.ndarray, DeviceBuffer)):
+            return value  # sparse weights are borrowed, never retained (section 12)
         if isinstance(value, np.ndarray):
             value = contiguous(value)
         self._retained[name] = value
@@ -220,7 +255,8 @@ class LoadedModel:
         """Bytes of host weights the plugin references instead of copying
         (retainsWeights); 0 for a plugin that copies them."""
         return sum(value.nbytes if isinstance(value, np.ndarray) else value.spec.nbytes
-                   for value in (self._retained or {}).values())
+                   for value in (self._retained or {}).values()
+                   if isinstance(value, (np.ndarray, DeviceBuffer)))
 
     def _check_buffer(self, value: DeviceBuffer, spec: TensorSpec, name: str) -> None:
         """A TensorError unless value is a live buffer of this model's device
@@ -234,6 +270,9 @@ class LoadedModel:
     def _point(self, array: TensorArray, index: int, name: str, value: ArrayLike,
                writable: bool) -> None:
         spec = array.specs[index]
+        if spec.stype:
+            array.set_sparse(index, value)
+            return
         if isinstance(value, DeviceBuffer):
             self._check_buffer(value, spec, name)
             array.set_data(index, value.pointer, self.dev_id, value)
@@ -288,7 +327,8 @@ class LoadedModel:
                     for name, tensor, spec in slots:
                         value: Any = values[name]  # checked by type just below
                         # The common case inline: an array to point at as it is.
-                        if (type(value) is ndarray and value.shape == spec.shape
+                        if (type(value) is ndarray and not spec.stype
+                                and value.shape == spec.shape
                                 and value.dtype == spec.dtype and value.flags.c_contiguous
                                 and value.flags.aligned
                                 and (not writable or value.flags.writeable)):
@@ -363,6 +403,11 @@ class LoadedModel:
     def _bind(self, tensor: Any, spec: TensorSpec, name: str, value: ArrayLike,
               writable: bool) -> Any:
         """Points one descriptor at value; returns what keeps the memory alive."""
+        if spec.stype:
+            descriptor = SparseDescriptor(_sparse_value(value, spec, name))
+            tensor.data = descriptor.pointer
+            tensor.dev_id = HOST_DEVICE
+            return descriptor
         if (isinstance(value, np.ndarray) and type(value) is np.ndarray
                 and value.shape == spec.shape and value.dtype == spec.dtype
                 and value.flags.c_contiguous and value.flags.aligned

@@ -21,6 +21,7 @@ from .library import AccLibrary
 from .memory import DeviceBuffer
 from .operator_versions import OP_VERSION_ATTR, op_version
 from .releases import release_now
+from .sparse import accepts_sparse
 from .tensor import CStrings, TensorArray, TensorSpec, numpy_dtype
 
 __all__ = ["OperatorExecutor", "run_graph"]
@@ -39,6 +40,12 @@ class OperatorExecutor:
         if not library.supports_imperative:
             raise LibraryError(f"{library.name}: the library has no imperative mode "
                                "(supportsImperative() is 0)", library.path)
+        sparse = [index for index, spec in enumerate(inputs) if spec.stype]
+        if sparse and not accepts_sparse(library):
+            raise TensorError(f"{op_name}: inputs {sparse} are sparse, but {library.name} does "
+                              "not take sparse tensors (ABI 1.2 supportsSparse())")
+        if any(spec.stype for spec in outputs):
+            raise TensorError(f"{op_name}: outputs are dense (mxnet_acc.h section 12)")
         self.library = library
         self.op_name = op_name
         self.dev_id = dev_id
@@ -62,11 +69,14 @@ class OperatorExecutor:
         self._finalizer = weakref.finalize(self, _release, library, dev_id, executor)
         self._finalizer.atexit = False
 
-    def _bind(self, array: TensorArray, buffers: Sequence[DeviceBuffer], role: str) -> None:
+    def _bind(self, array: TensorArray, buffers: Sequence[Any], role: str) -> None:
         if len(buffers) != len(array):
             raise TensorError(f"{self.op_name}: {len(buffers)} {role}s given, {len(array)} "
                               "expected")
         for index, (buffer, spec) in enumerate(zip(buffers, array.specs)):
+            if spec.stype:  # a sparse input: host memory, checked (section 12)
+                array.set_sparse(index, buffer)
+                continue
             if not isinstance(buffer, DeviceBuffer) or buffer.library is not self.library \
                     or buffer.dev_id != self.dev_id:
                 raise TensorError(f"{self.op_name}: {role} {index} is not a buffer on "
@@ -76,8 +86,10 @@ class OperatorExecutor:
                                   f"{spec.shape} {spec.dtype}")
             array.set_data(index, buffer.pointer, self.dev_id, buffer)
 
-    def forward(self, inputs: Sequence[DeviceBuffer], outputs: Sequence[DeviceBuffer]) -> None:
-        """Runs the operator; blocks until the outputs are written."""
+    def forward(self, inputs: Sequence[Any], outputs: Sequence[DeviceBuffer]) -> None:
+        """Runs the operator; blocks until the outputs are written. Inputs are
+        DeviceBuffers, except sparse inputs (a spec with stype): a CSR or
+        row-sparse array in host memory (acc_host.abi.sparse)."""
         if not self._finalizer.alive:
             raise TensorError(f"{self.op_name}: the executor was released")
         self._bind(self._inputs, inputs, "input")

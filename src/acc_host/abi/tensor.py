@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InvalidArgumentError, TensorError
 from . import header
 from .header import ffi
+from .sparse import STYPE_NAMES, SparseDescriptor, sparse_parts
 
 __all__ = ["TensorSpec", "dtype_code", "numpy_dtype", "TensorArray", "CStrings", "contiguous",
            "host_pointer"]
@@ -51,10 +52,13 @@ def numpy_dtype(code: int) -> np.dtype:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """Shape and dtype of a tensor, without its data."""
+    """Shape and dtype of a tensor, without its data; stype is its storage
+    kind (an MXTensor.isSparse value: 0 dense, 1 CSR, 2 row-sparse), whose
+    shape and dtype are those of the dense array it stands for."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
+    stype: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(extent) for extent in self.shape))
@@ -64,6 +68,13 @@ class TensorSpec:
         if any(extent < 0 for extent in self.shape):
             raise TensorError(f"shape {self.shape} has a negative extent")
         dtype_code(self.dtype)
+        if self.stype not in (header.STORAGE_DENSE, header.STORAGE_CSR,
+                              header.STORAGE_ROW_SPARSE):
+            raise TensorError(f"storage kind {self.stype} is not an MXTensor.isSparse value")
+        if self.stype == header.STORAGE_CSR and len(self.shape) != 2:
+            raise TensorError(f"a CSR tensor has 2 dimensions, got shape {self.shape}")
+        if self.stype == header.STORAGE_ROW_SPARSE and not self.shape:
+            raise TensorError("a row-sparse tensor has at least one dimension")
 
     @classmethod
     def of(cls, array: np.ndarray) -> TensorSpec:
@@ -128,9 +139,10 @@ class TensorArray:
             tensor.shape = shape
             tensor.shape_len = len(spec.shape)
             tensor.dtype = dtype_code(spec.dtype)
-            tensor.isSparse = 0
+            tensor.isSparse = spec.stype
             tensor.layout = ffi.NULL
-            tensor.dev_id = dev_id
+            # A sparse tensor is always host memory (mxnet_acc.h section 12).
+            tensor.dev_id = header.HOST_DEVICE if spec.stype else dev_id
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -165,6 +177,24 @@ class TensorArray:
                 f"{spec.shape} {spec.dtype}")
         pointer = host_pointer(array, writable=writable)
         self.set_data(index, pointer, header.HOST_DEVICE, pointer)
+
+    def set_sparse(self, index: int, value: Any) -> None:
+        """Points sparse descriptor index at a sparse array (CsrParts,
+        RowSparseParts, or an array with MXNet's sparse attributes) of its
+        spec's storage kind, shape and dtype, checked (mxnet_acc.h section
+        12): data points to a SparseTensor or RowSparseTensor in host
+        memory, kept alive until replaced."""
+        spec, name = self.specs[index], self.names[index]
+        parts = sparse_parts(value, name)
+        if parts is None or STYPE_NAMES[spec.stype] != parts.stype:
+            given = "a dense array" if parts is None else parts.stype
+            raise TensorError(f"{name}: the graph expects {STYPE_NAMES[spec.stype]} storage, "
+                              f"got {given}")
+        if parts.shape != spec.shape or parts.data.dtype != spec.dtype:
+            raise TensorError(f"{name}: got {parts.stype} {parts.shape} {parts.data.dtype}, "
+                              f"expected {spec.shape} {spec.dtype}")
+        descriptor = SparseDescriptor(parts)
+        self.set_data(index, descriptor.pointer, header.HOST_DEVICE, descriptor)
 
     def clear(self) -> None:
         """Forgets every data pointer (and the objects kept alive for them)."""

@@ -37,6 +37,7 @@ from . import (
     checks_config,
     checks_header,
     checks_memory,
+    checks_sparse,
     checks_symbolic,
     checks_threads,
 )
@@ -49,7 +50,7 @@ __all__ = ["iter_checks", "run_check", "run_in_process", "run_isolated", "STATEF
 
 # Module order is the run order: abi (loads the library) first, threads last.
 _MODULES = (checks_abi, checks_memory, checks_symbolic, checks_config, checks_threads,
-            checks_header)
+            checks_header, checks_sparse)
 # Checks whose side effect later checks need: rerun (silently) after a crash.
 STATEFUL_CHECKS = frozenset({"abi.load"})
 _DETAIL_MAX = 600

@@ -5,7 +5,12 @@ Strings and string arrays are sent by value. An ``MXTensor`` is sent as
 ``[data, shape, shape_len, dtype, isSparse, layout, dev_id]`` where data is None (a
 NULL pointer, or a descriptor whose data the plugin must not read), an int
 (accelerator memory: the child's own address, passed back as it is) or
-``(segment id, offset)`` (host memory the child maps). Host memory inside a
+``(segment id, offset)`` (host memory the child maps), or, for a sparse
+tensor (ABI 1.2: isSparse 1 CSR or 2 row-sparse, always host memory), a
+dict ``{"sparse": isSparse, "arrays": [...], "counts": [...]}``: its
+arrays (CSR data, indices, indptr; row-sparse data, row ids), each sent as
+host memory is, and the struct's counts (num_nonzero and num_rows;
+num_rows_stored), from which the child rebuilds the struct. Host memory inside a
 shared array's segment is sent as it is; any other host memory is copied
 into the channel's staging segment before the call and, for the tensors the
 plugin writes, copied back after it (:class:`CallMemory`).
@@ -132,7 +137,8 @@ class CallMemory:
             encoded[0] = where
             return encoded
         if sparse:
-            raise TensorError("isolated mode passes dense host tensors only (isSparse is set)")
+            encoded[0] = self._sparse(tensor, sparse, label)
+            return encoded
         nbytes = numpy_dtype(dtype).itemsize
         for extent in shape or ():
             nbytes *= extent
@@ -144,6 +150,38 @@ class CallMemory:
             self.staged.append(_Staged(encoded, where, nbytes, copy_in, write, label))
             self.staging_bytes += shared.round_up(nbytes + GUARD_BYTES, shared.ALIGNMENT)
         return encoded
+
+    def _sparse(self, tensor: Any, sparse: int, label: str) -> dict[str, Any]:
+        """A sparse tensor's struct, its arrays staged (read-only) as host
+        memory is; the counts bound the bytes read from each array."""
+        dtype_size = numpy_dtype(tensor.dtype).itemsize
+        shape = [int(tensor.shape[d]) for d in range(min(tensor.shape_len, header.MAX_NDIM))]
+        if sparse == header.STORAGE_CSR:
+            csr = cdata.cast("SparseTensor *", tensor.data)
+            nnz, rows = int(csr.num_nonzero), int(csr.num_rows)
+            pieces = [("data", csr.data, nnz * dtype_size), ("indices", csr.indices, nnz * 8),
+                      ("indptr", csr.indptr, (rows + 1) * 8)]
+            counts = [nnz, rows]
+        elif sparse == header.STORAGE_ROW_SPARSE:
+            rsp = cdata.cast("RowSparseTensor *", tensor.data)
+            stored = int(rsp.num_rows_stored)
+            width = 1
+            for extent in shape[1:]:
+                width *= extent
+            pieces = [("data", rsp.data, stored * width * dtype_size),
+                      ("row ids", rsp.row_ids, stored * 8)]
+            counts = [stored]
+        else:
+            raise TensorError(f"{label}: isSparse {sparse} is not a storage kind of ABI 1.2")
+        arrays: list[Encoded] = []
+        for name, pointer, nbytes in pieces:
+            piece: Encoded = [None]
+            where = cdata.address(pointer)
+            if where:
+                self.staged.append(_Staged(piece, where, nbytes, True, False, f"{label} {name}"))
+                self.staging_bytes += shared.round_up(nbytes + GUARD_BYTES, shared.ALIGNMENT)
+            arrays.append(piece)
+        return {"sparse": int(sparse), "arrays": arrays, "counts": counts}
 
     def place(self, staging: shared.Segment) -> int:
         """Copies the staged host memory into staging, with a guard after

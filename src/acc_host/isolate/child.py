@@ -44,7 +44,24 @@ _CALLS = frozenset({
     "getAccApiVersion", "initialize", "getAccName", "getNumAcc", "supportsImperative",
     "mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc", "accGetExecutor",
     "executor_forward", "executor_release", "supportedOps", "supportedOpsReasons", "loadModel",
-    "unloadModel", "infer", "configure"})
+    "unloadModel", "infer", "configure", "supportsSparse"})
+
+
+# Bytes per element of each TensorDType value (mxnet_acc.h section 3).
+_ITEMSIZE = {0: 4, 1: 8, 2: 2, 3: 1, 4: 4, 5: 1, 6: 8}
+
+
+def _weight_names(graph_json: bytes) -> set[bytes]:
+    """The variables an annotated graph marks "weight"."""
+    import json
+
+    try:
+        nodes = json.loads(graph_json).get("nodes", [])
+        return {str(node["name"]).encode("utf-8") for node in nodes
+                if node.get("op") == "null" and
+                (node.get("attrs") or {}).get("__kind__") == "weight"}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return set()
 
 
 def _load(name: str, path: str) -> ModuleType:
@@ -86,6 +103,13 @@ class Server:
         self._executors: dict[int, Any] = {}
         self._last_error = plugin.entry("accGetLastError") if "accGetLastError" in self.symbols \
             else None
+        # A plugin that retains weights (retainsWeights, ABI 1.1) keeps their
+        # pointers past the call, but the host's arrays reach this process in
+        # a staging segment reused by the next call: the weights of each
+        # loaded model are copied into buffers of this process, kept until
+        # its unloadModel (model id -> weight name -> buffer).
+        self._retained: dict[bytes, dict[bytes, Any]] = {}
+        self._weight_names: dict[bytes, set[bytes]] = {}
 
     # ---- serving ---------------------------------------------------------------------
 
@@ -161,6 +185,31 @@ class Server:
         keep.append(array)
         return array
 
+    def _host_pointer(self, data: Any) -> Any:
+        """The child's address of (segment id, offset), or NULL for None."""
+        if data is None:
+            return NULL
+        segment_id, offset = data
+        return cdata.cast("void *", self._segments[segment_id][2] + offset)
+
+    def _sparse_struct(self, data: dict[str, Any], keep: list[Any]) -> Any:
+        """The SparseTensor or RowSparseTensor of a sparse tensor (ABI 1.2),
+        pointing into the mapped segments."""
+        pointers = [self._host_pointer(piece[0]) for piece in data["arrays"]]
+        if data["sparse"] == 1:
+            struct = cdata.new("SparseTensor *")
+            struct.data = pointers[0]
+            struct.indices = cdata.cast("uint64_t *", pointers[1])
+            struct.indptr = cdata.cast("uint64_t *", pointers[2])
+            struct.num_nonzero, struct.num_rows = data["counts"]
+        else:
+            struct = cdata.new("RowSparseTensor *")
+            struct.data = pointers[0]
+            struct.row_ids = cdata.cast("uint64_t *", pointers[1])
+            struct.num_rows_stored = data["counts"][0]
+        keep.append(struct)
+        return cdata.cast("void *", struct)
+
     def _tensors(self, encoded: list[list[Any]] | None, keep: list[Any]) -> Any:
         if encoded is None:
             return NULL
@@ -172,9 +221,10 @@ class Server:
                 tensor.data = NULL
             elif isinstance(data, int):
                 tensor.data = cdata.cast("void *", data)
+            elif isinstance(data, dict):
+                tensor.data = self._sparse_struct(data, keep)
             else:
-                segment_id, offset = data
-                tensor.data = cdata.cast("void *", self._segments[segment_id][2] + offset)
+                tensor.data = self._host_pointer(data)
             if shape is None:
                 tensor.shape = NULL
             else:
@@ -206,6 +256,9 @@ class Server:
 
     def supportsImperative(self) -> int:
         return int(self.plugin.unchecked("supportsImperative"))
+
+    def supportsSparse(self) -> int:
+        return int(self.plugin.unchecked("supportsSparse"))
 
     def mx_alloc(self, dev_id: int, size: int,
                  null: bool) -> tuple[tuple[int, str | None], int | None]:
@@ -291,23 +344,70 @@ class Server:
                 None if num_ids is None else int(count[0]),
                 None if reasons is None else cdata.read(text, len(reasons)))
 
+    def _retains(self) -> bool:
+        return "retainsWeights" in self.symbols and \
+            int(self.plugin.unchecked("retainsWeights")) == 1
+
+    def _own_weights(self, model_id: bytes | None, names: Any, tensors: Any,
+                     count: int) -> dict[bytes, Any]:
+        """Points the host-memory weights among tensors at copies of their
+        bytes owned by this process (see _retained); returns the copies."""
+        copies: dict[bytes, Any] = {}
+        weights = self._weight_names.get(model_id or b"", set())
+        for index in range(count if names is not None and tensors != NULL else 0):
+            name, tensor = names[index], tensors[index]
+            if name not in weights or tensor.data == NULL or tensor.isSparse or \
+                    tensor.dev_id != -1:  # MX_ACC_HOST_DEVICE
+                continue
+            nbytes = _ITEMSIZE.get(int(tensor.dtype), 0)
+            for dim in range(min(int(tensor.shape_len), 16)):
+                nbytes *= int(tensor.shape[dim])
+            copy = cdata.new("char[]", max(nbytes, 1))
+            cdata.memmove(copy, tensor.data, nbytes)
+            tensor.data = copy
+            copies[name] = copy
+        return copies
+
     def loadModel(self, model_id: bytes | None, json: bytes | None, names: Any, data: Any,
                   num_data: int, dev_id: int) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.plugin.unchecked("loadModel",
+        tensors = self._tensors(data, keep)
+        key = model_id or b""
+        if self._retains() and json is not None:
+            self._weight_names[key] = _weight_names(json)
+            self._retained[key] = self._own_weights(model_id, names, tensors, num_data)
+        answer = self._status(self.plugin.unchecked("loadModel",
             self._text(model_id, keep), self._text(json, keep), self._texts(names, keep),
-            self._tensors(data, keep), num_data, dev_id))
+            tensors, num_data, dev_id))
+        if answer[0] != 0:
+            self._retained.pop(key, None)
+            self._weight_names.pop(key, None)
+        return answer
 
     def unloadModel(self, model_id: bytes | None) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.plugin.unchecked("unloadModel", self._text(model_id, keep)))
+        answer = self._status(self.plugin.unchecked("unloadModel", self._text(model_id, keep)))
+        if answer[0] == 0:
+            self._retained.pop(model_id or b"", None)
+            self._weight_names.pop(model_id or b"", None)
+        return answer
 
     def infer(self, model_id: bytes | None, in_names: Any, out_names: Any, inputs: Any,
               outputs: Any, num_in: int, num_out: int) -> tuple[int, str | None]:
         keep: list[Any] = []
-        return self._status(self.plugin.unchecked("infer",
+        tensors = self._tensors(inputs, keep)
+        retained = self._retained.get(model_id or b"")
+        copies = self._own_weights(model_id, in_names, tensors, num_in) \
+            if retained is not None else {}
+        answer = self._status(self.plugin.unchecked("infer",
             self._text(model_id, keep), self._texts(in_names, keep), self._texts(out_names, keep),
-            self._tensors(inputs, keep), self._tensors(outputs, keep), num_in, num_out))
+            tensors, self._tensors(outputs, keep), num_in, num_out))
+        if retained is not None:
+            for name, copy in copies.items():  # the earlier buffer too, after a failure
+                if answer[0] != 0 and name in retained:
+                    retained[name + b" (replaced %d)" % len(retained)] = retained[name]
+                retained[name] = copy
+        return answer
 
     def configure(self, keys: Any, values: Any, count: int, dev_id: int, num_out: int | None,
                   nulls: tuple[bool, bool]) -> tuple[tuple[int, str | None], int | None, Any, Any]:

@@ -33,7 +33,7 @@ ABI_FUNCTIONS = frozenset({
     "getAccApiVersion", "initialize", "getAccName", "getNumAcc", "supportsImperative",
     "mx_alloc", "mx_free", "mx_releaseAll", "copyToAcc", "copyFromAcc", "accGetExecutor",
     "supportedOps", "supportedOpsReasons", "loadModel", "unloadModel", "infer", "configure",
-    "accGetLastError"})
+    "accGetLastError", "supportsSparse"})
 _FORWARD = "int(*)(MXAccExecutor *, const MXTensor *, int, const MXTensor *, int)"
 _RELEASE = "void(*)(MXAccExecutor *)"
 _ERR_INTERNAL = 8  # MX_ACC_ERR_INTERNAL
@@ -124,6 +124,9 @@ class RemoteLib:
 
     def _abi_supportsImperative(self) -> int:
         return int(self._process.call("supportsImperative", ()))
+
+    def _abi_supportsSparse(self) -> int:
+        return int(self._process.call("supportsSparse", ()))
 
     # ---- memory -------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..abi.sparse import STYPE_NAMES
 from ..abi.tensor import dtype_code
 from .offload import KeptOnCpu
 
@@ -79,6 +80,11 @@ class NodeReason:
     # ABI 1.1), prefixed with the device when several devices declined it;
     # None when the plugin gave none. ``reason`` ends with it too.
     plugin_reason: str | None = None
+    # For an operator reading a sparse variable (ABI 1.2): whether the sparse
+    # array reaches the plugin as it is, is densified at the subgraph
+    # boundary, or stays on the CPU, and why (acc_host.partition.storage).
+    # ``reason`` ends with it too.
+    storage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -256,7 +262,29 @@ class _Context:
         said = self._plugin_reason(k, devices) if kind not in _NOT_ASKED else None
         if said is not None:
             text = f"{text}; {self.partition.accelerator} says: {said}"
-        return NodeReason(k, node.name, node.op, where, subgraph, kind, text, said)
+        storage = self._storage_text(k, subgraph)
+        if storage is not None:
+            text = f"{text}; {storage}"
+        return NodeReason(k, node.name, node.op, where, subgraph, kind, text, said, storage)
+
+    def _storage_text(self, k: int, subgraph: int | None) -> str | None:
+        """What became of node k's sparse inputs (see NodeReason.storage)."""
+        verdict = self.partition.storage.get(k)
+        if verdict is None:
+            return None
+        inputs = ", ".join(f"input {position} ({name}) is {stype}"
+                           for position, name, stype in verdict.sparse_inputs)
+        if subgraph is None:
+            why = "" if verdict.verdict == "cpu" else \
+                f"; {self.partition.accelerator} would take it {verdict.verdict}"
+            return f"{inputs}: the CPU runs it on the sparse array ({verdict.reason}{why})"
+        spec = self.partition.subgraphs[subgraph]
+        if all(name in spec.sparse_inputs for _, name, _ in verdict.sparse_inputs):
+            return f"{inputs}: kept sparse across the ABI (MXTensor.isSparse)"
+        if verdict.verdict == "sparse":
+            return (f"{inputs}: densified at the subgraph boundary (another reader in the "
+                    "subgraph takes it dense)")
+        return f"{inputs}: densified at the subgraph boundary ({verdict.reason})"
 
     def _offered_to(self, k: int) -> list[int]:
         placement = self.partition.placement
@@ -357,12 +385,15 @@ class _Context:
         tensors = []
         for name, entry in spec.inputs.items():
             producer = producers.get(entry)
+            sparse = STYPE_NAMES.get(spec.sparse_inputs.get(name, 0), "default")
             if name in spec.weights:
                 transfer, peer = "weight", "once, at loadModel"
             elif producer is None:
                 transfer, peer = "copy", "graph input"
             else:
                 transfer, peer = self._transfer_from(producer, device)
+            if sparse != "default":  # passed by pointer, host memory (ABI 1.2)
+                peer = f"{peer}, {sparse} (bytes of the dense size)"
             tensors.append(self._tensor(spec.index, where, "in", name, entry, transfer, peer))
         readers = self._readers
         heads = {self.graph.entry(node, output) for node, output in self.graph.heads}

@@ -37,6 +37,7 @@ from ..abi.tensor import TensorSpec
 from ..graph import Graph
 from .explain import Explanation, Refine, explain
 from .offload import KeptOnCpu, OffloadCosts, judge
+from .storage import StorageVerdict, sparse_entries_kept
 
 __all__ = ["CPU", "Segment", "segment", "SubgraphSpec", "extract", "Partition", "partition_graph",
            "offerable_region", "region_spec", "region_graph"]
@@ -114,14 +115,21 @@ class SubgraphSpec:
     inputs: dict[str, int]
     outputs: dict[str, int]
     weights: frozenset[str]
+    # Inputs passed sparse (name -> MXTensor.isSparse value, ABI 1.2); the
+    # other sparse variables it reads are densified at its boundary.
+    sparse_inputs: Mapping[str, int] = field(default_factory=dict)
 
 
 def extract(graph: Graph, seg: Segment, index: int, shapes: Sequence[Any],
             dtypes: Sequence[Any], weight_names: frozenset[str], leaving: set[int],
-            dev_id: int) -> SubgraphSpec:
+            dev_id: int, sparse_entries: Mapping[int, int] | None = None) -> SubgraphSpec:
     """The annotated subgraph of one segment of graph; leaving holds the
-    entries read outside their own segment or returned by the graph."""
+    entries read outside their own segment or returned by the graph;
+    sparse_entries the entries it takes sparse (entry -> isSparse value,
+    see acc_host.partition.storage)."""
     members = set(seg.nodes)
+    sparse_entries = sparse_entries or {}
+    sparse_inputs: dict[str, int] = {}
     nodes_json: list[dict[str, Any]] = []
     position: dict[int, int] = {}  # full-graph entry -> (subgraph node id), for inputs
     inputs: dict[str, int] = {}
@@ -145,7 +153,10 @@ def extract(graph: Graph, seg: Segment, index: int, shapes: Sequence[Any],
         position[entry] = len(nodes_json)
         inputs[name] = entry
         nodes_json.append({"op": "null", "name": name, "attrs": attrs, "inputs": []})
-        node_outputs.append([spec(entry)])
+        stype = sparse_entries.get(entry, 0)
+        if stype:
+            sparse_inputs[name] = stype
+        node_outputs.append([TensorSpec(shapes[entry], dtypes[entry], stype)])
         return position[entry]
 
     node_ids: dict[int, int] = {}
@@ -176,7 +187,8 @@ def extract(graph: Graph, seg: Segment, index: int, shapes: Sequence[Any],
                 "heads": head_refs, "attrs": {"mxnet_version": ["int", 10901]}}
     weights = frozenset(name for name in inputs if name in weight_names)
     annotated = annotate(document, node_outputs, weights, dev_id)
-    return SubgraphSpec(index, seg.device_class, seg.nodes, annotated, inputs, outputs, weights)
+    return SubgraphSpec(index, seg.device_class, seg.nodes, annotated, inputs, outputs, weights,
+                        sparse_inputs)
 
 
 def _node_entries(graph: Graph, k: int) -> list[int]:
@@ -261,6 +273,8 @@ class Partition:
     weight_names: frozenset[str] = field(default=frozenset(), compare=False)
     # The plugin's reason per declined node, per device (supportedOpsReasons).
     declined: Mapping[int, Mapping[int, str]] = field(default_factory=dict, compare=False)
+    # How each operator reading a sparse variable runs (ABI 1.2; storage.py).
+    storage: Mapping[int, StorageVerdict] = field(default_factory=dict, compare=False)
 
     def summary(self) -> str:
         """One line per segment: where it runs, how many operators, which."""
@@ -390,7 +404,9 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
                     weight_names: frozenset[str],
                     placement: Mapping[int, int | None] | None = None,
                     costs: Callable[[int], OffloadCosts | None] | None = None,
-                    declined: Mapping[int, Mapping[int, str]] | None = None) -> Partition:
+                    declined: Mapping[int, Mapping[int, str]] | None = None,
+                    storage: Mapping[int, StorageVerdict] | None = None,
+                    stypes: Mapping[str, int] | None = None) -> Partition:
     """Partitions graph for one accelerator.
 
     supported(dev_id) returns the node indices the plugin runs on that
@@ -401,7 +417,9 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
     OffloadCosts, or None), a candidate subgraph whose estimated copies and
     launch cost more than it gains stays on the CPU (acc_host.partition.offload).
     declined: the plugin's reasons for the nodes it declined, per device
-    (kept for explain())."""
+    (kept for explain()). storage: the verdict on each operator reading a
+    sparse variable, stypes: the sparse variables (name -> isSparse value;
+    acc_host.partition.storage)."""
     op_nodes = [k for k, node in enumerate(graph.nodes) if not node.is_variable]
     local = {k: i for i, k in enumerate(op_nodes)}
     classes = [CPU] * len(op_nodes)
@@ -431,10 +449,13 @@ def partition_graph(graph: Graph, accelerator: str, supported: Callable[[int], S
     subgraphs: list[SubgraphSpec] = []
     for seg in segments:
         if seg.device_class != CPU:
+            kept_sparse = (sparse_entries_kept(graph, seg.nodes, stypes, storage or {})
+                           if stypes else None)
             subgraphs.append(extract(graph, seg, len(subgraphs), shapes, dtypes, weight_names,
-                                     leaving, devices[seg.device_class - 1]))
+                                     leaving, devices[seg.device_class - 1], kept_sparse))
     return Partition(graph, segments, tuple(subgraphs), accelerator, tuple(devices), tuple(kept),
-                     offered, placement, shapes, dtypes, weight_names, declined or {})
+                     offered, placement, shapes, dtypes, weight_names, declined or {},
+                     storage or {})
 
 
 def _not_paying(graph: Graph, segments: Sequence[Segment], devices: Sequence[int],

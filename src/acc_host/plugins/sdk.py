@@ -103,7 +103,8 @@ def abi_versions() -> list[int]:
 def abi_functions(imperative: bool = True) -> tuple[str, ...]:
     """The functions a plugin may export: the required ten and
     accGetLastError (11), the six of imperative mode when imperative (17),
-    then ABI 1.1's optional supportedOpsReasons and retainsWeights. A plugin
+    then the optional supportedOpsReasons and retainsWeights (ABI 1.1) and
+    supportsSparse (1.2). A plugin
     built with -fvisibility=hidden exports some of these and nothing else:
     every one of the first 11 (17 with imperative mode), any of the rest."""
     last_error, *additions = OPTIONAL_SYMBOLS

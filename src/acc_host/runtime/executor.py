@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import limits
 from ..abi.annotate import annotate_graph, annotate_symbol
+from ..abi.sparse import accepts_sparse
 from ..abi.tensor import TensorSpec, dtype_code
 from ..context import Context, cpu
 from ..errors import (
@@ -43,6 +44,7 @@ from ..graph.symbol_json import write_graph
 from ..ndarray import NDArray, zeros
 from ..partition.offload import costs_of
 from ..partition.segment import Partition, offerable_region, partition_graph, region_graph
+from ..partition.storage import StorageVerdict, judge_storage, sparse_readers, variable_stypes
 from ..phases import phase
 from .bound_step import BoundStep
 from .control_flow import BodyExecutors
@@ -405,7 +407,8 @@ class Executor(ExecutorMethods):
         devices = sorted({context.device_id for context in contexts})
         weights = frozenset(set(self._bound) - set(self.data_names))
         declined: dict[int, dict[int, str]] = {}
-        supported = {dev_id: self._supported_ops(library, dev_id, weights, declined)
+        storage: dict[int, StorageVerdict] = {}
+        supported = {dev_id: self._supported_ops(library, dev_id, weights, declined, storage)
                      for dev_id in devices}
         dynamic = dynamic_entries(graph)
         if dynamic:  # shapes a loop decides at run time stay on the host
@@ -417,10 +420,11 @@ class Executor(ExecutorMethods):
         costs = {dev_id: costs_of(library, dev_id) for dev_id in devices}
         return partition_graph(graph, library.name, lambda dev_id: supported[dev_id], devices,
                                self._shapes, self._dtypes, weights, placement, costs.get,
-                               declined)
+                               declined, storage, variable_stypes(graph, self._bound))
 
     def _supported_ops(self, library: Any, dev_id: int, weights: frozenset[str],
-                       declined: dict[int, dict[int, str]]) -> list[int]:
+                       declined: dict[int, dict[int, str]],
+                       storage: dict[int, StorageVerdict] | None = None) -> list[int]:
         """supportedOps() of the graph annotated for device dev_id (weights:
         the arguments and auxiliary states that are not data): the operator
         nodes the plugin runs there. The plugin's reasons for the nodes it
@@ -446,6 +450,8 @@ class Executor(ExecutorMethods):
                                                          len(graph.nodes), dev_id)
             declined[dev_id] = reasons
             listed = [k for k in ids if graph.nodes[k].is_variable]
+            if storage is not None and graph is self._symbol.graph:
+                ids = self._sparse_verdicts(library, dev_id, weights, ids, data, storage)
         elif region:
             # Some values have dtypes the ABI cannot describe: offer the
             # plugin only the region around them.
@@ -466,6 +472,34 @@ class Executor(ExecutorMethods):
                 f"{library.name}: supportedOps() listed variable nodes {listed}; only "
                 "operator nodes may be listed")
         return list(ids)
+
+    def _sparse_verdicts(self, library: Any, dev_id: int, weights: frozenset[str],
+                         dense_ids: list[int], data: dict[str, TensorSpec],
+                         storage: dict[int, StorageVerdict]) -> list[int]:
+        """With sparse variables bound (ABI 1.2): asks a plugin that takes
+        sparse tensors again, on the graph annotated with the storage types,
+        records each sparse reader's verdict in storage (kept sparse,
+        densified, or on the CPU: acc_host.partition.storage) and returns
+        the nodes offloaded."""
+        graph = self._graph
+        stypes = variable_stypes(graph, self._bound)
+        readers = sparse_readers(graph, stypes)
+        if not readers:
+            return dense_ids
+        sparse_ids: list[int] | None = None
+        sparse_reasons: dict[int, str] = {}
+        if accepts_sparse(library):
+            shapes = {name: array.shape for name, array in self._bound.items()}
+            dtypes = {name: array.dtype for name, array in self._bound.items()}
+            annotated = annotate_symbol(self._symbol, shapes, weights, dtypes, dev_id, stypes)
+            specs = {name: TensorSpec(spec.shape, spec.dtype, stypes.get(name, 0))
+                     for name, spec in data.items()}
+            sparse_ids, sparse_reasons = library.supported_ops_reasons(
+                json.dumps(annotated), specs, len(graph.nodes), dev_id)
+        verdicts = judge_storage(readers, sparse_ids, dense_ids, sparse_reasons, library.name)
+        storage.update(verdicts)
+        return sorted({*(k for k in dense_ids if k not in readers),
+                       *(k for k, verdict in verdicts.items() if verdict.verdict != "cpu")})
 
     def _step(self, step: PlanStep) -> Step:
         """A step of the plan with what runs it: the CPU operator, or the

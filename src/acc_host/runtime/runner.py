@@ -38,6 +38,7 @@ from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
 from .direct_run import DirectRun
 from .plan import Plan
+from .sparse_cpu import dense_value, is_sparse, sparse_kernel
 from .subgraph import SubgraphOperator, Value, to_host
 
 __all__ = ["Runner", "Step"]
@@ -133,10 +134,12 @@ def _stored(array: NDArray) -> Value:
     """An argument's value where it lives: its device buffer when it is in
     accelerator memory (copied to the host only if a CPU operator reads it),
     else its host array."""
+    if is_sparse(array):  # as it is: a subgraph may take it sparse (ABI 1.2)
+        return array
     storage = array._storage
     if array._view is None and storage.host is None and storage.device is not None:
         return storage.device
-    return array._read()  # host memory, or a sparse array's dense value
+    return array._read()
 
 
 def _put_stored(values: dict[int, Value], arrays: Sequence[tuple[int, NDArray]]) -> None:
@@ -420,9 +423,9 @@ class Runner:
             for output, entry in push.outputs:
                 target = written.get(entry)
                 if entry in self._dynamic:
-                    _write_sized(output, np.asarray(to_host(values[entry])))
+                    _write_sized(output, np.asarray(dense_value(to_host(values[entry]))))
                 elif target is None or target[0] is not output or values[entry] is not target[1]:
-                    output._write_now(np.asarray(to_host(values[entry])))
+                    output._write_now(np.asarray(dense_value(to_host(values[entry]))))
                 # else the subgraph wrote this output in place
             run.done_with(push.done)
 
@@ -461,7 +464,7 @@ class Runner:
 
         def copy_out(_run_ctx: engine.RunContext) -> None:
             value = _stored(self._bound[name]) if name is not None else run.values[entry]
-            output._write_now(np.asarray(to_host(value)))
+            output._write_now(np.asarray(dense_value(to_host(value))))
 
         return copy_out
 
@@ -474,7 +477,13 @@ class Runner:
             start = tracer.now() if tracer is not None else 0
             try:
                 arrays = [to_host(values[entry]) for entry in graph.input_entries(k)]
-                if self.bodies is not None and isinstance(op, ControlFlowOp):
+                sparse = None
+                if any(is_sparse(array) for array in arrays):  # a sparse argument (ABI 1.2)
+                    sparse = sparse_kernel(graph.nodes[k].op, graph.nodes[k].attrs, arrays)
+                    arrays = [dense_value(array) for array in arrays] if sparse is None else arrays
+                if sparse is not None:
+                    results = sparse
+                elif self.bodies is not None and isinstance(op, ControlFlowOp):
                     results = op.execute(attrs, arrays, self.bodies.runner(k, op))
                 else:
                     results = op.compute(attrs, arrays)

@@ -30,6 +30,7 @@ import numpy as np
 from ..abi.library import AccLibrary
 from ..abi.loaded_model import BoundInference, LoadedModel
 from ..abi.memory import DeviceBuffer
+from ..abi.sparse import SparseArray
 from ..abi.tensor import TensorSpec
 from ..engine.base import in_operation
 from ..engine.var import WriteWatch
@@ -38,6 +39,7 @@ from ..ndarray import NDArray
 from ..partition.segment import SubgraphSpec
 from .model_cache import ModelCache, cache_from_environment, supports_cache
 from .shared_models import SharedModel, SharedModels
+from .sparse_cpu import dense_value, is_sparse
 
 __all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
 
@@ -45,11 +47,14 @@ __all__ = ["SubgraphOperator", "Value", "to_host", "AccFallbackWarning"]
 class AccFallbackWarning(UserWarning):
     """Work meant for an accelerator runs on the CPU instead."""
 
-Value: TypeAlias = np.ndarray | DeviceBuffer
+# A value between steps: a host array, a device buffer, or a sparse NDArray
+# (a bound CSR or row-sparse argument, passed as it is: ABI 1.2).
+Value: TypeAlias = np.ndarray | DeviceBuffer | SparseArray
 
 
-def to_host(value: Value) -> np.ndarray:
-    """A host array for value (copyFromAcc for a device buffer)."""
+def to_host(value: Value) -> Any:
+    """A host array for value (copyFromAcc for a device buffer); a sparse
+    NDArray as it is (sparse_cpu.dense_value gives its dense value)."""
     return value.to_host() if isinstance(value, DeviceBuffer) else value
 
 
@@ -69,6 +74,8 @@ class SubgraphOperator:
         self._data_entries = [(name, entry) for name, entry in spec.inputs.items()
                               if name not in spec.weights]
         self._weight_names = tuple(spec.weights)
+        # The inputs the subgraph takes sparse (ABI 1.2; the partition decided).
+        self._sparse_names = frozenset(spec.sparse_inputs)
         self._output_items = tuple(spec.outputs.items())
         self._staging: dict[str, DeviceBuffer] = {}
         self._outputs: dict[str, DeviceBuffer] = {}
@@ -99,6 +106,10 @@ class SubgraphOperator:
         its own memory; else in host memory."""
         if self.on_device(value):
             return value
+        if is_sparse(value):
+            if name in self._sparse_names:  # passed sparse (ABI 1.2), host memory
+                return value
+            value = dense_value(value)  # densified at the boundary
         host = to_host(value)
         if not self.device_memory:
             return host
@@ -109,7 +120,11 @@ class SubgraphOperator:
         buffer.copy_from_host(host)
         return buffer
 
-    def _weight_value(self, array: NDArray) -> Value:
+    def _weight_value(self, array: NDArray, name: str | None = None) -> Value:
+        """A weight as the plugin receives it: a sparse one (ABI 1.2) as it
+        is when the subgraph takes input name sparse, else its dense value."""
+        if is_sparse(array):
+            return array if name in self._sparse_names else dense_value(array)
         storage = array._storage
         if array._view is None and storage.host is None and self.on_device(storage.device):
             return storage.device
@@ -140,7 +155,7 @@ class SubgraphOperator:
                                        self._versions, self._model)
 
     def _compile(self, weights: Mapping[str, NDArray]) -> LoadedModel:
-        values = {name: self._weight_value(weights[name]) for name in self.spec.weights}
+        values = {name: self._weight_value(weights[name], name) for name in self.spec.weights}
         cache = cache_from_environment()
         if cache is not None and supports_cache(self.library):
             return self._load_through_cache(cache, values, weights)
@@ -220,7 +235,7 @@ class SubgraphOperator:
             versions = [weights[name].version for name in names]
         if versions == self._versions:
             return None
-        changed = {name: self._weight_value(weights[name])
+        changed = {name: self._weight_value(weights[name], name)
                    for name, old, new in zip(names, self._versions, versions) if old != new}
         self._versions = versions
         self.weight_refreshes += 1

@@ -59,7 +59,14 @@ def tensor(blobs: BlobStore, value: Any, with_data: bool) -> dict[str, Any]:
     if value.layout != cdata.NULL:
         record["layout"] = _text(value.layout)
     if value.isSparse:
-        record["sparse"] = 1  # recorded without its data
+        # The storage kind (MXTensor.isSparse: 1 CSR, 2 row-sparse, ABI 1.2)
+        # and its counts, recorded without the arrays.
+        record["sparse"] = int(value.isSparse)
+        if value.data != cdata.NULL and value.isSparse == header.STORAGE_CSR:
+            record["nnz"] = int(cdata.cast("SparseTensor *", value.data).num_nonzero)
+        elif value.data != cdata.NULL and value.isSparse == header.STORAGE_ROW_SPARSE:
+            record["rows_stored"] = int(cdata.cast("RowSparseTensor *",
+                                                   value.data).num_rows_stored)
     elif with_data and value.dev_id == header.HOST_DEVICE and value.data != cdata.NULL:
         record["data"] = blobs.put(cdata.read(value.data, record["nbytes"]))
     return record

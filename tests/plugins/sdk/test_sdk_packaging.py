@@ -33,8 +33,8 @@ def test_wheel_tag_and_exports(capsys: pytest.CaptureFixture[str]) -> None:
     assert sdk.wheel_platform() == platform
     assert sdk.wheel_tag() == f"py3-none-{platform}"
     symbolic, everything = sdk.abi_functions(imperative=False), sdk.abi_functions()
-    additions = ("supportedOpsReasons", "retainsWeights")  # ABI 1.1, optional
-    assert len(symbolic) == 11 + 2 and len(everything) == 17 + 2
+    additions = ("supportedOpsReasons", "retainsWeights", "supportsSparse")  # ABI 1.1, 1.2
+    assert len(symbolic) == 11 + 3 and len(everything) == 17 + 3
     assert everything[:11] == symbolic[:11] and "accGetLastError" in symbolic
     assert symbolic[11:] == everything[17:] == additions
     assert set(everything) - set(symbolic) == {"mx_alloc", "mx_free", "mx_releaseAll",
@@ -75,7 +75,7 @@ def _build(sources: list[Path], output: Path, *include: Path) -> None:
 def test_plugins_built_with_it_export_exactly_the_abi(tmp_path: Path) -> None:
     template = tmp_path / "libtemplate.so"
     _build(sorted(TEMPLATE.glob("*.c")), template, TEMPLATE)
-    optional = {"supportedOpsReasons", "retainsWeights"}  # ABI 1.1 additions
+    optional = {"supportedOpsReasons", "retainsWeights", "supportsSparse"}  # 1.1, 1.2 additions
     assert _exported(template) - optional == set(sdk.abi_functions()) - optional  # 17
     assert _exported(template) <= set(sdk.abi_functions())
     (block,) = page_blocks("c", C_FIRST_LINE)
