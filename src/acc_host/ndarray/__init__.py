@@ -972,12 +972,11 @@ def load(fname: str | Path) -> list[NDArray] | dict[str, NDArray]:
     return dict(zip(names, wrapped)) if names else wrapped
 
 
-# The planned calls (acc_host.ndarray.call_plan) read NDArray and the
-# helpers above: imported last, when they are defined.
-from .call_plan import _call_plan, _hint, _planned  # noqa: E402
-
-# mx.nd.sparse and the sparse array classes (they subclass NDArray, so they come last).
+# Imported last, when NDArray and the helpers above are defined: the planned
+# calls (acc_host.ndarray.call_plan), which read them, and mx.nd.sparse with
+# the sparse array classes, which subclass NDArray.
 from . import sparse  # noqa: E402
+from .call_plan import _call_plan, _hint, _planned  # noqa: E402
 from .sparse import BaseSparseNDArray, CSRNDArray, RowSparseNDArray  # noqa: E402
 from .sparse_ops import cast_storage  # noqa: E402
 
