@@ -1,5 +1,6 @@
-"""cpu_ref's softmax, LayerNorm and element-wise activations shared among
-threads (ranges of rows, or of 16 values): the same values bit for bit on
+"""cpu_ref's softmax, LayerNorm, element-wise activations and transposes
+shared among threads (ranges of rows, of 16 values, or of the first axis
+longer than 1): the same values bit for bit on
 1, 2 and 3 threads, and the definition's values (numpy, float64) within the
 kernels' tolerances, at a transformer's shapes and at shapes whose rows or
 values do not divide evenly among the threads."""
@@ -84,3 +85,19 @@ def test_activation_on_threads(count: int, threads: Callable[[int], None]) -> No
     got = by_thread_count(threads,
                           lambda: mx.nd.Activation(on_cpu_ref(x), act_type="tanh").asnumpy())
     np.testing.assert_allclose(got, np.tanh(x.astype(np.float64)), rtol=1e-6, atol=1e-7)
+
+
+# A ViT's attention transposes: (1, 197, 1, 3, 384) -> (3, 197, 1, 1, 384) and
+# the keys' (1, 6, 197, 64) -> (1, 6, 64, 197); and an odd 3-D one.
+@pytest.mark.parametrize("shape, axes", [((1, 197, 1, 3, 384), (3, 1, 0, 2, 4)),
+                                         ((1, 6, 197, 64), (0, 1, 3, 2)),
+                                         ((5, 7, 300), (2, 0, 1))])
+def test_transpose_on_threads(shape: tuple[int, ...], axes: tuple[int, ...],
+                              threads: Callable[[int], None]) -> None:
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    want = np.transpose(x, axes)
+    got = by_thread_count(threads, lambda: mx.nd.transpose(on_cpu_ref(x), axes=axes).asnumpy())
+    np.testing.assert_array_equal(got, want)
+    got_onnx = by_thread_count(
+        threads, lambda: mx.nd._onnx_transpose(on_cpu_ref(x), perm=axes).asnumpy())
+    np.testing.assert_array_equal(got_onnx, want)
