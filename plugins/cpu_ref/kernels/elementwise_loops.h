@@ -16,6 +16,7 @@
 #ifndef CPU_REF_ELEMENTWISE_LOOPS_H_
 #define CPU_REF_ELEMENTWISE_LOOPS_H_
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -286,8 +287,15 @@ enum { kSoftmaxBlock = 16, kSoftmaxBlockedMax = 512 };
  * vectorises, and each is taken for a block of rows before the next: the
  * rows of a model's attention are short (16 to 32 values), and one row's
  * max, exp, sum and division are a chain of dependent latencies that rows
- * side by side overlap. Row r of x is read before row r of y is written,
- * and no later, so y may equal x. */
+ * side by side overlap. Probabilities below FLT_MIN are flushed to 0, and
+ * so are the scores more than 87 below the row's largest, where exp_float
+ * clamps (their exact values are below 1.6e-38): otherwise each masked or
+ * far-off score gave about 1.6e-38 divided by the sum, a subnormal or a
+ * value far above the exact one, and a product reading subnormals runs
+ * through the CPU's microcode assists (an attention's probabilities times
+ * values, 8 x 12 x 128 x 128 by 128 x 64: 2.9 ms on normals, 310 ms with
+ * every other probability subnormal). Row r of x is read before row r of y
+ * is written, and no later, so y may equal x. */
 CR_LOOP_BODY void softmax_rows(int64_t rows, int64_t length, const float *x,
                                float *y) {
   const int64_t block = length <= kSoftmaxBlockedMax ? kSoftmaxBlock : 1;
@@ -305,7 +313,10 @@ CR_LOOP_BODY void softmax_rows(int64_t rows, int64_t length, const float *x,
         softmax_strided(length, 1, 1.0, 0, xr, yr);
         continue;
       }
-      for (int64_t i = 0; i < length; ++i) yr[i] = exp_float(xr[i] - max[r]);
+      for (int64_t i = 0; i < length; ++i) {
+        const float shifted = xr[i] - max[r];
+        yr[i] = select_float(shifted < -87.0f, 0.0f, exp_float(shifted));
+      }
     }
     for (int r = 0; r < n; ++r) {
       scale[r] = max[r] > -INFINITY && max[r] < INFINITY
@@ -315,7 +326,10 @@ CR_LOOP_BODY void softmax_rows(int64_t rows, int64_t length, const float *x,
     for (int r = 0; r < n; ++r) {
       float *yr = ys + r * length;
       const float s = scale[r];
-      for (int64_t i = 0; i < length; ++i) yr[i] *= s;
+      for (int64_t i = 0; i < length; ++i) {
+        const float v = yr[i] * s;
+        yr[i] = select_float(v < FLT_MIN, 0.0f, v);
+      }
     }
   }
 }

@@ -563,6 +563,11 @@ void cr_gather(int ndim, const int64_t *dims, const cr_axis_map *maps,
  * permuted. y must not overlap x. */
 void cr_copy_strided(int ndim, const int64_t *dims, const int64_t *x_strides,
                      size_t elem_size, const void *x, void *y);
+/* cr_copy_strided shared among up to num_threads threads (fast/copy.c):
+ * ranges of the first axis longer than 1, as cr_threads_for_bytes deals
+ * them. The same bytes. */
+void cr_copy_strided_shared(int ndim, const int64_t *dims, const int64_t *x_strides,
+                            size_t elem_size, const void *x, void *y, int num_threads);
 
 /* y[i] = the elem_size bytes at value, for i < count. */
 void cr_fill_elements(int64_t count, size_t elem_size, const void *value,

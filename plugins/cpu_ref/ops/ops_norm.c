@@ -14,8 +14,72 @@
 
 #include "attrs.h"
 #include "op_impl.h"
+#include "parallel.h"
 #include "status.h"
 #include "tensor.h"
+
+/* ---- rows shared among threads ----------------------------------------- */
+
+/* The fast kernels of softmax, LayerNorm and the element-wise activations
+ * compute each row (each element) on its own, so contiguous ranges of rows
+ * run on the pool's threads give the same values bit for bit as one call.
+ * They are a transformer's steps between its products. */
+typedef enum { kRowsSoftmax, kRowsLayerNorm, kRowsLeaky, kRowsActivation } cr_rows_kind;
+
+typedef struct cr_rows_job {
+  cr_rows_kind kind;
+  const cr_params *params;
+  int64_t length; /* values per row; element-wise jobs: values per unit */
+  const float *x, *gamma, *beta;
+  float *y, *mean, *std;
+} cr_rows_job;
+
+static void rows_body(void *context, int64_t begin, int64_t end) {
+  const cr_rows_job *job = context;
+  const cr_params *params = job->params;
+  const int64_t rows = end - begin, offset = begin * job->length;
+  switch (job->kind) {
+    case kRowsSoftmax:
+      cr_fast_softmax(rows, job->length, 1, 1.0, 0, job->x + offset, job->y + offset);
+      break;
+    case kRowsLayerNorm:
+      cr_fast_layer_norm(rows, job->length, 1, job->x + offset, job->gamma, job->beta,
+                         params->u.layer_norm.eps, job->y + offset,
+                         job->mean != NULL ? job->mean + begin : NULL,
+                         job->std != NULL ? job->std + begin : NULL);
+      break;
+    case kRowsLeaky:
+      cr_fast_leaky_relu(params->u.leaky_relu.type, params->u.leaky_relu.slope,
+                         rows * job->length, job->x + offset, job->y + offset);
+      break;
+    case kRowsActivation:
+      cr_fast_activation(params->u.activation, rows * job->length, job->x + offset,
+                         job->y + offset);
+      break;
+  }
+}
+
+/* Runs job over `rows` rows of job->length values (element-wise jobs: rows
+ * values, length 1) on up to num_threads threads; `cost` is a value's work
+ * in multiply-add equivalents, for cr_threads_for_work. Element-wise jobs
+ * are shared in units of 16 values (whole cache lines), the remainder
+ * run by the caller. */
+static void run_rows(cr_rows_job *job, int64_t rows, double cost, int num_threads) {
+  const double work = (double)rows * (double)job->length * cost;
+  const int threads = cr_threads_for_work(num_threads, work, 1);
+  enum { kUnit = 16 };
+  if (threads > 1 && job->length > 1) {
+    cr_parallel_for(threads, rows, rows_body, job);
+  } else if (threads > 1 && rows >= 2 * kUnit) {
+    cr_rows_job units = *job;
+    units.length = kUnit;
+    const int64_t whole = rows / kUnit;
+    cr_parallel_for(threads, whole, rows_body, &units);
+    if (rows > whole * kUnit) rows_body(job, whole * kUnit, rows);
+  } else {
+    rows_body(job, 0, rows);
+  }
+}
 
 /* ---- Activation -------------------------------------------------------- */
 
@@ -46,9 +110,13 @@ static int activation_parse(const char *const *keys, const char *const *vals, si
 static int activation_compute(const cr_params *params, const cr_tensor *in, int num_in,
                               const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
-  (params->kernels == CR_KERNELS_REFERENCE ? cr_activation : cr_fast_activation)(
-      params->u.activation, (int64_t)cr_element_count(&out->shape), in[0].data, out->data);
+  const int64_t count = (int64_t)cr_element_count(&out->shape);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_activation(params->u.activation, count, in[0].data, out->data);
+    return MX_ACC_OK;
+  }
+  cr_rows_job job = {kRowsActivation, params, 1, in[0].data, NULL, NULL, out->data, NULL, NULL};
+  run_rows(&job, count, 8.0, num_threads);
   return MX_ACC_OK;
 }
 
@@ -234,9 +302,16 @@ static void softmax_along(const cr_params *params, const acc_shape *shape, int b
 static int softmax_compute(const cr_params *params, const cr_tensor *in, int num_in,
                            const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   int axis = 0;
   cr_resolve_axis(params->u.softmax.axis, in[0].shape.ndim, &axis); /* checked at infer */
+  const acc_shape *shape = &in[0].shape;
+  if (params->kernels == CR_KERNELS_FAST && params->u.softmax.temperature == 1.0 &&
+      !params->variant && axis == shape->ndim - 1 && shape->dims[axis] > 0) {
+    cr_rows_job job = {kRowsSoftmax, params, (int64_t)shape->dims[axis], in[0].data, NULL,
+                       NULL, out->data, NULL, NULL};
+    run_rows(&job, cr_product(shape, 0, axis), 8.0, num_threads);
+    return MX_ACC_OK;
+  }
   softmax_along(params, &in[0].shape, axis, axis + 1, params->u.softmax.temperature,
                 params->variant, in, out);
   return MX_ACC_OK;
@@ -424,11 +499,17 @@ static int layer_norm_infer(const cr_params *params, const acc_shape *in, int nu
 static int layer_norm_compute(const cr_params *params, const cr_tensor *in, int num_in,
                               const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   int axis = 0;
   cr_resolve_axis(params->u.layer_norm.axis, in[0].shape.ndim, &axis); /* checked at infer */
   const acc_shape *shape = &in[0].shape;
   int with_stats = params->u.layer_norm.output_mean_var;
+  if (params->kernels == CR_KERNELS_FAST && axis == shape->ndim - 1 && shape->dims[axis] > 0) {
+    cr_rows_job job = {kRowsLayerNorm, params, (int64_t)shape->dims[axis], in[0].data,
+                       in[1].data, in[2].data, out[0].data,
+                       with_stats ? out[1].data : NULL, with_stats ? out[2].data : NULL};
+    run_rows(&job, cr_product(shape, 0, axis), 4.0, num_threads);
+    return MX_ACC_OK;
+  }
   (params->kernels == CR_KERNELS_REFERENCE ? cr_layer_norm : cr_fast_layer_norm)(
       cr_product(shape, 0, axis), (int64_t)shape->dims[axis],
                 cr_product(shape, axis + 1, shape->ndim), in[0].data, in[1].data, in[2].data,
@@ -559,7 +640,6 @@ static int leaky_relu_infer(const cr_params *params, const acc_shape *in, int nu
 static int leaky_relu_compute(const cr_params *params, const cr_tensor *in, int num_in,
                               const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   const acc_shape *shape = &in[0].shape;
   if (params->u.leaky_relu.prelu) {
     int64_t outer_step = 0, channel_step = 0;
@@ -569,9 +649,13 @@ static int leaky_relu_compute(const cr_params *params, const cr_tensor *in, int 
              in[0].data, in[1].data, outer_step, channel_step, out->data);
     return MX_ACC_OK;
   }
-  (params->kernels == CR_KERNELS_REFERENCE ? cr_leaky_relu : cr_fast_leaky_relu)(
-      params->u.leaky_relu.type, params->u.leaky_relu.slope,
-                cr_element_count(shape), in[0].data, out->data);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_leaky_relu(params->u.leaky_relu.type, params->u.leaky_relu.slope,
+                  cr_element_count(shape), in[0].data, out->data);
+    return MX_ACC_OK;
+  }
+  cr_rows_job job = {kRowsLeaky, params, 1, in[0].data, NULL, NULL, out->data, NULL, NULL};
+  run_rows(&job, (int64_t)cr_element_count(shape), 8.0, num_threads);
   return MX_ACC_OK;
 }
 

@@ -277,7 +277,6 @@ static int transpose_infer(const cr_params *params, const acc_shape *in, int num
 static int transpose_run(const cr_params *params, const cr_tensor *in, int num_in,
                          const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   const acc_shape *x = &in[0].shape;
   if (x->ndim == 0) return cr_copy_run(params, in, 1, out, 0);
   int perm[CR_MAX_NDIM];
@@ -288,7 +287,12 @@ static int transpose_run(const cr_params *params, const cr_tensor *in, int num_i
     strides[d] = own[perm[d]];
     dims[d] = (int64_t)out->shape.dims[d];
   }
-  cr_copy_strided(x->ndim, dims, strides, cr_in_size(params, 0), in[0].data, out->data);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_copy_strided(x->ndim, dims, strides, cr_in_size(params, 0), in[0].data, out->data);
+  } else {
+    cr_copy_strided_shared(x->ndim, dims, strides, cr_in_size(params, 0), in[0].data,
+                           out->data, num_threads);
+  }
   return MX_ACC_OK;
 }
 

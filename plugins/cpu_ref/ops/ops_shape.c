@@ -371,14 +371,18 @@ static int transpose_infer(const cr_params *params, const acc_shape *in, int num
 static int transpose_run(const cr_params *params, const cr_tensor *in, int num_in,
                          const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   int from[CR_MAX_NDIM];
   int64_t dims[CR_MAX_NDIM], in_strides[CR_MAX_NDIM], strides[CR_MAX_NDIM];
   transpose_axes(params, &in[0].shape, from); /* checked at infer */
   cr_compact_strides(&in[0].shape, in_strides);
   int ndim = cr_view_dims(&out->shape, dims);
   for (int d = 0; d < ndim; ++d) strides[d] = out->shape.ndim > 0 ? in_strides[from[d]] : 1;
-  cr_copy_strided(ndim, dims, strides, cr_in_size(params, 0), in[0].data, out->data);
+  if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_copy_strided(ndim, dims, strides, cr_in_size(params, 0), in[0].data, out->data);
+  } else {
+    cr_copy_strided_shared(ndim, dims, strides, cr_in_size(params, 0), in[0].data, out->data,
+                           num_threads);
+  }
   return MX_ACC_OK;
 }
 

@@ -45,6 +45,25 @@ def test_softmax_of_attention_scores() -> None:
     assert got[0, 1, 7, 9] == 1.0
 
 
+def test_softmax_of_masked_scores_has_no_subnormals() -> None:
+    """Masked positions (BERT's additive -10000) and far-off scores give
+    probabilities below float32's smallest normal: they come out as 0, not
+    as subnormals, which would slow the product with the values 100-fold."""
+    rng = np.random.default_rng(3)
+    scores = (rng.standard_normal((2, 4, 128, 128)) * 30).astype(np.float32)
+    scores[1, :, :, 100:] -= 10000.0
+    got = mx.nd.softmax(on_cpu_ref(scores), axis=-1).asnumpy()
+    x = scores.astype(np.float64)
+    shifted = np.exp(x - x.max(axis=-1, keepdims=True))
+    want = shifted / shifted.sum(axis=-1, keepdims=True)
+    # (x - max) rounded in float: about 4e-6 relative at scores 60 apart
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-37)
+    tiny = np.finfo(np.float32).tiny
+    assert not ((got > 0) & (got < tiny)).any()
+    assert (got[1, :, :, 100:] == 0).all()
+    assert (got[want < tiny] == 0).all()
+
+
 @pytest.mark.parametrize("m, k, n", [(128, 128, 16), (128, 128, 5), (37, 128, 16),
                                      (128, 100, 13)])
 def test_narrow_attention_products(m: int, k: int, n: int) -> None:

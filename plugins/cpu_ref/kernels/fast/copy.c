@@ -66,3 +66,40 @@ void cr_copy_rows(int64_t rows, int64_t width, size_t elem_size, const void *x,
            (size_t)width * elem_size);
   }
 }
+
+typedef struct cr_strided_copy {
+  int ndim, axis; /* axis: the first of extent > 1, shared out */
+  const int64_t *dims, *x_strides;
+  size_t elem_size;
+  int64_t y_step; /* elements of y per index along axis */
+  const unsigned char *x;
+  unsigned char *y;
+} cr_strided_copy;
+
+static void copy_strided_range(void *context, int64_t begin, int64_t end) {
+  const cr_strided_copy *t = context;
+  int64_t dims[CR_MAX_NDIM];
+  for (int d = 0; d < t->ndim; ++d) dims[d] = t->dims[d];
+  dims[t->axis] = end - begin;
+  cr_copy_strided(t->ndim, dims, t->x_strides, t->elem_size,
+                  t->x + (size_t)(begin * t->x_strides[t->axis]) * t->elem_size,
+                  t->y + (size_t)(begin * t->y_step) * t->elem_size);
+}
+
+void cr_copy_strided_shared(int ndim, const int64_t *dims, const int64_t *x_strides,
+                            size_t elem_size, const void *x, void *y, int num_threads) {
+  int64_t count = 1;
+  for (int d = 0; d < ndim; ++d) count *= dims[d];
+  int axis = 0;
+  while (axis < ndim - 1 && dims[axis] == 1) ++axis;
+  const int threads =
+      ndim > 0 && dims[axis] > 1
+          ? cr_threads_for_bytes(num_threads, (double)count * (double)elem_size)
+          : 1;
+  if (threads <= 1) {
+    cr_copy_strided(ndim, dims, x_strides, elem_size, x, y);
+    return;
+  }
+  cr_strided_copy task = {ndim, axis, dims, x_strides, elem_size, count / dims[axis], x, y};
+  cr_parallel_for(threads, dims[axis], copy_strided_range, &task);
+}
