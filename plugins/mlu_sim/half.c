@@ -61,7 +61,26 @@ uint16_t mlu_float_to_half(float value) {
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define MLU_HALF_F16C 1
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
+
+/* Whether this CPU converts with F16C: CPUID leaf 1, ECX bit 29 (clang's
+ * __builtin_cpu_supports has no "f16c"), and the OS keeps AVX state
+ * (__builtin_cpu_supports("avx") checks both). Worked out once; the
+ * cache is an atomic, so two threads racing on the first call both store
+ * the same answer. */
+static int has_f16c(void) {
+  static atomic_int known; /* 0: not yet, 1: no, 2: yes */
+  int state = atomic_load_explicit(&known, memory_order_relaxed);
+  if (state == 0) {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    state = f16c && __builtin_cpu_supports("avx") ? 2 : 1;
+    atomic_store_explicit(&known, state, memory_order_relaxed);
+  }
+  return state == 2;
+}
 
 /* Eight values at a time with the F16C instructions, which convert exactly
  * as the scalar functions (round to nearest, ties to even; subnormals
@@ -101,7 +120,7 @@ __attribute__((target("avx,f16c"))) static uint64_t narrow_f16c(const float *src
 void mlu_half_to_float_n(const unsigned char *src, float *dst, uint64_t n) {
   uint64_t i = 0;
 #if MLU_HALF_F16C
-  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+  if (has_f16c()) {
     while (i + 8 <= n) {
       i += widen_f16c(src + 2 * i, dst + i, n - i);
       /* a block with a special value: its 8 values one by one */
@@ -123,7 +142,7 @@ void mlu_half_to_float_n(const unsigned char *src, float *dst, uint64_t n) {
 void mlu_float_to_half_n(const float *src, unsigned char *dst, uint64_t n) {
   uint64_t i = 0;
 #if MLU_HALF_F16C
-  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+  if (has_f16c()) {
     while (i + 8 <= n) {
       i += narrow_f16c(src + i, dst + 2 * i, n - i);
       for (uint64_t end = i + 8 <= n ? i + 8 : i; i < end; ++i) {
