@@ -25,9 +25,10 @@ those files in the directory named by ``MXNET_ACC_CACHE_DIR``:
   both bundled plugins keep their checksum of everything before it, so a
   file swapped for another entry's is caught), then binds the entry to its
   own contents: the file's graph section (the envelope of the SDK's
-  plugins/common/binfile.h, :mod:`.cache_contents`) must hold the graph
-  and the weights the key names, their digests recomputed from the file's
-  bytes, so that an entry planted with another model's file behind
+  plugins/common/binfile.h, :mod:`.cache_contents`, memory-mapped) must
+  hold the graph and the weights the key names: each weight compared byte
+  for byte with the host values hashed for the key (no weight is hashed
+  twice), or hashed from the file where its digest was remembered, so that an entry planted with another model's file behind
   matching metadata is caught. The plugin then reads the file at import,
   verifies its own checksum and every field, and must refuse a damaged
   file (section 9 makes that the plugin's duty). An entry whose metadata or
