@@ -7,7 +7,7 @@
  */
 #include "binfile.h"
 
-#define FUZZ_CHECKSUM ACC_BIN_FNV1A
+#define FUZZ_CHECKSUM ACC_BIN_XXH64
 #define FUZZ_DEVICE 0
 
 static int fuzz_configure(const char *key, const char *value, const char *path, int dev_id);

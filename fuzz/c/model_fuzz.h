@@ -4,7 +4,7 @@
  * through its ABI entry points, as the host would:
  *
  *   1. the input is the file. Its size field (offset 20) and its checksum
- *      (the last 8 bytes: XXH64 for mlu_sim, FNV-1a for cpu_ref) are
+ *      (the last 8 bytes: XXH64 for both plugins) are
  *      recomputed first, as a hostile writer would do, so that mutations
  *      reach the body instead of stopping at the checksum (the envelope's
  *      size and checksum checks are tested exhaustively in tests/c/);

@@ -160,9 +160,16 @@ acc_bin_out acc_bin_out_memory(const acc_bin_format *format) {
 }
 
 int acc_bin_out_open(acc_bin_out *out, const acc_bin_format *format, const char *path) {
+  return acc_bin_out_open_with(out, format, ACC_BIN_FNV1A, path);
+}
+
+int acc_bin_out_open_with(acc_bin_out *out, const acc_bin_format *format,
+                          acc_bin_checksum checksum, const char *path) {
   *out = acc_bin_out_memory(format);
   out->path = path;
+  out->checksum = checksum;
   out->hash = ACC_FNV1A_BASIS;
+  acc_xxh64_init(&out->xxh64, 0);
   out->file = fopen(path, "wb");
   if (out->file == NULL) {
     return acc_fail(MX_ACC_ERR_INTERNAL, "export_model: cannot open \"%s\": %s", path,
@@ -202,7 +209,11 @@ void acc_bin_put(acc_bin_out *out, const void *data, size_t count) {
       out->status = write_failed(out->path, errno);
       return;
     }
-    out->hash = acc_fnv1a(out->hash, data, count);
+    if (out->checksum == ACC_BIN_XXH64) {
+      acc_xxh64_update(&out->xxh64, data, count);
+    } else {
+      out->hash = acc_fnv1a(out->hash, data, count);
+    }
   } else {
     out->status = reserve(out, count);
     if (out->status != MX_ACC_OK) return;
@@ -228,12 +239,8 @@ void acc_bin_put_header(acc_bin_out *out, const acc_bin_format *format, uint64_t
 void acc_bin_put_checksum(acc_bin_out *out) {
   if (out->status != MX_ACC_OK) return;
   if (out->file != NULL) {
-    if (out->checksum != ACC_BIN_FNV1A) {
-      out->status = acc_fail(MX_ACC_ERR_INTERNAL, "export_model: a streamed file has an FNV-1a "
-                             "checksum");
-      return;
-    }
-    acc_bin_put_uint(out, out->hash, 8);
+    uint64_t sum = out->checksum == ACC_BIN_XXH64 ? acc_xxh64_digest(&out->xxh64) : out->hash;
+    acc_bin_put_uint(out, sum, 8);
     return;
   }
   if (out->size < ACC_BIN_HEADER_SIZE) {

@@ -102,8 +102,8 @@ uint64_t acc_xxh64(const void *bytes, size_t count, uint64_t seed);
 /* The checksum algorithms of the envelope's last 8 bytes. A format picks
  * one for good: changing it changes the format (its version). */
 typedef enum acc_bin_checksum {
-  ACC_BIN_FNV1A = 0, /* cpu_ref's files, mlu_sim's before version 3 */
-  ACC_BIN_XXH64 = 1  /* XXH64, seed 0: mlu_sim's files since version 3 */
+  ACC_BIN_FNV1A = 0, /* cpu_ref's files before version 2, mlu_sim's before version 3 */
+  ACC_BIN_XXH64 = 1  /* XXH64, seed 0: cpu_ref's files since version 2, mlu_sim's since 3 */
 } acc_bin_checksum;
 
 /* value's low width bytes (1 .. 8) to out, least significant first. */
@@ -127,9 +127,10 @@ typedef struct acc_bin_out {
   uint64_t size;          /* bytes put so far */
   uint64_t limit;         /* size never passes it */
   const char *limit_name; /* its name in the message, borrowed */
-  uint64_t hash;          /* file mode: FNV-1a of the bytes put */
+  uint64_t hash;          /* file mode, FNV-1a: the checksum of the bytes put */
+  acc_xxh64_state xxh64;  /* file mode, XXH64: the checksum of the bytes put */
   int status;             /* MX_ACC_OK until a put fails */
-  acc_bin_checksum checksum; /* ACC_BIN_FNV1A unless set (memory mode only) */
+  acc_bin_checksum checksum; /* ACC_BIN_FNV1A unless set (in file mode: when opened) */
 } acc_bin_out;
 
 /* An empty buffer in memory of at most format->max_size bytes, with an
@@ -138,8 +139,11 @@ acc_bin_out acc_bin_out_memory(const acc_bin_format *format);
 
 /* Opens path for writing, replacing the file; MX_ACC_ERR_INTERNAL when it
  * cannot be opened. On success the caller ends with acc_bin_out_close. The
- * checksum is FNV-1a (computed as the bytes are written). */
+ * checksum, computed as the bytes are written, is FNV-1a for
+ * acc_bin_out_open, the one named for acc_bin_out_open_with. */
 int acc_bin_out_open(acc_bin_out *out, const acc_bin_format *format, const char *path);
+int acc_bin_out_open_with(acc_bin_out *out, const acc_bin_format *format,
+                          acc_bin_checksum checksum, const char *path);
 
 /* Appends count bytes of data. Passing the limit fails with
  * MX_ACC_ERR_UNSUPPORTED ("the model needs a file larger than LIMIT_NAME"),

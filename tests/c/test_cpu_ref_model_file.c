@@ -16,9 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binfile.h"
 #include "mxnet_acc.h"
 
 #include "cpu_ref_fixture.h"
+
+/* The format's checksum (version 2: XXH64, seed 0, of everything before the
+ * last 8 bytes) written into the last 8 bytes: what a hostile writer would
+ * do. */
+static void fix_xxh64(unsigned char *bytes, size_t size) {
+  put_le(bytes + size - 8, acc_xxh64(bytes, size - 8, 0), 8);
+}
 
 static const uint64_t kDataShape[] = {1, 2, 5, 5}, kFcBShape[] = {4};
 
@@ -200,8 +208,9 @@ static void test_truncations_and_flips(void) {
     free(longer);
   }
 
-  /* Every single-byte change is detected (FNV-1a changes its state on any
-   * changed byte, and the header fields are checked first). */
+  /* Every single-byte change is detected (each XXH64 round is a bijection of
+   * its lane for a given input word, and the header fields are checked
+   * first). */
   refused = 0;
   for (size_t i = 0; i < file.size; ++i) {
     memcpy(copy, file.bytes, file.size);
@@ -235,7 +244,7 @@ static void test_truncations_and_flips(void) {
     for (int f = 0; f < flips; ++f) {
       copy[next_random() % (file.size - 8)] ^= (unsigned char)(1u + next_random() % 255);
     }
-    fix_checksum(copy, file.size);
+    fix_xxh64(copy, file.size);
     int status = import_bytes(copy, file.size);
     outcomes_ok &= status == MX_ACC_OK || status == MX_ACC_ERR_INVALID_ARG;
     accepted += status == MX_ACC_OK;
@@ -256,7 +265,7 @@ static void expect_refused(const buffer *file, size_t offset, int width, uint64_
   if (copy == NULL) return;
   memcpy(copy, file->bytes, file->size);
   put_le(copy + offset, value, width);
-  fix_checksum(copy, file->size);
+  fix_xxh64(copy, file->size);
   int status = import_bytes(copy, file->size);
   int ok = status == MX_ACC_ERR_INVALID_ARG && strstr(import_message, expect) != NULL;
   if (!ok) fprintf(stderr, "line %d: status %d, message \"%s\"\n", line, status, import_message);
@@ -277,7 +286,8 @@ static void test_hostile_fields(void) {
   CHECK(get_le(file.bytes + bytes_at, 8) == sizeof conv_w);
 
   expect_refused(&file, 0, 1, 'P', "offset 0: the magic bytes", __LINE__);
-  expect_refused(&file, 8, 4, 2, "offset 8: format version 2", __LINE__);
+  expect_refused(&file, 8, 4, 3, "offset 8: format version 3; this cpu_ref reads version 2",
+                 __LINE__);
   expect_refused(&file, 12, 4, 200, "offset 12: written for ABI 2.0", __LINE__);
   expect_refused(&file, 16, 4, 1, "offset 16: unknown flags 0x1", __LINE__);
   expect_refused(&file, 20, 8, UINT64_MAX, "offset 20: the header gives a file size", __LINE__);
@@ -310,7 +320,7 @@ static void test_hostile_fields(void) {
     memcpy(longer, file.bytes, file.size - 8);
     memset(longer + file.size - 8, 0xAB, 3);
     put_le(longer + 20, file.size + 3, 8);
-    fix_checksum(longer, file.size + 3);
+    fix_xxh64(longer, file.size + 3);
     CHECK(import_bytes(longer, file.size + 3) == MX_ACC_ERR_INVALID_ARG);
     CHECK(strstr(import_message, "3 bytes follow the last weight") != NULL);
     free(longer);
@@ -328,7 +338,7 @@ static void test_hostile_fields(void) {
     CHECK(found != NULL);
     if (found != NULL) {
       found[length - 2] = 'v';
-      fix_checksum(copy, file.size);
+      fix_xxh64(copy, file.size);
       CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
       CHECK(strstr(import_message, "the graph cannot be loaded") != NULL);
       CHECK(strstr(import_message, "relv") != NULL);
@@ -339,6 +349,30 @@ static void test_hostile_fields(void) {
   CHECK(import_bytes((const unsigned char *)"", 0) == MX_ACC_ERR_INVALID_ARG);
   const char text[] = "{\"nodes\": [], \"arg_nodes\": [], \"heads\": []} and some more text";
   CHECK(import_bytes((const unsigned char *)text, sizeof text - 1) == MX_ACC_ERR_INVALID_ARG);
+  free(file.bytes);
+}
+
+/* A file of format version 1 (its checksum FNV-1a 64, check.h's
+ * fix_checksum) is refused by its version, never read as version 2; the
+ * same bytes with version 2's number and the old checksum fail the
+ * checksum. */
+static void test_old_version_refused(void) {
+  buffer file = read_all("original.model");
+  CHECK(file.size > 100);
+  if (file.size <= 100) return;
+  unsigned char *copy = malloc(file.size);
+  if (copy == NULL) return;
+  memcpy(copy, file.bytes, file.size);
+  put_le(copy + 8, 1, 4);
+  fix_checksum(copy, file.size);
+  CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
+  CHECK(strstr(import_message, "offset 8: format version 1; this cpu_ref reads version 2") !=
+        NULL);
+  memcpy(copy, file.bytes, file.size);
+  fix_checksum(copy, file.size);
+  CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
+  CHECK(strstr(import_message, "checksum") != NULL && strstr(import_message, "XXH64") != NULL);
+  free(copy);
   free(file.bytes);
 }
 
@@ -354,6 +388,7 @@ int main(void) {
   test_errors();
   test_truncations_and_flips();
   test_hostile_fields();
+  test_old_version_refused();
   CHECK(unloadModel("original") == MX_ACC_OK);
   CHECK(fabsf(reference[0] + reference[1] + reference[2] + reference[3] - 1.0f) < 1e-5f);
   printf("%d passed, %d failed\n", passed, failed);

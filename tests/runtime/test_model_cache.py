@@ -161,6 +161,39 @@ def test_entry_the_plugin_refuses_is_rebuilt(squeezenet, cache_dir: Path) -> Non
     assert _forward(squeezenet)[0] == "cache"
 
 
+def _fnv1a64(data: bytes) -> int:
+    """FNV-1a 64 of data: the checksum of cpu_ref's model files before
+    format version 2."""
+    value = 0xcbf29ce484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def test_entry_of_the_old_file_format_is_refused_and_rebuilt(squeezenet, cache_dir: Path) -> None:
+    """A cpu_ref model file of format version 1 (checksum FNV-1a 64), valid
+    as such behind matching metadata, is refused by the plugin with a clear
+    error naming the versions; the host compiles the model again and
+    replaces the entry with a version-2 file."""
+    source, expected = _forward(squeezenet)
+    (model_file,) = cache_entries(cache_dir).values()
+    original = model_file.read_bytes()
+    assert int.from_bytes(original[8:12], "little") == 2
+    body = original[:8] + (1).to_bytes(4, "little") + original[12:-8]
+    entry = replace_entry_file(model_file, body + _fnv1a64(body).to_bytes(8, "little"))
+    assert ModelCache(cache_dir).valid(entry)  # the host's checks pass: the plugin decides
+    with pytest.raises(mx.PluginError, match="offset 8: format version 1; this cpu_ref reads "
+                       "version 2") as error:
+        mx.cpu_ref(0).configure(import_model=LoadedModel.new_id(), path=model_file)
+    assert error.value.code_name == "MX_ACC_ERR_INVALID_ARG"
+
+    source, output = _forward(squeezenet)
+    assert source == "compiled"
+    np.testing.assert_array_equal(output, expected)
+    assert model_file.read_bytes() == original
+    assert _forward(squeezenet)[0] == "cache"
+
+
 def test_another_weight_value_is_another_entry(squeezenet, cache_dir: Path) -> None:
     source, expected = _forward(squeezenet)
     assert source == "compiled"
@@ -244,6 +277,24 @@ def test_weight_digests_are_remembered_per_array_version(monkeypatch: pytest.Mon
     assert counter.bytes == before + 2 * 150 * 1000 * 4
     assert model_cache._weights_digest(
         {"w": arrays["w"].asnumpy().astype(np.float64), "b": arrays["b"].asnumpy()}) != changed
+
+
+def test_each_weight_is_hashed_once_per_start(squeezenet, cache_dir: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Storing and then importing an entry, as a fresh process does (no
+    digest remembered), hashes every weight byte once: the file's weights
+    are compared with the host's values, not hashed again; with the
+    digests remembered, a lookup hashes nothing."""
+    sym, params, _ = squeezenet
+    weight_bytes = sum(value.asnumpy().nbytes for name, value in params.items()
+                       if not name.startswith("data"))
+    counter = _CountingHash(monkeypatch)
+    model_cache._memo.clear()
+    assert _forward(squeezenet)[0] == "compiled"
+    assert counter.bytes == weight_bytes  # the key; the exported file is compared
+    model_cache._memo.clear()
+    assert _forward(squeezenet)[0] == "cache"
+    assert counter.bytes == 2 * weight_bytes  # the key; the entry's file is compared
 
 
 def test_weight_digest_of_large_weights_uses_chunks_and_threads() -> None:

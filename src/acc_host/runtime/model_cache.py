@@ -25,9 +25,10 @@ those files in the directory named by ``MXNET_ACC_CACHE_DIR``:
   both bundled plugins keep their checksum of everything before it, so a
   file swapped for another entry's is caught), then binds the entry to its
   own contents: the file's graph section (the envelope of the SDK's
-  plugins/common/binfile.h, :mod:`.cache_contents`) must hold the graph
-  and the weights the key names, their digests recomputed from the file's
-  bytes, so that an entry planted with another model's file behind
+  plugins/common/binfile.h, :mod:`.cache_contents`, memory-mapped) must
+  hold the graph and the weights the key names: each weight compared byte
+  for byte with the host values hashed for the key (no weight is hashed
+  twice), or hashed from the file where its digest was remembered, so that an entry planted with another model's file behind
   matching metadata is caught. The plugin then reads the file at import,
   verifies its own checksum and every field, and must refuse a damaged
   file (section 9 makes that the plugin's duty). An entry whose metadata or
@@ -63,6 +64,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import mmap
 import os
 import stat
 import tempfile
@@ -72,7 +74,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -241,12 +243,30 @@ class _DigestMemo:
 _memo = _DigestMemo()
 
 
-def _weights_digest(weights: Mapping[str, WeightSource],
-                    arrays: Mapping[str, Any] | None = None) -> str:
-    """SHA-256 over every weight's name, dtype, shape and bytes (through
-    per-weight digests, remembered for the NDArrays of arrays)."""
+@dataclass
+class _WeightDigests:
+    """What _weights_digest found: every weight's digest by name, and the
+    host values of the weights it had to read (those it hashed; a weight
+    whose digest was remembered is not read)."""
+
+    digests: dict[str, str]
+    values: dict[str, np.ndarray]
+
+    def total(self) -> str:
+        """The SHA-256 over every weight's name and digest, sorted by name."""
+        total = hashlib.sha256()
+        for name in sorted(self.digests):
+            total.update(f"{name}:{self.digests[name]};".encode())
+        return total.hexdigest()
+
+
+def _digest_weights(weights: Mapping[str, WeightSource],
+                    arrays: Mapping[str, Any] | None = None) -> _WeightDigests:
+    """Every weight's digest: its dtype, shape and the SHA-256 of its bytes
+    (remembered for the NDArrays of arrays)."""
     arrays = arrays or {}
     described: dict[str, str] = {}
+    read: dict[str, np.ndarray] = {}
     pending: list[tuple[str, np.ndarray, Any, list[memoryview]]] = []
     for name in weights:
         array = arrays.get(name)
@@ -257,6 +277,7 @@ def _weights_digest(weights: Mapping[str, WeightSource],
         state = _memo._state(array) if array is not None else None
         source = weights[name]
         values = source() if callable(source) else source
+        read[name] = values
         pending.append((name, values, state, _chunks(values)))
     hashed = iter(_hash_chunks([chunk for _, _, _, parts in pending for chunk in parts]))
     for name, values, state, parts in pending:
@@ -264,14 +285,57 @@ def _weights_digest(weights: Mapping[str, WeightSource],
             content = next(hashed).hex()
         else:  # larger: the SHA-256 of its chunks' SHA-256s
             content = hashlib.sha256(b"".join(next(hashed) for _ in parts)).hexdigest()
-        digest = f"{np.dtype(values.dtype).str}:{tuple(values.shape)}:{content}"
+        digest = _describe(values, content)
         described[name] = digest
         if name in arrays:
             _memo.put(arrays[name], state, digest)
-    total = hashlib.sha256()
-    for name in sorted(described):
-        total.update(f"{name}:{described[name]};".encode())
-    return total.hexdigest()
+    return _WeightDigests(described, read)
+
+
+def _describe(values: np.ndarray, content: str) -> str:
+    return f"{np.dtype(values.dtype).str}:{tuple(values.shape)}:{content}"
+
+
+def _weights_digest(weights: Mapping[str, WeightSource],
+                    arrays: Mapping[str, Any] | None = None) -> str:
+    """SHA-256 over every weight's name, dtype, shape and bytes (through
+    per-weight digests, remembered for the NDArrays of arrays)."""
+    return _digest_weights(weights, arrays).total()
+
+
+def _same_bytes(left: np.ndarray, right: np.ndarray) -> bool:
+    """Whether two arrays have the same dtype, shape and bytes (compared
+    per 1 MiB piece: a NaN equals itself, nothing is hashed)."""
+    if np.dtype(left.dtype).str != np.dtype(right.dtype).str or left.shape != right.shape:
+        return False
+    mine, theirs = _chunks(left), _chunks(right)
+    return all(np.array_equal(np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8))
+               for a, b in zip(mine, theirs))
+
+
+def _file_weights_problem(weights: Mapping[str, np.ndarray], meta: Mapping[str, Any],
+                          known: _WeightDigests | None) -> str | None:
+    """Why the weights read from a model file are not those meta names, or
+    None. With the digests the entry's key was made from (known), each
+    weight is checked once: against the host's values byte for byte where
+    they were read to make the key, else against its remembered digest;
+    without them the file's weights are hashed and the total compared."""
+    if known is None:
+        return None if _weights_digest(weights) == meta.get("weights_sha256") else \
+            "holds other weights"
+    if known.total() != meta.get("weights_sha256") or set(weights) != set(known.digests):
+        return "holds other weights"
+    to_hash: dict[str, np.ndarray] = {}
+    for name, values in weights.items():
+        host = known.values.get(name)
+        if host is None:
+            to_hash[name] = values
+        elif not _same_bytes(host, values):
+            return "holds other weights"
+    if to_hash and _digest_weights(to_hash).digests != {
+            name: known.digests[name] for name in to_hash}:
+        return "holds other weights"
+    return None
 
 
 def _tail(path: Path, size: int) -> str:
@@ -286,6 +350,10 @@ class CacheEntry:
     model_path: Path
     meta_path: Path
     meta: dict[str, Any]
+    # The weights' digests and host values the key was made from (None for
+    # an entry made elsewhere): the file's weights are then compared with
+    # them, not hashed again.
+    weights: _WeightDigests | None = field(default=None, compare=False, repr=False)
 
 
 class ModelCache:
@@ -300,13 +368,14 @@ class ModelCache:
         values (or a function returning them); arrays, when given, maps the
         names to the NDArrays they were read from, whose digests are then
         remembered (see the module's docstring)."""
+        digests = _digest_weights(weights, arrays)
         meta = {"format": _FORMAT, **_identity(library),
                 "compile_config": _compile_config(library, dev_id),
                 "graph_sha256": hashlib.sha256(graph_json.encode()).hexdigest(),
-                "weights_sha256": _weights_digest(weights, arrays)}
+                "weights_sha256": digests.total()}
         key = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
         return CacheEntry(key, self.directory / f"{key}.model", self.directory / f"{key}.json",
-                          meta)
+                          meta, digests)
 
     def valid(self, entry: CacheEntry) -> bool:
         """Whether the entry exists, its files can be trusted (regular files
@@ -328,7 +397,7 @@ class ModelCache:
         if stored != {**entry.meta, "model_size": size, "model_tail": tail}:
             self.discard(entry)
             return False
-        problem = _content_problem(entry.model_path, entry.meta)
+        problem = _content_problem(entry.model_path, entry.meta, entry.weights)
         if problem is not None:
             self.discard(entry)
             warnings.warn(f"{ENV_VAR}={self.directory}: entry {entry.key[:16]}: its model file "
@@ -342,7 +411,7 @@ class ModelCache:
         when its contents are what the entry's key names; else deletes it
         (a file without the SDK's graph section: a CacheWarning, once per
         library)."""
-        problem = _content_problem(exported, entry.meta)
+        problem = _content_problem(exported, entry.meta, entry.weights)
         if problem is not None:
             exported.unlink(missing_ok=True)
             with _opened_lock:
@@ -402,13 +471,15 @@ class ModelCache:
                 pass
 
 
-def _content_problem(path: Path, meta: Mapping[str, Any]) -> str | None:
+def _content_problem(path: Path, meta: Mapping[str, Any],
+                     known: _WeightDigests | None = None) -> str | None:
     """Why the model file at path does not hold the graph and weights meta
     names (its "graph_sha256" over the sorted JSON, "weights_sha256" as
-    _weights_digest), or None when it does. The file is read once, whole
-    (the plugin's import reads it whole too)."""
+    _weights_digest; see _file_weights_problem for known), or None when it
+    does. The file is read once, whole (the plugin's import reads it whole
+    too; here it is mapped, not copied)."""
     try:
-        data = path.read_bytes()
+        data = _map(path)
     except OSError as error:
         return f"cannot be read ({error.strerror or error})"
     try:
@@ -419,9 +490,16 @@ def _content_problem(path: Path, meta: Mapping[str, Any]) -> str | None:
     if hashlib.sha256(json.dumps(graph, sort_keys=True).encode()).hexdigest() != \
             meta.get("graph_sha256"):
         return "holds another graph"
-    if _weights_digest(weights) != meta.get("weights_sha256"):
-        return "holds other weights"
-    return None
+    return _file_weights_problem(weights, meta, known)
+
+
+def _map(path: Path) -> bytes | memoryview:
+    """The file's bytes, memory-mapped read-only (the map is released with
+    the last view of it); an empty file as b""."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return b""
+        return memoryview(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
 
 
 def _write_atomically(path: Path, text: str) -> None:
