@@ -163,3 +163,19 @@ def paired_ratio(ours: list[list[float]], theirs: list[list[float]]) -> float:
     where it would shift one side's overall median more than the other's."""
     return statistics.median(statistics.median(a) / statistics.median(b)
                              for a, b in zip(ours, theirs))
+
+
+def ort_session(model: Path | bytes, threads: int = 1) -> Any:
+    """onnxruntime's CPUExecutionProvider on a model file or serialized model,
+    intra_op_num_threads = threads, sequential: the peer every comparison
+    of the suite measures against (onnxruntime is a benchmark extra, never
+    a dependency of acc-host)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+

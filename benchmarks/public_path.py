@@ -22,8 +22,8 @@ Usage:
    context and on cpu_ref, under both engines, next to MXNet 1.9.1's CPU
    context under the same engine type (a side environment running
    benchmarks/mxnet_side.py --serve: --mxnet-python, else
-   $ACC_HOST_BENCH_MXNET_PYTHON, else /work/mxenv/bin/python when it
-   exists; without one, or with --no-mxnet, the operators are timed
+   $ACC_HOST_BENCH_MXNET_PYTHON; without one, or with --no-mxnet, the
+   operators are timed
    without the reference). Blocks alternate with
    MXNet's as in section 1; ratios are paired the same way.
 
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_common import ort_session
 from mxnet_side import timed_function
 
 import acc_host as mx
@@ -52,7 +53,6 @@ from acc_host import engine
 
 HERE = Path(__file__).resolve().parent
 MXNET_ENV = "ACC_HOST_BENCH_MXNET_PYTHON"
-DEFAULT_MXNET = Path("/work/mxenv/bin/python")
 ENGINES = ("ThreadedEngine", "NaiveEngine")
 SHAPE = (8, 8)
 # label -> statement; `mx`, `np`, `a` and `b` (SHAPE float32 arrays of ones
@@ -110,15 +110,6 @@ def _relu_onnx() -> Any:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _session(model: Any) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
-
 
 def one_op_functions(x: np.ndarray) -> dict[str, Callable[[], object]]:
     """The public calls of section 1 on cpu_ref (and onnxruntime's), each
@@ -134,7 +125,7 @@ def one_op_functions(x: np.ndarray) -> dict[str, Callable[[], object]]:
     module.init_params()
     onnx_model = _relu_onnx()
     rep = prepare(onnx_model, accelerator=ctx)
-    session = _session(onnx_model)
+    session = ort_session(onnx_model.SerializeToString())
     batch = mx.io.DataBatch([mx.nd.array(x)])
 
     def forward_read() -> np.ndarray:
@@ -291,9 +282,7 @@ def _alternate_with_side(functions: dict[str, Callable[[int], object]], rounds: 
 def mxnet_python(given: str | None) -> str | None:
     if given:
         return given
-    if os.environ.get(MXNET_ENV):
-        return os.environ[MXNET_ENV]
-    return str(DEFAULT_MXNET) if DEFAULT_MXNET.exists() else None
+    return os.environ.get(MXNET_ENV) or None
 
 
 def measure(rounds: int, calls: int, python: str | None) -> dict[str, Any]:

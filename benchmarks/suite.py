@@ -74,6 +74,7 @@ from bench_common import (
     interleaved,
     interleaved_blocks,
     load_model,
+    ort_session,
     paired_ratio,
 )
 
@@ -94,15 +95,6 @@ LABELS = {"cpu": "acc-host CPU path", "cpu_ref": "cpu_ref (executor)",
 
 # ---- 1. models -------------------------------------------------------------------------
 
-
-def _session(path: Path, threads: int) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def _runner(model: BenchModel, ctx: mx.Context) -> Callable[[], list[np.ndarray]]:
@@ -155,7 +147,7 @@ def measure_model(model: BenchModel, threads: int, repeat: int,
 
     mx.cpu_ref(0).configure(num_threads=threads)
     mx.mlu(0).configure(num_threads=threads)  # the simulator's host threads (docs/mlu_sim.md)
-    session = _session(model.onnx_path, threads)
+    session = ort_session(model.onnx_path, threads)
     feeds = {value.name: model.feeds[value.name] for value in session.get_inputs()}
     cpu, cpu_ref, mlu = (_runner(model, ctx) for ctx in (mx.cpu(), mx.cpu_ref(0), mx.mlu(0)))
     loaded = _loaded_model(model)
@@ -255,7 +247,6 @@ def _model_line(row: dict[str, Any]) -> str:
 
 def overhead_section(repeat: int) -> dict[str, float]:
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper
 
     library = mx.get_library("cpu_ref")
@@ -279,7 +270,7 @@ def overhead_section(repeat: int) -> dict[str, float]:
             "y", TensorProto.FLOAT, [1, 16])])
     onnx_model = helper.make_model(onnx_graph, opset_imports=[helper.make_opsetid("", 17)],
                                    ir_version=8)
-    session = _session_from_bytes(ort, onnx_model.SerializeToString())
+    session = ort_session(onnx_model.SerializeToString())
     binding = session.io_binding()
     y = np.empty_like(x)
     binding.bind_cpu_input("x", x)
@@ -346,12 +337,6 @@ def overhead_section(repeat: int) -> dict[str, float]:
         print(f"  {key:<34}{value:9.2f}")
     return figures
 
-
-def _session_from_bytes(ort: Any, data: bytes) -> Any:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
 # ---- 3. partitioner, 4. engine, 5. compile cache ----------------------------------------

@@ -43,9 +43,8 @@ from torch import nn
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent / "tests" / "onnx_models"))
-from make_pytorch_models import BertSmall, _randomize_batchnorm  # noqa: E402
+from make_pytorch_models import BertSmall, _randomize_batchnorm, export  # noqa: E402
 
-OPSET = 17
 SAMPLE_BATCH = 2
 SEQUENCE = 128
 
@@ -94,26 +93,14 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
-def export(name: str, seed: int, out: Path) -> None:
+def export_zoo_model(name: str, seed: int, out: Path) -> None:
     make_model, make_inputs, output_names = MODELS[name]
     torch.manual_seed(seed)
     model = make_model()
     _randomize_batchnorm(model, torch.Generator().manual_seed(seed + 1000))
-    model.eval()
     inputs = make_inputs(np.random.default_rng(seed))
-    args = tuple(torch.from_numpy(value) for value in inputs.values())
-    with torch.no_grad():
-        outputs = model(*args)
-    if isinstance(outputs, torch.Tensor):
-        outputs = (outputs,)
-    axes = {key: {0: "batch"} for key in [*inputs, *output_names]}
-    path = out / f"{name}.onnx"
-    torch.onnx.export(model, args, str(path), input_names=list(inputs),
-                      output_names=output_names, opset_version=OPSET, dynamo=False,
-                      do_constant_folding=True, dynamic_axes=axes)
-    np.savez(out / f"{name}.npz", **inputs,
-             **{f"output_{i}": o.numpy() for i, o in enumerate(outputs)})
-    print(f"{name}: {path.stat().st_size / 1e6:.0f} MB", flush=True)
+    export(model, inputs, output_names, out / name,
+           dynamic_axes={key: {0: "batch"} for key in [*inputs, *output_names]})
 
 
 def main() -> None:
@@ -125,7 +112,7 @@ def main() -> None:
     torch.set_num_threads(2)
     for seed, name in enumerate(MODELS):
         if not args.names or name in args.names:
-            export(name, seed, args.out)
+            export_zoo_model(name, seed, args.out)
 
 
 if __name__ == "__main__":

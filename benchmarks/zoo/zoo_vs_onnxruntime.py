@@ -40,7 +40,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # bench_common
-from bench_common import blocks_median, interleaved_blocks, paired_ratio  # noqa: E402
+from bench_common import blocks_median, interleaved_blocks, ort_session, paired_ratio  # noqa: E402
 
 import acc_host as mx  # noqa: E402
 
@@ -67,15 +67,6 @@ def batched_feeds(samples: Any, names: list[str], batch: int) -> dict[str, np.nd
     return feeds
 
 
-def _session(path: Path, threads: int) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
 
 def measure_model(name: str, folder: Path, batches: list[int], threads_list: list[int],
                   repeat: int, warmup: int) -> list[dict[str, Any]]:
@@ -90,7 +81,7 @@ def measure_model(name: str, folder: Path, batches: list[int], threads_list: lis
     samples = np.load(folder / f"{name}.npz")
     rows = []
     for threads in threads_list:
-        session = _session(path, threads)
+        session = ort_session(path, threads)
         names = [value.name for value in session.get_inputs()]
         mx.cpu_ref(0).configure(num_threads=threads)
         try:

@@ -250,27 +250,33 @@ MODELS = {
 }
 
 
-def build(name: str, seed: int) -> None:
-    cls, make_inputs, output_names = MODELS[name]
-    torch.manual_seed(seed)
-    model = cls()
-    _randomize_batchnorm(model, torch.Generator().manual_seed(seed + 1000))
+def export(model: nn.Module, inputs: dict[str, np.ndarray], output_names: list[str],
+           stem: Path, dynamic_axes: dict[str, dict[int, str]] | None = None) -> None:
+    """Writes ``stem.onnx`` (model, in eval mode, exported with the inputs as
+    its example) and ``stem.npz`` (the inputs and torch's outputs for them)."""
     model.eval()
-    inputs = make_inputs(np.random.default_rng(seed))
     args = tuple(torch.from_numpy(value) for value in inputs.values())
     with torch.no_grad():
         outputs = model(*args)
     if isinstance(outputs, torch.Tensor):
         outputs = (outputs,)
-    path = HERE / f"{name}.onnx"
+    path = stem.with_suffix(".onnx")
     torch.onnx.export(model, args, str(path), input_names=list(inputs),
                       output_names=output_names, opset_version=OPSET, dynamo=False,
-                      do_constant_folding=True)
-    np.savez(HERE / f"{name}.npz", **inputs,
+                      do_constant_folding=True, dynamic_axes=dynamic_axes)
+    np.savez(stem.with_suffix(".npz"), **inputs,
              **{f"output_{i}": out.numpy() for i, out in enumerate(outputs)})
-    print(f"{name}: {path.stat().st_size / 1e3:.0f} kB, inputs "
+    print(f"{stem.name}: {path.stat().st_size / 1e3:.0f} kB, inputs "
           f"{ {k: v.shape for k, v in inputs.items()} }, outputs "
           f"{[tuple(o.shape) for o in outputs]}")
+
+
+def build(name: str, seed: int) -> None:
+    cls, make_inputs, output_names = MODELS[name]
+    torch.manual_seed(seed)
+    model = cls()
+    _randomize_batchnorm(model, torch.Generator().manual_seed(seed + 1000))
+    export(model, make_inputs(np.random.default_rng(seed)), output_names, HERE / name)
 
 
 def main() -> None:
