@@ -148,8 +148,10 @@ static int step_is_per_image(const cr_model *model, const cr_step *step,
                              const cr_entry_facts *facts) {
   static const char *const kWeighted[] = {"Convolution", "FullyConnected", "BatchNorm",
                                           "LeakyReLU"};
-  static const char *const kPlain[] = {"Pooling", "Dropout",      "Flatten", "Activation",
-                                       "relu",    "clip",         "elemwise_add"};
+  /* _onnx_flatten: its output's axis 0 is the batch (plan_image_split
+   * checks), so it flattens each image's axes alone */
+  static const char *const kPlain[] = {"Pooling", "Dropout", "Flatten",     "_onnx_flatten",
+                                       "Activation", "relu", "elemwise_add", "clip"};
   for (size_t i = 0; i < sizeof kWeighted / sizeof kWeighted[0]; ++i) {
     /* the data is input 0; the others are weights */
     if (step_is(step, kWeighted[i])) {
