@@ -1,9 +1,12 @@
-"""A PyTorch-style ONNX classifier (Conv, Relu, GlobalAveragePool, Flatten,
-Gemm) on cpu_ref runs image by image: ONNX Flatten with axis 1 flattens
-each image alone, so it no longer keeps the model layer by layer. The
-results are onnxruntime's. A Flatten with axis 0, which merges the batch,
-keeps the model layer by layer. cpu_ref's ACC_CPU_REF_PROFILE lines show
-which (a step printed once per image, with a batch of 1)."""
+"""PyTorch-style ONNX models on cpu_ref run image by image: ONNX Flatten
+with axis 1 (before a classifier) flattens each image alone, and
+HardSwish, Sigmoid and Mul (SiLU, squeeze-excitation scales) treat each
+image alone where every operand of the Mul has the output's rank; so
+they no longer keep the model layer by layer. The results are
+onnxruntime's. A Flatten with axis 0, or a Mul whose lower-rank operand
+broadcasts across the images, keeps the model layer by layer. cpu_ref's
+ACC_CPU_REF_PROFILE lines show which (a step printed once per image, with
+a batch of 1)."""
 
 from __future__ import annotations
 
@@ -48,6 +51,15 @@ def _classifier(flatten_axis: int, seed: int) -> ModelProto:
     return model
 
 
+def _model(nodes: list, inits: list, x_shape: list, out: str, out_shape: list) -> ModelProto:
+    graph = helper.make_graph(
+        nodes, "graph", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
 def _steps(model: ModelProto, data: np.ndarray, monkeypatch: pytest.MonkeyPatch,
            capfd: pytest.CaptureFixture[str]) -> tuple[np.ndarray, list[tuple[str, int]]]:
     """cpu_ref's output for data, and (op, batch of its input) for each
@@ -85,4 +97,45 @@ def test_a_flatten_on_axis_0_keeps_the_model_layer_by_layer(
     out, steps = _steps(model, data, monkeypatch, capfd)
     assert steps and all(batch == 3 for _, batch in steps)
     assert out.shape == (1, 24)
+    np.testing.assert_allclose(out, _onnxruntime(model, data), rtol=1e-4, atol=1e-5)
+
+
+def test_squeeze_excitation_and_hardswish_run_image_by_image(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Conv, HardSwish, then a squeeze-excitation gate (GlobalAveragePool,
+    1 x 1 Conv, Sigmoid) that Mul applies to the features, and a SiLU."""
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    se = numpy_helper.from_array(rng.standard_normal((8, 8, 1, 1)).astype(np.float32), "se")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c"], ["h"]),
+             helper.make_node("GlobalAveragePool", ["h"], ["g"]),
+             helper.make_node("Conv", ["g", "se"], ["s"]),
+             helper.make_node("Sigmoid", ["s"], ["gate"]),
+             helper.make_node("Mul", ["h", "gate"], ["scaled"]),
+             helper.make_node("Sigmoid", ["scaled"], ["sig"]),
+             helper.make_node("Mul", ["scaled", "sig"], ["y"])]
+    model = _model(nodes, [w, se], ["n", 3, 12, 12], "y", ["n", 8, 12, 12])
+    data = rng.standard_normal((3, 3, 12, 12)).astype(np.float32)
+    out, steps = _steps(model, data, monkeypatch, capfd)
+    ops = {op for op, _ in steps}
+    assert {"_onnx_unary", "sigmoid", "broadcast_mul"} <= ops
+    assert steps and all(batch == 1 for _, batch in steps)
+    assert len(steps) % 3 == 0 and steps[: len(steps) // 3] * 3 == steps
+    np.testing.assert_allclose(out, _onnxruntime(model, data), rtol=1e-4, atol=1e-5)
+
+
+def test_a_mul_broadcasting_a_lower_rank_operand_stays_layer_by_layer(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """(12, 12) per-image means times (12, 12, 12, 12) features: the
+    means' axis 0 (the images) lines up with the features' rows, so each
+    output mixes images."""
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"], axis=1),
+             helper.make_node("Mul", ["x", "f"], ["y"])]
+    model = _model(nodes, [], [12, 12, 12, 12], "y", [12, 12, 12, 12])
+    data = np.random.default_rng(5).standard_normal((12, 12, 12, 12)).astype(np.float32)
+    out, steps = _steps(model, data, monkeypatch, capfd)
+    assert ("broadcast_mul", 12) in steps
+    assert steps and all(batch == 12 for _, batch in steps)
     np.testing.assert_allclose(out, _onnxruntime(model, data), rtol=1e-4, atol=1e-5)
