@@ -148,8 +148,13 @@ static int step_is_per_image(const cr_model *model, const cr_step *step,
                              const cr_entry_facts *facts) {
   static const char *const kWeighted[] = {"Convolution", "FullyConnected", "BatchNorm",
                                           "LeakyReLU"};
-  static const char *const kPlain[] = {"Pooling", "Dropout",      "Flatten", "Activation",
-                                       "relu",    "clip",         "elemwise_add"};
+  /* _onnx_flatten: its output's axis 0 is the batch (plan_image_split
+   * checks), so it flattens each image's axes alone. broadcast_mul (SiLU,
+   * squeeze-excitation scales): only where every operand has the output's
+   * rank, so that axis 0 is each one's batch. */
+  static const char *const kPlain[] = {
+      "Pooling",    "Dropout", "Flatten",      "_onnx_flatten", "Activation",   "relu",
+      "elemwise_add", "clip",  "sigmoid",      "_onnx_unary",   "broadcast_mul"};
   for (size_t i = 0; i < sizeof kWeighted / sizeof kWeighted[0]; ++i) {
     /* the data is input 0; the others are weights */
     if (step_is(step, kWeighted[i])) {
@@ -168,7 +173,11 @@ static int step_is_per_image(const cr_model *model, const cr_step *step,
   } else if (step_is(step, "softmax")) {
     plain = cr_resolve_axis(step->params.u.softmax.axis, ndim, &axis) == MX_ACC_OK && axis != 0;
   }
-  for (int k = 0; k < step->num_inputs && plain; ++k) plain = !facts->is_weight[step->inputs[k]];
+  const int any_rank = !step_is(step, "broadcast_mul");
+  for (int k = 0; k < step->num_inputs && plain; ++k) {
+    plain = !facts->is_weight[step->inputs[k]] &&
+            (any_rank || model->entries[step->inputs[k]].shape.ndim == ndim);
+  }
   return plain;
 }
 
