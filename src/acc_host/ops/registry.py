@@ -104,7 +104,10 @@ def describe_inputs(names: Sequence[str], specs: Sequence[tuple[Any, Any]]) -> s
 
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:
-    """axis in [-ndim, ndim) as a non-negative index, else ShapeError."""
+    """axis in [-ndim, ndim) as a non-negative index, else ShapeError (an
+    axis that is not an integer too: a tuple attribute's entries may be None)."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise ShapeError(f"{op}: axis {axis!r} is not an integer")
     if not -ndim <= axis < ndim:
         raise ShapeError(f"{op}: axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim

@@ -28,7 +28,8 @@ those files in the directory named by ``MXNET_ACC_CACHE_DIR``:
   plugins/common/binfile.h, :mod:`.cache_contents`, memory-mapped) must
   hold the graph and the weights the key names: each weight compared byte
   for byte with the host values hashed for the key (no weight is hashed
-  twice), or hashed from the file where its digest was remembered, so that an entry planted with another model's file behind
+  twice), or hashed from the file where its digest was remembered, so that
+  an entry planted with another model's file behind
   matching metadata is caught. The plugin then reads the file at import,
   verifies its own checksum and every field, and must refuse a damaged
   file (section 9 makes that the plugin's duty). An entry whose metadata or
