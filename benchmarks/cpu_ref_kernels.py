@@ -155,11 +155,11 @@ def main(argv: list[str] | None = None) -> int:
                 used, gflops = run(binary, isa, args.threads, args.repeat, "gemm", m, n, k,
                                    packed)
                 figures[used] = gflops
-            reference = numpy_gflops(m, n, k, args.repeat)
+            blas = numpy_gflops(m, n, k, args.repeat)
             rows.append({"kind": "gemm", "label": label, "m": m, "n": n, "k": k,
-                         **figures, "openblas": reference})
+                         **figures, "openblas": blas})
             cells = " | ".join(f"{figures.get(isa, float('nan')):.1f}" for isa in args.isa)
-            print(f"| gemm {label} | {m}x{n}x{k} | {cells} | OpenBLAS {reference:.1f} |",
+            print(f"| gemm {label} | {m}x{n}x{k} | {cells} | OpenBLAS {blas:.1f} |",
                   flush=True)
         for label, *shape in CONVS:
             figures = {}
