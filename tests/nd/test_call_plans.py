@@ -132,3 +132,28 @@ def test_in_place_operators_write_the_array_once(where: str) -> None:
         expected = x.copy()
         expected[1:3] += 10
         np.testing.assert_allclose(b.asnumpy(), expected, rtol=1e-6)
+
+
+def test_a_plan_is_not_used_after_its_operator_is_registered_anew() -> None:
+    """A plan holds the OpDef it was made for: after the registry's entry is
+    replaced and put back (as tests and extensions do), calls of the same
+    signature run the operator the registry holds, through either lookup
+    (mx.nd.<op> and invoke)."""
+    import dataclasses
+
+    from acc_host.ops import registry
+
+    original = registry.get("relu")
+
+    def doubled(attrs: object, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.maximum(inputs[0], 0) * 2]
+
+    x = mx.nd.array(np.array([0.5, -1.0], np.float32))
+    registry._REGISTRY["relu"] = dataclasses.replace(original, compute=doubled)
+    try:
+        np.testing.assert_array_equal(mx.nd.relu(x).asnumpy(), [1.0, 0.0])
+        np.testing.assert_array_equal(mx.nd.relu(x).asnumpy(), [1.0, 0.0])  # planned
+    finally:
+        registry._REGISTRY["relu"] = original
+    np.testing.assert_array_equal(mx.nd.relu(x).asnumpy(), [0.5, 0.0])
+    np.testing.assert_array_equal(mx.nd.invoke("relu", [x], {})[0].asnumpy(), [0.5, 0.0])

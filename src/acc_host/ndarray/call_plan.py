@@ -93,7 +93,14 @@ def _planned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     """The plan of a signature that was called before, else None (nothing
     is worked out: the caller takes its full path, which checks the call)."""
     key = _signature(op_name, inputs, attrs)
-    return None if key is None else _plans.get(key)
+    return None if key is None else _current(op_name, _plans.get(key))
+
+
+def _current(op_name: str, plan: _CallPlan | None) -> _CallPlan | None:
+    """plan while the registry still holds the operator it was made for; a
+    plan of an operator registered anew since (a test's or an extension's
+    replacement) is not used: the caller makes a new one."""
+    return plan if plan is not None and plan.op is registry.find(op_name) else None
 
 
 def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
@@ -106,10 +113,8 @@ def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     key = _signature(op_name, inputs, attrs)
     if key is None:
         return None
-    plan = _plans.get(key)
-    # A plan holds the operator it was made for: one registered anew since
-    # (a test's or an extension's replacement) makes a new plan.
-    if plan is not None and plan.op is registry.find(op_name):
+    plan = _current(op_name, _plans.get(key))
+    if plan is not None:
         return plan
     if None in key[3]:  # an input that is not a plain NDArray on the context
         return None
