@@ -121,8 +121,8 @@ def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
     label = f"ONNX {what} {tensor.name!r}" if tensor.name else f"an ONNX {what}"
     if any(dim < 0 for dim in dims):
         raise ModelFileError(f"{label}: negative dimension in {dims}")
-    value = _raw_values(tensor, dims)
     try:
+        value = _raw_values(tensor, dims)  # numpy refuses dims it cannot index
         if value is None:
             value = numpy_helper.to_array(tensor)
     except Exception as error:  # ValueError, onnx's ValidationError, ...
