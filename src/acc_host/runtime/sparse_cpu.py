@@ -63,10 +63,10 @@ def _csr_times(value: Any, weight_rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dot(attrs: Mapping[str, str], values: Sequence[Any]) -> list[np.ndarray]:
+def _dot(attrs: Mapping[str, str], values: Sequence[Any]) -> list[np.ndarray] | None:
     rhs = np.asarray(values[1])
     if _flag(attrs, "transpose_a") or rhs.ndim != 2:
-        raise NotImplementedError
+        return None  # no sparse form: the dense values
     return [_csr_times(values[0], rhs.T if _flag(attrs, "transpose_b") else rhs)]
 
 
@@ -98,10 +98,10 @@ def _embedding(attrs: Mapping[str, str], values: Sequence[Any]) -> list[np.ndarr
     return [_rows(table, positions).reshape(*ids.shape, *table.shape[1:])]
 
 
-def _take(attrs: Mapping[str, str], values: Sequence[Any]) -> list[np.ndarray]:
+def _take(attrs: Mapping[str, str], values: Sequence[Any]) -> list[np.ndarray] | None:
     table, indices = values[0], np.asarray(values[1])
     if int(attrs.get("axis", 0)) not in (0, -len(table.shape)):
-        raise NotImplementedError
+        return None  # no sparse form: the dense values
     rows = table.shape[0]
     positions = np.trunc(indices.astype(np.float64).ravel()).astype(np.int64)
     mode = str(attrs.get("mode", "clip"))
@@ -116,9 +116,10 @@ def _take(attrs: Mapping[str, str], values: Sequence[Any]) -> list[np.ndarray]:
     return [_rows(table, positions).reshape(*indices.shape, *table.shape[1:])]
 
 
-# op name -> (the input that may be sparse, its stype, the kernel)
+# op name -> (the input that may be sparse, its stype, the kernel: None
+# where these attributes have no sparse form)
 _KERNELS: dict[str, tuple[int, str, Callable[[Mapping[str, str], Sequence[Any]],
-                                              list[np.ndarray]]]] = {
+                                              list[np.ndarray] | None]]] = {
     "dot": (0, "csr", _dot),
     "FullyConnected": (0, "csr", _fully_connected),
     "Embedding": (1, "row_sparse", _embedding),
@@ -138,8 +139,4 @@ def sparse_kernel(op: str, attrs: Mapping[str, str], values: Sequence[Any]
         wanted = stype if index == position else None
         if (getattr(value, "stype", None) if is_sparse(value) else None) != wanted:
             return None
-    try:
-        return kernel(attrs, [value if is_sparse(value) else np.asarray(value)
-                              for value in values])
-    except NotImplementedError:
-        return None
+    return kernel(attrs, [value if is_sparse(value) else np.asarray(value) for value in values])
