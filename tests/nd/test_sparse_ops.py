@@ -12,12 +12,12 @@ its merge order, so the entries of each row are compared as sorted pairs.
 from __future__ import annotations
 
 import json
-import operator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.sparse_cases import run_case
 
 import acc_host as mx
 from acc_host.errors import AccHostError
@@ -42,21 +42,7 @@ def _run(case: dict) -> Any:
     for key in ("begin", "end"):
         if key in kwargs:
             kwargs[key] = tuple(kwargs[key])
-    if kind == "nd":
-        return getattr(mx.nd, target)(*args, **kwargs)
-    if kind == "sparse":
-        return getattr(mx.nd.sparse, target)(*args, **kwargs)
-    if kind == "method":
-        return getattr(args[0], target)(**kwargs)
-    if kind == "getitem":
-        key = kwargs["key"]
-        return args[0][slice(*key) if isinstance(key, list) else key]
-    if target == "neg":
-        return -args[0]
-    if target == "rsub":
-        return kwargs["other"] - args[0]
-    other = args[1] if len(args) > 1 else kwargs["other"]
-    return getattr(operator, target)(args[0], other)
+    return run_case(mx, kind, target, args, kwargs)
 
 
 def _sorted_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray

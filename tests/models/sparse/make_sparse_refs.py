@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import mxnet as mx
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# the case runner the tests share (tests/support: plain Python, no acc_host)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "support"))
+from sparse_cases import run_case  # noqa: E402
 
 
 def _pattern(rng: np.random.RandomState, shape: tuple, density: float,
@@ -261,25 +265,6 @@ def to_mx(value: np.ndarray, stype: str) -> mx.nd.NDArray:
     return dense if stype == "default" else dense.tostype(stype)
 
 
-def run_case(kind: str, target: str, args: list, kwargs: dict):
-    if kind == "nd":
-        return getattr(mx.nd, target)(*args, **kwargs)
-    if kind == "sparse":
-        return getattr(mx.nd.sparse, target)(*args, **kwargs)
-    if kind == "method":
-        return getattr(args[0], target)(**kwargs)
-    if kind == "getitem":
-        key = kwargs["key"]
-        return args[0][slice(*key) if isinstance(key, list) else key]
-    import operator
-    if target == "neg":
-        return -args[0]
-    if target == "rsub":
-        return kwargs["other"] - args[0]
-    other = args[1] if len(args) > 1 else kwargs["other"]
-    return getattr(operator, target)(args[0], other)
-
-
 def components(array: mx.nd.NDArray) -> dict:
     """The stored components of an MXNet array, as numpy. MXNet may
     allocate more CSR entries than it stores (csr + csr allocates nnz(a) +
@@ -310,7 +295,7 @@ def make_ops() -> None:
         case = {"name": name, "kind": kind, "target": target, "inputs": input_names,
                 "kwargs": kwargs}
         try:
-            result = run_case(kind, target, args, kwargs)
+            result = run_case(mx, kind, target, args, kwargs)
             result.wait_to_read()
         except mx.base.MXNetError as error:
             lines = [line for line in str(error).splitlines() if "Check failed" in line
