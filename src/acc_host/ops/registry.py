@@ -266,8 +266,15 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
+_loaded = False
+
+
 def _load_all() -> None:
-    """Registers the built-in operators (their modules register on import)."""
+    """Registers the built-in operators (their modules register on import);
+    after the first time, a flag test (find() is on the imperative hot path)."""
+    global _loaded
+    if _loaded:
+        return
     # Here, not at the top: the operator modules import this one to register.
     from . import (  # noqa: F401
         control_flow,
@@ -288,6 +295,7 @@ def _load_all() -> None:
         rnn_onnx,
         tensor,
     )
+    _loaded = True
 
 
 def find(name: str) -> OpDef | None:
