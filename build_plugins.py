@@ -280,12 +280,27 @@ def build_plugin(source_dir: Path, out_dir: Path, *, sanitize: bool = False,
     return output
 
 
+def _abi_header_module():
+    """acc_host.abi.header loaded on its own (importing the acc_host package
+    would load the plugins being built): it writes the pre-parsed cffi
+    declarations (mxnet_acc.cffi) beside the header copy."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "_acc_host_abi_header", ROOT / "src" / "acc_host" / "abi" / "header.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def copy_sdk(out_dir: Path) -> Path:
     """Copies the header to out_dir and the C sources and headers of
     plugins/common to out_dir/sdk (removing files no longer there);
     returns the sdk directory."""
     out_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(HEADER, out_dir / HEADER.name)
+    _abi_header_module().write_preparsed(out_dir, HEADER)
     sdk = out_dir / SDK_DIR
     sdk.mkdir(exist_ok=True)
     sources = {path.name: path for path in [*COMMON_DIR.glob("*.c"), *COMMON_DIR.glob("*.h")]}

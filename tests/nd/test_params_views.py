@@ -104,3 +104,72 @@ def test_checkpoint_weights_written_through_the_api(tmp_path: Path, accelerator:
                                rtol=1e-6)
     _, reloaded, _ = mx.model.load_checkpoint(str(tmp_path / "fc"), 0)
     np.testing.assert_array_equal(reloaded["fc_weight"].asnumpy(), weight)
+
+
+def _large(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
+    """A file past the size from which files are memory-mapped."""
+    rng = np.random.default_rng(2)
+    values = {"arg:big": rng.standard_normal((600, 600)).astype(np.float32),
+              "arg:odd": rng.standard_normal(3).astype(np.float32),
+              "aux:next": rng.standard_normal((300, 300)).astype(np.float32)}
+    path = tmp_path / "big-0000.params"
+    params_file.save(path, list(values.values()), list(values))
+    assert path.stat().st_size >= params_file.MAP_BYTES
+    return path, values
+
+
+def test_a_large_file_is_mapped_and_its_arrays_are_views(tmp_path: Path) -> None:
+    path, values = _large(tmp_path)
+    arrays, names = params_file.load(path)
+    for array, name in zip(arrays, names):
+        assert array.flags.writeable and not array.flags.owndata
+        np.testing.assert_array_equal(array, values[name])
+    assert not np.shares_memory(arrays[0], arrays[2])
+
+
+def test_writes_to_mapped_arrays_never_reach_the_file_or_another_array(
+        tmp_path: Path) -> None:
+    path, values = _large(tmp_path)
+    before = path.read_bytes()
+    loaded = mx.nd.load(path)
+    other = mx.nd.load(path)  # a second load maps the file again
+    loaded["arg:big"][:] = 7.0
+    loaded["aux:next"] += 1
+    np.testing.assert_array_equal(loaded["arg:big"].asnumpy(), 7.0)
+    np.testing.assert_allclose(loaded["aux:next"].asnumpy(), values["aux:next"] + 1)
+    np.testing.assert_array_equal(loaded["arg:odd"].asnumpy(), values["arg:odd"])
+    for name, expected in values.items():
+        np.testing.assert_array_equal(other[name].asnumpy(), expected)
+    assert path.read_bytes() == before
+
+
+def test_saving_over_the_file_arrays_were_mapped_from(tmp_path: Path) -> None:
+    """Saving loaded arrays back to their own file (a checkpoint updated in
+    place) writes their values and leaves the loaded arrays intact."""
+    path, values = _large(tmp_path)
+    path.chmod(0o640)
+    loaded = mx.nd.load(path)
+    loaded["arg:big"][0, 0] = 3.0
+    mx.nd.save(str(path), loaded)
+    for name, expected in values.items():
+        got = loaded[name].asnumpy()
+        if name == "arg:big":
+            assert got[0, 0] == 3.0
+            got[0, 0] = expected[0, 0]
+        np.testing.assert_array_equal(got, expected)
+    again = mx.nd.load(path)
+    assert again["arg:big"].asnumpy()[0, 0] == 3.0
+    np.testing.assert_array_equal(again["aux:next"].asnumpy(), values["aux:next"])
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert [entry.name for entry in tmp_path.iterdir()] == [path.name]  # no temporary left
+
+
+def test_saving_through_a_symlink_replaces_its_target(tmp_path: Path) -> None:
+    path, values = _large(tmp_path)
+    link = tmp_path / "link.params"
+    link.symlink_to(path.name)
+    loaded = mx.nd.load(link)
+    mx.nd.save(str(link), {name: array * 2 for name, array in loaded.items()})
+    assert link.is_symlink()
+    np.testing.assert_array_equal(mx.nd.load(path)["arg:odd"].asnumpy(), values["arg:odd"] * 2)
+    np.testing.assert_array_equal(loaded["arg:odd"].asnumpy(), values["arg:odd"])

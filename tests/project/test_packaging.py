@@ -314,7 +314,8 @@ def test_wheel_is_py3_none_for_this_platform_and_holds_plugins_and_header(wheel:
            for path in (ROOT / "plugins" / "common").glob("*.[ch]")}
     assert bundled == {f"acc_host/_bundled/libcpu_ref{SUFFIX}",
                        f"acc_host/_bundled/libmlu_sim{SUFFIX}",
-                       "acc_host/_bundled/mxnet_acc.h"} | sdk
+                       "acc_host/_bundled/mxnet_acc.h",
+                       "acc_host/_bundled/mxnet_acc.cffi"} | sdk
     assert "acc_host/__init__.py" in names and "acc_host_pytest/__init__.py" in names
     assert not any(name.startswith(("tests/", "plugins/", "include/")) for name in names)
 
@@ -345,9 +346,12 @@ def test_installed_wheel_finds_its_bundled_plugins(venv: Venv) -> None:
 
 @pytest.mark.packaging
 def test_installed_wheel_ships_the_header(venv: Venv) -> None:
-    code = "from acc_host.abi import header; print(header.header_path())"
-    header = Path(venv.python_code(code).stdout.strip())
+    code = ("from acc_host.abi import header; print(header.header_path()); "
+            "print(header.FFI_SOURCE)")
+    path, source = venv.python_code(code).stdout.split()
+    header = Path(path)
     assert venv.contains(header) and header.read_bytes() == HEADER.read_bytes()
+    assert source == "pre-parsed"  # the declarations the build wrote beside it
 
 
 @pytest.mark.packaging

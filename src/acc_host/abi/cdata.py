@@ -24,9 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 if __package__:
-    from .header import ffi
+    from .header import dlopen, ffi
 else:  # loaded by path in the isolated plugin's child (acc_host.isolate.child)
-    from _acc_host_isolate_abi import ffi  # type: ignore[import-not-found,no-redef]
+    from _acc_host_isolate_abi import (  # type: ignore[import-not-found,no-redef]
+        dlopen,
+        ffi,
+    )
 
 __all__ = ["NULL", "CData", "new", "cast", "address", "string", "read", "from_buffer",
            "memmove", "release", "callback", "gc", "addressof", "is_function", "RawLibrary"]
@@ -108,7 +111,7 @@ class RawLibrary:
 
     def __init__(self, path: str) -> None:
         """Raises OSError when the loader refuses path."""
-        self._lib = ffi.dlopen(path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+        self._lib = dlopen(path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
 
     def has(self, entry: str) -> bool:
         """Whether the library exports entry as a function."""

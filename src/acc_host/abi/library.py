@@ -193,7 +193,7 @@ class AccLibrary:
     def _open(self) -> Any:
         self._check_file()
         try:
-            return ffi.dlopen(self.path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
+            return header.dlopen(self.path, ffi.RTLD_NOW | ffi.RTLD_LOCAL)
         except OSError as error:
             # cffi appends a note about ctypes.util.find_library, which never
             # applies to an explicit path; keep only the loader's own words.

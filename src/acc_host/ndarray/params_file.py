@@ -67,8 +67,10 @@ What this module does
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
+import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -81,7 +83,7 @@ from .params_sparse import SparseRecord
 
 __all__ = [
     "LIST_MAGIC", "V1_MAGIC", "V2_MAGIC", "V3_MAGIC", "MAX_NDIM", "DTYPE_BY_FLAG",
-    "load", "loads", "save", "dumps",
+    "load", "loads", "save", "dumps", "MAP_BYTES",
 ]
 
 LIST_MAGIC = 0x112
@@ -180,11 +182,32 @@ def load(path_or_bytes: str | os.PathLike[str] | bytes | bytearray | memoryview,
     return _parse(memoryview(data), str(path), owned=True)
 
 
-def _read_file(path: str) -> bytearray:
-    """The file's bytes in one writable buffer, read once: the dense arrays
-    of a file are views of it (see _read_elements), not copies."""
+# Files from this many bytes on are memory-mapped rather than read.
+MAP_BYTES = 1 << 20
+
+
+def _read_file(path: str) -> bytearray | mmap.mmap:
+    """The file's bytes in one writable buffer: the dense arrays of a file
+    are views of it (see _read_elements), not copies.
+
+    A file of MAP_BYTES or more is memory-mapped copy-on-write
+    (``ACCESS_COPY``, a private mapping): nothing is read or copied until an
+    array's elements are first used, a write through an array changes that
+    array's pages only (copies of them, never the file, never another
+    array), and the mapping lives as long as the last array of it. A
+    ResNet-50 checkpoint's 102 MB then cost no allocation and no copy at
+    load (reading them into a fresh buffer took 0.15-0.2 s on the 2-core
+    machine). :func:`save` replaces a file rather than rewriting it, so that
+    saving to the path an array was loaded from leaves its mapping intact;
+    a file truncated in place by another program while its arrays are in
+    use would fault when they are read (as with any memory-mapped file)."""
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
+        if size >= MAP_BYTES:
+            try:
+                return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+            except (OSError, ValueError):  # a file that cannot be mapped is read
+                pass
         data = bytearray(size)
         view = memoryview(data)
         filled = 0
@@ -408,9 +431,43 @@ def save(path: str | os.PathLike[str], arrays: Sequence[Any],
     """Write ``arrays`` (and ``names``, when given) to ``path`` as MXNet 1.9
     does; see :func:`dumps` for the arguments."""
     chunks = list(_encode(arrays, names, version))
-    with open(os.fspath(path), "wb") as handle:
-        for chunk in chunks:
-            handle.write(chunk)
+    _write_replacing(os.fspath(path), chunks)
+
+
+def _write_replacing(path: str, chunks: Sequence[bytes | memoryview]) -> None:
+    """Writes chunks to path. A file already there is replaced, not
+    rewritten: the chunks go to a new file beside it (through a symlink,
+    beside its target), which then takes its place (os.replace) with its
+    permission bits, so arrays loaded from the old file (memory-mapped, see
+    _read_file) keep reading it, even while they are written to the new one.
+    Where no new file can be made there, the file is rewritten in place."""
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except OSError:
+        mode = None
+    temporary = None
+    if mode is not None:
+        try:
+            handle, temporary = tempfile.mkstemp(prefix=".params-",
+                                                 dir=os.path.dirname(target))
+            os.close(handle)
+        except OSError:
+            temporary = None
+    try:
+        with open(temporary or path, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        if temporary is not None and mode is not None:
+            os.chmod(temporary, mode)
+            os.replace(temporary, target)
+            temporary = None
+    finally:
+        if temporary is not None:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
 
 
 def dumps(arrays: Sequence[Any], names: Sequence[str] | None = None, *,
