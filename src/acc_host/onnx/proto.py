@@ -414,10 +414,11 @@ class _Reader:
                     values.setdefault(name, []).append(chunk)
                     continue
                 else:
-                    raise self.fail(cls, number, tag_at, "wire type 2 (length-delimited) for "
-                                    f"a {kind} field")
+                    raise self.fail(cls, number, tag_at, f"wire type 2; a {kind} field has "
+                                    f"wire type {_WIRE[kind]}")
             elif wire != _WIRE[kind]:
-                raise self.fail(cls, number, tag_at, f"wire type {wire} for a {kind} field")
+                raise self.fail(cls, number, tag_at, f"wire type {wire}; a {kind} field "
+                                f"has wire type {_WIRE[kind]}")
             elif wire == VARINT:
                 value, pos = self.varint(pos, end, cls, number)
                 if kind == INT and value >= 1 << 63:
@@ -599,7 +600,10 @@ def tensor_array(tensor: TensorProto, label: str) -> np.ndarray:
         if len(tensor.string_data) != count:
             raise ProtoError(f"{where}: {len(tensor.string_data)} strings for dims {dims}{at}")
         values = np.empty(count, dtype=object)
-        values[:] = [bytes(s) for s in tensor.string_data]
+        try:
+            values[:] = [str(s, "utf-8") for s in tensor.string_data]
+        except UnicodeDecodeError:
+            raise ProtoError(f"{where}: a string_data value is not UTF-8 text{at}") from None
         return values.reshape(dims)
     entry = _TYPES.get(code)
     if entry is None:
