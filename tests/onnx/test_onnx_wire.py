@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from support.paths import TESTS
 
 onnx = pytest.importorskip("onnx")
-import onnx.backend.test.loader  # noqa: E402
 from onnx import TensorProto as OnnxTensor  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
+from onnx.backend.test import loader as suite_loader  # noqa: E402
 
 import acc_host as mx  # noqa: E402
 from acc_host.errors import AccHostError, InvalidArgumentError, ModelFileError  # noqa: E402
@@ -116,7 +116,7 @@ def check_bytes(data: bytes) -> None:
 
 #: The backend suite's model files (its node cases are made in memory:
 #: test_every_backend_suite_node_case_reads_as_onnx_reads_it reads them).
-SUITE_DATA = Path(onnx.backend.test.__file__).parent / "data"
+SUITE_DATA = Path(suite_loader.__file__).parent.parent / "data"
 SUITE_FILES = sorted(SUITE_DATA.rglob("*.onnx"))
 TEST_FILES = sorted(TESTS.rglob("*.onnx"))
 
@@ -135,7 +135,7 @@ def test_backend_suite_files_read_as_onnx_reads_them(path: Path) -> None:
 
 @pytest.mark.onnx_full
 def test_every_backend_suite_node_case_reads_as_onnx_reads_it() -> None:
-    cases = onnx.backend.test.loader.load_model_tests(kind="node")
+    cases = suite_loader.load_model_tests(kind="node")
     assert len(cases) > 1000
     failures = []
     for case in cases:

@@ -13,7 +13,6 @@ model is reported in one :class:`UnsupportedOnnxOperatorError`.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn

@@ -347,13 +347,13 @@ class _Reader:
         self.view = memoryview(data).cast("B")
         self.external: list[TensorProto] = []
 
-    def fail(self, cls: type, number: int, offset: int, what: str) -> ProtoError:
+    def fail(self, cls: type[Message], number: int, offset: int, what: str) -> ProtoError:
         field = cls.FIELDS.get(number)
         label = f"{cls.__name__}.{field[0]} (field {number})" if field else \
             f"{cls.__name__} field {number}"
         return ProtoError(f"ONNX protobuf: {label} at byte {offset}: {what}")
 
-    def varint(self, pos: int, end: int, cls: type, number: int) -> tuple[int, int]:
+    def varint(self, pos: int, end: int, cls: type[Message], number: int) -> tuple[int, int]:
         view = self.view
         result = shift = 0
         start = pos
@@ -451,7 +451,7 @@ class _Reader:
             self.external.append(msg)  # type: ignore[arg-type]
         return msg
 
-    def skip(self, wire: int, pos: int, end: int, cls: type, number: int,
+    def skip(self, wire: int, pos: int, end: int, cls: type[Message], number: int,
              tag_at: int) -> int:
         """The position after an unknown field's value."""
         if wire == VARINT:
@@ -469,7 +469,7 @@ class _Reader:
                             f"{end})")
         return pos
 
-    def packed(self, kind: str, start: int, end: int, cls: type, number: int) -> Any:
+    def packed(self, kind: str, start: int, end: int, cls: type[Message], number: int) -> Any:
         """A packed repeated field's numbers: a numpy array (a view of the
         buffer for floats and doubles)."""
         code = _NUMPY[kind]
