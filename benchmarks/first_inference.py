@@ -30,7 +30,10 @@ source tree (``SRC`` is its ``src`` folder, with its plugins built), for a
 before/after in the same run; its byte-code goes to a private cache
 (PYTHONPYCACHEPREFIX), compiled by an untimed first start.
 
+``--sides onnx`` (or ``mxnet``) runs only that model's acc-host sides.
+
     python benchmarks/first_inference.py [--starts 7] [--json PATH] [--baseline SRC]
+                                         [--sides all|onnx|mxnet]
 """
 
 from __future__ import annotations
@@ -116,7 +119,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--baseline", type=Path, metavar="SRC",
                         help="another tree's src folder: its cold acc-host sides too")
+    parser.add_argument("--sides", choices=("all", "onnx", "mxnet"), default="all",
+                        help="the acc-host sides to run (onnxruntime always runs)")
     args = parser.parse_args()
+    run_args = {side: value for side, value in RUN_ARGS.items()
+                if args.sides == "all" or side.endswith(args.sides)}
     missing = [str(path) for path in (ONNX_FILE, Path(f"{CHECKPOINT}-0000.params"))
                if not path.is_file()]
     if missing:
@@ -126,17 +133,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         os.chmod(cache, 0o700)
         warm = {**base, "MXNET_ACC_CACHE_DIR": cache}
-        for side in RUN_ARGS:  # fill the cache: the warm starts find their model there
+        for side in run_args:  # fill the cache: the warm starts find their model there
             _child(SCRIPTS[side], warm)
         sides: list[tuple[str, str, dict[str, str]]] = [("onnxruntime", "", base)]
-        for side in RUN_ARGS:
+        for side in run_args:
             sides += [(side, "cold", base), (side, "warm", warm)]
         if args.baseline is not None:
             other = {key: value for key, value in base.items()
                      if key != "PYTHONDONTWRITEBYTECODE"}
             other.update(PYTHONPATH=str(args.baseline.resolve()),
                          PYTHONPYCACHEPREFIX=os.path.join(cache, "baseline-pyc"))
-            for side in RUN_ARGS:
+            for side in run_args:
                 _child(SCRIPTS[side], other)  # compiles its byte-code, untimed
                 sides.append((side, "cold, baseline", other))
         times: dict[str, list[tuple[float, float]]] = {f"{s} {m}".strip(): [] for s, m, _ in sides}
