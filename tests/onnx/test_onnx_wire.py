@@ -198,6 +198,22 @@ def test_raw_data_is_a_view_of_the_file_bytes() -> None:
     assert np.shares_memory(value, np.frombuffer(data, np.uint8))
 
 
+def test_a_large_file_is_mapped_and_read_alike(tmp_path: Path) -> None:
+    from acc_host.onnx import reader
+
+    values = np.random.default_rng(0).standard_normal(reader.MMAP_BYTES // 2, np.float32)
+    model = _small_model(dims=[values.size], vals=values.tobytes(), raw=True)
+    path = tmp_path / "large.onnx"
+    onnx.save(model, str(path))
+    ours = read_model(path)
+    assert_same(ours, model)
+    value = proto.tensor_array(ours.graph.initializer[0], "w")
+    assert not value.flags.writeable and not value.flags.owndata
+    np.testing.assert_array_equal(value, values)
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert not read_model(tmp_path / "empty.onnx").HasField("graph")
+
+
 @pytest.mark.parametrize("data_type,values", [
     (OnnxTensor.FLOAT, [1.5, -2.0]), (OnnxTensor.DOUBLE, [1.5, -2.0]),
     (OnnxTensor.INT64, [-(2**62), 7]), (OnnxTensor.INT32, [-5, 7]), (OnnxTensor.INT8, [-5, 7]),

@@ -1,7 +1,9 @@
 """Reading an ONNX model: a path, a file object, bytes or a ModelProto to an
 :class:`acc_host.onnx.proto.ModelProto`, without the ``onnx`` package.
 
-A file is read into one buffer; initializers' raw_data are views of it.
+A file is memory-mapped (read into one buffer when small); initializers'
+raw_data are views of it. As with any mapped file, a model file must not be
+truncated in place while a model read from it is in use.
 Tensors stored in external files (``data_location`` EXTERNAL, onnx's
 ``save(..., save_as_external_data=True)``) are read from the files their
 ``location`` names, relative to the model's folder, as ``onnx.load`` does:
@@ -13,12 +15,18 @@ source.
 
 from __future__ import annotations
 
+import mmap
 import os
 import sys
 from typing import Any
 
 from ..errors import InvalidArgumentError, ModelFileError, model_file_os_error
 from .proto import ModelProto, ProtoError, TensorProto, parse_model
+
+#: Files of at least this many bytes are memory-mapped (see _file_bytes):
+#: reading ResNet-50's 102 MB took 0.12-0.17 s of a 2 s first inference,
+#: mapping it nothing, and importing from the mapping as fast.
+MMAP_BYTES = 1 << 20
 
 
 def read_model(model: Any) -> ModelProto:
@@ -35,8 +43,7 @@ def read_model(model: Any) -> ModelProto:
         if isinstance(source, bytes):
             source = os.fsdecode(source)
         try:
-            with open(source, "rb") as file:
-                data: Any = file.read()
+            data: Any = _file_bytes(source)
         except OSError as error:
             raise model_file_os_error(source, error) from None
         base_dir = os.path.dirname(os.path.abspath(source))
@@ -71,6 +78,19 @@ def read_model(model: Any) -> ModelProto:
     if external and base_dir is not None:
         _read_external(external, base_dir, source)
     return parsed
+
+
+def _file_bytes(path: str) -> Any:
+    """A file's bytes: memory-mapped (read-only) from MMAP_BYTES up, so that
+    initializers are views of the page cache, not of a copy; read into
+    memory below that, or where the file cannot be mapped."""
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size >= MMAP_BYTES:
+            try:
+                return mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                pass  # not mappable (a special file): read
+        return file.read()
 
 
 def _is_onnx_model(model: Any) -> bool:
