@@ -344,6 +344,8 @@ def test_nesting_deeper_than_protobufs_limit_is_refused() -> None:
     (dict(dims=[4], vals=[1.0, 2.0], as_is=True), "float_data holds 2 values; dims .4,. take 4"),
     (dict(data_type=77, dims=[1], vals=b"\0" * 4, raw=True),
      "data_type 77 is not a TensorProto.DataType"),
+    (dict(dims=[0, 2**62, 2**62], vals=b"", raw=True), "dims numpy cannot hold"),
+    (dict(dims=[1] * 70, vals=b"\0" * 4, raw=True), "dims numpy cannot hold"),
 ])
 def test_bad_tensors_are_model_file_errors(tensor: dict, match: str) -> None:
     data = _small_model(**tensor).SerializeToString()

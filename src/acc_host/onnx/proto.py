@@ -604,7 +604,7 @@ def tensor_array(tensor: TensorProto, label: str) -> np.ndarray:
             values[:] = [str(s, "utf-8") for s in tensor.string_data]
         except UnicodeDecodeError:
             raise ProtoError(f"{where}: a string_data value is not UTF-8 text{at}") from None
-        return values.reshape(dims)
+        return _shaped(values, dims, where + at)
     entry = _TYPES.get(code)
     if entry is None:
         raise ProtoError(f"{where}: data_type {code} is not a TensorProto.DataType this "
@@ -618,7 +618,7 @@ def tensor_array(tensor: TensorProto, label: str) -> np.ndarray:
         value = np.frombuffer(raw, dtype)
         if not dtype.isnative:
             value = value.astype(dtype.newbyteorder("="))
-        return value.reshape(dims)
+        return _shaped(value, dims, where + at)
     field = entry[1]
     data = np.asarray(getattr(tensor, field))
     complex_ = code in (14, 15)
@@ -634,7 +634,17 @@ def tensor_array(tensor: TensorProto, label: str) -> np.ndarray:
         value = data != 0
     else:
         value = data.astype(dtype.newbyteorder("="))
-    return value.reshape(dims)
+    return _shaped(value, dims, where + at)
+
+
+def _shaped(value: np.ndarray, dims: tuple, where: str) -> np.ndarray:
+    """value (of dims' count of elements) reshaped to dims; dims numpy
+    cannot hold (an empty tensor whose other extents overflow its index,
+    too many dimensions) are a ProtoError."""
+    try:
+        return value.reshape(dims)
+    except (ValueError, MemoryError) as error:
+        raise ProtoError(f"{where}: dims numpy cannot hold: {error}") from None
 
 
 def _exotic(tensor: TensorProto, dims: tuple, where: str) -> np.ndarray:
