@@ -27,10 +27,14 @@ export_torch_zoo.py, ``resnet50_v1-*`` by export_mxnet_zoo.py).
 
 ``--baseline SRC`` adds the two cold acc-host sides run from another
 source tree (``SRC`` is its ``src`` folder, with its plugins built), for a
-before/after in the same run; its byte-code goes to a private cache
-(PYTHONPYCACHEPREFIX), compiled by an untimed first start.
+before/after in the same run. Every side runs compiled byte-code, each
+tree's in a private cache (PYTHONPYCACHEPREFIX) filled by untimed first
+starts.
+
+``--sides onnx`` (or ``mxnet``) runs only that model's acc-host sides.
 
     python benchmarks/first_inference.py [--starts 7] [--json PATH] [--baseline SRC]
+                                         [--sides all|onnx|mxnet]
 """
 
 from __future__ import annotations
@@ -116,7 +120,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--baseline", type=Path, metavar="SRC",
                         help="another tree's src folder: its cold acc-host sides too")
+    parser.add_argument("--sides", choices=("all", "onnx", "mxnet"), default="all",
+                        help="the acc-host sides to run (onnxruntime always runs)")
     args = parser.parse_args()
+    run_args = {side: value for side, value in RUN_ARGS.items()
+                if args.sides == "all" or side.endswith(args.sides)}
     missing = [str(path) for path in (ONNX_FILE, Path(f"{CHECKPOINT}-0000.params"))
                if not path.is_file()]
     if missing:
@@ -124,25 +132,25 @@ def main() -> None:
                  "export_mxnet_zoo.py first")
     with tempfile.TemporaryDirectory() as cache:
         os.chmod(cache, 0o700)
-        # Every side runs from byte-code, as an installed package does (pip
-        # compiles it): PYTHONDONTWRITEBYTECODE would make each acc-host start
-        # compile its ~300 modules again. The byte-code goes to a private
-        # cache, written by the untimed starts that fill the model cache.
+        # Every side runs compiled byte-code, this tree's as the baseline's:
+        # a private cache, written by the untimed starts below (so that
+        # PYTHONDONTWRITEBYTECODE in the caller's environment does not
+        # leave one side compiling its sources at every start).
         base = {key: value for key, value in os.environ.items()
                 if key not in ("MXNET_ACC_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")}
         base["PYTHONPYCACHEPREFIX"] = os.path.join(cache, "pyc")
         warm = {**base, "MXNET_ACC_CACHE_DIR": cache}
-        for side in RUN_ARGS:  # fill the cache: the warm starts find their model there
+        _child(SCRIPTS["onnxruntime"], base)  # compiles its byte-code, untimed
+        for side in run_args:  # fill the cache: the warm starts find their model there
             _child(SCRIPTS[side], warm)
-        _child(SCRIPTS["onnxruntime"], base)  # onnxruntime's byte-code too, if not installed
         sides: list[tuple[str, str, dict[str, str]]] = [("onnxruntime", "", base)]
-        for side in RUN_ARGS:
+        for side in run_args:
             sides += [(side, "cold", base), (side, "warm", warm)]
         if args.baseline is not None:
             other = dict(base)
             other.update(PYTHONPATH=str(args.baseline.resolve()),
                          PYTHONPYCACHEPREFIX=os.path.join(cache, "baseline-pyc"))
-            for side in RUN_ARGS:
+            for side in run_args:
                 _child(SCRIPTS[side], other)  # compiles its byte-code, untimed
                 sides.append((side, "cold, baseline", other))
         times: dict[str, list[tuple[float, float]]] = {f"{s} {m}".strip(): [] for s, m, _ in sides}

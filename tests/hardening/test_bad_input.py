@@ -528,7 +528,7 @@ ONNX_ROWS = [
         ("1 unsupported operator(s)", "FooBar (domain ai.onnx, opset 13): no translation")),
     Row("onnx-initializer-size-mismatch", "import", _initializer([1 << 20, 1 << 20], b"\0" * 4),
         ModelFileError, ("ONNX initializer 'w' of shape (1048576, 1048576)",
-                         "cannot reshape array of size 1"), huge=True),
+                         "raw_data holds 4 bytes"), huge=True),
     Row("onnx-initializer-negative-dim", "import", _initializer([-3], b"\0" * 12),
         ModelFileError, ("ONNX initializer 'w': negative dimension in (-3,)",)),
     Row("onnx-huge-constant", "import",

@@ -54,3 +54,20 @@ def test_public_names_all_resolve() -> None:
     assert not missing
     assert set(mx.__all__) <= set(dir(mx))
     assert mx.sym.contrib.foreach is not None and mx.nd.random is not None
+
+
+def test_onnx_file_prepares_and_runs_without_the_onnx_package() -> None:
+    """The backend reads a model file with acc_host.onnx.reader: preparing
+    and running it imports neither onnx nor protobuf (nor ml_dtypes)."""
+    from support.paths import ONNX_MODELS
+
+    path = ONNX_MODELS / "resnet_small.onnx"
+    loaded = _modules(
+        "import numpy as np\n"
+        "from acc_host.onnx import backend\n"
+        f"rep = backend.prepare({str(path)!r}, accelerator='cpu_ref')\n"
+        "shape = [d if d > 0 else 1 for d in rep.imported.input_shapes[rep.input_names[0]]]\n"
+        "out = rep.run([np.zeros(shape, np.float32)])\n"
+        "assert out[0].size > 0")
+    assert "acc_host.onnx.backend" in loaded
+    assert not {"onnx", "google.protobuf", "ml_dtypes"} & loaded

@@ -1,9 +1,11 @@
 """ONNX models on acc-host: ``mx.onnx.import_model``, ``mx.onnx.export_model``
 and an ONNX backend.
 
-Importing this package is cheap: the ``onnx`` pip package is imported only
-when a function here needs it (it is a test extra, not a dependency), and a
-missing ``onnx`` is reported as an :class:`acc_host.errors.AccHostError`.
+Importing this package is cheap. Reading, importing and running a model
+need no ``onnx`` pip package (acc_host.onnx.reader reads the files); the
+exporter imports it when called (it is a test extra, not a dependency),
+and a missing ``onnx`` is reported as an
+:class:`acc_host.errors.AccHostError`.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ __all__ = ["import_model", "export_model", "get_model_metadata", "supported_oper
 
 def import_model(model: Any, input_shapes: dict[str, Sequence[int]] | None = None
                  ) -> tuple[Any, dict, dict]:
-    """(sym, arg_params, aux_params) from an ONNX model (a path or a
-    ModelProto). Initializers and Constant nodes become parameters, the graph
-    inputs that are not initializers become data variables.
+    """(sym, arg_params, aux_params) from an ONNX model (a path, a binary
+    file object, the file's bytes, or a ModelProto). Initializers and
+    Constant nodes become parameters, the graph inputs that are not
+    initializers become data variables.
 
     Symbolic dimensions (ONNX ``dim_param``, unknown dims) stay symbolic: the
     symbol binds at any extent there, and the shape computations on them

@@ -5,7 +5,10 @@
 where it runs: None or "cpu" (the host CPU path), an accelerator name
 ("cpu_ref", "cpu_ref:1"), a library path (loaded with ``mx.load_acc``), or
 an ``mx.Context``. Every result is computed by acc-host's operators (and
-plugins); onnx is used only to read the model.
+plugins). The model is read by acc_host.onnx.reader: preparing a model
+from a file does not import the onnx package. The classes have the
+interface of ``onnx.backend.base``'s Backend and BackendRep (what onnx's
+backend test runner calls) without deriving from them, for that reason.
 """
 
 from __future__ import annotations
@@ -25,10 +28,6 @@ from ..runtime.plan_cache import PlanCache
 from ._onnx import require_onnx
 from .importer import Imported, _load, _tensor_type, import_graph
 
-require_onnx()
-
-from onnx.backend.base import Backend, BackendRep  # noqa: E402
-
 
 def resolve_context(accelerator: Any) -> Context:
     """A Context from None/"cpu", a name ("cpu_ref", "cpu_ref:1"), a library
@@ -46,7 +45,7 @@ def resolve_context(accelerator: Any) -> Context:
     return Context(name, int(device or 0))
 
 
-class AccHostRep(BackendRep):
+class AccHostRep:
     """A prepared model: the imported graph, imported once, and its
     executors bound on its context by input names, shapes and dtypes in a
     PlanCache (acc_host.runtime.plan_cache: the last DEFAULT_SIZE shapes,
@@ -272,8 +271,8 @@ def _only_dynamic(error: UnsupportedOnnxOperatorError) -> bool:
     return bool(dynamic) and len(dynamic) == len(error.unsupported)
 
 
-class AccHostBackend(Backend):
-    """onnx.backend.base.Backend over acc-host."""
+class AccHostBackend:
+    """onnx.backend.base.Backend's interface over acc-host."""
 
     accelerator: Any = None  # default for prepare(); subclasses pick an accelerator
 

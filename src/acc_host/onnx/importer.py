@@ -12,9 +12,7 @@ model is reported in one :class:`UnsupportedOnnxOperatorError`.
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -35,10 +33,10 @@ from ..errors import (
     ShapeError,
     TensorError,
     UnsupportedOnnxOperatorError,
-    model_file_os_error,
 )
 from ..graph.incremental import IncrementalShapes
-from ._onnx import require_onnx
+from . import proto
+from .proto import AttributeProto
 from .translate_control import implicit_inputs
 from .translators import TRANSLATORS, Translator, Unsupported, translator_for
 
@@ -68,28 +66,14 @@ class Imported:
 
 
 def _load(model: Any) -> Any:
-    """model (a path, the bytes of a file, or a ModelProto) as a ModelProto.
-    A file that is not a valid ModelProto, or cannot be read, is a
-    ModelFileError (ModelFileNotFoundError for a missing one)."""
-    onnx = require_onnx()
-    if isinstance(model, (str, os.PathLike)):
-        source = os.fspath(model)
-        loader: Any = functools.partial(onnx.load, source)
-    elif isinstance(model, (bytes, bytearray)):
-        source = f"<{len(model)} bytes>"
-        loader = functools.partial(onnx.load_from_string, bytes(model))
-    elif isinstance(model, onnx.ModelProto):
-        return model
-    else:
-        raise InvalidArgumentError(f"import_model: expected a path, bytes or an "
-                                   f"onnx.ModelProto, got {type(model).__name__}")
-    try:
-        return loader()
-    except OSError as error:
-        raise model_file_os_error(source, error) from None
-    except Exception as error:  # protobuf's DecodeError, onnx's ValidationError, ...
-        raise ModelFileError(f"{source}: not a valid ONNX model (protobuf ModelProto): "
-                             f"{error}") from None
+    """model (a path, a file object, the bytes of a file, or a ModelProto:
+    acc_host.onnx.proto's or onnx's) as an acc_host.onnx.proto.ModelProto,
+    read by acc_host.onnx.reader without the onnx package. A file that is
+    not a valid ModelProto, or cannot be read, is a ModelFileError
+    (ModelFileNotFoundError for a missing one)."""
+    from .reader import read_model as _read
+
+    return _read(model)
 
 
 def index_graph(cx: Any, graph: Any, outputs_read: bool) -> None:
@@ -113,61 +97,21 @@ def index_graph(cx: Any, graph: Any, outputs_read: bool) -> None:
 
 def tensor_values(tensor: Any, what: str = "initializer") -> np.ndarray:
     """A TensorProto's values; one whose declared dims and data disagree (or
-    that cannot be read) is a ModelFileError naming it. Its data is in the
-    file, so nothing is allocated beyond what the file holds."""
-    from onnx import numpy_helper  # the optional onnx package, only when reading a model
-
-    dims = tuple(tensor.dims)
+    that cannot be read) is a ModelFileError naming it and its byte offset.
+    Values in raw_data are a read-only view of the model's bytes: nothing
+    is allocated beyond what the file holds."""
     label = f"ONNX {what} {tensor.name!r}" if tensor.name else f"an ONNX {what}"
-    if any(dim < 0 for dim in dims):
-        raise ModelFileError(f"{label}: negative dimension in {dims}")
-    try:
-        value = _raw_values(tensor, dims)  # numpy refuses dims it cannot index
-        if value is None:
-            value = numpy_helper.to_array(tensor)
-    except Exception as error:  # ValueError, onnx's ValidationError, ...
-        raise ModelFileError(f"{label} of shape {dims}: {error}") from None
-    if tuple(value.shape) != dims:
-        raise ModelFileError(f"{label} declares shape {dims} but holds shape "
-                             f"{tuple(value.shape)}")
-    return value
-
-
-#: TensorProto data types read straight from raw_data: numpy's little-endian
-#: dtype of each (the others, and big-endian hosts, go through numpy_helper).
-_RAW_DTYPES = {1: "<f4", 2: "u1", 3: "i1", 4: "<u2", 5: "<i2", 6: "<i4", 7: "<i8",
-               10: "<f2", 11: "<f8", 12: "<u4", 13: "<u8"}
-
-
-def _raw_values(tensor: Any, dims: tuple) -> np.ndarray | None:
-    """A tensor's values as a read-only view of its raw_data bytes (no copy
-    beyond protobuf's), or None when it has no raw_data, is stored
-    externally, is of a type not in _RAW_DTYPES or holds the wrong number of
-    bytes (numpy_helper reads it, or says what is wrong)."""
-    code = _RAW_DTYPES.get(tensor.data_type)
-    if code is None or tensor.data_location != 0 or not tensor.HasField("raw_data"):
-        return None
-    dtype = np.dtype(code)
-    if not dtype.isnative:
-        return None
-    raw = tensor.raw_data
-    count = 1
-    for dim in dims:
-        count *= dim
-    if len(raw) != count * dtype.itemsize:
-        return None
-    return np.frombuffer(raw, dtype).reshape(dims)
+    return proto.tensor_array(tensor, label)
 
 
 def _tensor_type(value_info: Any) -> tuple[tuple | None, np.dtype | None]:
-    onnx = require_onnx()
     if not value_info.type.HasField("tensor_type"):
         return None, None
     tensor_type = value_info.type.tensor_type
     dtype = None
     if tensor_type.elem_type:
         try:
-            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+            dtype = proto.np_dtype(tensor_type.elem_type)
         except (KeyError, TypeError, ValueError):
             dtype = None
     if not tensor_type.HasField("shape"):
@@ -346,7 +290,6 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
     input_shapes (see import_model) gives shapes for inputs without
     pinning the dimensions the model declares symbolic."""
     requested = input_shapes or {}
-    onnx = require_onnx()
     model = _load(model)
     graph = model.graph
     opsets = opsets_of(model)
@@ -419,7 +362,7 @@ def import_graph(model: Any, shapes: dict[str, tuple] | None = None,
         cx.node_name = f"{node.name or node.op_type}_{index}".replace(" ", "_")
         fn = translators[index]
         try:
-            attrs = {attr.name: _attr_value(onnx, attr) for attr in node.attribute}
+            attrs = {attr.name: attr_value(attr) for attr in node.attribute}
             results = fn(cx, node, attrs, list(node.input), opset)
             _bind_outputs(cx, node, results)
         except Unsupported as error:
@@ -536,15 +479,46 @@ def _merge_shape(name: str, declared: tuple | None, given: Any) -> tuple:
     return tuple(-1 if d < 0 else e for d, e in zip(declared, extents))
 
 
-def _attr_value(onnx: Any, attr: Any) -> Any:
-    value = onnx.helper.get_attribute_value(attr)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, onnx.TensorProto):
-        return tensor_values(value, f"tensor attribute {attr.name!r}")
-    if isinstance(value, list) and value and isinstance(value[0], bytes):
-        return [v.decode("utf-8", "replace") for v in value]
-    return value
+def attr_value(attr: Any) -> Any:
+    """An attribute's value, by its type: numbers and lists of them as
+    Python values, strings as text, a tensor as its numpy array, graphs
+    and type protos as messages (what onnx.helper.get_attribute_value
+    gives, with strings decoded and tensors read)."""
+    kind = attr.type
+    if kind == AttributeProto.FLOAT:
+        return attr.f
+    if kind == AttributeProto.INT:
+        return attr.i
+    if kind == AttributeProto.STRING:
+        return _text(attr.s)
+    if kind == AttributeProto.TENSOR:
+        return tensor_values(attr.t, f"tensor attribute {attr.name!r}")
+    if kind == AttributeProto.GRAPH:
+        return attr.g
+    if kind == AttributeProto.FLOATS:
+        return list(attr.floats)
+    if kind == AttributeProto.INTS:
+        return list(attr.ints)
+    if kind == AttributeProto.STRINGS:
+        return [_text(value) for value in attr.strings]
+    if kind == AttributeProto.TENSORS:
+        return list(attr.tensors)
+    if kind == AttributeProto.GRAPHS:
+        return list(attr.graphs)
+    if kind == AttributeProto.SPARSE_TENSOR:
+        return attr.sparse_tensor
+    if kind == AttributeProto.SPARSE_TENSORS:
+        return list(attr.sparse_tensors)
+    if kind == AttributeProto.TYPE_PROTO:
+        return attr.tp
+    if kind == AttributeProto.TYPE_PROTOS:
+        return list(attr.type_protos)
+    raise ModelFileError(f"ONNX attribute {attr.name!r} (AttributeProto at byte "
+                         f"{attr.offset}): type {kind} is not an AttributeType")
+
+
+def _text(value: Any) -> str:
+    return bytes(value).decode("utf-8", "replace")
 
 
 def _raise(problems: list[tuple[str, str, int, str]],

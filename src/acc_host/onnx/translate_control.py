@@ -30,6 +30,7 @@ from .. import symbol as sym_mod
 from ..graph import topological_order
 from ..graph.symbol_json import Node, Subgraph
 from ..ops import registry
+from .proto import AttributeProto
 from .translators import Unsupported, onnx_op, translator_for
 
 __all__ = ["BodyContext", "implicit_inputs"]
@@ -108,9 +109,6 @@ def body_context(parent: Any, graph: Any) -> Any:
 def implicit_inputs(node: Any) -> list[str]:
     """The values of enclosing graphs that node's bodies read (at any
     depth): the names its subgraphs use but do not define."""
-    from ._onnx import require_onnx
-
-    onnx = require_onnx()
     found: list[str] = []
 
     def visit(graph: Any, outer_defined: set[str]) -> None:
@@ -122,9 +120,9 @@ def implicit_inputs(node: Any) -> list[str]:
                 if name and name not in defined and name not in found:
                     found.append(name)
             for attr in item.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
+                if attr.type == AttributeProto.GRAPH:
                     visit(attr.g, defined)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
+                elif attr.type == AttributeProto.GRAPHS:
                     for body in attr.graphs:
                         visit(body, defined)
             defined.update(name for name in item.output if name)
@@ -133,9 +131,9 @@ def implicit_inputs(node: Any) -> list[str]:
                 found.append(value.name)
 
     for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
+        if attr.type == AttributeProto.GRAPH:
             visit(attr.g, set())
-        elif attr.type == onnx.AttributeProto.GRAPHS:
+        elif attr.type == AttributeProto.GRAPHS:
             for body in attr.graphs:
                 visit(body, set())
     return found
@@ -143,10 +141,8 @@ def implicit_inputs(node: Any) -> list[str]:
 
 def translate_nodes(cx: Any, graph: Any) -> None:
     """Translates a (body) graph's nodes into cx, in order."""
-    from ._onnx import require_onnx
-    from .importer import DEFAULT_DOMAINS, _attr_value, _bind_outputs
+    from .importer import DEFAULT_DOMAINS, _bind_outputs, attr_value
 
-    onnx = require_onnx()
     outer_name = cx.node_name
     for index, node in enumerate(graph.node):
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
@@ -156,7 +152,7 @@ def translate_nodes(cx: Any, graph: Any) -> None:
             raise Unsupported(f"its body has {node.op_type} (opset {opset}), which has no "
                               "translation")
         cx.node_name = f"{outer_name}_{node.name or node.op_type}_{index}".replace(" ", "_")
-        attrs = {attr.name: _attr_value(onnx, attr) for attr in node.attribute}
+        attrs = {attr.name: attr_value(attr) for attr in node.attribute}
         try:
             results = fn(cx, node, attrs, list(node.input), opset)
         except Unsupported as error:

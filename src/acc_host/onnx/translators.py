@@ -22,15 +22,19 @@ import numpy as np
 
 from .. import limits
 from ..errors import ShapeError
+from .proto import np_dtype
 
 MIN_OPSET = 1
 
+#: The newest default-domain opset the translators read: the operator
+#: specifications they follow, up to onnx 1.23's opset 28 (a model of a
+#: newer opset is refused, its operators may have changed).
+MAX_OPSET = 28
+
 
 def max_opset() -> int:
-    """The newest default-domain opset of the installed onnx package."""
-    import onnx.defs  # the optional onnx package, only when asked
-
-    return onnx.defs.onnx_opset_version()
+    """The newest default-domain opset translated (MAX_OPSET)."""
+    return MAX_OPSET
 
 
 class Unsupported(Exception):
@@ -113,8 +117,7 @@ def _ints(value: Any) -> tuple[int, ...]:
 
 
 def _np_dtype(onnx_type: int) -> np.dtype:
-    from onnx import helper  # the optional onnx package, only when translating
-    return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+    return np_dtype(onnx_type)
 
 
 _HOST_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
