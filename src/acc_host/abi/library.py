@@ -383,6 +383,10 @@ class AccLibrary:
         """Calls configure() with settings (values converted with str) and
         returns the plugin's answer as a new dict."""
         self.check_device(dev_id)
+        if self.supports_imperative:  # pooled freed buffers are not in use (abi.memory)
+            from .memory import release_pooled
+
+            release_pooled(self, dev_id)
         keys = CStrings(list(settings.keys()))
         values = CStrings([str(value) for value in settings.values()])
         out_keys = ffi.new("const char *const **")
@@ -506,6 +510,9 @@ class AccLibrary:
         """mx_releaseAll(dev_id) at interpreter exit: no lock (other threads
         are gone or daemons the exit does not wait for), and the status
         returned, not raised, since nobody is left to report it to."""
+        from .memory import release_pooled  # mx_releaseAll frees the pooled buffers too
+
+        release_pooled(self, dev_id, free=False)
         return int(self.unchecked("mx_releaseAll", dev_id))
 
     def __repr__(self) -> str:

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import engine as _engine
 from .. import limits
-from ..abi.memory import DeviceBuffer
+from ..abi.memory import DeviceBuffer, release_pooled
 from ..abi.tensor import TensorSpec, dtype_code
 from ..context import Context, cpu, current_context
 from ..engine.base import check_live, in_operation
@@ -935,8 +935,12 @@ def concatenate(arrays: Sequence[NDArray], axis: int = 0) -> NDArray:
 
 def waitall() -> None:
     """Waits for every pushed operation; raises the first failure no wait
-    has reported yet (see docs/engine.md)."""
-    _engine.wait_for_all()
+    has reported yet (see docs/engine.md). Then gives the pooled freed
+    device buffers back to their plugins (acc_host.abi.memory)."""
+    try:
+        _engine.wait_for_all()
+    finally:
+        release_pooled()
 
 
 # ---- files ------------------------------------------------------------------------------

@@ -234,8 +234,10 @@ class _CallPlan:
         op = self.op
         results: Sequence[Any] | None = None
         if self.prepared is not None:
-            results = dispatch.run_prepared(self.prepared, [_fast_operand(array)
-                                                            for array in inputs])
+            results = dispatch.run_prepared_buffers(
+                self.prepared, [array._storage.device if array._view is None else None
+                                for array in inputs],
+                lambda: [_fast_operand(array) for array in inputs])
         if results is None:
             values = [array._read() for array in inputs]
             try:
