@@ -615,7 +615,12 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
     output shapes can be inferred, else it runs now. A call whose signature
     was planned before runs its plan (see _CallPlan); calls with sparse
     operands take the sparse rules first and are never planned."""
-    if any(array.stype != "default" for array in inputs):
+    sparse = False
+    for array in inputs:  # a plain NDArray is dense: no stype call
+        if type(array) is not NDArray and array.stype != "default":
+            sparse = True
+            break
+    if sparse:
         from .sparse_ops import invoke_sparse  # (sparse_ops imports this module)
 
         handled = invoke_sparse(op_name, inputs, attrs, out)
