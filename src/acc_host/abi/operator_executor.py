@@ -126,14 +126,17 @@ class OperatorExecutor:
                 self._inputs.pointer, self._outputs.pointer)
         in_slots, out_slots, in_pointer, out_pointer = slots
         guarded = False
-        for buffers, role, targets in ((inputs, "input", in_slots),
-                                       (outputs, "output", out_slots)):
-            for buffer, slot in zip(buffers, targets):
-                if buffer._freed:
-                    raise TensorError(f"{self.op_name}: {role} {buffers.index(buffer)} is "
-                                      f"{buffer!r}")
-                slot.data = buffer.pointer
-                guarded = guarded or buffer.guarded
+        for buffer, slot in zip(inputs, in_slots):
+            if buffer._freed:
+                raise TensorError(f"{self.op_name}: input {list(inputs).index(buffer)} is "
+                                  f"{buffer!r}")
+            slot.data = buffer.pointer
+        for buffer, slot in zip(outputs, out_slots):
+            if buffer._freed:
+                raise TensorError(f"{self.op_name}: output {list(outputs).index(buffer)} is "
+                                  f"{buffer!r}")
+            slot.data = buffer.pointer
+            guarded = guarded or buffer.guarded
         library = self.library
         try:
             with self._lock:

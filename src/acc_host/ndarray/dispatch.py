@@ -377,23 +377,28 @@ def run_prepared_buffers(prepared: Prepared, buffers: Sequence[DeviceBuffer | No
     symbolic-only plugin's model)."""
     state = prepared.state
     with prepared.lock:
-        if op_version(prepared.op.name) == prepared.version and prepared.key is not None:
-            entry = state.entries.get(prepared.key)
-            if type(entry) is _ExecutorEntry:
-                executor = entry.executor
-                library, dev_id = executor.library, executor.dev_id
-                if len(buffers) == len(entry.inputs) and all(
-                        buffer is not None and buffer.library is library
-                        and buffer.dev_id == dev_id and (buffer.spec is spec or (
-                            buffer.spec.shape == spec.shape and buffer.spec.dtype == spec.dtype))
-                        for buffer, spec in zip(buffers, entry.inputs)):
-                    counters = state.counters
-                    counters["cache_hits"] += 1
-                    state.entries.move_to_end(prepared.key)
-                    outputs = [DeviceBuffer(library, dev_id, spec) for spec in entry.outputs]
-                    executor.forward_fitting(buffers, outputs)  # type: ignore[arg-type]
-                    counters["accelerator_calls"] += 1
-                    return list(outputs)
+        key = prepared.key
+        entry = None if key is None else state.entries.get(key)
+        if type(entry) is _ExecutorEntry and op_version(prepared.op.name) == prepared.version:
+            executor = entry.executor
+            library, dev_id = executor.library, executor.dev_id
+            fits = len(buffers) == len(entry.inputs)
+            for buffer, spec in zip(buffers, entry.inputs):  # (a loop: all() costs a frame)
+                if buffer is None or buffer.library is not library or buffer.dev_id != dev_id:
+                    fits = False
+                    break
+                held = buffer.spec
+                if held is not spec and (held.shape != spec.shape or held.dtype != spec.dtype):
+                    fits = False
+                    break
+            if fits:
+                counters = state.counters
+                counters["cache_hits"] += 1
+                state.entries.move_to_end(key)  # type: ignore[arg-type]
+                outputs = [DeviceBuffer(library, dev_id, spec) for spec in entry.outputs]
+                executor.forward_fitting(buffers, outputs)  # type: ignore[arg-type]
+                counters["accelerator_calls"] += 1
+                return list(outputs)
         return run_prepared(prepared, inputs())
 
 
