@@ -6,6 +6,7 @@ back to the plugin; free(), checked mode and large buffers never pool."""
 from __future__ import annotations
 
 import gc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,3 +119,26 @@ def test_checked_buffers_are_never_pooled(ctx: mx.Context,
     assert memory.pooled(ctx.library, 0) == 0
     monkeypatch.setenv(CHECK_OUTPUTS_VARIABLE, "0")
     assert not DeviceBuffer(ctx.library, 0, SPEC).guarded
+
+
+def test_a_trace_starts_with_an_empty_pool_and_pools_nothing(
+        ctx: mx.Context, tmp_path: Path) -> None:
+    """Every device pointer a trace's calls pass was allocated in it (its
+    replay maps them): a pooled allocation from before would not be."""
+    from acc_host import trace
+
+    buffer = DeviceBuffer(ctx.library, 0, SPEC)
+    del buffer
+    gc.collect()
+    assert memory.pooled(ctx.library, 0) == 1
+    trace.start(tmp_path / "pool.trace")
+    try:
+        assert memory.pooled(ctx.library, 0) == 0
+        a = mx.nd.ones((3, 7), ctx=ctx)
+        (a + a).wait_to_read()
+        del a
+        gc.collect()
+        assert memory.pooled(ctx.library, 0) == 0
+    finally:
+        trace.stop()
+    assert trace.replay(tmp_path / "pool.trace").matched

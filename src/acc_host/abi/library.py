@@ -351,7 +351,13 @@ class AccLibrary:
 
     def set_tracer(self, tracer: Any) -> None:
         """Routes later calls through tracer's stand-in for the cffi library
-        (``tracer.wrap``); None: back to the plugin."""
+        (``tracer.wrap``); None: back to the plugin. A trace starts with no
+        pooled freed buffers (abi.memory): every device pointer its calls
+        pass was allocated in it, or before it and never pooled."""
+        if tracer is not None and getattr(self, "supports_imperative", False):
+            from .memory import release_pooled
+
+            release_pooled(self)
         self._lib = self._raw_lib if tracer is None else tracer.wrap(
             self._raw_lib, self.path, self._known_name(), self.last_error)
 
