@@ -15,7 +15,8 @@ finalizer and mx_free were a third of the call). The pointer handed to the
 plugin is still exactly one mx_alloc() returned, for as many bytes.
 :func:`release_pooled` gives the pooled allocations back with mx_free():
 ``mx.nd.waitall()``, ``dispatch.clear_cache``, ``configure()`` (so that a
-memory query or a new memory size sees only live buffers) and
+memory query or a new memory size sees only live buffers), the start of
+a trace (set_tracer: its replay maps only pointers allocated in it) and
 mx_releaseAll() (which frees them itself) call it. Explicit ``free()``,
 checked mode and traced libraries never pool.
 
