@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import acc_host as mx
-from acc_host.abi import releases
+from acc_host.abi import memory, releases
 from acc_host.abi.annotate import annotate_symbol
 from acc_host.abi.library import AccLibrary
 from acc_host.abi.loaded_model import LoadedModel
@@ -125,8 +125,15 @@ def test_close_and_free_wait_for_the_device(unloads: list[str]) -> None:
     executor.close()
 
 
-def test_collected_buffers_and_executors_are_released_later(unloads: list[str]) -> None:
+@pytest.mark.parametrize("pool", [False, True])
+def test_collected_buffers_and_executors_are_released_later(
+        monkeypatch: pytest.MonkeyPatch, unloads: list[str], pool: bool) -> None:
+    """A collected buffer is queued for mx_free like an executor's release,
+    or, small enough for the pool, pooled at once (no device lock needed)."""
+    if not pool:
+        monkeypatch.setattr(memory, "POOL_MAX_BYTES", 0)
     library = mx.get_library("cpu_ref")
+    memory.release_pooled(library)
     buffer = DeviceBuffer(library, 0, SPEC)
     executor = OperatorExecutor(library, "relu", [SPEC], [SPEC])
     _Cycle((buffer, executor))
@@ -134,10 +141,12 @@ def test_collected_buffers_and_executors_are_released_later(unloads: list[str]) 
     busy = _Busy(library)
     try:
         gc.collect()
-        assert library.releases.pending() == 2
+        assert library.releases.pending() == (1 if pool else 2)
+        assert memory.pooled(library, 0) == (1 if pool else 0)
     finally:
         busy.release()
     assert library.releases.flush(10) and library.releases.pending() == 0
+    assert memory.release_pooled(library) == (1 if pool else 0)
     # The device works as before.
     model = _model(library)
     np.testing.assert_array_equal(

@@ -351,7 +351,13 @@ class AccLibrary:
 
     def set_tracer(self, tracer: Any) -> None:
         """Routes later calls through tracer's stand-in for the cffi library
-        (``tracer.wrap``); None: back to the plugin."""
+        (``tracer.wrap``); None: back to the plugin. A trace starts with no
+        pooled freed buffers (abi.memory): every device pointer its calls
+        pass was allocated in it, or before it and never pooled."""
+        if tracer is not None and getattr(self, "supports_imperative", False):
+            from .memory import release_pooled
+
+            release_pooled(self)
         self._lib = self._raw_lib if tracer is None else tracer.wrap(
             self._raw_lib, self.path, self._known_name(), self.last_error)
 
@@ -383,6 +389,10 @@ class AccLibrary:
         """Calls configure() with settings (values converted with str) and
         returns the plugin's answer as a new dict."""
         self.check_device(dev_id)
+        if self.supports_imperative:  # pooled freed buffers are not in use (abi.memory)
+            from .memory import release_pooled
+
+            release_pooled(self, dev_id)
         keys = CStrings(list(settings.keys()))
         values = CStrings([str(value) for value in settings.values()])
         out_keys = ffi.new("const char *const **")
@@ -506,6 +516,9 @@ class AccLibrary:
         """mx_releaseAll(dev_id) at interpreter exit: no lock (other threads
         are gone or daemons the exit does not wait for), and the status
         returned, not raised, since nobody is left to report it to."""
+        from .memory import release_pooled  # mx_releaseAll frees the pooled buffers too
+
+        release_pooled(self, dev_id, free=False)
         return int(self.unchecked("mx_releaseAll", dev_id))
 
     def __repr__(self) -> str:

@@ -1,9 +1,24 @@
 """Accelerator memory: buffers from a plugin's mx_alloc().
 
 A :class:`DeviceBuffer` holds one allocation on one device and frees it with
-mx_free() when closed or garbage-collected. At interpreter exit the registry
-calls mx_releaseAll() for every device instead, so buffers still alive then
-are not freed one by one.
+mx_free() when freed or garbage-collected (its ``__del__``: a finalizer
+object per buffer cost more than the imperative operator that made it).
+At interpreter exit the registry calls mx_releaseAll() for every device
+instead, so buffers still alive then are not freed one by one.
+
+Freed small buffers are pooled: a collected buffer of at most
+:data:`POOL_MAX_BYTES` goes to its device's pool (at most
+:data:`POOL_DEVICE_BYTES` per device) instead of mx_free(), and the next
+buffer of exactly that size on the device takes it instead of calling
+mx_alloc() (an imperative operator's result on cpu_ref: mx_alloc, the
+finalizer and mx_free were a third of the call). The pointer handed to the
+plugin is still exactly one mx_alloc() returned, for as many bytes.
+:func:`release_pooled` gives the pooled allocations back with mx_free():
+``mx.nd.waitall()``, ``dispatch.clear_cache``, ``configure()`` (so that a
+memory query or a new memory size sees only live buffers), the start of
+a trace (set_tracer: its replay maps only pointers allocated in it) and
+mx_releaseAll() (which frees them itself) call it. Explicit ``free()``,
+checked mode and traced libraries never pool.
 
 In checked mode (``MXNET_ACC_CHECK_OUTPUTS=1`` when the buffer is made) a
 buffer is allocated with guard bytes after it, read back after every
@@ -14,7 +29,9 @@ scratch with guards on both sides (:mod:`.guards`).
 
 from __future__ import annotations
 
-import weakref
+import atexit
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,10 +48,10 @@ from .guards import (
 )
 from .header import HOST_DEVICE, ffi
 from .library import AccLibrary
-from .releases import release_now
 from .tensor import TensorArray, TensorSpec, contiguous, host_pointer
 
-__all__ = ["DeviceBuffer", "HostCopies"]
+__all__ = ["DeviceBuffer", "HostCopies", "POOL_MAX_BYTES", "POOL_DEVICE_BYTES",
+           "release_pooled", "pooled"]
 
 
 def _free(library: AccLibrary, dev_id: int, pointer: Any, wait: bool = False) -> None:
@@ -43,8 +60,134 @@ def _free(library: AccLibrary, dev_id: int, pointer: Any, wait: bool = False) ->
     library.release(dev_id, lambda: library.unchecked("mx_free", dev_id, pointer), wait)
 
 
+class _Exit:
+    """Set once the interpreter exits: buffers collected after that are
+    left to the registry's mx_releaseAll (the plugin may be gone)."""
+
+    exiting = False
+
+
+def _exiting() -> None:
+    _Exit.exiting = True
+
+
+atexit.register(_exiting)
+# free() is check-and-set across threads: two free()s never both mx_free.
+_free_lock = threading.Lock()
+
+#: Collected buffers of at most this many bytes are pooled for reuse.
+POOL_MAX_BYTES = 1 << 16
+#: The most bytes one device's pool holds; a buffer beyond is freed.
+POOL_DEVICE_BYTES = 1 << 20
+
+
+class _Pool:
+    """One device's pooled allocations: pointers by allocation size. Taken
+    and given under ``lock`` without waiting (a collector running __del__
+    on a thread that holds it frees the buffer instead of pooling it)."""
+
+    __slots__ = ("lock", "stacks", "nbytes")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stacks: dict[int, list[Any]] = {}
+        self.nbytes = 0
+
+    def take(self, size: int) -> Any:
+        """A pooled pointer of size bytes, or None."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            stack = self.stacks.get(size)
+            if not stack:
+                return None
+            self.nbytes -= size
+            return stack.pop()
+        finally:
+            self.lock.release()
+
+    def give(self, size: int, pointer: Any) -> bool:
+        """Pools pointer (size bytes); False when the pool is full or busy."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if self.nbytes + size > POOL_DEVICE_BYTES:
+                return False
+            stack = self.stacks.get(size)
+            if stack is None:
+                stack = self.stacks[size] = []
+            stack.append(pointer)
+            self.nbytes += size
+            return True
+        finally:
+            self.lock.release()
+
+    def drain(self) -> list[Any]:
+        """Every pooled pointer, the pool left empty."""
+        with self.lock:
+            pointers = [pointer for stack in self.stacks.values() for pointer in stack]
+            self.stacks.clear()
+            self.nbytes = 0
+        return pointers
+
+
+_pools: dict[tuple[AccLibrary, int], _Pool] = {}
+
+
+def _pool(library: AccLibrary, dev_id: int) -> _Pool:
+    pool = _pools.get((library, dev_id))
+    if pool is None:
+        pool = _pools.setdefault((library, dev_id), _Pool())
+    return pool
+
+
+def release_pooled(library: AccLibrary | None = None, dev_id: int | None = None,
+                   free: bool = True) -> int:
+    """mx_free of the pooled allocations of library's device dev_id (every
+    device of library when None; every library when library is None),
+    waiting for each device's lock; with free False they are only
+    forgotten (mx_releaseAll frees them). Returns how many there were."""
+    count = 0
+    for (owner, device), pool in list(_pools.items()):
+        if (library is not None and owner is not library) or (
+                dev_id is not None and device != dev_id):
+            continue
+        pointers = pool.drain()
+        count += len(pointers)
+        if free:
+            for pointer in pointers:
+                _free(owner, device, pointer, wait=True)
+    return count
+
+
+def pooled(library: AccLibrary, dev_id: int) -> int:
+    """How many freed allocations library's device dev_id holds pooled."""
+    pool = _pools.get((library, dev_id))
+    return 0 if pool is None else sum(len(stack) for stack in pool.stacks.values())
+
+
+_ENVIRON_DATA: Any = getattr(os.environ, "_data", None)
+_CHECK_KEY: Any = None
+if _ENVIRON_DATA is not None:
+    _CHECK_KEY = os.environ.encodekey(CHECK_OUTPUTS_VARIABLE)  # type: ignore[attr-defined]
+
+
+def _checked_mode() -> bool:
+    """check_outputs_enabled(), read without os.environ's Mapping layers
+    when the platform's environ keeps them in a plain dict (os.environ
+    writes go through to it, so a change is seen at the next buffer)."""
+    if _ENVIRON_DATA is None:
+        return check_outputs_enabled()
+    value = _ENVIRON_DATA.get(_CHECK_KEY)
+    return value is not None and check_outputs_enabled()
+
+
 class DeviceBuffer:
     """An array-sized allocation on device dev_id of library."""
+
+    __slots__ = ("library", "dev_id", "spec", "guarded", "pointer", "_pool", "_freed",
+                 "_descriptor_array", "_host_array", "_readout", "_whole", "_whole_host",
+                 "__weakref__")
 
     def __init__(self, library: AccLibrary, dev_id: int, spec: TensorSpec) -> None:
         if not library.supports_imperative:
@@ -58,22 +201,28 @@ class DeviceBuffer:
         # after the buffer's bytes, then slack, so that a copy of the bytes
         # and the guard (_whole, see _copy_whole) that overruns them stays
         # inside the allocation too.
-        self.guarded = check_outputs_enabled()
-        size = spec.nbytes + (2 * GUARD_BYTES if self.guarded else 0)
-        address = ffi.new("void **")
-        with library.device_lock(dev_id):  # library.call, the message made only for a failure
-            status = library.lib.mx_alloc(dev_id, size, address)
-            if status:
-                library.check(library.name, "mx_alloc", status,
-                              f"{size} bytes on device {dev_id}")
-        self.pointer = address[0]
+        self.guarded = guarded = _checked_mode()
+        size = spec.nbytes + (2 * GUARD_BYTES if guarded else 0)
+        self._pool = pool = _pool(library, dev_id) if (
+            size <= POOL_MAX_BYTES and not guarded and not library.traced) else None
+        pointer = None if pool is None else pool.take(size)
+        if pointer is None:
+            address = ffi.new("void **")
+            with library.device_lock(dev_id):  # library.call, the message only for a failure
+                status = library.lib.mx_alloc(dev_id, size, address)
+                if status:
+                    library.check(library.name, "mx_alloc", status,
+                                  f"{size} bytes on device {dev_id}")
+            pointer = address[0]
+        self.pointer = pointer
         # The descriptors of copies, made at the first copy (see _descriptor):
         # an imperative operator's output may never be copied.
         self._descriptor_array: TensorArray | None = None
         self._host_array: TensorArray | None = None
         self._readout: tuple[Any, Any, Any, Any] | None = None  # see to_host
-        self._finalizer = weakref.finalize(self, _free, library, dev_id, self.pointer)
-        self._finalizer.atexit = False
+        # Set by free(), or by __del__ (which runs once nobody holds the
+        # buffer): a plain attribute, read per call by the bound steps.
+        self._freed = False
         if self.guarded:
             whole = TensorSpec((spec.nbytes + GUARD_BYTES,), np.dtype(np.uint8))
             self._whole = TensorArray([whole], dev_id)
@@ -84,11 +233,6 @@ class DeviceBuffer:
             initial[spec.nbytes:] = GUARD_PATTERN
             with library.device_lock(dev_id):
                 self._copy_whole("copyToAcc", initial)
-        # Set by free(), the only way a buffer somebody holds is released
-        # (the finalizer's own run needs the buffer unreachable): a plain
-        # attribute, read per call by the bound steps (the finalizer's
-        # ``alive`` costs a property call and a dictionary lookup).
-        self._freed = False
 
     @property
     def _descriptor(self) -> TensorArray:
@@ -111,7 +255,7 @@ class DeviceBuffer:
 
     @property
     def closed(self) -> bool:
-        return self._freed or not self._finalizer.alive
+        return self._freed
 
     def _check_open(self) -> None:
         if self.closed:
@@ -202,7 +346,7 @@ class DeviceBuffer:
     def to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """copyFromAcc: this buffer -> a new (or the given) host array (in
         checked mode, through a host scratch with guards on both sides)."""
-        if self._freed or not self._finalizer.alive:
+        if self._freed:
             self._check_open()
         spec = self.spec
         library = self.library
@@ -249,9 +393,29 @@ class DeviceBuffer:
         return result
 
     def free(self) -> None:
-        """mx_free now (idempotent)."""
+        """mx_free now, waiting for the device (idempotent)."""
+        with _free_lock:
+            if getattr(self, "_freed", True):  # freed, or never allocated
+                return
+            self._freed = True
+        _free(self.library, self.dev_id, self.pointer, wait=True)
+
+    def __del__(self) -> None:
+        """mx_free once nobody holds the buffer: at once when the device's
+        lock is free, else by the library's release thread (never waiting
+        for another thread's call, acc_host.abi.releases). Nothing at exit
+        (mx_releaseAll) or for a buffer whose allocation failed."""
+        if getattr(self, "_freed", True) or _Exit.exiting:
+            return
         self._freed = True
-        release_now(self._finalizer)
+        pool = self._pool
+        if pool is not None and not self.library.traced and pool.give(self.spec.nbytes,
+                                                                          self.pointer):
+            return
+        try:
+            _free(self.library, self.dev_id, self.pointer)
+        except Exception:  # noqa: BLE001  (no caller; mx_releaseAll reclaims it)
+            pass
 
     def __repr__(self) -> str:
         state = "freed" if self.closed else f"device {self.dev_id}"

@@ -65,7 +65,8 @@ class OperatorExecutor:
                 f"{library.name}: accGetExecutor({op_name}) succeeded but returned a NULL "
                 "executor or function")
         self._handle = executor
-        self._slots: tuple[list[Any], list[Any]] | None = None  # see forward_fitting
+        self._lock = library.device_lock(dev_id)
+        self._slots: tuple[list[Any], list[Any], Any, Any] | None = None  # forward_fitting
         self._finalizer = weakref.finalize(self, _release, library, dev_id, executor)
         self._finalizer.atexit = False
 
@@ -121,34 +122,40 @@ class OperatorExecutor:
         if slots is None:  # the descriptors' MXTensor cdata, in and out, listed once
             slots = self._slots = (
                 [self._inputs._tensors[index] for index in range(len(self._inputs))],
-                [self._outputs._tensors[index] for index in range(len(self._outputs))])
-        in_slots, out_slots = slots
-        for index, (slot, buffer) in enumerate(zip(in_slots, inputs)):
+                [self._outputs._tensors[index] for index in range(len(self._outputs))],
+                self._inputs.pointer, self._outputs.pointer)
+        in_slots, out_slots, in_pointer, out_pointer = slots
+        guarded = False
+        for buffer, slot in zip(inputs, in_slots):
             if buffer._freed:
-                raise TensorError(f"{self.op_name}: input {index} is {buffer!r}")
+                raise TensorError(f"{self.op_name}: input {list(inputs).index(buffer)} is "
+                                  f"{buffer!r}")
             slot.data = buffer.pointer
-        for index, (slot, buffer) in enumerate(zip(out_slots, outputs)):
+        for buffer, slot in zip(outputs, out_slots):
             if buffer._freed:
-                raise TensorError(f"{self.op_name}: output {index} is {buffer!r}")
+                raise TensorError(f"{self.op_name}: output {list(outputs).index(buffer)} is "
+                                  f"{buffer!r}")
             slot.data = buffer.pointer
+            guarded = guarded or buffer.guarded
         library = self.library
-        null = ffi.NULL
         try:
-            with library.device_lock(self.dev_id):
+            with self._lock:
                 forward = library.entry("executor_forward") if library.traced \
                     else self._handle.forward
-                status = forward(self._handle, self._inputs.pointer, len(in_slots),
-                                 self._outputs.pointer, len(out_slots))
+                status = forward(self._handle, in_pointer, len(in_slots), out_pointer,
+                                 len(out_slots))
             if status:
                 library.check(library.name, "executor forward", status, self.op_name)
         finally:
+            null = ffi.NULL
             for slot in in_slots:
                 slot.data = null
             for slot in out_slots:
                 slot.data = null
-        for index, buffer in enumerate(outputs):  # checked mode: the guard after each
-            if buffer.guarded:
-                buffer.checked_host(f"forward of {self.op_name}", f"output {index}")
+        if guarded:  # checked mode: the guard after each output
+            for index, buffer in enumerate(outputs):
+                if buffer.guarded:
+                    buffer.checked_host(f"forward of {self.op_name}", f"output {index}")
 
     def close(self) -> None:
         """Releases the plugin's executor (idempotent)."""

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import engine as _engine
 from .. import limits
-from ..abi.memory import DeviceBuffer
+from ..abi.memory import DeviceBuffer, release_pooled
 from ..abi.tensor import TensorSpec, dtype_code
 from ..context import Context, cpu, current_context
 from ..engine.base import check_live, in_operation
@@ -120,7 +120,7 @@ class NDArray(NDArrayMethods):
         self._view: tuple | None = None
 
     @classmethod
-    def _from_view(cls, parent: NDArray, key: Any, data: np.ndarray) -> NDArray:
+    def _from_view(cls, parent: NDArray, key: Any, data: np.ndarray | TensorSpec) -> NDArray:
         result = cls.__new__(cls)
         result._ctx = parent._ctx
         result._storage = parent._storage
@@ -159,6 +159,14 @@ class NDArray(NDArrayMethods):
             source = NDArray(np.array(source._read()), self._ctx)
         self._storage.host = source._storage.host
         self._storage.device = source._storage.device
+
+    @property
+    def _device_view(self) -> bool:
+        """Whether this is a view of rows of an array in device memory
+        (``_view`` is (slice, TensorSpec of the rows)): its elements are read
+        from the array's buffer when needed (see _device_rows)."""
+        view = self._view
+        return view is not None and type(view[1]) is TensorSpec
 
     @property
     def _var(self) -> Any:
@@ -202,10 +210,15 @@ class NDArray(NDArrayMethods):
     def _read(self) -> np.ndarray:
         """The elements as a host array, once pending writes are done: the
         storage itself for host memory (a view for views), a fresh copy for
-        device memory."""
+        device memory (rows of it for a view of device memory)."""
         self._sync()
-        if self._view is not None:
-            return self._view[1]
+        view = self._view
+        if view is not None:
+            data = view[1]
+            if type(data) is TensorSpec:  # rows of an array in device memory
+                host = self._storage.host
+                return (host if host is not None else self._device().to_host())[view[0]]
+            return data
         storage = self._storage
         if storage.host is not None:
             return storage.host
@@ -222,7 +235,16 @@ class NDArray(NDArrayMethods):
     def _write_now(self, values: np.ndarray) -> None:
         """Inside a pushed operation: replaces the elements (same shape)."""
         storage = self._storage
-        if self._view is not None or storage.host is not None:
+        view = self._view
+        if view is not None and type(view[1]) is TensorSpec and storage.host is None:
+            # Rows of an array in device memory: the array's elements with
+            # the rows replaced, written back whole (device pointers are
+            # opaque: no copy into the middle of a buffer).
+            device = self._device()
+            whole = device.to_host()
+            np.copyto(whole[view[0]], values, casting="unsafe")
+            device.copy_from_host(whole)
+        elif view is not None or storage.host is not None:
             np.copyto(self._read(), values, casting="unsafe")
         else:
             device = self._device()
@@ -353,7 +375,7 @@ class NDArray(NDArrayMethods):
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         self._sync()
-        if self._storage.host is None and self._view is None:
+        if self._storage.host is None and (self._view is None or self._device_view):
             raise ContextError(f"{self._ctx}: arrays in device memory cannot be exported "
                                "through DLPack; copy them to mx.cpu() first")
         return self._read().__dlpack__(stream=stream, **kwargs)
@@ -413,7 +435,8 @@ class NDArray(NDArrayMethods):
         key = _host_key(key)
         source = self._read()
         values = source[key]
-        in_host_memory = self._storage.host is not None or self._view is not None
+        in_host_memory = self._storage.host is not None or (self._view is not None
+                                                            and not self._device_view)
         if in_host_memory and isinstance(values, np.ndarray) and np.may_share_memory(values,
                                                                                       source):
             return NDArray._from_view(self, key, values)
@@ -421,9 +444,14 @@ class NDArray(NDArrayMethods):
 
     def _device_rows(self, key: slice) -> NDArray | None:
         """self[key] for an array in an accelerator's memory and a slice of
-        rows with step 1: a copy made on the device (slice_axis), not a copy
-        of the whole array to the host and of the rows back; None for other
-        arrays and slices (and empty selections)."""
+        rows with step 1: a view, as MXNet's basic slicing on the first axis
+        is (it shares the array's storage, engine var and version). Device
+        pointers are opaque to the host (docs/abi.md), so the view is kept
+        host-side as (rows, their shape and dtype) and made contiguous only
+        when something needs its elements: a read copies the array out and
+        takes the rows, an operator gets them copied in, a write replaces
+        the rows in the array's elements and writes them back whole. None
+        for other arrays and slices (and empty selections)."""
         if not self._ctx.is_accelerator or key.step not in (None, 1):
             return None
         shape, dtype = _hint(self)
@@ -432,7 +460,8 @@ class NDArray(NDArrayMethods):
         begin, end, _ = key.indices(shape[0])
         if end <= begin:
             return None
-        return invoke("slice_axis", [self], {"axis": 0, "begin": begin, "end": end})[0]
+        return NDArray._from_view(self, slice(begin, end),
+                                  TensorSpec((end - begin, *shape[1:]), dtype))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Pushed; with a value from the host (not an NDArray) it also waits
@@ -445,7 +474,8 @@ class NDArray(NDArrayMethods):
 
         def write() -> None:
             source = value._read() if isinstance(value, NDArray) else value
-            if self._storage.host is not None or self._view is not None:
+            if self._storage.host is not None or (self._view is not None
+                                                  and not self._device_view):
                 self._read()[key] = source
             else:
                 values = self._read()
@@ -615,7 +645,12 @@ def invoke(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any],
     output shapes can be inferred, else it runs now. A call whose signature
     was planned before runs its plan (see _CallPlan); calls with sparse
     operands take the sparse rules first and are never planned."""
-    if any(array.stype != "default" for array in inputs):
+    sparse = False
+    for array in inputs:  # a plain NDArray is dense: no stype call
+        if type(array) is not NDArray and array.stype != "default":
+            sparse = True
+            break
+    if sparse:
         from .sparse_ops import invoke_sparse  # (sparse_ops imports this module)
 
         handled = invoke_sparse(op_name, inputs, attrs, out)
@@ -935,8 +970,12 @@ def concatenate(arrays: Sequence[NDArray], axis: int = 0) -> NDArray:
 
 def waitall() -> None:
     """Waits for every pushed operation; raises the first failure no wait
-    has reported yet (see docs/engine.md)."""
-    _engine.wait_for_all()
+    has reported yet (see docs/engine.md). Then gives the pooled freed
+    device buffers back to their plugins (acc_host.abi.memory)."""
+    try:
+        _engine.wait_for_all()
+    finally:
+        release_pooled()
 
 
 # ---- files ------------------------------------------------------------------------------

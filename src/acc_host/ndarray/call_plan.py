@@ -30,6 +30,7 @@ from ..context import Context
 from ..engine.base import check_live
 from ..errors import AccHostError, OperatorError, TensorError
 from ..ops import registry
+from ..ops.tensor import planned_kernel
 from . import (
     NDArray,
     _check_planned,
@@ -141,7 +142,8 @@ class _CallPlan:
     call, acc_host.ndarray.dispatch, or the CPU), and whether it is small
     enough to run on the calling thread (INLINE_BYTES)."""
 
-    __slots__ = ("op", "attrs", "ctx", "specs", "nbytes", "inline", "prepared", "host_memory")
+    __slots__ = ("op", "attrs", "ctx", "specs", "nbytes", "inline", "prepared", "host_memory",
+                 "kernel")
 
     def __init__(self, op: registry.OpDef, attrs: Any, ctx: Context,
                  inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
@@ -159,6 +161,8 @@ class _CallPlan:
         # Whether every output lives in host memory on ctx (the CPU, or a
         # plugin that works on host memory, for these dtypes).
         self.host_memory = not any(_uses_device_memory(ctx, dtype) for _, dtype in specs)
+        # The CPU kernel with its shape work done (dot, sum), else op.compute.
+        self.kernel = planned_kernel(op, attrs, inputs) if self.prepared is None else None
 
     def call(self, inputs: Sequence[NDArray], out: NDArray | Sequence[NDArray] | None
              ) -> list[NDArray]:
@@ -234,12 +238,15 @@ class _CallPlan:
         op = self.op
         results: Sequence[Any] | None = None
         if self.prepared is not None:
-            results = dispatch.run_prepared(self.prepared, [_fast_operand(array)
-                                                            for array in inputs])
+            results = dispatch.run_prepared_buffers(
+                self.prepared, [array._storage.device if array._view is None else None
+                                for array in inputs],
+                lambda: [_fast_operand(array) for array in inputs])
         if results is None:
             values = [array._read() for array in inputs]
+            kernel = self.kernel
             try:
-                results = op.compute(self.attrs, values)
+                results = kernel(values) if kernel is not None else op.compute(self.attrs, values)
             except AccHostError:
                 raise
             except Exception as error:  # noqa: BLE001  (the safety net, as OpDef.run)

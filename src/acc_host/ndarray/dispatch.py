@@ -49,7 +49,7 @@ import numpy as np
 from .. import engine
 from ..abi.library import AccLibrary
 from ..abi.loaded_model import LoadedModel
-from ..abi.memory import DeviceBuffer
+from ..abi.memory import DeviceBuffer, release_pooled
 from ..abi.operator_executor import OperatorExecutor
 from ..abi.operator_versions import OP_VERSION_ATTR, op_version
 from ..abi.tensor import TensorSpec
@@ -59,7 +59,8 @@ from ..graph.one_op import one_op_graph
 from ..ops.params import Attrs
 from ..ops.registry import OpDef
 
-__all__ = ["Operand", "Prepared", "Result", "prepare", "run_prepared", "run_on_context", "stats",
+__all__ = ["Operand", "Prepared", "Result", "prepare", "run_prepared", "run_prepared_buffers",
+           "run_on_context", "stats",
            "clear_cache", "CACHE_CAPACITY"]
 
 # Signatures cached per device (executors, models and refusals alike).
@@ -365,6 +366,42 @@ def run_prepared(prepared: Prepared, inputs: Sequence[Operand]) -> list[Result] 
         return results
 
 
+def run_prepared_buffers(prepared: Prepared, buffers: Sequence[DeviceBuffer | None],
+                         inputs: Callable[[], Sequence[Operand]]) -> list[Result] | None:
+    """:func:`run_prepared` for a planned call whose inputs are given as
+    their device buffers (None for an input that has none: in host memory,
+    or a view): when the cached entry is an executor and every buffer is
+    one of its device's with the spec it was made for, the executor runs
+    on them and new output buffers at once; otherwise inputs() makes the
+    operands and :func:`run_prepared` runs them (staging, refusals, a
+    symbolic-only plugin's model)."""
+    state = prepared.state
+    with prepared.lock:
+        key = prepared.key
+        entry = None if key is None else state.entries.get(key)
+        if type(entry) is _ExecutorEntry and op_version(prepared.op.name) == prepared.version:
+            executor = entry.executor
+            library, dev_id = executor.library, executor.dev_id
+            fits = len(buffers) == len(entry.inputs)
+            for buffer, spec in zip(buffers, entry.inputs):  # (a loop: all() costs a frame)
+                if buffer is None or buffer.library is not library or buffer.dev_id != dev_id:
+                    fits = False
+                    break
+                held = buffer.spec
+                if held is not spec and (held.shape != spec.shape or held.dtype != spec.dtype):
+                    fits = False
+                    break
+            if fits:
+                counters = state.counters
+                counters["cache_hits"] += 1
+                state.entries.move_to_end(key)  # type: ignore[arg-type]
+                outputs = [DeviceBuffer(library, dev_id, spec) for spec in entry.outputs]
+                executor.forward_fitting(buffers, outputs)  # type: ignore[arg-type]
+                counters["accelerator_calls"] += 1
+                return list(outputs)
+        return run_prepared(prepared, inputs())
+
+
 def run_on_context(op: OpDef, attrs: Attrs, inputs: Sequence[Operand],
                    ctx: Context) -> list[Result] | None:
     """Runs op on the accelerator of ctx and returns its visible outputs
@@ -392,9 +429,11 @@ def stats(ctx: Context) -> dict[str, int]:
 
 def clear_cache(ctx: Context) -> None:
     """Releases every cached executor and model of ctx's device and forgets
-    its refusals (the counters are kept)."""
+    its refusals (the counters are kept), and gives its pooled freed
+    buffers back (acc_host.abi.memory)."""
     engine.drain()
     library = _library(ctx)
     state = _state(library, ctx.device_id)
     with library.device_lock(ctx.device_id):
         state.clear()
+    release_pooled(library, ctx.device_id)

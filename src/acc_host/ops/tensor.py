@@ -52,6 +52,8 @@ TypeResult = tuple[list[np.dtype], list[np.dtype]]
 ShapeFn = Callable[[Attrs, Shapes], ShapeResult]
 TypeFn = Callable[[Attrs, DTypes], TypeResult]
 ComputeFn = Callable[[Attrs, Arrays], Arrays]
+# A compute with its attributes and input shapes fixed (planned_kernel).
+PlannedKernel = Callable[[Arrays], Arrays]
 # rule(op, attrs, input shape) -> output shape, for one-input operators
 ShapeRule = Callable[[str, Attrs, Shape], Shape]
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -1128,6 +1130,22 @@ def _dot(attrs: Attrs, inputs: Arrays) -> Arrays:
     return [product.reshape(out).astype(lhs.dtype)]
 
 
+def _plan_dot(attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]) -> PlannedKernel | None:
+    """_dot for two matrices, neither transposed, of one dtype: the same
+    products (in the accumulator type), the shapes checked once."""
+    (lhs, left_dtype), (rhs, right_dtype) = inputs
+    if (len(lhs) != 2 or len(rhs) != 2 or attrs.transpose_a or attrs.transpose_b
+            or left_dtype != right_dtype):
+        return None
+    _dot_shape("dot", attrs, lhs, rhs)  # raises for shapes that do not fit
+    acc, dtype = _accumulator(left_dtype), left_dtype
+
+    def kernel(values: Arrays) -> Arrays:
+        left, right = values
+        return [np.matmul(left.astype(acc), right.astype(acc)).astype(dtype)]
+    return kernel
+
+
 register(OpDef(
     name="dot",
     params=_DOT_PARAMS,
@@ -1338,10 +1356,40 @@ def _reduce_compute(name: str, fn: Callable[[np.ndarray, tuple[int, ...]], np.nd
     return compute
 
 
+def _plan_sum(attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]) -> PlannedKernel | None:
+    """sum's compute with the reduced axes and the output shape worked out
+    once (np.add.reduce is what np.sum runs, in the accumulator type)."""
+    (shape, dtype), = inputs
+    axes, out = _reduce_layout("sum", attrs, shape)  # raises for bad axes
+    acc = _accumulator(dtype)
+    reduce = np.add.reduce
+
+    def kernel(values: Arrays) -> Arrays:
+        with np.errstate(all="ignore"):
+            return [np.asarray(reduce(values[0].astype(acc), axis=axes)).astype(dtype)
+                    .reshape(out)]
+    return kernel
+
+
+_PLANNERS: dict[ComputeFn, Callable[[Attrs, Sequence[tuple[Shape, np.dtype]]],
+                                    PlannedKernel | None]] = {_dot: _plan_dot}
+
 for _name, (_reduce, _aliases, _rule) in _REDUCTIONS.items():
-    _register_simple(_name, _rule, _reduce_compute(_name, _reduce, _rule), params=_REDUCE_PARAMS,
-                     aliases=_aliases,
+    _compute = _reduce_compute(_name, _reduce, _rule)
+    if _name == "sum":
+        _PLANNERS[_compute] = _plan_sum
+    _register_simple(_name, _rule, _compute, params=_REDUCE_PARAMS, aliases=_aliases,
                      doc=f"{_name} over axis (all axes by default; the others with exclude).")
+
+
+def planned_kernel(op: OpDef, attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]
+                   ) -> PlannedKernel | None:
+    """op's compute for inputs of these (shape, dtype)s, with its shape
+    work done now, for an imperative call plan (acc_host.ndarray.call_plan)
+    to call straight: the same results as op.compute(attrs, values), or
+    None when op has no such kernel (or its compute was replaced)."""
+    planner = _PLANNERS.get(op.compute)
+    return None if planner is None else planner(attrs, inputs)
 
 
 def _search_rule(op: str, attrs: Attrs, shape: Shape) -> Shape:
