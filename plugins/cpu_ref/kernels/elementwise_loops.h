@@ -255,11 +255,14 @@ static inline void softmax_strided(int64_t length, int64_t stride,
  * vectorises: that compare-and-select of floats is what the vector max
  * instructions compute (maxps returns its second operand when either is
  * NaN), so GCC turns it into them for AVX2 and AVX-512 alike (6 us against
- * 30 us for a select by bit masks, over 512 rows of 128). The maximum of the
- * non-NaN values does not depend on the order, except that between 0 and -0
- * whichever comes first wins, which softmax_rows does not notice (x - 0 and
- * x - -0 are equal for x != 0, and exp of either zero is 1). */
-static inline float max_float(const float *x, int64_t count) {
+ * 30 us for a select by bit masks, over 512 rows of 128). The last count %
+ * 16 values go through the same 16-wide loop from a copy padded with
+ * -infinity (a scalar remainder loop was a third of a row of 197). The
+ * maximum of the non-NaN values does not depend on the order, except that
+ * between 0 and -0 whichever comes first wins, which softmax_rows does not
+ * notice (x - 0 and x - -0 are equal for x != 0, and exp of either zero is
+ * 1). */
+CR_LOOP_BODY float max_float(const float *x, int64_t count) {
   float partial[16];
   for (int j = 0; j < 16; ++j) partial[j] = -INFINITY;
   int64_t i = 0;
@@ -269,10 +272,44 @@ static inline float max_float(const float *x, int64_t count) {
       partial[j] = v > partial[j] ? v : partial[j];
     }
   }
-  float max = -INFINITY;
-  for (; i < count; ++i) max = x[i] > max ? x[i] : max;
-  for (int j = 0; j < 16; ++j) max = partial[j] > max ? partial[j] : max;
-  return max;
+  if (i < count) {
+    float rest[16];
+    for (int j = 0; j < 16; ++j) rest[j] = -INFINITY;
+    memcpy(rest, x + i, (size_t)(count - i) * sizeof *rest);
+    for (int j = 0; j < 16; ++j) partial[j] = rest[j] > partial[j] ? rest[j] : partial[j];
+  }
+  /* Halves folded onto halves: four dependent steps, where one running
+   * maximum over the 16 was sixteen (a tenth of softmax's time over rows of
+   * 197). */
+  for (int half = 8; half >= 1; half /= 2) {
+    for (int j = 0; j < half; ++j) {
+      partial[j] = partial[j + half] > partial[j] ? partial[j + half] : partial[j];
+    }
+  }
+  return partial[0];
+}
+
+/* y[i] = exp(x[i] - max), 0 where x[i] - max < -87 (exp_float's clamp),
+ * for i < count: whole vectors of 16 in one loop, the last count % 16
+ * values through the same expression from a copy padded with -infinity (a
+ * scalar remainder loop, 5 of a row of 197, was a third of the time). x
+ * may equal y. */
+CR_LOOP_BODY void exp_shifted(const float *x, int64_t count, float max, float *y) {
+  const int64_t whole = count / 16 * 16;
+  for (int64_t i = 0; i < whole; ++i) {
+    const float shifted = x[i] - max;
+    y[i] = select_float(shifted < -87.0f, 0.0f, exp_float(shifted));
+  }
+  if (whole < count) {
+    float rest[16], e[16];
+    for (int j = 0; j < 16; ++j) rest[j] = -INFINITY;
+    memcpy(rest, x + whole, (size_t)(count - whole) * sizeof *rest);
+    for (int j = 0; j < 16; ++j) {
+      const float shifted = rest[j] - max;
+      e[j] = select_float(shifted < -87.0f, 0.0f, exp_float(shifted));
+    }
+    memcpy(y + whole, e, (size_t)(count - whole) * sizeof *e);
+  }
 }
 
 /* Rows handled together by softmax_rows, when they are no longer than
@@ -280,14 +317,17 @@ static inline float max_float(const float *x, int64_t count) {
  * block of them would not stay in cache between the passes). */
 enum { kSoftmaxBlock = 16, kSoftmaxBlockedMax = 512 };
 
-/* Softmax of `rows` contiguous rows of `length` at temperature 1: exp in
- * float (exp_float), the sum in double in sum_double's 8 partial sums (so
- * in a different order than softmax_strided's left-to-right sum: the
- * results can differ from it in the last bit). Each step is a loop that
- * vectorises, and each is taken for a block of rows before the next: the
- * rows of a model's attention are short (16 to 32 values), and one row's
- * max, exp, sum and division are a chain of dependent latencies that rows
- * side by side overlap. Probabilities below FLT_MIN are flushed to 0, and
+/* Softmax of `rows` contiguous rows of `length` at temperature 1, in three
+ * passes over a row: its largest value; exp in float (exp_float) stored
+ * and summed in double in sum_double's 8 partial sums (so in a different
+ * order than softmax_strided's left-to-right sum: the results can differ
+ * from it in the last bit); the division. Each pass vectorises, the last
+ * values of a row included, and each is taken for a block of rows before
+ * the next: the rows of a model's attention are short (16 to 200 values),
+ * and one row's max, exp, sum and division are a chain of dependent
+ * latencies that rows side by side overlap. (Four passes, the sum apart
+ * and the remainders scalar, took 230 us for ViT-S/16's 1182 rows of 197.)
+ * Probabilities below FLT_MIN are flushed to 0, and
  * so are the scores more than 87 below the row's largest, where exp_float
  * clamps (their exact values are below 1.6e-38): otherwise each masked or
  * far-off score gave about 1.6e-38 divided by the sum, a subnormal or a
@@ -313,10 +353,7 @@ CR_LOOP_BODY void softmax_rows(int64_t rows, int64_t length, const float *x,
         softmax_strided(length, 1, 1.0, 0, xr, yr);
         continue;
       }
-      for (int64_t i = 0; i < length; ++i) {
-        const float shifted = xr[i] - max[r];
-        yr[i] = select_float(shifted < -87.0f, 0.0f, exp_float(shifted));
-      }
+      exp_shifted(xr, length, max[r], yr);
     }
     for (int r = 0; r < n; ++r) {
       scale[r] = max[r] > -INFINITY && max[r] < INFINITY
