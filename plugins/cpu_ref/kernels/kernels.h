@@ -426,6 +426,12 @@ void cr_fast_scalar_binary(cr_binary_op op, int reverse, int64_t count, const fl
 void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
                               const int64_t *a_strides, const int64_t *b_strides,
                               const float *a, const float *b, float *y);
+/* cr_fast_broadcast_binary shared out by rows between up to num_threads
+ * threads (the same values). */
+void cr_fast_broadcast_binary_shared(cr_binary_op op, int ndim, const int64_t *dims,
+                                     const int64_t *a_strides, const int64_t *b_strides,
+                                     const float *a, const float *b, float *y,
+                                     int num_threads);
 void cr_fast_add_n(int num, int64_t count, const float *const *x, float *y);
 void cr_fast_unary(cr_unary_op op, int64_t count, const float *x, float *y);
 /* cr_fast_unary shared out between up to num_threads threads (the same
