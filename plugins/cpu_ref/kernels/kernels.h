@@ -446,9 +446,9 @@ void cr_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const 
  * x clamp(x / 6 + 0.5, 0, 1) (swish 1; alpha and beta unused), computed in
  * float (within 2 ulp of the double formula), NaN kept; vectorised and
  * shared out between up to num_threads threads. */
-/* y = x * sigmoid(x) (SiLU), sigmoid as cr_fast_unary's: the sigmoid
- * followed by the multiply, bit for bit, in one pass; shared out between
- * up to num_threads threads. */
+/* y = x * sigmoid(x) (SiLU) as x / (1 + exp(-x)), exp as cr_fast_unary's
+ * sigmoid's: one rounding less than the sigmoid followed by the multiply,
+ * in one pass; shared out between up to num_threads threads. */
 void cr_fast_swish(int64_t count, const float *x, float *y, int num_threads);
 void cr_fast_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
                           float *y, int num_threads);
