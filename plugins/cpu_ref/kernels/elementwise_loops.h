@@ -87,12 +87,41 @@ static inline float exp_float(float x) {
   return p * scale.f;
 }
 
-/* 1 / (1 + exp(-x)) in float with exp_float, so that the loops calling it
- * vectorise (libm's exp per element made sigmoid the largest step of
- * EfficientNet-B0: 33 of 60 ms at batch 1). Within 3 ulp of the double
- * formula for |x| <= 87; below x = -88 the result stays near 6e-39
- * (exp_float's clamp) where the exact value is smaller; NaN stays NaN. */
-static inline float sigmoid_float(float x) { return 1.0f / (1.0f + exp_float(-x)); }
+/* exp(x) in float for sigmoid and SiLU, within 1.5e-7 relative for
+ * |x| <= 87, with half the operations of exp_float: the same reduction
+ * (x = n ln2 + r, clamp to [-87, 88], NaN kept) by fused multiply-adds
+ * (fmaf, one rounding each, the same value on every ISA: an instruction
+ * where the CPU has FMA, glibc's correctly rounded fmaf elsewhere) and
+ * exp(r) by a degree-6 polynomial fitted for the least relative error on
+ * |r| <= ln2 / 2 (1.9e-9 in exact arithmetic; Taylor's needs degree 7).
+ * The swish loop over 240 x 28 x 28 values on AVX-512: 97 -> 56 us. */
+static inline float exp_sigmoid_float(float x) {
+  const float kShifter = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
+  x = select_float(x > 88.0f, 88.0f, x);
+  x = select_float(x < -87.0f, -87.0f, x);
+  const float t = fmaf(x, 1.44269504f, kShifter);
+  const float n = t - kShifter;
+  float r = fmaf(n, -0.693145751953125f, x); /* ln2's high bits: exact */
+  r = fmaf(n, -1.428606765330187e-06f, r);   /* ln2's low bits */
+  float p = 1.3836845755577087e-03f;
+  p = fmaf(p, r, 8.374815806746483e-03f);
+  p = fmaf(p, r, 4.166822507977486e-02f);
+  p = fmaf(p, r, 1.6666419804096222e-01f);
+  p = fmaf(p, r, 4.9999991059303284e-01f);
+  p = fmaf(p, r, 1.0f);
+  p = fmaf(p, r, 1.0f);
+  union { float f; uint32_t u; } bits = {t}, scale;
+  scale.u = (bits.u - 0x4B400000u + 127u) << 23;
+  return p * scale.f;
+}
+
+/* 1 / (1 + exp(-x)) in float with exp_sigmoid_float, so that the loops
+ * calling it vectorise (libm's exp per element made sigmoid the largest
+ * step of EfficientNet-B0: 33 of 60 ms at batch 1). Within 2 ulp of the
+ * double formula for |x| <= 87; below x = -88 the result stays near 6e-39
+ * (the clamp) where the exact value is smaller; NaN stays NaN. The fast
+ * kernels run the loops calling it in clones with FMA (fast/elementwise.c). */
+static inline float sigmoid_float(float x) { return 1.0f / (1.0f + exp_sigmoid_float(-x)); }
 
 /* erfc(z) for z >= 0 in float: the Chebyshev fit of Numerical Recipes
  * (erfcc, relative error below 1.2e-7 in exact arithmetic), with exp_float;
@@ -600,10 +629,12 @@ CR_LOOP_BODY void hard_sigmoid_loop(int swish, float alpha, float beta, int64_t 
   }
 }
 
-/* x * sigmoid(x) (SiLU), sigmoid as sigmoid_float: the values of the
- * sigmoid step followed by the multiply, bit for bit, in one pass. */
+/* x * sigmoid(x) (SiLU) as x / (1 + exp(-x)), exp as sigmoid_float's: one
+ * rounding less than the sigmoid step followed by the multiply, in one
+ * pass. Large negative x gives -0 or a tiny negative value, NaN stays NaN,
+ * +inf gives +inf. */
 CR_LOOP_BODY void swish_loop(int64_t count, const float *x, float *y) {
-  for (int64_t i = 0; i < count; ++i) y[i] = x[i] * sigmoid_float(x[i]);
+  for (int64_t i = 0; i < count; ++i) y[i] = x[i] / (1.0f + exp_sigmoid_float(-x[i]));
 }
 
 /* Rows handled together by layer_norm_rows, when they are no longer than

@@ -426,6 +426,12 @@ void cr_fast_scalar_binary(cr_binary_op op, int reverse, int64_t count, const fl
 void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
                               const int64_t *a_strides, const int64_t *b_strides,
                               const float *a, const float *b, float *y);
+/* cr_fast_broadcast_binary shared out by rows between up to num_threads
+ * threads (the same values). */
+void cr_fast_broadcast_binary_shared(cr_binary_op op, int ndim, const int64_t *dims,
+                                     const int64_t *a_strides, const int64_t *b_strides,
+                                     const float *a, const float *b, float *y,
+                                     int num_threads);
 void cr_fast_add_n(int num, int64_t count, const float *const *x, float *y);
 void cr_fast_unary(cr_unary_op op, int64_t count, const float *x, float *y);
 /* cr_fast_unary shared out between up to num_threads threads (the same
@@ -440,9 +446,9 @@ void cr_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const 
  * x clamp(x / 6 + 0.5, 0, 1) (swish 1; alpha and beta unused), computed in
  * float (within 2 ulp of the double formula), NaN kept; vectorised and
  * shared out between up to num_threads threads. */
-/* y = x * sigmoid(x) (SiLU), sigmoid as cr_fast_unary's: the sigmoid
- * followed by the multiply, bit for bit, in one pass; shared out between
- * up to num_threads threads. */
+/* y = x * sigmoid(x) (SiLU) as x / (1 + exp(-x)), exp as cr_fast_unary's
+ * sigmoid's: one rounding less than the sigmoid followed by the multiply,
+ * in one pass; shared out between up to num_threads threads. */
 void cr_fast_swish(int64_t count, const float *x, float *y, int num_threads);
 void cr_fast_hard_sigmoid(int swish, double alpha, double beta, int64_t count, const float *x,
                           float *y, int num_threads);

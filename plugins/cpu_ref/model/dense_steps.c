@@ -169,7 +169,8 @@ static int same_shape(const acc_shape *a, const acc_shape *b) {
 /* Folds a sigmoid step whose only reader multiplies its input by it, x *
  * sigmoid(x) (SiLU, as PyTorch exports it: EfficientNet's 49 activations),
  * into that multiply, which then reads x alone and computes both in one
- * pass (cr_fast_swish, the same values): the sigmoid's output is never
+ * pass (cr_fast_swish, x / (1 + exp(-x)): within 3.2e-7 relative of the two
+ * steps, one rounding less): the sigmoid's output is never
  * written. The multiply's inputs become (x, x), so that the memory plan
  * gives the sigmoid's output no memory. */
 static void fuse_swish(cr_model *model, const cr_entry_facts *f) {

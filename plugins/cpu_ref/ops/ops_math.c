@@ -105,7 +105,6 @@ static void broadcast_strides(const acc_shape *x, int ndim, int64_t strides[CR_M
 static int broadcast_compute(const cr_params *params, const cr_tensor *in, int num_in,
                              const cr_tensor *out, int num_threads) {
   (void)num_in;
-  (void)num_threads;
   int64_t dims[CR_MAX_NDIM], a_strides[CR_MAX_NDIM], b_strides[CR_MAX_NDIM];
   int ndim = cr_view_dims(&out->shape, dims);
   broadcast_strides(&in[0].shape, ndim, a_strides);
@@ -113,10 +112,12 @@ static int broadcast_compute(const cr_params *params, const cr_tensor *in, int n
   if (cr_dtype_is_integer(cr_in_dtype(params, 0))) {
     cr_broadcast_predicate_int((cr_binary_op)params->variant, cr_in_dtype(params, 0), ndim, dims,
                                a_strides, b_strides, in[0].data, in[1].data, out->data);
-  } else {
-    (params->kernels == CR_KERNELS_REFERENCE ? cr_broadcast_binary : cr_fast_broadcast_binary)(
-        (cr_binary_op)params->variant, ndim, dims, a_strides, b_strides,
+  } else if (params->kernels == CR_KERNELS_REFERENCE) {
+    cr_broadcast_binary((cr_binary_op)params->variant, ndim, dims, a_strides, b_strides,
                         in[0].data, in[1].data, out->data);
+  } else {
+    cr_fast_broadcast_binary_shared((cr_binary_op)params->variant, ndim, dims, a_strides,
+                                    b_strides, in[0].data, in[1].data, out->data, num_threads);
   }
   return MX_ACC_OK;
 }

@@ -1837,7 +1837,9 @@ __attribute__((target("avx2,fma"))) static void blocked_depthwise(const cr_conv_
  * AVX2 (the GEMM's isa). EfficientNet's and MobileNetV3's 5 x 5 layers took
  * the general loop, a branch per tap: 120 x 28 x 28 at stride 1 1.8 ms
  * where this path takes about 0.1 ms. */
-enum { kKxkMaxTaps = 49 };
+/* kKxkSlack: floats of scratch past the padded plane, which the last
+ * row's whole-vector loads of kxk_rows_avx512 may read. */
+enum { kKxkMaxTaps = 49, kKxkSlack = 16 };
 
 static int kxk_fits(const cr_conv_task *task) {
   const cr_conv_params *p = task->params;
@@ -1873,11 +1875,22 @@ static kxk_layout kxk_layout_of(const cr_conv_params *p, const int64_t in[3],
 }
 
 #if CR_DENSE_X86
+/* Vectors of outputs that kxk_rows_avx512 computes side by side: eight
+ * chains of FMAs, as many as two FMA units with a latency of four cycles
+ * keep busy (two chains left the 672 x 14 x 14 5 x 5 layer latency bound:
+ * 25 dependent FMAs per row vector). */
+enum { kKxkChains = 8 };
+
 /* Rows of a depthwise plane with `taps` taps in AVX-512 vectors of 16:
  * output (r, q) is bias + the taps t in order of w[t] * src[r * ld_src +
  * offsets[t] + q] by fused multiply-adds, then the epilogue of
- * depthwise_epilogue; two rows at a time (two chains of FMAs in flight,
- * narrow rows filling one vector each); row tails masked. */
+ * depthwise_epilogue. The plane's vectors (row by row, each row's last one
+ * masked) go kKxkChains at a time, each its own chain of FMAs; the slots
+ * of a last group with fewer have an empty mask (they store nothing). The
+ * loads are whole vectors (eight masks would not fit the seven mask
+ * registers, and reloading them per tap doubled the loads): a row's last
+ * vector reads past the row, up to kKxkSlack floats past the plane, whose
+ * lanes are computed and never stored. */
 __attribute__((target("avx512f"))) static void kxk_rows_avx512(
     const float *src, int64_t ld_src, const int64_t *offsets, int taps, int64_t rows,
     int64_t count, const float *w, float bias, const float *residual, const cr_fusion *fusion,
@@ -1886,26 +1899,42 @@ __attribute__((target("avx512f"))) static void kxk_rows_avx512(
   const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
   const __m512 low = _mm512_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
   const __m512 high = _mm512_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
-  for (int64_t r = 0; r < rows; r += 2) {
-    const int two = r + 1 < rows;
-    const float *row0 = src + r * ld_src, *row1 = two ? row0 + ld_src : row0;
-    for (int64_t q = 0; q < count; q += 16) {
-      const int64_t left = count - q;
-      const __mmask16 mask = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
-      __m512 acc0 = bias_v, acc1 = bias_v;
-      for (int t = 0; t < taps; ++t) {
-        const __m512 wt = _mm512_set1_ps(w[t]);
-        acc0 = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(mask, row0 + offsets[t] + q), acc0);
-        acc1 = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(mask, row1 + offsets[t] + q), acc1);
+  const int64_t per_row = (count + 15) / 16;
+  const int64_t vectors = rows * per_row;
+  int64_t r = 0, q = 0; /* the next vector's row and first column */
+  for (int64_t first = 0; first < vectors; first += kKxkChains) {
+    const float *in[kKxkChains];
+    int64_t at[kKxkChains]; /* the vector's first output in the plane */
+    __mmask16 mask[kKxkChains];
+    __m512 acc[kKxkChains];
+    /* The group's vectors in order, counted without dividing (a division
+     * per vector cost more than its 25 FMAs). */
+#pragma GCC unroll 8
+    for (int v = 0; v < kKxkChains; ++v) {
+      const int live = first + v < vectors;
+      const int64_t left = live ? count - q : 0;
+      mask[v] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+      in[v] = live ? src + r * ld_src + q : src;
+      at[v] = live ? r * count + q : 0;
+      acc[v] = bias_v;
+      if (live) {
+        q += 16;
+        if (q >= count) q = 0, ++r;
       }
-      const float *res = residual != NULL ? residual + r * count + q : NULL;
-      _mm512_mask_storeu_ps(out + r * count + q, mask,
-                            depthwise_epilogue(acc0, res, mask, act, low, high));
-      if (two) {
-        _mm512_mask_storeu_ps(out + (r + 1) * count + q, mask,
-                              depthwise_epilogue(acc1, res != NULL ? res + count : NULL, mask,
-                                                 act, low, high));
+    }
+    for (int t = 0; t < taps; ++t) {
+      const __m512 wt = _mm512_set1_ps(w[t]);
+      const int64_t offset = offsets[t];
+#pragma GCC unroll 8
+      for (int v = 0; v < kKxkChains; ++v) {
+        acc[v] = _mm512_fmadd_ps(wt, _mm512_loadu_ps(in[v] + offset), acc[v]);
       }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < kKxkChains; ++v) {
+      const float *res = residual != NULL ? residual + at[v] : NULL;
+      _mm512_mask_storeu_ps(out + at[v], mask[v],
+                            depthwise_epilogue(acc[v], res, mask[v], act, low, high));
     }
   }
 }
@@ -1994,7 +2023,7 @@ static void direct_planes(void *context, int64_t begin, int64_t end) {
 #endif
   if (kxk_fits(task)) {
     const kxk_layout l = kxk_layout_of(task->params, task->x_shape + 2, task->y_shape + 2);
-    scratch = calloc((size_t)(l.hp * l.slot), sizeof *scratch);
+    scratch = calloc((size_t)(l.hp * l.slot + kKxkSlack), sizeof *scratch);
     if (scratch != NULL) {
       for (int64_t plane = begin; plane < end; ++plane) {
         depthwise_kxk(task, plane / outputs, plane % outputs, scratch);

@@ -60,8 +60,48 @@ CR_TARGET_CLONES static void fast_leaky_loop(double slope, int64_t count, const 
   leaky_loop(slope, count, x, y);
 }
 
-CR_TARGET_CLONES static void fast_swish(int64_t count, const float *x, float *y) {
-  swish_loop(count, x, y);
+/* Sigmoid (swish 0) and SiLU (swish 1): their exponential is made of
+ * fmaf, which the "avx2" clone of CR_TARGET_CLONES would call in libm per
+ * element (-mavx2 does not imply -mfma), so they have clones of their own,
+ * picked here by the CPU: AVX-512 (which implies FMA), AVX2 with FMA, and
+ * the baseline. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
+#define CR_FMA_CLONES 1
+#endif
+
+CR_LOOP_BODY void sigmoid_or_swish(int swish, int64_t count, const float *x, float *y) {
+  if (swish) {
+    swish_loop(count, x, y);
+  } else {
+    for (int64_t i = 0; i < count; ++i) y[i] = sigmoid_float(x[i]);
+  }
+}
+
+#ifdef CR_FMA_CLONES
+__attribute__((target("avx512f"))) static void sigmoid_or_swish_avx512(int swish, int64_t count,
+                                                                       const float *x, float *y) {
+  sigmoid_or_swish(swish, count, x, y);
+}
+
+__attribute__((target("avx2,fma"))) static void sigmoid_or_swish_avx2(int swish, int64_t count,
+                                                                     const float *x, float *y) {
+  sigmoid_or_swish(swish, count, x, y);
+}
+#endif
+
+static void fast_sigmoid_or_swish(int swish, int64_t count, const float *x, float *y) {
+#ifdef CR_FMA_CLONES
+  if (__builtin_cpu_supports("avx512f")) {
+    sigmoid_or_swish_avx512(swish, count, x, y);
+    return;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    sigmoid_or_swish_avx2(swish, count, x, y);
+    return;
+  }
+#endif
+  sigmoid_or_swish(swish, count, x, y);
 }
 
 CR_TARGET_CLONES static void fast_hard_sigmoid(int swish, double alpha, double beta,
@@ -99,61 +139,97 @@ void cr_fast_scalar_binary(cr_binary_op op, int reverse, int64_t count, const fl
   cr_scalar_binary(op, reverse, count, x, scalar, y);
 }
 
+/* A broadcast of merged axes (broadcast_rows), its rows shared out between
+ * threads. */
+typedef struct broadcast_task {
+  cr_binary_op op;
+  int ndim; /* axes after merging, at least 1 */
+  int64_t dims[CR_MAX_NDIM], a_strides[CR_MAX_NDIM], b_strides[CR_MAX_NDIM];
+  const float *a, *b;
+  float *y;
+} broadcast_task;
+
+/* Rows [begin, end) of the broadcast: each row the last axis, at the
+ * offsets its index gives on the axes before it. */
+static void broadcast_rows(void *context, int64_t begin, int64_t end) {
+  const broadcast_task *t = context;
+  const int last = t->ndim - 1;
+  const int64_t row = t->dims[last];
+  const int64_t a_step = t->a_strides[last], b_step = t->b_strides[last];
+  for (int64_t r = begin; r < end; ++r) {
+    int64_t a_off = 0, b_off = 0, rest = r;
+    for (int d = last - 1; d >= 0; --d) {
+      const int64_t i = rest % t->dims[d];
+      rest /= t->dims[d];
+      a_off += i * t->a_strides[d];
+      b_off += i * t->b_strides[d];
+    }
+    const float *a_row = t->a + a_off;
+    const float *b_row = t->b + b_off;
+    float *y_row = t->y + r * row;
+    if (a_step == 1 && b_step == 1) {
+      fast_binary_simple(t->op, row, a_row, b_row, y_row);
+    } else if (a_step == 1 && b_step == 0) {
+      fast_scalar_binary_simple(t->op, 0, row, a_row, b_row[0], y_row);
+    } else if (a_step == 0 && b_step == 1) {
+      fast_scalar_binary_simple(t->op, 1, row, b_row, a_row[0], y_row);
+    } else {
+      cr_broadcast_binary(t->op, 1, &row, &a_step, &b_step, a_row, b_row, y_row);
+    }
+  }
+}
+
 /* cr_broadcast_binary's rows, the contiguous ones (both operands, or one
  * repeated) through the per-ISA loops, the others through the reference
- * kernel on that one row. */
-void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
-                              const int64_t *a_strides, const int64_t *b_strides,
-                              const float *a, const float *b, float *y) {
-  if (!is_simple_binary(op)) {
+ * kernel on that one row; shared out by rows between up to num_threads
+ * threads, a thread per cr_threads_for_bytes' share of the output (each
+ * value is computed as on one thread). */
+void cr_fast_broadcast_binary_shared(cr_binary_op op, int ndim, const int64_t *dims,
+                                     const int64_t *a_strides, const int64_t *b_strides,
+                                     const float *a, const float *b, float *y,
+                                     int num_threads) {
+  if (!is_simple_binary(op) || ndim > CR_MAX_NDIM) {
     cr_broadcast_binary(op, ndim, dims, a_strides, b_strides, a, b, y);
     return;
   }
-  if (count_of(ndim, dims) == 0) return;
+  const int64_t count = count_of(ndim, dims);
+  if (count == 0) return;
   /* Axes of one element dropped, and each axis merged into the one before
    * it where both operands step through the pair as through one axis: a
    * squeeze-excitation scale of (N, C, H, W) by (N, C, 1, 1) then runs in
    * rows of H * W, not W (EfficientNet's 7 x 7 planes: a call per 7
    * values). The walk's order, and so each value, is unchanged. */
-  int64_t m_dims[CR_MAX_NDIM], m_a[CR_MAX_NDIM], m_b[CR_MAX_NDIM];
+  broadcast_task task = {.op = op, .a = a, .b = b, .y = y};
   int m = 0;
-  for (int d = 0; d < ndim && ndim <= CR_MAX_NDIM; ++d) {
+  for (int d = 0; d < ndim; ++d) {
     if (dims[d] == 1) continue;
-    if (m > 0 && m_a[m - 1] == a_strides[d] * dims[d] && m_b[m - 1] == b_strides[d] * dims[d]) {
-      m_dims[m - 1] *= dims[d];
-      m_a[m - 1] = a_strides[d];
-      m_b[m - 1] = b_strides[d];
+    if (m > 0 && task.a_strides[m - 1] == a_strides[d] * dims[d] &&
+        task.b_strides[m - 1] == b_strides[d] * dims[d]) {
+      task.dims[m - 1] *= dims[d];
+      task.a_strides[m - 1] = a_strides[d];
+      task.b_strides[m - 1] = b_strides[d];
       continue;
     }
-    m_dims[m] = dims[d];
-    m_a[m] = a_strides[d];
-    m_b[m] = b_strides[d];
+    task.dims[m] = dims[d];
+    task.a_strides[m] = a_strides[d];
+    task.b_strides[m] = b_strides[d];
     ++m;
   }
-  if (ndim <= CR_MAX_NDIM) {
-    if (m == 0) m_dims[0] = 1, m_a[0] = m_b[0] = 0, m = 1; /* one element */
-    ndim = m, dims = m_dims, a_strides = m_a, b_strides = m_b;
+  if (m == 0) task.dims[0] = 1, task.a_strides[0] = task.b_strides[0] = 0, m = 1; /* one element */
+  task.ndim = m;
+  const int64_t rows = count / task.dims[m - 1];
+  const int threads = rows < 2 ? 1 : cr_threads_for_bytes(num_threads, 8.0 * (double)count);
+  if (threads <= 1) {
+    broadcast_rows(&task, 0, rows);
+    return;
   }
-  const int last = ndim - 1;
-  const int64_t row = dims[last];
-  const int64_t rows = count_of(last, dims);
-  const int64_t a_step = a_strides[last], b_step = b_strides[last];
-  cr_walker w;
-  walker_init(&w, last, dims, a_strides, b_strides);
-  for (int64_t r = 0; r < rows; ++r, walker_next(&w)) {
-    const float *a_row = a + w.offset[0];
-    const float *b_row = b + w.offset[1];
-    float *y_row = y + r * row;
-    if (a_step == 1 && b_step == 1) {
-      fast_binary_simple(op, row, a_row, b_row, y_row);
-    } else if (a_step == 1 && b_step == 0) {
-      fast_scalar_binary_simple(op, 0, row, a_row, b_row[0], y_row);
-    } else if (a_step == 0 && b_step == 1) {
-      fast_scalar_binary_simple(op, 1, row, b_row, a_row[0], y_row);
-    } else {
-      cr_broadcast_binary(op, 1, &row, &a_step, &b_step, a_row, b_row, y_row);
-    }
-  }
+  cr_parallel_for(threads, rows, broadcast_rows, &task);
+}
+
+void cr_fast_broadcast_binary(cr_binary_op op, int ndim, const int64_t *dims,
+                              const int64_t *a_strides, const int64_t *b_strides,
+                              const float *a, const float *b, float *y) {
+  cr_fast_broadcast_binary_shared(op, ndim, dims, a_strides, b_strides, a, b, y, 1);
 }
 
 void cr_fast_add_n(int num, int64_t count, const float *const *x, float *y) {
@@ -167,6 +243,10 @@ void cr_fast_add_n(int num, int64_t count, const float *const *x, float *y) {
 }
 
 void cr_fast_unary(cr_unary_op op, int64_t count, const float *x, float *y) {
+  if (op == CR_UNARY_SIGMOID) {
+    fast_sigmoid_or_swish(0, count, x, y);
+    return;
+  }
   if (!fast_unary_simple(op, count, x, y)) cr_unary(op, count, x, y);
 }
 
@@ -226,7 +306,7 @@ static void elementwise_range(void *context, int64_t begin, int64_t end) {
   } else if (t->kind == 1) {
     fast_hard_sigmoid(t->swish, t->alpha, t->beta, last - first, t->x + first, t->y + first);
   } else {
-    fast_swish(last - first, t->x + first, t->y + first);
+    fast_sigmoid_or_swish(1, last - first, t->x + first, t->y + first);
   }
 }
 

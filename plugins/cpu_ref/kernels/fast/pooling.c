@@ -494,15 +494,40 @@ static int is_whole_plane_average(const cr_pool_params *params, const int64_t in
   return params->type == CR_POOL_AVG && in[0] * in[1] * in[2] > 0;
 }
 
-enum { kPlaneBlock = 16 };
+enum { kPlaneBlock = 16, kPlanePartials = 64, kPartialsMinPlane = 128 };
+
+/* The sum of a plane of `size` values in kPlanePartials interleaved partial
+ * sums (four AVX-512 vectors, eight AVX2 ones), added pairwise at the end:
+ * a fixed order whatever the ISA. */
+static inline __attribute__((always_inline)) float plane_sum_partials(const float *x,
+                                                                      int64_t size) {
+  float acc[kPlanePartials] = {0};
+  int64_t i = 0;
+  for (; i + kPlanePartials <= size; i += kPlanePartials) {
+    for (int j = 0; j < kPlanePartials; ++j) acc[j] += x[i + j];
+  }
+  for (int j = 0; i + j < size; ++j) acc[j] += x[i + j];
+  for (int width = kPlanePartials / 2; width >= 1; width /= 2) {
+    for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
+  }
+  return acc[0];
+}
 
 /* y[p] = the mean of plane p of x (planes of size values, [begin, end)).
- * Each plane is summed in its own order, as window_sum does (so the same
- * results), but kPlaneBlock planes at a time: independent sums that run
- * side by side instead of one chain of dependent additions. */
+ * Planes of kPartialsMinPlane values or more are summed in partial sums
+ * (plane_sum_partials: another order than the reference kernel's, which
+ * adds the values one after another): 144 x 56 x 56 154 -> 53 us, 32 x
+ * 112 x 112 131 -> 43 us. Smaller planes are summed in the reference's
+ * order, kPlaneBlock planes at a time: independent sums that run side by
+ * side instead of one chain of dependent additions (1152 x 7 x 7: 19 us,
+ * 55 us in partial sums). */
 CR_TARGET_CLONES static void plane_means(const float *x, int64_t size, int64_t begin,
                                          int64_t end, float *y) {
   int64_t p = begin;
+  if (size >= kPartialsMinPlane) {
+    for (; p < end; ++p) y[p] = plane_sum_partials(x + p * size, size) / (float)size;
+    return;
+  }
   for (; p + kPlaneBlock <= end; p += kPlaneBlock) {
     float acc[kPlaneBlock] = {0};
     const float *base = x + p * size;
