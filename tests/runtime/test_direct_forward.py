@@ -8,6 +8,8 @@ path, as the case requires."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from support.conv_fc_net import SHAPE, bind
@@ -15,6 +17,7 @@ from support.conv_fc_net import image as _image
 from support.conv_fc_net import weights as _weights
 
 import acc_host as mx
+from acc_host.abi.loaded_model import BoundInference
 from acc_host.errors import PluginError, ShapeError
 from acc_host.runtime import direct_run
 
@@ -22,7 +25,9 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 class _Counter:
-    """Counts the direct forward's operations that ran the model."""
+    """Counts the direct forward's runs of the model: the one-call path's
+    (BoundInference.direct's call, what forward() takes) and the engine
+    operation's that replaces it in checked mode."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.runs = 0
@@ -34,6 +39,20 @@ class _Counter:
                 self.runs += 1
 
         monkeypatch.setattr(direct_run.DirectRun, "_forward_operation", counted)
+        make_direct = BoundInference.direct
+
+        def counted_direct(infer: BoundInference, inputs: Any) -> Any:
+            call = make_direct(infer, inputs)
+            if call is None:
+                return None
+
+            def run(values: Any) -> None:
+                call(values)
+                self.runs += 1
+
+            return run
+
+        monkeypatch.setattr(BoundInference, "direct", counted_direct)
 
 
 @pytest.fixture

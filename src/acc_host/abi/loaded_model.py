@@ -28,7 +28,7 @@ import itertools
 import json
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -535,6 +535,54 @@ class BoundInference:
         status = model._infer(*call)
         if status:
             model.library.check(model.library.name, "infer", status, model.context)
+
+    def direct(self, inputs: Mapping[str, DeviceBuffer]
+               ) -> Callable[[Mapping[str, np.ndarray]], None] | None:
+        """One forward's whole plugin work as one call: copyToAcc of host
+        arrays into the given device buffers (the bound data inputs, by the
+        caller's names), then this infer(), under the device lock. The
+        callables, the descriptors and the call's arguments are resolved
+        here once; a call only points each host descriptor at its array.
+        The values are C-contiguous host arrays of the buffers' shapes and
+        dtypes, for a subset of the names. None where this does not apply:
+        checked outputs (the guarded copies and the checking infer() run
+        instead), a model already unloaded, a library being traced. The
+        caller checks per call that no trace is active and that every
+        buffer is allocated (an executor's bound step does); an unload is
+        refused here as run_locked refuses it."""
+        model = self.model
+        library = model.library
+        if (type(model) is not LoadedModel or self._call is None or library.traced
+                or any(buffer.guarded for buffer in (*inputs.values(), *self._buffers))):
+            return None
+        lib = library.lib
+        copy_to, infer, call = lib.copyToAcc, model._infer, self._call
+        lock, name, context, check = model._lock, library.name, model.context, library.check
+        from_buffer, null = ffi.from_buffer, ffi.NULL
+        hosts = [TensorArray([buffer.spec]) for buffer in inputs.values()]
+        pairs = {}
+        for (key, buffer), host in zip(inputs.items(), hosts):
+            (_, slot, _), = host.slots()
+            # (the buffer and the host descriptor array: alive with the call)
+            pairs[key] = (buffer._descriptor.pointer, slot, ffi.addressof(slot), (buffer, host))
+
+        def run(values: Mapping[str, np.ndarray]) -> None:
+            with lock:
+                for key, value in values.items():
+                    device, slot, address, _ = pairs[key]
+                    pointer = from_buffer(value)  # alive until the copy returns
+                    slot.data = pointer
+                    status = copy_to(device, address)
+                    slot.data = null
+                    if status:
+                        check(name, "copyToAcc", status)
+                if model._call is None:
+                    raise InvalidArgumentError(f"model {model.model_id} was unloaded")
+                status = infer(*call)
+                if status:
+                    check(name, "infer", status, context)
+
+        return run
 
 
 class _CheckedModel(LoadedModel):

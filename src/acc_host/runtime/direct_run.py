@@ -24,8 +24,8 @@ differential check or a trace running.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from ..ndarray import NDArray
     from .subgraph import SubgraphOperator
 
-__all__ = ["DirectRun"]
+__all__ = ["DirectRun", "FastForward"]
+
+# forward()'s direct path as one call: the inputs given to forward() (a
+# dict of them) -> the executor outputs, or None when the path does not
+# apply now (nothing was done: the caller runs the general path).
+FastForward = Callable[[dict[str, Any]], "list[NDArray] | None"]
+# A value not already as bound, as a C-contiguous host array of the bound
+# (shape, dtype): (name, value, (shape, dtype), the argument) -> array.
+Convert = Callable[[str, Any, "tuple[tuple[int, ...], np.dtype[Any]]", "NDArray"], np.ndarray]
 
 
 class DirectRun:
@@ -47,12 +55,14 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "specs", "_copies", "_watched", "_writes",
+    __slots__ = ("operator", "step", "inputs", "specs", "fast", "_copies", "_watched", "_writes",
                  "_ctx", "_lock", "_values", "_results", "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
-                 reads: Sequence[engine.Var], writes: Sequence[engine.Var]) -> None:
+                 reads: Sequence[engine.Var], writes: Sequence[engine.Var],
+                 convert: Convert | None = None,
+                 fail: Callable[[BaseException], None] | None = None) -> None:
         self.operator = operator
         self.step = step
         self.inputs = dict(inputs)
@@ -70,6 +80,78 @@ class DirectRun:
         self._values: Mapping[str, np.ndarray] | None = None
         self._results: list[np.ndarray] | None = None
         self._failure: BaseException | None = None
+        # forward()'s whole direct path as one call (see _fast_forward).
+        self.fast: FastForward | None = (None if convert is None or fail is None
+                                         else self._fast_forward(
+            outputs if isinstance(outputs, list) else list(outputs), convert, fail))
+
+    def _fast_forward(self, outputs: list[NDArray], convert: Convert,
+                      fail: Callable[[BaseException], None]) -> FastForward | None:
+        """forward() on this path as one closure, everything it reads
+        resolved here: the inputs checked against the bound specs (a value
+        not already a C-contiguous array of them converted by convert), the
+        engine's grant (run_now_watching), then under it the checks that
+        the step may run (operator not declined, its model the one bound,
+        every buffer the one bound and allocated, no weight written since
+        the model saw it) and the plugin's work (LoadedModel's direct
+        call: copyToAcc of each input, infer()). Returns outputs, or None
+        when the path does not apply now (nothing was done). A failure of
+        the run goes to fail (reported as a forward's, on the outputs: see
+        forward) and outputs are returned. None where the direct call does
+        not apply (checked outputs)."""
+        step, operator = self.step, self.operator
+        call = step.infer.direct({name: array._storage.device
+                                  for name, array in self.inputs.items()})
+        if call is None:
+            return None
+        bound_model = step.infer.model
+        current, weights_current = step.current, operator.weights_current
+        specs, targets = self.specs, self.inputs
+        names = specs.keys()
+        watched, writes, ctx = self._watched, self._writes, self._ctx
+        get_engine, tracing = engine.get, trace_recorder.current
+        # The values of the forward running and its outcome (the caller
+        # serializes forwards: the executor's lock).
+        state: list[Any] = [None, False]
+
+        def operation(_run_ctx: engine.RunContext) -> None:
+            if (operator.declined or operator.model is not bound_model or not current()
+                    or not weights_current()):
+                return
+            try:
+                call(state[0])
+                state[1] = True
+            except BaseException as error:  # reported by the caller, as a forward's
+                state[1] = error
+
+        def forward(values: dict[str, Any]) -> list[NDArray] | None:
+            if values:
+                if not values.keys() <= names:
+                    return None  # the general path names the stranger
+                for name, value in values.items():
+                    spec = specs[name]
+                    if not (type(value) is np.ndarray and value.shape == spec[0]
+                            and value.dtype == spec[1] and value.flags.c_contiguous):
+                        values = {key: convert(key, item, specs[key], targets[key])
+                                  for key, item in values.items()}
+                        break
+            if tracing() is not None:
+                return None
+            state[0] = values
+            try:
+                if not get_engine().run_now_watching(operation, ctx, watched, writes):
+                    return None
+                outcome = state[1]
+            finally:
+                state[0], state[1] = None, False
+            if outcome is True:
+                return outputs
+            if outcome is False:
+                return None
+            fail(outcome)
+            return outputs
+
+        return forward
 
     def run(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
         """Writes values (C-contiguous host arrays of the arguments' shapes

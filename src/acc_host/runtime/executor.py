@@ -549,6 +549,12 @@ class Executor(ExecutorMethods):
         forward's result. A thread that must read the outputs of its own
         forward holds ``self.lock`` over the forward and the reading."""
         with self.lock:
+            fast = self._runner.fast
+            if fast is not None and not self._value_versions:
+                # The direct path (runtime.direct_run), checked and run in one call.
+                done = fast(kwargs)
+                if done is not None:
+                    return done
             if self._value_versions:
                 self._replan_if_stale()
             outputs = self._runner.run(kwargs, False)
