@@ -8,16 +8,14 @@ path, as the case requires."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 from support.conv_fc_net import SHAPE, bind
 from support.conv_fc_net import image as _image
 from support.conv_fc_net import weights as _weights
+from support.direct_calls import count_direct_calls
 
 import acc_host as mx
-from acc_host.abi.loaded_model import BoundInference
 from acc_host.errors import PluginError, ShapeError
 from acc_host.runtime import direct_run
 
@@ -39,20 +37,10 @@ class _Counter:
                 self.runs += 1
 
         monkeypatch.setattr(direct_run.DirectRun, "_forward_operation", counted)
-        make_direct = BoundInference.direct
+        count_direct_calls(monkeypatch, self._count, after=True)
 
-        def counted_direct(infer: BoundInference, inputs: Any) -> Any:
-            call = make_direct(infer, inputs)
-            if call is None:
-                return None
-
-            def run(values: Any) -> None:
-                call(values)
-                self.runs += 1
-
-            return run
-
-        monkeypatch.setattr(BoundInference, "direct", counted_direct)
+    def _count(self) -> None:
+        self.runs += 1
 
 
 @pytest.fixture

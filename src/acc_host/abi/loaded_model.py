@@ -28,7 +28,7 @@ import itertools
 import json
 import os
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -536,11 +536,13 @@ class BoundInference:
         if status:
             model.library.check(model.library.name, "infer", status, model.context)
 
-    def direct(self, inputs: Mapping[str, DeviceBuffer]
-               ) -> Callable[[Mapping[str, np.ndarray]], None] | None:
-        """One forward's whole plugin work as one call: copyToAcc of host
+    def direct(self, inputs: Mapping[str, DeviceBuffer], read: Sequence[DeviceBuffer] = ()
+               ) -> Callable[[Mapping[str, np.ndarray]], list[np.ndarray]] | None:
+        """One inference's whole plugin work as one call: copyToAcc of host
         arrays into the given device buffers (the bound data inputs, by the
-        caller's names), then this infer(), under the device lock. The
+        caller's names), this infer(), then copyFromAcc of each buffer of
+        read (the outputs, for a synchronous inference) into a new host
+        array, returned in order, all under the device lock. The
         callables, the descriptors and the call's arguments are resolved
         here once; a call only points each host descriptor at its array.
         The values are C-contiguous host arrays of the buffers' shapes and
@@ -553,10 +555,11 @@ class BoundInference:
         model = self.model
         library = model.library
         if (type(model) is not LoadedModel or self._call is None or library.traced
-                or any(buffer.guarded for buffer in (*inputs.values(), *self._buffers))):
+                or any(buffer.guarded for buffer in (*inputs.values(), *read, *self._buffers))):
             return None
         lib = library.lib
-        copy_to, infer, call = lib.copyToAcc, model._infer, self._call
+        copy_to, copy_from = lib.copyToAcc, lib.copyFromAcc
+        infer, call = model._infer, self._call
         lock, name, context, check = model._lock, library.name, model.context, library.check
         from_buffer, null = ffi.from_buffer, ffi.NULL
         hosts = [TensorArray([buffer.spec]) for buffer in inputs.values()]
@@ -565,8 +568,16 @@ class BoundInference:
             (_, slot, _), = host.slots()
             # (the buffer and the host descriptor array: alive with the call)
             pairs[key] = (buffer._descriptor.pointer, slot, ffi.addressof(slot), (buffer, host))
+        reads: list[tuple[Any, ...]] = []
+        for buffer in read:
+            host = TensorArray([buffer.spec])
+            (_, slot, spec), = host.slots()
+            reads.append((buffer._descriptor.pointer, slot, ffi.addressof(slot), spec.shape,
+                          spec.dtype, (buffer, host)))
+        empty = np.empty
 
-        def run(values: Mapping[str, np.ndarray]) -> None:
+        def run(values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+            results = []
             with lock:
                 for key, value in values.items():
                     device, slot, address, _ = pairs[key]
@@ -581,6 +592,16 @@ class BoundInference:
                 status = infer(*call)
                 if status:
                     check(name, "infer", status, context)
+                for device, slot, address, shape, dtype, _ in reads:
+                    array = empty(shape, dtype)
+                    pointer = from_buffer(array)  # alive until the copy returns
+                    slot.data = pointer
+                    status = copy_from(address, device)
+                    slot.data = null
+                    if status:
+                        check(name, "copyFromAcc", status)
+                    results.append(array)
+            return results
 
         return run
 

@@ -39,12 +39,15 @@ if TYPE_CHECKING:
     from ..ndarray import NDArray
     from .subgraph import SubgraphOperator
 
-__all__ = ["DirectRun", "FastForward"]
+__all__ = ["DirectRun", "FastForward", "FastPredict"]
 
 # forward()'s direct path as one call: the inputs given to forward() (a
 # dict of them) -> the executor outputs, or None when the path does not
 # apply now (nothing was done: the caller runs the general path).
 FastForward = Callable[[dict[str, Any]], "list[NDArray] | None"]
+# predict()'s: the inputs -> the outputs' values as new host arrays, or
+# None (as FastForward); a failure is raised.
+FastPredict = Callable[[dict[str, Any]], "list[np.ndarray] | None"]
 # A value not already as bound, as a C-contiguous host array of the bound
 # (shape, dtype): (name, value, (shape, dtype), the argument) -> array.
 Convert = Callable[[str, Any, "tuple[tuple[int, ...], np.dtype[Any]]", "NDArray"], np.ndarray]
@@ -55,8 +58,8 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "specs", "fast", "_copies", "_watched", "_writes",
-                 "_ctx", "_lock", "_values", "_results", "_failure")
+    __slots__ = ("operator", "step", "inputs", "specs", "fast", "fast_predict", "_copies",
+                 "_watched", "_writes", "_ctx", "_lock", "_values", "_results", "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
@@ -80,28 +83,36 @@ class DirectRun:
         self._values: Mapping[str, np.ndarray] | None = None
         self._results: list[np.ndarray] | None = None
         self._failure: BaseException | None = None
-        # forward()'s whole direct path as one call (see _fast_forward).
-        self.fast: FastForward | None = (None if convert is None or fail is None
-                                         else self._fast_forward(
-            outputs if isinstance(outputs, list) else list(outputs), convert, fail))
+        # forward()'s and predict()'s whole direct path as one call each
+        # (see _fast_forward).
+        self.fast: FastForward | None = None
+        self.fast_predict: FastPredict | None = None
+        if convert is not None and fail is not None:
+            listed = outputs if isinstance(outputs, list) else list(outputs)
+            self.fast = self._fast_forward(listed, convert, fail)
+            self.fast_predict = self._fast_forward(listed, convert, fail, read=True)
 
     def _fast_forward(self, outputs: list[NDArray], convert: Convert,
-                      fail: Callable[[BaseException], None]) -> FastForward | None:
-        """forward() on this path as one closure, everything it reads
-        resolved here: the inputs checked against the bound specs (a value
-        not already a C-contiguous array of them converted by convert), the
-        engine's grant (run_now_watching), then under it the checks that
-        the step may run (operator not declined, its model the one bound,
-        every buffer the one bound and allocated, no weight written since
-        the model saw it) and the plugin's work (LoadedModel's direct
-        call: copyToAcc of each input, infer()). Returns outputs, or None
-        when the path does not apply now (nothing was done). A failure of
-        the run goes to fail (reported as a forward's, on the outputs: see
-        forward) and outputs are returned. None where the direct call does
-        not apply (checked outputs)."""
+                      fail: Callable[[BaseException], None], read: bool = False
+                      ) -> Callable[[dict[str, Any]], Any] | None:
+        """forward() (or with read, predict()) on this path as one closure,
+        everything it reads resolved here: the inputs checked against the
+        bound specs (a value not already a C-contiguous array of them
+        converted by convert), the engine's grant (run_now_watching), then
+        under it the checks that the step may run (operator not declined,
+        its model the one bound, every buffer the one bound and allocated,
+        no weight written since the model saw it) and the plugin's work
+        (LoadedModel's direct call: copyToAcc of each input, infer(), with
+        read copyFromAcc of each output into a new array). Returns outputs
+        (with read, the new arrays), or None when the path does not apply
+        now (nothing was done). A failure of the run goes to fail (reported
+        as a forward's, on the outputs: see forward) and outputs are
+        returned; with read it is raised to the caller (see run). None
+        where the direct call does not apply (checked outputs)."""
         step, operator = self.step, self.operator
         call = step.infer.direct({name: array._storage.device
-                                  for name, array in self.inputs.items()})
+                                  for name, array in self.inputs.items()},
+                                 [output._storage.device for output in outputs] if read else ())
         if call is None:
             return None
         bound_model = step.infer.model
@@ -110,21 +121,21 @@ class DirectRun:
         names = specs.keys()
         watched, writes, ctx = self._watched, self._writes, self._ctx
         get_engine, tracing = engine.get, trace_recorder.current
-        # The values of the forward running and its outcome (the caller
-        # serializes forwards: the executor's lock).
-        state: list[Any] = [None, False]
+        # The values of the inference running and its outcome: None (did not
+        # run), the results or the failure (the caller serializes calls: the
+        # executor's lock).
+        state: list[Any] = [None, None]
 
         def operation(_run_ctx: engine.RunContext) -> None:
             if (operator.declined or operator.model is not bound_model or not current()
                     or not weights_current()):
                 return
             try:
-                call(state[0])
-                state[1] = True
+                state[1] = call(state[0])
             except BaseException as error:  # reported by the caller, as a forward's
                 state[1] = error
 
-        def forward(values: dict[str, Any]) -> list[NDArray] | None:
+        def forward(values: dict[str, Any]) -> Any:
             if values:
                 if not values.keys() <= names:
                     return None  # the general path names the stranger
@@ -143,11 +154,13 @@ class DirectRun:
                     return None
                 outcome = state[1]
             finally:
-                state[0], state[1] = None, False
-            if outcome is True:
-                return outputs
-            if outcome is False:
+                state[0] = state[1] = None
+            if type(outcome) is list:
+                return outcome if read else outputs
+            if outcome is None:
                 return None
+            if read:
+                raise outcome
             fail(outcome)
             return outputs
 

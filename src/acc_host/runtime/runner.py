@@ -36,7 +36,7 @@ from ..ops.params import Attrs
 from ..ops.registry import OpDef
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
-from .direct_run import DirectRun, FastForward
+from .direct_run import DirectRun, FastForward, FastPredict
 from .plan import Plan
 from .sparse_cpu import dense_value, is_sparse, sparse_kernel
 from .subgraph import SubgraphOperator, Value, to_host
@@ -213,6 +213,7 @@ class Runner:
         # forward()'s direct path as one call while it applies (see
         # direct_run(); None otherwise: the executor then calls run()).
         self.fast: FastForward | None = None
+        self.fast_predict: FastPredict | None = None  # predict()'s, likewise
         self._differential: Any = None  # acc_host.differential's checker during check()
         self._graph = graph
         self._variables = plan.variables
@@ -256,7 +257,7 @@ class Runner:
     @differential.setter
     def differential(self, checker: Any) -> None:
         self._differential = checker
-        self.fast = None  # a checked forward takes the general path (see direct_run)
+        self.fast = self.fast_predict = None  # a checked forward takes the general path (see direct_run)
 
     def _step_push(self, index: int, step: Step) -> _Push:
         bound = self._bound
@@ -366,7 +367,7 @@ class Runner:
         def fail(_run_ctx: engine.RunContext) -> None:
             raise failure
 
-        self._direct, self.fast = None, None
+        self._direct = self.fast = self.fast_predict = None
 
         current = engine.get()
         current.push_sync_normalized(fail, self._contexts[0], (), tuple(dict.fromkeys(
@@ -390,7 +391,7 @@ class Runner:
         self._direct = DirectRun(step.subgraph, bound, push.context, inputs, self.outputs,
                                  push.reads, push.writes, _direct_value,
                                  self.fail_forward)
-        self.fast = self._direct.fast
+        self.fast, self.fast_predict = self._direct.fast, self._direct.fast_predict
         return self._direct
 
     def drop_stale_failures(self) -> None:
@@ -434,7 +435,7 @@ class Runner:
                     # First loaded, or loaded again (close() or a reload):
                     # bound to the model now loaded.
                     self.bound_steps[step.node] = self._bind_step(step, push, written)
-                    self.fast = None  # bound again: direct_run() makes the path anew
+                    self.fast = self.fast_predict = None  # bound again: direct_run() makes the path anew
             else:
                 _put_stored(values, push.variables)
                 written = {}
@@ -543,7 +544,7 @@ class Runner:
         forward stays on the outputs for their waits; the copies on the
         executor's own vars, which nothing else can wait for, are dropped (a
         later mx.nd.waitall() would raise them otherwise)."""
-        self.fast = None
+        self.fast = self.fast_predict = None
         engine.drain()
         if any(var.exception is not None for var in self._internal_vars):
             self.drop_stale_failures()
