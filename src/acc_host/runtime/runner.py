@@ -257,7 +257,8 @@ class Runner:
     @differential.setter
     def differential(self, checker: Any) -> None:
         self._differential = checker
-        self.fast = self.fast_predict = None  # a checked forward takes the general path (see direct_run)
+        # a checked forward takes the general path (see direct_run)
+        self.fast = self.fast_predict = None
 
     def _step_push(self, index: int, step: Step) -> _Push:
         bound = self._bound
@@ -435,7 +436,8 @@ class Runner:
                     # First loaded, or loaded again (close() or a reload):
                     # bound to the model now loaded.
                     self.bound_steps[step.node] = self._bind_step(step, push, written)
-                    self.fast = self.fast_predict = None  # bound again: direct_run() makes the path anew
+                    # bound again: direct_run() makes the path anew
+                    self.fast = self.fast_predict = None
             else:
                 _put_stored(values, push.variables)
                 written = {}
