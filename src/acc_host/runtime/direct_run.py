@@ -53,6 +53,16 @@ FastPredict = Callable[[dict[str, Any]], "list[np.ndarray] | None"]
 Convert = Callable[[str, Any, "tuple[tuple[int, ...], np.dtype[Any]]", "NDArray"], np.ndarray]
 
 
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of shape (numpy's)."""
+    strides = []
+    step = itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
 class DirectRun:
     """The direct path of one executor (built once its subgraph step runs
     on fixed buffers). ``inputs``: the data arguments by name;
@@ -119,6 +129,11 @@ class DirectRun:
         current, weights_current = step.current, operator.weights_current
         specs, targets = self.specs, self.inputs
         names = specs.keys()
+        # One input (the common case): a value of exactly its shape, dtype
+        # and C-order strides (equal strides: C-contiguous) is taken as it is.
+        only, (shape, dtype) = next(iter(specs.items())) if len(specs) == 1 else ("", ((), None))
+        strides = _c_strides(shape, dtype.itemsize) if dtype is not None else ()
+        ndarray = np.ndarray
         watched, writes, ctx = self._watched, self._writes, self._ctx
         get_engine, tracing = engine.get, trace_recorder.current
         # The values of the inference running and its outcome: None (did not
@@ -137,7 +152,12 @@ class DirectRun:
 
         def forward(values: dict[str, Any]) -> Any:
             if values:
-                if not values.keys() <= names:
+                if len(values) == 1 and only in values:
+                    value = values[only]
+                    if not (type(value) is ndarray and value.dtype is dtype
+                            and value.shape == shape and value.strides == strides):
+                        values = {only: convert(only, value, specs[only], targets[only])}
+                elif not values.keys() <= names:
                     return None  # the general path names the stranger
                 for name, value in values.items():
                     spec = specs[name]

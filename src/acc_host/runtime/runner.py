@@ -88,9 +88,19 @@ def _as_bound(value: Any, spec: tuple[tuple[int, ...], np.dtype]) -> bool:
 def _direct_value(name: str, value: Any, spec: tuple[tuple[int, ...], np.dtype],
                   target: NDArray) -> np.ndarray:
     """value for the argument target, whose (shape, dtype) is spec, as a
-    C-contiguous host array of them (_input_values, the common case first)."""
+    C-contiguous host array of them (_input_values, the common cases
+    first: a numpy array as bound, a whole NDArray in host memory that no
+    executor guards, with nothing pending on it, whose elements are read
+    without a copy: the argument's write copies them)."""
+    if type(value) is NDArray and value._view is None:
+        storage = value._storage
+        var = storage.var
+        host = storage.host
+        if (host is not None and storage.guard is None and not var._writing
+                and not var._pending and var.exception is None):
+            value = host
     if _as_bound(value, spec):
-        return value
+        return value  # type: ignore[no-any-return]
     return contiguous(_input_values(name, value, target))
 
 
