@@ -4,7 +4,7 @@ same run.
 
 Usage:
     python benchmarks/public_path.py [--rounds N] [--calls N] [--mxnet-python PATH]
-                                     [--json out.json] [--quick]
+                                     [--json out.json] [--quick] [--section one_op|imperative]
 
 1. One-operator graph (relu of 16 floats, cpu_ref), under ThreadedEngine
    and NaiveEngine: ``exe.forward(data=x)`` then ``exe.outputs[0].asnumpy()``,
@@ -285,10 +285,18 @@ def mxnet_python(given: str | None) -> str | None:
     return os.environ.get(MXNET_ENV) or None
 
 
-def measure(rounds: int, calls: int, python: str | None) -> dict[str, Any]:
-    """Both sections; what benchmarks/suite.py reports."""
-    return {"one_op": one_op_section(rounds, calls),
-            "imperative": imperative_section(python, rounds, max(1, calls // 2))}
+SECTIONS = ("one_op", "imperative")
+
+
+def measure(rounds: int, calls: int, python: str | None,
+            sections: tuple[str, ...] = SECTIONS) -> dict[str, Any]:
+    """The sections asked for (both: what benchmarks/suite.py reports)."""
+    results: dict[str, Any] = {}
+    if "one_op" in sections:
+        results["one_op"] = one_op_section(rounds, calls)
+    if "imperative" in sections:
+        results["imperative"] = imperative_section(python, rounds, max(1, calls // 2))
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,12 +309,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave MXNet out (the imperative figures without the reference)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--quick", action="store_true", help="a few rounds, to check it works")
+    parser.add_argument("--section", choices=SECTIONS, action="append",
+                        help="only this section (1: one_op, the executor, Module and ONNX "
+                             "backend calls; 2: imperative); repeatable; default both")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.calls = 3, 20
     results = {"cpus": os.cpu_count(), "rounds": args.rounds, "calls": args.calls,
                **measure(args.rounds, args.calls,
-                         None if args.no_mxnet else mxnet_python(args.mxnet_python))}
+                         None if args.no_mxnet else mxnet_python(args.mxnet_python),
+                         tuple(args.section or SECTIONS))}
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0
