@@ -561,7 +561,9 @@ class BoundInference:
         copy_to, copy_from = lib.copyToAcc, lib.copyFromAcc
         infer, call = model._infer, self._call
         lock, name, context, check = model._lock, library.name, model.context, library.check
-        from_buffer, null = ffi.from_buffer, ffi.NULL
+        # ffi.from_buffer(array) without its Python wrapper: cffi's own
+        # function, with the 'char[]' type it defaults to.
+        backend_from_buffer, char_array, null = ffi._backend.from_buffer, ffi.BCharA, ffi.NULL
         hosts = [TensorArray([buffer.spec]) for buffer in inputs.values()]
         pairs = {}
         for (key, buffer), host in zip(inputs.items(), hosts):
@@ -581,7 +583,8 @@ class BoundInference:
             with lock:
                 for key, value in values.items():
                     device, slot, address, _ = pairs[key]
-                    pointer = from_buffer(value)  # alive until the copy returns
+                    # alive until the copy returns
+                    pointer = backend_from_buffer(char_array, value, False)
                     slot.data = pointer
                     status = copy_to(device, address)
                     slot.data = null
@@ -594,7 +597,7 @@ class BoundInference:
                     check(name, "infer", status, context)
                 for device, slot, address, shape, dtype, _ in reads:
                     array = empty(shape, dtype)
-                    pointer = from_buffer(array)  # alive until the copy returns
+                    pointer = backend_from_buffer(char_array, array, True)
                     slot.data = pointer
                     status = copy_from(address, device)
                     slot.data = null

@@ -126,7 +126,8 @@ class DirectRun:
         if call is None:
             return None
         bound_model = step.infer.model
-        current, weights_current = step.current, operator.weights_current
+        weights_current = operator.weights_current
+        bound = step._bound  # (storage, buffer) per array: step.current() inlined
         specs, targets = self.specs, self.inputs
         names = specs.keys()
         # One input (the common case): a value of exactly its shape, dtype
@@ -142,8 +143,13 @@ class DirectRun:
         state: list[Any] = [None, None]
 
         def operation(_run_ctx: engine.RunContext) -> None:
-            if (operator.declined or operator.model is not bound_model or not current()
-                    or not weights_current()):
+            if operator.declined or operator.model is not bound_model:
+                return
+            for storage, buffer in bound:
+                if storage.device is not buffer or storage.host is not None or buffer._freed:
+                    return
+            watch = operator._watch  # replaced when the model is loaded again
+            if watch is not None and watch.written and not weights_current():
                 return
             try:
                 state[1] = call(state[0])
