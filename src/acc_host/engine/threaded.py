@@ -123,10 +123,13 @@ class ThreadedEngine(Engine):
             local.depth = 0
         with self._lock:
             if failure is None and not self._idle_waiters:
-                for var in mutate_vars:
-                    if var._pending:
-                        break
-                else:  # nothing queued behind it: finish_write without grants
+                queued = False
+                if self._pending != 1:  # else it is the only operation: nothing queued
+                    for var in mutate_vars:
+                        if var._pending:
+                            queued = True
+                            break
+                if not queued:  # nothing queued behind it: finish_write without grants
                     for var in mutate_vars:
                         var._writing = False
                         if var._watches:
