@@ -12,7 +12,7 @@ import numpy as np
 
 from . import metric as metric_module
 from . import ndarray as nd
-from .context import Context, cpu
+from .context import Context, cpu, current_context
 from .errors import GraphError, InvalidArgumentError, ShapeError
 from .initializer import Initializer, Uniform
 from .io import DataBatch, DataDesc, NDArrayIter
@@ -328,23 +328,30 @@ class Module(ModuleMethods):
     def forward(self, data_batch: DataBatch, is_train: bool | None = None) -> None:
         """Runs one batch; rebinds first when its shapes differ from the
         bound ones (a new batch size, say)."""
-        executor = self._executor()
+        executor = self._exec
+        if executor is None:
+            executor = self._executor()  # raises: not bound
         if not self.params_initialized:
             raise GraphError("Module: call set_params() or init_params() before forward()")
-        data = list(data_batch.data)
-        if len(data) != len(self._data_names):
+        data, names = data_batch.data, self._data_names
+        if len(data) != len(names):
             raise GraphError(f"Module.forward: {len(data)} data arrays for data names "
-                             f"{self._data_names}")
-        shapes = {name: tuple(value.shape) for name, value in zip(self._data_names, data)}
-        if any(executor.arg_dict[name].shape != shape for name, shape in shapes.items()):
-            self._check_parameter_shapes(executor, shapes)
-            self._exec = executor = executor.reshape(False, True, **shapes)
-            self._data_shapes = [DataDesc(name, shape) for name, shape in shapes.items()]
-        inputs = dict(zip(self._data_names, data))
+                             f"{names}")
+        arg_dict = executor.arg_dict
+        inputs = {}
+        for name, value in zip(names, data):
+            if arg_dict[name].shape != tuple(value.shape):  # a batch of another shape
+                shapes = {name: tuple(value.shape) for name, value in zip(names, data)}
+                self._check_parameter_shapes(executor, shapes)
+                self._exec = executor = executor.reshape(False, True, **shapes)
+                self._data_shapes = [DataDesc(name, shape) for name, shape in shapes.items()]
+                inputs = dict(zip(names, data))
+                break
+            inputs[name] = value
         labels = getattr(data_batch, "label", None)  # the proposal's Batch has only data
         if labels is not None:
-            inputs.update({name: value for name, value in zip(self._label_names, labels)})
-        executor.forward(is_train=bool(is_train), **inputs)
+            inputs.update(zip(self._label_names, labels))
+        executor.forward(bool(is_train), **inputs)
 
     def _check_parameter_shapes(self, executor: Executor,
                                 shapes: Mapping[str, tuple[int, ...]]) -> None:
@@ -380,7 +387,9 @@ class Module(ModuleMethods):
             return None
         name = self._data_names[0]
         outputs = self._exec._predict({name: values})
-        return [array(output) for output in outputs]
+        # New arrays: taken over, not copied (array() would copy them).
+        ctx = current_context()
+        return [NDArray(output, ctx) for output in outputs]
 
     def predict(self, eval_data: Any, num_batch: int | None = None, merge_batches: bool = True,
                 reset: bool = True, always_output_list: bool = False) -> Any:

@@ -13,6 +13,7 @@ import pytest
 from support.conv_fc_net import SHAPE, bind
 from support.conv_fc_net import image as _image
 from support.conv_fc_net import weights as _weights
+from support.direct_calls import count_direct_calls
 
 import acc_host as mx
 from acc_host.errors import PluginError, ShapeError
@@ -22,7 +23,9 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 class _Counter:
-    """Counts the direct forward's operations that ran the model."""
+    """Counts the direct forward's runs of the model: the one-call path's
+    (BoundInference.direct's call, what forward() takes) and the engine
+    operation's that replaces it in checked mode."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.runs = 0
@@ -34,6 +37,10 @@ class _Counter:
                 self.runs += 1
 
         monkeypatch.setattr(direct_run.DirectRun, "_forward_operation", counted)
+        count_direct_calls(monkeypatch, self._count, after=True)
+
+    def _count(self) -> None:
+        self.runs += 1
 
 
 @pytest.fixture

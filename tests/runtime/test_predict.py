@@ -15,6 +15,7 @@ import pytest
 from support.conv_fc_net import SHAPE, bind, conv_fc_net
 from support.conv_fc_net import image as _image
 from support.conv_fc_net import weights as _weights
+from support.direct_calls import count_direct_calls
 from support.engines import using_engine
 
 import acc_host as mx
@@ -31,7 +32,9 @@ def _bind(ctx: mx.Context, values: dict[str, np.ndarray]) -> mx.runtime.executor
 
 
 class _Counter:
-    """Counts the direct path's runs (DirectRun._work calls)."""
+    """Counts the direct path's runs: the one-call path's (what predict()
+    takes) and DirectRun._work's (checked mode's, and a predict() that makes
+    the path)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.runs = 0
@@ -42,6 +45,10 @@ class _Counter:
             return original(run, values)  # type: ignore[arg-type]
 
         monkeypatch.setattr(direct_run.DirectRun, "_work", counted)
+        count_direct_calls(monkeypatch, self._count)
+
+    def _count(self) -> None:
+        self.runs += 1
 
 
 @pytest.fixture
@@ -216,22 +223,28 @@ def test_a_plugin_failure_on_the_direct_path_is_raised_once(
         direct: _Counter, monkeypatch: pytest.MonkeyPatch) -> None:
     weights = _weights(5)
     exe, cpu = _bind(mx.cpu_ref(0), weights), _bind(mx.cpu(), weights)
-    _check(exe, cpu, _image(0))
-    _check(exe, cpu, _image(1))
     library = exe.subgraphs[0].library
     real = library.lib
+    failing = [False]
 
     class Failing:
-        """The library's functions, copyFromAcc failing."""
+        """The library's functions, copyFromAcc failing while failing[0]
+        (the direct path resolves its callables once, when it is made)."""
 
         def __getattr__(self, name: str) -> object:
+            function = getattr(real, name)
             if name == "copyFromAcc":
-                return lambda *args: 3  # MX_ACC_ERR_* : a plugin failure
-            return getattr(real, name)
+                # MX_ACC_ERR_*: a plugin failure
+                return lambda *args: 3 if failing[0] else function(*args)
+            return function
 
     monkeypatch.setattr(type(library), "lib", property(lambda self: Failing()))
+    _check(exe, cpu, _image(0))
+    _check(exe, cpu, _image(1))
+    failing[0] = True
     with pytest.raises(PluginError, match="copyFromAcc"):
         exe.predict(data=_image(2))
+    failing[0] = False
     monkeypatch.undo()
     mx.nd.waitall()  # nothing stale left on any array
     _check(exe, cpu, _image(3))

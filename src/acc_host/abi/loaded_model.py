@@ -28,7 +28,7 @@ import itertools
 import json
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -535,6 +535,78 @@ class BoundInference:
         status = model._infer(*call)
         if status:
             model.library.check(model.library.name, "infer", status, model.context)
+
+    def direct(self, inputs: Mapping[str, DeviceBuffer], read: Sequence[DeviceBuffer] = ()
+               ) -> Callable[[Mapping[str, np.ndarray]], list[np.ndarray]] | None:
+        """One inference's whole plugin work as one call: copyToAcc of host
+        arrays into the given device buffers (the bound data inputs, by the
+        caller's names), this infer(), then copyFromAcc of each buffer of
+        read (the outputs, for a synchronous inference) into a new host
+        array, returned in order, all under the device lock. The
+        callables, the descriptors and the call's arguments are resolved
+        here once; a call only points each host descriptor at its array.
+        The values are C-contiguous host arrays of the buffers' shapes and
+        dtypes, for a subset of the names. None where this does not apply:
+        checked outputs (the guarded copies and the checking infer() run
+        instead), a model already unloaded, a library being traced. The
+        caller checks per call that no trace is active and that every
+        buffer is allocated (an executor's bound step does); an unload is
+        refused here as run_locked refuses it."""
+        model = self.model
+        library = model.library
+        if (type(model) is not LoadedModel or self._call is None or library.traced
+                or any(buffer.guarded for buffer in (*inputs.values(), *read, *self._buffers))):
+            return None
+        lib = library.lib
+        copy_to, copy_from = lib.copyToAcc, lib.copyFromAcc
+        infer, call = model._infer, self._call
+        lock, name, context, check = model._lock, library.name, model.context, library.check
+        # ffi.from_buffer(array) without its Python wrapper: cffi's own
+        # function, with the 'char[]' type it defaults to.
+        backend_from_buffer, char_array, null = ffi._backend.from_buffer, ffi.BCharA, ffi.NULL
+        hosts = [TensorArray([buffer.spec]) for buffer in inputs.values()]
+        pairs = {}
+        for (key, buffer), host in zip(inputs.items(), hosts):
+            (_, slot, _), = host.slots()
+            # (the buffer and the host descriptor array: alive with the call)
+            pairs[key] = (buffer._descriptor.pointer, slot, ffi.addressof(slot), (buffer, host))
+        reads: list[tuple[Any, ...]] = []
+        for buffer in read:
+            host = TensorArray([buffer.spec])
+            (_, slot, spec), = host.slots()
+            reads.append((buffer._descriptor.pointer, slot, ffi.addressof(slot), spec.shape,
+                          spec.dtype, (buffer, host)))
+        empty = np.empty
+
+        def run(values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+            results = []
+            with lock:
+                for key, value in values.items():
+                    device, slot, address, _ = pairs[key]
+                    # alive until the copy returns
+                    pointer = backend_from_buffer(char_array, value, False)
+                    slot.data = pointer
+                    status = copy_to(device, address)
+                    slot.data = null
+                    if status:
+                        check(name, "copyToAcc", status)
+                if model._call is None:
+                    raise InvalidArgumentError(f"model {model.model_id} was unloaded")
+                status = infer(*call)
+                if status:
+                    check(name, "infer", status, context)
+                for device, slot, address, shape, dtype, _ in reads:
+                    array = empty(shape, dtype)
+                    pointer = backend_from_buffer(char_array, array, True)
+                    slot.data = pointer
+                    status = copy_from(address, device)
+                    slot.data = null
+                    if status:
+                        check(name, "copyFromAcc", status)
+                    results.append(array)
+            return results
+
+        return run
 
 
 class _CheckedModel(LoadedModel):

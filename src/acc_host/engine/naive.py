@@ -66,8 +66,8 @@ class NaiveEngine(Engine):
 
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
                          mutate_vars: tuple[Var, ...]) -> bool:
-        self._push(OpBlock(fn, False, ctx, (), mutate_vars))
-        return True
+        # A push, without the block: run_inline's work reading nothing.
+        return self.run_inline(fn, ctx, (), mutate_vars)
 
     def wait_for_var(self, var: Var) -> None:
         check_waitable(var, "wait_for_var")

@@ -39,6 +39,8 @@ from .workers import Worker
 
 __all__ = ["ThreadedEngine"]
 
+_LOCAL = operation_state()  # the thread-local record in_operation reads
+
 _HELP_ROUNDS = 8  # queued blocks a waiter runs before it waits behind a marker
 
 
@@ -61,6 +63,7 @@ class ThreadedEngine(Engine):
         self._devices: dict[tuple[int, int], Worker] = {}
         self._devices_lock = threading.Lock()
         self._workers: tuple[Worker, ...] = (self._cpu,)  # replaced, never changed in place
+        self._caller_ctx = RunContext(None, "caller")  # run_now_watching's latest
 
     # ---- pushing ----------------------------------------------------------------------
 
@@ -91,32 +94,42 @@ class ThreadedEngine(Engine):
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
                          mutate_vars: tuple[Var, ...]) -> bool:
         # The synchronous inference's grant (acc_host.runtime.direct_run), once per
-        # forward: _run_granted and _finish inlined for an operation that
-        # reads nothing, with no block made when nothing queued behind it.
-        local = operation_state()
+        # forward: _run_granted, _admit and _finish inlined for an operation
+        # that reads nothing, with no block made when nothing queued behind
+        # it, and the RunContext of the latest ctx kept.
+        local = _LOCAL
         if getattr(local, "depth", 0):
             return False
+        run_ctx = self._caller_ctx
+        if run_ctx.ctx is not ctx:
+            run_ctx = self._caller_ctx = RunContext(ctx, "caller")
         with self._lock:
-            if not self._admit(watched, mutate_vars):
+            if self._stopped or ((self._pending or self._failed)
+                                 and not grantable_now(watched, mutate_vars)):
                 return False
+            self._pending += 1
+            self._pushed += 1
             # Granted as add_write would grant it: every var is idle (nothing
-            # pending at all, or _admit checked each).
+            # pending at all, or grantable_now checked each).
             for var in mutate_vars:
                 var._writing = True
         failure: BaseException | None = None
         local.depth = 1
         try:
-            fn(RunContext(ctx, "caller"))
+            fn(run_ctx)
         except BaseException as error:  # stored on the vars, raised at the next wait
             failure = error
         finally:
             local.depth = 0
         with self._lock:
             if failure is None and not self._idle_waiters:
-                for var in mutate_vars:
-                    if var._pending:
-                        break
-                else:  # nothing queued behind it: finish_write without grants
+                queued = False
+                if self._pending != 1:  # else it is the only operation: nothing queued
+                    for var in mutate_vars:
+                        if var._pending:
+                            queued = True
+                            break
+                if not queued:  # nothing queued behind it: finish_write without grants
                     for var in mutate_vars:
                         var._writing = False
                         if var._watches:

@@ -225,10 +225,18 @@ class AccHostRep:
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         executor, key = self._executor, self._key
-        if self._plain and type(inputs) is dict and key is not None and _fits(inputs, key):
+        if self._plain and key is not None:
             # A dict holding exactly the bound executor's inputs goes to it
-            # as it is (what _feed and the checks below would make of it).
-            return tuple(executor._predict(inputs))
+            # as it is, a list or tuple of them in order as a dict (what
+            # _feed and the checks below would make of them).
+            kind = type(inputs)
+            if kind is dict:
+                if _fits(inputs, key):
+                    return tuple(executor._predict(inputs))
+            elif (kind is list or kind is tuple) and len(inputs) == len(key):
+                named = dict(zip(self.input_names, inputs))
+                if _fits(named, key):
+                    return tuple(executor._predict(named))
         feed = self._feed(inputs)
         if self.imported is None:
             _, executor = self._specialise(feed)

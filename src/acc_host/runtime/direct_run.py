@@ -24,8 +24,8 @@ differential check or a trace running.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +39,28 @@ if TYPE_CHECKING:
     from ..ndarray import NDArray
     from .subgraph import SubgraphOperator
 
-__all__ = ["DirectRun"]
+__all__ = ["DirectRun", "FastForward", "FastPredict"]
+
+# forward()'s direct path as one call: the inputs given to forward() (a
+# dict of them) -> the executor outputs, or None when the path does not
+# apply now (nothing was done: the caller runs the general path).
+FastForward = Callable[[dict[str, Any]], "list[NDArray] | None"]
+# predict()'s: the inputs -> the outputs' values as new host arrays, or
+# None (as FastForward); a failure is raised.
+FastPredict = Callable[[dict[str, Any]], "list[np.ndarray] | None"]
+# A value not already as bound, as a C-contiguous host array of the bound
+# (shape, dtype): (name, value, (shape, dtype), the argument) -> array.
+Convert = Callable[[str, Any, "tuple[tuple[int, ...], np.dtype[Any]]", "NDArray"], np.ndarray]
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of shape (numpy's)."""
+    strides = []
+    step = itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
 
 
 class DirectRun:
@@ -47,12 +68,14 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "specs", "_copies", "_watched", "_writes",
-                 "_ctx", "_lock", "_values", "_results", "_failure")
+    __slots__ = ("operator", "step", "inputs", "specs", "fast", "fast_predict", "_copies",
+                 "_watched", "_writes", "_ctx", "_lock", "_values", "_results", "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
-                 reads: Sequence[engine.Var], writes: Sequence[engine.Var]) -> None:
+                 reads: Sequence[engine.Var], writes: Sequence[engine.Var],
+                 convert: Convert | None = None,
+                 fail: Callable[[BaseException], None] | None = None) -> None:
         self.operator = operator
         self.step = step
         self.inputs = dict(inputs)
@@ -70,6 +93,104 @@ class DirectRun:
         self._values: Mapping[str, np.ndarray] | None = None
         self._results: list[np.ndarray] | None = None
         self._failure: BaseException | None = None
+        # forward()'s and predict()'s whole direct path as one call each
+        # (see _fast_forward).
+        self.fast: FastForward | None = None
+        self.fast_predict: FastPredict | None = None
+        if convert is not None and fail is not None:
+            listed = outputs if isinstance(outputs, list) else list(outputs)
+            self.fast = self._fast_forward(listed, convert, fail)
+            self.fast_predict = self._fast_forward(listed, convert, fail, read=True)
+
+    def _fast_forward(self, outputs: list[NDArray], convert: Convert,
+                      fail: Callable[[BaseException], None], read: bool = False
+                      ) -> Callable[[dict[str, Any]], Any] | None:
+        """forward() (or with read, predict()) on this path as one closure,
+        everything it reads resolved here: the inputs checked against the
+        bound specs (a value not already a C-contiguous array of them
+        converted by convert), the engine's grant (run_now_watching), then
+        under it the checks that the step may run (operator not declined,
+        its model the one bound, every buffer the one bound and allocated,
+        no weight written since the model saw it) and the plugin's work
+        (LoadedModel's direct call: copyToAcc of each input, infer(), with
+        read copyFromAcc of each output into a new array). Returns outputs
+        (with read, the new arrays), or None when the path does not apply
+        now (nothing was done). A failure of the run goes to fail (reported
+        as a forward's, on the outputs: see forward) and outputs are
+        returned; with read it is raised to the caller (see run). None
+        where the direct call does not apply (checked outputs)."""
+        step, operator = self.step, self.operator
+        call = step.infer.direct({name: array._storage.device
+                                  for name, array in self.inputs.items()},
+                                 [output._storage.device for output in outputs] if read else ())
+        if call is None:
+            return None
+        bound_model = step.infer.model
+        weights_current = operator.weights_current
+        bound = step._bound  # (storage, buffer) per array: step.current() inlined
+        specs, targets = self.specs, self.inputs
+        names = specs.keys()
+        # One input (the common case): a value of exactly its shape, dtype
+        # and C-order strides (equal strides: C-contiguous) is taken as it is.
+        only, (shape, dtype) = next(iter(specs.items())) if len(specs) == 1 else ("", ((), None))
+        strides = _c_strides(shape, dtype.itemsize) if dtype is not None else ()
+        ndarray = np.ndarray
+        watched, writes, ctx = self._watched, self._writes, self._ctx
+        get_engine, tracing = engine.get, trace_recorder.current
+        # The values of the inference running and its outcome: None (did not
+        # run), the results or the failure (the caller serializes calls: the
+        # executor's lock).
+        state: list[Any] = [None, None]
+
+        def operation(_run_ctx: engine.RunContext) -> None:
+            if operator.declined or operator.model is not bound_model:
+                return
+            for storage, buffer in bound:
+                if storage.device is not buffer or storage.host is not None or buffer._freed:
+                    return
+            watch = operator._watch  # replaced when the model is loaded again
+            if watch is not None and watch.written and not weights_current():
+                return
+            try:
+                state[1] = call(state[0])
+            except BaseException as error:  # reported by the caller, as a forward's
+                state[1] = error
+
+        def forward(values: dict[str, Any]) -> Any:
+            if values:
+                if len(values) == 1 and only in values:
+                    value = values[only]
+                    if not (type(value) is ndarray and value.dtype is dtype
+                            and value.shape == shape and value.strides == strides):
+                        values = {only: convert(only, value, specs[only], targets[only])}
+                elif not values.keys() <= names:
+                    return None  # the general path names the stranger
+                for name, value in values.items():
+                    spec = specs[name]
+                    if not (type(value) is np.ndarray and value.shape == spec[0]
+                            and value.dtype == spec[1] and value.flags.c_contiguous):
+                        values = {key: convert(key, item, specs[key], targets[key])
+                                  for key, item in values.items()}
+                        break
+            if tracing() is not None:
+                return None
+            state[0] = values
+            try:
+                if not get_engine().run_now_watching(operation, ctx, watched, writes):
+                    return None
+                outcome = state[1]
+            finally:
+                state[0] = state[1] = None
+            if type(outcome) is list:
+                return outcome if read else outputs
+            if outcome is None:
+                return None
+            if read:
+                raise outcome
+            fail(outcome)
+            return outputs
+
+        return forward
 
     def run(self, values: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
         """Writes values (C-contiguous host arrays of the arguments' shapes

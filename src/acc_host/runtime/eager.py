@@ -25,6 +25,7 @@ from ..errors import ShapeError, TensorError
 from ..graph import Graph
 from ..ndarray import NDArray
 from ..ndarray import array as nd_array
+from .direct_run import FastForward, FastPredict
 
 __all__ = ["EagerRunner", "static_part"]
 
@@ -76,6 +77,9 @@ class EagerRunner:
         self._heads = list(heads)
         self._bound = bound
         self.outputs = outputs
+        # no direct path (see runner.Runner.fast)
+        self.fast: FastForward | None = None
+        self.fast_predict: FastPredict | None = None
         self.steps: list[Any] = []
         self.bound_steps: dict[int, Any] = {}
         self._static = static

@@ -549,6 +549,12 @@ class Executor(ExecutorMethods):
         forward's result. A thread that must read the outputs of its own
         forward holds ``self.lock`` over the forward and the reading."""
         with self.lock:
+            fast = self._runner.fast
+            if fast is not None and not self._value_versions:
+                # The direct path (runtime.direct_run), checked and run in one call.
+                done = fast(kwargs)
+                if done is not None:
+                    return done
             if self._value_versions:
                 self._replan_if_stale()
             outputs = self._runner.run(kwargs, False)
@@ -561,17 +567,21 @@ class Executor(ExecutorMethods):
         synchronous inference, with forward()'s effects (the arguments hold
         the inputs, the outputs the results). A failure is raised here and
         not left on the executor's arrays."""
-        with self.lock:
-            if self._value_versions:
-                self._replan_if_stale()
-            return self._runner.run(inputs, True)
+        return self._predict(inputs)
 
-    def _predict(self, inputs: Mapping[str, Any]) -> list[np.ndarray]:
-        """predict(**inputs) for a mapping of them."""
+    def _predict(self, inputs: dict[str, Any]) -> list[np.ndarray]:
+        """predict(**inputs) for a dict of them (the caller's: it is not
+        changed)."""
         with self.lock:
+            fast = self._runner.fast_predict
+            if fast is not None and not self._value_versions:
+                # The direct path (runtime.direct_run), checked and run in one call.
+                done = fast(inputs)
+                if done is not None:
+                    return done  # type: ignore[no-any-return]
             if self._value_versions:
                 self._replan_if_stale()
-            return self._runner.run(inputs, True)
+            return self._runner.run(inputs, True)  # type: ignore[no-any-return]
 
     def _replan_if_stale(self) -> None:
         """Plans again when an argument the shape arithmetic read has been

@@ -36,7 +36,7 @@ from ..ops.params import Attrs
 from ..ops.registry import OpDef
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
-from .direct_run import DirectRun
+from .direct_run import DirectRun, FastForward, FastPredict
 from .plan import Plan
 from .sparse_cpu import dense_value, is_sparse, sparse_kernel
 from .subgraph import SubgraphOperator, Value, to_host
@@ -88,9 +88,19 @@ def _as_bound(value: Any, spec: tuple[tuple[int, ...], np.dtype]) -> bool:
 def _direct_value(name: str, value: Any, spec: tuple[tuple[int, ...], np.dtype],
                   target: NDArray) -> np.ndarray:
     """value for the argument target, whose (shape, dtype) is spec, as a
-    C-contiguous host array of them (_input_values, the common case first)."""
+    C-contiguous host array of them (_input_values, the common cases
+    first: a numpy array as bound, a whole NDArray in host memory that no
+    executor guards, with nothing pending on it, whose elements are read
+    without a copy: the argument's write copies them)."""
+    if type(value) is NDArray and value._view is None:
+        storage = value._storage
+        var = storage.var
+        host = storage.host
+        if (host is not None and storage.guard is None and not var._writing
+                and not var._pending and var.exception is None):
+            value = host
     if _as_bound(value, spec):
-        return value
+        return value  # type: ignore[no-any-return]
     return contiguous(_input_values(name, value, target))
 
 
@@ -210,7 +220,11 @@ class Runner:
         self.steps = list(steps)
         self.arg_dict = arg_dict
         self.outputs = list(outputs)
-        self.differential: Any = None  # acc_host.differential's checker during check()
+        # forward()'s direct path as one call while it applies (see
+        # direct_run(); None otherwise: the executor then calls run()).
+        self.fast: FastForward | None = None
+        self.fast_predict: FastPredict | None = None  # predict()'s, likewise
+        self._differential: Any = None  # acc_host.differential's checker during check()
         self._graph = graph
         self._variables = plan.variables
         self._readers = plan.readers
@@ -244,6 +258,17 @@ class Runner:
         # length a loop decides at run time (their outputs are replaced).
         self.bodies: Any = None
         self._dynamic = dynamic_entries(graph)
+
+    @property
+    def differential(self) -> Any:
+        """acc_host.differential's checker during check(), else None."""
+        return self._differential
+
+    @differential.setter
+    def differential(self, checker: Any) -> None:
+        self._differential = checker
+        # a checked forward takes the general path (see direct_run)
+        self.fast = self.fast_predict = None
 
     def _step_push(self, index: int, step: Step) -> _Push:
         bound = self._bound
@@ -298,7 +323,7 @@ class Runner:
                 if outcome is True:
                     return self.outputs
                 if outcome is not False:
-                    self._fail_forward(outcome)
+                    self.fail_forward(outcome)
                     return self.outputs
         outputs = self._push_steps(inputs)
         if not synchronous:
@@ -343,13 +368,17 @@ class Runner:
                 output.wait_to_read()
         return self.outputs
 
-    def _fail_forward(self, failure: BaseException) -> None:
+    def fail_forward(self, failure: BaseException) -> None:
         """Reports the failure of a forward's direct run as a failed step
         of the general path does: an operation that fails with it, writing
         the executor's own vars and the outputs' (ThreadedEngine keeps it
-        there for their waits; NaiveEngine raises it here)."""
+        there for their waits; NaiveEngine raises it here). The direct
+        path is made anew at the next forward that takes it (its callables
+        resolved again)."""
         def fail(_run_ctx: engine.RunContext) -> None:
             raise failure
+
+        self._direct = self.fast = self.fast_predict = None
 
         current = engine.get()
         current.push_sync_normalized(fail, self._contexts[0], (), tuple(dict.fromkeys(
@@ -371,7 +400,9 @@ class Runner:
             return None
         inputs = {self._variables[entry]: array for entry, array in push.fetch}
         self._direct = DirectRun(step.subgraph, bound, push.context, inputs, self.outputs,
-                                 push.reads, push.writes)
+                                 push.reads, push.writes, _direct_value,
+                                 self.fail_forward)
+        self.fast, self.fast_predict = self._direct.fast, self._direct.fast_predict
         return self._direct
 
     def drop_stale_failures(self) -> None:
@@ -415,6 +446,8 @@ class Runner:
                     # First loaded, or loaded again (close() or a reload):
                     # bound to the model now loaded.
                     self.bound_steps[step.node] = self._bind_step(step, push, written)
+                    # bound again: direct_run() makes the path anew
+                    self.fast = self.fast_predict = None
             else:
                 _put_stored(values, push.variables)
                 written = {}
@@ -523,6 +556,7 @@ class Runner:
         forward stays on the outputs for their waits; the copies on the
         executor's own vars, which nothing else can wait for, are dropped (a
         later mx.nd.waitall() would raise them otherwise)."""
+        self.fast = self.fast_predict = None
         engine.drain()
         if any(var.exception is not None for var in self._internal_vars):
             self.drop_stale_failures()

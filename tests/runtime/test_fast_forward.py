@@ -1,0 +1,213 @@
+"""The executor's one-call direct path (DirectRun.fast, fast_predict: the
+inputs' check, the engine's grant, the step's checks and LoadedModel's
+direct call in one closure) keeps every check of the general path: each
+test warms an executor until forward() takes the path, then breaks one
+thing and checks that the check fires (the error, or the general path
+taking over with the right result). numpy's maximum is the oracle."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.direct_calls import count_direct_calls
+from support.engines import using_engine
+
+import acc_host as mx
+from acc_host import engine, trace
+from acc_host.errors import GraphError, ShapeError, TensorError
+
+SHAPE = (1, 16)
+
+
+class _Calls:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        count_direct_calls(monkeypatch, self._add)
+
+    def _add(self) -> None:
+        self.count += 1
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> _Calls:
+    return _Calls(monkeypatch)
+
+
+def _x(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(SHAPE).astype(np.float32)
+
+
+def _warm_relu() -> mx.runtime.executor.Executor:
+    relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
+    exe = relu.simple_bind(mx.cpu_ref(0), data=SHAPE)
+    for seed in range(3):  # loads the model, then makes the direct path
+        exe.forward(data=_x(seed))
+        np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(seed), 0))
+    return exe
+
+
+@pytest.mark.usefixtures("engine_kind")
+def test_forward_and_predict_take_the_one_call_path(calls: _Calls) -> None:
+    exe = _warm_relu()
+    before = calls.count
+    for seed in range(3, 8):
+        assert exe.forward(data=_x(seed)) is exe.forward(data=_x(seed))
+        np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(seed), 0))
+        (got,) = exe.predict(data=_x(seed + 10))
+        np.testing.assert_array_equal(got, np.maximum(_x(seed + 10), 0))
+    assert calls.count == before + 15
+    # Without inputs: the argument as it is; other dtypes, layouts and
+    # NDArrays converted as the general path converts them.
+    exe.arg_dict["data"][:] = _x(20)
+    exe.forward()
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(20), 0))
+    wide = np.zeros((1, 32), np.float64)
+    wide[:, ::2] = _x(21)
+    exe.forward(data=wide[:, ::2])
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(21), 0))
+    exe.forward(data=mx.nd.array(_x(22)))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(22), 0))
+    assert calls.count == before + 18
+    exe.close()
+
+
+@pytest.mark.usefixtures("engine_kind")
+def test_bad_inputs_are_refused_and_leave_the_argument(calls: _Calls) -> None:
+    exe = _warm_relu()
+    before = calls.count
+    with pytest.raises(ShapeError, match="'data' has shape"):
+        exe.forward(data=np.zeros((2, 16), np.float32))
+    with pytest.raises(ShapeError, match="'data' has shape"):
+        exe.predict(data=np.zeros((16,), np.float32))
+    with pytest.raises(TensorError, match="cannot be converted"):
+        exe.forward(data=np.array([["a"] * 16]))
+    np.testing.assert_array_equal(exe.arg_dict["data"].asnumpy(), _x(2))
+    with pytest.raises(GraphError, match="'label' is not an argument"):
+        exe.forward(data=_x(5), label=_x(6))
+    assert calls.count == before
+    exe.close()
+
+
+@pytest.mark.usefixtures("engine_kind")
+def test_a_freed_buffer_is_refused_before_the_plugin_sees_it(calls: _Calls) -> None:
+    exe = _warm_relu()
+    before = calls.count
+    step = exe.bound_step(exe.subgraphs[0])
+    assert step is not None
+    next(iter(step.infer.outputs.values())).free()
+    with pytest.raises(TensorError, match="freed"):
+        exe.forward(data=_x(5))
+        exe.outputs[0].asnumpy()  # ThreadedEngine: the output's wait reports it
+    assert calls.count == before
+
+
+@pytest.mark.usefixtures("engine_kind", "offload_everything")
+def test_weights_written_since_the_model_saw_them_are_used(calls: _Calls) -> None:
+    data, weight = mx.sym.Variable("data"), mx.sym.Variable("w")
+    net = mx.sym.FullyConnected(data, weight=weight, num_hidden=4, no_bias=True, name="fc")
+    exe = net.simple_bind(mx.cpu_ref(0), data=SHAPE)
+    w = np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32)
+    exe.arg_dict["w"][:] = w
+    for seed in range(3):
+        exe.forward(data=_x(seed))
+    np.testing.assert_allclose(exe.outputs[0].asnumpy(), _x(2) @ w.T, rtol=1e-5, atol=1e-5)
+    before = calls.count
+    exe.forward(data=_x(3))
+    assert calls.count == before + 1
+    exe.arg_dict["w"][:] = 2 * w  # the model holds its own copy: it must be refreshed
+    exe.forward(data=_x(4))
+    np.testing.assert_allclose(exe.outputs[0].asnumpy(), _x(4) @ (2 * w).T,
+                               rtol=1e-5, atol=1e-5)
+    (got,) = exe.predict(data=_x(5))
+    np.testing.assert_allclose(got, _x(5) @ (2 * w).T, rtol=1e-5, atol=1e-5)
+    exe.close()
+
+
+def test_a_pending_write_orders_the_forward_after_it(calls: _Calls) -> None:
+    """ThreadedEngine: a write to the argument pushed before forward() and
+    still queued on a worker is seen by it (the path stands aside while
+    anything is pending on its vars); then the path runs again."""
+    with using_engine("ThreadedEngine"):
+        exe = _warm_relu()
+        before = calls.count
+        release = threading.Event()
+        data = exe.arg_dict["data"]
+
+        def slow_write(_run_ctx: object) -> None:
+            release.wait(10)
+            data._write_now(_x(30))
+
+        engine.get().push_sync(slow_write, data.context, (), [data._var])
+        threading.Timer(0.2, release.set).start()
+        exe.forward()
+        np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(30), 0))
+        assert calls.count == before
+        exe.forward(data=_x(31))
+        np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(31), 0))
+        assert calls.count == before + 1
+        exe.close()
+
+
+def test_threads_pushing_reads_of_the_output_see_whole_forwards(calls: _Calls) -> None:
+    """ThreadedEngine: forwards on the path while another thread pushes
+    operations reading the output: each read sees the output of one whole
+    forward (one of the inputs given), never a mix or a stale buffer."""
+    with using_engine("ThreadedEngine"):
+        exe = _warm_relu()
+        inputs = [np.full(SHAPE, float(k), np.float32) for k in range(1, 6)]
+        seen: list[np.ndarray] = []
+        done = threading.Event()
+
+        def reader() -> None:
+            while not done.is_set():
+                seen.append((exe.outputs[0] * 1).asnumpy())
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            for _ in range(200):
+                for value in inputs:
+                    exe.forward(data=value)
+        finally:
+            done.set()
+            thread.join(30)
+        assert seen and calls.count > 0
+        warm = np.maximum(_x(2), 0)  # the output before the first of these forwards
+        for values in seen:
+            assert np.array_equal(values, warm) or (
+                np.all(values == values.flat[0]) and values.flat[0] in range(1, 6))
+        exe.close()
+
+
+@pytest.mark.usefixtures("engine_kind")
+def test_a_trace_sees_the_copies(tmp_path: Path, calls: _Calls) -> None:
+    exe = _warm_relu()
+    before = calls.count
+    path = tmp_path / "run.trace"
+    trace.start(path)
+    try:
+        exe.forward(data=_x(7))
+        np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(7), 0))
+    finally:
+        trace.stop()
+    names = [record["fn"] for record in trace.read_trace(path).calls()]
+    # the traced library's copies, not the callables the path resolved
+    assert "copyToAcc" in names and "copyFromAcc" in names
+    assert calls.count == before
+    exe.close()
+
+
+def test_checked_mode_keeps_its_guards(monkeypatch: pytest.MonkeyPatch, calls: _Calls) -> None:
+    """MXNET_ACC_CHECK_OUTPUTS=1: the buffers carry guards, and the path's
+    one call stands aside for the checked copies and infer()."""
+    monkeypatch.setenv("MXNET_ACC_CHECK_OUTPUTS", "1")
+    exe = _warm_relu()
+    exe.forward(data=_x(8))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), np.maximum(_x(8), 0))
+    (got,) = exe.predict(data=_x(9))
+    np.testing.assert_array_equal(got, np.maximum(_x(9), 0))
+    assert calls.count == 0
+    exe.close()

@@ -1,0 +1,36 @@
+"""Counting the executor's one-call direct path (LoadedModel's
+BoundInference.direct, which forward() and predict() take once the plan is
+one bound subgraph), for tests that check whether it ran."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from acc_host.abi.loaded_model import BoundInference
+
+
+def count_direct_calls(monkeypatch: pytest.MonkeyPatch, counted: Callable[[], None],
+                       after: bool = False) -> None:
+    """Calls counted() at every call of a direct call made from now on
+    (before it runs, or with after, once it returned without raising)."""
+    make = BoundInference.direct
+
+    def direct(infer: BoundInference, inputs: Any, read: Any = ()) -> Any:
+        call = make(infer, inputs, read)
+        if call is None:
+            return None
+
+        def run(values: Any) -> Any:
+            if not after:
+                counted()
+            results = call(values)
+            if after:
+                counted()
+            return results
+
+        return run
+
+    monkeypatch.setattr(BoundInference, "direct", direct)
