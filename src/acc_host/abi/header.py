@@ -24,6 +24,7 @@ import functools
 import hashlib
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,16 @@ ffi: cffi.FFI = _build_ffi()
 # What a lib object raises for a declared symbol the library does not
 # export: AttributeError from a parsed FFI, ffi.error from a pre-parsed one.
 _MISSING: tuple[type[BaseException], ...] = (AttributeError, getattr(ffi, "error", AttributeError))
+
+
+def raw_from_buffer() -> Callable[[Any, Any, bool], Any]:
+    """cffi's C-level ``from_buffer(cdecl, buffer, require_writable)``
+    without a Python wrapper: the pre-parsed FFI's own method, or the
+    backend's function under a parsed ``cffi.FFI``."""
+    backend = getattr(ffi, "_backend", None)
+    if backend is not None:
+        return backend.from_buffer  # type: ignore[no-any-return]
+    return ffi.from_buffer  # type: ignore[no-any-return]
 
 
 class Library:

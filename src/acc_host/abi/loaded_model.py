@@ -42,7 +42,7 @@ from .guards import (
     overwritten,
     scratch,
 )
-from .header import HOST_DEVICE, ffi
+from .header import HOST_DEVICE, ffi, raw_from_buffer
 from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
 from .releases import release_now
@@ -561,9 +561,9 @@ class BoundInference:
         copy_to, copy_from = lib.copyToAcc, lib.copyFromAcc
         infer, call = model._infer, self._call
         lock, name, context, check = model._lock, library.name, model.context, library.check
-        # ffi.from_buffer(array) without its Python wrapper: cffi's own
+        # ffi.from_buffer(array) without a Python wrapper: cffi's own
         # function, with the 'char[]' type it defaults to.
-        backend_from_buffer, char_array, null = ffi._backend.from_buffer, ffi.BCharA, ffi.NULL
+        backend_from_buffer, char_array, null = raw_from_buffer(), ffi.typeof("char[]"), ffi.NULL
         hosts = [TensorArray([buffer.spec]) for buffer in inputs.values()]
         pairs = {}
         for (key, buffer), host in zip(inputs.items(), hosts):
