@@ -29,19 +29,20 @@ Writes ``suite.json`` (every figure, with the machine and versions),
 3. Partitioner time for 10k/100k/1M-node graphs.
 4. Engine throughput and push-to-done latency, both engines.
 5. Compile time on mlu_sim, cold and from the compiled-model cache.
-6. The public path: one-operator calls through the executor, Module and
-   the ONNX backend next to onnxruntime's run(), and imperative operators
-   next to MXNet 1.9.1 (benchmarks/public_path.py).
-7. The PyTorch zoo (ResNet-18/-50, MobileNetV2/V3, EfficientNet-B0, ViT-S/16,
-   BERT-base) on cpu_ref through the ONNX backend next to onnxruntime, at
-   batch 1 and 8 and 1 and 2 threads (benchmarks/zoo/zoo_vs_onnxruntime.py),
-   when benchmarks/zoo/export_torch_zoo.py has exported them (--zoo-repeat;
-   0 leaves the section out).
 6. The public path per call (benchmarks/public_path.py): the one-operator
    graph through the executor (forward + reading the output, predict),
    Module and the ONNX backend next to onnxruntime's run(), under both
    engines; small imperative operators on the CPU and cpu_ref next to
    MXNet 1.9.1 (when a side environment has it), paired ratios.
+7. The PyTorch zoo (ResNet-18/-50, MobileNetV2/V3, EfficientNet-B0, ViT-S/16,
+   BERT-base) on cpu_ref through the ONNX backend next to onnxruntime, at
+   batch 1 and 8 and 1 and 2 threads (benchmarks/zoo/zoo_vs_onnxruntime.py),
+   when benchmarks/zoo/export_torch_zoo.py has exported them (--zoo-repeat;
+   0 leaves the section out).
+8. Time to first inference of ResNet-50 on cpu_ref from the ONNX file and
+   from an MXNet checkpoint, cold and with the compiled-model cache warm,
+   next to onnxruntime's, in fresh processes (benchmarks/first_inference.py,
+   --first-starts; 0 leaves the section out), when the zoo has the models.
 
 --quick runs a small subset (for the test that keeps this script working);
 its figures are not meant to be quoted.
@@ -465,6 +466,44 @@ def _zoo_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# ---- 8. first inference -------------------------------------------------------------------
+
+
+def first_inference_section(starts: int) -> dict[str, Any] | None:
+    """benchmarks/first_inference.py in a child process (its own fresh
+    processes per start); None where the zoo lacks the models."""
+    script = Path(__file__).resolve().parent / "first_inference.py"
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "first.json"
+        done = subprocess.run([sys.executable, str(script), "--starts", str(starts),
+                               "--json", str(out)], check=False)
+        if done.returncode != 0 or not out.exists():
+            print("first inference: not measured (benchmarks/first_inference.py failed or the "
+                  "zoo's ResNet-50 files are missing)")
+            return None
+        return json.loads(out.read_text())  # type: ignore[no-any-return]
+
+
+def _first_inference_lines(results: dict[str, Any]) -> list[str]:
+    lines = ["", "## 8. First inference", "",
+             f"ResNet-50, batch 1, cpu_ref: seconds from before the first import to the "
+             f"output in numpy, medians of {results['starts']} fresh processes per side, the "
+             "sides interleaved start by start (benchmarks/first_inference.py); target "
+             "<= 1.5x onnxruntime.", "",
+             "| side | first inference s | whole process s | / onnxruntime |",
+             "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {row['child_s']:.3f} | {row['process_s']:.3f} | "
+              f"{row['ratio']:.2f}x |" for name, row in results["sides"].items()]
+    if results.get("phases"):
+        keys = list(next(iter(results["phases"].values())))
+        lines += ["", "Phases (`acc-host run --json`), medians, seconds:", "",
+                  "| side | " + " | ".join(key.removesuffix("_s") for key in keys) + " |",
+                  "|---|" + "---:|" * len(keys)]
+        lines += [f"| {name} | " + " | ".join(f"{row[key]:.3f}" for key in keys) + " |"
+                  for name, row in results["phases"].items()]
+    return lines
+
+
 # ---- output ------------------------------------------------------------------------------
 
 
@@ -522,6 +561,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += _public_path_lines(results["public_path"])
     if results.get("zoo"):
         lines += _zoo_lines(results["zoo"])
+    if results.get("first_inference"):
+        lines += _first_inference_lines(results["first_inference"])
     return "\n".join(lines) + "\n"
 
 
@@ -567,6 +608,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"python of a side environment with mxnet==1.9.1 (or ${MXNET_ENV})")
     parser.add_argument("--zoo-repeat", type=int, default=7,
                         help="runs per block of the PyTorch zoo section (0: leave it out)")
+    parser.add_argument("--first-starts", type=int, default=5,
+                        help="fresh processes per side of the first-inference section "
+                             "(0: leave it out)")
     parser.add_argument("--quick", action="store_true",
                         help="a small subset, to check the script works")
     args = parser.parse_args(argv)
@@ -594,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
     results["public_path"] = public_path_section(args.quick, args.mxnet_python)
     if args.zoo_repeat > 0 and not args.quick:
         results["zoo"] = zoo_section(args.batch, args.threads, args.zoo_repeat)
+    if args.first_starts > 0 and not args.quick:
+        results["first_inference"] = first_inference_section(args.first_starts)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "suite.json").write_text(json.dumps(results, indent=1))
     (args.out / "suite.md").write_text(markdown(results))
