@@ -56,7 +56,11 @@ enum {
   /* Images of a batch run together (each chunk of filters read once for
    * all of them) when the filters overflow this, and as many as fit in it
    * with their copies and sums; see cr_conv_blocked. */
-  kImageGroupBytes = 1 << 20
+  kImageGroupBytes = 1 << 20,
+  /* ... on output planes of fewer positions (7 x 7: 0.89-0.95 of the
+   * time image by image at batch 8; 14 x 14: 0.98-0.99, and slower on 2
+   * threads) */
+  kImageGroupMaxPositions = 96
 };
 
 /* Outputs per block of the packed filters under isa (0: none). */
@@ -76,8 +80,9 @@ int cr_conv_blocked_applies(const cr_conv_params *p, int64_t outputs, int64_t ch
          (isa == CR_ISA_AVX2 || channels >= kMinChannels512 || p->stride[1] == 2);
 }
 
-int cr_conv_blocked_batches(int64_t outputs, int64_t channels) {
-  return 9.0 * (double)channels * (double)outputs * sizeof(float) > kImageGroupBytes;
+int cr_conv_blocked_batches(int64_t outputs, int64_t channels, int64_t positions) {
+  return positions < kImageGroupMaxPositions &&
+         9.0 * (double)channels * (double)outputs * sizeof(float) > kImageGroupBytes;
 }
 
 size_t cr_conv_blocked_floats(int64_t outputs, int64_t channels) {
@@ -539,13 +544,13 @@ int cr_conv_blocked(const cr_conv_params *params, const int64_t x_shape[5], cons
   const int64_t shares = planes >= threads ? 1
                          : by_outputs      ? threads
                                            : (out_h < threads ? out_h : threads);
-  /* Filters beyond kImageGroupBytes (ResNet-50's 3 x 3 layers on 14 x 14
-   * and 7 x 7 planes: 2.4 and 9.4 MB) were read once per image; images of
+  /* Filters beyond kImageGroupBytes on small planes (ResNet's 3 x 3
+   * layers on 7 x 7 planes: 9.4 MB) were read once per image; images of
    * one thread's share of the batch now run together, as many as fit in
    * kImageGroupBytes with their copies and sums. */
   int64_t images = 1;
   if (depth == 1 && shares == 1 && planes > threads &&
-      cr_conv_blocked_batches(g.outputs, g.channels)) {
+      cr_conv_blocked_batches(g.outputs, g.channels, out_h * out_w)) {
     const int64_t per_image =
         (g.channels / 8 * copy_block(&g, 0, out_h) + blocks * sums_stride(&g, 0, out_h)) *
         (int64_t)sizeof(float);

@@ -2300,7 +2300,8 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
    * batch's images together, on their own threads. */
   const int blocked = packed_w != NULL && packed_isa == cr_gemm_isa() &&
                       cr_conv_blocked_applies(params, outputs, group_channels, packed_isa);
-  if (blocked && batch > 1 && x_shape[2] == 1 && cr_conv_blocked_batches(outputs, channels)) {
+  if (blocked && batch > 1 && x_shape[2] == 1 &&
+      cr_conv_blocked_batches(outputs, channels, out_plane)) {
     return cr_conv_blocked(params, x_shape, x, packed_w, packed_isa, bias, fusion, y_shape, y,
                            num_threads);
   }
