@@ -5,9 +5,14 @@
  *
  * Usage: bench_kernels ISA THREADS REPEAT gemm M N K [a|b]
  *        bench_kernels ISA THREADS REPEAT conv N C H W O KH KW STRIDE PAD GROUPS
+ *        bench_kernels ISA THREADS REPEAT convpair N C H W O KH KW STRIDE PAD GROUPS
  * ISA: generic, avx2 or avx512 (capped at what the CPU has). Prints
- * "<isa> <median seconds> <GFLOP/s>".
+ * "<isa> <median seconds> <GFLOP/s>". convpair runs the batch of N images
+ * as one call and as N calls of one image each, alternately, and prints
+ * "<isa> <fastest one-call seconds> <fastest per-image seconds> <ratio>":
+ * the fastest of REPEAT, for a shared machine.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +21,18 @@
 #include "gemm.h"
 #include "kernels.h"
 
+/* Wall time; with BENCH_CPU_TIME set, the calling thread's CPU time
+ * instead (for one thread on a shared machine: the time other processes
+ * hold the core is not counted). */
 static double now(void) {
+  static int cpu_time = -1;
+  if (cpu_time < 0) cpu_time = getenv("BENCH_CPU_TIME") != NULL;
   struct timespec t;
-  timespec_get(&t, TIME_UTC);
+  if (cpu_time) {
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  } else {
+    timespec_get(&t, TIME_UTC);
+  }
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -120,6 +134,41 @@ int main(int argc, char **argv) {
     }
     flops = 2.0 * (double)(n * o * oh * ow) * (double)((ch / groups) * kh * kw);
     free(x), free(wt), free(bias), free(y), free(pw);
+  } else if (strcmp(argv[4], "convpair") == 0 && argc >= 15) {
+    const int64_t n = atoll(argv[5]), ch = atoll(argv[6]), h = atoll(argv[7]),
+                  w = atoll(argv[8]), o = atoll(argv[9]), kh = atoll(argv[10]),
+                  kw = atoll(argv[11]), s = atoll(argv[12]), pad = atoll(argv[13]),
+                  groups = atoll(argv[14]);
+    cr_conv_params p = {{1, kh, kw}, {1, s, s}, {1, 1, 1}, {0, pad, pad}, groups};
+    const int64_t oh = (h + 2 * pad - kh) / s + 1, ow = (w + 2 * pad - kw) / s + 1;
+    const int64_t xs[5] = {n, ch, 1, h, w}, ys[5] = {n, o, 1, oh, ow};
+    const int64_t xs1[5] = {1, ch, 1, h, w}, ys1[5] = {1, o, 1, oh, ow};
+    float *x = random_floats((size_t)(n * ch * h * w));
+    float *wt = random_floats((size_t)(o * (ch / groups) * kh * kw));
+    float *bias = random_floats((size_t)o);
+    float *y = floats((size_t)(n * o * oh * ow));
+    size_t packed = cr_conv_packed_floats(&p, o, ch / groups);
+    float *pw = packed ? floats(packed) : NULL;
+    cr_isa pisa = pw ? cr_conv_pack(&p, o, ch / groups, wt, pw) : isa;
+    double batched = 1e30, split = 1e30;
+    for (int r = 0; r < repeat; ++r) {
+      flush_caches();
+      double t0 = now();
+      status |= cr_convolution_fused(&p, xs, x, wt, pw, pisa, bias, NULL, ys, y, threads);
+      const double t1 = now() - t0;
+      flush_caches();
+      t0 = now();
+      for (int64_t i = 0; i < n; ++i) {
+        status |= cr_convolution_fused(&p, xs1, x + i * ch * h * w, wt, pw, pisa, bias, NULL,
+                                       ys1, y + i * o * oh * ow, threads);
+      }
+      const double t2 = now() - t0;
+      if (t1 < batched) batched = t1;
+      if (t2 < split) split = t2;
+    }
+    free(x), free(wt), free(bias), free(y), free(pw), free(times);
+    printf("%s %.9f %.9f %.3f\n", cr_isa_name(isa), batched, split, batched / split);
+    return status != 0;
   } else if (strcmp(argv[4], "maxpool") == 0 && argc >= 11) {
     /* N C H W K S: K x K max pooling, stride S, no padding, "valid" windows */
     const int64_t n = atoll(argv[5]), ch = atoll(argv[6]), h = atoll(argv[7]),

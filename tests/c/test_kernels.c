@@ -1808,6 +1808,12 @@ static void test_conv_paths(void) {
       {"3x3 deep stride 2 dilated", {{1, 3, 3}, {1, 2, 2}, {1, 2, 1}, {0, 2, 1}, 1},
        {1, 8, 1, 13, 12}, 7},
       {"1x1 stride 2", {{1, 1, 1}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 1}, {1, 6, 1, 9, 8}, 5},
+      /* small planes of a batch: one product over every image's columns
+       * (panels and depth blocks across images; 2 threads: 3 + 2 images) */
+      {"1x1 batch of 7x7 planes, deep", {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1},
+       {5, 160, 1, 7, 7}, 70},
+      {"1x1 batch of 9x10 planes", {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1},
+       {3, 24, 1, 9, 10}, 33},
       /* 1 x 1 images: one product for the batch (a classifier as a
        * convolution), short and deep (k blocks) */
       {"1x1 on 1x1 images", {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1}, {3, 20, 1, 1, 1}, 13},
@@ -1982,6 +1988,12 @@ static void test_conv_paths(void) {
        {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 16, 1, 15, 17}, 32},
       {"3x3 stride 2 blocked, 32 outputs, 2 threads",
        {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {1, 32, 1, 32, 32}, 64},
+      /* filters over 1 MiB (64 x 480 x 9): the images of a batch run
+       * together (1 thread: 3; 2 threads: 2 + 1), at stride 1 and 2 */
+      {"3x3 blocked, filters over 1 MiB, a batch of 3",
+       {{1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, 1}, {3, 64, 1, 5, 6}, 480},
+      {"3x3 stride 2 blocked, filters over 1 MiB, a batch of 3",
+       {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 1}, {3, 64, 1, 7, 9}, 480},
   };
   rng r = {99};
   for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {

@@ -24,6 +24,12 @@
 int cr_conv_blocked_applies(const cr_conv_params *params, int64_t outputs, int64_t channels,
                             cr_isa isa);
 
+/* 1 when cr_conv_blocked runs the images of a batch together, each chunk
+ * of filters read once for several images (filters over 1 MiB, output
+ * planes of fewer than 96 positions); the caller then hands it the whole
+ * batch and its threads. */
+int cr_conv_blocked_batches(int64_t outputs, int64_t channels, int64_t positions);
+
 /* Floats of the packed filters (0 on overflow), and the packing of w
  * (outputs x channels x 3 x 3) for isa's kernels, where
  * cr_conv_blocked_applies. */

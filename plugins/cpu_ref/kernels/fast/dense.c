@@ -621,6 +621,115 @@ static int convolve_wide(const cr_conv_params *p, const int64_t x_shape[5], cons
                          &task.group);
 }
 
+/* ---- 1 x 1 convolution of a batch of small images ------------------------ */
+
+/* Stride 1 and no padding (with a 1 x 1 kernel: the image is B itself). */
+static int is_pointwise(const cr_conv_params *p) {
+  return p->stride[0] == 1 && p->stride[1] == 1 && p->stride[2] == 1 && p->pad[0] == 0 &&
+         p->pad[1] == 0 && p->pad[2] == 0;
+}
+
+/* A batch of images whose planes are small runs as one product whose
+ * columns are every image's positions, image after image: per image, a
+ * 7 x 7 plane is 49 columns (one tile of 48 and a column computed alone)
+ * and a 14 x 14 one 196 (four tiles and a tile of 4), and each image reads
+ * all of the filters again, where the batch's 392 or 1568 columns fill
+ * their tiles and read the filters once per block of columns. B is then
+ * gathered from the images (pack_batch_columns), and C, computed into
+ * scratch, is moved into the images' planes block by block as the product
+ * finishes them (scatter_batch_block), with the residual and activation.
+ * The product's columns are padded with zeros to whole vectors of 16, so
+ * that no column is left to the narrow tiles, which sum in another order:
+ * every output is then the same bit for bit whatever the thread count (the
+ * threads share the product's panels). A single image keeps its plane as
+ * B, read in place. */
+enum { kBatchColumnsMaxPlane = 95 }; /* fewer than two tiles of columns per image */
+
+typedef struct cr_batch_columns {
+  const float *x;
+  int64_t plane;   /* positions per image */
+  int64_t image;   /* floats per image */
+  int64_t columns; /* the batch's positions (columns past them are zeros) */
+} cr_batch_columns;
+
+/* pack_b of the batch's columns: column j is position j % plane of image
+ * j / plane. */
+static void pack_batch_columns(const void *context, int64_t k0, int64_t kc, int64_t n0,
+                               int64_t nc, int nr, float *dst) {
+  const cr_batch_columns *v = context;
+  const int64_t panels = (nc + nr - 1) / nr;
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    const int64_t j0 = n0 + panel * nr;
+    const int64_t width =
+        j0 >= v->columns ? 0 : min_i64(min_i64(nr, n0 + nc - j0), v->columns - j0);
+    float *row_out = dst + panel * kc * nr;
+    for (int64_t r = 0; r < kc; ++r, row_out += nr) {
+      int64_t n = j0 / v->plane, pos = j0 % v->plane;
+      for (int64_t j = 0; j < width;) {
+        const int64_t count = min_i64(width - j, v->plane - pos);
+        cr_copy_floats(row_out + j, v->x + n * v->image + (k0 + r) * v->plane + pos, count);
+        j += count;
+        ++n;
+        pos = 0;
+      }
+      for (int64_t j = width; j < nr; ++j) row_out[j] = 0.0f;
+    }
+  }
+}
+
+typedef struct cr_batch_scatter {
+  const float *c;
+  int64_t ldc, plane, outputs, columns;
+  float *y;              /* image 0's first plane */
+  const float *residual; /* the same for the residual, or NULL */
+  cr_epilogue epilogue;  /* applied with the residual */
+} cr_batch_scatter;
+
+/* cr_gemm_done: rows [i0, i1) and columns [j0, j1) of C into the planes,
+ * then + residual and act when there is a residual. */
+static void scatter_batch_block(void *context, int64_t i0, int64_t i1, int64_t j0,
+                                int64_t j1) {
+  const cr_batch_scatter *t = context;
+  const int64_t image = t->outputs * t->plane, end = min_i64(j1, t->columns);
+  for (int64_t o = i0; o < i1; ++o) {
+    for (int64_t j = j0; j < end;) {
+      const int64_t n = j / t->plane, pos = j % t->plane;
+      const int64_t count = min_i64(end - j, t->plane - pos);
+      float *y = t->y + n * image + o * t->plane;
+      cr_copy_floats(y + pos, t->c + o * t->ldc + j, count);
+      if (t->residual != NULL) {
+        cr_epilogue e = t->epilogue;
+        e.residual = t->residual + n * image + o * t->plane;
+        e.ld_residual = t->plane;
+        cr_epilogue_apply(&e, 0, 1, pos, count, y, t->plane);
+      }
+      j += count;
+    }
+  }
+}
+
+/* y = the 1 x 1 convolution (stride 1, no padding, one group) of the batch
+ * of planes of `plane` positions at x, as one product (see above). */
+static int convolve_batch_columns(int64_t batch, int64_t channels, int64_t outputs,
+                                  int64_t plane, const float *x, const float *w,
+                                  const float *packed_w, cr_isa packed_isa, const float *bias,
+                                  const cr_fusion *fusion, float *y, int num_threads) {
+  const int64_t columns = batch * plane, ldc = (columns + 15) / 16 * 16;
+  float *c = cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(outputs * ldc) * sizeof *c);
+  if (c == NULL) return -1;
+  const cr_batch_columns view = {x, plane, channels * plane, columns};
+  cr_gemm_operand a = {w, channels, 1, NULL, NULL, packed_w, packed_isa, NULL};
+  cr_gemm_operand b = {NULL, 0, 0, pack_batch_columns, &view, NULL, CR_ISA_GENERIC, NULL};
+  const int has_residual = fusion != NULL && fusion->residual != NULL;
+  cr_epilogue e = make_epilogue(fusion);
+  e.row_bias = bias;
+  if (has_residual) e.act = CR_EPI_NONE; /* after the residual, in the scatter */
+  cr_batch_scatter scatter = {c, ldc, plane, outputs, columns, y,
+                              has_residual ? fusion->residual : NULL, make_epilogue(fusion)};
+  const cr_gemm_done done = {scatter_batch_block, &scatter};
+  return cr_gemm_notify(outputs, ldc, channels, &a, &b, c, ldc, &e, &done, num_threads);
+}
+
 /* ---- Strided 1 x 1 convolution ------------------------------------------ */
 
 /* A 1 x 1 convolution with a stride and no padding (a ResNet shortcut)
@@ -2208,6 +2317,23 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
                       : convolve_single_positions(batch, channels, outputs, x, w, packed_w,
                                                   packed_isa, bias, fusion, y, num_threads);
   }
+  /* A batch of small planes: one product (convolve_batch_columns), its
+   * panels shared between the threads. */
+  if (batch > 1 && groups == 1 && ks == 1 && in_plane == out_plane &&
+      out_plane <= kBatchColumnsMaxPlane && is_pointwise(params)) {
+    return convolve_batch_columns(batch, channels, outputs, out_plane, x, w, packed_w,
+                                  packed_isa, bias, fusion, y, num_threads);
+  }
+  /* Filters packed for the blocked kernels (where those apply, cr_conv_pack
+   * packs them for nothing else), large enough that the kernels run the
+   * batch's images together, on their own threads. */
+  const int blocked = packed_w != NULL && packed_isa == cr_gemm_isa() &&
+                      cr_conv_blocked_applies(params, outputs, group_channels, packed_isa);
+  if (blocked && batch > 1 && x_shape[2] == 1 &&
+      cr_conv_blocked_batches(outputs, channels, out_plane)) {
+    return cr_conv_blocked(params, x_shape, x, packed_w, packed_isa, bias, fusion, y_shape, y,
+                           num_threads);
+  }
   /* A batch is shared out image by image: one synchronisation per layer
    * rather than one per image's product. */
   const double work = (double)(batch * outputs * out_plane * group_channels * ks);
@@ -2219,10 +2345,7 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     return __atomic_load_n(&task.failed, __ATOMIC_RELAXED) ? -1 : 0;
   }
 
-  /* Filters packed for the blocked kernels (where those apply, cr_conv_pack
-   * packs them for nothing else). */
-  if (packed_w != NULL && packed_isa == cr_gemm_isa() &&
-      cr_conv_blocked_applies(params, outputs, group_channels, packed_isa)) {
+  if (blocked) {
     return cr_conv_blocked(params, x_shape, x, packed_w, packed_isa, bias, fusion, y_shape, y,
                            num_threads);
   }
@@ -2237,9 +2360,7 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
                          num_threads);
   }
   const int64_t depth = group_channels * ks;
-  const int pointwise = ks == 1 && params->stride[0] == 1 && params->stride[1] == 1 &&
-                        params->stride[2] == 1 && params->pad[0] == 0 && params->pad[1] == 0 &&
-                        params->pad[2] == 0;
+  const int pointwise = ks == 1 && is_pointwise(params);
   const size_t per_group = packed_w != NULL ? cr_gemm_packed_a_floats(group_outputs, depth) : 0;
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t g = 0; g < groups; ++g) {
