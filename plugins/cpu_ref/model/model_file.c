@@ -5,32 +5,42 @@
  *
  * What the file holds. cpu_ref has no real compiler: loadModel() parses and
  * checks the annotated graph, resolves every operator node against the op
- * table, lays out buffers and copies the weights. Its "compiled form" is
- * therefore the graph JSON exactly as loadModel() received it plus the
- * weights as the model holds them at export time (the values given to
- * loadModel(), or the latest ones passed to infer()). Import checks the file
- * completely, then builds the model with cr_model_create() from that JSON and
- * host tensors pointing into the file's bytes: the graph is parsed and the
- * operators resolved again (cheap for cpu_ref), but the checks loadModel()
- * makes of the host's arguments (names and descriptors) are replaced by the
- * checks of the file below. A vendor plugin would store its compiled binary
- * (kernels, schedules, packed weights) in place of the JSON and weight
- * records and keep the envelope: magic, versions, every length checked
- * against the bytes that are really there, a checksum.
+ * table, lays out buffers, copies the weights and, for Convolution and
+ * FullyConnected steps whose filters are weights, folds a following
+ * BatchNorm into them and packs them for the GEMM (dense_steps.c). Its
+ * "compiled form" is therefore the graph JSON exactly as loadModel()
+ * received it, the weights as the model holds them at export time (the
+ * values given to loadModel(), or the latest ones passed to infer()), and
+ * those folded and packed filters. Import checks the file completely,
+ * reads it into one 64-byte-aligned buffer that the model keeps, and
+ * builds the model with cr_model_adopt_file() from that JSON and the
+ * weights in place in the buffer (no copy); the dense steps take their
+ * folded and packed filters from the file, in place too, when its plan
+ * records are those this build makes for the model on this CPU (the same
+ * steps, array sizes and cr_gemm_isa()); else they are folded and packed
+ * again (a file written on a CPU with other vector instructions). The
+ * graph is parsed and the operators resolved again (cheap), but the
+ * checks loadModel() makes of the host's arguments (names and
+ * descriptors) are replaced by the checks of the file below. A vendor
+ * plugin would store its compiled binary (kernels, schedules, packed
+ * weights) the same way and keep the envelope: magic, versions, every
+ * length checked against the bytes that are really there, a checksum.
  *
- * Format, version 2. Integers are little-endian with the widths shown;
- * offsets are in bytes; there is no padding.
+ * Format, version 3. Integers are little-endian with the widths shown;
+ * offsets are in bytes; "pad" is zero bytes up to the next multiple of 64
+ * from the start of the file (what lets the values be used in place).
  *
  *   offset   size       field
  *   0        8          magic 89 43 52 4D 0D 0A 1A 0A ("\x89CRM\r\n\x1a\n":
  *                       a non-ASCII first byte and a CR LF, so that text
  *                       files and line-ending conversions are caught)
- *   8        u32        format version, 2 (version 1, whose checksum was
- *                       FNV-1a 64, is refused: the host's cache then
- *                       compiles the model again and replaces the file)
+ *   8        u32        format version, 3 (versions 1 and 2 are refused:
+ *                       the host's cache then compiles the model again and
+ *                       replaces the file)
  *   12       u32        MX_ACC_API_VERSION of the writer (the reader
  *                       requires the same MAJOR)
- *   16       u32        flags, 0 (none is defined; a set bit is refused)
+ *   16       u32        flags, 1 (ACC_BIN_FLAG_ALIGNED: the weight records'
+ *                       values are aligned; required; another bit is refused)
  *   20       u64        size of the whole file, checksum included
  *   28       u64        J, length of the graph JSON
  *   36       J          the graph JSON, UTF-8, no terminating NUL
@@ -43,9 +53,33 @@
  *            u32        ndim, 0 .. MX_ACC_MAX_NDIM
  *            8 * ndim   the extents, u64 each
  *            u64        B, byte length: dtype size * product of the extents
+ *            pad
  *            B          the values: dense, row-major, little-endian
  *                       elements, the layout cpu_ref keeps after loadModel()
+ *            pad
+ *            u32        P, number of plan records: the dense steps whose
+ *                       filters are weights, in step order
+ *   then P plan records:
+ *            u32        the step's index
+ *            u32        the cr_isa its filters were packed for
+ *            u32        1 when a BatchNorm is folded into it, else 0
+ *            u32        0
+ *            3 * u64    F, G, K: floats of the folded filters, the folded
+ *                       bias (0 and 0 without a BatchNorm) and the packed
+ *                       filters (0 for a direct convolution)
+ *            pad, 4F    the folded filters, float32
+ *            pad, 4G    the folded bias
+ *            pad, 4K    the packed filters, as cr_conv_pack / cr_fc_pack
+ *                       wrote them
  *   size-8   u64        checksum: XXH64, seed 0, of bytes 0 .. size-9
+ *
+ * The weights come before the plans so that the graph section (JSON and
+ * weight records, plugins/common/binfile.h) is the same as in the SDK's
+ * other files: the host binds a cache entry to its contents by it
+ * (acc_host/runtime/cache_contents.py). The plans hold what import would
+ * otherwise compute, about twice the weights' bytes again (ResNet-50 v1:
+ * 299 MB against version 2's 102 MB); the host cannot check them, only
+ * the checksum and the cache directory's trust rules protect them.
  *
  * Name, dtype and extents must equal the annotations of the graph's
  * variable; they are in the file so that a reader can check a record on its
@@ -68,8 +102,8 @@
  *
  * The envelope (header, checksum, the checked reader) and the graph JSON and
  * weight records are those of plugins/common/binfile.h, which mlu_sim's
- * offline models share; what is cpu_ref's own is the magic, the version and
- * that nothing follows the weights.
+ * offline models share; what is cpu_ref's own is the magic, the version,
+ * the aligned records and the plan records that end the body.
  */
 #include "model_file.h"
 
