@@ -102,3 +102,22 @@ def test_a_record_others_can_write_is_ignored(squeezenet, cache_dir: Path) -> No
     path.write_text(json.dumps({"compile_s": 0.1, "cache_s": 5.0}))
     os.chmod(path, 0o666)
     assert _forward(squeezenet)[0] == "cache"
+
+
+def test_a_changed_plugin_build_never_uses_an_older_entry(squeezenet, cache_dir: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key and the cost record hold the plugin library's SHA-256: a
+    rebuilt plugin compiles (and exports) again, whatever the records say."""
+    _, cold = _forward(squeezenet)
+    assert _forward(squeezenet)[0] == "cache"
+    before = set(cache_entries(cache_dir))
+    model_cache._identity.cache_clear()
+    monkeypatch.setattr(model_cache, "_file_digest", lambda path: "0" * 64)
+    try:
+        source, output = _forward(squeezenet)
+        assert source == "compiled"
+        assert output.tobytes() == cold.tobytes()
+        assert len(set(cache_entries(cache_dir)) - before) == 1
+        assert len(list(cache_dir.glob("*.cost"))) == 2
+    finally:
+        model_cache._identity.cache_clear()
