@@ -232,8 +232,17 @@ void acc_bin_put_header(acc_bin_out *out, const acc_bin_format *format, uint64_t
   acc_bin_put(out, format->magic, 8);
   acc_bin_put_uint(out, format->version, 4);
   acc_bin_put_uint(out, MX_ACC_API_VERSION, 4);
-  acc_bin_put_uint(out, 0, 4); /* flags */
+  acc_bin_put_uint(out, out->flags, 4);
   acc_bin_put_uint(out, size, 8);
+}
+
+uint64_t acc_bin_pad(uint64_t offset) {
+  return (ACC_BIN_ALIGN - offset % ACC_BIN_ALIGN) % ACC_BIN_ALIGN;
+}
+
+void acc_bin_put_align(acc_bin_out *out) {
+  static const unsigned char zeros[ACC_BIN_ALIGN] = {0};
+  acc_bin_put(out, zeros, (size_t)acc_bin_pad(out->size));
 }
 
 void acc_bin_put_checksum(acc_bin_out *out) {
@@ -314,7 +323,7 @@ int acc_bin_io_error(const char *what, const char *path, int error) {
 
 /* Checks the fixed header against the file's real size. */
 static int check_header(const acc_bin_format *f, const unsigned char *header, uint64_t file_size,
-                        const char *path) {
+                        const char *path, uint32_t allowed_flags) {
   if (memcmp(header, f->magic, 8) != 0) {
     return acc_bin_refuse(f->kind, path, 0, "the magic bytes are not those of %s", f->a_kind);
   }
@@ -331,7 +340,7 @@ static int check_header(const acc_bin_format *f, const unsigned char *header, ui
                           MX_ACC_API_VERSION_MINOR);
   }
   uint32_t flags = (uint32_t)acc_bin_get_le(header + ACC_BIN_FLAGS_OFFSET, 4);
-  if (flags != 0) {
+  if ((flags & ~allowed_flags) != 0) {
     return acc_bin_refuse(f->kind, path, ACC_BIN_FLAGS_OFFSET, "unknown flags 0x%" PRIx32, flags);
   }
   uint64_t claimed = acc_bin_get_le(header + ACC_BIN_SIZE_OFFSET, 8);
@@ -376,8 +385,8 @@ enum { kReadBlock = 1 << 18 };
  * checking its size against the limits and its header before allocating;
  * *computed is the checksum of every byte before the last 8. */
 static int read_file(const acc_bin_format *f, acc_bin_checksum checksum, FILE *file,
-                     const char *path, unsigned char **contents, size_t *size,
-                     uint64_t *computed) {
+                     const char *path, uint32_t allowed_flags, unsigned char **contents,
+                     size_t *size, uint64_t *computed) {
   errno = 0;
   if (fseek(file, 0, SEEK_END) != 0) return acc_bin_io_error("seek in", path, errno);
   long end = ftell(file);
@@ -397,9 +406,13 @@ static int read_file(const acc_bin_format *f, acc_bin_checksum checksum, FILE *f
   if (fread(header, 1, sizeof header, file) != sizeof header) {
     return acc_bin_io_error("read", path, ferror(file) ? errno : 0);
   }
-  int status = check_header(f, header, file_size, path);
+  int status = check_header(f, header, file_size, path, allowed_flags);
   if (status != MX_ACC_OK) return status;
-  unsigned char *bytes = malloc((size_t)file_size);
+  /* Aligned for records that are used in place (ACC_BIN_FLAG_ALIGNED);
+   * aligned_alloc wants a multiple of the alignment (max_size <= SIZE_MAX
+   * - ACC_BIN_ALIGN: checked by the caller). */
+  unsigned char *bytes =
+      aligned_alloc(ACC_BIN_ALIGN, (size_t)(file_size + acc_bin_pad(file_size)));
   if (bytes == NULL) {
     return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "import_model: cannot allocate %" PRIu64
                     " bytes for \"%s\"", file_size, path);
@@ -433,10 +446,10 @@ static int read_file(const acc_bin_format *f, acc_bin_checksum checksum, FILE *f
   return MX_ACC_OK;
 }
 
-int acc_bin_load_with(const acc_bin_format *format, acc_bin_checksum checksum, const char *path,
-                      unsigned char **bytes, acc_bin_reader *reader) {
+static int load(const acc_bin_format *format, acc_bin_checksum checksum, const char *path,
+                uint32_t allowed_flags, unsigned char **bytes, acc_bin_reader *reader) {
   if (format->min_size < ACC_BIN_HEADER_SIZE + ACC_BIN_CHECKSUM_SIZE ||
-      format->max_size > SIZE_MAX || format->max_size > LONG_MAX) {
+      format->max_size > SIZE_MAX - ACC_BIN_ALIGN || format->max_size > LONG_MAX) {
     return acc_fail(MX_ACC_ERR_INTERNAL, "import_model: bad limits of %s", format->kind);
   }
   if (!acc_bin_host_is_little_endian()) {
@@ -447,7 +460,8 @@ int acc_bin_load_with(const acc_bin_format *format, acc_bin_checksum checksum, c
   unsigned char *contents = NULL;
   size_t size = 0;
   uint64_t computed = 0;
-  int status = read_file(format, checksum, file, path, &contents, &size, &computed);
+  int status = read_file(format, checksum, file, path, allowed_flags, &contents, &size,
+                         &computed);
   fclose(file); /* opened for reading only: nothing to lose if it fails */
   if (status != MX_ACC_OK) return status;
 
@@ -460,9 +474,20 @@ int acc_bin_load_with(const acc_bin_format *format, acc_bin_checksum checksum, c
                           checksum == ACC_BIN_XXH64 ? "XXH64" : "FNV-1a 64");
   }
   *bytes = contents;
+  const uint32_t flags = (uint32_t)acc_bin_get_le(contents + ACC_BIN_FLAGS_OFFSET, 4);
   *reader = (acc_bin_reader){contents, hashed, ACC_BIN_HEADER_SIZE, ACC_BIN_HEADER_SIZE, path,
-                             format->kind};
+                             format->kind, (flags & ACC_BIN_FLAG_ALIGNED) != 0};
   return MX_ACC_OK;
+}
+
+int acc_bin_load_with(const acc_bin_format *format, acc_bin_checksum checksum, const char *path,
+                      unsigned char **bytes, acc_bin_reader *reader) {
+  return load(format, checksum, path, 0, bytes, reader);
+}
+
+int acc_bin_load_aligned(const acc_bin_format *format, acc_bin_checksum checksum,
+                         const char *path, unsigned char **bytes, acc_bin_reader *reader) {
+  return load(format, checksum, path, ACC_BIN_FLAG_ALIGNED, bytes, reader);
 }
 
 int acc_bin_load(const acc_bin_format *format, const char *path, unsigned char **bytes,
@@ -537,6 +562,7 @@ int acc_bin_put_graph(acc_bin_out *out, const char *json, const acc_graph *graph
     acc_bin_put_uint(out, (uint32_t)shape->ndim, 4);
     for (int d = 0; d < shape->ndim; ++d) acc_bin_put_uint(out, shape->dims[d], 8);
     acc_bin_put_uint(out, bytes, 8);
+    if (out->flags & ACC_BIN_FLAG_ALIGNED) acc_bin_put_align(out);
     acc_bin_put(out, weight(context, i), bytes);
   }
   return out->status;
@@ -591,9 +617,19 @@ static int read_weight(acc_bin_reader *r, size_t index, const acc_node *node, MX
     return REFUSE(r, "weight \"%s\": %" PRIu64 " bytes, its shape and dtype take %zu", node->name,
                   byte_length, expected_bytes);
   }
+  if (r->aligned) {
+    const unsigned char *pad = NULL;
+    const uint64_t pad_length = acc_bin_pad(r->offset);
+    status = acc_bin_take(r, pad_length, "weight padding", &pad);
+    if (status != MX_ACC_OK) return status;
+    for (uint64_t b = 0; b < pad_length; ++b) {
+      if (pad[b] != 0) return REFUSE(r, "weight \"%s\": a padding byte is not zero", node->name);
+    }
+  }
   status = acc_bin_take(r, byte_length, "weight values", &values);
   if (status != MX_ACC_OK) return status;
-  /* The models' create functions only read the values (they copy them). */
+  /* The models' create functions only read the values (cpu_ref's import
+   * uses aligned ones in place, in the buffer it keeps). */
   *tensor = (MXTensor){(void *)values, shape->dims, ndim, node->out_dtypes[0], 0, NULL,
                        MX_ACC_HOST_DEVICE};
   return MX_ACC_OK;

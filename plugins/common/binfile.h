@@ -56,6 +56,13 @@ enum {
   ACC_BIN_CHECKSUM_SIZE = 8
 };
 
+/* Header flag: every weight record's values start at a multiple of
+ * ACC_BIN_ALIGN bytes from the start of the file, the bytes between the
+ * record's byte length and its values zero (a reader can then use the
+ * values in place). Only formats read with acc_bin_load_aligned accept it. */
+#define ACC_BIN_FLAG_ALIGNED 1u
+enum { ACC_BIN_ALIGN = 64 };
+
 /* What tells one plugin's files from another's; all strings are static,
  * borrowed. */
 typedef struct acc_bin_format {
@@ -131,7 +138,13 @@ typedef struct acc_bin_out {
   acc_xxh64_state xxh64;  /* file mode, XXH64: the checksum of the bytes put */
   int status;             /* MX_ACC_OK until a put fails */
   acc_bin_checksum checksum; /* ACC_BIN_FNV1A unless set (in file mode: when opened) */
+  uint32_t flags;         /* the header's flags (set before acc_bin_put_header), 0 unless set */
 } acc_bin_out;
+
+/* Puts zero bytes up to the next multiple of ACC_BIN_ALIGN of out->size. */
+void acc_bin_put_align(acc_bin_out *out);
+/* The bytes acc_bin_put_align would put at offset. */
+uint64_t acc_bin_pad(uint64_t offset);
 
 /* An empty buffer in memory of at most format->max_size bytes, with an
  * FNV-1a checksum (set out.checksum for another). */
@@ -178,12 +191,13 @@ int acc_bin_write_file(const char *path, const void *bytes, size_t size);
 /* Bytes of a file taken field by field. Every take checks the bytes left
  * first and records where its field started, for messages. */
 typedef struct acc_bin_reader {
-  const unsigned char *data; /* borrowed: the file's bytes */
+  const unsigned char *data; /* borrowed: the file's bytes (64-byte aligned) */
   size_t size;               /* bytes readable (the checksum excluded) */
   size_t offset;             /* the next field's */
   size_t field;              /* where the field taken last started */
   const char *path;          /* borrowed, for messages */
   const char *kind;          /* borrowed: the format's kind */
+  int aligned;               /* ACC_BIN_FLAG_ALIGNED is set in the file's header */
 } acc_bin_reader;
 
 /* Records why the file at path is refused ("import_model: \"PATH\" is not a
@@ -209,6 +223,11 @@ int acc_bin_load(const acc_bin_format *format, const char *path, unsigned char *
                  acc_bin_reader *reader);
 int acc_bin_load_with(const acc_bin_format *format, acc_bin_checksum checksum, const char *path,
                       unsigned char **bytes, acc_bin_reader *reader);
+/* acc_bin_load_with for a format whose files may set ACC_BIN_FLAG_ALIGNED
+ * (a file without it is read as ever). *bytes is 64-byte aligned in every
+ * case (free() releases it). */
+int acc_bin_load_aligned(const acc_bin_format *format, acc_bin_checksum checksum,
+                         const char *path, unsigned char **bytes, acc_bin_reader *reader);
 
 /* Takes count bytes: *bytes points into the reader's data. */
 int acc_bin_take(acc_bin_reader *r, uint64_t count, const char *field,

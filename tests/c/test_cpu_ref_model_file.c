@@ -21,7 +21,7 @@
 
 #include "cpu_ref_fixture.h"
 
-/* The format's checksum (version 2: XXH64, seed 0, of everything before the
+/* The format's checksum (versions 2 and 3: XXH64, seed 0, of everything before the
  * last 8 bytes) written into the last 8 bytes: what a hostile writer would
  * do. */
 static void fix_xxh64(unsigned char *bytes, size_t size) {
@@ -286,10 +286,11 @@ static void test_hostile_fields(void) {
   CHECK(get_le(file.bytes + bytes_at, 8) == sizeof conv_w);
 
   expect_refused(&file, 0, 1, 'P', "offset 0: the magic bytes", __LINE__);
-  expect_refused(&file, 8, 4, 3, "offset 8: format version 3; this cpu_ref reads version 2",
+  expect_refused(&file, 8, 4, 2, "offset 8: format version 2; this cpu_ref reads version 3",
                  __LINE__);
   expect_refused(&file, 12, 4, 200, "offset 12: written for ABI 2.0", __LINE__);
-  expect_refused(&file, 16, 4, 1, "offset 16: unknown flags 0x1", __LINE__);
+  expect_refused(&file, 16, 4, 3, "offset 16: unknown flags 0x3", __LINE__);
+  expect_refused(&file, 16, 4, 0, "the weight records are not aligned", __LINE__);
   expect_refused(&file, 20, 8, UINT64_MAX, "offset 20: the header gives a file size", __LINE__);
   expect_refused(&file, 28, 8, UINT64_MAX, "offset 36: graph JSON needs 18446744073709551615 "
                  "bytes", __LINE__);
@@ -313,6 +314,27 @@ static void test_hostile_fields(void) {
                  __LINE__);
   expect_refused(&file, bytes_at, 8, sizeof conv_w - 4, "212 bytes, its shape and dtype take 216",
                  __LINE__);
+  /* Version 3: zero padding up to the values' 64-byte boundary. */
+  const size_t values_at = (bytes_at + 8 + 63) / 64 * 64;
+  if (values_at > bytes_at + 8) {
+    expect_refused(&file, bytes_at + 8, 1, 7, "weight \"conv_w\": a padding byte is not zero",
+                   __LINE__);
+  }
+  CHECK(memcmp(file.bytes + values_at, conv_w, sizeof conv_w) == 0);
+  /* The plan records after the weights: a count that cannot fit. */
+  size_t plans_at = 0;
+  {
+    size_t at = values_at + sizeof conv_w;
+    for (int w = 1; w < 4; ++w) { /* conv_b, fc_w, fc_b: skip each record */
+      size_t length = (size_t)get_le(file.bytes + at, 4);
+      size_t ndim = (size_t)get_le(file.bytes + at + 4 + length + 4, 4);
+      size_t nbytes_at = at + 4 + length + 4 + 4 + 8 * ndim;
+      at = (nbytes_at + 8 + 63) / 64 * 64 + (size_t)get_le(file.bytes + nbytes_at, 8);
+    }
+    plans_at = (at + 63) / 64 * 64;
+  }
+  CHECK(get_le(file.bytes + plans_at, 4) <= 2); /* the convolution and the FullyConnected */
+  expect_refused(&file, plans_at, 4, UINT32_MAX, "plan records do not fit", __LINE__);
 
   /* Trailing bytes inside the checksummed part, header size adjusted. */
   unsigned char *longer = malloc(file.size + 3);
@@ -322,7 +344,7 @@ static void test_hostile_fields(void) {
     put_le(longer + 20, file.size + 3, 8);
     fix_xxh64(longer, file.size + 3);
     CHECK(import_bytes(longer, file.size + 3) == MX_ACC_ERR_INVALID_ARG);
-    CHECK(strstr(import_message, "3 bytes follow the last weight") != NULL);
+    CHECK(strstr(import_message, "3 bytes follow the last plan record") != NULL);
     free(longer);
   }
   /* A graph that parses but that cpu_ref cannot load: act_type "relv". */
@@ -353,8 +375,8 @@ static void test_hostile_fields(void) {
 }
 
 /* A file of format version 1 (its checksum FNV-1a 64, check.h's
- * fix_checksum) is refused by its version, never read as version 2; the
- * same bytes with version 2's number and the old checksum fail the
+ * fix_checksum) or 2 is refused by its version, never read as version 3;
+ * the same bytes with version 3's number and the old checksum fail the
  * checksum. */
 static void test_old_version_refused(void) {
   buffer file = read_all("original.model");
@@ -366,7 +388,13 @@ static void test_old_version_refused(void) {
   put_le(copy + 8, 1, 4);
   fix_checksum(copy, file.size);
   CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
-  CHECK(strstr(import_message, "offset 8: format version 1; this cpu_ref reads version 2") !=
+  CHECK(strstr(import_message, "offset 8: format version 1; this cpu_ref reads version 3") !=
+        NULL);
+  memcpy(copy, file.bytes, file.size);
+  put_le(copy + 8, 2, 4); /* version 2: unaligned records, no plans */
+  fix_xxh64(copy, file.size);
+  CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
+  CHECK(strstr(import_message, "offset 8: format version 2; this cpu_ref reads version 3") !=
         NULL);
   memcpy(copy, file.bytes, file.size);
   fix_checksum(copy, file.size);

@@ -141,11 +141,12 @@ void cr_model_free(cr_model *model) {
     }
     cr_dense_plan *plan = model->steps[s].dense;
     if (plan == NULL) continue;
-    free(plan->folded_w);
-    free(plan->folded_b);
-    free(plan->packed);
+    if (!cr_model_in_file(model, plan->folded_w)) free(plan->folded_w);
+    if (!cr_model_in_file(model, plan->folded_b)) free(plan->folded_b);
+    if (!cr_model_in_file(model, plan->packed)) free(plan->packed);
     free(plan);
   }
+  free(model->file_bytes);
   free(model->steps);
   free(model->image_bytes);
   free(model->image_moves);
@@ -270,10 +271,37 @@ static int match_variable(const cr_model *model, const char *name, const MXTenso
   return MX_ACC_OK;
 }
 
+int cr_model_in_file(const cr_model *model, const void *pointer) {
+  const unsigned char *p = pointer, *start = model->file_bytes;
+  /* Compared as integers: relational operators on pointers into different
+   * objects are undefined. */
+  return start != NULL && p != NULL && (uintptr_t)p >= (uintptr_t)start &&
+         (uintptr_t)p - (uintptr_t)start < model->file_size;
+}
+
+/* Dense plans whose filters point into the file get allocations of their
+ * own before they are folded and packed again (new weights from infer()). */
+static void detach_plans(cr_model *model) {
+  for (size_t s = 0; model->file_bytes != NULL && s < model->num_steps; ++s) {
+    cr_dense_plan *plan = model->steps[s].dense;
+    if (plan == NULL) continue;
+    if (cr_model_in_file(model, plan->folded_w)) plan->folded_w = NULL;
+    if (cr_model_in_file(model, plan->folded_b)) plan->folded_b = NULL;
+    if (cr_model_in_file(model, plan->packed)) plan->packed = NULL;
+  }
+}
+
 /* Gives weight entry its value: with CR_RETAIN_WEIGHTS, the host's buffer
  * itself (retained until unloadModel, or until infer() gives the weight
  * again), else a copy in the entry's own allocation. */
 static int take_weight(cr_model *model, size_t entry, const MXTensor *value, size_t bytes) {
+  if (model->file_bytes != NULL && model->owned[entry] == 1 && cr_model_in_file(model, value->data)) {
+    /* import: the file's values, in place */
+    free(model->entries[entry].data);
+    model->entries[entry].data = value->data;
+    model->owned[entry] = 4;
+    return MX_ACC_OK;
+  }
   if (model->retains_weights && bytes > 0 && model->owned[entry] != 2) {
     if (model->owned[entry] == 1) free(model->entries[entry].data);
     model->entries[entry].data = value->data;
@@ -462,11 +490,13 @@ static int run_model(cr_model *model, int num_threads) {
 
 static int create_model(const char *model_id, const char *json, const char *const *names,
                         const MXTensor *data, int num_data, int dev_id, int retain,
-                        cr_model **result) {
+                        unsigned char *file_bytes, size_t file_size, cr_model **result) {
   cr_model *model = calloc(1, sizeof *model);
   if (model == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "model");
   model->dev_id = dev_id;
   model->retains_weights = retain;
+  model->file_bytes = file_bytes;
+  model->file_size = file_size;
   const cr_device *device = cr_device_get(dev_id);
   if (device == NULL) {
     free(model);
@@ -489,9 +519,13 @@ static int create_model(const char *model_id, const char *json, const char *cons
   if (status == MX_ACC_OK && fast) status = plan_image_split(model);
   if (status == MX_ACC_OK) status = plan_memory(model);
   if (status == MX_ACC_OK) status = plan_image_bytes(model);
-  if (status == MX_ACC_OK) status = prepare_dense_steps(model);
+  if (status == MX_ACC_OK && file_bytes == NULL) status = prepare_dense_steps(model);
   if (status == MX_ACC_OK) status = prepare_rnn_steps(model);
   if (status != MX_ACC_OK) {
+    model->file_bytes = NULL; /* still the caller's */
+    for (size_t e = 0; model->owned != NULL && e < model->num_entries; ++e) {
+      if (model->owned[e] == 4) model->owned[e] = 0;
+    }
     cr_model_free(model);
     return status;
   }
@@ -501,12 +535,25 @@ static int create_model(const char *model_id, const char *json, const char *cons
 
 int cr_model_create(const char *model_id, const char *json, const char *const *names,
                     const MXTensor *data, int num_data, int dev_id, cr_model **result) {
-  return create_model(model_id, json, names, data, num_data, dev_id, 0, result);
+  return create_model(model_id, json, names, data, num_data, dev_id, 0, NULL, 0, result);
+}
+
+int cr_model_adopt_file(const char *model_id, const char *json, const char *const *names,
+                        const MXTensor *data, int num_data, int dev_id,
+                        unsigned char *file_bytes, size_t size, cr_model **result) {
+  return create_model(model_id, json, names, data, num_data, dev_id, 0, file_bytes, size,
+                      result);
+}
+
+int cr_model_prepare(cr_model *model) {
+  detach_plans(model);
+  return prepare_dense_steps(model);
 }
 
 int cr_model_load(const char *model_id, const char *json, const char *const *names,
                   const MXTensor *data, int num_data, int dev_id, cr_model **result) {
-  return create_model(model_id, json, names, data, num_data, dev_id, CR_RETAIN_WEIGHTS, result);
+  return create_model(model_id, json, names, data, num_data, dev_id, CR_RETAIN_WEIGHTS, NULL, 0,
+                      result);
 }
 
 /* Points data entries at the caller's tensors and refreshes weights given
@@ -576,7 +623,7 @@ int cr_model_infer(cr_model *model, const char *const *in_names, const char *con
   int status = match_outputs(model, out_names, out_data, num_out, head_of_output);
   int weights_given = 0;
   if (status == MX_ACC_OK) status = bind_inputs(model, in_names, in_data, num_in, &weights_given);
-  if (status == MX_ACC_OK && weights_given) status = prepare_dense_steps(model);
+  if (status == MX_ACC_OK && weights_given) status = cr_model_prepare(model);
   if (status == MX_ACC_OK && weights_given) status = prepare_rnn_steps(model);
   if (status == MX_ACC_OK) {
     status = run_model(model, num_threads);

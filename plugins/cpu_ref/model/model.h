@@ -39,7 +39,13 @@ struct cr_model {
   cr_tensor *entries;     /* one per node output; variables hold their value */
   unsigned char *owned;   /* 1: entries[i].data is the model's own allocation;
                            * 2: it lies in arena (operator outputs);
-                           * 3: a weight the host retains for the model */
+                           * 3: a weight the host retains for the model;
+                           * 4: a weight in file_bytes (an imported model's) */
+  /* An imported model's file (cr_model_adopt_file), which it owns: its
+   * weight entries and the filters its dense steps were given from the
+   * file point into it (file_size bytes); NULL otherwise. */
+  unsigned char *file_bytes;
+  size_t file_size;
   void *arena;            /* the operator outputs' memory (see plan_memory) */
   size_t num_steps;
   cr_step *steps;
@@ -83,6 +89,22 @@ int cr_model_create(const char *model_id, const char *json, const char *const *n
  * (read in place until unloadModel) when CR_RETAIN_WEIGHTS is 1. */
 int cr_model_load(const char *model_id, const char *json, const char *const *names,
                   const MXTensor *data, int num_data, int dev_id, cr_model **model);
+
+/* cr_model_create() for import_model: data points into file_bytes (size
+ * bytes, from aligned_alloc, each weight's values aligned for its dtype),
+ * which the model uses in place (no copy) and owns from a successful call
+ * on; the dense steps' filters are not folded or packed yet: the caller
+ * gives them from the file or calls cr_model_prepare(). */
+int cr_model_adopt_file(const char *model_id, const char *json, const char *const *names,
+                        const MXTensor *data, int num_data, int dev_id,
+                        unsigned char *file_bytes, size_t size, cr_model **model);
+
+/* Folds and packs the dense steps' filters from the weights (what
+ * cr_model_create() does). */
+int cr_model_prepare(cr_model *model);
+
+/* Whether pointer lies in model's file_bytes. */
+int cr_model_in_file(const cr_model *model, const void *pointer);
 
 void cr_model_free(cr_model *model);
 

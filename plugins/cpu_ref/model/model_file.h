@@ -19,7 +19,8 @@
  * offset on platforms whose long has 32 bits (ftell). */
 #define CR_MODEL_FILE_MAX ((uint64_t)1 << 30)
 
-/* Writes model's graph and current weights to path, replacing the file.
+/* Writes model's graph, current weights and its dense steps' folded and
+ * packed filters to path, replacing the file.
  * Stores the file's size in *bytes. The caller keeps the model from being
  * unloaded or run meanwhile. Errors: MX_ACC_ERR_INTERNAL when the file
  * cannot be written (a partial file is removed), MX_ACC_ERR_UNSUPPORTED

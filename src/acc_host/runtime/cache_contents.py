@@ -7,7 +7,9 @@ offset 20) and ends with an 8-byte checksum; its body starts with the graph
 section: the graph JSON (u64 length, UTF-8) and the values of the graph's
 weight variables (u32 count, then per weight: u32 name length, name, u32
 TensorDType, u32 ndim, u64 extents, u64 byte length, the little-endian
-elements). Integers are little-endian.
+elements). Integers are little-endian. When bit 0 of the header's flags
+(u32 at offset 16) is set, each weight's values start at a multiple of 64
+bytes from the file's start, zero bytes before them.
 
 The compiled-model cache reads it to bind an entry to its own contents
 (:mod:`.model_cache`): the graph and weights it holds must be those the
@@ -27,7 +29,10 @@ from ..errors import TensorError
 __all__ = ["HEADER_BYTES", "graph_section"]
 
 HEADER_BYTES = 28
+_FLAGS_OFFSET = 16
 _SIZE_OFFSET = 20
+_FLAG_ALIGNED = 1
+_ALIGN = 64
 _CHECKSUM_BYTES = 8
 
 
@@ -62,6 +67,7 @@ def graph_section(data: bytes | memoryview) -> tuple[str, dict[str, np.ndarray]]
     if size != len(view):
         raise ValueError(f"offset {_SIZE_OFFSET}: the size field says {size} bytes, the file "
                          f"has {len(view)}")
+    aligned = bool(int.from_bytes(view[_FLAGS_OFFSET:_SIZE_OFFSET], "little") & _FLAG_ALIGNED)
     reader = _Reader(view)
     raw = reader.take(reader.uint(8, "graph JSON length"), "graph JSON")
     try:
@@ -86,6 +92,8 @@ def graph_section(data: bytes | memoryview) -> tuple[str, dict[str, np.ndarray]]
         if nbytes != int(np.prod(shape, dtype=object)) * dtype.itemsize:
             raise ValueError(f"offset {at}: weight {index}: {nbytes} bytes for shape {shape} "
                              f"of {dtype.name}")
+        if aligned:
+            reader.take(-reader.offset % _ALIGN, "weight padding")
         values = reader.take(nbytes, "weight values")
         weights[name.decode("utf-8", "replace")] = np.frombuffer(values, dtype).reshape(shape)
     return graph_json, weights

@@ -85,6 +85,7 @@ from ..abi.library import AccLibrary
 from ..errors import AccHostError
 from ..plugins import trust
 from .cache_contents import graph_section
+from .cache_costs import CostRecord
 
 __all__ = ["ENV_VAR", "CacheWarning", "ModelCache", "cache_from_environment"]
 
@@ -377,6 +378,16 @@ class ModelCache:
         key = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()
         return CacheEntry(key, self.directory / f"{key}.model", self.directory / f"{key}.json",
                           meta, digests)
+
+    def costs(self, library: AccLibrary, graph_json: str, dev_id: int = 0) -> CostRecord:
+        """The cost record of a subgraph (:mod:`.cache_costs`): keyed by the
+        plugin's identity, its compile settings and the graph, not the
+        weights, so that it is found without reading them."""
+        meta = {"format": _FORMAT, **_identity(library),
+                "compile_config": _compile_config(library, dev_id),
+                "graph_sha256": hashlib.sha256(graph_json.encode()).hexdigest()}
+        return CostRecord(self.directory,
+                          hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest())
 
     def valid(self, entry: CacheEntry) -> bool:
         """Whether the entry exists, its files can be trusted (regular files

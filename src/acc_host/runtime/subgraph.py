@@ -191,8 +191,19 @@ class SubgraphOperator:
         """Imports the compiled model when the cache holds a valid one;
         otherwise compiles it and exports it for next time. The weights'
         digests are remembered per NDArray and version: device values are
-        copied to the host only to be hashed."""
+        copied to the host only to be hashed. A subgraph whose start through
+        the cache cost more than its compile is compiled without it
+        (:mod:`.cache_costs`)."""
         graph_json = self._graph_text()
+        costs = cache.costs(self.library, graph_json, self.dev_id)
+        if not costs.cache_pays():
+            start = time.perf_counter()
+            model = LoadedModel(self.library, self.spec.graph, values, self.dev_id,
+                                label=self.label)
+            costs.record(compile_s=time.perf_counter() - start)
+            self.load_source = "compiled"
+            return model
+        start = time.perf_counter()
         entry = cache.entry(self.library, graph_json,
                             {name: functools.partial(to_host, value)
                              for name, value in values.items()},
@@ -206,9 +217,13 @@ class SubgraphOperator:
                 cache.discard(entry)  # the plugin refused it: rebuild, never trust it
             else:
                 self.load_source = "cache"
-                return LoadedModel.adopt(self.library, self.spec.graph, model_id, self.dev_id,
-                                         label=self.label)
+                adopted = LoadedModel.adopt(self.library, self.spec.graph, model_id, self.dev_id,
+                                            label=self.label)
+                costs.record(cache_s=time.perf_counter() - start)
+                return adopted
+        start = time.perf_counter()
         model = LoadedModel(self.library, self.spec.graph, values, self.dev_id, label=self.label)
+        costs.record(compile_s=time.perf_counter() - start)
         self.load_source = "compiled"
         try:
             scratch = cache.scratch_path()
