@@ -52,7 +52,8 @@ struct cr_step {
   int num_outputs;
   size_t outputs; /* entry index of the first output; the others follow it */
   int fused_away;        /* folded into an earlier step's dense plan */
-  int elided;            /* a Concat whose inputs are written in place into its output */
+  int elided;            /* not run: a Concat whose inputs are written in place into its
+                          * output, or a reshape whose output views its input (memory_plan.c) */
   cr_dense_plan *dense;  /* Convolution / FullyConnected run by model.c, or NULL */
   cr_rnn_packing *rnn_packed; /* an RNN step's weights packed at load (rnn_steps.c), or NULL */
   int swish;             /* a multiply run as x * sigmoid(x), its sigmoid fused in (fuse_swish) */
