@@ -316,6 +316,11 @@ int plan_memory(cr_model *model) {
         last[step->outputs + (size_t)k] = s;
       }
     }
+    if (step->matmul != NULL && step->matmul->output != step->outputs) {
+      first[step->outputs] = SIZE_MAX; /* written into its transpose's output */
+      first[step->matmul->output] = s;
+      last[step->matmul->output] = s;
+    }
     for (int k = 0; k < step->num_inputs; ++k) last[step->inputs[k]] = s;
   }
   for (size_t i = 0; i < graph->num_heads && status == MX_ACC_OK; ++i) {
