@@ -8,6 +8,7 @@ broadcast batch axes; the profile lines show which transposes still ran."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ PROFILE = re.compile(r"cpu_ref profile: step \d+ (\S+) [\d.]+ us")
 B, S, H, D = 2, 5, 3, 4
 
 
-def _model(nodes: list, inputs: dict, outputs: dict, inits: dict | None = None) -> onnx.ModelProto:
+def _model(nodes: list, inputs: dict, outputs: dict, inits: dict | None = None) -> Any:
     graph = helper.make_graph(
         nodes, "g",
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
@@ -31,7 +32,7 @@ def _model(nodes: list, inputs: dict, outputs: dict, inits: dict | None = None) 
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def _run(model: onnx.ModelProto, feeds: dict, monkeypatch: pytest.MonkeyPatch,
+def _run(model: Any, feeds: dict, monkeypatch: pytest.MonkeyPatch,
          capfd: pytest.CaptureFixture[str]) -> tuple[list[np.ndarray], list[str]]:
     monkeypatch.setenv("ACC_CPU_REF_PROFILE", "1")
     rep = prepare(model, accelerator="cpu_ref")
