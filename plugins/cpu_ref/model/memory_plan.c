@@ -1,7 +1,7 @@
 /*
  * Symbolic mode's memory plan (model_impl.h): one arena for the operator
- * outputs, Concat inputs written in place into their output (views), the
- * lanes' arenas, and each entry's bytes per image.
+ * outputs, Concat inputs written in place into their output and reshapes'
+ * outputs sharing their input's memory (views), the lanes' arenas, and each entry's bytes per image.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -125,6 +125,67 @@ static int plan_concat_views(cr_model *model, size_t *first, size_t *view, size_
   free_facts(&facts);
   resolve_views(model->num_entries, view, view_offset);
   return MX_ACC_OK;
+}
+
+/* Whether step only renames its input 0's bytes: a reshape, squeeze,
+ * unsqueeze or flatten, or a transpose that moves nothing but extent-1
+ * axes (the axes of extent above 1 keep their order), of one dtype and
+ * one size. */
+static int renames_input(const cr_model *model, const cr_step *step, const size_t *sizes) {
+  static const char *const kReshapes[] = {"Reshape",         "_onnx_reshape", "Flatten",
+                                          "_onnx_flatten",   "squeeze",       "_onnx_squeeze",
+                                          "expand_dims",     "_onnx_unsqueeze"};
+  if (step->fused_away || step->elided || step->dense != NULL || step->swish ||
+      step->rnn_packed != NULL || step->num_outputs != 1 || step->num_inputs < 1 ||
+      step->params.in_dtypes[0] != step->params.out_dtypes[0] ||
+      sizes[step->inputs[0]] != sizes[step->outputs]) {
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof kReshapes / sizeof kReshapes[0]; ++i) {
+    if (step_is(step, kReshapes[i])) return 1;
+  }
+  if (!step_is(step, "transpose") || step->params.variant != 0 || step->num_inputs != 1) {
+    return 0;
+  }
+  const acc_shape *in = &model->entries[step->inputs[0]].shape;
+  const cr_axes *axes = &step->params.u.axes;
+  if (axes->count != 0 && axes->count != in->ndim) return 0;
+  int previous = -1; /* the last input axis of extent above 1 read so far */
+  for (int d = 0; d < in->ndim; ++d) {
+    const int64_t from = axes->count == 0 ? in->ndim - 1 - d : axes->values[d];
+    if (from < 0 || from >= in->ndim) return 0;
+    if (in->dims[from] == 1) continue;
+    if (from < previous) return 0;
+    previous = (int)from;
+  }
+  return 1;
+}
+
+/* A step that only renames its input's bytes (renames_input) gives its
+ * output its input's memory and is not run (elided). The input must be an
+ * operator output in the arena, its own or a view's (so its bytes are
+ * written by a step of this model at one place: graph inputs and weights
+ * keep their copies), and the output no graph output (the caller gets
+ * memory of its own). The output becomes a view of the input's root, whose
+ * lifetime runs to the output's last reader, so that nothing is placed
+ * over the bytes while either is live. No step writes into an input's
+ * memory (Concat's views excepted, whose inputs only the Concat reads), so
+ * the two never clobber each other. */
+static void plan_rename_views(cr_model *model, const size_t *sizes, size_t *first, size_t *last,
+                              size_t *view, size_t *view_offset, const unsigned char *is_head) {
+  for (size_t s = 0; s < model->num_steps; ++s) {
+    cr_step *step = &model->steps[s];
+    if (!renames_input(model, step, sizes)) continue;
+    const size_t in = step->inputs[0], out = step->outputs;
+    if (is_head[out] || first[out] != s || view[out] != SIZE_MAX) continue;
+    const size_t root = view[in] != SIZE_MAX ? view[in] : in;
+    if (first[root] == SIZE_MAX || view[root] != SIZE_MAX) continue;
+    view[out] = root;
+    view_offset[out] = view[in] != SIZE_MAX ? view_offset[in] : 0;
+    if (last[out] > last[root]) last[root] = last[out];
+    first[out] = SIZE_MAX;
+    step->elided = 1;
+  }
 }
 
 enum { kArenaAlign = 64 };
@@ -255,6 +316,11 @@ int plan_memory(cr_model *model) {
         last[step->outputs + (size_t)k] = s;
       }
     }
+    if (step->matmul != NULL && step->matmul->output != step->outputs) {
+      first[step->outputs] = SIZE_MAX; /* written into its transpose's output */
+      first[step->matmul->output] = s;
+      last[step->matmul->output] = s;
+    }
     for (int k = 0; k < step->num_inputs; ++k) last[step->inputs[k]] = s;
   }
   for (size_t i = 0; i < graph->num_heads && status == MX_ACC_OK; ++i) {
@@ -262,6 +328,14 @@ int plan_memory(cr_model *model) {
   }
   for (size_t e = 0; e < n && status == MX_ACC_OK; ++e) view[e] = SIZE_MAX;
   if (status == MX_ACC_OK) status = plan_concat_views(model, first, view, view_offset);
+  if (status == MX_ACC_OK) {
+    cr_entry_facts facts;
+    status = gather_facts(model, &facts);
+    if (status == MX_ACC_OK) {
+      plan_rename_views(model, sizes, first, last, view, view_offset, facts.is_head);
+      free_facts(&facts);
+    }
+  }
   if (status == MX_ACC_OK && model->split_batch) status = plan_split_end(model);
   /* Run image by image, the graph's outputs hold the images done while the
    * next are computed: they share memory with nothing, not even entries
@@ -347,7 +421,7 @@ int plan_image_bytes(cr_model *model) {
    * before they pass on to the inner Concat's inputs. */
   for (size_t s = model->num_steps; s-- > 0;) {
     const cr_step *step = &model->steps[s];
-    if (!step->elided) continue;
+    if (!step->elided || !(step_is(step, "Concat") || step_is(step, "concat"))) continue;
     for (int k = 0; k < step->num_inputs; ++k) {
       model->image_bytes[step->inputs[k]] = model->image_bytes[step->outputs];
     }

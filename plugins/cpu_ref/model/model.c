@@ -139,6 +139,7 @@ void cr_model_free(cr_model *model) {
       cr_rnn_packing_free(model->steps[s].rnn_packed);
       free(model->steps[s].rnn_packed);
     }
+    free(model->steps[s].matmul);
     cr_dense_plan *plan = model->steps[s].dense;
     if (plan == NULL) continue;
     if (!cr_model_in_file(model, plan->folded_w)) free(plan->folded_w);
@@ -440,6 +441,8 @@ int run_steps(const cr_model *model, cr_tensor *entries, size_t begin, size_t en
     if (profile) timespec_get(&t0, TIME_UTC);
     if (step->dense != NULL) {
       status = run_dense(entries, step, num_threads);
+    } else if (step->matmul != NULL) {
+      status = run_matmul(entries, step, num_threads);
     } else if (step->swish) {
       status = run_swish(entries, step, num_threads);
     } else if (step->rnn_packed != NULL) {
@@ -516,6 +519,7 @@ static int create_model(const char *model_id, const char *json, const char *cons
   if (status == MX_ACC_OK) status = load_weights(model, names, data, num_data);
   const int fast = model->kernels == CR_KERNELS_FAST;
   if (status == MX_ACC_OK && fast) status = plan_dense_steps(model);
+  if (status == MX_ACC_OK && fast) status = plan_matmul_steps(model);
   if (status == MX_ACC_OK && fast) status = plan_image_split(model);
   if (status == MX_ACC_OK) status = plan_memory(model);
   if (status == MX_ACC_OK) status = plan_image_bytes(model);

@@ -3,7 +3,8 @@
  * the step and dense-plan records, and the functions each file offers the
  * others. model.c: loading, steps, weights, infer(); dense_steps.c:
  * pre-packed filters, BatchNorm folding and fused epilogues of
- * Convolution and FullyConnected steps; memory_plan.c: the arena, Concat
+ * Convolution and FullyConnected steps; matmul_steps.c: products with
+ * their transposes folded in; memory_plan.c: the arena, Concat
  * views, lane and per-image layouts; lanes.c: image-by-image passes and
  * lanes. Function names are model.c's (they were its static functions).
  */
@@ -44,6 +45,22 @@ typedef struct cr_dense_plan {
   cr_isa packed_isa;
 } cr_dense_plan;
 
+/* An _onnx_matmul step with the transposes around it folded in
+ * (matmul_steps.c): operand k is read from entry source[k], element (i, j)
+ * of its product p at stride[k] . (p's index on the outer axes) + i * rs +
+ * j * cs; the output is written to entry `output` (its own, or that of the
+ * transpose reading it) with the rows ldc apart. */
+typedef struct cr_matmul_plan {
+  size_t source[2];
+  size_t output;
+  int outer_rank;                   /* the output's axes before the last two */
+  int64_t outer[CR_MAX_NDIM];       /* their extents */
+  int64_t stride[2][CR_MAX_NDIM];   /* each operand's element stride along them (0: broadcast) */
+  int64_t y_stride[CR_MAX_NDIM];    /* the output's */
+  int64_t m, n, k;
+  int64_t a_rs, a_cs, b_rs, b_cs, ldc;
+} cr_matmul_plan;
+
 struct cr_step {
   const cr_op *op;
   cr_params params;
@@ -52,10 +69,12 @@ struct cr_step {
   int num_outputs;
   size_t outputs; /* entry index of the first output; the others follow it */
   int fused_away;        /* folded into an earlier step's dense plan */
-  int elided;            /* a Concat whose inputs are written in place into its output */
+  int elided;            /* not run: a Concat whose inputs are written in place into its
+                          * output, or a reshape whose output views its input (memory_plan.c) */
   cr_dense_plan *dense;  /* Convolution / FullyConnected run by model.c, or NULL */
   cr_rnn_packing *rnn_packed; /* an RNN step's weights packed at load (rnn_steps.c), or NULL */
   int swish;             /* a multiply run as x * sigmoid(x), its sigmoid fused in (fuse_swish) */
+  cr_matmul_plan *matmul; /* an _onnx_matmul with transposes folded in, or NULL */
 };
 
 /* Per-entry facts the fusion pass needs. */
@@ -86,6 +105,11 @@ int prepare_dense_steps(cr_model *model);
 int run_dense(const cr_tensor *entries, const cr_step *step, int num_threads);
 int run_swish(const cr_tensor *entries, const cr_step *step, int num_threads);
 int step_all_float32(const cr_step *step);
+
+/* ---- matmul_steps.c ---- */
+
+int plan_matmul_steps(cr_model *model);
+int run_matmul(const cr_tensor *entries, const cr_step *step, int num_threads);
 
 /* ---- rnn_steps.c ---- */
 
