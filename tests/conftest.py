@@ -171,13 +171,16 @@ def perturbed_cpu_ref(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source_dir = out / "cpu_ref"
     shutil.copytree(ROOT / "plugins" / "cpu_ref", source_dir)
     # The general windows (the reference loop, which the fast kernel runs
-    # too) and the whole-plane (global) fast path.
+    # too) and the whole-plane (global) fast paths: planes in blocks, small
+    # planes one by one, large planes in partial sums.
     for name, original, changed in (
             ("reference/kernels.c", "return window_average(params, x, in, window);",
              "return 1.001f * window_average(params, x, in, window);"),
             ("fast/pooling.c", "y[p + b] = acc[b] / (float)size;",
              "y[p + b] = 1.001f * acc[b] / (float)size;"),
-            ("fast/pooling.c", "y[p] = acc / (float)size;", "y[p] = 1.001f * acc / (float)size;")):
+            ("fast/pooling.c", "y[p] = acc / (float)size;", "y[p] = 1.001f * acc / (float)size;"),
+            ("fast/pooling.c", "y[p] = plane_sum_partials(x + p * size, size) / (float)size;",
+             "y[p] = 1.001f * plane_sum_partials(x + p * size, size) / (float)size;")):
         kernels = source_dir / "kernels" / name
         text = kernels.read_text()
         assert text.count(original) == 1, "the average pooling kernel moved: update this test"
