@@ -75,6 +75,37 @@ static float *random_floats(size_t count) {
   return p;
 }
 
+/* A convolution case from the command line (N C H W O KH KW S PAD GROUPS),
+ * its arrays (random input, filters and bias; the output; the filters packed
+ * when the kernel packs them), for the conv and convpair modes. */
+typedef struct {
+  int64_t n, ch, h, w, o, kh, kw, oh, ow;
+  cr_conv_params p;
+  float *x, *wt, *bias, *y, *pw;
+  cr_isa pisa;
+} conv_case;
+
+static conv_case conv_case_make(char **args, cr_isa isa) {
+  conv_case c;
+  c.n = atoll(args[0]), c.ch = atoll(args[1]), c.h = atoll(args[2]), c.w = atoll(args[3]);
+  c.o = atoll(args[4]), c.kh = atoll(args[5]), c.kw = atoll(args[6]);
+  const int64_t s = atoll(args[7]), pad = atoll(args[8]), groups = atoll(args[9]);
+  c.p = (cr_conv_params){{1, c.kh, c.kw}, {1, s, s}, {1, 1, 1}, {0, pad, pad}, groups};
+  c.oh = (c.h + 2 * pad - c.kh) / s + 1, c.ow = (c.w + 2 * pad - c.kw) / s + 1;
+  c.x = random_floats((size_t)(c.n * c.ch * c.h * c.w));
+  c.wt = random_floats((size_t)(c.o * (c.ch / groups) * c.kh * c.kw));
+  c.bias = random_floats((size_t)c.o);
+  c.y = floats((size_t)(c.n * c.o * c.oh * c.ow));
+  const size_t packed = cr_conv_packed_floats(&c.p, c.o, c.ch / groups);
+  c.pw = packed ? floats(packed) : NULL;
+  c.pisa = c.pw ? cr_conv_pack(&c.p, c.o, c.ch / groups, c.wt, c.pw) : isa;
+  return c;
+}
+
+static void conv_case_free(conv_case *c) {
+  free(c->x), free(c->wt), free(c->bias), free(c->y), free(c->pw);
+}
+
 int main(int argc, char **argv) {
   if (argc < 5) return 2;
   cr_isa isa = strcmp(argv[1], "generic") == 0 ? CR_ISA_GENERIC
@@ -112,61 +143,42 @@ int main(int argc, char **argv) {
     flops = 2.0 * (double)m * (double)n * (double)k;
     free(a), free(b), free(c), free(pa), free(pb);
   } else if (strcmp(argv[4], "conv") == 0 && argc >= 15) {
-    const int64_t n = atoll(argv[5]), ch = atoll(argv[6]), h = atoll(argv[7]),
-                  w = atoll(argv[8]), o = atoll(argv[9]), kh = atoll(argv[10]),
-                  kw = atoll(argv[11]), s = atoll(argv[12]), pad = atoll(argv[13]),
-                  groups = atoll(argv[14]);
-    cr_conv_params p = {{1, kh, kw}, {1, s, s}, {1, 1, 1}, {0, pad, pad}, groups};
-    const int64_t oh = (h + 2 * pad - kh) / s + 1, ow = (w + 2 * pad - kw) / s + 1;
-    const int64_t xs[5] = {n, ch, 1, h, w}, ys[5] = {n, o, 1, oh, ow};
-    float *x = random_floats((size_t)(n * ch * h * w));
-    float *wt = random_floats((size_t)(o * (ch / groups) * kh * kw));
-    float *bias = random_floats((size_t)o);
-    float *y = floats((size_t)(n * o * oh * ow));
-    size_t packed = cr_conv_packed_floats(&p, o, ch / groups);
-    float *pw = packed ? floats(packed) : NULL;
-    cr_isa pisa = pw ? cr_conv_pack(&p, o, ch / groups, wt, pw) : isa;
+    conv_case c = conv_case_make(argv + 5, isa);
+    const int64_t xs[5] = {c.n, c.ch, 1, c.h, c.w}, ys[5] = {c.n, c.o, 1, c.oh, c.ow};
     for (int r = 0; r < repeat; ++r) {
       flush_caches();
       double t0 = now();
-      status |= cr_convolution_fused(&p, xs, x, wt, pw, pisa, bias, NULL, ys, y, threads);
+      status |= cr_convolution_fused(&c.p, xs, c.x, c.wt, c.pw, c.pisa, c.bias, NULL, ys, c.y,
+                                     threads);
       times[r] = now() - t0;
     }
-    flops = 2.0 * (double)(n * o * oh * ow) * (double)((ch / groups) * kh * kw);
-    free(x), free(wt), free(bias), free(y), free(pw);
+    flops = 2.0 * (double)(c.n * c.o * c.oh * c.ow) *
+            (double)((c.ch / c.p.num_group) * c.kh * c.kw);
+    conv_case_free(&c);
   } else if (strcmp(argv[4], "convpair") == 0 && argc >= 15) {
-    const int64_t n = atoll(argv[5]), ch = atoll(argv[6]), h = atoll(argv[7]),
-                  w = atoll(argv[8]), o = atoll(argv[9]), kh = atoll(argv[10]),
-                  kw = atoll(argv[11]), s = atoll(argv[12]), pad = atoll(argv[13]),
-                  groups = atoll(argv[14]);
-    cr_conv_params p = {{1, kh, kw}, {1, s, s}, {1, 1, 1}, {0, pad, pad}, groups};
-    const int64_t oh = (h + 2 * pad - kh) / s + 1, ow = (w + 2 * pad - kw) / s + 1;
-    const int64_t xs[5] = {n, ch, 1, h, w}, ys[5] = {n, o, 1, oh, ow};
-    const int64_t xs1[5] = {1, ch, 1, h, w}, ys1[5] = {1, o, 1, oh, ow};
-    float *x = random_floats((size_t)(n * ch * h * w));
-    float *wt = random_floats((size_t)(o * (ch / groups) * kh * kw));
-    float *bias = random_floats((size_t)o);
-    float *y = floats((size_t)(n * o * oh * ow));
-    size_t packed = cr_conv_packed_floats(&p, o, ch / groups);
-    float *pw = packed ? floats(packed) : NULL;
-    cr_isa pisa = pw ? cr_conv_pack(&p, o, ch / groups, wt, pw) : isa;
+    conv_case c = conv_case_make(argv + 5, isa);
+    const int64_t xs[5] = {c.n, c.ch, 1, c.h, c.w}, ys[5] = {c.n, c.o, 1, c.oh, c.ow};
+    const int64_t xs1[5] = {1, c.ch, 1, c.h, c.w}, ys1[5] = {1, c.o, 1, c.oh, c.ow};
     double batched = 1e30, split = 1e30;
     for (int r = 0; r < repeat; ++r) {
       flush_caches();
       double t0 = now();
-      status |= cr_convolution_fused(&p, xs, x, wt, pw, pisa, bias, NULL, ys, y, threads);
+      status |= cr_convolution_fused(&c.p, xs, c.x, c.wt, c.pw, c.pisa, c.bias, NULL, ys, c.y,
+                                     threads);
       const double t1 = now() - t0;
       flush_caches();
       t0 = now();
-      for (int64_t i = 0; i < n; ++i) {
-        status |= cr_convolution_fused(&p, xs1, x + i * ch * h * w, wt, pw, pisa, bias, NULL,
-                                       ys1, y + i * o * oh * ow, threads);
+      for (int64_t i = 0; i < c.n; ++i) {
+        status |= cr_convolution_fused(&c.p, xs1, c.x + i * c.ch * c.h * c.w, c.wt, c.pw,
+                                       c.pisa, c.bias, NULL, ys1,
+                                       c.y + i * c.o * c.oh * c.ow, threads);
       }
       const double t2 = now() - t0;
       if (t1 < batched) batched = t1;
       if (t2 < split) split = t2;
     }
-    free(x), free(wt), free(bias), free(y), free(pw), free(times);
+    conv_case_free(&c);
+    free(times);
     printf("%s %.9f %.9f %.3f\n", cr_isa_name(isa), batched, split, batched / split);
     return status != 0;
   } else if (strcmp(argv[4], "maxpool") == 0 && argc >= 11) {
