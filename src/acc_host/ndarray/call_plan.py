@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,6 +53,23 @@ PLAN_CAPACITY = 4096
 INLINE_BYTES = 1 << 16
 
 _plans: dict[Any, _CallPlan] = {}
+
+#: A call planning at most this many bytes is within the allocation limit
+#: whenever MXNET_ACC_MAX_ALLOC_BYTES is unset (the limit is then the
+#: machine's memory), so the limit is read only when the variable is set.
+_ALWAYS_WITHIN_LIMIT = 1 << 20
+_ENVIRON: Any = getattr(os.environ, "_data", None)
+_LIMIT_KEY: Any = os.environ.encodekey(limits.LIMIT_VARIABLE) \
+    if _ENVIRON is not None else None  # type: ignore[attr-defined]
+_new_array = NDArray.__new__
+
+
+def _limit_set() -> bool:
+    """Whether MXNET_ACC_MAX_ALLOC_BYTES is set (os.environ's plain dict
+    read where the platform keeps one; writes to os.environ go through)."""
+    if _ENVIRON is None:
+        return limits.LIMIT_VARIABLE in os.environ
+    return _LIMIT_KEY in _ENVIRON
 
 
 def _hint(array: NDArray) -> tuple[tuple[int, ...], np.dtype]:
@@ -169,55 +187,76 @@ class _CallPlan:
         """Runs the call on inputs (of the planned signature): pushed with
         its arrays' vars, or run on the calling thread when it is small and
         the engine grants it at once. Returns the outputs (out when given)."""
-        op_name = self.op.name
-        if self.nbytes > limits.limit():
-            _check_planned(op_name, inputs, self.specs, self.ctx)
+        nbytes = self.nbytes
+        if nbytes > _ALWAYS_WITHIN_LIMIT or _limit_set():  # the limit, read per call
+            if nbytes > limits.limit():
+                _check_planned(self.op.name, inputs, self.specs, self.ctx)
+        if out is not None:
+            return self._call_into(inputs, out)
         ctx = self.ctx
-        reads = [array._storage.var for array in inputs]
-        if out is None:
-            targets = []
-            for spec in self.specs:  # NDArray._pending, the spec made once
-                target = NDArray.__new__(NDArray)
-                target._ctx = ctx
-                storage = target._storage = _Storage(None)
-                storage.spec = spec
-                target._view = None
-                targets.append(target)
+        targets = []
+        mutate_list = []
+        for spec in self.specs:  # NDArray._pending, the spec made once
+            target = _new_array(NDArray)
+            target._ctx = ctx
+            storage = target._storage = _Storage(None)
+            storage.spec = spec
+            target._view = None
+            targets.append(target)
+            mutate_list.append(storage.var)
+        if len(inputs) == 1:
+            var = inputs[0]._storage.var
+            if var.deleted:
+                check_live(var)
+            const: tuple[Any, ...] = (var,)
+        else:
+            reads = [array._storage.var for array in inputs]
             for var in reads:
                 if var.deleted:
                     check_live(var)
-            const = tuple(dict.fromkeys(reads)) if len(reads) > 1 else tuple(reads)
-            mutate = tuple([target._storage.var for target in targets])
-        else:
-            targets = [out] if type(out) is NDArray or isinstance(out, NDArray) else list(out)
-            if len(targets) != len(self.specs):
-                raise OperatorError(f"{op_name}: {len(self.specs)} outputs, {len(targets)} "
-                                    "out arrays")
-            for target, (shape, _) in zip(targets, self.specs):
-                if _hint(target)[0] != shape:
-                    raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
-                                      f"{shape}")
-            if len(targets) == 1:  # normalize_vars, for the one array written
-                written = targets[0]._storage.var
-                for var in (*reads, written):
-                    if var.deleted:
-                        check_live(var)
-                const = tuple([var for var in dict.fromkeys(reads) if var is not written])
-                mutate = (written,)
-            else:
-                const, mutate = _engine.base.normalize_vars(
-                    reads, [target._storage.var for target in targets])
-        fresh = out is None
+            const = tuple(dict.fromkeys(reads))
+        mutate = tuple(mutate_list)
 
         def run(_run_ctx: Any) -> None:
-            self._run(inputs, targets, fresh)
+            self._run(inputs, targets, True)
 
         current = _engine.get()
-        if fresh:
-            guards: tuple[Any, ...] = ()
-        elif len(targets) == 1:
+        if not (self.inline and current.run_inline(run, ctx, const, mutate)):
+            current.push_sync_normalized(run, ctx, const, mutate)
+        return targets
+
+    def _call_into(self, inputs: Sequence[NDArray], out: NDArray | Sequence[NDArray]
+                   ) -> list[NDArray]:
+        """call() writing out (the limit already checked)."""
+        op_name = self.op.name
+        ctx = self.ctx
+        reads = [array._storage.var for array in inputs]
+        targets = [out] if type(out) is NDArray or isinstance(out, NDArray) else list(out)
+        if len(targets) != len(self.specs):
+            raise OperatorError(f"{op_name}: {len(self.specs)} outputs, {len(targets)} "
+                                "out arrays")
+        for target, (shape, _) in zip(targets, self.specs):
+            if _hint(target)[0] != shape:
+                raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
+                                  f"{shape}")
+        if len(targets) == 1:  # normalize_vars, for the one array written
+            written = targets[0]._storage.var
+            for var in (*reads, written):
+                if var.deleted:
+                    check_live(var)
+            const = tuple([var for var in dict.fromkeys(reads) if var is not written])
+            mutate: tuple[Any, ...] = (written,)
+        else:
+            const, mutate = _engine.base.normalize_vars(
+                reads, [target._storage.var for target in targets])
+
+        def run(_run_ctx: Any) -> None:
+            self._run(inputs, targets, False)
+
+        current = _engine.get()
+        if len(targets) == 1:
             guard = targets[0]._storage.guard
-            guards = () if guard is None else (guard,)
+            guards: tuple[Any, ...] = () if guard is None else (guard,)
         else:
             guards = tuple({id(guard): guard for guard in (
                 target._storage.guard for target in targets) if guard is not None}.values())
@@ -237,11 +276,16 @@ class _CallPlan:
         when the plugin runs the call) into targets."""
         op = self.op
         results: Sequence[Any] | None = None
-        if self.prepared is not None:
+        prepared = self.prepared
+        if prepared is not None:
             results = dispatch.run_prepared_buffers(
-                self.prepared, [array._storage.device if array._view is None else None
-                                for array in inputs],
+                prepared, [array._storage.device if array._view is None else None
+                           for array in inputs],
                 lambda: [_fast_operand(array) for array in inputs])
+            if fresh and results is not None and len(results) == 1 and \
+                    type(results[0]) is DeviceBuffer:
+                targets[0]._storage.device = results[0]  # the common case
+                return
         if results is None:
             values = [array._read() for array in inputs]
             kernel = self.kernel
