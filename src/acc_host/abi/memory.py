@@ -448,8 +448,20 @@ class DeviceBuffer:
             return
         self._freed = True
         pool = self._pool
-        if pool is not None and not self.library.traced and pool.give(self._size, self.pointer):
-            return
+        if pool is not None and not self.library.traced:
+            # pool.give(size, pointer), without its frame
+            lock = pool.lock
+            if lock.acquire(blocking=False):
+                size = self._size
+                if pool.nbytes + size <= POOL_DEVICE_BYTES:
+                    stack = pool.stacks.get(size)
+                    if stack is None:
+                        stack = pool.stacks[size] = []
+                    stack.append(self.pointer)
+                    pool.nbytes += size
+                    lock.release()
+                    return
+                lock.release()
         try:
             _free(self.library, self.dev_id, self.pointer)
         except Exception:  # noqa: BLE001  (no caller; mx_releaseAll reclaims it)

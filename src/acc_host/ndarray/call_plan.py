@@ -31,7 +31,7 @@ from ..context import Context
 from ..engine.base import check_live
 from ..errors import AccHostError, OperatorError, TensorError
 from ..ops import registry
-from ..ops.tensor import planned_kernel
+from ..ops.tensor import planned_kernel, writes_out
 from . import (
     NDArray,
     _check_planned,
@@ -89,22 +89,51 @@ def _hint(array: NDArray) -> tuple[tuple[int, ...], np.dtype]:
 
 def _signature(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
                ) -> tuple[Any, ...] | None:
-    """The key of a call's plan; None for a call without inputs or with an
-    unhashable attribute value. An input that is not a plain NDArray on the
-    first input's context is None in the key (such a call is not planned)."""
-    if not inputs or type(inputs[0]) is not NDArray:
+    """The key of a call's plan; None for a call without inputs. An input
+    that is not a plain NDArray on the first input's context is None in the
+    key (such a call is not planned). The key may hold an unhashable
+    attribute value: the lookups catch the TypeError (such a call is not
+    planned either)."""
+    if not inputs:
         return None
-    ctx = inputs[0]._ctx
-    hints = tuple([_hint(array) if type(array) is NDArray and (
-        array._ctx is ctx or array._ctx == ctx) else None for array in inputs])
-    key = (op_name, ctx.device_type, ctx.device_id, hints,
-           tuple([(name, type(value), value) for name, value in attrs.items()])
-           if attrs else ())
+    first = inputs[0]
+    if type(first) is not NDArray:
+        return None
+    ctx = first._ctx
+    hints: list[tuple[tuple[int, ...], np.dtype] | None] = []
+    for array in inputs:  # _hint's common cases, without its frame
+        if type(array) is not NDArray or (array._ctx is not ctx and array._ctx != ctx):
+            hints.append(None)
+            continue
+        if array._view is None:
+            storage = array._storage
+            host = storage.host
+            if host is not None:
+                hints.append((host.shape, host.dtype))
+                continue
+            device = storage.device
+            if device is not None:
+                spec = device.spec
+                hints.append((spec.shape, spec.dtype))
+                continue
+        hints.append(_hint(array))
+    return (op_name, ctx.device_type, ctx.device_id, tuple(hints),
+            tuple([(name, type(value), value) for name, value in attrs.items()])
+            if attrs else ())
+
+
+def _lookup(key: tuple[Any, ...]) -> _CallPlan | None:
+    """The plan stored under key; None as well for a key that does not hash
+    (an unhashable attribute value) or a plan of an operator registered
+    anew since (a test's or an extension's replacement): the caller makes
+    a new one, or takes the full path."""
     try:
-        hash(key)
+        plan = _plans.get(key)
     except TypeError:  # an unhashable attribute value
         return None
-    return key
+    if plan is not None and plan.op is not registry.find(key[0]):
+        return None
+    return plan
 
 
 def _planned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
@@ -112,14 +141,7 @@ def _planned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     """The plan of a signature that was called before, else None (nothing
     is worked out: the caller takes its full path, which checks the call)."""
     key = _signature(op_name, inputs, attrs)
-    return None if key is None else _current(op_name, _plans.get(key))
-
-
-def _current(op_name: str, plan: _CallPlan | None) -> _CallPlan | None:
-    """plan while the registry still holds the operator it was made for; a
-    plan of an operator registered anew since (a test's or an extension's
-    replacement) is not used: the caller makes a new one."""
-    return plan if plan is not None and plan.op is registry.find(op_name) else None
+    return None if key is None else _lookup(key)
 
 
 def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
@@ -132,9 +154,13 @@ def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     key = _signature(op_name, inputs, attrs)
     if key is None:
         return None
-    plan = _current(op_name, _plans.get(key))
+    plan = _lookup(key)
     if plan is not None:
         return plan
+    try:
+        hash(key)
+    except TypeError:  # an unhashable attribute value
+        return None
     if None in key[3]:  # an input that is not a plain NDArray on the context
         return None
     ctx = inputs[0]._ctx
@@ -161,7 +187,7 @@ class _CallPlan:
     enough to run on the calling thread (INLINE_BYTES)."""
 
     __slots__ = ("op", "attrs", "ctx", "specs", "nbytes", "inline", "prepared", "host_memory",
-                 "kernel")
+                 "kernel", "into")
 
     def __init__(self, op: registry.OpDef, attrs: Any, ctx: Context,
                  inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
@@ -181,6 +207,9 @@ class _CallPlan:
         self.host_memory = not any(_uses_device_memory(ctx, dtype) for _, dtype in specs)
         # The CPU kernel with its shape work done (dot, sum), else op.compute.
         self.kernel = planned_kernel(op, attrs, inputs) if self.prepared is None else None
+        # Whether the kernel writes an out array in host memory itself (a += 1
+        # with no temporary): an element-wise kernel, of one output.
+        self.into = self.kernel is not None and writes_out(self.kernel) and len(self.specs) == 1
 
     def call(self, inputs: Sequence[NDArray], out: NDArray | Sequence[NDArray] | None
              ) -> list[NDArray]:
@@ -230,6 +259,31 @@ class _CallPlan:
         """call() writing out (the limit already checked)."""
         op_name = self.op.name
         ctx = self.ctx
+        if type(out) is NDArray and len(self.specs) == 1 and out._storage.guard is None:
+            # One plain array written (a += 1): normalize_vars's work inline.
+            if _hint(out)[0] != self.specs[0][0]:
+                raise TensorError(f"{op_name}: out has shape {out.shape}, the result "
+                                  f"{self.specs[0][0]}")
+            written = out._storage.var
+            if written.deleted:
+                check_live(written)
+            read_vars = []
+            for array in inputs:
+                var = array._storage.var
+                if var.deleted:
+                    check_live(var)
+                if var is not written and var not in read_vars:
+                    read_vars.append(var)
+            single = [out]
+
+            def run_one(_run_ctx: Any) -> None:
+                self._run(inputs, single, False)
+
+            current = _engine.get()
+            const_one, mutate_one = tuple(read_vars), (written,)
+            if not (self.inline and current.run_inline(run_one, ctx, const_one, mutate_one)):
+                current.push_sync_normalized(run_one, ctx, const_one, mutate_one)
+            return single
         reads = [array._storage.var for array in inputs]
         targets = [out] if type(out) is NDArray or isinstance(out, NDArray) else list(out)
         if len(targets) != len(self.specs):
@@ -282,13 +336,35 @@ class _CallPlan:
                 prepared, [array._storage.device if array._view is None else None
                            for array in inputs],
                 lambda: [_fast_operand(array) for array in inputs])
-            if fresh and results is not None and len(results) == 1 and \
-                    type(results[0]) is DeviceBuffer:
-                targets[0]._storage.device = results[0]  # the common case
-                return
+            if results is not None and len(results) == 1 and type(results[0]) is DeviceBuffer:
+                storage = targets[0]._storage
+                if fresh:  # the common cases first
+                    storage.device = results[0]
+                    return
+                current = storage.device
+                result = results[0]
+                if (targets[0]._view is None and storage.guard is None and storage.host is None
+                        and current is not None and current.library is result.library
+                        and current.dev_id == result.dev_id
+                        and current.spec.shape == result.spec.shape
+                        and current.spec.dtype == result.spec.dtype):
+                    storage.device = result  # out takes the result's buffer, as below
+                    return
         if results is None:
             values = [array._read() for array in inputs]
             kernel = self.kernel
+            if self.into and not fresh:
+                target = targets[0]
+                host = target._storage.host
+                if (target._view is None and host is not None and host.flags.c_contiguous
+                        and host.flags.writeable and (host.shape, host.dtype) == self.specs[0]):
+                    try:
+                        kernel(values, out=host)  # type: ignore[misc]
+                    except AccHostError:
+                        raise
+                    except Exception as error:  # noqa: BLE001  (as below)
+                        raise op.internal_error(error, self.attrs, values) from error
+                    return
             try:
                 results = kernel(values) if kernel is not None else op.compute(self.attrs, values)
             except AccHostError:
