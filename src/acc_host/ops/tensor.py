@@ -268,12 +268,16 @@ def _plan_native_scalar(kernel_name: str, reverse: bool) -> Callable[..., Planne
     return planner
 
 
+# Floats whose np.maximum(-0.0, 0) is +0, as in float64 (float16's is -0).
+_RELU_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _plan_relu(attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]) -> PlannedKernel | None:
     """relu as np.maximum with zero in the data's own dtype: exact, so the
     same values as the compute's float64 round trip (NaN kept, -0 to 0)."""
     (shape, dtype), = inputs
     dtype = np.dtype(dtype)
-    if not shape or dtype.kind not in "iuf":
+    if not shape or (dtype.kind not in "iu" and dtype not in _RELU_FLOATS):
         return None
     # np.maximum raises no floating-point warning (NaN propagates quietly).
     return _elementwise_kernel(np.maximum, dtype, np.zeros((), dtype), quiet=False)
