@@ -256,9 +256,17 @@ class DeviceBuffer:
         and is not traced, and checked mode is off (the caller reads
         :func:`checked_mode` per call). A pooled allocation is taken
         without the constructor's steps; otherwise the constructor runs."""
-        pointer = pool.take(size)
-        if pointer is None:
+        # pool.take(size), without its frame
+        lock = pool.lock
+        if not lock.acquire(blocking=False):
             return cls(library, dev_id, spec)
+        stack = pool.stacks.get(size)
+        if not stack:
+            lock.release()
+            return cls(library, dev_id, spec)
+        pool.nbytes -= size
+        pointer = stack.pop()
+        lock.release()
         buffer = cls.__new__(cls)
         buffer.library = library
         buffer.dev_id = dev_id

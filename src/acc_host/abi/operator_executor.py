@@ -181,27 +181,35 @@ class OperatorExecutor:
             return None
         if not self._finalizer.alive:
             raise TensorError(f"{self.op_name}: the executor was released")
-        for buffer, spec in zip(inputs, in_specs):
-            if type(buffer) is not DeviceBuffer or buffer.library is not library \
-                    or buffer.dev_id != dev_id:
-                return None
-            held = buffer.spec
-            if held is not spec and (held.shape != spec.shape or held.dtype != spec.dtype):
-                return None
         index = 0
-        for buffer in inputs:
-            if buffer._freed:  # type: ignore[union-attr]
+        for buffer in inputs:  # one pass: the checks, then the pointer
+            spec = in_specs[index]
+            if type(buffer) is not DeviceBuffer or buffer.library is not library \
+                    or buffer.dev_id != dev_id or (buffer.spec is not spec and (
+                        buffer.spec.shape != spec.shape or buffer.spec.dtype != spec.dtype)):
+                for slot in in_slots:
+                    slot.data = ffi.NULL
+                return None
+            if buffer._freed:
+                for slot in in_slots:
+                    slot.data = ffi.NULL
                 raise TensorError(f"{self.op_name}: input {index} is {buffer!r}")
-            in_slots[index].data = buffer.pointer  # type: ignore[union-attr]
+            in_slots[index].data = buffer.pointer
             index += 1
         new = DeviceBuffer.pooled_or_new
-        results = [new(library, dev_id, spec, size, pool) for spec, size, pool in outputs]
-        index = 0
-        for buffer in results:
-            out_slots[index].data = buffer.pointer
-            index += 1
+        results: list[DeviceBuffer] = []
         try:
-            status = forward(handle, in_pointer, len(in_slots), out_pointer, index)
+            if len(outputs) == 1:
+                (spec, size, pool), = outputs
+                buffer = new(library, dev_id, spec, size, pool)
+                results.append(buffer)
+                out_slots[0].data = buffer.pointer
+            else:
+                for index, (spec, size, pool) in enumerate(outputs):
+                    buffer = new(library, dev_id, spec, size, pool)
+                    results.append(buffer)
+                    out_slots[index].data = buffer.pointer
+            status = forward(handle, in_pointer, len(in_slots), out_pointer, len(out_slots))
             if status:
                 library.check(library.name, "executor forward", status, self.op_name)
         except BaseException:
