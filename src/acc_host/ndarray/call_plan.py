@@ -233,11 +233,18 @@ class _CallPlan:
             target._view = None
             targets.append(target)
             mutate_list.append(storage.var)
-        if len(inputs) == 1:
+        count = len(inputs)
+        if count == 1:
             var = inputs[0]._storage.var
             if var.deleted:
                 check_live(var)
             const: tuple[Any, ...] = (var,)
+        elif count == 2:
+            var, other = inputs[0]._storage.var, inputs[1]._storage.var
+            if var.deleted or other.deleted:
+                check_live(var)
+                check_live(other)
+            const = (var,) if var is other else (var, other)
         else:
             reads = [array._storage.var for array in inputs]
             for var in reads:
