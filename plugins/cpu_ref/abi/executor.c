@@ -85,6 +85,34 @@ static int check_no_overlap(const cr_executor *executor, const cr_tensor *in, in
   return MX_ACC_OK;
 }
 
+/* Checks and views every tensor of a forward() call; named: each failure
+ * message names the tensor ("forward <op>: input <i>"), else only the
+ * call ("forward"). */
+static int accept_all(const cr_executor *executor, const MXTensor *inputs, int num_in,
+                      const MXTensor *outputs, int num_out, int named, cr_tensor *in_views,
+                      cr_tensor *out_views) {
+  char what[128] = "forward";
+  int status = MX_ACC_OK;
+  for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
+    if (named) snprintf(what, sizeof what, "forward %s: input %d", executor->op->name, i);
+    if (executor->in_stypes[i] != MX_ACC_STORAGE_DENSE) { /* host memory, checked */
+      status = cr_sparse_check(&inputs[i], executor->in_stypes[i], &executor->in_shapes[i],
+                               executor->in_dtypes[i], what);
+      in_views[i].data = inputs[i].data;
+      in_views[i].shape = executor->in_shapes[i];
+      continue;
+    }
+    status = accept_tensor(executor, &inputs[i], &executor->in_shapes[i], executor->in_dtypes[i],
+                           what, &in_views[i]);
+  }
+  for (int k = 0; k < num_out && status == MX_ACC_OK; ++k) {
+    if (named) snprintf(what, sizeof what, "forward %s: output %d", executor->op->name, k);
+    status = accept_tensor(executor, &outputs[k], &executor->out_shapes[k],
+                           executor->out_dtypes[k], what, &out_views[k]);
+  }
+  return status;
+}
+
 static int executor_forward(MXAccExecutor *self, const MXTensor *inputs, int num_in,
                             const MXTensor *outputs, int num_out) {
   acc_clear_error();
@@ -102,24 +130,12 @@ static int executor_forward(MXAccExecutor *self, const MXTensor *inputs, int num
   cr_device *device = cr_device_get(executor->dev_id);
   if (device == NULL) return MX_ACC_ERR_STATE;
   cr_tensor in_views[CR_MAX_INPUTS], out_views[CR_MAX_OUTPUTS];
-  char what[128];
-  int status = MX_ACC_OK;
-  for (int i = 0; i < num_in && status == MX_ACC_OK; ++i) {
-    snprintf(what, sizeof what, "forward %s: input %d", executor->op->name, i);
-    if (executor->in_stypes[i] != MX_ACC_STORAGE_DENSE) { /* host memory, checked */
-      status = cr_sparse_check(&inputs[i], executor->in_stypes[i], &executor->in_shapes[i],
-                               executor->in_dtypes[i], what);
-      in_views[i].data = inputs[i].data;
-      in_views[i].shape = executor->in_shapes[i];
-      continue;
-    }
-    status = accept_tensor(executor, &inputs[i], &executor->in_shapes[i], executor->in_dtypes[i],
-                           what, &in_views[i]);
-  }
-  for (int k = 0; k < num_out && status == MX_ACC_OK; ++k) {
-    snprintf(what, sizeof what, "forward %s: output %d", executor->op->name, k);
-    status = accept_tensor(executor, &outputs[k], &executor->out_shapes[k],
-                           executor->out_dtypes[k], what, &out_views[k]);
+  /* The checks run without naming each tensor (formatting the names cost
+   * more than a small operator); a failure runs them again with the names,
+   * for the message. */
+  int status = accept_all(executor, inputs, num_in, outputs, num_out, 0, in_views, out_views);
+  if (status != MX_ACC_OK) {
+    status = accept_all(executor, inputs, num_in, outputs, num_out, 1, in_views, out_views);
   }
   if (status == MX_ACC_OK) {
     status = check_no_overlap(executor, in_views, num_in, out_views, num_out);

@@ -51,7 +51,7 @@ from .library import AccLibrary
 from .tensor import TensorArray, TensorSpec, contiguous, host_pointer
 
 __all__ = ["DeviceBuffer", "HostCopies", "POOL_MAX_BYTES", "POOL_DEVICE_BYTES",
-           "release_pooled", "pooled"]
+           "release_pooled", "pooled", "device_pool", "checked_mode"]
 
 
 def _free(library: AccLibrary, dev_id: int, pointer: Any, wait: bool = False) -> None:
@@ -134,6 +134,12 @@ class _Pool:
 _pools: dict[tuple[AccLibrary, int], _Pool] = {}
 
 
+def device_pool(library: AccLibrary, dev_id: int) -> _Pool:
+    """The pool of library's device dev_id (made at its first use; the same
+    object for the process's life: release_pooled empties it)."""
+    return _pool(library, dev_id)
+
+
 def _pool(library: AccLibrary, dev_id: int) -> _Pool:
     pool = _pools.get((library, dev_id))
     if pool is None:
@@ -172,6 +178,11 @@ if _ENVIRON_DATA is not None:
     _CHECK_KEY = os.environ.encodekey(CHECK_OUTPUTS_VARIABLE)  # type: ignore[attr-defined]
 
 
+def checked_mode() -> bool:
+    """Whether a buffer made now would be guarded (checked mode)."""
+    return _checked_mode()
+
+
 def _checked_mode() -> bool:
     """check_outputs_enabled(), read without os.environ's Mapping layers
     when the platform's environ keeps them in a plain dict (os.environ
@@ -185,7 +196,7 @@ def _checked_mode() -> bool:
 class DeviceBuffer:
     """An array-sized allocation on device dev_id of library."""
 
-    __slots__ = ("library", "dev_id", "spec", "guarded", "pointer", "_pool", "_freed",
+    __slots__ = ("library", "dev_id", "spec", "guarded", "pointer", "_pool", "_size", "_freed",
                  "_descriptor_array", "_host_array", "_readout", "_whole", "_whole_host",
                  "__weakref__")
 
@@ -205,6 +216,7 @@ class DeviceBuffer:
         size = spec.nbytes + (2 * GUARD_BYTES if guarded else 0)
         self._pool = pool = _pool(library, dev_id) if (
             size <= POOL_MAX_BYTES and not guarded and not library.traced) else None
+        self._size = size
         pointer = None if pool is None else pool.take(size)
         if pointer is None:
             address = ffi.new("void **")
@@ -233,6 +245,41 @@ class DeviceBuffer:
             initial[spec.nbytes:] = GUARD_PATTERN
             with library.device_lock(dev_id):
                 self._copy_whole("copyToAcc", initial)
+
+    @classmethod
+    def pooled_or_new(cls, library: AccLibrary, dev_id: int, spec: TensorSpec, size: int,
+                      pool: Any) -> DeviceBuffer:
+        """DeviceBuffer(library, dev_id, spec) for a caller that worked out
+        once what the constructor works out per buffer: size is
+        spec.nbytes (at most POOL_MAX_BYTES), pool is
+        :func:`device_pool` (library, dev_id), library has imperative mode
+        and is not traced, and checked mode is off (the caller reads
+        :func:`checked_mode` per call). A pooled allocation is taken
+        without the constructor's steps; otherwise the constructor runs."""
+        # pool.take(size), without its frame
+        lock = pool.lock
+        if not lock.acquire(blocking=False):
+            return cls(library, dev_id, spec)
+        stack = pool.stacks.get(size)
+        if not stack:
+            lock.release()
+            return cls(library, dev_id, spec)
+        pool.nbytes -= size
+        pointer = stack.pop()
+        lock.release()
+        buffer = cls.__new__(cls)
+        buffer.library = library
+        buffer.dev_id = dev_id
+        buffer.spec = spec
+        buffer.guarded = False
+        buffer._pool = pool
+        buffer._size = size
+        buffer.pointer = pointer
+        buffer._descriptor_array = None
+        buffer._host_array = None
+        buffer._readout = None
+        buffer._freed = False
+        return buffer
 
     @property
     def _descriptor(self) -> TensorArray:
@@ -409,9 +456,20 @@ class DeviceBuffer:
             return
         self._freed = True
         pool = self._pool
-        if pool is not None and not self.library.traced and pool.give(self.spec.nbytes,
-                                                                          self.pointer):
-            return
+        if pool is not None and not self.library.traced:
+            # pool.give(size, pointer), without its frame
+            lock = pool.lock
+            if lock.acquire(blocking=False):
+                size = self._size
+                if pool.nbytes + size <= POOL_DEVICE_BYTES:
+                    stack = pool.stacks.get(size)
+                    if stack is None:
+                        stack = pool.stacks[size] = []
+                    stack.append(self.pointer)
+                    pool.nbytes += size
+                    lock.release()
+                    return
+                lock.release()
         try:
             _free(self.library, self.dev_id, self.pointer)
         except Exception:  # noqa: BLE001  (no caller; mx_releaseAll reclaims it)

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import LibraryError, PluginContractError, TensorError
 from .header import ffi
 from .library import AccLibrary
-from .memory import DeviceBuffer
+from .memory import POOL_MAX_BYTES, DeviceBuffer, checked_mode, device_pool
 from .operator_versions import OP_VERSION_ATTR, op_version
 from .releases import release_now
 from .sparse import accepts_sparse
@@ -67,6 +67,7 @@ class OperatorExecutor:
         self._handle = executor
         self._lock = library.device_lock(dev_id)
         self._slots: tuple[list[Any], list[Any], Any, Any] | None = None  # forward_fitting
+        self._new_call: tuple[Any, ...] | None = None  # forward_new_locked, made at its first call
         self._finalizer = weakref.finalize(self, _release, library, dev_id, executor)
         self._finalizer.atexit = False
 
@@ -156,6 +157,86 @@ class OperatorExecutor:
             for index, buffer in enumerate(outputs):
                 if buffer.guarded:
                     buffer.checked_host(f"forward of {self.op_name}", f"output {index}")
+
+    def forward_new_locked(self, inputs: Sequence[DeviceBuffer | None]
+                           ) -> list[DeviceBuffer] | None:
+        """forward() into new output buffers of the specs the executor was
+        made for, for a caller holding the device's lock that runs the same
+        executor many times (an imperative call's plan): everything but the
+        data pointers is resolved at the first call (the descriptors'
+        MXTensor cdata, the plugin's forward, each output's size and the
+        device's buffer pool), and the outputs are pooled allocations when
+        the pool has them. Returns None, running nothing, when the call
+        does not fit this path: an input that is None or not a buffer of
+        the executor's device with the spec it was made for, a traced
+        library, checked mode, or outputs too large to pool; the caller
+        then takes forward()'s path. A released executor or a freed input
+        is refused (TensorError); a failed forward frees the outputs."""
+        made = self._new_call
+        if made is None:
+            made = self._new_call = self._make_new_call()
+        (forward, handle, in_slots, out_slots, in_pointer, out_pointer, in_specs, outputs,
+         library, dev_id) = made
+        if outputs is None or library.traced or len(inputs) != len(in_slots) or checked_mode():
+            return None
+        if not self._finalizer.alive:
+            raise TensorError(f"{self.op_name}: the executor was released")
+        index = 0
+        for buffer in inputs:  # one pass: the checks, then the pointer
+            spec = in_specs[index]
+            if type(buffer) is not DeviceBuffer or buffer.library is not library \
+                    or buffer.dev_id != dev_id or (buffer.spec is not spec and (
+                        buffer.spec.shape != spec.shape or buffer.spec.dtype != spec.dtype)):
+                for slot in in_slots:
+                    slot.data = ffi.NULL
+                return None
+            if buffer._freed:
+                for slot in in_slots:
+                    slot.data = ffi.NULL
+                raise TensorError(f"{self.op_name}: input {index} is {buffer!r}")
+            in_slots[index].data = buffer.pointer
+            index += 1
+        new = DeviceBuffer.pooled_or_new
+        results: list[DeviceBuffer] = []
+        try:
+            if len(outputs) == 1:
+                (spec, size, pool), = outputs
+                buffer = new(library, dev_id, spec, size, pool)
+                results.append(buffer)
+                out_slots[0].data = buffer.pointer
+            else:
+                for index, (spec, size, pool) in enumerate(outputs):
+                    buffer = new(library, dev_id, spec, size, pool)
+                    results.append(buffer)
+                    out_slots[index].data = buffer.pointer
+            status = forward(handle, in_pointer, len(in_slots), out_pointer, len(out_slots))
+            if status:
+                library.check(library.name, "executor forward", status, self.op_name)
+        except BaseException:
+            for buffer in results:
+                buffer.free()
+            raise
+        finally:
+            null = ffi.NULL
+            for slot in in_slots:
+                slot.data = null
+            for slot in out_slots:
+                slot.data = null
+        return results
+
+    def _make_new_call(self) -> tuple[Any, ...]:
+        """What forward_new_locked resolves once (outputs None: some output
+        is too large to pool, and that path is never taken)."""
+        library = self.library
+        specs = self._outputs.specs
+        pool = device_pool(library, self.dev_id)
+        outputs = None if any(spec.stype or spec.nbytes > POOL_MAX_BYTES for spec in specs) \
+            else tuple((spec, spec.nbytes, pool) for spec in specs)
+        return (self._handle.forward, self._handle,
+                [self._inputs._tensors[index] for index in range(len(self._inputs))],
+                [self._outputs._tensors[index] for index in range(len(self._outputs))],
+                self._inputs.pointer, self._outputs.pointer, self._inputs.specs, outputs,
+                library, self.dev_id)
 
     def close(self) -> None:
         """Releases the plugin's executor (idempotent)."""

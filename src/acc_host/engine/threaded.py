@@ -39,6 +39,8 @@ from .workers import Worker
 
 __all__ = ["ThreadedEngine"]
 
+_local = operation_state()
+
 _LOCAL = operation_state()  # the thread-local record in_operation reads
 
 _HELP_ROUNDS = 8  # queued blocks a waiter runs before it waits behind a marker
@@ -369,7 +371,8 @@ class ThreadedEngine(Engine):
             self._wait_marker(var, write=True)
 
     def wait_to_read(self, var: Var) -> None:
-        check_waitable(var, "wait_to_read")
+        if type(var) is not Var or getattr(_local, "depth", 0) > 0:  # check_waitable's cases
+            check_waitable(var, "wait_to_read")
         if var._writing or var._pending or var.exception is not None:
             self._wait_marker(var, write=False)
 

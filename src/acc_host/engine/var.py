@@ -17,6 +17,10 @@ from typing import Any
 __all__ = ["Var", "WriteWatch", "grantable_now"]
 
 
+# The queue of a var no block ever waited for: empty, and never appended to.
+_NO_PENDING: Any = ()
+
+
 class Var:
     """A dependency variable. ``version`` counts the writes that finished
     on it; ``exception`` holds the failure of the last failed operation
@@ -26,7 +30,9 @@ class Var:
                  "_watches", "__weakref__")
 
     def __init__(self) -> None:
-        self._pending: deque[tuple[Any, bool]] = deque()  # (block, is_write)
+        # (block, is_write): a deque from the first block queued (most vars,
+        # an imperative call's result among them, never queue one).
+        self._pending: deque[tuple[Any, bool]] = _NO_PENDING  # type: ignore[assignment]
         self._running_reads = 0
         self._writing = False
         self.version = 0
@@ -43,7 +49,7 @@ class Var:
         if not self._writing and not self._pending:
             self._running_reads += 1
             return True
-        self._pending.append((block, False))
+        self._queue().append((block, False))
         return False
 
     def add_write(self, block: Any) -> bool:
@@ -51,8 +57,15 @@ class Var:
         if not self._writing and not self._running_reads and not self._pending:
             self._writing = True
             return True
-        self._pending.append((block, True))
+        self._queue().append((block, True))
         return False
+
+    def _queue(self) -> deque[tuple[Any, bool]]:
+        """The queue of waiting blocks, made at the first one."""
+        pending = self._pending
+        if pending is _NO_PENDING:
+            pending = self._pending = deque()
+        return pending
 
     def finish_read(self) -> list[Any]:
         """Ends one read; returns the blocks granted by it (a waiting write)."""

@@ -528,9 +528,19 @@ class NDArray(NDArrayMethods):
 
     def _binary(self, other: Any, op: str, scalar_op: str) -> NDArray:
         if isinstance(other, NDArray):
-            return invoke(op, [self, other], {})[0]
+            inputs = [self, other]
+            if type(self) is NDArray and type(other) is NDArray:  # invoke() for dense arrays
+                plan = _call_plan(op, inputs, {})
+                if plan is not None:
+                    return plan.call(inputs, None)[0]
+            return invoke(op, inputs, {})[0]
         if type(other) in (int, float) or isinstance(other, (numbers.Real, np.number)):
-            return invoke(scalar_op, [self], {"scalar": float(other)})[0]
+            attrs = {"scalar": float(other)}
+            if type(self) is NDArray:
+                plan = _call_plan(scalar_op, [self], attrs)
+                if plan is not None:
+                    return plan.call([self], None)[0]
+            return invoke(scalar_op, [self], attrs)[0]
         if isinstance(other, np.ndarray):
             return invoke(op, [self, NDArray(other.astype(self.dtype), self._ctx)], {})[0]
         return NotImplemented

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ from ..context import Context
 from ..engine.base import check_live
 from ..errors import AccHostError, OperatorError, TensorError
 from ..ops import registry
-from ..ops.tensor import planned_kernel
+from ..ops.tensor import planned_kernel, writes_out
 from . import (
     NDArray,
     _check_planned,
@@ -53,6 +54,23 @@ INLINE_BYTES = 1 << 16
 
 _plans: dict[Any, _CallPlan] = {}
 
+#: A call planning at most this many bytes is within the allocation limit
+#: whenever MXNET_ACC_MAX_ALLOC_BYTES is unset (the limit is then the
+#: machine's memory), so the limit is read only when the variable is set.
+_ALWAYS_WITHIN_LIMIT = 1 << 20
+_ENVIRON: Any = getattr(os.environ, "_data", None)
+_LIMIT_KEY: Any = os.environ.encodekey(limits.LIMIT_VARIABLE) \
+    if _ENVIRON is not None else None  # type: ignore[attr-defined]
+_new_array = NDArray.__new__
+
+
+def _limit_set() -> bool:
+    """Whether MXNET_ACC_MAX_ALLOC_BYTES is set (os.environ's plain dict
+    read where the platform keeps one; writes to os.environ go through)."""
+    if _ENVIRON is None:
+        return limits.LIMIT_VARIABLE in os.environ
+    return _LIMIT_KEY in _ENVIRON
+
 
 def _hint(array: NDArray) -> tuple[tuple[int, ...], np.dtype]:
     """array._spec_hint(), the common cases first."""
@@ -71,22 +89,51 @@ def _hint(array: NDArray) -> tuple[tuple[int, ...], np.dtype]:
 
 def _signature(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
                ) -> tuple[Any, ...] | None:
-    """The key of a call's plan; None for a call without inputs or with an
-    unhashable attribute value. An input that is not a plain NDArray on the
-    first input's context is None in the key (such a call is not planned)."""
-    if not inputs or type(inputs[0]) is not NDArray:
+    """The key of a call's plan; None for a call without inputs. An input
+    that is not a plain NDArray on the first input's context is None in the
+    key (such a call is not planned). The key may hold an unhashable
+    attribute value: the lookups catch the TypeError (such a call is not
+    planned either)."""
+    if not inputs:
         return None
-    ctx = inputs[0]._ctx
-    hints = tuple([_hint(array) if type(array) is NDArray and (
-        array._ctx is ctx or array._ctx == ctx) else None for array in inputs])
-    key = (op_name, ctx.device_type, ctx.device_id, hints,
-           tuple([(name, type(value), value) for name, value in attrs.items()])
-           if attrs else ())
+    first = inputs[0]
+    if type(first) is not NDArray:
+        return None
+    ctx = first._ctx
+    hints: list[tuple[tuple[int, ...], np.dtype] | None] = []
+    for array in inputs:  # _hint's common cases, without its frame
+        if type(array) is not NDArray or (array._ctx is not ctx and array._ctx != ctx):
+            hints.append(None)
+            continue
+        if array._view is None:
+            storage = array._storage
+            host = storage.host
+            if host is not None:
+                hints.append((host.shape, host.dtype))
+                continue
+            device = storage.device
+            if device is not None:
+                spec = device.spec
+                hints.append((spec.shape, spec.dtype))
+                continue
+        hints.append(_hint(array))
+    return (op_name, ctx.device_type, ctx.device_id, tuple(hints),
+            tuple([(name, type(value), value) for name, value in attrs.items()])
+            if attrs else ())
+
+
+def _lookup(key: tuple[Any, ...]) -> _CallPlan | None:
+    """The plan stored under key; None as well for a key that does not hash
+    (an unhashable attribute value) or a plan of an operator registered
+    anew since (a test's or an extension's replacement): the caller makes
+    a new one, or takes the full path."""
     try:
-        hash(key)
+        plan = _plans.get(key)
     except TypeError:  # an unhashable attribute value
         return None
-    return key
+    if plan is not None and plan.op is not registry.find(key[0]):
+        return None
+    return plan
 
 
 def _planned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
@@ -94,14 +141,7 @@ def _planned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     """The plan of a signature that was called before, else None (nothing
     is worked out: the caller takes its full path, which checks the call)."""
     key = _signature(op_name, inputs, attrs)
-    return None if key is None else _current(op_name, _plans.get(key))
-
-
-def _current(op_name: str, plan: _CallPlan | None) -> _CallPlan | None:
-    """plan while the registry still holds the operator it was made for; a
-    plan of an operator registered anew since (a test's or an extension's
-    replacement) is not used: the caller makes a new one."""
-    return plan if plan is not None and plan.op is registry.find(op_name) else None
+    return None if key is None else _lookup(key)
 
 
 def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
@@ -114,9 +154,13 @@ def _call_plan(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     key = _signature(op_name, inputs, attrs)
     if key is None:
         return None
-    plan = _current(op_name, _plans.get(key))
+    plan = _lookup(key)
     if plan is not None:
         return plan
+    try:
+        hash(key)
+    except TypeError:  # an unhashable attribute value
+        return None
     if None in key[3]:  # an input that is not a plain NDArray on the context
         return None
     ctx = inputs[0]._ctx
@@ -143,7 +187,7 @@ class _CallPlan:
     enough to run on the calling thread (INLINE_BYTES)."""
 
     __slots__ = ("op", "attrs", "ctx", "specs", "nbytes", "inline", "prepared", "host_memory",
-                 "kernel")
+                 "kernel", "into")
 
     def __init__(self, op: registry.OpDef, attrs: Any, ctx: Context,
                  inputs: Sequence[tuple[tuple[int, ...], np.dtype]],
@@ -163,61 +207,117 @@ class _CallPlan:
         self.host_memory = not any(_uses_device_memory(ctx, dtype) for _, dtype in specs)
         # The CPU kernel with its shape work done (dot, sum), else op.compute.
         self.kernel = planned_kernel(op, attrs, inputs) if self.prepared is None else None
+        # Whether the kernel writes an out array in host memory itself (a += 1
+        # with no temporary): an element-wise kernel, of one output.
+        self.into = self.kernel is not None and writes_out(self.kernel) and len(self.specs) == 1
 
     def call(self, inputs: Sequence[NDArray], out: NDArray | Sequence[NDArray] | None
              ) -> list[NDArray]:
         """Runs the call on inputs (of the planned signature): pushed with
         its arrays' vars, or run on the calling thread when it is small and
         the engine grants it at once. Returns the outputs (out when given)."""
-        op_name = self.op.name
-        if self.nbytes > limits.limit():
-            _check_planned(op_name, inputs, self.specs, self.ctx)
+        nbytes = self.nbytes
+        if nbytes > _ALWAYS_WITHIN_LIMIT or _limit_set():  # the limit, read per call
+            if nbytes > limits.limit():
+                _check_planned(self.op.name, inputs, self.specs, self.ctx)
+        if out is not None:
+            return self._call_into(inputs, out)
         ctx = self.ctx
-        reads = [array._storage.var for array in inputs]
-        if out is None:
-            targets = []
-            for spec in self.specs:  # NDArray._pending, the spec made once
-                target = NDArray.__new__(NDArray)
-                target._ctx = ctx
-                storage = target._storage = _Storage(None)
-                storage.spec = spec
-                target._view = None
-                targets.append(target)
+        targets = []
+        mutate_list = []
+        for spec in self.specs:  # NDArray._pending, the spec made once
+            target = _new_array(NDArray)
+            target._ctx = ctx
+            storage = target._storage = _Storage(None)
+            storage.spec = spec
+            target._view = None
+            targets.append(target)
+            mutate_list.append(storage.var)
+        count = len(inputs)
+        if count == 1:
+            var = inputs[0]._storage.var
+            if var.deleted:
+                check_live(var)
+            const: tuple[Any, ...] = (var,)
+        elif count == 2:
+            var, other = inputs[0]._storage.var, inputs[1]._storage.var
+            if var.deleted or other.deleted:
+                check_live(var)
+                check_live(other)
+            const = (var,) if var is other else (var, other)
+        else:
+            reads = [array._storage.var for array in inputs]
             for var in reads:
                 if var.deleted:
                     check_live(var)
-            const = tuple(dict.fromkeys(reads)) if len(reads) > 1 else tuple(reads)
-            mutate = tuple([target._storage.var for target in targets])
-        else:
-            targets = [out] if type(out) is NDArray or isinstance(out, NDArray) else list(out)
-            if len(targets) != len(self.specs):
-                raise OperatorError(f"{op_name}: {len(self.specs)} outputs, {len(targets)} "
-                                    "out arrays")
-            for target, (shape, _) in zip(targets, self.specs):
-                if _hint(target)[0] != shape:
-                    raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
-                                      f"{shape}")
-            if len(targets) == 1:  # normalize_vars, for the one array written
-                written = targets[0]._storage.var
-                for var in (*reads, written):
-                    if var.deleted:
-                        check_live(var)
-                const = tuple([var for var in dict.fromkeys(reads) if var is not written])
-                mutate = (written,)
-            else:
-                const, mutate = _engine.base.normalize_vars(
-                    reads, [target._storage.var for target in targets])
-        fresh = out is None
+            const = tuple(dict.fromkeys(reads))
+        mutate = tuple(mutate_list)
 
         def run(_run_ctx: Any) -> None:
-            self._run(inputs, targets, fresh)
+            self._run(inputs, targets, True)
 
         current = _engine.get()
-        if fresh:
-            guards: tuple[Any, ...] = ()
-        elif len(targets) == 1:
+        if not (self.inline and current.run_inline(run, ctx, const, mutate)):
+            current.push_sync_normalized(run, ctx, const, mutate)
+        return targets
+
+    def _call_into(self, inputs: Sequence[NDArray], out: NDArray | Sequence[NDArray]
+                   ) -> list[NDArray]:
+        """call() writing out (the limit already checked)."""
+        op_name = self.op.name
+        ctx = self.ctx
+        if type(out) is NDArray and len(self.specs) == 1 and out._storage.guard is None:
+            # One plain array written (a += 1): normalize_vars's work inline.
+            if _hint(out)[0] != self.specs[0][0]:
+                raise TensorError(f"{op_name}: out has shape {out.shape}, the result "
+                                  f"{self.specs[0][0]}")
+            written = out._storage.var
+            if written.deleted:
+                check_live(written)
+            read_vars = []
+            for array in inputs:
+                var = array._storage.var
+                if var.deleted:
+                    check_live(var)
+                if var is not written and var not in read_vars:
+                    read_vars.append(var)
+            single = [out]
+
+            def run_one(_run_ctx: Any) -> None:
+                self._run(inputs, single, False)
+
+            current = _engine.get()
+            const_one, mutate_one = tuple(read_vars), (written,)
+            if not (self.inline and current.run_inline(run_one, ctx, const_one, mutate_one)):
+                current.push_sync_normalized(run_one, ctx, const_one, mutate_one)
+            return single
+        reads = [array._storage.var for array in inputs]
+        targets = [out] if type(out) is NDArray or isinstance(out, NDArray) else list(out)
+        if len(targets) != len(self.specs):
+            raise OperatorError(f"{op_name}: {len(self.specs)} outputs, {len(targets)} "
+                                "out arrays")
+        for target, (shape, _) in zip(targets, self.specs):
+            if _hint(target)[0] != shape:
+                raise TensorError(f"{op_name}: out has shape {target.shape}, the result "
+                                  f"{shape}")
+        if len(targets) == 1:  # normalize_vars, for the one array written
+            written = targets[0]._storage.var
+            for var in (*reads, written):
+                if var.deleted:
+                    check_live(var)
+            const = tuple([var for var in dict.fromkeys(reads) if var is not written])
+            mutate: tuple[Any, ...] = (written,)
+        else:
+            const, mutate = _engine.base.normalize_vars(
+                reads, [target._storage.var for target in targets])
+
+        def run(_run_ctx: Any) -> None:
+            self._run(inputs, targets, False)
+
+        current = _engine.get()
+        if len(targets) == 1:
             guard = targets[0]._storage.guard
-            guards = () if guard is None else (guard,)
+            guards: tuple[Any, ...] = () if guard is None else (guard,)
         else:
             guards = tuple({id(guard): guard for guard in (
                 target._storage.guard for target in targets) if guard is not None}.values())
@@ -237,14 +337,41 @@ class _CallPlan:
         when the plugin runs the call) into targets."""
         op = self.op
         results: Sequence[Any] | None = None
-        if self.prepared is not None:
+        prepared = self.prepared
+        if prepared is not None:
             results = dispatch.run_prepared_buffers(
-                self.prepared, [array._storage.device if array._view is None else None
-                                for array in inputs],
+                prepared, [array._storage.device if array._view is None else None
+                           for array in inputs],
                 lambda: [_fast_operand(array) for array in inputs])
+            if results is not None and len(results) == 1 and type(results[0]) is DeviceBuffer:
+                storage = targets[0]._storage
+                if fresh:  # the common cases first
+                    storage.device = results[0]
+                    return
+                current = storage.device
+                result = results[0]
+                if (targets[0]._view is None and storage.guard is None and storage.host is None
+                        and current is not None and current.library is result.library
+                        and current.dev_id == result.dev_id
+                        and current.spec.shape == result.spec.shape
+                        and current.spec.dtype == result.spec.dtype):
+                    storage.device = result  # out takes the result's buffer, as below
+                    return
         if results is None:
             values = [array._read() for array in inputs]
             kernel = self.kernel
+            if self.into and not fresh:
+                target = targets[0]
+                host = target._storage.host
+                if (target._view is None and host is not None and host.flags.c_contiguous
+                        and host.flags.writeable and (host.shape, host.dtype) == self.specs[0]):
+                    try:
+                        kernel(values, out=host)  # type: ignore[misc]
+                    except AccHostError:
+                        raise
+                    except Exception as error:  # noqa: BLE001  (as below)
+                        raise op.internal_error(error, self.attrs, values) from error
+                    return
             try:
                 results = kernel(values) if kernel is not None else op.compute(self.attrs, values)
             except AccHostError:

@@ -51,7 +51,7 @@ from ..abi.library import AccLibrary
 from ..abi.loaded_model import LoadedModel
 from ..abi.memory import DeviceBuffer, release_pooled
 from ..abi.operator_executor import OperatorExecutor
-from ..abi.operator_versions import OP_VERSION_ATTR, op_version
+from ..abi.operator_versions import OP_VERSION_ATTR, OP_VERSIONS, op_version
 from ..abi.tensor import TensorSpec
 from ..context import Context
 from ..errors import ContextError, OperatorError, PluginUnsupportedError, TensorError
@@ -62,6 +62,8 @@ from ..ops.registry import OpDef
 __all__ = ["Operand", "Prepared", "Result", "prepare", "run_prepared", "run_prepared_buffers",
            "run_on_context", "stats",
            "clear_cache", "CACHE_CAPACITY"]
+
+_VERSIONS = OP_VERSIONS  # op_version(name) is _VERSIONS.get(name, 1)
 
 # Signatures cached per device (executors, models and refusals alike).
 CACHE_CAPACITY = 256
@@ -379,26 +381,15 @@ def run_prepared_buffers(prepared: Prepared, buffers: Sequence[DeviceBuffer | No
     with prepared.lock:
         key = prepared.key
         entry = None if key is None else state.entries.get(key)
-        if type(entry) is _ExecutorEntry and op_version(prepared.op.name) == prepared.version:
-            executor = entry.executor
-            library, dev_id = executor.library, executor.dev_id
-            fits = len(buffers) == len(entry.inputs)
-            for buffer, spec in zip(buffers, entry.inputs):  # (a loop: all() costs a frame)
-                if buffer is None or buffer.library is not library or buffer.dev_id != dev_id:
-                    fits = False
-                    break
-                held = buffer.spec
-                if held is not spec and (held.shape != spec.shape or held.dtype != spec.dtype):
-                    fits = False
-                    break
-            if fits:
+        if type(entry) is _ExecutorEntry and _VERSIONS.get(prepared.op.name, 1) == \
+                prepared.version:
+            outputs = entry.executor.forward_new_locked(buffers)
+            if outputs is not None:
                 counters = state.counters
                 counters["cache_hits"] += 1
                 state.entries.move_to_end(key)  # type: ignore[arg-type]
-                outputs = [DeviceBuffer(library, dev_id, spec) for spec in entry.outputs]
-                executor.forward_fitting(buffers, outputs)  # type: ignore[arg-type]
                 counters["accelerator_calls"] += 1
-                return list(outputs)
+                return outputs  # type: ignore[return-value]
         return run_prepared(prepared, inputs())
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -52,8 +52,10 @@ TypeResult = tuple[list[np.dtype], list[np.dtype]]
 ShapeFn = Callable[[Attrs, Shapes], ShapeResult]
 TypeFn = Callable[[Attrs, DTypes], TypeResult]
 ComputeFn = Callable[[Attrs, Arrays], Arrays]
-# A compute with its attributes and input shapes fixed (planned_kernel).
-PlannedKernel = Callable[[Arrays], Arrays]
+# A compute with its attributes and input shapes fixed (planned_kernel):
+# kernel(values) -> outputs; an element-wise one also takes out= (a
+# C-contiguous host array of the output's shape and dtype) and writes it.
+PlannedKernel = Callable[..., Arrays]
 # rule(op, attrs, input shape) -> output shape, for one-input operators
 ShapeRule = Callable[[str, Attrs, Shape], Shape]
 Kernel = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -188,6 +190,99 @@ def _native(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Kernel:
     return kernel
 
 
+# ---- planned element-wise kernels (planned_kernel) -----------------------------------
+
+# The native kernels that a plan calls as the ufunc itself: the same ufunc
+# on the same operands, so the same bits, without the per-call conversions.
+_NATIVE_UFUNCS: dict[str, np.ufunc] = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+# compute -> its planner, filled as the operators are registered below.
+_ELEMENTWISE_PLANNERS: dict[Any, Callable[[Attrs, Sequence[tuple[Shape, np.dtype]]],
+                                          PlannedKernel | None]] = {}
+
+
+def _warns(dtype: np.dtype) -> bool:
+    """Whether a ufunc on dtype can raise floating-point warnings (which
+    the kernels silence, as MXNet never warns): not for integers or bool."""
+    return dtype.kind not in "iub"
+
+
+def _elementwise_kernel(ufunc: np.ufunc, dtype: np.dtype, scalar: Any = None,
+                        reverse: bool = False, quiet: bool | None = None) -> PlannedKernel:
+    """ufunc on one array (and scalar, on the left when reverse) or on two
+    arrays of dtype and one shape, into a new array or into out (quiet:
+    whether warnings are silenced, by default when dtype can raise any)."""
+    if quiet is None:
+        quiet = _warns(dtype)
+
+    def kernel(values: Arrays, out: np.ndarray | None = None) -> Arrays:
+        if scalar is None:
+            first, second = values
+        elif reverse:
+            first, second = scalar, values[0]
+        else:
+            first, second = values[0], scalar
+        if quiet:
+            with np.errstate(all="ignore"):
+                result = ufunc(first, second) if out is None else ufunc(first, second, out=out)
+        else:
+            result = ufunc(first, second) if out is None else ufunc(first, second, out=out)
+        if out is None and not result.flags.c_contiguous:
+            result = np.ascontiguousarray(result)
+        return [result]
+    kernel.writes_out = True  # type: ignore[attr-defined]
+    return kernel
+
+
+def writes_out(kernel: PlannedKernel) -> bool:
+    """Whether a planned kernel takes out= (element-wise kernels do)."""
+    return getattr(kernel, "writes_out", False)
+
+
+def _plan_native_binary(kernel_name: str) -> Callable[..., PlannedKernel | None]:
+    """A planner of a binary operator's compute for two arrays of one shape
+    and dtype (broadcasting calls keep the compute)."""
+    ufunc = _NATIVE_UFUNCS[kernel_name]
+
+    def planner(attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]) -> PlannedKernel | None:
+        (lhs, left), (rhs, right) = inputs
+        if lhs != rhs or not lhs or np.dtype(left) != np.dtype(right):
+            return None
+        return _elementwise_kernel(ufunc, np.dtype(left))
+    return planner
+
+
+def _plan_native_scalar(kernel_name: str, reverse: bool) -> Callable[..., PlannedKernel | None]:
+    """A planner of an operator with a scalar attribute: the scalar is
+    converted to the data's dtype once (DType(scalar), as _scalar_compute
+    converts it per call)."""
+    ufunc = _NATIVE_UFUNCS[kernel_name]
+
+    def planner(attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]) -> PlannedKernel | None:
+        (shape, dtype), = inputs
+        if not shape:
+            return None  # a 0-d result: the compute's own conversion
+        dtype = np.dtype(dtype)
+        with np.errstate(all="ignore"):
+            scalar = np.asarray(attrs.scalar, dtype=np.float64).astype(dtype)
+        return _elementwise_kernel(ufunc, dtype, scalar, reverse)
+    return planner
+
+
+# Floats whose np.maximum(-0.0, 0) is +0, as in float64 (float16's is -0).
+_RELU_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _plan_relu(attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]) -> PlannedKernel | None:
+    """relu as np.maximum with zero in the data's own dtype: exact, so the
+    same values as the compute's float64 round trip (NaN kept, -0 to 0)."""
+    (shape, dtype), = inputs
+    dtype = np.dtype(dtype)
+    if not shape or (dtype.kind not in "iu" and dtype not in _RELU_FLOATS):
+        return None
+    # np.maximum raises no floating-point warning (NaN propagates quietly).
+    return _elementwise_kernel(np.maximum, dtype, np.zeros((), dtype), quiet=False)
+
+
 # MXNet's maximum is a > b ? a : b (so a NaN in lhs yields rhs), minimum a < b ? a : b.
 _KERNELS: dict[str, Kernel] = {
     "add": _native(np.add),
@@ -245,10 +340,13 @@ _ELEMWISE_BINARY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 for _name, _kernel, _aliases in _ELEMWISE_BINARY:
+    _compute = _binary_compute(_KERNELS[_kernel])
+    if _kernel in _NATIVE_UFUNCS:
+        _ELEMENTWISE_PLANNERS[_compute] = _plan_native_binary(_kernel)
     register(OpDef(
         name=_name,
         arguments=("lhs", "rhs"),
-        compute=_binary_compute(_KERNELS[_kernel]),
+        compute=_compute,
         infer_shape=same_shape(_name),
         infer_type=_uniform_dtype(_name),
         inplace=((0, 0), (1, 0)),
@@ -303,10 +401,13 @@ _BROADCAST_BINARY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 for _name, _kernel, _aliases in _BROADCAST_BINARY:
+    _compute = _binary_compute(_KERNELS[_kernel])
+    if _kernel in _NATIVE_UFUNCS:
+        _ELEMENTWISE_PLANNERS[_compute] = _plan_native_binary(_kernel)
     register(OpDef(
         name=_name,
         arguments=("lhs", "rhs"),
-        compute=_binary_compute(_KERNELS[_kernel]),
+        compute=_compute,
         infer_shape=_broadcast_infer(_name),
         infer_type=_uniform_dtype(_name),
         aliases=_aliases,
@@ -361,10 +462,13 @@ _SCALAR_OPS: tuple[tuple[str, str, bool, str], ...] = (
 )
 
 for _name, _kernel, _reverse, _alias in _SCALAR_OPS:
+    _compute = _scalar_compute(_KERNELS[_kernel], _reverse)
+    if _kernel in _NATIVE_UFUNCS:
+        _ELEMENTWISE_PLANNERS[_compute] = _plan_native_scalar(_kernel, _reverse)
     register(OpDef(
         name=_name,
         params=_SCALAR_PARAMS,
-        compute=_scalar_compute(_KERNELS[_kernel], _reverse),
+        compute=_compute,
         infer_shape=same_shape(_name),
         inplace=((0, 0),),
         aliases=(_alias,),
@@ -438,9 +542,12 @@ def _unary_compute(fn: Callable[[np.ndarray], np.ndarray], int_exact: bool) -> C
 
 
 for _name, (_fn, _int_exact) in _UNARY.items():
+    _compute = _unary_compute(_fn, _int_exact)
+    if _name == "relu":
+        _ELEMENTWISE_PLANNERS[_compute] = _plan_relu
     register(OpDef(
         name=_name,
-        compute=_unary_compute(_fn, _int_exact),
+        compute=_compute,
         infer_shape=same_shape(_name),
         inplace=((0, 0),),
         doc=f"Element-wise {_name}.",
@@ -1372,7 +1479,8 @@ def _plan_sum(attrs: Attrs, inputs: Sequence[tuple[Shape, np.dtype]]) -> Planned
 
 
 _PLANNERS: dict[ComputeFn, Callable[[Attrs, Sequence[tuple[Shape, np.dtype]]],
-                                    PlannedKernel | None]] = {_dot: _plan_dot}
+                                    PlannedKernel | None]] = {_dot: _plan_dot,
+                                                              **_ELEMENTWISE_PLANNERS}
 
 for _name, (_reduce, _aliases, _rule) in _REDUCTIONS.items():
     _compute = _reduce_compute(_name, _reduce, _rule)
