@@ -60,7 +60,11 @@ enum {
   /* ... on output planes of fewer positions (7 x 7: 0.89-0.95 of the
    * time image by image at batch 8; 14 x 14: 0.98-0.99, and slower on 2
    * threads) */
-  kImageGroupMaxPositions = 96
+  kImageGroupMaxPositions = 96,
+  /* One image on several threads: filters of at least this many bytes are
+   * shared out by blocks of outputs, smaller ones by output rows; see
+   * cr_conv_blocked. */
+  kSplitOutputsBytes = 256 * 1024
 };
 
 /* Outputs per block of the packed filters under isa (0: none). */
@@ -535,12 +539,16 @@ int cr_conv_blocked(const cr_conv_params *params, const int64_t x_shape[5], cons
   const int threads = cr_threads_for_work(num_threads, work, 1);
   const int64_t planes = batch * depth;
   /* With more planes than threads, whole planes per thread; else the
-   * blocks of outputs when they go evenly into the threads (each thread
-   * then copies every input row: squeezenet's 13 x 13 expand layers, 48 ->
-   * 192 outputs, took 168 us shared by rows at 2 threads and 90 by
-   * outputs); else rows. */
+   * blocks of outputs when they go evenly into the threads and the filters
+   * are large enough that reading half of them each pays for each thread
+   * copying every input row (squeezenet's 13 x 13 expand layers, 48 ->
+   * 192 outputs, 332 KB of filters: 168 us shared by rows at 2 threads, 90
+   * by outputs); else rows (ResNet's 64 -> 64 layers on 56 x 56 planes, 147
+   * KB of filters: 589-598 us by outputs, 558-566 by rows). */
   const int64_t blocks = g.outputs / block;
-  const int by_outputs = planes < threads && blocks % threads == 0;
+  const double filter_bytes = 9.0 * (double)g.channels * (double)g.outputs * sizeof(float);
+  const int by_outputs = planes < threads && blocks % threads == 0 &&
+                         (filter_bytes >= kSplitOutputsBytes || out_h < 4 * threads);
   const int64_t shares = planes >= threads ? 1
                          : by_outputs      ? threads
                                            : (out_h < threads ? out_h : threads);
