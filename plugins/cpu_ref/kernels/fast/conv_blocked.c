@@ -60,11 +60,7 @@ enum {
   /* ... on output planes of fewer positions (7 x 7: 0.89-0.95 of the
    * time image by image at batch 8; 14 x 14: 0.98-0.99, and slower on 2
    * threads) */
-  kImageGroupMaxPositions = 96,
-  /* One image on several threads: filters of at least this many bytes are
-   * shared out by blocks of outputs, smaller ones by output rows; see
-   * cr_conv_blocked. */
-  kSplitOutputsBytes = 256 * 1024
+  kImageGroupMaxPositions = 96
 };
 
 /* Outputs per block of the packed filters under isa (0: none). */
@@ -540,15 +536,20 @@ int cr_conv_blocked(const cr_conv_params *params, const int64_t x_shape[5], cons
   const int64_t planes = batch * depth;
   /* With more planes than threads, whole planes per thread; else the
    * blocks of outputs when they go evenly into the threads and the filters
-   * are large enough that reading half of them each pays for each thread
-   * copying every input row (squeezenet's 13 x 13 expand layers, 48 ->
-   * 192 outputs, 332 KB of filters: 168 us shared by rows at 2 threads, 90
-   * by outputs); else rows (ResNet's 64 -> 64 layers on 56 x 56 planes, 147
-   * KB of filters: 589-598 us by outputs, 558-566 by rows). */
+   * are at least as large as the input (or the rows too few to share):
+   * each thread then reads half the filters but copies every input row
+   * (squeezenet's 13 x 13 expand layers, 48 -> 192 outputs, 332 KB of
+   * filters on a 32 KB input: 168 us shared by rows at 2 threads, 90 by
+   * outputs); else rows, each thread copying its rows only (2 threads,
+   * fastest of 15: ResNet's 64 -> 64 on 56 x 56, 147 KB of filters on 800
+   * KB, 589-598 us by outputs, 558-566 by rows; 128 -> 128 stride 2 on 56
+   * x 56, 590 KB on 1.6 MB, 801 -> 655 us; 64 -> 128 stride 2, 370 -> 327
+   * us; 128 x 28 x 28, 590 KB on 401 KB, by outputs as fast as by rows). */
   const int64_t blocks = g.outputs / block;
   const double filter_bytes = 9.0 * (double)g.channels * (double)g.outputs * sizeof(float);
+  const double input_bytes = (double)g.channels * (double)(g.h * g.w) * sizeof(float);
   const int by_outputs = planes < threads && blocks % threads == 0 &&
-                         (filter_bytes >= kSplitOutputsBytes || out_h < 4 * threads);
+                         (filter_bytes >= input_bytes || out_h < 4 * threads);
   const int64_t shares = planes >= threads ? 1
                          : by_outputs      ? threads
                                            : (out_h < threads ? out_h : threads);
