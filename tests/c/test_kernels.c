@@ -1733,6 +1733,10 @@ static void test_gemm_random(void) {
                                 * many rows of A and B's rows a multiple
                                 * of 128 floats apart: packed */
                                {300, 128, 70}, {40, 256, 30},
+                               /* more row panels than column panels but
+                                * fewer rows than columns, 17 column
+                                * panels: the threads share the columns */
+                               {160, 800, 150},
                                /* small products, read in place without
                                 * packing (the pre-packed run of each is
                                 * the blocked path: identical results) */
