@@ -592,7 +592,7 @@ static void test_pool_2d_max_3_wide_stride_2(void) {
    * for the window below when it has 3 rows at stride 2): 2 to 4 rows at
    * strides 1 to 3 down, outputs 1 to 150 wide (up to 10 strips, every
    * tail), 1 to 21 high (several blocks of rows), with and without
-   * padding. The input holds NaNs, infinities and zeros of both signs, so
+   * padding (read in place under AVX-512), some with windows past it. The input holds NaNs, infinities and zeros of both signs, so
    * the order in which equal maxima win shows; it is allocated to its
    * exact size, so that a read past the plane is caught under
    * AddressSanitizer. Bit for bit against the row-major maxima. */
@@ -605,8 +605,10 @@ static void test_pool_2d_max_3_wide_stride_2(void) {
         for (size_t hi = 0; hi < sizeof heights / sizeof heights[0]; ++hi) {
           const int64_t out_w = widths[wi], out_h = heights[hi], planes = 2;
           const int64_t pad = (out_w + out_h) % 2 == 0 ? 1 : 0;
-          const int64_t in_w = (out_w - 1) * 2 + 3 - 2 * pad;
-          const int64_t in_h = (out_h - 1) * sh + kh - 2 * pad;
+          /* some windows past the padding after the plane (ceil mode) */
+          const int64_t past = (out_w + 2 * out_h) % 3 == 0 ? 1 : 0;
+          const int64_t in_w = (out_w - 1) * 2 + 3 - 2 * pad - past;
+          const int64_t in_h = (out_h - 1) * sh + kh - 2 * pad - past;
           if (in_w < 1 || in_h < 1) continue;
           const cr_pool_params max = {{1, kh, 3}, {1, sh, 2}, {0, pad, pad}, CR_POOL_MAX, 1, 0};
           const int64_t x_shape[5] = {1, planes, 1, in_h, in_w};
@@ -646,14 +648,19 @@ static void test_pool_2d_max_rows_shared(void) {
    * threads: the threads share every plane's output rows (41 of them:
    * parts of 20 and 21, or 13, 14 and 14), the odd parts taking the planes
    * in reverse. Windows 3 x 3
-   * at stride 2 and 2 x 2 at stride 1, read in place; NaNs and zeros of
-   * both signs. Bit for bit against the row-major maxima. */
+   * at stride 2 and 2 x 2 at stride 1, read in place, and 3 x 3 at stride
+   * 2 with a padding of 1 (ResNet's stem pooling: the padding read in
+   * place under AVX-512); NaNs and zeros of both signs. Bit for bit
+   * against the row-major maxima. */
   enum { kPlanes = 24, kOH = 41, kOW = 60 };
   int ok = 1;
-  for (int64_t k = 2; k <= 3; ++k) {
+  for (int64_t config = 0; config < 3; ++config) {
+    const int64_t k = config == 0 ? 2 : 3, pad = config == 2 ? 1 : 0;
     const int64_t stride = k == 3 ? 2 : 1;
-    const int64_t in_h = (kOH - 1) * stride + k, in_w = (kOW - 1) * stride + k;
-    const cr_pool_params max = {{1, k, k}, {1, stride, stride}, {0, 0, 0}, CR_POOL_MAX, 1, 0};
+    const int64_t in_h = (kOH - 1) * stride + k - 2 * pad;
+    const int64_t in_w = (kOW - 1) * stride + k - 2 * pad;
+    const cr_pool_params max = {
+        {1, k, k}, {1, stride, stride}, {0, pad, pad}, CR_POOL_MAX, 1, 0};
     const int64_t x_shape[5] = {1, kPlanes, 1, in_h, in_w};
     const int64_t y_shape[5] = {1, kPlanes, 1, kOH, kOW};
     const int64_t in_size = kPlanes * in_h * in_w, out_size = kPlanes * kOH * kOW;
@@ -667,7 +674,7 @@ static void test_pool_2d_max_rows_shared(void) {
         const int64_t r = (i * 53 + k) % 29;
         x[i] = r == 0 ? NAN : r < 5 ? (r % 2 == 0 ? 0.0f : -0.0f) : (float)(r % 11) - 6.0f;
       }
-      max_pool_reference(x, kPlanes, in_h, in_w, k, k, stride, stride, 0, kOH, kOW, want);
+      max_pool_reference(x, kPlanes, in_h, in_w, k, k, stride, stride, pad, kOH, kOW, want);
       for (int threads = 2; threads <= 3; ++threads) {
         memset(y, 0, (size_t)out_size * sizeof *y);
         cr_pooling(&max, x_shape, x, y_shape, y, threads);
@@ -1726,6 +1733,10 @@ static void test_gemm_random(void) {
                                 * many rows of A and B's rows a multiple
                                 * of 128 floats apart: packed */
                                {300, 128, 70}, {40, 256, 30},
+                               /* more row panels than column panels but
+                                * fewer rows than columns, 17 column
+                                * panels: the threads share the columns */
+                               {160, 800, 150},
                                /* small products, read in place without
                                 * packing (the pre-packed run of each is
                                 * the blocked path: identical results) */

@@ -535,12 +535,21 @@ int cr_conv_blocked(const cr_conv_params *params, const int64_t x_shape[5], cons
   const int threads = cr_threads_for_work(num_threads, work, 1);
   const int64_t planes = batch * depth;
   /* With more planes than threads, whole planes per thread; else the
-   * blocks of outputs when they go evenly into the threads (each thread
-   * then copies every input row: squeezenet's 13 x 13 expand layers, 48 ->
-   * 192 outputs, took 168 us shared by rows at 2 threads and 90 by
-   * outputs); else rows. */
+   * blocks of outputs when they go evenly into the threads and the filters
+   * are at least as large as the input (or the rows too few to share):
+   * each thread then reads half the filters but copies every input row
+   * (squeezenet's 13 x 13 expand layers, 48 -> 192 outputs, 332 KB of
+   * filters on a 32 KB input: 168 us shared by rows at 2 threads, 90 by
+   * outputs); else rows, each thread copying its rows only (2 threads,
+   * fastest of 15: ResNet's 64 -> 64 on 56 x 56, 147 KB of filters on 800
+   * KB, 589-598 us by outputs, 558-566 by rows; 128 -> 128 stride 2 on 56
+   * x 56, 590 KB on 1.6 MB, 801 -> 655 us; 64 -> 128 stride 2, 370 -> 327
+   * us; 128 x 28 x 28, 590 KB on 401 KB, by outputs as fast as by rows). */
   const int64_t blocks = g.outputs / block;
-  const int by_outputs = planes < threads && blocks % threads == 0;
+  const double filter_bytes = 9.0 * (double)g.channels * (double)g.outputs * sizeof(float);
+  const double input_bytes = (double)g.channels * (double)(g.h * g.w) * sizeof(float);
+  const int by_outputs = planes < threads && blocks % threads == 0 &&
+                         (filter_bytes >= input_bytes || out_h < 4 * threads);
   const int64_t shares = planes >= threads ? 1
                          : by_outputs      ? threads
                                            : (out_h < threads ? out_h : threads);

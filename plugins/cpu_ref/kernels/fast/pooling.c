@@ -1,7 +1,8 @@
 /*
  * The fast pooling (kernels.h's cr_pooling): max pooling of 2-D planes in
  * two passes over a padded copy, with AVX2 and AVX-512 versions chosen at
- * run time (cr_gemm_isa), global average pooling several planes at a time,
+ * run time (cr_gemm_isa; AVX-512 reads windows 3 wide at stride 2 in place,
+ * masking the padding), global average pooling several planes at a time,
  * and planes (or, for large planes at batch 1, parts of their rows) shared
  * out among threads. Every other window runs the reference loop
  * (cr_ref_pool_plane). Each output is computed in the reference's order,
@@ -230,6 +231,90 @@ __attribute__((target("avx512f"))) static void max_pool_3s2_avx512(const float *
           acc = _mm512_max_ps(max3_stride2_avx512(top + i * wp, m, evens, odds), acc);
         }
         _mm512_mask_storeu_ps(y + oh * out_w + o, store, acc);
+      }
+    }
+  }
+}
+
+/* max3_stride2_avx512 of a strip whose first column is column `first`
+ * (at least -1) of an input row of w floats, the columns outside the row
+ * reading -FLT_MAX as a padded copy's would: padding read in place. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 max3_stride2_padded(
+    const float *row, int64_t w, int64_t first, __m512i evens, __m512i odds, __m512 lowest) {
+  /* lanes [0, n) of the 16 columns from column c that lie inside the row */
+  const int64_t lo_avail = w - (first < 0 ? 0 : first), hi_avail = w - first - 16;
+  const __mmask16 lo_mask = lo_avail >= 16 ? (__mmask16)0xFFFF
+                            : lo_avail > 0 ? (__mmask16)((1u << lo_avail) - 1u)
+                                           : (__mmask16)0;
+  const __mmask16 hi_mask = hi_avail >= 16 ? (__mmask16)0xFFFF
+                            : hi_avail > 0 ? (__mmask16)((1u << hi_avail) - 1u)
+                                           : (__mmask16)0;
+  __m512 a;
+  if (first < 0) {
+    /* columns 0..14 into lanes 1..15, lane 0 the padding */
+    const __m512 in = _mm512_mask_loadu_ps(lowest, (__mmask16)(lo_mask & 0x7FFF), row);
+    a = _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(in), _mm512_castps_si512(lowest), 15));
+  } else {
+    a = _mm512_mask_loadu_ps(lowest, lo_mask, row + first);
+  }
+  const __m512 b = _mm512_mask_loadu_ps(lowest, hi_mask, row + first + 16);
+  const __m512 c =
+      _mm512_mask_loadu_ps(lowest, first + 32 < w ? (__mmask16)1 : (__mmask16)0, row + first + 32);
+  const __m512 t0 = _mm512_permutex2var_ps(a, evens, b);
+  const __m512 t1 = _mm512_permutex2var_ps(a, odds, b);
+  const __m512 t2 =
+      _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(t0), 1));
+  const __m512 acc = _mm512_max_ps(t0, lowest);
+  return _mm512_max_ps(t2, _mm512_max_ps(t1, acc));
+}
+
+/* max_pool_3s2_avx512 on an unpadded plane (h x w) with the padding read in
+ * place (pad_h, pad_w at most 1 before the first row and column, any
+ * after), output rows [oh0, oh1) of out_w columns, into y (row oh0 first):
+ * the values of the padded copy's path, bit for bit, without writing the
+ * copy (ResNet's 64 x 112 x 112 stem pooling, 1 thread: 262 us with the
+ * copy). */
+__attribute__((target("avx512f"))) static void max_pool_3s2_pad_avx512(
+    const float *x, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w, int64_t kh, int64_t sh,
+    int64_t oh0, int64_t oh1, int64_t out_w, float *y) {
+  const __m512i lanes = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i evens = _mm512_add_epi32(lanes, lanes);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  const __m512 lowest = _mm512_set1_ps(-FLT_MAX);
+  const int64_t block = pool_rows_per_block(w, sh);
+  for (int64_t b0 = oh0; b0 < oh1; b0 += block) {
+    const int64_t b1 = oh1 - b0 < block ? oh1 : b0 + block;
+    for (int64_t o = 0; o < out_w; o += 16) {
+      const int64_t left = out_w - o;
+      const __mmask16 store = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+      const int64_t first = 2 * o - pad_w;
+#define CR_PADDED_ROW(r)                                                                \
+  ((r) >= 0 && (r) < h ? max3_stride2_padded(x + (r) * w, w, first, evens, odds, lowest) \
+                       : lowest)
+      if (kh == 3 && sh == 2) {
+        /* a window's first row is the window above's last */
+        __m512 top = CR_PADDED_ROW(2 * b0 - pad_h);
+        for (int64_t oh = b0; oh < b1; ++oh) {
+          const int64_t r = 2 * oh - pad_h;
+          const __m512 middle = CR_PADDED_ROW(r + 1), last = CR_PADDED_ROW(r + 2);
+          const __m512 acc = _mm512_max_ps(last, _mm512_max_ps(middle, _mm512_max_ps(top, lowest)));
+          _mm512_mask_storeu_ps(y + (oh - oh0) * out_w + o, store, acc);
+          top = last;
+        }
+        continue;
+      }
+#undef CR_PADDED_ROW
+      for (int64_t oh = b0; oh < b1; ++oh) {
+        __m512 acc = lowest;
+        for (int64_t i = 0; i < kh; ++i) {
+          const int64_t r = oh * sh + i - pad_h;
+          const __m512 m = r >= 0 && r < h
+                               ? max3_stride2_padded(x + r * w, w, first, evens, odds, lowest)
+                               : lowest;
+          acc = _mm512_max_ps(m, acc);
+        }
+        _mm512_mask_storeu_ps(y + (oh - oh0) * out_w + o, store, acc);
       }
     }
   }
@@ -464,6 +549,32 @@ static int max_pool_in_place(const cr_pool_params *p, const int64_t in[3],
          wp == in[2];
 }
 
+/* Whether max pooling reads every plane in place with its padding
+ * (max_pool_3s2_pad_avx512): AVX-512, windows 3 wide at stride 2 along
+ * rows, padding of at most 1 before the first row and column. */
+static int max_pool_pad_in_place(const cr_pool_params *p, const int64_t in[3]) {
+#if CR_POOL_AVX512
+  return cr_gemm_isa() == CR_ISA_AVX512 && is_plain_max_pool(p, in) && p->kernel[2] == 3 &&
+         p->stride[2] == 2 && p->pad[1] <= 1 && p->pad[2] <= 1 && p->stride[1] > 0 &&
+         in[1] > 0 && in[2] > 0;
+#else
+  (void)p, (void)in;
+  return 0;
+#endif
+}
+
+/* Output rows [oh0, oh1) of one plane (y: row oh0) by
+ * max_pool_3s2_pad_avx512, where max_pool_pad_in_place. */
+static void max_pool_pad_rows(const cr_pool_params *p, const float *x, const int64_t in[3],
+                              int64_t oh0, int64_t oh1, int64_t out_w, float *y) {
+#if CR_POOL_AVX512
+  max_pool_3s2_pad_avx512(x, in[1], in[2], p->pad[1], p->pad[2], p->kernel[1], p->stride[1], oh0,
+                          oh1, out_w, y);
+#else
+  (void)p, (void)x, (void)in, (void)oh0, (void)oh1, (void)out_w, (void)y;
+#endif
+}
+
 static void max_pool_plane(const cr_pool_params *p, const float *x, const int64_t in[3],
                            float *y, const int64_t out[3], float *scratch) {
   int64_t hp, wp;
@@ -554,11 +665,20 @@ static void pool_plane_parts(void *context, int64_t begin, int64_t end) {
   const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
   const int64_t planes = task->x_shape[0] * task->x_shape[1];
   int64_t hp, wp;
-  float *hmax = malloc((size_t)plain_max_sizes(p, in, out, &hp, &wp) * sizeof *hmax);
+  const int padded = max_pool_pad_in_place(p, in);
+  float *hmax =
+      padded ? NULL : malloc((size_t)plain_max_sizes(p, in, out, &hp, &wp) * sizeof *hmax);
   for (int64_t s = begin; s < end; ++s) {
     const int64_t part = s / planes, i = s % planes;
     const int64_t plane = part % 2 == 0 ? i : planes - 1 - i;
     const int64_t r0 = out[1] * part / task->parts, r1 = out[1] * (part + 1) / task->parts;
+    if (padded) {
+      if (r1 > r0) {
+        max_pool_pad_rows(p, task->x + plane * in[1] * in[2], in, r0, r1, out[2],
+                          task->y + plane * out[1] * out[2] + r0 * out[2]);
+      }
+      continue;
+    }
     const float *x = task->x + plane * in[1] * in[2] + r0 * p->stride[1] * in[2];
     float *y = task->y + plane * out[1] * out[2] + r0 * out[2];
     if (r1 <= r0) continue;
@@ -584,6 +704,13 @@ static void pool_planes(void *context, int64_t begin, int64_t end) {
   const int64_t out_plane = out[0] * out[1] * out[2];
   if (is_whole_plane_average(task->params, in, out)) {
     plane_means(task->x, in_plane, begin, end, task->y);
+    return;
+  }
+  if (max_pool_pad_in_place(task->params, in)) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      max_pool_pad_rows(task->params, task->x + plane * in_plane, in, 0, out[1], out[2],
+                        task->y + plane * out_plane);
+    }
     return;
   }
   float *padded = NULL;
@@ -622,7 +749,8 @@ void cr_pooling(const cr_pool_params *params, const int64_t x_shape[5],
   }
   if (threads > 1 && x_shape[0] < threads && y_shape[3] >= threads && planes > 0 &&
       x_shape[3] * x_shape[4] * (int64_t)sizeof(float) >= kRowsSharedPlaneBytes &&
-      max_pool_in_place(params, x_shape + 2, y_shape + 2)) {
+      (max_pool_in_place(params, x_shape + 2, y_shape + 2) ||
+       max_pool_pad_in_place(params, x_shape + 2))) {
     /* Fewer images than threads, and large planes: each thread takes its
      * part of the rows of every plane rather than whole planes. The step
      * before shared its output the same way when it shared positions (the
