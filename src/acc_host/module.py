@@ -329,6 +329,16 @@ class Module(ModuleMethods):
         """Runs one batch; rebinds first when its shapes differ from the
         bound ones (a new batch size, say)."""
         executor = self._exec
+        if executor is not None and self.params_initialized:
+            # One data array of the bound shape and no labels (inference):
+            # straight to the executor's forward, which checks the value.
+            data, names = data_batch.data, self._data_names
+            if (len(data) == 1 and len(names) == 1
+                    and getattr(data_batch, "label", None) is None):
+                value = data[0]
+                if value.shape == executor.arg_dict[names[0]].shape:
+                    executor.forward(bool(is_train), **{names[0]: value})
+                    return
         if executor is None:
             executor = self._executor()  # raises: not bound
         if not self.params_initialized:

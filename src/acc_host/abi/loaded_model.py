@@ -42,7 +42,7 @@ from .guards import (
     overwritten,
     scratch,
 )
-from .header import HOST_DEVICE, ffi, raw_from_buffer
+from .header import HOST_DEVICE, ffi
 from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
 from .releases import release_now
@@ -561,9 +561,10 @@ class BoundInference:
         copy_to, copy_from = lib.copyToAcc, lib.copyFromAcc
         infer, call = model._infer, self._call
         lock, name, context, check = model._lock, library.name, model.context, library.check
-        # ffi.from_buffer(array) without a Python wrapper: cffi's own
-        # function, with the 'char[]' type it defaults to.
-        backend_from_buffer, char_array, null = raw_from_buffer(), ffi.typeof("char[]"), ffi.NULL
+        acquire, release = lock.acquire, lock.release  # cheaper than `with` per call
+        # ffi.from_buffer(array): the pre-parsed FFI's own method (a 'char[]'
+        # over the array's memory, alive until the copy returns).
+        from_buffer, null = ffi.from_buffer, ffi.NULL
         hosts = [TensorArray([buffer.spec]) for buffer in inputs.values()]
         pairs = {}
         for (key, buffer), host in zip(inputs.items(), hosts):
@@ -580,12 +581,11 @@ class BoundInference:
 
         def run(values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             results = []
-            with lock:
+            acquire()
+            try:
                 for key, value in values.items():
                     device, slot, address, _ = pairs[key]
-                    # alive until the copy returns
-                    pointer = backend_from_buffer(char_array, value, False)
-                    slot.data = pointer
+                    slot.data = from_buffer(value)
                     status = copy_to(device, address)
                     slot.data = null
                     if status:
@@ -597,16 +597,54 @@ class BoundInference:
                     check(name, "infer", status, context)
                 for device, slot, address, shape, dtype, _ in reads:
                     array = empty(shape, dtype)
-                    pointer = backend_from_buffer(char_array, array, True)
-                    slot.data = pointer
+                    slot.data = from_buffer(array)
                     status = copy_from(address, device)
                     slot.data = null
                     if status:
                         check(name, "copyFromAcc", status)
                     results.append(array)
+            finally:
+                release()
             return results
 
         return run
+
+    def reader(self, buffer: DeviceBuffer) -> Callable[[], np.ndarray] | None:
+        """copyFromAcc of buffer (one of this model's bound outputs) into a
+        new host array, as one call with its descriptors and callables
+        resolved here, under the device lock: what reading an executor
+        output costs once it is known to be current (the caller checks per
+        call that no trace is active, that the buffer is allocated and that
+        nothing is pending on it). None where it does not apply: a buffer
+        with guards (checked mode: the guarded copy runs instead), a
+        library being traced."""
+        library = buffer.library
+        if buffer.guarded or library.traced or buffer.library is not self.model.library:
+            return None
+        copy_from, name, check = library.lib.copyFromAcc, library.name, library.check
+        lock = library.device_lock(buffer.dev_id)
+        acquire, release = lock.acquire, lock.release
+        host = TensorArray([buffer.spec])
+        (_, slot, spec), = host.slots()
+        device, address, shape, dtype = buffer._descriptor.pointer, ffi.addressof(slot), \
+            spec.shape, spec.dtype
+        from_buffer, null, empty = ffi.from_buffer, ffi.NULL, np.empty
+        alive = (buffer, host)  # the descriptors' memory, alive with the reader
+
+        def read(_alive: object = alive) -> np.ndarray:
+            array = empty(shape, dtype)
+            acquire()
+            try:
+                slot.data = from_buffer(array)
+                status = copy_from(address, device)
+                slot.data = null
+            finally:
+                release()
+            if status:
+                check(name, "copyFromAcc", status)
+            return array
+
+        return read
 
 
 class _CheckedModel(LoadedModel):

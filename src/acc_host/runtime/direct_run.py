@@ -33,6 +33,7 @@ from .. import engine
 from ..abi.memory import HostCopies
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
+from .executor_output import ExecutorOutput, output_reader
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -68,7 +69,8 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "specs", "fast", "fast_predict", "_copies",
+    __slots__ = ("operator", "step", "inputs", "specs", "fast", "fast_predict", "exact_predict",
+                 "_copies",
                  "_watched", "_writes", "_ctx", "_lock", "_values", "_results", "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
@@ -97,14 +99,24 @@ class DirectRun:
         # (see _fast_forward).
         self.fast: FastForward | None = None
         self.fast_predict: FastPredict | None = None
+        # fast_predict for values exactly as bound only (None otherwise,
+        # nothing converted): for callers that bind anew for other shapes
+        # (the ONNX backend).
+        self.exact_predict: FastPredict | None = None
         if convert is not None and fail is not None:
             listed = outputs if isinstance(outputs, list) else list(outputs)
+            for output in listed:  # their asnumpy()'s one copy (executor_output)
+                buffer = output._storage.device
+                if type(output) is ExecutorOutput and buffer is not None:
+                    copy = step.infer.reader(buffer)
+                    output._reader = None if copy is None else output_reader(output, copy)
             self.fast = self._fast_forward(listed, convert, fail)
             self.fast_predict = self._fast_forward(listed, convert, fail, read=True)
+            self.exact_predict = self._fast_forward(listed, convert, fail, read=True, exact=True)
 
     def _fast_forward(self, outputs: list[NDArray], convert: Convert,
-                      fail: Callable[[BaseException], None], read: bool = False
-                      ) -> Callable[[dict[str, Any]], Any] | None:
+                      fail: Callable[[BaseException], None], read: bool = False,
+                      exact: bool = False) -> Callable[[dict[str, Any]], Any] | None:
         """forward() (or with read, predict()) on this path as one closure,
         everything it reads resolved here: the inputs checked against the
         bound specs (a value not already a C-contiguous array of them
@@ -117,8 +129,11 @@ class DirectRun:
         (with read, the new arrays), or None when the path does not apply
         now (nothing was done). A failure of the run goes to fail (reported
         as a forward's, on the outputs: see forward) and outputs are
-        returned; with read it is raised to the caller (see run). None
-        where the direct call does not apply (checked outputs)."""
+        returned; with read it is raised to the caller (see run). With
+        exact, values not exactly numpy arrays as bound (every input, each
+        C-contiguous, of its shape and dtype) are not converted: the path
+        does not apply (None). None where the direct call does not apply
+        (checked outputs)."""
         step, operator = self.step, self.operator
         call = step.infer.direct({name: array._storage.device
                                   for name, array in self.inputs.items()},
@@ -162,25 +177,35 @@ class DirectRun:
                     value = values[only]
                     if not (type(value) is ndarray and value.dtype is dtype
                             and value.shape == shape and value.strides == strides):
+                        if exact:
+                            return None
                         values = {only: convert(only, value, specs[only], targets[only])}
                 elif not values.keys() <= names:
                     return None  # the general path names the stranger
-                for name, value in values.items():
-                    spec = specs[name]
-                    if not (type(value) is np.ndarray and value.shape == spec[0]
-                            and value.dtype == spec[1] and value.flags.c_contiguous):
-                        values = {key: convert(key, item, specs[key], targets[key])
-                                  for key, item in values.items()}
-                        break
+                else:
+                    if exact and len(values) != len(specs):
+                        return None
+                    for name, value in values.items():
+                        spec = specs[name]
+                        if not (type(value) is ndarray and value.shape == spec[0]
+                                and value.dtype == spec[1] and value.flags.c_contiguous):
+                            if exact:
+                                return None
+                            values = {key: convert(key, item, specs[key], targets[key])
+                                      for key, item in values.items()}
+                            break
+            elif exact and specs:
+                return None
             if tracing() is not None:
                 return None
             state[0] = values
             try:
-                if not get_engine().run_now_watching(operation, ctx, watched, writes):
-                    return None
+                granted = get_engine().run_now_watching(operation, ctx, watched, writes)
                 outcome = state[1]
             finally:
                 state[0] = state[1] = None
+            if not granted:
+                return None
             if type(outcome) is list:
                 return outcome if read else outputs
             if outcome is None:
