@@ -578,18 +578,28 @@ class BoundInference:
             reads.append((buffer._descriptor.pointer, slot, ffi.addressof(slot), spec.shape,
                           spec.dtype, (buffer, host)))
         empty = np.empty
+        # One input (the common case): its copy without the loop.
+        only, (one_device, one_slot, one_address, _) = next(iter(pairs.items())) \
+            if len(pairs) == 1 else ("", (None, None, None, None))
 
         def run(values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             results = []
             acquire()
             try:
-                for key, value in values.items():
-                    device, slot, address, _ = pairs[key]
-                    slot.data = from_buffer(value)
-                    status = copy_to(device, address)
-                    slot.data = null
+                if len(values) == 1 and only in values:
+                    one_slot.data = from_buffer(values[only])
+                    status = copy_to(one_device, one_address)
+                    one_slot.data = null
                     if status:
                         check(name, "copyToAcc", status)
+                else:
+                    for key, value in values.items():
+                        device, slot, address, _ = pairs[key]
+                        slot.data = from_buffer(value)
+                        status = copy_to(device, address)
+                        slot.data = null
+                        if status:
+                            check(name, "copyToAcc", status)
                 if model._call is None:
                     raise InvalidArgumentError(f"model {model.model_id} was unloaded")
                 status = infer(*call)

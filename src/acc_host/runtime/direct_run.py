@@ -148,6 +148,10 @@ class DirectRun:
         # One input (the common case): a value of exactly its shape, dtype
         # and C-order strides (equal strides: C-contiguous) is taken as it is.
         only, (shape, dtype) = next(iter(specs.items())) if len(specs) == 1 else ("", ((), None))
+        if dtype is not None:
+            # numpy's own instance of the dtype (a spec's may be an equal
+            # copy, which the identity check below would always refuse)
+            dtype = np.dtype(dtype.str)
         strides = _c_strides(shape, dtype.itemsize) if dtype is not None else ()
         ndarray = np.ndarray
         watched, writes, ctx = self._watched, self._writes, self._ctx
@@ -158,7 +162,7 @@ class DirectRun:
         state: list[Any] = [None, None]
 
         def operation(_run_ctx: engine.RunContext) -> None:
-            if operator.declined or operator.model is not bound_model:
+            if operator.declined or operator._model is not bound_model:  # (model's property)
                 return
             for storage, buffer in bound:
                 if storage.device is not buffer or storage.host is not None or buffer._freed:
