@@ -579,8 +579,9 @@ class BoundInference:
                           spec.dtype, (buffer, host)))
         empty = np.empty
         # One input (the common case): its copy without the loop.
-        only, (one_device, one_slot, one_address, _) = next(iter(pairs.items())) \
-            if len(pairs) == 1 else ("", (None, None, None, None))
+        one: tuple[str, tuple[Any, ...]] = next(iter(pairs.items())) if len(pairs) == 1 \
+            else ("", (None, None, None, None))
+        only, (one_device, one_slot, one_address, _) = one
 
         def run(values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             results = []
