@@ -38,7 +38,8 @@ def count_direct_calls(monkeypatch: pytest.MonkeyPatch, counted: Callable[[], No
 
 def count_output_reads(monkeypatch: pytest.MonkeyPatch, counted: Callable[[], None]) -> None:
     """Calls counted() at every copy made by an executor output's one-copy
-    reader (BoundInference.reader) made from now on."""
+    reader (BoundInference.reader) made from now on (not when the reader
+    refused a freed buffer)."""
     make = BoundInference.reader
 
     def reader(infer: BoundInference, buffer: Any) -> Any:
@@ -47,8 +48,10 @@ def count_output_reads(monkeypatch: pytest.MonkeyPatch, counted: Callable[[], No
             return None
 
         def read() -> Any:
-            counted()
-            return copy()
+            values = copy()
+            if values is not None:
+                counted()
+            return values
 
         return read
 

@@ -620,15 +620,17 @@ class BoundInference:
 
         return run
 
-    def reader(self, buffer: DeviceBuffer) -> Callable[[], np.ndarray] | None:
+    def reader(self, buffer: DeviceBuffer) -> Callable[[], np.ndarray | None] | None:
         """copyFromAcc of buffer (one of this model's bound outputs) into a
         new host array, as one call with its descriptors and callables
         resolved here, under the device lock: what reading an executor
         output costs once it is known to be current (the caller checks per
-        call that no trace is active, that the buffer is allocated and that
-        nothing is pending on it). None where it does not apply: a buffer
-        with guards (checked mode: the guarded copy runs instead), a
-        library being traced."""
+        call that no trace is active and that nothing is pending on it).
+        The call returns None, copying nothing, when the buffer was freed:
+        checked under the device lock, which ``free()`` waits for before
+        mx_free, so a buffer freed by another thread is never read. None
+        where it does not apply: a buffer with guards (checked mode: the
+        guarded copy runs instead), a library being traced."""
         library = buffer.library
         if buffer.guarded or library.traced or buffer.library is not self.model.library:
             return None
@@ -642,10 +644,12 @@ class BoundInference:
         from_buffer, null, empty = ffi.from_buffer, ffi.NULL, np.empty
         alive = (buffer, host)  # the descriptors' memory, alive with the reader
 
-        def read(_alive: object = alive) -> np.ndarray:
+        def read(_alive: object = alive) -> np.ndarray | None:
             array = empty(shape, dtype)
             acquire()
             try:
+                if buffer._freed:
+                    return None
                 slot.data = from_buffer(array)
                 status = copy_from(address, device)
                 slot.data = null
