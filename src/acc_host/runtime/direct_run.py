@@ -33,7 +33,7 @@ from .. import engine
 from ..abi.memory import HostCopies
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
-from .executor_output import ExecutorOutput, output_reader
+from .executor_output import ExecutorOutput
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -109,7 +109,8 @@ class DirectRun:
                 buffer = output._storage.device
                 if type(output) is ExecutorOutput and buffer is not None:
                     copy = step.infer.reader(buffer)
-                    output._reader = None if copy is None else output_reader(output, copy)
+                    if copy is not None:
+                        output.read_directly(buffer, copy)
             self.fast = self._fast_forward(listed, convert, fail)
             self.fast_predict = self._fast_forward(listed, convert, fail, read=True)
             self.exact_predict = self._fast_forward(listed, convert, fail, read=True, exact=True)

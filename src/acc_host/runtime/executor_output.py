@@ -16,6 +16,7 @@ own path.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,18 +24,20 @@ from ..engine.base import operation_state
 from ..ndarray import NDArray
 from ..trace import recorder as trace_recorder
 
-__all__ = ["ExecutorOutput", "output_reader"]
+__all__ = ["ExecutorOutput"]
 
-# A reader: a new host array of the output's elements, or None when the
-# direct read does not apply now (nothing was done).
-Reader = Callable[[], "np.ndarray | None"]
+# An output's direct read: (the buffer it was bound with, that buffer's
+# copy out into a new host array, None when the buffer was freed).
+DirectRead = tuple[Any, Callable[[], "np.ndarray | None"]]
+_LOCAL = operation_state()  # the thread-local record in_operation reads
+_tracing = trace_recorder.current
 
 
 class ExecutorOutput(NDArray):
     """An NDArray that is an executor's output (see the module)."""
 
-    __slots__ = ("_reader",)
-    _reader: Reader | None
+    __slots__ = ("_direct",)
+    _direct: DirectRead | None
 
     @classmethod
     def of(cls, array: NDArray) -> ExecutorOutput:
@@ -44,53 +47,39 @@ class ExecutorOutput(NDArray):
         result._ctx = array._ctx
         result._storage = array._storage
         result._view = array._view
-        result._reader = None
+        result._direct = None
         return result
 
+    def read_directly(self, buffer: Any, copy: Callable[[], np.ndarray | None]) -> None:
+        """From now on asnumpy() copies buffer out with copy (the bound
+        buffer's one-call copyFromAcc) whenever the array still holds
+        buffer in device memory only, with nothing pending or failed on
+        its var, outside any engine operation and trace."""
+        self._direct = (buffer, copy)
+
     def asnumpy(self) -> np.ndarray:
-        """A numpy copy of the elements (see NDArray.asnumpy)."""
-        if self._view is None:
-            try:
-                reader = self._reader
-            except AttributeError:  # made by NDArray's own constructors
-                reader = None
-            if reader is not None:
-                values = reader()
+        """A numpy copy of the elements (see NDArray.asnumpy and the
+        module).
+
+        The direct read does not take the executor's lock, as NDArray's
+        read does: the buffer is written whole under the device lock
+        (infer() or one copy), which the copy out takes too, so the read
+        sees one whole forward's output, the one before or the one after a
+        forward that another thread runs meanwhile (a forward pending or
+        running under ThreadedEngine is seen on the var, and the read then
+        waits for it on NDArray's path). The lock cost 0.17 us of the
+        read's 1.0."""
+        try:
+            direct = self._direct
+        except AttributeError:  # a view, made by NDArray's own constructors
+            direct = None
+        if (direct is not None and self._view is None and not getattr(_LOCAL, "depth", 0)
+                and _tracing() is None):
+            storage = self._storage
+            var = storage.var
+            if (storage.device is direct[0] and storage.host is None and not var._writing
+                    and not var._pending and var.exception is None):
+                values = direct[1]()
                 if values is not None:
                     return values
         return NDArray.asnumpy(self)
-
-
-def output_reader(array: NDArray, copy: Callable[[], np.ndarray | None]) -> Reader:
-    """array's reader (see the module): copy, the bound buffer's copy out
-    (which refuses a freed buffer under the device lock), when array
-    still holds that buffer in device memory only, with nothing pending or
-    failed on its var, outside any engine operation and trace; else None.
-
-    It does not take the executor's lock, as NDArray's read does: the
-    buffer is written whole under the device lock (infer() or one copy),
-    which the copy out takes too, so the read sees one whole forward's
-    output, the one before or the one after a forward that another thread
-    runs meanwhile (a forward pending or running under ThreadedEngine is
-    seen on the var, and the read then waits for it on NDArray's path).
-    The lock cost 0.17 us of the read's 1.0."""
-    storage = array._storage
-    buffer = storage.device
-    if storage.guard is None:  # not an executor's array: NDArray's path
-        return _no_read
-    local, tracing = operation_state(), trace_recorder.current
-
-    def read() -> np.ndarray | None:
-        if getattr(local, "depth", 0) or tracing() is not None:
-            return None
-        var = storage.var
-        if (storage.device is buffer and storage.host is None and not var._writing
-                and not var._pending and var.exception is None):
-            return copy()
-        return None
-
-    return read
-
-
-def _no_read() -> None:
-    return None
