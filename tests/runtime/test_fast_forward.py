@@ -106,13 +106,15 @@ def test_bad_inputs_are_refused_and_leave_the_argument(calls: _Calls) -> None:
     exe.close()
 
 
+@pytest.mark.parametrize("which", ["inputs", "outputs"])
 @pytest.mark.usefixtures("engine_kind")
-def test_a_freed_buffer_is_refused_before_the_plugin_sees_it(calls: _Calls) -> None:
+def test_a_freed_buffer_is_refused_before_the_plugin_sees_it(calls: _Calls,
+                                                              which: str) -> None:
     exe = _warm_relu()
     before = calls.count
     step = exe.bound_step(exe.subgraphs[0])
     assert step is not None
-    next(iter(step.infer.outputs.values())).free()
+    next(iter(getattr(step.infer, which).values())).free()
     with pytest.raises(TensorError, match="freed"):
         exe.forward(data=_x(5))
         exe.outputs[0].asnumpy()  # ThreadedEngine: the output's wait reports it

@@ -162,12 +162,24 @@ class DirectRun:
         # executor's lock).
         state: list[Any] = [None, None]
 
+        # One input and one output (the common case): their checks unrolled.
+        pair = len(bound) == 2
+        both: tuple[Any, ...] = tuple(bound) if pair else ((None, None), (None, None))
+        (first, first_buffer), (second, second_buffer) = both
+
         def operation(_run_ctx: engine.RunContext) -> None:
             if operator.declined or operator._model is not bound_model:  # (model's property)
                 return
-            for storage, buffer in bound:
-                if storage.device is not buffer or storage.host is not None or buffer._freed:
+            if pair:
+                if (first.device is not first_buffer or first.host is not None
+                        or first_buffer._freed or second.device is not second_buffer
+                        or second.host is not None or second_buffer._freed):
                     return
+            else:
+                for storage, buffer in bound:
+                    if (storage.device is not buffer or storage.host is not None
+                            or buffer._freed):
+                        return
             watch = operator._watch  # replaced when the model is loaded again
             if watch is not None and watch.written and not weights_current():
                 return
