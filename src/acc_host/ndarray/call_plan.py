@@ -32,6 +32,7 @@ from ..errors import AccHostError, OperatorError, TensorError
 from ..ops import registry
 from ..ops.tensor import planned_kernel
 from . import (
+    _PLANNED_SUBCLASSES,
     NDArray,
     _check_planned,
     _inferred,
@@ -74,10 +75,12 @@ def _signature(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     """The key of a call's plan; None for a call without inputs or with an
     unhashable attribute value. An input that is not a plain NDArray on the
     first input's context is None in the key (such a call is not planned)."""
-    if not inputs or type(inputs[0]) is not NDArray:
+    if not inputs or (type(inputs[0]) is not NDArray
+                      and type(inputs[0]) not in _PLANNED_SUBCLASSES):
         return None
     ctx = inputs[0]._ctx
-    hints = tuple([_hint(array) if type(array) is NDArray and (
+    hints = tuple([_hint(array) if (type(array) is NDArray
+                                    or type(array) in _PLANNED_SUBCLASSES) and (
         array._ctx is ctx or array._ctx == ctx) else None for array in inputs])
     key = (op_name, ctx.device_type, ctx.device_id, hints,
            tuple([(name, type(value), value) for name, value in attrs.items()])

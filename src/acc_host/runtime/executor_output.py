@@ -10,7 +10,8 @@ its var), then LoadedModel's copy into a new host array
 lock). NDArray.asnumpy takes a dozen attribute reads, two lock blocks and
 three calls around the same copy (1.7 us against 0.85 for the reader on
 the one-operator graph). Anything else, views included, takes NDArray's
-own path.
+own path. Operators are planned on these arrays as on NDArrays
+(``ndarray.plan_as_ndarray``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.base import operation_state
-from ..ndarray import NDArray
+from ..ndarray import NDArray, plan_as_ndarray
 from ..trace import recorder as trace_recorder
 
 __all__ = ["ExecutorOutput"]
@@ -83,3 +84,8 @@ class ExecutorOutput(NDArray):
                 if values is not None:
                     return values
         return NDArray.asnumpy(self)
+
+
+# Operators on an executor's outputs are planned as on any NDArray (the
+# unplanned call cost 67 us against 17 for `output * 1` on cpu_ref).
+plan_as_ndarray(ExecutorOutput)
