@@ -588,7 +588,8 @@ class BoundInference:
             acquire()
             try:
                 if len(values) == 1 and only in values:
-                    one_slot.data = from_buffer(values[only])
+                    pointer = from_buffer(values[only])  # alive until the copy returns
+                    one_slot.data = pointer
                     status = copy_to(one_device, one_address)
                     one_slot.data = null
                     if status:
@@ -596,7 +597,8 @@ class BoundInference:
                 else:
                     for key, value in values.items():
                         device, slot, address, _ = pairs[key]
-                        slot.data = from_buffer(value)
+                        pointer = from_buffer(value)
+                        slot.data = pointer
                         status = copy_to(device, address)
                         slot.data = null
                         if status:
@@ -608,7 +610,8 @@ class BoundInference:
                     check(name, "infer", status, context)
                 for device, slot, address, shape, dtype, _ in reads:
                     array = empty(shape, dtype)
-                    slot.data = from_buffer(array)
+                    pointer = from_buffer(array)
+                    slot.data = pointer
                     status = copy_from(address, device)
                     slot.data = null
                     if status:
@@ -650,7 +653,8 @@ class BoundInference:
             try:
                 if buffer._freed:
                     return None
-                slot.data = from_buffer(array)
+                pointer = from_buffer(array)  # alive until the copy returns
+                slot.data = pointer
                 status = copy_from(address, device)
                 slot.data = null
             finally:

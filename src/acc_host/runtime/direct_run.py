@@ -70,8 +70,8 @@ class DirectRun:
     ``outputs``: the executor outputs, in order."""
 
     __slots__ = ("operator", "step", "inputs", "specs", "fast", "fast_predict", "exact_predict",
-                 "_copies",
-                 "_watched", "_writes", "_ctx", "_lock", "_values", "_results", "_failure")
+                 "_copies", "_watched", "_writes", "_ctx", "_lock", "_values", "_results",
+                 "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
