@@ -41,6 +41,14 @@ def _descs(shapes: Sequence[Any] | None) -> list[DataDesc]:
 # ---- checkpoints and evaluation (MXNet 1.9's Module API), mixed into Module ----
 
 
+def _one_input(executor: Executor, names: Sequence[str]) -> tuple[Executor, str, tuple[int, ...]]:
+    """(executor, the name of its one data input, that argument's shape);
+    the name is "" unless there is exactly one data input."""
+    if len(names) != 1:
+        return executor, "", ()
+    return executor, names[0], executor.arg_dict[names[0]].shape
+
+
 class ModuleMethods:
     """Mixed into Module; uses its bound executor and parameters."""
 
@@ -183,6 +191,9 @@ class Module(ModuleMethods):
         self._data_shapes: list[DataDesc] = []
         self._label_shapes: list[DataDesc] | None = None
         self._exec: Executor | None = None
+        # (executor, its one data input's name, its bound shape) for
+        # forward()'s one-batch case ("" where there is not one data input)
+        self._one_input: tuple[Executor, str, tuple[int, ...]] | None = None
         self.params_initialized = False
         self._arg_params: dict[str, NDArray] | None = None
         self._aux_params: dict[str, NDArray] | None = None
@@ -329,6 +340,18 @@ class Module(ModuleMethods):
         """Runs one batch; rebinds first when its shapes differ from the
         bound ones (a new batch size, say)."""
         executor = self._exec
+        if executor is not None and self.params_initialized:
+            # One data array of the bound shape and no labels (inference):
+            # straight to the executor's forward, which checks the value.
+            data = data_batch.data
+            if len(data) == 1 and getattr(data_batch, "label", None) is None:
+                one = self._one_input
+                if one is None or one[0] is not executor:
+                    one = self._one_input = _one_input(executor, self._data_names)
+                value = data[0]
+                if one[1] and value.shape == one[2]:
+                    executor.forward(bool(is_train), **{one[1]: value})
+                    return
         if executor is None:
             executor = self._executor()  # raises: not bound
         if not self.params_initialized:
@@ -379,14 +402,15 @@ class Module(ModuleMethods):
         bound shape (what NDArrayIter would make of it: one batch, no
         padding), run as one synchronous inference of the executor; None
         for any other data, and before the parameters are set."""
-        if (self._exec is None or not self.params_initialized or len(self._data_names) != 1
-                or num_batch == 0 or not self._data_shapes):
+        executor = self._exec
+        if executor is None or not self.params_initialized or num_batch == 0:
             return None
-        bound = tuple(self._data_shapes[0].shape)
-        if tuple(values.shape) != bound:
+        one = self._one_input
+        if one is None or one[0] is not executor:
+            one = self._one_input = _one_input(executor, self._data_names)
+        if not one[1] or tuple(values.shape) != one[2]:
             return None
-        name = self._data_names[0]
-        outputs = self._exec._predict({name: values})
+        outputs = executor._predict({one[1]: values})
         # New arrays: taken over, not copied (array() would copy them).
         ctx = current_context()
         return [NDArray(output, ctx) for output in outputs]

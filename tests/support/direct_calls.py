@@ -34,3 +34,25 @@ def count_direct_calls(monkeypatch: pytest.MonkeyPatch, counted: Callable[[], No
         return run
 
     monkeypatch.setattr(BoundInference, "direct", direct)
+
+
+def count_output_reads(monkeypatch: pytest.MonkeyPatch, counted: Callable[[], None]) -> None:
+    """Calls counted() at every copy made by an executor output's one-copy
+    reader (BoundInference.reader) made from now on (not when the reader
+    refused a freed buffer)."""
+    make = BoundInference.reader
+
+    def reader(infer: BoundInference, buffer: Any) -> Any:
+        copy = make(infer, buffer)
+        if copy is None:
+            return None
+
+        def read() -> Any:
+            values = copy()
+            if values is not None:
+                counted()
+            return values
+
+        return read
+
+    monkeypatch.setattr(BoundInference, "reader", reader)

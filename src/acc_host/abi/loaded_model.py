@@ -42,7 +42,7 @@ from .guards import (
     overwritten,
     scratch,
 )
-from .header import HOST_DEVICE, ffi, raw_from_buffer
+from .header import HOST_DEVICE, ffi
 from .library import AccLibrary, marked_call
 from .memory import DeviceBuffer
 from .releases import release_now
@@ -561,9 +561,10 @@ class BoundInference:
         copy_to, copy_from = lib.copyToAcc, lib.copyFromAcc
         infer, call = model._infer, self._call
         lock, name, context, check = model._lock, library.name, model.context, library.check
-        # ffi.from_buffer(array) without a Python wrapper: cffi's own
-        # function, with the 'char[]' type it defaults to.
-        backend_from_buffer, char_array, null = raw_from_buffer(), ffi.typeof("char[]"), ffi.NULL
+        acquire, release = lock.acquire, lock.release  # cheaper than `with` per call
+        # ffi.from_buffer(array): the pre-parsed FFI's own method (a 'char[]'
+        # over the array's memory, alive until the copy returns).
+        from_buffer, null = ffi.from_buffer, ffi.NULL
         hosts = [TensorArray([buffer.spec]) for buffer in inputs.values()]
         pairs = {}
         for (key, buffer), host in zip(inputs.items(), hosts):
@@ -577,19 +578,31 @@ class BoundInference:
             reads.append((buffer._descriptor.pointer, slot, ffi.addressof(slot), spec.shape,
                           spec.dtype, (buffer, host)))
         empty = np.empty
+        # One input (the common case): its copy without the loop.
+        one: tuple[str, tuple[Any, ...]] = next(iter(pairs.items())) if len(pairs) == 1 \
+            else ("", (None, None, None, None))
+        only, (one_device, one_slot, one_address, _) = one
 
         def run(values: Mapping[str, np.ndarray]) -> list[np.ndarray]:
             results = []
-            with lock:
-                for key, value in values.items():
-                    device, slot, address, _ = pairs[key]
-                    # alive until the copy returns
-                    pointer = backend_from_buffer(char_array, value, False)
-                    slot.data = pointer
-                    status = copy_to(device, address)
-                    slot.data = null
+            acquire()
+            try:
+                if len(values) == 1 and only in values:
+                    pointer = from_buffer(values[only])  # alive until the copy returns
+                    one_slot.data = pointer
+                    status = copy_to(one_device, one_address)
+                    one_slot.data = null
                     if status:
                         check(name, "copyToAcc", status)
+                else:
+                    for key, value in values.items():
+                        device, slot, address, _ = pairs[key]
+                        pointer = from_buffer(value)
+                        slot.data = pointer
+                        status = copy_to(device, address)
+                        slot.data = null
+                        if status:
+                            check(name, "copyToAcc", status)
                 if model._call is None:
                     raise InvalidArgumentError(f"model {model.model_id} was unloaded")
                 status = infer(*call)
@@ -597,16 +610,60 @@ class BoundInference:
                     check(name, "infer", status, context)
                 for device, slot, address, shape, dtype, _ in reads:
                     array = empty(shape, dtype)
-                    pointer = backend_from_buffer(char_array, array, True)
+                    pointer = from_buffer(array)
                     slot.data = pointer
                     status = copy_from(address, device)
                     slot.data = null
                     if status:
                         check(name, "copyFromAcc", status)
                     results.append(array)
+            finally:
+                release()
             return results
 
         return run
+
+    def reader(self, buffer: DeviceBuffer) -> Callable[[], np.ndarray | None] | None:
+        """copyFromAcc of buffer (one of this model's bound outputs) into a
+        new host array, as one call with its descriptors and callables
+        resolved here, under the device lock: what reading an executor
+        output costs once it is known to be current (the caller checks per
+        call that no trace is active and that nothing is pending on it).
+        The call returns None, copying nothing, when the buffer was freed:
+        checked under the device lock, which ``free()`` waits for before
+        mx_free, so a buffer freed by another thread is never read. None
+        where it does not apply: a buffer with guards (checked mode: the
+        guarded copy runs instead), a library being traced."""
+        library = buffer.library
+        if buffer.guarded or library.traced or buffer.library is not self.model.library:
+            return None
+        copy_from, name, check = library.lib.copyFromAcc, library.name, library.check
+        lock = library.device_lock(buffer.dev_id)
+        acquire, release = lock.acquire, lock.release
+        host = TensorArray([buffer.spec])
+        (_, slot, spec), = host.slots()
+        device, address, shape, dtype = buffer._descriptor.pointer, ffi.addressof(slot), \
+            spec.shape, spec.dtype
+        from_buffer, null, empty = ffi.from_buffer, ffi.NULL, np.empty
+        alive = (buffer, host)  # the descriptors' memory, alive with the reader
+
+        def read(_alive: object = alive) -> np.ndarray | None:
+            array = empty(shape, dtype)
+            acquire()
+            try:
+                if buffer._freed:
+                    return None
+                pointer = from_buffer(array)  # alive until the copy returns
+                slot.data = pointer
+                status = copy_from(address, device)
+                slot.data = null
+            finally:
+                release()
+            if status:
+                check(name, "copyFromAcc", status)
+            return array
+
+        return read
 
 
 class _CheckedModel(LoadedModel):

@@ -27,9 +27,13 @@ _local = operation_state()
 
 __all__ = ["NaiveEngine"]
 
+_LOCAL = operation_state()  # the thread-local record in_operation reads
+
 
 class NaiveEngine(Engine):
     name = "NaiveEngine"
+    # run_now_watching's RunContext of the latest ctx (replaced, never changed)
+    _caller_ctx = RunContext(None, "naive")
 
     def __init__(self) -> None:
         # The RunContext of the latest inline run's context (a named tuple
@@ -76,8 +80,24 @@ class NaiveEngine(Engine):
 
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
                          mutate_vars: tuple[Var, ...]) -> bool:
-        # A push, without the block: run_inline's work reading nothing.
-        return self.run_inline(fn, ctx, (), mutate_vars)
+        # A push, without the block: run_inline's work reading nothing, with
+        # the RunContext of the latest ctx kept (once per forward).
+        local = _LOCAL
+        depth = getattr(local, "depth", 0)
+        run_ctx = self._caller_ctx
+        if run_ctx.ctx is not ctx:
+            run_ctx = self._caller_ctx = RunContext(ctx, "naive")
+        local.depth = depth + 1
+        try:
+            fn(run_ctx)
+        finally:
+            local.depth = depth
+        for var in mutate_vars:
+            if var._watches:
+                var.bump()
+            else:  # bump() without watches to tell
+                var.version += 1
+        return True
 
     def wait_for_var(self, var: Var) -> None:
         check_waitable(var, "wait_for_var")

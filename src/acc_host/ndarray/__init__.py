@@ -727,6 +727,22 @@ def _invoke_unplanned(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[st
     return targets
 
 
+# NDArray subclasses whose instances are dense arrays like NDArray's for the
+# operators' planned calls (call_plan): an executor's outputs
+# (acc_host.runtime.executor_output) register with plan_as_ndarray. Checked
+# after `type(x) is NDArray`, so a plain array pays nothing.
+_PLANNED_SUBCLASSES: set[type] = set()
+
+
+def plan_as_ndarray(cls: type) -> None:
+    """Lets the operators plan calls on instances of cls, an NDArray
+    subclass that changes none of the storage's meaning (a dense array of
+    its shape and dtype, in _Storage), as they plan calls on NDArrays."""
+    if not issubclass(cls, NDArray) or issubclass(cls, BaseSparseNDArray):
+        raise TypeError(f"{cls.__name__} is not a dense NDArray subclass")
+    _PLANNED_SUBCLASSES.add(cls)
+
+
 def _inferred(op: registry.OpDef, attrs: Any, inputs: Sequence[NDArray]
               ) -> list[tuple[tuple[int, ...], np.dtype]] | None:
     """The output shapes and dtypes by the registry's inference, which
@@ -846,7 +862,8 @@ def _make_operator_function(op_name: str) -> Callable[..., Any]:
         # A call of a signature planned before, with its arrays first and
         # keyword attributes: its plan (which the full path below made, so
         # the same call passed every check there).
-        if args and len(args) <= 3 and type(args[-1]) is NDArray and ctx is None:
+        if args and len(args) <= 3 and ctx is None and (
+                type(args[-1]) is NDArray or type(args[-1]) in _PLANNED_SUBCLASSES):
             attrs = {key: value for key, value in kwargs.items() if value is not None} \
                 if kwargs else {}
             if counts_arguments and "num_args" not in attrs:

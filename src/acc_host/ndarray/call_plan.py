@@ -33,6 +33,7 @@ from ..errors import AccHostError, OperatorError, TensorError
 from ..ops import registry
 from ..ops.tensor import planned_kernel, writes_out
 from . import (
+    _PLANNED_SUBCLASSES,
     NDArray,
     _check_planned,
     _inferred,
@@ -97,15 +98,17 @@ def _signature(op_name: str, inputs: Sequence[NDArray], attrs: Mapping[str, Any]
     if not inputs:
         return None
     first = inputs[0]
-    if type(first) is not NDArray:
+    if type(first) is not NDArray and type(first) not in _PLANNED_SUBCLASSES:
         return None
     ctx = first._ctx
     hints: list[tuple[tuple[int, ...], np.dtype] | None] = []
     for array in inputs:  # _hint's common cases, without its frame
-        if type(array) is not NDArray or (array._ctx is not ctx and array._ctx != ctx):
+        kind = type(array)
+        if (kind is not NDArray and kind not in _PLANNED_SUBCLASSES) or (
+                array._ctx is not ctx and array._ctx != ctx):
             hints.append(None)
             continue
-        if array._view is None:
+        if kind is NDArray and array._view is None:
             storage = array._storage
             host = storage.host
             if host is not None:

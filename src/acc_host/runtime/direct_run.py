@@ -33,6 +33,7 @@ from .. import engine
 from ..abi.memory import HostCopies
 from ..trace import recorder as trace_recorder
 from .bound_step import BoundStep
+from .executor_output import ExecutorOutput
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -68,8 +69,9 @@ class DirectRun:
     on fixed buffers). ``inputs``: the data arguments by name;
     ``outputs``: the executor outputs, in order."""
 
-    __slots__ = ("operator", "step", "inputs", "specs", "fast", "fast_predict", "_copies",
-                 "_watched", "_writes", "_ctx", "_lock", "_values", "_results", "_failure")
+    __slots__ = ("operator", "step", "inputs", "specs", "fast", "fast_predict", "exact_predict",
+                 "_copies", "_watched", "_writes", "_ctx", "_lock", "_values", "_results",
+                 "_failure")
 
     def __init__(self, operator: SubgraphOperator, step: BoundStep, ctx: Context,
                  inputs: Mapping[str, NDArray], outputs: Sequence[NDArray],
@@ -97,14 +99,25 @@ class DirectRun:
         # (see _fast_forward).
         self.fast: FastForward | None = None
         self.fast_predict: FastPredict | None = None
+        # fast_predict for values exactly as bound only (None otherwise,
+        # nothing converted): for callers that bind anew for other shapes
+        # (the ONNX backend).
+        self.exact_predict: FastPredict | None = None
         if convert is not None and fail is not None:
             listed = outputs if isinstance(outputs, list) else list(outputs)
+            for output in listed:  # their asnumpy()'s one copy (executor_output)
+                buffer = output._storage.device
+                if type(output) is ExecutorOutput and buffer is not None:
+                    copy = step.infer.reader(buffer)
+                    if copy is not None:
+                        output.read_directly(buffer, copy)
             self.fast = self._fast_forward(listed, convert, fail)
             self.fast_predict = self._fast_forward(listed, convert, fail, read=True)
+            self.exact_predict = self._fast_forward(listed, convert, fail, read=True, exact=True)
 
     def _fast_forward(self, outputs: list[NDArray], convert: Convert,
-                      fail: Callable[[BaseException], None], read: bool = False
-                      ) -> Callable[[dict[str, Any]], Any] | None:
+                      fail: Callable[[BaseException], None], read: bool = False,
+                      exact: bool = False) -> Callable[[dict[str, Any]], Any] | None:
         """forward() (or with read, predict()) on this path as one closure,
         everything it reads resolved here: the inputs checked against the
         bound specs (a value not already a C-contiguous array of them
@@ -117,8 +130,11 @@ class DirectRun:
         (with read, the new arrays), or None when the path does not apply
         now (nothing was done). A failure of the run goes to fail (reported
         as a forward's, on the outputs: see forward) and outputs are
-        returned; with read it is raised to the caller (see run). None
-        where the direct call does not apply (checked outputs)."""
+        returned; with read it is raised to the caller (see run). With
+        exact, values not exactly numpy arrays as bound (every input, each
+        C-contiguous, of its shape and dtype) are not converted: the path
+        does not apply (None). None where the direct call does not apply
+        (checked outputs)."""
         step, operator = self.step, self.operator
         call = step.infer.direct({name: array._storage.device
                                   for name, array in self.inputs.items()},
@@ -133,6 +149,10 @@ class DirectRun:
         # One input (the common case): a value of exactly its shape, dtype
         # and C-order strides (equal strides: C-contiguous) is taken as it is.
         only, (shape, dtype) = next(iter(specs.items())) if len(specs) == 1 else ("", ((), None))
+        if dtype is not None:
+            # numpy's own instance of the dtype (a spec's may be an equal
+            # copy, which the identity check below would always refuse)
+            dtype = np.dtype(dtype.str)
         strides = _c_strides(shape, dtype.itemsize) if dtype is not None else ()
         ndarray = np.ndarray
         watched, writes, ctx = self._watched, self._writes, self._ctx
@@ -142,12 +162,24 @@ class DirectRun:
         # executor's lock).
         state: list[Any] = [None, None]
 
+        # One input and one output (the common case): their checks unrolled.
+        pair = len(bound) == 2
+        both: tuple[Any, ...] = tuple(bound) if pair else ((None, None), (None, None))
+        (first, first_buffer), (second, second_buffer) = both
+
         def operation(_run_ctx: engine.RunContext) -> None:
-            if operator.declined or operator.model is not bound_model:
+            if operator.declined or operator._model is not bound_model:  # (model's property)
                 return
-            for storage, buffer in bound:
-                if storage.device is not buffer or storage.host is not None or buffer._freed:
+            if pair:
+                if (first.device is not first_buffer or first.host is not None
+                        or first_buffer._freed or second.device is not second_buffer
+                        or second.host is not None or second_buffer._freed):
                     return
+            else:
+                for storage, buffer in bound:
+                    if (storage.device is not buffer or storage.host is not None
+                            or buffer._freed):
+                        return
             watch = operator._watch  # replaced when the model is loaded again
             if watch is not None and watch.written and not weights_current():
                 return
@@ -162,25 +194,35 @@ class DirectRun:
                     value = values[only]
                     if not (type(value) is ndarray and value.dtype is dtype
                             and value.shape == shape and value.strides == strides):
+                        if exact:
+                            return None
                         values = {only: convert(only, value, specs[only], targets[only])}
                 elif not values.keys() <= names:
                     return None  # the general path names the stranger
-                for name, value in values.items():
-                    spec = specs[name]
-                    if not (type(value) is np.ndarray and value.shape == spec[0]
-                            and value.dtype == spec[1] and value.flags.c_contiguous):
-                        values = {key: convert(key, item, specs[key], targets[key])
-                                  for key, item in values.items()}
-                        break
+                else:
+                    if exact and len(values) != len(specs):
+                        return None
+                    for name, value in values.items():
+                        spec = specs[name]
+                        if not (type(value) is ndarray and value.shape == spec[0]
+                                and value.dtype == spec[1] and value.flags.c_contiguous):
+                            if exact:
+                                return None
+                            values = {key: convert(key, item, specs[key], targets[key])
+                                      for key, item in values.items()}
+                            break
+            elif exact and specs:
+                return None
             if tracing() is not None:
                 return None
             state[0] = values
             try:
-                if not get_engine().run_now_watching(operation, ctx, watched, writes):
-                    return None
+                granted = get_engine().run_now_watching(operation, ctx, watched, writes)
                 outcome = state[1]
             finally:
                 state[0] = state[1] = None
+            if not granted:
+                return None
             if type(outcome) is list:
                 return outcome if read else outputs
             if outcome is None:

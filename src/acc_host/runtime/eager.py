@@ -80,6 +80,7 @@ class EagerRunner:
         # no direct path (see runner.Runner.fast)
         self.fast: FastForward | None = None
         self.fast_predict: FastPredict | None = None
+        self.exact_predict: FastPredict | None = None
         self.steps: list[Any] = []
         self.bound_steps: dict[int, Any] = {}
         self._static = static

@@ -224,6 +224,7 @@ class Runner:
         # direct_run(); None otherwise: the executor then calls run()).
         self.fast: FastForward | None = None
         self.fast_predict: FastPredict | None = None  # predict()'s, likewise
+        self.exact_predict: FastPredict | None = None  # predict()'s of values as bound
         self._differential: Any = None  # acc_host.differential's checker during check()
         self._graph = graph
         self._variables = plan.variables
@@ -268,7 +269,7 @@ class Runner:
     def differential(self, checker: Any) -> None:
         self._differential = checker
         # a checked forward takes the general path (see direct_run)
-        self.fast = self.fast_predict = None
+        self.fast = self.fast_predict = self.exact_predict = None
 
     def _step_push(self, index: int, step: Step) -> _Push:
         bound = self._bound
@@ -378,7 +379,7 @@ class Runner:
         def fail(_run_ctx: engine.RunContext) -> None:
             raise failure
 
-        self._direct = self.fast = self.fast_predict = None
+        self._direct = self.fast = self.fast_predict = self.exact_predict = None
 
         current = engine.get()
         current.push_sync_normalized(fail, self._contexts[0], (), tuple(dict.fromkeys(
@@ -403,6 +404,7 @@ class Runner:
                                  push.reads, push.writes, _direct_value,
                                  self.fail_forward)
         self.fast, self.fast_predict = self._direct.fast, self._direct.fast_predict
+        self.exact_predict = self._direct.exact_predict
         return self._direct
 
     def drop_stale_failures(self) -> None:
@@ -447,7 +449,7 @@ class Runner:
                     # bound to the model now loaded.
                     self.bound_steps[step.node] = self._bind_step(step, push, written)
                     # bound again: direct_run() makes the path anew
-                    self.fast = self.fast_predict = None
+                    self.fast = self.fast_predict = self.exact_predict = None
             else:
                 _put_stored(values, push.variables)
                 written = {}
@@ -556,7 +558,7 @@ class Runner:
         forward stays on the outputs for their waits; the copies on the
         executor's own vars, which nothing else can wait for, are dropped (a
         later mx.nd.waitall() would raise them otherwise)."""
-        self.fast = self.fast_predict = None
+        self.fast = self.fast_predict = self.exact_predict = None
         engine.drain()
         if any(var.exception is not None for var in self._internal_vars):
             self.drop_stale_failures()
