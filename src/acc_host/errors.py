@@ -47,6 +47,7 @@ __all__ = [
     "PluginTimeoutError",
     "LibraryDeadError",
     "MissingDependencyError",
+    "PortInUseError",
 ]
 
 
@@ -345,3 +346,9 @@ class LibraryDeadError(IsolationError):
 class MissingDependencyError(AccHostError, ImportError):
     """An optional package a feature needs is not installed (for example
     matplotlib for PNG pictures); the message names it and how to install it."""
+
+
+class PortInUseError(AccHostError, OSError):
+    """A server cannot take its TCP port: another process listens on it
+    (``acc-host serve``'s HTTP or gRPC port); the message names the port
+    and the server."""

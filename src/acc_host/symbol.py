@@ -25,7 +25,7 @@ from .errors import GraphError, ModelFileNotFoundError, OperatorError
 from .graph import Graph, Shape
 from .graph.attribute import current_attrs
 from .graph.storage import storage_type_code
-from .graph.symbol_json import MXNET_VERSION, Node, parse_graph, write_graph
+from .graph.symbol_json import MXNET_VERSION, Node, graph_document, parse_graph, write_graph
 from .ndarray.methods import FLUENT_OPERATORS, split_arguments
 from .ops import registry
 from .ops.params import format_value
@@ -239,6 +239,14 @@ class Symbol(SymbolMethods):
         graph = self.graph
         return write_graph(graph.nodes, [(node, output, 0) for node, output in self._outputs],
                            self._graph_attrs, [graph.num_total(k) for k in range(len(graph.nodes))])
+
+    def json_document(self) -> dict[str, Any]:
+        """``json.loads(self.tojson())``, built without the text: a new
+        dict the caller may change (the annotation for a plugin)."""
+        graph = self.graph
+        return graph_document(graph.nodes, [(node, output, 0) for node, output in self._outputs],
+                              self._graph_attrs,
+                              [graph.num_total(k) for k in range(len(graph.nodes))])
 
     def save(self, fname: str | Path) -> None:
         Path(fname).write_text(self.tojson(), encoding="utf-8")

@@ -63,8 +63,10 @@ def test_the_good_relu_keeps_nan(confacc) -> None:
 
 
 def test_scratch_shared_across_devices(confacc, capsys) -> None:
-    """The scratch buffer is shared for a busy 20 us per call (the earlier
-    check caught that in 2 runs of 10; docs/conformance.md has the figures)."""
+    """The scratch buffer is shared for a busy 20 us per call, and held on
+    until another device's call writes it once the devices are driven from
+    several threads: caught whatever the load (a busy window alone is seen
+    only when two cores are free at that moment; docs/conformance.md)."""
     library = confacc("scratch_20us", CONF_SHARED_SCRATCH=True, CONF_SCRATCH_NS=20000)
     status, output = _check(capsys, str(library))
     assert status == 1, output

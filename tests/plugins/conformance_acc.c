@@ -19,7 +19,10 @@
  *   CONF_UNLOAD_KEEPS         unloadModel() returns MX_ACC_OK and keeps the model
  *   CONF_SHARED_SCRATCH       infer() passes every output through one static
  *                             buffer (a data race between devices), holding it
- *                             CONF_SCRATCH_NS nanoseconds, busy (default 2 ms)
+ *                             CONF_SCRATCH_NS nanoseconds, busy (default 2 ms);
+ *                             when driven from several threads across devices,
+ *                             held on, blocked, until another call writes it
+ *                             (at most CONF_SCRATCH_WAIT_NS, default 200 ms)
  *   CONF_NAN_TO_ZERO_RELU     relu turns NaN into 0 (the CPU path keeps NaN)
  *   CONF_CLAIMS_ALL_FLOATS    supportedOps() also claims float16 and float64
  *                             nodes, which loadModel() then declines
@@ -39,6 +42,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -548,24 +552,60 @@ MX_ACC_EXPORT int unloadModel(const char *model_id) {
 #ifndef CONF_SCRATCH_NS
 #define CONF_SCRATCH_NS 2000000
 #endif
+#ifndef CONF_SCRATCH_WAIT_NS
+#define CONF_SCRATCH_WAIT_NS 200000000
+#endif
+/* The deliberate bug: one buffer for every device's outputs, unguarded.
+ * The bookkeeping beside it is atomic (thread-safe): the writes into the
+ * buffer so far, and the device and thread of the latest one (threads are
+ * numbered from 1 at their first write). */
 static float scratch[1 << 20];
+static atomic_ulong scratch_writes;
+static atomic_int scratch_last_dev = -1;
+static atomic_uint scratch_last_thread;
+static atomic_uint scratch_threads;
+static _Thread_local unsigned scratch_thread;
+
+static long elapsed_ns(const struct timespec *start) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (now.tv_sec - start->tv_sec) * 1000000000L + (now.tv_nsec - start->tv_nsec);
+}
 #endif
 
-static void write_output(float *out, const float *value, uint64_t count) {
+static void write_output(float *out, const float *value, uint64_t count, int dev_id) {
 #ifdef CONF_SHARED_SCRATCH
   if (count <= sizeof scratch / sizeof scratch[0]) {
+    if (scratch_thread == 0) scratch_thread = atomic_fetch_add(&scratch_threads, 1) + 1;
     memcpy(scratch, value, count * sizeof(float));
+    unsigned long mine = atomic_fetch_add(&scratch_writes, 1) + 1;
+    int last_dev = atomic_exchange(&scratch_last_dev, dev_id);
+    unsigned last_thread = atomic_exchange(&scratch_last_thread, scratch_thread);
     /* Busy for CONF_SCRATCH_NS, as computing would be (nanosleep sleeps
      * 50 us or more whatever it is asked, the kernel's timer slack). */
-    struct timespec start, now;
+    struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    do {
-      clock_gettime(CLOCK_MONOTONIC, &now);
-    } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) <
-             CONF_SCRATCH_NS);
+    while (elapsed_ns(&start) < CONF_SCRATCH_NS) {
+    }
+    /* A busy window only overlaps another device's call when both threads
+     * run at that moment, on two free cores: on a loaded machine the calls
+     * of concurrent threads mostly run one after the other, and the race
+     * would go unseen by chance. When the previous write came from another
+     * device and another thread (the devices are driven concurrently), the
+     * buffer is held on, blocked so that the other threads run, until
+     * another call has written it: the race then shows whenever the host
+     * interleaves the devices' calls, whatever the cores and the load. */
+    if (last_dev >= 0 && last_dev != dev_id && last_thread != scratch_thread) {
+      struct timespec pause = {0, 20000};
+      while (atomic_load(&scratch_writes) == mine && elapsed_ns(&start) < CONF_SCRATCH_WAIT_NS) {
+        nanosleep(&pause, NULL);
+      }
+    }
     memcpy(out, scratch, count * sizeof(float));
     return;
   }
+#else
+  (void)dev_id;
 #endif
 #ifdef CONF_OUTPUT_OVERRUN
   memcpy(out, value, count * sizeof(float));
@@ -665,7 +705,7 @@ MX_ACC_EXPORT int infer(const char *model_id, const char *const *in_names,
     status = check_tensor("infer", name, &out_data[index], &node->out_shapes[0], m->dev_id);
     if (status == MX_ACC_OK) {
       write_output(out_data[index].data, values[head.node],
-                   relu_shape_count(&node->out_shapes[0]));
+                   relu_shape_count(&node->out_shapes[0]), m->dev_id);
     }
   }
   for (size_t i = 0; values != NULL && owned != NULL && i < num_nodes; ++i) {

@@ -100,17 +100,20 @@ def annotate_symbol(symbol: Any, shapes: Mapping[str, Sequence[int]],
     a weight read only by operators that cannot infer it backwards (a
     scalar operand, Gather's table, a Concat operand: an imported ONNX
     model's constants) needs."""
-    return annotate_graph(symbol.graph, symbol.tojson(), shapes, weights, dtypes, dev_id, stypes)
+    document = symbol.json_document() if hasattr(symbol, "json_document") else symbol.tojson()
+    return annotate_graph(symbol.graph, document, shapes, weights, dtypes, dev_id, stypes)
 
 
-def annotate_graph(graph: Any, graph_json: str, shapes: Mapping[str, Sequence[int]],
+def annotate_graph(graph: Any, graph_json: str | dict[str, Any],
+                   shapes: Mapping[str, Sequence[int]],
                    weights: Iterable[str] | Mapping[str, Any],
                    dtypes: Mapping[str, Any] | None = None,
                    dev_id: int = 0,
                    stypes: Mapping[str, str | int] | None = None) -> dict[str, Any]:
     """:func:`annotate_symbol` for a :class:`acc_host.graph.Graph` and its
-    symbol JSON. stypes gives the storage type ("csr", "row_sparse") of
-    sparse variables (ABI 1.2; only for a plugin that accepts sparse
+    symbol JSON (the text, or the parsed dict, which is annotated in
+    place). stypes gives the storage type ("csr", "row_sparse") of sparse
+    variables (ABI 1.2; only for a plugin that accepts sparse
     tensors, see :func:`acc_host.abi.sparse.accepts_sparse`); operator
     outputs are dense."""
     variable_stypes = {name: stype_code(stype) for name, stype in (stypes or {}).items()}
@@ -141,7 +144,8 @@ def annotate_graph(graph: Any, graph_json: str, shapes: Mapping[str, Sequence[in
                                         entry_dtypes[entry] or np.dtype(np.float32), stype)
                              for entry in entries])
     # (the parsed JSON is this call's own: annotated in place, not copied)
-    return annotate(json.loads(graph_json), node_outputs, weights, dev_id, in_place=True)
+    document = json.loads(graph_json) if isinstance(graph_json, str) else graph_json
+    return annotate(document, node_outputs, weights, dev_id, in_place=True)
 
 
 def output_name(node_name: str, index: int, num_outputs: int) -> str:

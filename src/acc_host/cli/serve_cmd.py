@@ -130,8 +130,11 @@ def _serve_here(args: argparse.Namespace, models: list[tuple[str | None, str]],
                 shapes: dict[str, tuple[int, ...]]) -> None:
     # The subcommand's imports, made when it runs (the CLI loads lazily).
     from ..errors import InvalidArgumentError, UnknownAcceleratorError
+    from ..serve.ports import check_ports_free
     from ..serve.servable import load_servable
 
+    # Before the models load (serve() checks again just before the start).
+    check_ports_free({"HTTP": args.http_port, "gRPC": args.grpc_port or None})
     try:
         servables = [load_servable(source, args.acc, args.device, name=name,
                                    epoch=args.epoch, shapes=shapes, strict=False)

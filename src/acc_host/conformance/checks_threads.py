@@ -17,7 +17,11 @@ microseconds), and the rounds go on for at least _MIN_SECONDS. A plugin
 that shares a scratch buffer between devices for 20 microseconds per call
 then sees another device's data in it (10 runs of 10 with
 tests/plugins/conformance_acc.c; 8 free-running rounds with new outputs
-per call catch it in 2 runs of 10), and mostly for 2 microseconds.
+per call catch it in 2 runs of 10), and mostly for 2 microseconds, where
+the machine has two cores free for the two devices' threads (on a loaded
+machine their calls mostly run one after the other; the test plugin
+therefore also holds its buffer until another device's call has written
+it, see docs/conformance.md).
 """
 
 from __future__ import annotations

@@ -66,6 +66,9 @@ class Graph:
     def __init__(self, heads: Sequence[tuple[Node, int]]) -> None:
         self.heads = list(heads)
         self.nodes = topological_order(self.heads)
+        # The latest inferences of a static graph, by what they read (see
+        # _memo_key): a bind infers the same shapes and dtypes three times.
+        self._inferred: dict[tuple[Any, ...], list[Any]] = {}
         self.index = {id(node): k for k, node in enumerate(self.nodes)}
         self.ops: list[registry.OpDef | None] = []
         self.attrs: list[Attrs | None] = []
@@ -173,7 +176,50 @@ class Graph:
         hints, whose 0 extents mean unknown. value_of(name): the value of a
         small argument, for graphs that compute shapes (see
         infer_shapes_values)."""
-        return self.infer_shapes_values(given, value_of)[0]
+        if value_of is not None:
+            return self.infer_shapes_values(given, value_of)[0]
+        key = self._memo_key("shape", given, "__shape__")
+        if key is None:
+            return self.infer_shapes_values(given, value_of)[0]
+        return self._memoized(key, lambda: self.infer_shapes_values(given, value_of)[0])
+
+    def _memo_key(self, what: str, given: Mapping[str, Any], hint: str
+                  ) -> tuple[Any, ...] | None:
+        """What an inference of a static graph reads: the given shapes (or
+        dtypes) and the variables' hints (node attributes, which can be
+        changed); None where the inference is not memoized (a graph that
+        computes shapes, a value that is neither a shape nor a dtype: the
+        inference reports it)."""
+        from .dynamic import is_dynamic
+
+        if is_dynamic(self):
+            return None
+        try:
+            if what == "shape":
+                if not all(isinstance(value, (tuple, list)) and all(
+                        isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                        for d in value) for value in given.values()):
+                    return None
+                items = tuple(sorted((name, tuple(int(d) for d in value))
+                                     for name, value in given.items()))
+            else:
+                items = tuple(sorted((name, np.dtype(value).str)
+                                     for name, value in given.items()))
+        except (TypeError, ValueError):
+            return None
+        hints = tuple(node.attrs.get(hint) for node in self.nodes if node.is_variable)
+        return (what, items, hints)
+
+    def _memoized(self, key: tuple[Any, ...], infer: Callable[[], list[Any]]) -> list[Any]:
+        """A copy of infer()'s list, inferred once per key (the latest 8)."""
+        found = self._inferred.get(key)
+        if found is None:
+            found = infer()
+            if len(self._inferred) >= 8:
+                for oldest in list(self._inferred)[:1]:
+                    self._inferred.pop(oldest, None)
+            self._inferred[key] = found
+        return list(found)
 
     def infer_shapes_values(self, given: Mapping[str, Shape],
                             value_of: Callable[[str], Any] | None = None
@@ -216,8 +262,13 @@ class Graph:
             hint = node.attrs.get("__dtype__")
             return numpy_dtype(int(hint)) if hint not in (None, "-1") else None
 
-        return self._infer(given, seed, lambda k, node, dtype: None,
-                           lambda k, op, attrs, values: op.infer_type(attrs, values), "dtype")
+        def infer() -> list[np.dtype | None]:
+            return self._infer(given, seed, lambda k, node, dtype: None,
+                               lambda k, op, attrs, values: op.infer_type(attrs, values),
+                               "dtype")
+
+        key = self._memo_key("dtype", given, "__dtype__")
+        return infer() if key is None else self._memoized(key, infer)
 
     def _infer(self, given: Mapping[str, Any], seed: Callable[[int, Node], T | None],
                accept: Callable[[int, Node, T], None],

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import GraphError
 
-__all__ = ["Node", "Entry", "Subgraph", "parse_graph", "write_graph"]
+__all__ = ["Node", "Entry", "Subgraph", "parse_graph", "write_graph", "graph_document"]
 
 # The "mxnet_version" graph attribute of the JSON the host writes (MXNet 1.9.1).
 MXNET_VERSION = ["int", 10901]
@@ -277,6 +277,32 @@ def write_graph(nodes: list[Node], heads: list[Entry], graph_attrs: Mapping[str,
     control-flow nodes are written inside their node, as MXNet 1.9 does:
     a "subgraphs" array after "inputs", each a graph without "attrs"."""
     return _document(nodes, heads, dict(graph_attrs), num_outputs, 0)
+
+
+def graph_document(nodes: list[Node], heads: list[Entry], graph_attrs: Mapping[str, Any],
+                   num_outputs: list[int]) -> dict[str, Any]:
+    """``json.loads(write_graph(...))`` without writing and parsing the
+    text: a new dict, none of whose lists and dicts the nodes hold (the
+    caller may change it). Graphs with control-flow bodies or extra node
+    keys go through the text."""
+    if any(node.subgraphs or node.extra for node in nodes):
+        return json.loads(write_graph(nodes, heads, graph_attrs, num_outputs))  # type: ignore[no-any-return]
+    position = {id(node): k for k, node in enumerate(nodes)}
+    node_dicts: list[dict[str, Any]] = []
+    for node in nodes:
+        entry: dict[str, Any] = {"op": node.op, "name": node.name}
+        if node.attrs:
+            entry["attrs"] = dict(sorted(node.attrs.items()))
+        entry["inputs"] = [[position[id(p)], index, version] for p, index, version in node.inputs]
+        node_dicts.append(entry)
+    row_ptr = [0]
+    for count in num_outputs:
+        row_ptr.append(row_ptr[-1] + count)
+    return {"nodes": node_dicts,
+            "arg_nodes": [k for k, node in enumerate(nodes) if node.is_variable],
+            "node_row_ptr": row_ptr,
+            "heads": [[position[id(p)], index, version] for p, index, version in heads],
+            "attrs": json.loads(json.dumps(dict(graph_attrs)))}
 
 
 def _total_outputs(node: Node) -> int:

@@ -63,6 +63,13 @@ class _Storage:
     live in host memory; ``device`` a DeviceBuffer otherwise; neither while
     the operation producing them is pending (``spec`` then holds the
     inferred shape and dtype). ``var`` is the engine var of the elements.
+    ``deferred``: the elements belong in device memory but are zeros held
+    in host memory (calloc's zero pages, nothing written) until the first
+    write of the whole array copies that into a device buffer
+    (:meth:`NDArray._deferred_zeros`: simple_bind's arrays, whose zeros
+    copy_params_from or a forward's inputs overwrite). Until then the array
+    is a valid host-held array on its context, as arrays of dtypes the ABI
+    cannot describe always are.
     ``guard``: for an argument or output of an executor, the executor's
     lock, which every write from outside the executor holds while it is
     pushed, and every read from outside the engine while it copies (a
@@ -70,7 +77,7 @@ class _Storage:
     they run: it sees one whole version of its arguments, and a read sees
     one whole forward's outputs)."""
 
-    __slots__ = ("host", "device", "var", "spec", "guard")
+    __slots__ = ("host", "device", "var", "spec", "guard", "deferred")
 
     def __init__(self, host: np.ndarray | None, device: Any = None) -> None:
         self.host = host
@@ -78,6 +85,7 @@ class _Storage:
         self.var = _engine.Var()
         self.spec: tuple[tuple[int, ...], np.dtype] | None = None
         self.guard: Any = None
+        self.deferred = False
 
     @property
     def filled(self) -> bool:
@@ -138,6 +146,42 @@ class NDArray(NDArrayMethods):
         result._storage = _Storage(None, buffer)
         result._view = None
         return result
+
+    @classmethod
+    def _deferred_zeros(cls, ctx: Context, shape: tuple[int, ...], dtype: Any) -> NDArray:
+        """Zeros on ctx whose device buffer is made by the first write of
+        the whole array (see _Storage.deferred); plain zeros on a context
+        without device memory."""
+        limits.check_array(shape, dtype, "an array")
+        values = np.zeros(shape, dtype)
+        result = cls(values, ctx) if not _uses_device_memory(ctx, values.dtype) else None
+        if result is not None:
+            return result
+        result = cls.__new__(cls)
+        result._ctx = ctx
+        result._storage = _Storage(values)
+        result._storage.deferred = True
+        result._view = None
+        return result
+
+    def _settle(self, values: np.ndarray) -> bool:
+        """Inside a write of the whole array: when its elements are deferred
+        zeros (see _Storage.deferred), puts values (of the array's shape) in
+        a new device buffer instead of writing them over the zeros; False
+        for any other array, left as it is."""
+        storage = self._storage
+        host = storage.host
+        if not storage.deferred or self._view is not None or host is None:
+            return False
+        values = np.asarray(values)
+        if values.shape != host.shape:
+            return False
+        buffer = _device_buffer(self._ctx, TensorSpec(host.shape, host.dtype))
+        buffer.copy_from_host(values.astype(host.dtype, copy=False))
+        storage.device = buffer
+        storage.host = None
+        storage.deferred = False
+        return True
 
     @classmethod
     def _pending(cls, ctx: Context, shape: tuple[int, ...], dtype: Any) -> NDArray:
@@ -236,6 +280,8 @@ class NDArray(NDArrayMethods):
         """Inside a pushed operation: replaces the elements (same shape)."""
         storage = self._storage
         view = self._view
+        if storage.deferred and self._settle(values):
+            return
         if view is not None and type(view[1]) is TensorSpec and storage.host is None:
             # Rows of an array in device memory: the array's elements with
             # the rows replaced, written back whole (device pointers are
@@ -380,7 +426,9 @@ class NDArray(NDArrayMethods):
 
     def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
         self._sync()
-        if self._storage.host is None and (self._view is None or self._device_view):
+        storage = self._storage
+        if (storage.host is None or storage.deferred) and (self._view is None
+                                                           or self._device_view):
             raise ContextError(f"{self._ctx}: arrays in device memory cannot be exported "
                                "through DLPack; copy them to mx.cpu() first")
         return self._read().__dlpack__(stream=stream, **kwargs)
@@ -433,15 +481,19 @@ class NDArray(NDArrayMethods):
     # ---- indexing -------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> NDArray:
-        if type(key) is slice and self._view is None and self._storage.host is None:
+        storage = self._storage
+        # Deferred zeros count as device memory: a view of the host zeros
+        # would not see the device buffer the first whole write makes.
+        if type(key) is slice and self._view is None and (storage.host is None
+                                                          or storage.deferred):
             taken = self._device_rows(key)
             if taken is not None:
                 return taken
         key = _host_key(key)
         source = self._read()
         values = source[key]
-        in_host_memory = self._storage.host is not None or (self._view is not None
-                                                            and not self._device_view)
+        in_host_memory = (storage.host is not None and not storage.deferred) or (
+            self._view is not None and not self._device_view)
         if in_host_memory and isinstance(values, np.ndarray) and np.may_share_memory(values,
                                                                                       source):
             return NDArray._from_view(self, key, values)
@@ -479,8 +531,9 @@ class NDArray(NDArrayMethods):
 
         def write() -> None:
             source = value._read() if isinstance(value, NDArray) else value
-            if self._storage.host is not None or (self._view is not None
-                                                  and not self._device_view):
+            storage = self._storage
+            if (storage.host is not None and not storage.deferred) or (
+                    self._view is not None and not self._device_view):
                 self._read()[key] = source
             else:
                 values = self._read()

@@ -410,7 +410,7 @@ class _CallPlan:
             else:
                 written = np.asarray(result)
             host = storage.host
-            if target._view is None and host is not None:
+            if target._view is None and host is not None and not storage.deferred:
                 if host.shape != written.shape:
                     raise TensorError(f"{op.name}: out has shape {host.shape}, the result "
                                       f"{written.shape}")

@@ -186,7 +186,9 @@ def extract(graph: Graph, seg: Segment, index: int, shapes: Sequence[Any],
                 "arg_nodes": [i for i, node in enumerate(nodes_json) if node["op"] == "null"],
                 "heads": head_refs, "attrs": {"mxnet_version": ["int", 10901]}}
     weights = frozenset(name for name in inputs if name in weight_names)
-    annotated = annotate(document, node_outputs, weights, dev_id)
+    # document is built here, none of it shared with the graph: annotated
+    # in place rather than deep-copied
+    annotated = annotate(document, node_outputs, weights, dev_id, in_place=True)
     return SubgraphSpec(index, seg.device_class, seg.nodes, annotated, inputs, outputs, weights,
                         sparse_inputs)
 

@@ -287,9 +287,11 @@ class Executor(ExecutorMethods):
             heads = [graph.entry(node, output) for node, output in symbol._outputs]
             _check_planned("simple_bind", sum(sizes),
                            *_graph_bytes(graph, entry_shapes, entry_dtypes, heads), 0)
-        arg_dict = {name: zeros(shape, ctx, dtype)
+        # Zeros whose device buffers the first whole write makes (weights
+        # copied in next would otherwise overwrite zeros copied in first).
+        arg_dict = {name: NDArray._deferred_zeros(ctx, tuple(shape), dtype)
                     for name, shape, dtype in zip(arg_names, arg_shapes, arg_types)}
-        aux_dict = {name: zeros(shape, ctx, dtype)
+        aux_dict = {name: NDArray._deferred_zeros(ctx, tuple(shape), dtype)
                     for name, shape, dtype in zip(aux_names, aux_shapes, aux_types)}
         return cls(symbol, ctx, arg_dict, aux_dict, grad_req, data_names=list(shapes),
                    group2ctx=group2ctx)

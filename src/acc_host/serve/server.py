@@ -13,6 +13,7 @@ from typing import Any
 
 from ._kserve import import_kserve
 from .logs import configure_json_logging, logger
+from .ports import check_ports_free
 
 __all__ = ["serve", "GracefulModelServer", "DEFAULT_HTTP_PORT", "DEFAULT_GRPC_PORT",
            "DEFAULT_GRACE_PERIOD"]
@@ -30,7 +31,10 @@ def serve(models: Sequence[Any], http_port: int = DEFAULT_HTTP_PORT,
           max_threads: int = 4, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
     """Serves models (KServe models: :class:`~acc_host.serve.model.AccModel`,
     or the Ray front's) until SIGTERM or SIGINT; grpc_port None: HTTP only.
-    max_message_bytes bounds a gRPC request and response."""
+    max_message_bytes bounds a gRPC request and response. A port another
+    process listens on is a PortInUseError, raised before anything starts
+    (:mod:`.ports`: gRPC's own bind would share it)."""
+    check_ports_free({"HTTP": http_port, "gRPC": grpc_port})
     # KServe's gRPC server reads its message limits from its parsed arguments.
     options = kserve.model_server.args
     options.grpc_max_receive_message_length = max_message_bytes
