@@ -713,6 +713,71 @@ static void scatter_batch_block(void *context, int64_t i0, int64_t i1, int64_t j
 static int convolve_batch_columns(int64_t batch, int64_t channels, int64_t outputs,
                                   int64_t plane, const float *x, const float *w,
                                   const float *packed_w, cr_isa packed_isa, const float *bias,
+                                  const cr_fusion *fusion, float *y, int num_threads);
+
+/* A batch's product shared out by images, each share one product of its
+ * images' columns on one thread (see batch_column_groups). */
+typedef struct cr_batch_groups {
+  int64_t batch, channels, outputs, plane, shares;
+  const float *x, *w, *packed_w, *bias;
+  cr_isa packed_isa;
+  const cr_fusion *fusion;
+  float *y;
+  int failed;
+} cr_batch_groups;
+
+static void batch_group_shares(void *context, int64_t begin, int64_t end) {
+  cr_batch_groups *t = context;
+  const int64_t in_image = t->channels * t->plane, out_image = t->outputs * t->plane;
+  for (int64_t share = begin; share < end; ++share) {
+    const int64_t n0 = t->batch * share / t->shares, n1 = t->batch * (share + 1) / t->shares;
+    if (n1 <= n0) continue;
+    cr_fusion fusion;
+    const cr_fusion *f = t->fusion;
+    if (f != NULL && f->residual != NULL) {
+      fusion = *f;
+      fusion.residual = f->residual + n0 * out_image;
+      f = &fusion;
+    }
+    if (convolve_batch_columns(n1 - n0, t->channels, t->outputs, t->plane, t->x + n0 * in_image,
+                               t->w, t->packed_w, t->packed_isa, t->bias, f,
+                               t->y + n0 * out_image, 1) != 0) {
+      __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+/* On several threads a product with more columns (the batch's positions)
+ * than rows (outputs) shares out its rows, and each thread reads every
+ * column: B (the images, channels x columns, larger than the filters) is
+ * then packed once by the calling thread before the others start, and
+ * half of it comes from the other core, which computed half the images'
+ * planes of the layer before. Such a product is shared out by images
+ * instead, each thread packing and computing its own images' columns:
+ * MobileNetV2, batch 8, 2 threads, least step times, 960 x 7 x 7 -> 160
+ * 498 -> 336 us, -> 320 761 -> 620 us, 576 x 7 x 7 -> 160 301 -> 214 us.
+ * Each column is computed as in the whole product, the same values bit
+ * for bit. Returns -1 when it does not apply (one thread, fewer columns
+ * than rows: the filters are then the larger operand, read once). */
+static int batch_column_groups(int64_t batch, int64_t channels, int64_t outputs, int64_t plane,
+                               const float *x, const float *w, const float *packed_w,
+                               cr_isa packed_isa, const float *bias, const cr_fusion *fusion,
+                               float *y, int num_threads, int *status) {
+  const int64_t columns = batch * plane;
+  if (num_threads < 2 || columns <= outputs) return -1;
+  int64_t shares = cr_gemm_threads(outputs, columns, channels, num_threads);
+  if (shares > batch) shares = batch;
+  if (shares < 2) return -1;
+  cr_batch_groups t = {batch, channels, outputs, plane, shares, x, w, packed_w, bias,
+                       packed_isa, fusion, y, 0};
+  cr_parallel_for((int)shares, shares, batch_group_shares, &t);
+  *status = __atomic_load_n(&t.failed, __ATOMIC_RELAXED) ? -1 : 0;
+  return 0;
+}
+
+static int convolve_batch_columns(int64_t batch, int64_t channels, int64_t outputs,
+                                  int64_t plane, const float *x, const float *w,
+                                  const float *packed_w, cr_isa packed_isa, const float *bias,
                                   const cr_fusion *fusion, float *y, int num_threads) {
   const int64_t columns = batch * plane, ldc = (columns + 15) / 16 * 16;
   float *c = cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(outputs * ldc) * sizeof *c);
@@ -2412,6 +2477,11 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
    * panels shared between the threads. */
   if (batch > 1 && groups == 1 && ks == 1 && in_plane == out_plane &&
       out_plane <= kBatchColumnsMaxPlane && is_pointwise(params)) {
+    int status = 0;
+    if (batch_column_groups(batch, channels, outputs, out_plane, x, w, packed_w, packed_isa, bias,
+                            fusion, y, num_threads, &status) == 0) {
+      return status;
+    }
     return convolve_batch_columns(batch, channels, outputs, out_plane, x, w, packed_w,
                                   packed_isa, bias, fusion, y, num_threads);
   }
