@@ -6,13 +6,24 @@
  * Usage: bench_kernels ISA THREADS REPEAT gemm M N K [a|b]
  *        bench_kernels ISA THREADS REPEAT conv N C H W O KH KW STRIDE PAD GROUPS
  *        bench_kernels ISA THREADS REPEAT convpair N C H W O KH KW STRIDE PAD GROUPS
+ *        bench_kernels ISA THREADS REPEAT fork COUNT CHUNK_US GAP_US
  * ISA: generic, avx2 or avx512 (capped at what the CPU has). Prints
  * "<isa> <median seconds> <GFLOP/s>". convpair runs the batch of N images
  * as one call and as N calls of one image each, alternately, and prints
  * "<isa> <fastest one-call seconds> <fastest per-image seconds> <ratio>":
- * the fastest of REPEAT, for a shared machine.
+ * the fastest of REPEAT, for a shared machine. fork times one
+ * cr_parallel_for of COUNT chunks of CHUNK_US microseconds each, GAP_US
+ * microseconds of the caller's own work apart, and prints "<isa> <median
+ * seconds> <median less COUNT * CHUNK_US / THREADS, in microseconds>":
+ * what a layer of that size pays for its fork and join.
  */
+#if defined(__linux__)
+#define _GNU_SOURCE /* sched_setaffinity, for BENCH_REMOTE_INPUT */
+#else
 #define _POSIX_C_SOURCE 200809L
+#endif
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +31,7 @@
 
 #include "gemm.h"
 #include "kernels.h"
+#include "parallel.h"
 
 /* Wall time; with BENCH_CPU_TIME set, the calling thread's CPU time
  * instead (for one thread on a shared machine: the time other processes
@@ -34,6 +46,97 @@ static double now(void) {
     timespec_get(&t, TIME_UTC);
   }
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void spin_us(double us) {
+  const double until = now() + us * 1e-6;
+  while (now() < until) {
+  }
+}
+
+/* The body of the fork mode: each chunk of its range takes *chunk_us. */
+static void fork_body(void *context, int64_t begin, int64_t end) {
+  const double *chunk_us = context;
+  spin_us(*chunk_us * (double)(end - begin));
+}
+
+/* BENCH_PLANES_SPLIT=N: before each timed call the input is rewritten by
+ * N threads (THREADS when N < 2) in contiguous ranges of its planes, as a depthwise step
+ * shared out by planes leaves it in a model: each core then holds its part
+ * of the input, modified, in its own cache. */
+typedef struct {
+  float *x;
+  int64_t plane;
+} rewrite_task;
+
+static void rewrite_planes(void *context, int64_t begin, int64_t end) {
+  const rewrite_task *t = context;
+  for (int64_t i = begin * t->plane; i < end * t->plane; ++i) t->x[i] = t->x[i] * 1.0f + 0.0f;
+}
+
+/* BENCH_REMOTE_INPUT=F (Linux): the calling thread is kept on the first CPU
+ * it may use, and before each timed call a thread on the second rewrites
+ * the last fraction F of the input (0 < F <= 1), which the call then reads
+ * from the other core's cache: with BENCH_CPU_TIME, the cost of that
+ * reading on one thread, away from the timing of the pool's threads. */
+typedef struct {
+  float *x;
+  size_t count;
+  int cpu;
+} remote_rewrite;
+
+#if defined(__linux__)
+static int nth_allowed_cpu(int nth) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed) && nth-- == 0) return cpu;
+  }
+  return -1;
+}
+
+static void pin_to(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  sched_setaffinity(0, sizeof one, &one);
+}
+
+static void *rewrite_remote(void *arg) {
+  remote_rewrite *r = arg;
+  pin_to(r->cpu);
+  for (size_t i = 0; i < r->count; ++i) r->x[i] = r->x[i] * 1.0f + 0.0f;
+  return NULL;
+}
+#endif
+
+static void remote_input(float *x, size_t count) {
+  const char *text = getenv("BENCH_REMOTE_INPUT");
+  if (text == NULL) return;
+#if defined(__linux__)
+  static int home = -2, other = -1;
+  if (home == -2) {
+    home = nth_allowed_cpu(0), other = nth_allowed_cpu(1);
+    if (home >= 0) pin_to(home);
+  }
+  double fraction = atof(text);
+  if (other < 0 || !(fraction > 0)) return;
+  if (fraction > 1) fraction = 1;
+  const size_t part = (size_t)((double)count * fraction);
+  remote_rewrite r = {x + (count - part), part, other};
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, rewrite_remote, &r) == 0) pthread_join(thread, NULL);
+#else
+  (void)x, (void)count;
+#endif
+}
+
+static void split_planes(float *x, int64_t planes, int64_t plane, int threads) {
+  remote_input(x, (size_t)(planes * plane));
+  const char *split = getenv("BENCH_PLANES_SPLIT");
+  if (split == NULL) return;
+  rewrite_task t = {x, plane};
+  cr_parallel_for(atoi(split) > 1 ? atoi(split) : threads, planes, rewrite_planes, &t);
 }
 
 static int compare(const void *a, const void *b) {
@@ -147,6 +250,7 @@ int main(int argc, char **argv) {
     const int64_t xs[5] = {c.n, c.ch, 1, c.h, c.w}, ys[5] = {c.n, c.o, 1, c.oh, c.ow};
     for (int r = 0; r < repeat; ++r) {
       flush_caches();
+      split_planes(c.x, c.n * c.ch, c.h * c.w, threads);
       double t0 = now();
       status |= cr_convolution_fused(&c.p, xs, c.x, c.wt, c.pw, c.pisa, c.bias, NULL, ys, c.y,
                                      threads);
@@ -181,6 +285,22 @@ int main(int argc, char **argv) {
     free(times);
     printf("%s %.9f %.9f %.3f\n", cr_isa_name(isa), batched, split, batched / split);
     return status != 0;
+  } else if (strcmp(argv[4], "fork") == 0 && argc >= 8) {
+    const int64_t count = atoll(argv[5]);
+    double chunk_us = atof(argv[6]);
+    const double gap_us = atof(argv[7]);
+    for (int r = 0; r < repeat; ++r) {
+      spin_us(gap_us);
+      double t0 = now();
+      cr_parallel_for(threads, count, fork_body, &chunk_us);
+      times[r] = now() - t0;
+    }
+    qsort(times, (size_t)repeat, sizeof *times, compare);
+    const double median = times[repeat / 2];
+    const double ideal = chunk_us * (double)count / (threads > 1 ? threads : 1);
+    printf("%s %.9f %.2f\n", cr_isa_name(isa), median, median * 1e6 - ideal);
+    free(times);
+    return 0;
   } else if (strcmp(argv[4], "maxpool") == 0 && argc >= 11) {
     /* N C H W K S: K x K max pooling, stride S, no padding, "valid" windows */
     const int64_t n = atoll(argv[5]), ch = atoll(argv[6]), h = atoll(argv[7]),

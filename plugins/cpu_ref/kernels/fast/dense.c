@@ -713,6 +713,71 @@ static void scatter_batch_block(void *context, int64_t i0, int64_t i1, int64_t j
 static int convolve_batch_columns(int64_t batch, int64_t channels, int64_t outputs,
                                   int64_t plane, const float *x, const float *w,
                                   const float *packed_w, cr_isa packed_isa, const float *bias,
+                                  const cr_fusion *fusion, float *y, int num_threads);
+
+/* A batch's product shared out by images, each share one product of its
+ * images' columns on one thread (see batch_column_groups). */
+typedef struct cr_batch_groups {
+  int64_t batch, channels, outputs, plane, shares;
+  const float *x, *w, *packed_w, *bias;
+  cr_isa packed_isa;
+  const cr_fusion *fusion;
+  float *y;
+  int failed;
+} cr_batch_groups;
+
+static void batch_group_shares(void *context, int64_t begin, int64_t end) {
+  cr_batch_groups *t = context;
+  const int64_t in_image = t->channels * t->plane, out_image = t->outputs * t->plane;
+  for (int64_t share = begin; share < end; ++share) {
+    const int64_t n0 = t->batch * share / t->shares, n1 = t->batch * (share + 1) / t->shares;
+    if (n1 <= n0) continue;
+    cr_fusion fusion;
+    const cr_fusion *f = t->fusion;
+    if (f != NULL && f->residual != NULL) {
+      fusion = *f;
+      fusion.residual = f->residual + n0 * out_image;
+      f = &fusion;
+    }
+    if (convolve_batch_columns(n1 - n0, t->channels, t->outputs, t->plane, t->x + n0 * in_image,
+                               t->w, t->packed_w, t->packed_isa, t->bias, f,
+                               t->y + n0 * out_image, 1) != 0) {
+      __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+/* On several threads a product with more columns (the batch's positions)
+ * than rows (outputs) shares out its rows, and each thread reads every
+ * column: B (the images, channels x columns, larger than the filters) is
+ * then packed once by the calling thread before the others start, and
+ * half of it comes from the other core, which computed half the images'
+ * planes of the layer before. Such a product is shared out by images
+ * instead, each thread packing and computing its own images' columns:
+ * MobileNetV2, batch 8, 2 threads, least step times, 960 x 7 x 7 -> 160
+ * 498 -> 336 us, -> 320 761 -> 620 us, 576 x 7 x 7 -> 160 301 -> 214 us.
+ * Each column is computed as in the whole product, the same values bit
+ * for bit. Returns -1 when it does not apply (one thread, fewer columns
+ * than rows: the filters are then the larger operand, read once). */
+static int batch_column_groups(int64_t batch, int64_t channels, int64_t outputs, int64_t plane,
+                               const float *x, const float *w, const float *packed_w,
+                               cr_isa packed_isa, const float *bias, const cr_fusion *fusion,
+                               float *y, int num_threads, int *status) {
+  const int64_t columns = batch * plane;
+  if (num_threads < 2 || columns <= outputs) return -1;
+  int64_t shares = cr_gemm_threads(outputs, columns, channels, num_threads);
+  if (shares > batch) shares = batch;
+  if (shares < 2) return -1;
+  cr_batch_groups t = {batch, channels, outputs, plane, shares, x, w, packed_w, bias,
+                       packed_isa, fusion, y, 0};
+  cr_parallel_for((int)shares, shares, batch_group_shares, &t);
+  *status = __atomic_load_n(&t.failed, __ATOMIC_RELAXED) ? -1 : 0;
+  return 0;
+}
+
+static int convolve_batch_columns(int64_t batch, int64_t channels, int64_t outputs,
+                                  int64_t plane, const float *x, const float *w,
+                                  const float *packed_w, cr_isa packed_isa, const float *bias,
                                   const cr_fusion *fusion, float *y, int num_threads) {
   const int64_t columns = batch * plane, ldc = (columns + 15) / 16 * 16;
   float *c = cr_scratch(CR_SCRATCH_CONV_OUTPUT, (size_t)(outputs * ldc) * sizeof *c);
@@ -2123,6 +2188,92 @@ static void depthwise_kxk(const cr_conv_task *task, int64_t n, int64_t o, float 
 #endif
 }
 
+/* ---- One image's 3 x 3 depthwise layer shared out by rows ---------------- */
+
+/* On several threads one image's plain 3 x 3 stride-1 depthwise layer is
+ * shared out by output rows, every plane's rows [r0, r1) to share s,
+ * rather than by planes, where its planes have at least as many column
+ * panels of the GEMM as its channels have row panels: the 1 x 1 layers
+ * around it (as many channels, the same plane) are then shared out by
+ * columns, that is by positions, so each thread reads the rows its core
+ * just wrote and writes those the next 1 x 1 layer reads on the same core;
+ * only the row above and below a share's come from the other core.
+ * Shared out by planes, each thread read half of each of its planes from
+ * the other core, which reads another core's modified lines at about 17
+ * GB/s against 90 from its own L2 (one thread's CPU time, input written
+ * by the other core, benchmarks/c/bench_kernels.c BENCH_REMOTE_INPUT: the
+ * depthwise 384 x 14 x 14 34 -> 45 us, a 1 x 1 384 x 14 x 14 -> 64 45 ->
+ * 63 us). MobileNetV2, batch 1, 2 threads,
+ * least step times: 32 x 112 x 112 97 -> 78 us and the 1 x 1 after it 69
+ * -> 62, 144 x 56 x 56 93 -> 100 and the 1 x 1 after it 95 -> 71. Smaller
+ * planes stay shared by planes: there the 1 x 1 layers share out their
+ * outputs, and rows measured 20 -> 35 us (384 x 14 x 14). Each row is
+ * computed by direct_plane's kernel: the same values bit for bit. */
+typedef struct cr_depthwise_rows {
+  const cr_conv_task *task;
+  int64_t shares;
+  int failed;
+} cr_depthwise_rows;
+
+/* Whether direct_plane computes the task's planes with
+ * depthwise_plane_avx512 over a plane padded by one on each side at
+ * stride 1 (same-size output) and it has at least two rows per share. */
+static int depthwise_rows_fit(const cr_conv_task *task, int64_t shares) {
+  const cr_conv_params *p = task->params;
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
+  return CR_DENSE_X86 && task->isa == CR_ISA_AVX512 && task->x_shape[0] == 1 &&
+         is_plain_3x3(p) && p->stride[1] == 1 && p->pad[1] == 1 && p->pad[2] == 1 &&
+         in[0] == 1 && out[0] == 1 && in[1] == out[1] && in[2] == out[2] &&
+         task->x_shape[1] == task->y_shape[1] && p->num_group == task->y_shape[1] &&
+#if CR_DENSE_X86
+         !small_plane_fits(task) &&
+#endif
+         !kxk_fits(task) && out[1] >= 2 * shares &&
+         cr_gemm_panels(1, out[1] * out[2]) >= cr_gemm_panels(task->y_shape[1], 1);
+}
+
+/* Share s's rows of planes [planes * q / kRowShareParts, planes * (q + 1) /
+ * kRowShareParts) are unit s * kRowShareParts + q: a thread's range of units
+ * is its share's rows, and a late thread's last parts can still be taken
+ * over by the other. */
+enum { kRowShareParts = 4 };
+
+static void depthwise_row_shares(void *context, int64_t begin, int64_t end) {
+  cr_depthwise_rows *t = context;
+  const cr_conv_task *task = t->task;
+  const int64_t planes = task->y_shape[1], h = task->y_shape[3], w = task->y_shape[4];
+  const int64_t wp = w + 2, plane = h * w;
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t share = unit / kRowShareParts, part = unit % kRowShareParts;
+    const int64_t r0 = h * share / t->shares, r1 = h * (share + 1) / t->shares;
+    const int64_t o0 = planes * part / kRowShareParts;
+    const int64_t o1 = planes * (part + 1) / kRowShareParts;
+    /* Input rows r0 - 1 .. r1 at rows 0 .. r1 - r0 + 1, one column of zeros
+     * each side; a row outside the plane stays zero, and a spare row. */
+    const int64_t rows = r1 - r0 + 3;
+    float *xp = cr_scratch(CR_SCRATCH_CONV_PLANES, (size_t)(rows * wp) * sizeof *xp);
+    if (xp == NULL) {
+      __atomic_store_n(&t->failed, 1, __ATOMIC_RELAXED);
+      continue;
+    }
+    memset(xp, 0, (size_t)(rows * wp) * sizeof *xp);
+    const int64_t first = r0 > 0 ? r0 - 1 : 0, last = r1 < h ? r1 + 1 : h;
+    const int64_t offsets[9] = {0,      1,          2,          wp,         wp + 1,
+                                wp + 2, 2 * wp, 2 * wp + 1, 2 * wp + 2};
+    for (int64_t o = o0; o < o1; ++o) {
+      const float *x = plane_input(task, 0, o);
+      for (int64_t ih = first; ih < last; ++ih) {
+        memcpy(xp + (ih - r0 + 1) * wp + 1, x + ih * w, (size_t)w * sizeof *x);
+      }
+      const float *residual = plane_residual(task, 0, o);
+      depthwise_plane_vector(task->isa, xp, wp, offsets, r1 - r0, w, task->w + o * 9,
+                             task->bias != NULL ? task->bias[o] : 0.0f,
+                             residual != NULL ? residual + r0 * w : NULL, task->fusion,
+                             task->y + o * plane + r0 * w);
+    }
+  }
+}
+
 static void direct_planes(void *context, int64_t begin, int64_t end) {
   const cr_conv_task *task = context;
   const int64_t outputs = task->y_shape[1];
@@ -2308,6 +2459,11 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
     const int by_bytes =
         cr_threads_for_bytes(num_threads, (double)(batch * channels * in_plane) * sizeof(float));
     if (by_bytes > threads) threads = by_bytes;
+    if (threads > 1 && depthwise_rows_fit(&task, threads)) {
+      cr_depthwise_rows rows = {&task, threads, 0};
+      cr_parallel_for(threads, threads * kRowShareParts, depthwise_row_shares, &rows);
+      return __atomic_load_n(&rows.failed, __ATOMIC_RELAXED) ? -1 : 0;
+    }
     cr_parallel_for(threads, planes, direct_planes, &task);
     return 0;
   }
@@ -2321,6 +2477,11 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
    * panels shared between the threads. */
   if (batch > 1 && groups == 1 && ks == 1 && in_plane == out_plane &&
       out_plane <= kBatchColumnsMaxPlane && is_pointwise(params)) {
+    int status = 0;
+    if (batch_column_groups(batch, channels, outputs, out_plane, x, w, packed_w, packed_isa, bias,
+                            fusion, y, num_threads, &status) == 0) {
+      return status;
+    }
     return convolve_batch_columns(batch, channels, outputs, out_plane, x, w, packed_w,
                                   packed_isa, bias, fusion, y, num_threads);
   }
