@@ -81,9 +81,9 @@ def test_narrow_attention_products(m: int, k: int, n: int) -> None:
 
 
 def _gelu_in_double(x: np.ndarray) -> np.ndarray:
-    erfc = np.frompyfunc(math.erfc, 1, 1)
     v = x.astype(np.float64)
-    return 0.5 * v * erfc(-v / math.sqrt(2.0)).astype(np.float64)
+    erfc = np.fromiter((math.erfc(-value / math.sqrt(2.0)) for value in v), np.float64, v.size)
+    return 0.5 * v * erfc
 
 
 def test_gelu_of_an_mlp_activation_matches_erf_in_double() -> None:
