@@ -6,6 +6,8 @@ read in place). Oracle: numpy, in float64 where it sums."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -76,3 +78,42 @@ def test_narrow_attention_products(m: int, k: int, n: int) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     got_batch = mx.nd.batch_dot(on_cpu_ref(a[0]), on_cpu_ref(b[0])).asnumpy()
     np.testing.assert_allclose(got_batch, want[0], rtol=1e-4, atol=1e-4)
+
+
+def _gelu_in_double(x: np.ndarray) -> np.ndarray:
+    v = x.astype(np.float64)
+    erfc = np.fromiter((math.erfc(-value / math.sqrt(2.0)) for value in v), np.float64, v.size)
+    return 0.5 * v * erfc
+
+
+def test_gelu_of_an_mlp_activation_matches_erf_in_double() -> None:
+    """GELU by fused multiply-adds (its erfc fit and exponential) at a
+    ViT MLP's shape, every value of [-5, 5] at 1e-5 apart and beyond."""
+    x = np.concatenate([np.linspace(-5.0, 5.0, 1_000_001),
+                        np.array([-13.0, -11.6, -8.0, 8.0, 30.0, 0.0, -0.0])]).astype(np.float32)
+    got = mx.nd.LeakyReLU(on_cpu_ref(x.reshape(-1, 1)), act_type="gelu").asnumpy().ravel()
+    want = _gelu_in_double(x)
+    inner = np.abs(x) <= 5.0
+    np.testing.assert_allclose(got[inner], want[inner], rtol=2e-6, atol=4e-7)
+    np.testing.assert_allclose(got[~inner], want[~inner], rtol=2e-5, atol=4e-7)
+
+
+def test_gelu_and_softmax_fast_and_reference_kernels_agree_bit_for_bit() -> None:
+    """The fast kernels run GELU and softmax's exp in FMA clones; the
+    reference kernels run the same C on the baseline, where fmaf is libm's:
+    one rounding each, so the same floats (whole vectors and remainders)."""
+    rng = np.random.default_rng(5)
+    activations = (rng.standard_normal((197, 1536)) * 3).astype(np.float32)
+    scores = (rng.standard_normal((1, 6, 197, 197)) * 4).astype(np.float32)
+    library = mx.get_library("cpu_ref")
+    results = {}
+    for which in ("fast", "reference"):
+        assert library.configure(0, {"kernels": which}) == {"kernels": which}
+        try:
+            results[which] = (
+                mx.nd.LeakyReLU(on_cpu_ref(activations), act_type="gelu").asnumpy(),
+                mx.nd.softmax(on_cpu_ref(scores), axis=-1).asnumpy())
+        finally:
+            library.configure(0, {"kernels": "fast"})
+    for fast, reference in zip(results["fast"], results["reference"]):
+        np.testing.assert_array_equal(fast, reference)

@@ -23,11 +23,6 @@ CR_TARGET_CLONES static int fast_activation_simple(cr_activation_type type, int6
   return activation_simple(type, count, x, y);
 }
 
-CR_TARGET_CLONES static void fast_softmax_rows(int64_t rows, int64_t length, const float *x,
-                                               float *y) {
-  softmax_rows(rows, length, x, y);
-}
-
 CR_TARGET_CLONES static void fast_binary_simple(cr_binary_op op, int64_t count, const float *a,
                                                 const float *b, float *y) {
   binary_simple(op, count, a, b, y);
@@ -49,10 +44,6 @@ CR_TARGET_CLONES static void fast_layer_norm_rows(int64_t rows, int64_t channels
                                                   const float *beta, double eps, float *y,
                                                   float *mean, float *sigma) {
   layer_norm_rows(rows, channels, x, gamma, beta, eps, y, mean, sigma);
-}
-
-CR_TARGET_CLONES static void fast_gelu(int64_t count, const float *x, float *y) {
-  gelu_float(count, x, y);
 }
 
 CR_TARGET_CLONES static void fast_leaky_loop(double slope, int64_t count, const float *x,
@@ -102,6 +93,58 @@ static void fast_sigmoid_or_swish(int swish, int64_t count, const float *x, floa
   }
 #endif
   sigmoid_or_swish(swish, count, x, y);
+}
+
+/* Softmax rows and GELU: their exponentials (and GELU's erfc) are made of
+ * fmaf too, so they take the same three-way dispatch. */
+#ifdef CR_FMA_CLONES
+__attribute__((target("avx512f"))) static void softmax_rows_avx512(int64_t rows, int64_t length,
+                                                                   const float *x, float *y) {
+  softmax_rows(rows, length, x, y);
+}
+
+__attribute__((target("avx2,fma"))) static void softmax_rows_avx2(int64_t rows, int64_t length,
+                                                                 const float *x, float *y) {
+  softmax_rows(rows, length, x, y);
+}
+
+__attribute__((target("avx512f"))) static void gelu_avx512(int64_t count, const float *x,
+                                                           float *y) {
+  gelu_float(count, x, y);
+}
+
+__attribute__((target("avx2,fma"))) static void gelu_avx2(int64_t count, const float *x,
+                                                         float *y) {
+  gelu_float(count, x, y);
+}
+#endif
+
+static void fast_softmax_rows(int64_t rows, int64_t length, const float *x, float *y) {
+#ifdef CR_FMA_CLONES
+  if (__builtin_cpu_supports("avx512f")) {
+    softmax_rows_avx512(rows, length, x, y);
+    return;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    softmax_rows_avx2(rows, length, x, y);
+    return;
+  }
+#endif
+  softmax_rows(rows, length, x, y);
+}
+
+static void fast_gelu(int64_t count, const float *x, float *y) {
+#ifdef CR_FMA_CLONES
+  if (__builtin_cpu_supports("avx512f")) {
+    gelu_avx512(count, x, y);
+    return;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    gelu_avx2(count, x, y);
+    return;
+  }
+#endif
+  gelu_float(count, x, y);
 }
 
 CR_TARGET_CLONES static void fast_hard_sigmoid(int swish, double alpha, double beta,
