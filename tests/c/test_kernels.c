@@ -1741,7 +1741,13 @@ static void test_gemm_random(void) {
                                 * packing (the pre-packed run of each is
                                 * the blocked path: identical results) */
                                {17, 17, 16}, {32, 32, 32}, {9, 49, 128}, {5, 100, 7},
-                               {8, 48, 16}, {1, 64, 128}, {3, 5, 129}};
+                               {8, 48, 16}, {1, 64, 128}, {3, 5, 129},
+                               /* a tail of k up to 32 joined to the last
+                                * block (k_block): 147 and 160 in one
+                                * block, 161 as 128 + 33, 288 as 128 +
+                                * 160, 289 as 128 + 128 + 33 */
+                               {64, 150, 147}, {20, 60, 160}, {20, 60, 161},
+                               {24, 100, 288}, {9, 50, 289}};
   rng r = {7};
   int ok_close = 1, ok_packed = 1, ok_threads = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
@@ -1796,6 +1802,44 @@ static void test_gemm_random(void) {
   report(ok_close, "gemm with epilogues vs the double-precision definition");
   report(ok_packed, "gemm: pre-packed operands give identical results");
   report(ok_threads, "gemm: strided B and 3 threads give identical results");
+}
+
+/* The packed layout of a depth with a short tail: k = 147 (ResNet's stem,
+ * 3 x 7 x 7) is one block, each panel 147 x MR floats, row r's value at
+ * step p at p * MR + r; k = 300 is blocks of 128 and 172 -> 128 + 128 + 44
+ * (44 > 32 stays a block of its own): the third block starts at 256 * the
+ * panels' rows. */
+static void test_gemm_packed_k_blocks(void) {
+  const int64_t m = 10;
+  const int64_t depths[] = {147, 300};
+  int ok = 1;
+  rng r = {11};
+  for (size_t d = 0; d < sizeof depths / sizeof depths[0]; ++d) {
+    const int64_t k = depths[d];
+    const size_t floats = cr_gemm_packed_a_floats(m, k);
+    const int64_t rows = (int64_t)floats / k; /* m rounded up to the panels' MR */
+    const int64_t mr = (int64_t)cr_gemm_packed_a_floats(1, k) / k;
+    float *a = random_array(&r, m * k), *pa = malloc(floats * sizeof(float));
+    if (a == NULL || pa == NULL) {
+      free(a), free(pa);
+      report(0, "gemm packed k blocks: allocation");
+      return;
+    }
+    cr_gemm_pack_a(m, k, a, k, 1, pa);
+    for (int64_t i = 0; i < m && ok; ++i) {
+      for (int64_t p = 0; p < k; ++p) {
+        const int64_t k0 = k == 147 || p < 128 ? 0 : p < 256 ? 128 : 256;
+        const int64_t kc = k == 147 ? 147 : k0 < 256 ? 128 : 44;
+        const int64_t at = k0 * rows + (i / mr) * kc * mr + (p - k0) * mr + i % mr;
+        if (pa[at] != a[i * k + p]) {
+          ok = 0;
+          break;
+        }
+      }
+    }
+    free(a), free(pa);
+  }
+  report(ok, "gemm: a tail of k up to 32 is packed with the last block");
 }
 
 /* Each convolution path of kernels/fast/dense.c (1 x 1, the phase planes at
@@ -2149,6 +2193,7 @@ static void run_all(void) {
   test_parallel_worker_leaves_caller_cpu();
 #endif
   test_gemm_random();
+  test_gemm_packed_k_blocks();
   test_conv_paths();
   test_depthwise_small_planes();
   test_conv_valid_stride1();

@@ -26,7 +26,7 @@
  * weights) the same way and keep the envelope: magic, versions, every
  * length checked against the bytes that are really there, a checksum.
  *
- * Format, version 3. Integers are little-endian with the widths shown;
+ * Format, version 4. Integers are little-endian with the widths shown;
  * offsets are in bytes; "pad" is zero bytes up to the next multiple of 64
  * from the start of the file (what lets the values be used in place).
  *
@@ -34,9 +34,12 @@
  *   0        8          magic 89 43 52 4D 0D 0A 1A 0A ("\x89CRM\r\n\x1a\n":
  *                       a non-ASCII first byte and a CR LF, so that text
  *                       files and line-ending conversions are caught)
- *   8        u32        format version, 3 (versions 1 and 2 are refused:
+ *   8        u32        format version, 4 (versions 1 to 3 are refused:
  *                       the host's cache then compiles the model again and
- *                       replaces the file)
+ *                       replaces the file; version 3 held the same records
+ *                       with filters packed in k blocks of 128 and a short
+ *                       tail, where gemm.c now joins a tail of up to 32 to
+ *                       the last block: its packed filters would be misread)
  *   12       u32        MX_ACC_API_VERSION of the writer (the reader
  *                       requires the same MAJOR)
  *   16       u32        flags, 1 (ACC_BIN_FLAG_ALIGNED: the weight records'
@@ -128,11 +131,11 @@ enum {
 };
 
 static const acc_bin_format kFormat = {
-  kMagic, 3, "cpu_ref", "cpu_ref model file", "a cpu_ref model file", "model file",
+  kMagic, 4, "cpu_ref", "cpu_ref model file", "a cpu_ref model file", "model file",
   kMinFileSize, CR_MODEL_FILE_MAX, "CR_MODEL_FILE_MAX"
 };
 
-/* The checksum of versions 2 and 3 (version 1's was FNV-1a). */
+/* The checksum of versions 2 to 4 (version 1's was FNV-1a). */
 static const acc_bin_checksum kChecksum = ACC_BIN_XXH64;
 
 /* ---- the dense steps' filters ----------------------------------------------- */

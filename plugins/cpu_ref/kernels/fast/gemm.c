@@ -39,6 +39,7 @@
 
 enum {
   kKC = 128,        /* k block: a B panel (KC x NR) stays in L1 */
+  kKCMax = 160,     /* the deepest block: what is left of k up to this is one (k_block) */
   kNCPanels = 24,   /* B block of up to 24 panels: KC x 1152 floats in L2 */
   kMCPanels = 16,   /* A block of up to 16 panels (128 rows for AVX-512) */
   kMaxMR = 8,
@@ -587,6 +588,17 @@ static const cr_gemm_arch *arch_for(cr_isa isa) {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* The depth of the k block starting at k0: kKC, or all that is left when
+ * that is at most kKCMax, so that no block is a short tail (ResNet's stem,
+ * k = 147 = 3 x 7 x 7, ran as 128 + 19: every tile of C stored, then read
+ * and written again for 19 steps). A B panel of kKCMax x 48 floats (30
+ * KiB) still stays in L1. Every packed layout and loop over k cuts k this
+ * way: block b starts at its k0 and holds the panels, kc x width floats
+ * each. */
+static int64_t k_block(int64_t k, int64_t k0) {
+  return k - k0 <= kKCMax ? k - k0 : kKC;
+}
+
 /* count x per floats, or 0 when it overflows size_t. */
 static size_t checked_floats(int64_t count, int64_t per) {
   if (count <= 0 || per <= 0) return 0;
@@ -713,16 +725,16 @@ size_t cr_gemm_packed_b_floats(int64_t k, int64_t n) {
   return checked_floats(ceil_div(n, arch->nr) * arch->nr, k);
 }
 
-/* Whole packed layout: k block kb (kc = min(KC, k - kb * KC) deep) starts
- * at kb * KC * panels * width, and holds the panels one after another, kc x
- * width floats each. */
+/* Whole packed layout: the k block starting at k0 (k_block(k, k0) deep)
+ * starts at k0 * panels * width, and holds the panels one after another,
+ * kc x width floats each. */
 /* The whole of A (m x k, element (i, j) at a[i * rs + j * cs]) packed for
  * arch, in that layout. */
 static void pack_a_whole(const cr_gemm_arch *arch, int64_t m, int64_t k, const float *a,
                          int64_t rs, int64_t cs, float *packed) {
   const int64_t panels = ceil_div(m, arch->mr);
-  for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-    const int64_t kc = min_i64(kKC, k - k0);
+  for (int64_t k0 = 0, kc = 0; k0 < k; k0 += kc) {
+    kc = k_block(k, k0);
     pack_a_block(a, rs, cs, m, 0, panels, arch->mr, k0, kc, packed + k0 * panels * arch->mr);
   }
 }
@@ -740,8 +752,8 @@ cr_isa cr_gemm_pack_b(int64_t k, int64_t n, const float *b, int64_t rs, int64_t 
   const cr_gemm_arch *arch = arch_for(isa);
   const int64_t panels = ceil_div(n, arch->nr);
   const cr_view view = {b, rs, cs, n};
-  for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-    const int64_t kc = min_i64(kKC, k - k0);
+  for (int64_t k0 = 0, kc = 0; k0 < k; k0 += kc) {
+    kc = k_block(k, k0);
     pack_b_view(&view, k0, kc, 0, n, arch->nr, packed + k0 * panels * arch->nr);
   }
   return isa;
@@ -847,7 +859,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
   const int64_t m_panels = ceil_div(m, mr), n_panels = ceil_div(n, nr);
   const int a_packed = job->a->packed != NULL && job->a->packed_isa == arch->isa;
   const int b_packed = job->b->packed != NULL && job->b->packed_isa == arch->isa;
-  const int64_t kc_max = min_i64(kKC, k);
+  const int64_t kc_max = min_i64(kKCMax, k);
   float *b_buffer = NULL, *a_buffer = NULL;
   /* B read in place through its row offsets: full panels, and under
    * AVX-512 the edge panel too (the edge kernel masks the loads of its last
@@ -877,8 +889,8 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
     return;
   }
   float tile[kMaxMR * kMaxNR];
-  int64_t packed_rows[kKC]; /* row p of a packed panel */
-  for (int64_t p = 0; p < kKC; ++p) packed_rows[p] = p * nr;
+  int64_t packed_rows[kKCMax]; /* row p of a packed panel */
+  for (int64_t p = 0; p < kKCMax; ++p) packed_rows[p] = p * nr;
   const cr_pack_b_fn pack_b = job->b->pack_b != NULL ? job->b->pack_b : pack_b_view;
   const void *pack_context = job->b->pack_b != NULL ? job->b->pack_context : &job->b_view;
   /* The order of a block's tiles. Column panel by column panel (each B
@@ -892,17 +904,18 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
    * way: the results are the same. */
   const int rows_first = k <= kRowsFirstK;
   if (a_whole) {
-    for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+    for (int64_t k0 = 0, kc = 0; k0 < k; k0 += kc) {
+      kc = k_block(k, k0);
       pack_a_block(job->a->data, job->a->rs, job->a->cs, m, p0 * mr, range_panels, mr, k0,
-                   min_i64(kKC, k - k0), a_buffer + k0 * range_panels * mr);
+                   kc, a_buffer + k0 * range_panels * mr);
     }
   }
 
   for (int64_t qc = q0; qc < q1; qc += kNCPanels) {
     const int64_t q_count = min_i64(kNCPanels, q1 - qc);
     const int64_t j_begin = qc * nr, j_end = min_i64(n, (qc + q_count) * nr);
-    for (int64_t k0 = 0; k0 < k; k0 += kKC) {
-      const int64_t kc = min_i64(kKC, k - k0);
+    for (int64_t k0 = 0, kc = 0; k0 < k; k0 += kc) {
+      kc = k_block(k, k0);
       const int first = k0 == 0, last = k0 + kc >= k;
       const float *b_block;
       if (b_packed) {
@@ -1266,8 +1279,9 @@ static void pack_shared(cr_gemm_job *job, cr_gemm_operand *shared) {
   if (rows) {
     const cr_pack_b_fn pack = op->pack_b != NULL ? op->pack_b : pack_b_view;
     const void *context = op->pack_b != NULL ? op->pack_context : &job->b_view;
-    for (int64_t k0 = 0; k0 < job->k; k0 += kKC) {
-      pack(context, k0, min_i64(kKC, job->k - k0), 0, job->n, arch->nr,
+    for (int64_t k0 = 0, kc = 0; k0 < job->k; k0 += kc) {
+      kc = k_block(job->k, k0);
+      pack(context, k0, kc, 0, job->n, arch->nr,
            packed + k0 * n_panels * arch->nr);
     }
   } else {

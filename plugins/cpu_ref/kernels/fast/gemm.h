@@ -4,8 +4,8 @@
  * of C as it is finished.
  *
  * The design is the usual one of BLIS and OpenBLAS: A is packed into panels
- * of MR rows and B into panels of NR columns, K is cut into blocks of KC,
- * and a register-blocked micro-kernel multiplies one A panel by one B panel
+ * of MR rows and B into panels of NR columns, K is cut into blocks of KC
+ * (a tail of up to KCMAX - KC joined to the last block), and a register-blocked micro-kernel multiplies one A panel by one B panel
  * into an MR x NR tile of C held in registers. The micro-kernel is chosen
  * at run time from the CPU's features (AVX-512, AVX2 + FMA, or portable C),
  * so the library is built without -march flags and runs on any x86-64 (or
