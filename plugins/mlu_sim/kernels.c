@@ -113,12 +113,12 @@ MLU_TARGET_CLONES static void epilogue_run(float *sram, const mlu_epilogue *ep, 
   activate_run(values, count, ep->act, ep->act_lo, ep->act_hi);
 }
 
-/* The direct convolution, for groups of few filters (depthwise ones above
+/* The direct convolution of filters wider than DIRECT_KW_MAX; conv_direct below for the others. For groups of few filters (depthwise ones above
  * all, where a GEMM would have one row): output row by output row, every
  * tap of the filter added to the row while it is in the L1 cache, then its
  * epilogue. Strided taps read a copy of the input row split into its
  * stride phases (work: phase_words), so that every tap is a contiguous run. */
-MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float *work, int part,
+MLU_TARGET_CLONES static void conv_direct_any(float *sram, const mlu_conv *c, float *work, int part,
                                           int parts) {
   int64_t taps = c->kh * c->kw * c->cg;
   int64_t phase_len = (c->w + c->sw - 1) / c->sw;
@@ -158,6 +158,192 @@ MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float 
   }
 }
 
+/* The columns one filter column kx reaches: output columns [lo, hi) read
+ * input value base[off + ox], base being the input row itself (unit stride)
+ * or its copy split into stride phases (split_phases). Computed once per
+ * instruction, so that no row pays for the divisions. */
+typedef struct tap_columns {
+  int64_t lo, hi, off;
+} tap_columns;
+
+/* Filter widths the direct path handles with precomputed columns. */
+#define DIRECT_KW_MAX 16
+
+static void direct_columns(const mlu_conv *c, tap_columns *cols) {
+  int64_t phase_len = (c->w + c->sw - 1) / c->sw;
+  for (int64_t kx = 0; kx < c->kw; ++kx) {
+    int64_t x_offset = kx * c->dw - c->pw;
+    valid_columns(x_offset, c->sw, c->w, c->ow, &cols[kx].lo, &cols[kx].hi);
+    int64_t first = cols[kx].lo * c->sw + x_offset; /* input column of output column lo */
+    cols[kx].off = c->sw == 1 ? x_offset
+                              : (first % c->sw) * phase_len + first / c->sw - cols[kx].lo;
+  }
+}
+
+/* Adds the taps kx of one input row (weights w[kx * cg]) to output row
+ * orow, column by column in the order of kx; each output value gets its
+ * valid taps only, as many passes of `orow[ox] += w * x` would. */
+MLU_TARGET_CLONES static void direct_row(float *orow, const float *base, const float *w,
+                                         int64_t cg, const tap_columns *cols, int64_t kw,
+                                         int64_t ow) {
+  if (kw == 3) {
+    int64_t lo = cols[0].lo, hi = cols[0].hi;
+    for (int k = 1; k < 3; ++k) {
+      if (cols[k].lo > lo) lo = cols[k].lo;
+      if (cols[k].hi < hi) hi = cols[k].hi;
+    }
+    if (lo < hi) {
+      const float w0 = w[0], w1 = w[cg], w2 = w[2 * cg];
+      const int64_t o0 = cols[0].off, o1 = cols[1].off, o2 = cols[2].off;
+      for (int64_t ox = 0; ox < lo; ++ox) {
+        for (int64_t kx = 0; kx < 3; ++kx) {
+          if (ox >= cols[kx].lo && ox < cols[kx].hi) orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+        }
+      }
+      for (int64_t ox = lo; ox < hi; ++ox) {
+        float v = orow[ox];
+        v += w0 * base[ox + o0];
+        v += w1 * base[ox + o1];
+        v += w2 * base[ox + o2];
+        orow[ox] = v;
+      }
+      for (int64_t ox = hi; ox < ow; ++ox) {
+        for (int64_t kx = 0; kx < 3; ++kx) {
+          if (ox >= cols[kx].lo && ox < cols[kx].hi) orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+        }
+      }
+      return;
+    }
+  }
+  for (int64_t kx = 0; kx < kw; ++kx) {
+    const float weight = w[kx * cg];
+    const int64_t off = cols[kx].off;
+    for (int64_t ox = cols[kx].lo; ox < cols[kx].hi; ++ox) orow[ox] += weight * base[ox + off];
+  }
+}
+
+/* One output row of a 3 x 3 single-channel (depthwise) filter whose three
+ * input rows are all inside the input: bias, then the nine taps in the
+ * filter's order, then clip or ReLU (act_inline), in one pass. */
+MLU_TARGET_CLONES static void direct_row3x3(float *orow, const float *const rows[3],
+                                            const float *w, float bias,
+                                            const tap_columns *cols, int64_t ow, int act_inline,
+                                            float act_lo, float act_hi) {
+  int64_t lo = cols[0].lo, hi = cols[0].hi;
+  for (int k = 1; k < 3; ++k) {
+    if (cols[k].lo > lo) lo = cols[k].lo;
+    if (cols[k].hi < hi) hi = cols[k].hi;
+  }
+  if (hi < lo) hi = lo;
+  /* border columns: every valid tap in order, then activation */
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    if (ox == lo) ox = hi;
+    if (ox >= ow) break;
+    float v = bias;
+    for (int64_t ky = 0; ky < 3; ++ky) {
+      for (int64_t kx = 0; kx < 3; ++kx) {
+        if (ox >= cols[kx].lo && ox < cols[kx].hi) v += w[ky * 3 + kx] * rows[ky][ox + cols[kx].off];
+      }
+    }
+    orow[ox] = v;
+  }
+  const float *a = rows[0], *b = rows[1], *c = rows[2];
+  const int64_t o0 = cols[0].off, o1 = cols[1].off, o2 = cols[2].off;
+  const float w00 = w[0], w01 = w[1], w02 = w[2], w10 = w[3], w11 = w[4], w12 = w[5];
+  const float w20 = w[6], w21 = w[7], w22 = w[8];
+  for (int64_t ox = lo; ox < hi; ++ox) {
+    float v = bias;
+    v += w00 * a[ox + o0];
+    v += w01 * a[ox + o1];
+    v += w02 * a[ox + o2];
+    v += w10 * b[ox + o0];
+    v += w11 * b[ox + o1];
+    v += w12 * b[ox + o2];
+    v += w20 * c[ox + o0];
+    v += w21 * c[ox + o1];
+    v += w22 * c[ox + o2];
+    orow[ox] = v;
+  }
+  if (act_inline == MLU_ACT_RELU) {
+    for (int64_t ox = 0; ox < ow; ++ox) orow[ox] = orow[ox] < 0.0f ? 0.0f : orow[ox];
+  } else if (act_inline == MLU_ACT_CLIP) {
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      float x = orow[ox];
+      orow[ox] = x > act_hi ? act_hi : (x < act_lo ? act_lo : x);
+    }
+  }
+}
+
+/* The direct convolution, for groups of few filters (depthwise ones above
+ * all, where a GEMM would have one row): output row by output row, every
+ * tap of the filter added to the row while it is in the L1 cache, then its
+ * epilogue. Each output value is its bias plus its valid taps in the
+ * filter's order (ky, channel, kx), each `v += w * x`, whichever loop below
+ * computes it. Strided taps read a copy of the input row split into its
+ * stride phases (work: phase_words per row, three rows for 3 x 3 filters),
+ * so that every tap is a contiguous run. */
+static void conv_direct(float *sram, const mlu_conv *c, float *work, int part, int parts) {
+  if (c->kw > DIRECT_KW_MAX) {
+    conv_direct_any(sram, c, work, part, parts);
+    return;
+  }
+  tap_columns cols[DIRECT_KW_MAX];
+  direct_columns(c, cols);
+  int64_t taps = c->kh * c->kw * c->cg;
+  int64_t phase_row = phase_words(c->w, c->sw);
+  int dw3x3 = c->kh == 3 && c->kw == 3 && c->cg == 1;
+  /* The activations applied in direct_row3x3's pass (no residual). */
+  int act_inline = c->ep.residual == MLU_NONE &&
+                           (c->ep.act == MLU_ACT_RELU || c->ep.act == MLU_ACT_CLIP)
+                       ? c->ep.act
+                       : MLU_ACT_NONE;
+  int64_t j_end = share(c->nf, part + 1, parts, 1);
+  for (int64_t j = share(c->nf, part, parts, 1); j < j_end; ++j) {
+    float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
+    float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
+    int64_t group = (c->f0 + j) / c->fg;
+    int64_t channel_base = group * c->cg - c->in_c0; /* first input channel of the group */
+    const float *weights = sram + c->filter + (uint64_t)(j * taps);
+    for (int64_t r = 0; r < c->out_rows; ++r) {
+      float *orow = out + r * c->ow;
+      int64_t iy0 = (c->oy0 + r) * c->sh - c->ph;
+      if (dw3x3 && iy0 >= 0 && iy0 + 2 * c->dh < c->h) {
+        const float *rows[3];
+        for (int64_t ky = 0; ky < 3; ++ky) {
+          const float *row = sram + c->in + (uint64_t)channel_base * c->in_ch_stride +
+                             (uint64_t)((iy0 + ky * c->dh - c->in_row0) * c->w);
+          if (c->sw > 1) {
+            split_phases(row, c->w, c->sw, work + ky * phase_row);
+            row = work + ky * phase_row;
+          }
+          rows[ky] = row;
+        }
+        direct_row3x3(orow, rows, weights, bias, cols, c->ow, act_inline, c->ep.act_lo,
+                      c->ep.act_hi);
+        if (act_inline == MLU_ACT_NONE) {
+          epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r * c->ow, c->ow);
+        }
+        continue;
+      }
+      for (int64_t ox = 0; ox < c->ow; ++ox) orow[ox] = bias;
+      for (int64_t ky = 0; ky < c->kh; ++ky) {
+        int64_t iy = iy0 + ky * c->dh;
+        if (iy < 0 || iy >= c->h) continue; /* zero padding */
+        for (int64_t ch = 0; ch < c->cg; ++ch) {
+          const float *row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
+                             (uint64_t)((iy - c->in_row0) * c->w);
+          if (c->sw > 1) {
+            split_phases(row, c->w, c->sw, work);
+            row = work;
+          }
+          direct_row(orow, row, weights + ky * c->kw * c->cg + ch, c->cg, cols, c->kw, c->ow);
+        }
+      }
+      epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r * c->ow, c->ow);
+    }
+  }
+}
+
 /* ---- convolution as GEMM ------------------------------------------------------------ */
 
 /* Words of one im2col chunk the GEMM path aims at (512 KiB: an L2 cache's
@@ -189,7 +375,10 @@ static int64_t conv_chunk_rows(const mlu_conv *c) {
 
 uint64_t mlu_conv_work_words(const mlu_conv *c) {
   if (c->nf <= 0 || c->out_rows <= 0 || c->ow <= 0 || c->cg <= 0) return 0;
-  if (!conv_uses_gemm(c)) return c->sw > 1 ? (uint64_t)phase_words(c->w, c->sw) : 0;
+  if (!conv_uses_gemm(c)) {
+    /* stride phases of one input row, three for 3 x 3 filters */
+    return c->sw > 1 ? (uint64_t)phase_words(c->w, c->sw) * (c->kh == 3 ? 3u : 1u) : 0;
+  }
   if (conv_pointwise(c)) return 0;
   return (uint64_t)(c->kh * c->kw * c->cg) * (uint64_t)(conv_chunk_rows(c) * c->ow);
 }
