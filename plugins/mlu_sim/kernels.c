@@ -427,14 +427,25 @@ static void conv_gemm(float *sram, const mlu_conv *c, float *work, int part, int
   int64_t taps = c->kh * c->kw * c->cg, plane = c->out_rows * c->ow;
   int pointwise = conv_pointwise(c);
   int64_t chunk = conv_chunk_rows(c);
-  int64_t lo = pointwise ? share(plane, part, parts, 32) : share(c->out_rows, part, parts, 1);
-  int64_t hi = pointwise ? share(plane, part + 1, parts, 32)
-                         : share(c->out_rows, part + 1, parts, 1);
-  if (lo >= hi) return;
-  for (int64_t j0 = 0; j0 < c->nf;) {
+  /* A pointwise plane too small to give every part 32 columns is split by
+   * filters instead (whole blocks of 6, the GEMM's rows). */
+  int by_filters = pointwise && parts > 1 && plane < 32 * (int64_t)parts;
+  int64_t lo = 0, hi = pointwise ? plane : c->out_rows, f_lo = 0, f_hi = c->nf;
+  if (by_filters) {
+    f_lo = share(c->nf, part, parts, 6);
+    f_hi = share(c->nf, part + 1, parts, 6);
+  } else if (pointwise) {
+    lo = share(plane, part, parts, 32);
+    hi = share(plane, part + 1, parts, 32);
+  } else {
+    lo = share(c->out_rows, part, parts, 1);
+    hi = share(c->out_rows, part + 1, parts, 1);
+  }
+  if (lo >= hi || f_lo >= f_hi) return;
+  for (int64_t j0 = f_lo; j0 < f_hi;) {
     int64_t group = (c->f0 + j0) / c->fg;
     int64_t j1 = (group + 1) * c->fg - c->f0;
-    if (j1 > c->nf) j1 = c->nf;
+    if (j1 > f_hi) j1 = f_hi;
     int64_t channel_base = group * c->cg - c->in_c0;
     const float *a = sram + c->filter + (uint64_t)(j0 * taps);
     float *out = sram + c->out + (uint64_t)j0 * c->out_ch_stride;
@@ -485,9 +496,10 @@ uint64_t mlu_matmul_work_words(const mlu_matmul *m) {
  * time: each sum still runs over k in order, in double, as the column loop
  * below does, so the results are the same. */
 MLU_TARGET_CLONES static void matmul_packed(float *sram, const mlu_matmul *m, float *work,
-                                            int64_t r0, int64_t r1) {
-  for (int64_t c0 = 0; c0 < m->cols; c0 += MATMUL_PACK) {
-    int64_t n = m->cols - c0 < MATMUL_PACK ? m->cols - c0 : MATMUL_PACK;
+                                            int64_t r0, int64_t r1, int64_t col_lo,
+                                            int64_t col_hi) {
+  for (int64_t c0 = col_lo; c0 < col_hi; c0 += MATMUL_PACK) {
+    int64_t n = col_hi - c0 < MATMUL_PACK ? col_hi - c0 : MATMUL_PACK;
     for (int64_t c = 0; c < MATMUL_PACK; ++c) {
       const float *b = sram + m->b + (uint64_t)((c0 + (c < n ? c : 0)) * m->k);
       for (int64_t k = 0; k < m->k; ++k) work[k * MATMUL_PACK + c] = b[k];
@@ -511,15 +523,24 @@ MLU_TARGET_CLONES static void matmul_packed(float *sram, const mlu_matmul *m, fl
 }
 
 void mlu_kernel_matmul(float *sram, const mlu_matmul *m, float *work, int part, int parts) {
-  int64_t r0 = share(m->rows, part, parts, 1), r1 = share(m->rows, part + 1, parts, 1);
-  if (r0 >= r1) return;
+  /* a share of the rows, or of the columns (multiples of MATMUL_PACK) when
+   * there are fewer rows than parts */
+  int64_t r0 = 0, r1 = m->rows, c_lo = 0, c_hi = m->cols;
+  if (m->rows >= parts) {
+    r0 = share(m->rows, part, parts, 1);
+    r1 = share(m->rows, part + 1, parts, 1);
+  } else {
+    c_lo = share(m->cols, part, parts, MATMUL_PACK);
+    c_hi = share(m->cols, part + 1, parts, MATMUL_PACK);
+  }
+  if (r0 >= r1 || c_lo >= c_hi) return;
   if (mlu_matmul_work_words(m) > 0) {
-    matmul_packed(sram, m, work, r0, r1);
+    matmul_packed(sram, m, work, r0, r1, c_lo, c_hi);
   } else {
     for (int64_t r = r0; r < r1; ++r) {
       const float *a = sram + m->a + (uint64_t)r * m->a_stride;
       float *out = sram + m->out + (uint64_t)r * m->out_stride;
-      for (int64_t col = 0; col < m->cols; ++col) {
+      for (int64_t col = c_lo; col < c_hi; ++col) {
         const float *b = sram + m->b + (uint64_t)(col * m->k);
         double sum = 0.0;
         for (int64_t k = 0; k < m->k; ++k) sum += (double)a[k] * (double)b[k];
@@ -529,7 +550,7 @@ void mlu_kernel_matmul(float *sram, const mlu_matmul *m, float *work, int part, 
     }
   }
   for (int64_t r = r0; r < r1; ++r) {
-    epilogue_run(sram, &m->ep, m->out, m->out_stride, r, 0, m->cols);
+    epilogue_run(sram, &m->ep, m->out, m->out_stride, r, c_lo, c_hi - c_lo);
   }
 }
 
@@ -922,11 +943,23 @@ static double insn_work(const mlu_insn *insn) {
   }
 }
 
-int mlu_kernel_splits(const mlu_insn *insn) {
-  /* Below some 10 us of work, waking a helper costs more than it saves
-   * (on a loaded machine a 64K threshold made SqueezeNet's quarter-width
-   * variant slower at 2 threads than at 1). */
-  return insn->dtype != MLU_DT_INT8 && insn_work(insn) >= 131072.0;
+/* Work (insn_work) below which an instruction runs whole: some 10 us, below
+ * which waking a helper costs more than it saves (on a loaded machine a 64K
+ * threshold made SqueezeNet's quarter-width variant slower at 2 threads than
+ * at 1); and the least work of one part when an instruction is split. */
+#define SPLIT_WORK_MIN 131072.0
+#define PART_WORK_MIN 32768.0
+
+int mlu_kernel_parts(const mlu_insn *insn, int workers) {
+  if (workers <= 1 || insn->dtype == MLU_DT_INT8) return 1;
+  double work = insn_work(insn);
+  if (work < SPLIT_WORK_MIN) return 1;
+  /* MLU_PARTS_PER_WORKER parts per thread, so that a thread the system holds
+   * back leaves its untaken parts to the others; never parts so small that
+   * taking one costs more than computing it. */
+  double most = work / PART_WORK_MIN;
+  int parts = workers * MLU_PARTS_PER_WORKER;
+  return (double)parts <= most ? parts : (most > (double)workers ? (int)most : workers);
 }
 
 void mlu_kernel_part(float *sram, const mlu_insn *insn, float *work, int part, int parts) {

@@ -29,7 +29,9 @@ static void finish_part(mlu_team *team) {
 }
 
 static void *helper_main(void *arg) {
-  mlu_team *team = arg;
+  const mlu_team_helper *self = arg;
+  mlu_team *team = self->team;
+  int worker = self->worker;
   uint_fast64_t seen = atomic_load(&team->generation);
   for (;;) {
     for (int i = 0; i < SPIN_POLLS && atomic_load(&team->generation) == seen &&
@@ -46,14 +48,14 @@ static void *helper_main(void *arg) {
       return NULL;
     }
     seen = atomic_load(&team->generation);
-    for (;;) {
+    while (worker <= team->active) {
       int part = take_part(team);
       if (part < 0) break;
       mlu_team_fn fn = team->fn;
       void *fn_arg = team->arg;
       int parts = team->parts;
       pthread_mutex_unlock(&team->lock);
-      fn(fn_arg, part, parts);
+      fn(fn_arg, part, parts, worker);
       finish_part(team);
       pthread_mutex_lock(&team->lock);
     }
@@ -96,11 +98,17 @@ int mlu_team_claim(mlu_team *team, int helpers) {
   if (helpers <= 0 || pthread_mutex_trylock(&team->busy) != 0) return 0;
   if (helpers > MLU_TEAM_MAX_HELPERS) helpers = MLU_TEAM_MAX_HELPERS;
   /* Only the claimer starts helpers, so num_helpers needs no other lock. */
-  while (team->num_helpers < helpers &&
-         pthread_create(&team->helpers[team->num_helpers], NULL, helper_main, team) == 0) {
+  while (team->num_helpers < helpers) {
+    mlu_team_helper *self = &team->helper_args[team->num_helpers];
+    self->team = team;
+    self->worker = team->num_helpers + 1;
+    if (pthread_create(&team->helpers[team->num_helpers], NULL, helper_main, self) != 0) break;
     team->num_helpers += 1;
   }
   int usable = team->num_helpers < helpers ? team->num_helpers : helpers;
+  pthread_mutex_lock(&team->lock);
+  team->active = usable;
+  pthread_mutex_unlock(&team->lock);
   if (usable == 0) pthread_mutex_unlock(&team->busy); /* no thread could start */
   return usable;
 }
@@ -120,7 +128,7 @@ void mlu_team_run(mlu_team *team, int parts, mlu_team_fn fn, void *arg) {
     int part = take_part(team);
     if (part < 0) break;
     pthread_mutex_unlock(&team->lock);
-    fn(arg, part, parts);
+    fn(arg, part, parts, 0);
     finish_part(team);
     pthread_mutex_lock(&team->lock);
   }
