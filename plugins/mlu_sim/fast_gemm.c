@@ -55,14 +55,16 @@ static void gemm_portable(int64_t m, int64_t n, int64_t k, const float *a, int64
 
 #if MLU_GEMM_X86
 
-/* ---- AVX-512: 6 x 32 (12 accumulators) --------------------------------------------- */
+/* ---- AVX-512: 12 x 32 (24 accumulators), the last rows by at most 6 ------------------ */
+
+#define MR_AVX512 12
 
 __attribute__((target("avx512f"), always_inline)) static inline void block_avx512(
     const int rows, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
     int64_t ldc, const float *bias, __mmask16 m0, __mmask16 m1) {
-  __m512 acc0[MR], acc1[MR];
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) {
+  __m512 acc0[MR_AVX512], acc1[MR_AVX512];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR_AVX512; ++r) {
     if (r < rows) {
       acc0[r] = _mm512_set1_ps(bias == NULL ? 0.0f : bias[r]);
       acc1[r] = acc0[r];
@@ -72,8 +74,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void block_avx51
     const float *brow = b + kk * ldb;
     __m512 b0 = _mm512_maskz_loadu_ps(m0, brow);
     __m512 b1 = _mm512_maskz_loadu_ps(m1, brow + 16);
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 12
+    for (int r = 0; r < MR_AVX512; ++r) {
       if (r < rows) {
         __m512 w = _mm512_set1_ps(a[r * lda + kk]);
         acc0[r] = _mm512_fmadd_ps(w, b0, acc0[r]);
@@ -81,8 +83,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void block_avx51
       }
     }
   }
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 12
+  for (int r = 0; r < MR_AVX512; ++r) {
     if (r < rows) {
       _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
       _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
@@ -90,6 +92,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void block_avx51
   }
 }
 
+/* Each row of c is computed alone (its own accumulators, k in order), so
+ * how rows are grouped into blocks changes no value. */
 __attribute__((target("avx512f"))) static void gemm_avx512(int64_t m, int64_t n, int64_t k,
                                                            const float *a, int64_t lda,
                                                            const float *b, int64_t ldb, float *c,
@@ -98,7 +102,12 @@ __attribute__((target("avx512f"))) static void gemm_avx512(int64_t m, int64_t n,
     int64_t cols = min64(32, n - j0);
     __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
     __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffffu : cols <= 16 ? 0u : (1u << (cols - 16)) - 1u);
-    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+    int64_t i0 = 0;
+    for (; i0 + MR_AVX512 <= m; i0 += MR_AVX512) {
+      block_avx512(MR_AVX512, k, a + i0 * lda, lda, b + j0, ldb, c + i0 * ldc + j0, ldc,
+                   bias == NULL ? NULL : bias + i0, m0, m1);
+    }
+    for (; i0 < m; i0 += MR) {
       const float *ai = a + i0 * lda, *bi = bias == NULL ? NULL : bias + i0;
       float *ci = c + i0 * ldc + j0;
       switch (min64(MR, m - i0)) {

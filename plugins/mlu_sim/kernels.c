@@ -6,6 +6,7 @@
 
 #include "cost.h"
 #include "clones.h"
+#include "fast_direct.h"
 #include "fast_gemm.h"
 
 float mlu_activate(float x, int act, float lo, float hi) {
@@ -224,7 +225,9 @@ MLU_TARGET_CLONES static void direct_row(float *orow, const float *base, const f
 
 /* One output row of a 3 x 3 single-channel (depthwise) filter whose three
  * input rows are all inside the input: bias, then the nine taps in the
- * filter's order, then clip or ReLU (act_inline), in one pass. */
+ * filter's order, then clip or ReLU (act_inline), in one pass. The columns
+ * every tap reaches go to mlu_direct3x3_row (fused multiply-adds) where the
+ * CPU allows; the others, a padding's width at each end, are summed here. */
 MLU_TARGET_CLONES static void direct_row3x3(float *orow, const float *const rows[3],
                                             const float *w, float bias,
                                             const tap_columns *cols, int64_t ow, int act_inline,
@@ -235,20 +238,23 @@ MLU_TARGET_CLONES static void direct_row3x3(float *orow, const float *const rows
     if (cols[k].hi < hi) hi = cols[k].hi;
   }
   if (hi < lo) hi = lo;
-  /* border columns: every valid tap in order, then activation */
   for (int64_t ox = 0; ox < ow; ++ox) {
     if (ox == lo) ox = hi;
     if (ox >= ow) break;
     float v = bias;
     for (int64_t ky = 0; ky < 3; ++ky) {
       for (int64_t kx = 0; kx < 3; ++kx) {
-        if (ox >= cols[kx].lo && ox < cols[kx].hi) v += w[ky * 3 + kx] * rows[ky][ox + cols[kx].off];
+        if (ox >= cols[kx].lo && ox < cols[kx].hi) {
+          v += w[ky * 3 + kx] * rows[ky][ox + cols[kx].off];
+        }
       }
     }
-    orow[ox] = v;
+    orow[ox] = act_inline == MLU_ACT_NONE ? v : mlu_activate(v, act_inline, act_lo, act_hi);
   }
+  const int64_t off[3] = {cols[0].off, cols[1].off, cols[2].off};
+  if (mlu_direct3x3_row(orow, rows, off, w, bias, lo, hi, act_inline, act_lo, act_hi)) return;
   const float *a = rows[0], *b = rows[1], *c = rows[2];
-  const int64_t o0 = cols[0].off, o1 = cols[1].off, o2 = cols[2].off;
+  const int64_t o0 = off[0], o1 = off[1], o2 = off[2];
   const float w00 = w[0], w01 = w[1], w02 = w[2], w10 = w[3], w11 = w[4], w12 = w[5];
   const float w20 = w[6], w21 = w[7], w22 = w[8];
   for (int64_t ox = lo; ox < hi; ++ox) {
@@ -264,14 +270,7 @@ MLU_TARGET_CLONES static void direct_row3x3(float *orow, const float *const rows
     v += w22 * c[ox + o2];
     orow[ox] = v;
   }
-  if (act_inline == MLU_ACT_RELU) {
-    for (int64_t ox = 0; ox < ow; ++ox) orow[ox] = orow[ox] < 0.0f ? 0.0f : orow[ox];
-  } else if (act_inline == MLU_ACT_CLIP) {
-    for (int64_t ox = 0; ox < ow; ++ox) {
-      float x = orow[ox];
-      orow[ox] = x > act_hi ? act_hi : (x < act_lo ? act_lo : x);
-    }
-  }
+  if (act_inline != MLU_ACT_NONE) activate_run(orow + lo, hi - lo, act_inline, act_lo, act_hi);
 }
 
 /* The direct convolution, for groups of few filters (depthwise ones above
