@@ -121,7 +121,62 @@ __attribute__((target("avx2,fma"))) static void row_avx2(float *out, const float
   }
 }
 
+__attribute__((target("avx512f"), always_inline)) static inline __m512 max_avx512(__m512 b,
+                                                                                 __m512 v) {
+  __mmask16 take = _mm512_cmp_ps_mask(v, b, _CMP_GT_OQ) |
+                   (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(b, b, _CMP_ORD_Q));
+  return _mm512_mask_mov_ps(b, take, v);
+}
+
+__attribute__((target("avx512f"))) static void max_run_avx512(float *best, const float *src,
+                                                             int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(best + i, max_avx512(_mm512_loadu_ps(best + i), _mm512_loadu_ps(src + i)));
+  }
+  if (i < n) {
+    __mmask16 mask = (__mmask16)((1u << (n - i)) - 1u);
+    __m512 b = _mm512_maskz_loadu_ps(mask, best + i), v = _mm512_maskz_loadu_ps(mask, src + i);
+    _mm512_mask_storeu_ps(best + i, mask, max_avx512(b, v));
+  }
+}
+
+__attribute__((target("avx2"), always_inline)) static inline __m256 max_avx2(__m256 b, __m256 v) {
+  __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, b, _CMP_GT_OQ),
+                             _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q),
+                                           _mm256_cmp_ps(b, b, _CMP_ORD_Q)));
+  return _mm256_blendv_ps(b, v, take);
+}
+
+__attribute__((target("avx2"))) static void max_run_avx2(float *best, const float *src,
+                                                        int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(best + i, max_avx2(_mm256_loadu_ps(best + i), _mm256_loadu_ps(src + i)));
+  }
+  if (i < n) {
+    __m256i mask = lanes_avx2(n - i);
+    __m256 b = _mm256_maskload_ps(best + i, mask), v = _mm256_maskload_ps(src + i, mask);
+    _mm256_maskstore_ps(best + i, mask, max_avx2(b, v));
+  }
+}
+
 #endif /* MLU_DIRECT_X86 */
+
+int mlu_max_run(float *best, const float *src, int64_t n) {
+#if MLU_DIRECT_X86
+  if (__builtin_cpu_supports("avx512f")) {
+    if (n > 0) max_run_avx512(best, src, n);
+    return 1;
+  }
+  if (__builtin_cpu_supports("avx2")) {
+    if (n > 0) max_run_avx2(best, src, n);
+    return 1;
+  }
+#endif
+  (void)best, (void)src, (void)n;
+  return 0;
+}
 
 int mlu_direct3x3_row(float *out, const float *const rows[3], const int64_t off[3],
                       const float w[9], float bias, int64_t lo, int64_t hi, int act,

@@ -621,10 +621,9 @@ uint64_t mlu_pool_work_words(const mlu_pool *p) {
  * by column, so the results are those of pool_one: the same maximum (the
  * first NaN wins) and the same double sums. */
 MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float *out, int64_t oy,
-                     double *sums, float *phases) {
+                     double *sums, float *phases, const tap_columns *cols) {
   window y = pool_window(oy, p->kh, p->sh, p->ph, p->h);
   int max = p->mode == MLU_POOL_MAX;
-  int64_t phase_len = (p->w + p->sw - 1) / p->sw;
   if (y.lo >= y.hi) { /* a window row of padding only */
     for (int64_t ox = 0; ox < p->ow; ++ox) out[ox] = max ? p->empty_value : 0.0f;
     return;
@@ -638,15 +637,13 @@ MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float
     const float *row = in + (iy - p->in_row0) * p->w;
     if (p->sw > 1) split_phases(row, p->w, p->sw, phases);
     for (int64_t kx = 0; kx < p->kw; ++kx) {
-      int64_t lo, hi;
-      valid_columns(kx - p->pw, p->sw, p->w, p->ow, &lo, &hi);
+      int64_t lo = cols[kx].lo, hi = cols[kx].hi;
       if (lo >= hi) continue;
-      int64_t first = lo * p->sw + kx - p->pw; /* input column of output column lo */
-      const float *src = p->sw == 1 ? row + first
-                                    : phases + (first % p->sw) * phase_len + first / p->sw;
+      const float *src = (p->sw == 1 ? row : phases) + (lo + cols[kx].off);
       int64_t n = hi - lo;
       if (max) {
         float *best = out + lo;
+        if (mlu_max_run(best, src, n)) continue;
         for (int64_t i = 0; i < n; ++i) {
           float v = src[i], b = best[i];
           best[i] = (v > b || (v != v && b == b)) ? v : b;
@@ -657,7 +654,17 @@ MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float
       }
     }
   }
+  /* Max windows are final but those with no input column (only where no
+   * column kx reaches: at the ends); average ones are divided. */
+  int64_t reach_lo = p->ow, reach_hi = 0;
+  for (int64_t kx = 0; kx < p->kw && max; ++kx) {
+    if (cols[kx].lo >= cols[kx].hi) continue;
+    if (cols[kx].lo < reach_lo) reach_lo = cols[kx].lo;
+    if (cols[kx].hi > reach_hi) reach_hi = cols[kx].hi;
+  }
   for (int64_t ox = 0; ox < p->ow; ++ox) {
+    if (max && ox == reach_lo && reach_lo < reach_hi) ox = reach_hi;
+    if (ox >= p->ow) break;
     window x = pool_window(ox, p->kw, p->sw, p->pw, p->w);
     if (x.lo >= x.hi) {
       out[ox] = max ? p->empty_value : 0.0f;
@@ -669,8 +676,21 @@ MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float
   }
 }
 
+/* tap_columns of a pooling window's columns kx (as a filter's, no dilation). */
+static void pool_columns(const mlu_pool *p, tap_columns *cols) {
+  int64_t phase_len = (p->w + p->sw - 1) / p->sw;
+  for (int64_t kx = 0; kx < p->kw; ++kx) {
+    valid_columns(kx - p->pw, p->sw, p->w, p->ow, &cols[kx].lo, &cols[kx].hi);
+    int64_t first = cols[kx].lo * p->sw + kx - p->pw; /* input column of output column lo */
+    cols[kx].off = p->sw == 1 ? kx - p->pw
+                              : (first % p->sw) * phase_len + first / p->sw - cols[kx].lo;
+  }
+}
+
 void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work, int part, int parts) {
-  int rows = pool_by_rows(p);
+  int rows = pool_by_rows(p) && p->kw <= DIRECT_KW_MAX;
+  tap_columns cols[DIRECT_KW_MAX];
+  if (rows) pool_columns(p, cols);
   double *sums = (double *)(void *)work;
   float *phases = rows ? work + 2 * p->ow : NULL;
   int64_t end = share(p->planes, part + 1, parts, 1);
@@ -679,7 +699,7 @@ void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work, int part, int 
     float *out = sram + p->out + (uint64_t)plane * p->out_ch_stride;
     for (int64_t r = 0; r < p->out_rows; ++r) {
       if (rows) {
-        pool_row(p, in, out + r * p->ow, p->oy0 + r, sums, phases);
+        pool_row(p, in, out + r * p->ow, p->oy0 + r, sums, phases, cols);
         continue;
       }
       window y = pool_window(p->oy0 + r, p->kh, p->sh, p->ph, p->h);
