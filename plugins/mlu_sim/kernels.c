@@ -114,13 +114,14 @@ MLU_TARGET_CLONES static void epilogue_run(float *sram, const mlu_epilogue *ep, 
   activate_run(values, count, ep->act, ep->act_lo, ep->act_hi);
 }
 
-/* The direct convolution of filters wider than DIRECT_KW_MAX; conv_direct below for the others. For groups of few filters (depthwise ones above
+/* The direct convolution of filters wider than DIRECT_KW_MAX (conv_direct
+ * below takes the others), for groups of few filters (depthwise ones above
  * all, where a GEMM would have one row): output row by output row, every
  * tap of the filter added to the row while it is in the L1 cache, then its
  * epilogue. Strided taps read a copy of the input row split into its
  * stride phases (work: phase_words), so that every tap is a contiguous run. */
-MLU_TARGET_CLONES static void conv_direct_any(float *sram, const mlu_conv *c, float *work, int part,
-                                          int parts) {
+MLU_TARGET_CLONES static void conv_direct_any(float *sram, const mlu_conv *c, float *work,
+                                              int part, int parts) {
   int64_t taps = c->kh * c->kw * c->cg;
   int64_t phase_len = (c->w + c->sw - 1) / c->sw;
   int64_t j_end = share(c->nf, part + 1, parts, 1);
@@ -198,7 +199,9 @@ MLU_TARGET_CLONES static void direct_row(float *orow, const float *base, const f
       const int64_t o0 = cols[0].off, o1 = cols[1].off, o2 = cols[2].off;
       for (int64_t ox = 0; ox < lo; ++ox) {
         for (int64_t kx = 0; kx < 3; ++kx) {
-          if (ox >= cols[kx].lo && ox < cols[kx].hi) orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+          if (ox >= cols[kx].lo && ox < cols[kx].hi) {
+            orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+          }
         }
       }
       for (int64_t ox = lo; ox < hi; ++ox) {
@@ -210,7 +213,9 @@ MLU_TARGET_CLONES static void direct_row(float *orow, const float *base, const f
       }
       for (int64_t ox = hi; ox < ow; ++ox) {
         for (int64_t kx = 0; kx < 3; ++kx) {
-          if (ox >= cols[kx].lo && ox < cols[kx].hi) orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+          if (ox >= cols[kx].lo && ox < cols[kx].hi) {
+            orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+          }
         }
       }
       return;
@@ -277,10 +282,11 @@ MLU_TARGET_CLONES static void direct_row3x3(float *orow, const float *const rows
  * all, where a GEMM would have one row): output row by output row, every
  * tap of the filter added to the row while it is in the L1 cache, then its
  * epilogue. Each output value is its bias plus its valid taps in the
- * filter's order (ky, channel, kx), each `v += w * x`, whichever loop below
- * computes it. Strided taps read a copy of the input row split into its
- * stride phases (work: phase_words per row, three rows for 3 x 3 filters),
- * so that every tap is a contiguous run. */
+ * filter's order (ky, channel, kx), each `v += w * x` (a fused multiply-add
+ * in mlu_direct3x3_row), the same whichever part computes it. Strided taps
+ * read a copy of the input row split into its stride phases (work:
+ * phase_words per row, three rows for 3 x 3 filters), so that every tap is
+ * a contiguous run. */
 static void conv_direct(float *sram, const mlu_conv *c, float *work, int part, int parts) {
   if (c->kw > DIRECT_KW_MAX) {
     conv_direct_any(sram, c, work, part, parts);
