@@ -1,5 +1,6 @@
 #include "team.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "mxnet_acc.h"
@@ -12,68 +13,76 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* Polls of the generation a helper makes before it sleeps: some tens to
- * a few hundred microseconds, longer than the gap between two large
- * instructions of a launch. */
+/* Polls of the ticket a helper makes before it sleeps: some tens to a few
+ * hundred microseconds, longer than the gap between two large instructions
+ * of a launch. */
 #define SPIN_POLLS 4000
+/* Polls the caller makes for the parts in flight before it yields its core
+ * to a helper the system may be holding back. */
+#define WAIT_POLLS 2000
 
-/* Takes the next part of the current run, or -1. Caller holds the lock. */
-static int take_part(mlu_team *team) {
-  return team->next_part < team->parts ? team->next_part++ : -1;
-}
+static uint64_t run_of(uint_fast64_t ticket) { return (uint64_t)ticket >> 32; }
 
-static void finish_part(mlu_team *team) {
-  pthread_mutex_lock(&team->lock);
-  if (--team->pending == 0) pthread_cond_signal(&team->done);
-  pthread_mutex_unlock(&team->lock);
+/* Takes and runs parts of run `run` until none is left or another run has
+ * begun. fn, arg and parts are read after the ticket showed the run in
+ * progress and a part is taken only while it still is, so they are the
+ * run's own: the next run publishes its own only after every part of this
+ * one has finished. */
+static void work(mlu_team *team, uint64_t run, int worker) {
+  mlu_team_fn fn = atomic_load(&team->fn);
+  void *arg = atomic_load(&team->arg);
+  int parts = atomic_load(&team->parts);
+  uint_fast64_t ticket = atomic_load(&team->ticket);
+  for (;;) {
+    if (run_of(ticket) != run || (uint32_t)ticket >= (uint32_t)parts) return;
+    if (atomic_compare_exchange_weak(&team->ticket, &ticket, ticket + 1)) {
+      fn(arg, (int)(uint32_t)ticket, parts, worker);
+      atomic_fetch_sub(&team->pending, 1);
+      ticket = atomic_load(&team->ticket);
+    }
+  }
 }
 
 static void *helper_main(void *arg) {
   const mlu_team_helper *self = arg;
   mlu_team *team = self->team;
   int worker = self->worker;
-  uint_fast64_t seen = atomic_load(&team->generation);
+  uint64_t seen = run_of(atomic_load(&team->ticket));
   for (;;) {
-    for (int i = 0; i < SPIN_POLLS && atomic_load(&team->generation) == seen &&
+    for (int i = 0; i < SPIN_POLLS && run_of(atomic_load(&team->ticket)) == seen &&
                     !atomic_load(&team->stop);
          ++i) {
       CPU_RELAX();
     }
-    pthread_mutex_lock(&team->lock);
-    while (atomic_load(&team->generation) == seen && !atomic_load(&team->stop)) {
-      pthread_cond_wait(&team->wake, &team->lock);
-    }
-    if (atomic_load(&team->stop)) {
-      pthread_mutex_unlock(&team->lock);
-      return NULL;
-    }
-    seen = atomic_load(&team->generation);
-    while (worker <= team->active) {
-      int part = take_part(team);
-      if (part < 0) break;
-      mlu_team_fn fn = team->fn;
-      void *fn_arg = team->arg;
-      int parts = team->parts;
-      pthread_mutex_unlock(&team->lock);
-      fn(fn_arg, part, parts, worker);
-      finish_part(team);
+    if (run_of(atomic_load(&team->ticket)) == seen && !atomic_load(&team->stop)) {
       pthread_mutex_lock(&team->lock);
+      atomic_fetch_add(&team->sleepers, 1);
+      while (run_of(atomic_load(&team->ticket)) == seen && !atomic_load(&team->stop)) {
+        pthread_cond_wait(&team->wake, &team->lock);
+      }
+      atomic_fetch_sub(&team->sleepers, 1);
+      pthread_mutex_unlock(&team->lock);
     }
-    pthread_mutex_unlock(&team->lock);
+    if (atomic_load(&team->stop)) return NULL;
+    seen = run_of(atomic_load(&team->ticket));
+    if (worker <= atomic_load(&team->active)) work(team, seen, worker);
   }
 }
 
 int mlu_team_init(mlu_team *team) {
   memset(team, 0, sizeof *team);
-  atomic_init(&team->generation, 0);
+  atomic_init(&team->sleepers, 0);
   atomic_init(&team->stop, 0);
+  atomic_init(&team->active, 0);
+  atomic_init(&team->ticket, 0);
+  atomic_init(&team->fn, NULL);
+  atomic_init(&team->arg, NULL);
+  atomic_init(&team->parts, 0);
+  atomic_init(&team->pending, 0);
   if (pthread_mutex_init(&team->busy, NULL) != 0) goto fail_busy;
   if (pthread_mutex_init(&team->lock, NULL) != 0) goto fail_lock;
   if (pthread_cond_init(&team->wake, NULL) != 0) goto fail_wake;
-  if (pthread_cond_init(&team->done, NULL) != 0) goto fail_done;
   return MX_ACC_OK;
-fail_done:
-  pthread_cond_destroy(&team->wake);
 fail_wake:
   pthread_mutex_destroy(&team->lock);
 fail_lock:
@@ -88,7 +97,6 @@ void mlu_team_destroy(mlu_team *team) {
   pthread_cond_broadcast(&team->wake);
   pthread_mutex_unlock(&team->lock);
   for (int i = 0; i < team->num_helpers; ++i) pthread_join(team->helpers[i], NULL);
-  pthread_cond_destroy(&team->done);
   pthread_cond_destroy(&team->wake);
   pthread_mutex_destroy(&team->lock);
   pthread_mutex_destroy(&team->busy);
@@ -106,9 +114,7 @@ int mlu_team_claim(mlu_team *team, int helpers) {
     team->num_helpers += 1;
   }
   int usable = team->num_helpers < helpers ? team->num_helpers : helpers;
-  pthread_mutex_lock(&team->lock);
-  team->active = usable;
-  pthread_mutex_unlock(&team->lock);
+  atomic_store(&team->active, usable);
   if (usable == 0) pthread_mutex_unlock(&team->busy); /* no thread could start */
   return usable;
 }
@@ -116,22 +122,26 @@ int mlu_team_claim(mlu_team *team, int helpers) {
 void mlu_team_release(mlu_team *team) { pthread_mutex_unlock(&team->busy); }
 
 void mlu_team_run(mlu_team *team, int parts, mlu_team_fn fn, void *arg) {
-  pthread_mutex_lock(&team->lock);
-  team->fn = fn;
-  team->arg = arg;
-  team->parts = parts;
-  team->next_part = 0;
-  team->pending = parts;
-  atomic_fetch_add(&team->generation, 1);
-  pthread_cond_broadcast(&team->wake);
-  for (;;) {
-    int part = take_part(team);
-    if (part < 0) break;
-    pthread_mutex_unlock(&team->lock);
-    fn(arg, part, parts, 0);
-    finish_part(team);
+  atomic_store(&team->fn, fn);
+  atomic_store(&team->arg, arg);
+  atomic_store(&team->parts, parts);
+  atomic_store(&team->pending, parts);
+  uint64_t run = run_of(atomic_load(&team->ticket)) + 1;
+  atomic_store(&team->ticket, (uint_fast64_t)(run << 32));
+  /* A helper that found no new run under the lock is waiting on wake (or
+   * about to, the lock held): wake it. Both sides' atomics are sequentially
+   * consistent, so either it sees the new ticket or this sees it asleep. */
+  if (atomic_load(&team->sleepers) > 0) {
     pthread_mutex_lock(&team->lock);
+    pthread_cond_broadcast(&team->wake);
+    pthread_mutex_unlock(&team->lock);
   }
-  while (team->pending > 0) pthread_cond_wait(&team->done, &team->lock);
-  pthread_mutex_unlock(&team->lock);
+  work(team, run, 0);
+  for (int polls = 0; atomic_load(&team->pending) > 0; ++polls) {
+    if (polls < WAIT_POLLS) {
+      CPU_RELAX();
+    } else {
+      sched_yield();
+    }
+  }
 }

@@ -11,7 +11,10 @@
  * a fixed share of the instruction's output (kernels.h), so results do not
  * depend on the number of threads or on who ran which part. Helpers are
  * started when a claim first asks for them and stop when the card is
- * destroyed; between instructions they spin briefly, then sleep. Each
+ * destroyed; between instructions they spin briefly, then sleep. Parts are
+ * taken and finished with atomic operations only; the caller, once no part
+ * is left to take, waits for the parts in flight spinning, then yielding
+ * its core. Each
  * card has its own team; no state is shared between cards.
  */
 #ifndef MLU_SIM_TEAM_H_
@@ -35,17 +38,23 @@ typedef struct mlu_team_helper {
 
 typedef struct mlu_team {
   pthread_mutex_t busy; /* held by the launch that has claimed the team */
-  pthread_mutex_t lock; /* guards the fields below */
-  pthread_cond_t wake, done;
+  pthread_mutex_t lock; /* with wake: where helpers sleep */
+  pthread_cond_t wake;
   pthread_t helpers[MLU_TEAM_MAX_HELPERS];
   mlu_team_helper helper_args[MLU_TEAM_MAX_HELPERS];
-  int num_helpers;
-  atomic_uint_fast64_t generation; /* bumped by every mlu_team_run */
+  int num_helpers;      /* changed only by the claiming launch */
+  atomic_int sleepers;  /* helpers waiting on wake */
   atomic_int stop;
-  int active; /* helpers 1 .. active take parts: the current claim's */
-  int parts, next_part, pending;
-  mlu_team_fn fn;
-  void *arg;
+  atomic_int active;    /* helpers 1 .. active take parts: the current claim's */
+  /* The current run, published by mlu_team_run before its ticket: the run's
+   * number in the high 32 bits, the next part not yet taken in the low 32
+   * (taken by compare-and-swap, so no thread waits for a lock that a
+   * thread the system has held back holds). */
+  atomic_uint_fast64_t ticket;
+  _Atomic(mlu_team_fn) fn;
+  _Atomic(void *) arg;
+  atomic_int parts;
+  atomic_int pending;   /* parts of the current run not finished */
 } mlu_team;
 
 /* MX_ACC status; starts no thread. */
