@@ -49,8 +49,10 @@ static void *helper_main(void *arg) {
   int worker = self->worker;
   uint64_t seen = run_of(atomic_load(&team->ticket));
   for (;;) {
+    /* Spin only while a launch holds the team: between launches the host's
+     * own threads need the cores. */
     for (int i = 0; i < SPIN_POLLS && run_of(atomic_load(&team->ticket)) == seen &&
-                    !atomic_load(&team->stop);
+                    worker <= atomic_load(&team->active) && !atomic_load(&team->stop);
          ++i) {
       CPU_RELAX();
     }
@@ -119,7 +121,10 @@ int mlu_team_claim(mlu_team *team, int helpers) {
   return usable;
 }
 
-void mlu_team_release(mlu_team *team) { pthread_mutex_unlock(&team->busy); }
+void mlu_team_release(mlu_team *team) {
+  atomic_store(&team->active, 0); /* its helpers stop spinning */
+  pthread_mutex_unlock(&team->busy);
+}
 
 void mlu_team_run(mlu_team *team, int parts, mlu_team_fn fn, void *arg) {
   atomic_store(&team->fn, fn);
