@@ -21,22 +21,29 @@
  * to a helper the system may be holding back. */
 #define WAIT_POLLS 2000
 
-static uint64_t run_of(uint_fast64_t ticket) { return (uint64_t)ticket >> 32; }
+/* The ticket: the run's number (bits 32..63), its number of parts (16..31)
+ * and the next part not yet taken (0..15). */
+#define MAX_PARTS 0xFFFFu
 
-/* Takes and runs parts of run `run` until none is left or another run has
- * begun. fn, arg and parts are read after the ticket showed the run in
- * progress and a part is taken only while it still is, so they are the
- * run's own: the next run publishes its own only after every part of this
- * one has finished. */
-static void work(mlu_team *team, uint64_t run, int worker) {
+static uint64_t run_of(uint_fast64_t ticket) { return (uint64_t)ticket >> 32; }
+static uint32_t parts_of(uint_fast64_t ticket) { return (uint32_t)(ticket >> 16) & MAX_PARTS; }
+static uint32_t next_of(uint_fast64_t ticket) { return (uint32_t)ticket & MAX_PARTS; }
+
+/* Takes and runs parts of the current run until none is left or another
+ * run has begun. fn and arg are read after the ticket showed the run, and a
+ * part is taken only by a compare-and-swap of a ticket of that run with
+ * parts left (its own count of parts is in the ticket), so they are the
+ * run's own: the next run writes its own only after every part of this one
+ * was taken. */
+static void work(mlu_team *team, int worker) {
+  uint_fast64_t ticket = atomic_load(&team->ticket);
+  uint64_t run = run_of(ticket);
   mlu_team_fn fn = atomic_load(&team->fn);
   void *arg = atomic_load(&team->arg);
-  int parts = atomic_load(&team->parts);
-  uint_fast64_t ticket = atomic_load(&team->ticket);
   for (;;) {
-    if (run_of(ticket) != run || (uint32_t)ticket >= (uint32_t)parts) return;
+    if (run_of(ticket) != run || next_of(ticket) >= parts_of(ticket)) return;
     if (atomic_compare_exchange_weak(&team->ticket, &ticket, ticket + 1)) {
-      fn(arg, (int)(uint32_t)ticket, parts, worker);
+      fn(arg, (int)next_of(ticket), (int)parts_of(ticket), worker);
       atomic_fetch_sub(&team->pending, 1);
       ticket = atomic_load(&team->ticket);
     }
@@ -67,7 +74,7 @@ static void *helper_main(void *arg) {
     }
     if (atomic_load(&team->stop)) return NULL;
     seen = run_of(atomic_load(&team->ticket));
-    if (worker <= atomic_load(&team->active)) work(team, seen, worker);
+    if (worker <= atomic_load(&team->active)) work(team, worker);
   }
 }
 
@@ -79,7 +86,6 @@ int mlu_team_init(mlu_team *team) {
   atomic_init(&team->ticket, 0);
   atomic_init(&team->fn, NULL);
   atomic_init(&team->arg, NULL);
-  atomic_init(&team->parts, 0);
   atomic_init(&team->pending, 0);
   if (pthread_mutex_init(&team->busy, NULL) != 0) goto fail_busy;
   if (pthread_mutex_init(&team->lock, NULL) != 0) goto fail_lock;
@@ -127,12 +133,16 @@ void mlu_team_release(mlu_team *team) {
 }
 
 void mlu_team_run(mlu_team *team, int parts, mlu_team_fn fn, void *arg) {
+  if (parts <= 0) return;
+  if ((unsigned)parts > MAX_PARTS) { /* more than a ticket counts: alone */
+    for (int part = 0; part < parts; ++part) fn(arg, part, parts, 0);
+    return;
+  }
   atomic_store(&team->fn, fn);
   atomic_store(&team->arg, arg);
-  atomic_store(&team->parts, parts);
   atomic_store(&team->pending, parts);
   uint64_t run = run_of(atomic_load(&team->ticket)) + 1;
-  atomic_store(&team->ticket, (uint_fast64_t)(run << 32));
+  atomic_store(&team->ticket, (uint_fast64_t)(run << 32 | (uint64_t)parts << 16));
   /* A helper that found no new run under the lock is waiting on wake (or
    * about to, the lock held): wake it. Both sides' atomics are sequentially
    * consistent, so either it sees the new ticket or this sees it asleep. */
@@ -141,7 +151,7 @@ void mlu_team_run(mlu_team *team, int parts, mlu_team_fn fn, void *arg) {
     pthread_cond_broadcast(&team->wake);
     pthread_mutex_unlock(&team->lock);
   }
-  work(team, run, 0);
+  work(team, 0);
   for (int polls = 0; atomic_load(&team->pending) > 0; ++polls) {
     if (polls < WAIT_POLLS) {
       CPU_RELAX();

@@ -46,14 +46,13 @@ typedef struct mlu_team {
   atomic_int sleepers;  /* helpers waiting on wake */
   atomic_int stop;
   atomic_int active;    /* helpers 1 .. active take parts: the current claim's */
-  /* The current run, published by mlu_team_run before its ticket: the run's
-   * number in the high 32 bits, the next part not yet taken in the low 32
-   * (taken by compare-and-swap, so no thread waits for a lock that a
-   * thread the system has held back holds). */
+  /* The current run: fn and arg, written by mlu_team_run before its ticket:
+   * the run's number, its number of parts and the next part not yet taken
+   * (team.c; parts are taken by compare-and-swap, so no thread waits for a
+   * lock that a thread the system has held back holds). */
   atomic_uint_fast64_t ticket;
   _Atomic(mlu_team_fn) fn;
   _Atomic(void *) arg;
-  atomic_int parts;
   atomic_int pending;   /* parts of the current run not finished */
 } mlu_team;
 
