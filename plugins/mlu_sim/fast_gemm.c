@@ -55,25 +55,37 @@ static void gemm_portable(int64_t m, int64_t n, int64_t k, const float *a, int64
 
 #if MLU_GEMM_X86
 
-/* ---- AVX-512: 6 x 32 (12 accumulators) --------------------------------------------- */
+/* ---- AVX-512: 12 x 32 (24 accumulators), the last rows by at most 6 ------------------ */
 
+#define MR_AVX512 12
+/* Depth of one packed panel of b: KC x 32 floats (32 KiB) stay in the L1
+ * cache while every row block of a passes over them. */
+#define KC_AVX512 256
+
+/* c[r][0..32) for r < rows over depth k of a packed panel (32 floats a
+ * step): starting from bias (first panel) or from c itself (a later one),
+ * so that each value still sums its products in the order of k. */
 __attribute__((target("avx512f"), always_inline)) static inline void block_avx512(
-    const int rows, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
-    int64_t ldc, const float *bias, __mmask16 m0, __mmask16 m1) {
-  __m512 acc0[MR], acc1[MR];
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) {
+    const int rows, int64_t k, const float *a, int64_t lda, const float *panel, float *c,
+    int64_t ldc, const float *bias, int first, __mmask16 m0, __mmask16 m1) {
+  __m512 acc0[MR_AVX512], acc1[MR_AVX512];
+#pragma GCC unroll 12
+  for (int r = 0; r < MR_AVX512; ++r) {
     if (r < rows) {
-      acc0[r] = _mm512_set1_ps(bias == NULL ? 0.0f : bias[r]);
-      acc1[r] = acc0[r];
+      if (first) {
+        acc0[r] = _mm512_set1_ps(bias == NULL ? 0.0f : bias[r]);
+        acc1[r] = acc0[r];
+      } else {
+        acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+        acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+      }
     }
   }
   for (int64_t kk = 0; kk < k; ++kk) {
-    const float *brow = b + kk * ldb;
-    __m512 b0 = _mm512_maskz_loadu_ps(m0, brow);
-    __m512 b1 = _mm512_maskz_loadu_ps(m1, brow + 16);
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
+    __m512 b0 = _mm512_load_ps(panel + kk * 32);
+    __m512 b1 = _mm512_load_ps(panel + kk * 32 + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < MR_AVX512; ++r) {
       if (r < rows) {
         __m512 w = _mm512_set1_ps(a[r * lda + kk]);
         acc0[r] = _mm512_fmadd_ps(w, b0, acc0[r]);
@@ -81,8 +93,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void block_avx51
       }
     }
   }
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 12
+  for (int r = 0; r < MR_AVX512; ++r) {
     if (r < rows) {
       _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
       _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
@@ -90,25 +102,45 @@ __attribute__((target("avx512f"), always_inline)) static inline void block_avx51
   }
 }
 
+/* Each row of c is computed alone (its own accumulators, k in order, the
+ * partial sums of a panel kept exactly in c between panels), so neither
+ * how rows are grouped into blocks nor the panels' depth changes a value. */
 __attribute__((target("avx512f"))) static void gemm_avx512(int64_t m, int64_t n, int64_t k,
                                                            const float *a, int64_t lda,
                                                            const float *b, int64_t ldb, float *c,
                                                            int64_t ldc, const float *bias) {
+  _Alignas(64) float panel[KC_AVX512 * 32];
   for (int64_t j0 = 0; j0 < n; j0 += 32) {
     int64_t cols = min64(32, n - j0);
     __mmask16 m0 = (__mmask16)(cols >= 16 ? 0xffffu : (1u << cols) - 1u);
     __mmask16 m1 = (__mmask16)(cols >= 32 ? 0xffffu : cols <= 16 ? 0u : (1u << (cols - 16)) - 1u);
-    for (int64_t i0 = 0; i0 < m; i0 += MR) {
-      const float *ai = a + i0 * lda, *bi = bias == NULL ? NULL : bias + i0;
-      float *ci = c + i0 * ldc + j0;
-      switch (min64(MR, m - i0)) {
-        case 6: block_avx512(6, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
-        case 5: block_avx512(5, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
-        case 4: block_avx512(4, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
-        case 3: block_avx512(3, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
-        case 2: block_avx512(2, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
-        default: block_avx512(1, k, ai, lda, b + j0, ldb, ci, ldc, bi, m0, m1); break;
+    for (int64_t k0 = 0; k0 < k || k0 == 0; k0 += KC_AVX512) {
+      int64_t depth = min64(KC_AVX512, k - k0);
+      for (int64_t kk = 0; kk < depth; ++kk) {
+        const float *brow = b + (k0 + kk) * ldb + j0;
+        _mm512_store_ps(panel + kk * 32, _mm512_maskz_loadu_ps(m0, brow));
+        _mm512_store_ps(panel + kk * 32 + 16, _mm512_maskz_loadu_ps(m1, brow + 16));
       }
+      int first = k0 == 0;
+      const float *ak = a + k0;
+      int64_t i0 = 0;
+      for (; i0 + MR_AVX512 <= m; i0 += MR_AVX512) {
+        block_avx512(MR_AVX512, depth, ak + i0 * lda, lda, panel, c + i0 * ldc + j0, ldc,
+                     bias == NULL ? NULL : bias + i0, first, m0, m1);
+      }
+      for (; i0 < m; i0 += MR) {
+        const float *ai = ak + i0 * lda, *bi = bias == NULL ? NULL : bias + i0;
+        float *ci = c + i0 * ldc + j0;
+        switch (min64(MR, m - i0)) {
+          case 6: block_avx512(6, depth, ai, lda, panel, ci, ldc, bi, first, m0, m1); break;
+          case 5: block_avx512(5, depth, ai, lda, panel, ci, ldc, bi, first, m0, m1); break;
+          case 4: block_avx512(4, depth, ai, lda, panel, ci, ldc, bi, first, m0, m1); break;
+          case 3: block_avx512(3, depth, ai, lda, panel, ci, ldc, bi, first, m0, m1); break;
+          case 2: block_avx512(2, depth, ai, lda, panel, ci, ldc, bi, first, m0, m1); break;
+          default: block_avx512(1, depth, ai, lda, panel, ci, ldc, bi, first, m0, m1); break;
+        }
+      }
+      if (k <= 0) break;
     }
   }
 }

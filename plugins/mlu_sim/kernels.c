@@ -6,6 +6,7 @@
 
 #include "cost.h"
 #include "clones.h"
+#include "fast_direct.h"
 #include "fast_gemm.h"
 
 float mlu_activate(float x, int act, float lo, float hi) {
@@ -113,13 +114,14 @@ MLU_TARGET_CLONES static void epilogue_run(float *sram, const mlu_epilogue *ep, 
   activate_run(values, count, ep->act, ep->act_lo, ep->act_hi);
 }
 
-/* The direct convolution, for groups of few filters (depthwise ones above
+/* The direct convolution of filters wider than DIRECT_KW_MAX (conv_direct
+ * below takes the others), for groups of few filters (depthwise ones above
  * all, where a GEMM would have one row): output row by output row, every
  * tap of the filter added to the row while it is in the L1 cache, then its
  * epilogue. Strided taps read a copy of the input row split into its
  * stride phases (work: phase_words), so that every tap is a contiguous run. */
-MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float *work, int part,
-                                          int parts) {
+MLU_TARGET_CLONES static void conv_direct_any(float *sram, const mlu_conv *c, float *work,
+                                              int part, int parts) {
   int64_t taps = c->kh * c->kw * c->cg;
   int64_t phase_len = (c->w + c->sw - 1) / c->sw;
   int64_t j_end = share(c->nf, part + 1, parts, 1);
@@ -158,6 +160,195 @@ MLU_TARGET_CLONES static void conv_direct(float *sram, const mlu_conv *c, float 
   }
 }
 
+/* The columns one filter column kx reaches: output columns [lo, hi) read
+ * input value base[off + ox], base being the input row itself (unit stride)
+ * or its copy split into stride phases (split_phases). Computed once per
+ * instruction, so that no row pays for the divisions. */
+typedef struct tap_columns {
+  int64_t lo, hi, off;
+} tap_columns;
+
+/* Filter widths the direct path handles with precomputed columns. */
+#define DIRECT_KW_MAX 16
+
+static void direct_columns(const mlu_conv *c, tap_columns *cols) {
+  int64_t phase_len = (c->w + c->sw - 1) / c->sw;
+  for (int64_t kx = 0; kx < c->kw; ++kx) {
+    int64_t x_offset = kx * c->dw - c->pw;
+    valid_columns(x_offset, c->sw, c->w, c->ow, &cols[kx].lo, &cols[kx].hi);
+    int64_t first = cols[kx].lo * c->sw + x_offset; /* input column of output column lo */
+    cols[kx].off = c->sw == 1 ? x_offset
+                              : (first % c->sw) * phase_len + first / c->sw - cols[kx].lo;
+  }
+}
+
+/* Adds the taps kx of one input row (weights w[kx * cg]) to output row
+ * orow, column by column in the order of kx; each output value gets its
+ * valid taps only, as many passes of `orow[ox] += w * x` would. */
+MLU_TARGET_CLONES static void direct_row(float *orow, const float *base, const float *w,
+                                         int64_t cg, const tap_columns *cols, int64_t kw,
+                                         int64_t ow) {
+  if (kw == 3) {
+    int64_t lo = cols[0].lo, hi = cols[0].hi;
+    for (int k = 1; k < 3; ++k) {
+      if (cols[k].lo > lo) lo = cols[k].lo;
+      if (cols[k].hi < hi) hi = cols[k].hi;
+    }
+    if (lo < hi) {
+      const float w0 = w[0], w1 = w[cg], w2 = w[2 * cg];
+      const int64_t o0 = cols[0].off, o1 = cols[1].off, o2 = cols[2].off;
+      for (int64_t ox = 0; ox < lo; ++ox) {
+        for (int64_t kx = 0; kx < 3; ++kx) {
+          if (ox >= cols[kx].lo && ox < cols[kx].hi) {
+            orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+          }
+        }
+      }
+      for (int64_t ox = lo; ox < hi; ++ox) {
+        float v = orow[ox];
+        v += w0 * base[ox + o0];
+        v += w1 * base[ox + o1];
+        v += w2 * base[ox + o2];
+        orow[ox] = v;
+      }
+      for (int64_t ox = hi; ox < ow; ++ox) {
+        for (int64_t kx = 0; kx < 3; ++kx) {
+          if (ox >= cols[kx].lo && ox < cols[kx].hi) {
+            orow[ox] += w[kx * cg] * base[ox + cols[kx].off];
+          }
+        }
+      }
+      return;
+    }
+  }
+  for (int64_t kx = 0; kx < kw; ++kx) {
+    const float weight = w[kx * cg];
+    const int64_t off = cols[kx].off;
+    for (int64_t ox = cols[kx].lo; ox < cols[kx].hi; ++ox) orow[ox] += weight * base[ox + off];
+  }
+}
+
+/* One output row of a 3 x 3 single-channel (depthwise) filter whose three
+ * input rows are all inside the input: bias, then the nine taps in the
+ * filter's order, then clip or ReLU (act_inline), in one pass. The columns
+ * every tap reaches go to mlu_direct3x3_row (fused multiply-adds) where the
+ * CPU allows; the others, a padding's width at each end, are summed here. */
+MLU_TARGET_CLONES static void direct_row3x3(float *orow, const float *const rows[3],
+                                            const float *w, float bias,
+                                            const tap_columns *cols, int64_t ow, int act_inline,
+                                            float act_lo, float act_hi) {
+  int64_t lo = cols[0].lo, hi = cols[0].hi;
+  for (int k = 1; k < 3; ++k) {
+    if (cols[k].lo > lo) lo = cols[k].lo;
+    if (cols[k].hi < hi) hi = cols[k].hi;
+  }
+  if (hi < lo) hi = lo;
+  for (int64_t ox = 0; ox < ow; ++ox) {
+    if (ox == lo) ox = hi;
+    if (ox >= ow) break;
+    float v = bias;
+    for (int64_t ky = 0; ky < 3; ++ky) {
+      for (int64_t kx = 0; kx < 3; ++kx) {
+        if (ox >= cols[kx].lo && ox < cols[kx].hi) {
+          v += w[ky * 3 + kx] * rows[ky][ox + cols[kx].off];
+        }
+      }
+    }
+    orow[ox] = act_inline == MLU_ACT_NONE ? v : mlu_activate(v, act_inline, act_lo, act_hi);
+  }
+  const int64_t off[3] = {cols[0].off, cols[1].off, cols[2].off};
+  if (mlu_direct3x3_row(orow, rows, off, w, bias, lo, hi, act_inline, act_lo, act_hi)) return;
+  const float *a = rows[0], *b = rows[1], *c = rows[2];
+  const int64_t o0 = off[0], o1 = off[1], o2 = off[2];
+  const float w00 = w[0], w01 = w[1], w02 = w[2], w10 = w[3], w11 = w[4], w12 = w[5];
+  const float w20 = w[6], w21 = w[7], w22 = w[8];
+  for (int64_t ox = lo; ox < hi; ++ox) {
+    float v = bias;
+    v += w00 * a[ox + o0];
+    v += w01 * a[ox + o1];
+    v += w02 * a[ox + o2];
+    v += w10 * b[ox + o0];
+    v += w11 * b[ox + o1];
+    v += w12 * b[ox + o2];
+    v += w20 * c[ox + o0];
+    v += w21 * c[ox + o1];
+    v += w22 * c[ox + o2];
+    orow[ox] = v;
+  }
+  if (act_inline != MLU_ACT_NONE) activate_run(orow + lo, hi - lo, act_inline, act_lo, act_hi);
+}
+
+/* The direct convolution, for groups of few filters (depthwise ones above
+ * all, where a GEMM would have one row): output row by output row, every
+ * tap of the filter added to the row while it is in the L1 cache, then its
+ * epilogue. Each output value is its bias plus its valid taps in the
+ * filter's order (ky, channel, kx), each `v += w * x` (a fused multiply-add
+ * in mlu_direct3x3_row), the same whichever part computes it. Strided taps
+ * read a copy of the input row split into its stride phases (work:
+ * phase_words per row, three rows for 3 x 3 filters), so that every tap is
+ * a contiguous run. */
+static void conv_direct(float *sram, const mlu_conv *c, float *work, int part, int parts) {
+  if (c->kw > DIRECT_KW_MAX) {
+    conv_direct_any(sram, c, work, part, parts);
+    return;
+  }
+  tap_columns cols[DIRECT_KW_MAX];
+  direct_columns(c, cols);
+  int64_t taps = c->kh * c->kw * c->cg;
+  int64_t phase_row = phase_words(c->w, c->sw);
+  int dw3x3 = c->kh == 3 && c->kw == 3 && c->cg == 1;
+  /* The activations applied in direct_row3x3's pass (no residual). */
+  int act_inline = c->ep.residual == MLU_NONE &&
+                           (c->ep.act == MLU_ACT_RELU || c->ep.act == MLU_ACT_CLIP)
+                       ? c->ep.act
+                       : MLU_ACT_NONE;
+  int64_t j_end = share(c->nf, part + 1, parts, 1);
+  for (int64_t j = share(c->nf, part, parts, 1); j < j_end; ++j) {
+    float *out = sram + c->out + (uint64_t)j * c->out_ch_stride;
+    float bias = c->ep.bias == MLU_NONE ? 0.0f : sram[c->ep.bias + (uint64_t)j];
+    int64_t group = (c->f0 + j) / c->fg;
+    int64_t channel_base = group * c->cg - c->in_c0; /* first input channel of the group */
+    const float *weights = sram + c->filter + (uint64_t)(j * taps);
+    for (int64_t r = 0; r < c->out_rows; ++r) {
+      float *orow = out + r * c->ow;
+      int64_t iy0 = (c->oy0 + r) * c->sh - c->ph;
+      if (dw3x3 && iy0 >= 0 && iy0 + 2 * c->dh < c->h) {
+        const float *rows[3];
+        for (int64_t ky = 0; ky < 3; ++ky) {
+          const float *row = sram + c->in + (uint64_t)channel_base * c->in_ch_stride +
+                             (uint64_t)((iy0 + ky * c->dh - c->in_row0) * c->w);
+          if (c->sw > 1) {
+            split_phases(row, c->w, c->sw, work + ky * phase_row);
+            row = work + ky * phase_row;
+          }
+          rows[ky] = row;
+        }
+        direct_row3x3(orow, rows, weights, bias, cols, c->ow, act_inline, c->ep.act_lo,
+                      c->ep.act_hi);
+        if (act_inline == MLU_ACT_NONE) {
+          epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r * c->ow, c->ow);
+        }
+        continue;
+      }
+      for (int64_t ox = 0; ox < c->ow; ++ox) orow[ox] = bias;
+      for (int64_t ky = 0; ky < c->kh; ++ky) {
+        int64_t iy = iy0 + ky * c->dh;
+        if (iy < 0 || iy >= c->h) continue; /* zero padding */
+        for (int64_t ch = 0; ch < c->cg; ++ch) {
+          const float *row = sram + c->in + (uint64_t)(channel_base + ch) * c->in_ch_stride +
+                             (uint64_t)((iy - c->in_row0) * c->w);
+          if (c->sw > 1) {
+            split_phases(row, c->w, c->sw, work);
+            row = work;
+          }
+          direct_row(orow, row, weights + ky * c->kw * c->cg + ch, c->cg, cols, c->kw, c->ow);
+        }
+      }
+      epilogue_run(sram, &c->ep, c->out, c->out_ch_stride, j, r * c->ow, c->ow);
+    }
+  }
+}
+
 /* ---- convolution as GEMM ------------------------------------------------------------ */
 
 /* Words of one im2col chunk the GEMM path aims at (512 KiB: an L2 cache's
@@ -189,7 +380,10 @@ static int64_t conv_chunk_rows(const mlu_conv *c) {
 
 uint64_t mlu_conv_work_words(const mlu_conv *c) {
   if (c->nf <= 0 || c->out_rows <= 0 || c->ow <= 0 || c->cg <= 0) return 0;
-  if (!conv_uses_gemm(c)) return c->sw > 1 ? (uint64_t)phase_words(c->w, c->sw) : 0;
+  if (!conv_uses_gemm(c)) {
+    /* stride phases of one input row, three for 3 x 3 filters */
+    return c->sw > 1 ? (uint64_t)phase_words(c->w, c->sw) * (c->kh == 3 ? 3u : 1u) : 0;
+  }
   if (conv_pointwise(c)) return 0;
   return (uint64_t)(c->kh * c->kw * c->cg) * (uint64_t)(conv_chunk_rows(c) * c->ow);
 }
@@ -238,14 +432,25 @@ static void conv_gemm(float *sram, const mlu_conv *c, float *work, int part, int
   int64_t taps = c->kh * c->kw * c->cg, plane = c->out_rows * c->ow;
   int pointwise = conv_pointwise(c);
   int64_t chunk = conv_chunk_rows(c);
-  int64_t lo = pointwise ? share(plane, part, parts, 32) : share(c->out_rows, part, parts, 1);
-  int64_t hi = pointwise ? share(plane, part + 1, parts, 32)
-                         : share(c->out_rows, part + 1, parts, 1);
-  if (lo >= hi) return;
-  for (int64_t j0 = 0; j0 < c->nf;) {
+  /* A pointwise plane too small to give every part 32 columns is split by
+   * filters instead (whole blocks of 6, the GEMM's rows). */
+  int by_filters = pointwise && parts > 1 && plane < 32 * (int64_t)parts;
+  int64_t lo = 0, hi = pointwise ? plane : c->out_rows, f_lo = 0, f_hi = c->nf;
+  if (by_filters) {
+    f_lo = share(c->nf, part, parts, 6);
+    f_hi = share(c->nf, part + 1, parts, 6);
+  } else if (pointwise) {
+    lo = share(plane, part, parts, 32);
+    hi = share(plane, part + 1, parts, 32);
+  } else {
+    lo = share(c->out_rows, part, parts, 1);
+    hi = share(c->out_rows, part + 1, parts, 1);
+  }
+  if (lo >= hi || f_lo >= f_hi) return;
+  for (int64_t j0 = f_lo; j0 < f_hi;) {
     int64_t group = (c->f0 + j0) / c->fg;
     int64_t j1 = (group + 1) * c->fg - c->f0;
-    if (j1 > c->nf) j1 = c->nf;
+    if (j1 > f_hi) j1 = f_hi;
     int64_t channel_base = group * c->cg - c->in_c0;
     const float *a = sram + c->filter + (uint64_t)(j0 * taps);
     float *out = sram + c->out + (uint64_t)j0 * c->out_ch_stride;
@@ -296,9 +501,10 @@ uint64_t mlu_matmul_work_words(const mlu_matmul *m) {
  * time: each sum still runs over k in order, in double, as the column loop
  * below does, so the results are the same. */
 MLU_TARGET_CLONES static void matmul_packed(float *sram, const mlu_matmul *m, float *work,
-                                            int64_t r0, int64_t r1) {
-  for (int64_t c0 = 0; c0 < m->cols; c0 += MATMUL_PACK) {
-    int64_t n = m->cols - c0 < MATMUL_PACK ? m->cols - c0 : MATMUL_PACK;
+                                            int64_t r0, int64_t r1, int64_t col_lo,
+                                            int64_t col_hi) {
+  for (int64_t c0 = col_lo; c0 < col_hi; c0 += MATMUL_PACK) {
+    int64_t n = col_hi - c0 < MATMUL_PACK ? col_hi - c0 : MATMUL_PACK;
     for (int64_t c = 0; c < MATMUL_PACK; ++c) {
       const float *b = sram + m->b + (uint64_t)((c0 + (c < n ? c : 0)) * m->k);
       for (int64_t k = 0; k < m->k; ++k) work[k * MATMUL_PACK + c] = b[k];
@@ -322,15 +528,24 @@ MLU_TARGET_CLONES static void matmul_packed(float *sram, const mlu_matmul *m, fl
 }
 
 void mlu_kernel_matmul(float *sram, const mlu_matmul *m, float *work, int part, int parts) {
-  int64_t r0 = share(m->rows, part, parts, 1), r1 = share(m->rows, part + 1, parts, 1);
-  if (r0 >= r1) return;
+  /* a share of the rows, or of the columns (multiples of MATMUL_PACK) when
+   * there are fewer rows than parts */
+  int64_t r0 = 0, r1 = m->rows, c_lo = 0, c_hi = m->cols;
+  if (m->rows >= parts) {
+    r0 = share(m->rows, part, parts, 1);
+    r1 = share(m->rows, part + 1, parts, 1);
+  } else {
+    c_lo = share(m->cols, part, parts, MATMUL_PACK);
+    c_hi = share(m->cols, part + 1, parts, MATMUL_PACK);
+  }
+  if (r0 >= r1 || c_lo >= c_hi) return;
   if (mlu_matmul_work_words(m) > 0) {
-    matmul_packed(sram, m, work, r0, r1);
+    matmul_packed(sram, m, work, r0, r1, c_lo, c_hi);
   } else {
     for (int64_t r = r0; r < r1; ++r) {
       const float *a = sram + m->a + (uint64_t)r * m->a_stride;
       float *out = sram + m->out + (uint64_t)r * m->out_stride;
-      for (int64_t col = 0; col < m->cols; ++col) {
+      for (int64_t col = c_lo; col < c_hi; ++col) {
         const float *b = sram + m->b + (uint64_t)(col * m->k);
         double sum = 0.0;
         for (int64_t k = 0; k < m->k; ++k) sum += (double)a[k] * (double)b[k];
@@ -340,7 +555,7 @@ void mlu_kernel_matmul(float *sram, const mlu_matmul *m, float *work, int part, 
     }
   }
   for (int64_t r = r0; r < r1; ++r) {
-    epilogue_run(sram, &m->ep, m->out, m->out_stride, r, 0, m->cols);
+    epilogue_run(sram, &m->ep, m->out, m->out_stride, r, c_lo, c_hi - c_lo);
   }
 }
 
@@ -412,10 +627,9 @@ uint64_t mlu_pool_work_words(const mlu_pool *p) {
  * by column, so the results are those of pool_one: the same maximum (the
  * first NaN wins) and the same double sums. */
 MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float *out, int64_t oy,
-                     double *sums, float *phases) {
+                     double *sums, float *phases, const tap_columns *cols) {
   window y = pool_window(oy, p->kh, p->sh, p->ph, p->h);
   int max = p->mode == MLU_POOL_MAX;
-  int64_t phase_len = (p->w + p->sw - 1) / p->sw;
   if (y.lo >= y.hi) { /* a window row of padding only */
     for (int64_t ox = 0; ox < p->ow; ++ox) out[ox] = max ? p->empty_value : 0.0f;
     return;
@@ -429,15 +643,13 @@ MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float
     const float *row = in + (iy - p->in_row0) * p->w;
     if (p->sw > 1) split_phases(row, p->w, p->sw, phases);
     for (int64_t kx = 0; kx < p->kw; ++kx) {
-      int64_t lo, hi;
-      valid_columns(kx - p->pw, p->sw, p->w, p->ow, &lo, &hi);
+      int64_t lo = cols[kx].lo, hi = cols[kx].hi;
       if (lo >= hi) continue;
-      int64_t first = lo * p->sw + kx - p->pw; /* input column of output column lo */
-      const float *src = p->sw == 1 ? row + first
-                                    : phases + (first % p->sw) * phase_len + first / p->sw;
+      const float *src = (p->sw == 1 ? row : phases) + (lo + cols[kx].off);
       int64_t n = hi - lo;
       if (max) {
         float *best = out + lo;
+        if (mlu_max_run(best, src, n)) continue;
         for (int64_t i = 0; i < n; ++i) {
           float v = src[i], b = best[i];
           best[i] = (v > b || (v != v && b == b)) ? v : b;
@@ -448,7 +660,17 @@ MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float
       }
     }
   }
+  /* Max windows are final but those with no input column (only where no
+   * column kx reaches: at the ends); average ones are divided. */
+  int64_t reach_lo = p->ow, reach_hi = 0;
+  for (int64_t kx = 0; kx < p->kw && max; ++kx) {
+    if (cols[kx].lo >= cols[kx].hi) continue;
+    if (cols[kx].lo < reach_lo) reach_lo = cols[kx].lo;
+    if (cols[kx].hi > reach_hi) reach_hi = cols[kx].hi;
+  }
   for (int64_t ox = 0; ox < p->ow; ++ox) {
+    if (max && ox == reach_lo && reach_lo < reach_hi) ox = reach_hi;
+    if (ox >= p->ow) break;
     window x = pool_window(ox, p->kw, p->sw, p->pw, p->w);
     if (x.lo >= x.hi) {
       out[ox] = max ? p->empty_value : 0.0f;
@@ -460,8 +682,21 @@ MLU_TARGET_CLONES static void pool_row(const mlu_pool *p, const float *in, float
   }
 }
 
+/* tap_columns of a pooling window's columns kx (as a filter's, no dilation). */
+static void pool_columns(const mlu_pool *p, tap_columns *cols) {
+  int64_t phase_len = (p->w + p->sw - 1) / p->sw;
+  for (int64_t kx = 0; kx < p->kw; ++kx) {
+    valid_columns(kx - p->pw, p->sw, p->w, p->ow, &cols[kx].lo, &cols[kx].hi);
+    int64_t first = cols[kx].lo * p->sw + kx - p->pw; /* input column of output column lo */
+    cols[kx].off = p->sw == 1 ? kx - p->pw
+                              : (first % p->sw) * phase_len + first / p->sw - cols[kx].lo;
+  }
+}
+
 void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work, int part, int parts) {
-  int rows = pool_by_rows(p);
+  int rows = pool_by_rows(p) && p->kw <= DIRECT_KW_MAX;
+  tap_columns cols[DIRECT_KW_MAX];
+  if (rows) pool_columns(p, cols);
   double *sums = (double *)(void *)work;
   float *phases = rows ? work + 2 * p->ow : NULL;
   int64_t end = share(p->planes, part + 1, parts, 1);
@@ -470,7 +705,7 @@ void mlu_kernel_pool(float *sram, const mlu_pool *p, float *work, int part, int 
     float *out = sram + p->out + (uint64_t)plane * p->out_ch_stride;
     for (int64_t r = 0; r < p->out_rows; ++r) {
       if (rows) {
-        pool_row(p, in, out + r * p->ow, p->oy0 + r, sums, phases);
+        pool_row(p, in, out + r * p->ow, p->oy0 + r, sums, phases, cols);
         continue;
       }
       window y = pool_window(p->oy0 + r, p->kh, p->sh, p->ph, p->h);
@@ -733,11 +968,23 @@ static double insn_work(const mlu_insn *insn) {
   }
 }
 
-int mlu_kernel_splits(const mlu_insn *insn) {
-  /* Below some 10 us of work, waking a helper costs more than it saves
-   * (on a loaded machine a 64K threshold made SqueezeNet's quarter-width
-   * variant slower at 2 threads than at 1). */
-  return insn->dtype != MLU_DT_INT8 && insn_work(insn) >= 131072.0;
+/* Work (insn_work) below which an instruction runs whole: some 10 us, below
+ * which waking a helper costs more than it saves (on a loaded machine a 64K
+ * threshold made SqueezeNet's quarter-width variant slower at 2 threads than
+ * at 1); and the least work of one part when an instruction is split. */
+#define SPLIT_WORK_MIN 131072.0
+#define PART_WORK_MIN 32768.0
+
+int mlu_kernel_parts(const mlu_insn *insn, int workers) {
+  if (workers <= 1 || insn->dtype == MLU_DT_INT8) return 1;
+  double work = insn_work(insn);
+  if (work < SPLIT_WORK_MIN) return 1;
+  /* MLU_PARTS_PER_WORKER parts per thread, so that a thread the system holds
+   * back leaves its untaken parts to the others; never parts so small that
+   * taking one costs more than computing it. */
+  double most = work / PART_WORK_MIN;
+  int parts = workers * MLU_PARTS_PER_WORKER;
+  return (double)parts <= most ? parts : (most > (double)workers ? (int)most : workers);
 }
 
 void mlu_kernel_part(float *sram, const mlu_insn *insn, float *work, int part, int parts) {

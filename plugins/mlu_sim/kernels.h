@@ -30,9 +30,12 @@ uint64_t mlu_conv_work_words(const mlu_conv *conv);
 uint64_t mlu_matmul_work_words(const mlu_matmul *matmul);
 /* Words of the float workspace one instruction needs (0: none). */
 uint64_t mlu_kernel_work_words(const mlu_insn *insn);
-/* Whether an instruction is worth splitting between host threads (an
- * fp32 CONV, MATMUL, POOL or EWISE with enough work), and one part of it. */
-int mlu_kernel_splits(const mlu_insn *insn);
+/* Into how many parts an instruction is split between `workers` host
+ * threads: 1 (not split) unless it is an fp32 CONV, MATMUL, POOL or EWISE
+ * with enough work; else up to MLU_PARTS_PER_WORKER parts per thread. And
+ * one part of it. */
+#define MLU_PARTS_PER_WORKER 4
+int mlu_kernel_parts(const mlu_insn *insn, int workers);
 void mlu_kernel_part(float *sram, const mlu_insn *insn, float *work, int part, int parts);
 void mlu_kernel_pool(float *sram, const mlu_pool *pool, float *work, int part, int parts);
 uint64_t mlu_pool_work_words(const mlu_pool *pool);

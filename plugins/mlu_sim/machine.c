@@ -328,9 +328,9 @@ typedef struct launch {
   void *const *io;
   float *sram;
   const mlu_cluster *cluster; /* its workspaces */
-  uint64_t work_per_part;     /* words of the float workspace each part owns */
+  uint64_t work_per_part;     /* words of the float workspace each worker owns */
   mlu_team *team;             /* the card's claimed team, or NULL */
-  int parts;                  /* 1 + the team's helpers this launch uses */
+  int workers;                /* 1 + the team's helpers this launch uses */
 } launch;
 
 typedef struct part_job {
@@ -338,11 +338,11 @@ typedef struct part_job {
   const mlu_insn *insn;
 } part_job;
 
-static void run_part(void *arg, int part, int parts) {
+static void run_part(void *arg, int part, int parts, int worker) {
   const part_job *job = arg;
   float *work = job->l->cluster->work == NULL
                     ? NULL
-                    : job->l->cluster->work + (uint64_t)part * job->l->work_per_part;
+                    : job->l->cluster->work + (uint64_t)worker * job->l->work_per_part;
   mlu_kernel_part(job->l->sram, job->insn, work, part, parts);
 }
 
@@ -354,37 +354,107 @@ static unsigned char *dram_address(const launch *l, const mlu_dram_ref *ref) {
   }
 }
 
-static void run_load(const launch *l, const mlu_move *m) {
+/* A move as rows runs of run elements; one contiguous run when neither
+ * side skips anything between rows (the verifier bounded rows * run). */
+typedef struct move_shape {
+  uint64_t rows, run, dram_stride, sram_stride;
+} move_shape;
+
+static move_shape move_shape_of(const mlu_move *m) {
+  move_shape shape = {m->rows, m->run, m->dram_stride, m->sram_stride};
+  if (m->rows > 1 && m->dram_stride == m->run && m->sram_stride == m->run) {
+    shape.run = m->rows * m->run;
+    shape.rows = 1;
+    shape.dram_stride = shape.sram_stride = shape.run;
+  }
+  return shape;
+}
+
+/* Part `part` of `parts` of a move: a share of its rows, or of its one
+ * run's elements when it has fewer rows than parts (columns [*c0, *c1)).
+ * Every element is moved the same way whichever part moves it. */
+static void move_part(const move_shape *shape, int part, int parts, uint64_t *r0, uint64_t *r1,
+                      uint64_t *c0, uint64_t *c1) {
+  if (shape->rows >= (uint64_t)parts) {
+    *r0 = (uint64_t)((double)shape->rows * part / parts);
+    *r1 = part + 1 == parts ? shape->rows : (uint64_t)((double)shape->rows * (part + 1) / parts);
+    *c0 = 0;
+    *c1 = shape->run;
+    return;
+  }
+  *r0 = 0;
+  *r1 = shape->rows;
+  uint64_t at = (uint64_t)((double)shape->run * part / parts) & ~(uint64_t)15;
+  uint64_t to = part + 1 == parts ? shape->run
+                                  : (uint64_t)((double)shape->run * (part + 1) / parts) &
+                                        ~(uint64_t)15;
+  *c0 = at < shape->run ? at : shape->run;
+  *c1 = to < shape->run ? to : shape->run;
+}
+
+static void run_load(const launch *l, const mlu_move *m, int part, int parts) {
+  move_shape shape = move_shape_of(m);
+  uint64_t r0, r1, c0, c1;
+  move_part(&shape, part, parts, &r0, &r1, &c0, &c1);
+  if (c0 >= c1) return;
   size_t size = mlu_dtype_size(m->dram.dtype);
   const unsigned char *src = dram_address(l, &m->dram);
-  for (uint64_t r = 0; r < m->rows; ++r) {
-    const unsigned char *row = src + r * m->dram_stride * size;
-    float *dst = l->sram + m->sram + r * m->sram_stride;
+  uint64_t n = c1 - c0;
+  for (uint64_t r = r0; r < r1; ++r) {
+    const unsigned char *row = src + (r * shape.dram_stride + c0) * size;
+    float *dst = l->sram + m->sram + r * shape.sram_stride + c0;
     if (m->dram.dtype == MLU_DT_FLOAT16) {
-      mlu_half_to_float_n(row, dst, m->run);
+      mlu_half_to_float_n(row, dst, n);
     } else if (m->dram.dtype == MLU_DT_INT8) {
-      for (uint64_t i = 0; i < m->run; ++i) {
+      for (uint64_t i = 0; i < n; ++i) {
         int8_t value;
         memcpy(&value, row + i, sizeof value);
         dst[i] = (float)value;
       }
     } else {
-      memcpy(dst, row, m->run * sizeof(float));
+      memcpy(dst, row, n * sizeof(float));
     }
   }
 }
 
-static void run_store(const launch *l, const mlu_move *m) {
+static void run_store(const launch *l, const mlu_move *m, int part, int parts) {
+  move_shape shape = move_shape_of(m);
+  uint64_t r0, r1, c0, c1;
+  move_part(&shape, part, parts, &r0, &r1, &c0, &c1);
+  if (c0 >= c1) return;
   size_t size = mlu_dtype_size(m->dram.dtype);
   unsigned char *dst = dram_address(l, &m->dram);
-  for (uint64_t r = 0; r < m->rows; ++r) {
-    unsigned char *row = dst + r * m->dram_stride * size;
-    const float *src = l->sram + m->sram + r * m->sram_stride;
+  uint64_t n = c1 - c0;
+  for (uint64_t r = r0; r < r1; ++r) {
+    unsigned char *row = dst + (r * shape.dram_stride + c0) * size;
+    const float *src = l->sram + m->sram + r * shape.sram_stride + c0;
     if (m->dram.dtype == MLU_DT_FLOAT16) {
-      mlu_float_to_half_n(src, row, m->run);
+      mlu_float_to_half_n(src, row, n);
     } else {
-      memcpy(row, src, m->run * sizeof(float));
+      memcpy(row, src, n * sizeof(float));
     }
+  }
+}
+
+/* Moves of at least this many elements are split between host threads:
+ * some 10 us of copying, above the cost of waking a helper. */
+#define MOVE_SPLIT_ELEMENTS 32768u
+
+static int move_splits(const mlu_insn *insn) {
+  if (insn->opcode != MLU_OP_LOAD && insn->opcode != MLU_OP_STORE) return 0;
+  const mlu_move *m = &insn->u.move;
+  /* (each factor below the threshold: the product cannot overflow) */
+  return m->rows >= MOVE_SPLIT_ELEMENTS || m->run >= MOVE_SPLIT_ELEMENTS ||
+         m->rows * m->run >= MOVE_SPLIT_ELEMENTS;
+}
+
+static void run_move_part(void *arg, int part, int parts, int worker) {
+  const part_job *job = arg;
+  (void)worker;
+  if (job->insn->opcode == MLU_OP_LOAD) {
+    run_load(job->l, &job->insn->u.move, part, parts);
+  } else {
+    run_store(job->l, &job->insn->u.move, part, parts);
   }
 }
 
@@ -410,14 +480,22 @@ static int insn_empty(const mlu_insn *insn) {
 static void run_insn(const launch *l, const mlu_insn *insn) {
   int int8 = insn->dtype == MLU_DT_INT8;
   if (insn_empty(insn)) return;
-  if (l->team != NULL && mlu_kernel_splits(insn)) {
-    part_job job = {l, insn};
-    mlu_team_run(l->team, l->parts, run_part, &job);
-    return;
+  if (l->team != NULL) {
+    int parts = mlu_kernel_parts(insn, l->workers);
+    if (parts > 1) {
+      part_job job = {l, insn};
+      mlu_team_run(l->team, parts, run_part, &job);
+      return;
+    }
+    if (move_splits(insn)) {
+      part_job job = {l, insn};
+      mlu_team_run(l->team, l->workers * MLU_PARTS_PER_WORKER, run_move_part, &job);
+      return;
+    }
   }
   switch (insn->opcode) {
-    case MLU_OP_LOAD: run_load(l, &insn->u.move); break;
-    case MLU_OP_STORE: run_store(l, &insn->u.move); break;
+    case MLU_OP_LOAD: run_load(l, &insn->u.move, 0, 1); break;
+    case MLU_OP_STORE: run_store(l, &insn->u.move, 0, 1); break;
     case MLU_OP_CONV:
       if (int8) {
         mlu_kernel_conv_int8(l->sram, &insn->u.conv, l->cluster->quant, l->cluster->acc);
