@@ -21,7 +21,7 @@
 
 #include "cpu_ref_fixture.h"
 
-/* The format's checksum (versions 2 and 3: XXH64, seed 0, of everything before the
+/* The format's checksum (versions 2 to 4: XXH64, seed 0, of everything before the
  * last 8 bytes) written into the last 8 bytes: what a hostile writer would
  * do. */
 static void fix_xxh64(unsigned char *bytes, size_t size) {
@@ -286,7 +286,7 @@ static void test_hostile_fields(void) {
   CHECK(get_le(file.bytes + bytes_at, 8) == sizeof conv_w);
 
   expect_refused(&file, 0, 1, 'P', "offset 0: the magic bytes", __LINE__);
-  expect_refused(&file, 8, 4, 2, "offset 8: format version 2; this cpu_ref reads version 3",
+  expect_refused(&file, 8, 4, 2, "offset 8: format version 2; this cpu_ref reads version 4",
                  __LINE__);
   expect_refused(&file, 12, 4, 200, "offset 12: written for ABI 2.0", __LINE__);
   expect_refused(&file, 16, 4, 3, "offset 16: unknown flags 0x3", __LINE__);
@@ -375,8 +375,8 @@ static void test_hostile_fields(void) {
 }
 
 /* A file of format version 1 (its checksum FNV-1a 64, check.h's
- * fix_checksum) or 2 is refused by its version, never read as version 3;
- * the same bytes with version 3's number and the old checksum fail the
+ * fix_checksum), 2 or 3 is refused by its version, never read as version 4;
+ * the same bytes with version 4's number and the old checksum fail the
  * checksum. */
 static void test_old_version_refused(void) {
   buffer file = read_all("original.model");
@@ -388,13 +388,19 @@ static void test_old_version_refused(void) {
   put_le(copy + 8, 1, 4);
   fix_checksum(copy, file.size);
   CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
-  CHECK(strstr(import_message, "offset 8: format version 1; this cpu_ref reads version 3") !=
+  CHECK(strstr(import_message, "offset 8: format version 1; this cpu_ref reads version 4") !=
         NULL);
   memcpy(copy, file.bytes, file.size);
   put_le(copy + 8, 2, 4); /* version 2: unaligned records, no plans */
   fix_xxh64(copy, file.size);
   CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
-  CHECK(strstr(import_message, "offset 8: format version 2; this cpu_ref reads version 3") !=
+  CHECK(strstr(import_message, "offset 8: format version 2; this cpu_ref reads version 4") !=
+        NULL);
+  memcpy(copy, file.bytes, file.size);
+  put_le(copy + 8, 3, 4); /* version 3: every BatchNorm step's folded filters */
+  fix_xxh64(copy, file.size);
+  CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
+  CHECK(strstr(import_message, "offset 8: format version 3; this cpu_ref reads version 4") !=
         NULL);
   memcpy(copy, file.bytes, file.size);
   fix_checksum(copy, file.size);

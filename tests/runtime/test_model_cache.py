@@ -170,23 +170,24 @@ def _fnv1a64(data: bytes) -> int:
     return value
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_entry_of_an_old_file_format_is_refused_and_rebuilt(squeezenet, cache_dir: Path,
                                                            version: int) -> None:
-    """A cpu_ref model file of format version 1 (checksum FNV-1a 64) or 2
-    (unaligned weight records, no packed filters), behind matching
+    """A cpu_ref model file of format version 1 (checksum FNV-1a 64), 2
+    (unaligned weight records, no packed filters) or 3 (the folded filters
+    of every step with a BatchNorm, packed or not), behind matching
     metadata, is refused by the plugin by its version, with a clear error
     naming the versions; the host compiles the model again and replaces
-    the entry with a version-3 file."""
+    the entry with a version-4 file."""
     source, expected = _forward(squeezenet)
     (model_file,) = cache_entries(cache_dir).values()
     original = model_file.read_bytes()
-    assert int.from_bytes(original[8:12], "little") == 3
+    assert int.from_bytes(original[8:12], "little") == 4
     body = original[:8] + version.to_bytes(4, "little") + original[12:-8]
     entry = replace_entry_file(model_file, body + _fnv1a64(body).to_bytes(8, "little"))
     assert ModelCache(cache_dir).valid(entry)  # the host's checks pass: the plugin decides
     with pytest.raises(mx.PluginError, match=f"offset 8: format version {version}; this cpu_ref "
-                       "reads version 3") as error:
+                       "reads version 4") as error:
         mx.cpu_ref(0).configure(import_model=LoadedModel.new_id(), path=model_file)
     assert error.value.code_name == "MX_ACC_ERR_INVALID_ARG"
 

@@ -26,7 +26,7 @@
  * weights) the same way and keep the envelope: magic, versions, every
  * length checked against the bytes that are really there, a checksum.
  *
- * Format, version 3. Integers are little-endian with the widths shown;
+ * Format, version 4. Integers are little-endian with the widths shown;
  * offsets are in bytes; "pad" is zero bytes up to the next multiple of 64
  * from the start of the file (what lets the values be used in place).
  *
@@ -34,9 +34,10 @@
  *   0        8          magic 89 43 52 4D 0D 0A 1A 0A ("\x89CRM\r\n\x1a\n":
  *                       a non-ASCII first byte and a CR LF, so that text
  *                       files and line-ending conversions are caught)
- *   8        u32        format version, 3 (versions 1 and 2 are refused:
+ *   8        u32        format version, 4 (versions 1 to 3 are refused:
  *                       the host's cache then compiles the model again and
- *                       replaces the file)
+ *                       replaces the file; version 3 held the folded
+ *                       filters of every step with a BatchNorm)
  *   12       u32        MX_ACC_API_VERSION of the writer (the reader
  *                       requires the same MAJOR)
  *   16       u32        flags, 1 (ACC_BIN_FLAG_ALIGNED: the weight records'
@@ -64,8 +65,10 @@
  *            u32        the cr_isa its filters were packed for
  *            u32        1 when a BatchNorm is folded into it, else 0
  *            u32        0
- *            3 * u64    F, G, K: floats of the folded filters, the folded
- *                       bias (0 and 0 without a BatchNorm) and the packed
+ *            3 * u64    F, G, K: floats of the folded filters (0 without a
+ *                       BatchNorm, and 0 where only the packed filters are
+ *                       read: dense_keeps_folded in dense_steps.c), the
+ *                       folded bias (0 without a BatchNorm) and the packed
  *                       filters (0 for a direct convolution)
  *            pad, 4F    the folded filters, float32
  *            pad, 4G    the folded bias
@@ -128,11 +131,11 @@ enum {
 };
 
 static const acc_bin_format kFormat = {
-  kMagic, 3, "cpu_ref", "cpu_ref model file", "a cpu_ref model file", "model file",
+  kMagic, 4, "cpu_ref", "cpu_ref model file", "a cpu_ref model file", "model file",
   kMinFileSize, CR_MODEL_FILE_MAX, "CR_MODEL_FILE_MAX"
 };
 
-/* The checksum of versions 2 and 3 (version 1's was FNV-1a). */
+/* The checksum of versions 2 to 4 (version 1's was FNV-1a). */
 static const acc_bin_checksum kChecksum = ACC_BIN_XXH64;
 
 /* ---- the dense steps' filters ----------------------------------------------- */
@@ -157,7 +160,7 @@ static int plan_of(const cr_model *model, size_t s, plan_sizes *sizes) {
   const int64_t outputs = w_shape->ndim > 0 ? (int64_t)w_shape->dims[0] : 0;
   int64_t w_count = 1;
   for (int d = 0; d < w_shape->ndim; ++d) w_count *= (int64_t)w_shape->dims[d];
-  sizes->floats[0] = plan->has_bn ? (size_t)w_count : 0;
+  sizes->floats[0] = dense_keeps_folded(model, step) ? (size_t)w_count : 0;
   sizes->floats[1] = plan->has_bn ? (size_t)outputs : 0;
   if (plan->is_conv) {
     const cr_conv_params *conv = &step->params.u.convolution.conv;

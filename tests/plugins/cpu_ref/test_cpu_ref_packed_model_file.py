@@ -1,9 +1,10 @@
-"""cpu_ref's model file, format version 3 (plugins/cpu_ref/model/model_file.c):
+"""cpu_ref's model file, format version 4 (plugins/cpu_ref/model/model_file.c):
 aligned weight records and the dense steps' folded and packed filters, used
 in place at import. An imported model answers bit for bit what the compiled
 one does, before and after infer() gives it new weights (its filters are
 then folded and packed again from the new values), and exports again; a
-version-2 file is refused by its version."""
+version-2 or version-3 file (version 3 held every BatchNorm step's folded
+filters besides the packed ones) is refused by its version."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def _same(first: dict, second: dict) -> None:
 def test_layout_aligned_records_and_plans(exported) -> None:
     _, _, weights, _, path, _ = exported
     data = path.read_bytes()
-    assert int.from_bytes(data[8:12], "little") == 3
+    assert int.from_bytes(data[8:12], "little") == 4
     assert int.from_bytes(data[16:20], "little") == 1  # ACC_BIN_FLAG_ALIGNED
     _, stored = graph_section(data)
     assert set(stored) == set(weights)
@@ -116,14 +117,16 @@ def test_import_answers_as_the_compiled_model_bit_for_bit(exported) -> None:
         _same(compiled.infer({"data": image}), reimported.infer({"data": image}))
 
 
-def test_version_2_is_refused_by_its_version(exported, tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_old_version_is_refused_by_its_version(exported, tmp_path: Path,
+                                                  version: int) -> None:
     library, graph, _, _, path, _ = exported
     data = bytearray(path.read_bytes())
-    data[8:12] = (2).to_bytes(4, "little")
+    data[8:12] = version.to_bytes(4, "little")
     old = tmp_path / "old.model"
     old.write_bytes(bytes(data))
-    with pytest.raises(mx.PluginError, match="offset 8: format version 2; this cpu_ref reads "
-                       "version 3") as error:
+    with pytest.raises(mx.PluginError, match=f"offset 8: format version {version}; this cpu_ref "
+                       "reads version 4") as error:
         mx.cpu_ref(0).configure(import_model=LoadedModel.new_id(), path=old)
     assert error.value.code_name == "MX_ACC_ERR_INVALID_ARG"
 
