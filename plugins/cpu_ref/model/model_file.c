@@ -80,8 +80,8 @@
  * weight records, plugins/common/binfile.h) is the same as in the SDK's
  * other files: the host binds a cache entry to its contents by it
  * (acc_host/runtime/cache_contents.py). The plans hold what import would
- * otherwise compute, about twice the weights' bytes again (ResNet-50 v1:
- * 299 MB against version 2's 102 MB); the host cannot check them, only
+ * otherwise compute, about the weights' bytes again (ResNet-50 v1: 205 MB,
+ * version 3's 299 MB, version 2's 102 MB); the host cannot check them, only
  * the checksum and the cache directory's trust rules protect them.
  *
  * Name, dtype and extents must equal the annotations of the graph's
