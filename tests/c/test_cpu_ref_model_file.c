@@ -21,7 +21,7 @@
 
 #include "cpu_ref_fixture.h"
 
-/* The format's checksum (versions 2 and 3: XXH64, seed 0, of everything before the
+/* The format's checksum (versions 2 to 4: XXH64, seed 0, of everything before the
  * last 8 bytes) written into the last 8 bytes: what a hostile writer would
  * do. */
 static void fix_xxh64(unsigned char *bytes, size_t size) {
@@ -375,9 +375,10 @@ static void test_hostile_fields(void) {
 }
 
 /* A file of format version 1 (its checksum FNV-1a 64, check.h's
- * fix_checksum), 2 or 3 (filters packed in the old k blocks) is refused by
- * its version, never read as version 4; the same bytes with version 4's
- * number and the old checksum fail the checksum. */
+ * fix_checksum), 2 or 3 (filters packed in the old k blocks, every
+ * BatchNorm step's folded filters) is refused by its version, never read as
+ * version 4; the same bytes with version 4's number and the old checksum
+ * fail the checksum. */
 static void test_old_version_refused(void) {
   buffer file = read_all("original.model");
   CHECK(file.size > 100);
@@ -397,7 +398,7 @@ static void test_old_version_refused(void) {
   CHECK(strstr(import_message, "offset 8: format version 2; this cpu_ref reads version 4") !=
         NULL);
   memcpy(copy, file.bytes, file.size);
-  put_le(copy + 8, 3, 4); /* version 3: plans packed in k blocks of 128 and a tail */
+  put_le(copy + 8, 3, 4); /* version 3: old k blocks, every folded filter */
   fix_xxh64(copy, file.size);
   CHECK(import_bytes(copy, file.size) == MX_ACC_ERR_INVALID_ARG);
   CHECK(strstr(import_message, "offset 8: format version 3; this cpu_ref reads version 4") !=

@@ -175,10 +175,10 @@ def test_entry_of_an_old_file_format_is_refused_and_rebuilt(squeezenet, cache_di
                                                            version: int) -> None:
     """A cpu_ref model file of format version 1 (checksum FNV-1a 64), 2
     (unaligned weight records, no packed filters) or 3 (filters packed in k
-    blocks of 128 and a short tail), behind matching metadata, is refused
-    by the plugin by its version, with a clear error naming the versions;
-    the host compiles the model again and replaces the entry with a
-    version-4 file."""
+    blocks of 128 and a short tail; the folded filters of every step with a
+    BatchNorm), behind matching metadata, is refused by the plugin by its
+    version, with a clear error naming the versions; the host compiles the
+    model again and replaces the entry with a version-4 file."""
     source, expected = _forward(squeezenet)
     (model_file,) = cache_entries(cache_dir).values()
     original = model_file.read_bytes()

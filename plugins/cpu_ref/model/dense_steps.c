@@ -237,9 +237,76 @@ int plan_dense_steps(cr_model *model) {
   return status;
 }
 
+/* The floats of step's packed filters (0: none, a direct convolution). */
+static size_t dense_packed_floats(const cr_model *model, const cr_step *step) {
+  const acc_shape *w_shape = &model->entries[step->inputs[1]].shape;
+  const int64_t outputs = w_shape->ndim > 0 ? (int64_t)w_shape->dims[0] : 0;
+  const int64_t w_count = entry_elements(&model->entries[step->inputs[1]]);
+  if (step->dense->is_conv) {
+    const cr_conv_params *conv = &step->params.u.convolution.conv;
+    const int64_t group_channels = (int64_t)model->entries[step->inputs[0]].shape.dims[1] /
+                                   conv->num_group;
+    return cr_conv_packed_floats(conv, outputs, group_channels);
+  }
+  return cr_fc_packed_floats(outputs > 0 ? w_count / outputs : 0, outputs);
+}
+
+/* The product of a 3- to 5-D shape's spatial extents. */
+static int64_t spatial_size(const acc_shape *shape) {
+  int64_t size = 1;
+  for (int d = 2; d < shape->ndim; ++d) size *= (int64_t)shape->dims[d];
+  return size;
+}
+
+int dense_keeps_folded(const cr_model *model, const cr_step *step) {
+  const cr_dense_plan *plan = step->dense;
+  if (plan == NULL || !plan->weights_constant || !plan->has_bn) return 0;
+  /* run_dense hands the kernels the filters unpacked too; they read them
+   * when nothing is packed (a direct convolution), and in the
+   * matrix-vector product of a FullyConnected or of a convolution of 1 x 1
+   * images at batch 1 (cr_convolution_fused). Everywhere else the packed
+   * filters alone are read. */
+  if (!plan->is_conv || dense_packed_floats(model, step) == 0) return 1;
+  return spatial_size(&model->entries[step->inputs[0]].shape) == 1 ||
+         spatial_size(&model->entries[step->outputs].shape) == 1;
+}
+
+/* Writes step's filters with its BatchNorm folded in into folded_w and its
+ * bias into folded_b (per output o: scale = gamma / sqrt(var + eps) in
+ * double, w' = w * (float)scale, b' = (b - mean) * scale + beta in double). */
+static void fold_batch_norm(const cr_model *model, const cr_step *step, float *folded_w,
+                            float *folded_b) {
+  const cr_dense_plan *plan = step->dense;
+  const cr_tensor *weight = &model->entries[step->inputs[1]];
+  const float *w = weight->data;
+  const int64_t outputs = (int64_t)weight->shape.dims[0];
+  const int64_t per_output = outputs > 0 ? entry_elements(weight) / outputs : 0;
+  const float *bias = step->num_inputs == 3 ? model->entries[step->inputs[2]].data : NULL;
+  const float *gamma = model->entries[plan->bn[0]].data;
+  const float *beta = model->entries[plan->bn[1]].data;
+  const float *mean = model->entries[plan->bn[2]].data;
+  const float *var = model->entries[plan->bn[3]].data;
+  for (int64_t o = 0; o < outputs; ++o) {
+    const double scale =
+        (plan->bn_fix_gamma ? 1.0 : (double)gamma[o]) / sqrt((double)var[o] + plan->bn_eps);
+    /* The scale rounded to float once: a float product per filter value
+     * (within an ulp of the double one), half the work of converting each
+     * value to double and back. */
+    const float scale_f = (float)scale;
+    const float *row = w + o * per_output;
+    float *folded = folded_w + o * per_output;
+    for (int64_t i = 0; i < per_output; ++i) folded[i] = row[i] * scale_f;
+    const double b = bias != NULL ? (double)bias[o] : 0.0;
+    folded_b[o] = (float)((b - mean[o]) * scale + beta[o]);
+  }
+}
+
 /* Folds the BatchNorm into the filters and packs them: at loadModel, and
- * again when infer() is given new weights. */
-static int prepare_dense(cr_model *model, cr_step *step) {
+ * again when infer() is given new weights. The folded filters are kept in
+ * plan->folded_w only where the kernels read them (dense_keeps_folded);
+ * elsewhere they are written into scratch (at least the step's filter
+ * count, shared by the model's steps one at a time) and only packed. */
+static int prepare_dense(cr_model *model, cr_step *step, float *scratch) {
   cr_dense_plan *plan = step->dense;
   if (!plan->weights_constant) return MX_ACC_OK;
   const cr_tensor *weight = &model->entries[step->inputs[1]];
@@ -248,57 +315,67 @@ static int prepare_dense(cr_model *model, cr_step *step) {
   const int64_t w_count = entry_elements(weight);
   const int64_t per_output = outputs > 0 ? w_count / outputs : 0;
   if (plan->has_bn) {
-    if (plan->folded_w == NULL) plan->folded_w = malloc((size_t)(w_count ? w_count : 1) * 4);
+    const int keep = dense_keeps_folded(model, step);
+    if (!keep) {
+      free(plan->folded_w);
+      plan->folded_w = NULL;
+    } else if (plan->folded_w == NULL) {
+      plan->folded_w = malloc((size_t)(w_count ? w_count : 1) * 4);
+    }
     if (plan->folded_b == NULL) plan->folded_b = malloc((size_t)(outputs ? outputs : 1) * 4);
-    if (plan->folded_w == NULL || plan->folded_b == NULL) {
+    if ((keep && plan->folded_w == NULL) || plan->folded_b == NULL) {
       return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "folding BatchNorm into \"%s\"",
                       step->op->name);
     }
-    const float *bias = step->num_inputs == 3 ? model->entries[step->inputs[2]].data : NULL;
-    const float *gamma = model->entries[plan->bn[0]].data;
-    const float *beta = model->entries[plan->bn[1]].data;
-    const float *mean = model->entries[plan->bn[2]].data;
-    const float *var = model->entries[plan->bn[3]].data;
-    for (int64_t o = 0; o < outputs; ++o) {
-      const double scale =
-          (plan->bn_fix_gamma ? 1.0 : (double)gamma[o]) / sqrt((double)var[o] + plan->bn_eps);
-      for (int64_t i = 0; i < per_output; ++i) {
-        plan->folded_w[o * per_output + i] = (float)(w[o * per_output + i] * scale);
-      }
-      const double b = bias != NULL ? (double)bias[o] : 0.0;
-      plan->folded_b[o] = (float)((b - mean[o]) * scale + beta[o]);
-    }
-    w = plan->folded_w;
+    float *folded = keep ? plan->folded_w : scratch;
+    fold_batch_norm(model, step, folded, plan->folded_b);
+    w = folded;
   }
   free(plan->packed);
   plan->packed = NULL;
-  size_t floats;
+  const size_t floats = dense_packed_floats(model, step);
+  if (floats == 0) return MX_ACC_OK; /* a direct convolution */
+  plan->packed = malloc(floats * sizeof(float));
+  if (plan->packed == NULL) {
+    return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, plan->is_conv ? "packing filters"
+                                                            : "packing weights");
+  }
   if (plan->is_conv) {
     const cr_conv_params *conv = &step->params.u.convolution.conv;
     const int64_t group_channels = (int64_t)model->entries[step->inputs[0]].shape.dims[1] /
                                    conv->num_group;
-    floats = cr_conv_packed_floats(conv, outputs, group_channels);
-    if (floats == 0) return MX_ACC_OK; /* a direct convolution */
-    plan->packed = malloc(floats * sizeof(float));
-    if (plan->packed == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "packing filters");
     plan->packed_isa = cr_conv_pack(conv, outputs, group_channels, w, plan->packed);
   } else {
-    floats = cr_fc_packed_floats(per_output, outputs);
-    if (floats == 0) return MX_ACC_OK;
-    plan->packed = malloc(floats * sizeof(float));
-    if (plan->packed == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "packing weights");
     plan->packed_isa = cr_fc_pack(per_output, outputs, w, plan->packed);
   }
   return MX_ACC_OK;
 }
 
 int prepare_dense_steps(cr_model *model) {
+  /* One scratch for the folded filters that are only packed: the largest
+   * such step's. */
+  size_t scratch_floats = 0;
   for (size_t s = 0; s < model->num_steps; ++s) {
-    if (model->steps[s].dense == NULL) continue;
-    int status = prepare_dense(model, &model->steps[s]);
-    if (status != MX_ACC_OK) return status;
+    const cr_step *step = &model->steps[s];
+    if (step->dense == NULL || !step->dense->weights_constant || !step->dense->has_bn ||
+        dense_keeps_folded(model, step)) {
+      continue;
+    }
+    const size_t count = (size_t)entry_elements(&model->entries[step->inputs[1]]);
+    if (count > scratch_floats) scratch_floats = count;
   }
-  return MX_ACC_OK;
+  float *scratch = NULL;
+  if (scratch_floats > 0) {
+    scratch = malloc(scratch_floats * sizeof *scratch);
+    if (scratch == NULL) return acc_fail(MX_ACC_ERR_OUT_OF_MEMORY, "folding BatchNorm");
+  }
+  int status = MX_ACC_OK;
+  for (size_t s = 0; s < model->num_steps && status == MX_ACC_OK; ++s) {
+    if (model->steps[s].dense == NULL) continue;
+    status = prepare_dense(model, &model->steps[s], scratch);
+  }
+  free(scratch);
+  return status;
 }
 
 /* The 5-D (N, C, D, H, W) view of a 3- to 5-D shape. */

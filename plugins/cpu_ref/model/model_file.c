@@ -36,10 +36,11 @@
  *                       files and line-ending conversions are caught)
  *   8        u32        format version, 4 (versions 1 to 3 are refused:
  *                       the host's cache then compiles the model again and
- *                       replaces the file; version 3 held the same records
- *                       with filters packed in k blocks of 128 and a short
- *                       tail, where gemm.c now joins a tail of up to 32 to
- *                       the last block: its packed filters would be misread)
+ *                       replaces the file; version 3 held the folded
+ *                       filters of every step with a BatchNorm, and filters
+ *                       packed in k blocks of 128 and a short tail, where
+ *                       gemm.c now joins a tail of up to 32 to the last
+ *                       block: its packed filters would be misread)
  *   12       u32        MX_ACC_API_VERSION of the writer (the reader
  *                       requires the same MAJOR)
  *   16       u32        flags, 1 (ACC_BIN_FLAG_ALIGNED: the weight records'
@@ -67,8 +68,10 @@
  *            u32        the cr_isa its filters were packed for
  *            u32        1 when a BatchNorm is folded into it, else 0
  *            u32        0
- *            3 * u64    F, G, K: floats of the folded filters, the folded
- *                       bias (0 and 0 without a BatchNorm) and the packed
+ *            3 * u64    F, G, K: floats of the folded filters (0 without a
+ *                       BatchNorm, and 0 where only the packed filters are
+ *                       read: dense_keeps_folded in dense_steps.c), the
+ *                       folded bias (0 without a BatchNorm) and the packed
  *                       filters (0 for a direct convolution)
  *            pad, 4F    the folded filters, float32
  *            pad, 4G    the folded bias
@@ -80,8 +83,8 @@
  * weight records, plugins/common/binfile.h) is the same as in the SDK's
  * other files: the host binds a cache entry to its contents by it
  * (acc_host/runtime/cache_contents.py). The plans hold what import would
- * otherwise compute, about twice the weights' bytes again (ResNet-50 v1:
- * 299 MB against version 2's 102 MB); the host cannot check them, only
+ * otherwise compute, about the weights' bytes again (ResNet-50 v1: 205 MB,
+ * version 3's 299 MB, version 2's 102 MB); the host cannot check them, only
  * the checksum and the cache directory's trust rules protect them.
  *
  * Name, dtype and extents must equal the annotations of the graph's
@@ -160,7 +163,7 @@ static int plan_of(const cr_model *model, size_t s, plan_sizes *sizes) {
   const int64_t outputs = w_shape->ndim > 0 ? (int64_t)w_shape->dims[0] : 0;
   int64_t w_count = 1;
   for (int d = 0; d < w_shape->ndim; ++d) w_count *= (int64_t)w_shape->dims[d];
-  sizes->floats[0] = plan->has_bn ? (size_t)w_count : 0;
+  sizes->floats[0] = dense_keeps_folded(model, step) ? (size_t)w_count : 0;
   sizes->floats[1] = plan->has_bn ? (size_t)outputs : 0;
   if (plan->is_conv) {
     const cr_conv_params *conv = &step->params.u.convolution.conv;

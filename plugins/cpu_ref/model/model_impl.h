@@ -39,8 +39,10 @@ typedef struct cr_dense_plan {
   /* Elements from one image of the output to the next when it is written
    * into a slice of a Concat's output (plan_concat_views); 0: dense. */
   int64_t out_image_stride;
-  float *folded_w;       /* the filters and bias with the BatchNorm folded in */
-  float *folded_b;
+  float *folded_w;       /* the filters with the BatchNorm folded in, kept only
+                          * where the kernels read them (dense_keeps_folded);
+                          * else NULL */
+  float *folded_b;       /* the bias with the BatchNorm folded in */
   float *packed;         /* the filters packed for the GEMM, or NULL */
   cr_isa packed_isa;
 } cr_dense_plan;
@@ -102,6 +104,10 @@ void free_facts(cr_entry_facts *f);
 int gather_facts(const cr_model *model, cr_entry_facts *f);
 int plan_dense_steps(cr_model *model);
 int prepare_dense_steps(cr_model *model);
+/* Whether step's plan keeps its filters with the BatchNorm folded in
+ * (folded_w) after loadModel: where the kernels read them besides the
+ * packed filters. */
+int dense_keeps_folded(const cr_model *model, const cr_step *step);
 int run_dense(const cr_tensor *entries, const cr_step *step, int num_threads);
 int run_swish(const cr_tensor *entries, const cr_step *step, int num_threads);
 int step_all_float32(const cr_step *step);

@@ -4,8 +4,9 @@ in place at import. An imported model answers bit for bit what the compiled
 one does, before and after infer() gives it new weights (its filters are
 then folded and packed again from the new values), and exports again; a
 version-2 or version-3 file (version 3: filters packed in k blocks of 128
-and a short tail, which gemm.c now joins to the last block) is refused by
-its version."""
+and a short tail, which gemm.c now joins to the last block, and every
+BatchNorm step's folded filters besides the packed ones) is refused by its
+version."""
 
 from __future__ import annotations
 
