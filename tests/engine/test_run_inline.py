@@ -127,3 +127,19 @@ def test_inside_an_operation_it_declines_and_waits_still_refuse() -> None:
         assert answers[0] is False and isinstance(answers[1], EngineError)
     finally:
         eng.shutdown()
+
+
+def test_a_fresh_thread_is_not_in_an_operation_and_runs_inline(eng: Engine) -> None:
+    """A thread that never ran an operation reads depth 0 (a class default
+    of the thread-local record) and is granted at once."""
+    seen: list[bool] = []
+
+    def fresh() -> None:
+        seen.append(in_operation())
+        assert eng.run_inline(lambda _ctx: seen.append(in_operation()), None, (), (Var(),))
+        seen.append(in_operation())
+
+    thread = threading.Thread(target=fresh)
+    thread.start()
+    thread.join(10)
+    assert seen == [False, True, False]

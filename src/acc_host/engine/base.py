@@ -29,24 +29,33 @@ Callback = Callable[..., None]  # on_complete(exception=None)
 SyncFn = Callable[[RunContext], None]
 AsyncFn = Callable[[RunContext, Callback], None]
 
-_local = threading.local()
+class _OperationState(threading.local):
+    """A thread's record of the operations it runs; ``depth`` reads 0 on a
+    thread that never ran one (a class default: a missing attribute of a
+    thread-local costs an exception inside getattr, about 0.35 us)."""
+
+    depth = 0
+
+
+_local = _OperationState()
 
 
 def in_operation() -> bool:
     """Whether the calling thread is running a pushed function (whose
     dependencies the engine already satisfied)."""
-    return getattr(_local, "depth", 0) > 0
+    return _local.depth > 0
 
 
 def operation_state() -> threading.local:
     """The calling thread's record of the operations it runs: ``depth``
-    (absent: 0) is what in_operation reads, for an engine that marks an
-    operation it runs inline without the two calls below."""
+    (0 on a thread that never ran one) is what in_operation reads, for an
+    engine that marks an operation it runs inline without the two calls
+    below."""
     return _local
 
 
 def enter_operation() -> None:
-    _local.depth = getattr(_local, "depth", 0) + 1
+    _local.depth += 1
 
 
 def leave_operation() -> None:

@@ -65,7 +65,7 @@ class NaiveEngine(Engine):
         if run_ctx.ctx is not ctx:
             run_ctx = self._run_ctx = RunContext(ctx, "naive")
         local = _local
-        depth = getattr(local, "depth", 0)
+        depth = local.depth
         local.depth = depth + 1
         try:
             fn(run_ctx)
@@ -83,7 +83,7 @@ class NaiveEngine(Engine):
         # A push, without the block: run_inline's work reading nothing, with
         # the RunContext of the latest ctx kept (once per forward).
         local = _LOCAL
-        depth = getattr(local, "depth", 0)
+        depth = local.depth
         run_ctx = self._caller_ctx
         if run_ctx.ctx is not ctx:
             run_ctx = self._caller_ctx = RunContext(ctx, "naive")
@@ -103,7 +103,7 @@ class NaiveEngine(Engine):
         check_waitable(var, "wait_for_var")
 
     def wait_to_read(self, var: Var) -> None:
-        if type(var) is not Var or getattr(_local, "depth", 0) > 0:  # check_waitable's cases
+        if type(var) is not Var or _local.depth > 0:  # check_waitable's cases
             check_waitable(var, "wait_to_read")
 
     def wait_for_all(self) -> None:

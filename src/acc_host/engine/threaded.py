@@ -100,7 +100,7 @@ class ThreadedEngine(Engine):
         # that reads nothing, with no block made when nothing queued behind
         # it, and the RunContext of the latest ctx kept.
         local = _LOCAL
-        if getattr(local, "depth", 0):
+        if local.depth:
             return False
         run_ctx = self._caller_ctx
         if run_ctx.ctx is not ctx:
@@ -159,7 +159,7 @@ class ThreadedEngine(Engine):
         # of writes, or _admit checked each), finished without a block when
         # nothing queued behind them meanwhile.
         local = operation_state()
-        if getattr(local, "depth", 0):
+        if local.depth:
             return False
         with self._lock:
             if not self._admit(const_vars, mutate_vars):
@@ -379,7 +379,7 @@ class ThreadedEngine(Engine):
             self._wait_marker(var, write=True)
 
     def wait_to_read(self, var: Var) -> None:
-        if type(var) is not Var or getattr(_local, "depth", 0) > 0:  # check_waitable's cases
+        if type(var) is not Var or _local.depth > 0:  # check_waitable's cases
             check_waitable(var, "wait_to_read")
         if var._writing or var._pending or var.exception is not None:
             self._wait_marker(var, write=False)

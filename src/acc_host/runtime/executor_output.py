@@ -74,7 +74,7 @@ class ExecutorOutput(NDArray):
             direct = self._direct
         except AttributeError:  # a view, made by NDArray's own constructors
             direct = None
-        if (direct is not None and self._view is None and not getattr(_LOCAL, "depth", 0)
+        if (direct is not None and self._view is None and not _LOCAL.depth
                 and _tracing() is None):
             storage = self._storage
             var = storage.var
