@@ -171,11 +171,14 @@ int acc_match_outputs(const acc_graph *graph, const char *const *head_names,
     head_of_output[i] = head;
     acc_entry entry = graph->heads[head];
     const acc_node *node = &graph->nodes[entry.node];
-    char what[1024];
-    snprintf(what, sizeof what, "infer: output \"%s\"", out_names[i]);
-    int status = acc_tensor_expect(&out_data[i], what, node->out_dtypes[entry.index],
+    int status = acc_tensor_expect(&out_data[i], "infer: output", node->out_dtypes[entry.index],
                                    &node->out_shapes[entry.index]);
-    if (status != MX_ACC_OK) return status;
+    if (status != MX_ACC_OK) { /* checked again with the output's name for the message */
+      char what[1024];
+      snprintf(what, sizeof what, "infer: output \"%s\"", out_names[i]);
+      return acc_tensor_expect(&out_data[i], what, node->out_dtypes[entry.index],
+                               &node->out_shapes[entry.index]);
+    }
   }
   return MX_ACC_OK;
 }

@@ -106,12 +106,16 @@ def test_infer_checks_names_and_shapes(library) -> None:
             "MX_ACC_ERR_INVALID_ARG", 'infer: data input "data" is missing')
         assert call(["data", "data"], [spec, spec], ["act_output"], [spec]) == (
             "MX_ACC_ERR_INVALID_ARG", 'infer: input "data" is given twice')
+        # A wrong tensor is named in the message (the name is formatted only
+        # after a check failed).
         code, message = call(["data"], [TensorSpec((3, 2), F32)], ["act_output"], [spec])
         assert code == "MX_ACC_ERR_INVALID_ARG" and "shape (3, 2), expected (2, 3)" in message
+        assert message.startswith('infer: input "data"'), message
         code, message = call(["data"], [spec], ["add_output"], [spec])
         assert code == "MX_ACC_ERR_INVALID_ARG" and "not an output" in message
         code, message = call(["data"], [spec], ["act_output"], [TensorSpec((6,), F32)])
         assert code == "MX_ACC_ERR_INVALID_ARG" and "shape (6), expected (2, 3)" in message
+        assert message.startswith('infer: output "act_output"'), message
         assert model.infer({"data": data}, {"act_output": out}) == {"act_output": out}
         np.testing.assert_array_equal(out, 2 * data)
     code, message = _status(library, "unloadModel", model_id)
