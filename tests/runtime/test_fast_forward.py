@@ -8,6 +8,7 @@ taking over with the right result). numpy's maximum is the oracle."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,33 +23,29 @@ from acc_host.errors import GraphError, ShapeError, TensorError
 SHAPE = (1, 16)
 
 
-class _Calls:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+class _Counter:
+    """Counts the calls of the hook that install (a tests/support/
+    direct_calls counter) places on the path."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch,
+                 install: Callable[[pytest.MonkeyPatch, Callable[[], None]], None]) -> None:
         self.count = 0
-        count_direct_calls(monkeypatch, self._add)
+        install(monkeypatch, self._add)
 
     def _add(self) -> None:
         self.count += 1
 
 
 @pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> _Calls:
-    return _Calls(monkeypatch)
-
-
-class _Reads:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.count = 0
-        count_output_reads(monkeypatch, self._add)
-
-    def _add(self) -> None:
-        self.count += 1
+def calls(monkeypatch: pytest.MonkeyPatch) -> _Counter:
+    """Counts the direct path's calls."""
+    return _Counter(monkeypatch, count_direct_calls)
 
 
 @pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> _Reads:
+def reads(monkeypatch: pytest.MonkeyPatch) -> _Counter:
     """Counts the copies of the executor outputs' one-copy reader."""
-    return _Reads(monkeypatch)
+    return _Counter(monkeypatch, count_output_reads)
 
 
 def _x(seed: int) -> np.ndarray:
@@ -65,7 +62,7 @@ def _warm_relu() -> mx.runtime.executor.Executor:
 
 
 @pytest.mark.usefixtures("engine_kind")
-def test_forward_and_predict_take_the_one_call_path(calls: _Calls) -> None:
+def test_forward_and_predict_take_the_one_call_path(calls: _Counter) -> None:
     exe = _warm_relu()
     before = calls.count
     for seed in range(3, 8):
@@ -90,7 +87,7 @@ def test_forward_and_predict_take_the_one_call_path(calls: _Calls) -> None:
 
 
 @pytest.mark.usefixtures("engine_kind")
-def test_bad_inputs_are_refused_and_leave_the_argument(calls: _Calls) -> None:
+def test_bad_inputs_are_refused_and_leave_the_argument(calls: _Counter) -> None:
     exe = _warm_relu()
     before = calls.count
     with pytest.raises(ShapeError, match="'data' has shape"):
@@ -108,7 +105,7 @@ def test_bad_inputs_are_refused_and_leave_the_argument(calls: _Calls) -> None:
 
 @pytest.mark.parametrize("which", ["inputs", "outputs"])
 @pytest.mark.usefixtures("engine_kind")
-def test_a_freed_buffer_is_refused_before_the_plugin_sees_it(calls: _Calls,
+def test_a_freed_buffer_is_refused_before_the_plugin_sees_it(calls: _Counter,
                                                               which: str) -> None:
     exe = _warm_relu()
     before = calls.count
@@ -122,7 +119,7 @@ def test_a_freed_buffer_is_refused_before_the_plugin_sees_it(calls: _Calls,
 
 
 @pytest.mark.usefixtures("engine_kind", "offload_everything")
-def test_weights_written_since_the_model_saw_them_are_used(calls: _Calls) -> None:
+def test_weights_written_since_the_model_saw_them_are_used(calls: _Counter) -> None:
     data, weight = mx.sym.Variable("data"), mx.sym.Variable("w")
     net = mx.sym.FullyConnected(data, weight=weight, num_hidden=4, no_bias=True, name="fc")
     exe = net.simple_bind(mx.cpu_ref(0), data=SHAPE)
@@ -143,7 +140,7 @@ def test_weights_written_since_the_model_saw_them_are_used(calls: _Calls) -> Non
     exe.close()
 
 
-def test_a_pending_write_orders_the_forward_after_it(calls: _Calls) -> None:
+def test_a_pending_write_orders_the_forward_after_it(calls: _Counter) -> None:
     """ThreadedEngine: a write to the argument pushed before forward() and
     still queued on a worker is seen by it (the path stands aside while
     anything is pending on its vars); then the path runs again."""
@@ -168,7 +165,7 @@ def test_a_pending_write_orders_the_forward_after_it(calls: _Calls) -> None:
         exe.close()
 
 
-def test_threads_pushing_reads_of_the_output_see_whole_forwards(calls: _Calls) -> None:
+def test_threads_pushing_reads_of_the_output_see_whole_forwards(calls: _Counter) -> None:
     """ThreadedEngine: forwards on the path while another thread pushes
     operations reading the output: each read sees the output of one whole
     forward (one of the inputs given), never a mix or a stale buffer."""
@@ -200,7 +197,7 @@ def test_threads_pushing_reads_of_the_output_see_whole_forwards(calls: _Calls) -
 
 
 @pytest.mark.usefixtures("engine_kind")
-def test_a_trace_sees_the_copies(tmp_path: Path, calls: _Calls) -> None:
+def test_a_trace_sees_the_copies(tmp_path: Path, calls: _Counter) -> None:
     exe = _warm_relu()
     before = calls.count
     path = tmp_path / "run.trace"
@@ -217,8 +214,8 @@ def test_a_trace_sees_the_copies(tmp_path: Path, calls: _Calls) -> None:
     exe.close()
 
 
-def test_checked_mode_keeps_its_guards(monkeypatch: pytest.MonkeyPatch, calls: _Calls,
-                                      reads: _Reads) -> None:
+def test_checked_mode_keeps_its_guards(monkeypatch: pytest.MonkeyPatch, calls: _Counter,
+                                      reads: _Counter) -> None:
     """MXNET_ACC_CHECK_OUTPUTS=1: the buffers carry guards, and the path's
     one call stands aside for the checked copies and infer()."""
     monkeypatch.setenv("MXNET_ACC_CHECK_OUTPUTS", "1")
@@ -236,7 +233,7 @@ def test_checked_mode_keeps_its_guards(monkeypatch: pytest.MonkeyPatch, calls: _
 
 
 @pytest.mark.usefixtures("engine_kind")
-def test_output_reads_take_one_copy_and_keep_their_checks(reads: _Reads) -> None:
+def test_output_reads_take_one_copy_and_keep_their_checks(reads: _Counter) -> None:
     exe = _warm_relu()
     out = exe.outputs[0]
     before = reads.count
@@ -258,7 +255,7 @@ def test_output_reads_take_one_copy_and_keep_their_checks(reads: _Reads) -> None
 
 
 @pytest.mark.usefixtures("engine_kind")
-def test_a_freed_output_buffer_is_refused_by_the_read(reads: _Reads) -> None:
+def test_a_freed_output_buffer_is_refused_by_the_read(reads: _Counter) -> None:
     exe = _warm_relu()
     before = reads.count
     step = exe.bound_step(exe.subgraphs[0])
@@ -270,7 +267,7 @@ def test_a_freed_output_buffer_is_refused_by_the_read(reads: _Reads) -> None:
 
 
 def test_an_output_read_waits_for_a_pending_write_and_reports_a_failure(
-        reads: _Reads) -> None:
+        reads: _Counter) -> None:
     """ThreadedEngine: a write to the output still queued on a worker is
     waited for (the read stands aside), and a failure stored on the
     output's var is raised by the read."""
@@ -301,7 +298,7 @@ def test_an_output_read_waits_for_a_pending_write_and_reports_a_failure(
         exe.close()
 
 
-def test_threads_reading_the_output_see_whole_forwards(reads: _Reads) -> None:
+def test_threads_reading_the_output_see_whole_forwards(reads: _Counter) -> None:
     """ThreadedEngine: another thread reading the output with asnumpy()
     while forwards run on the direct path sees one whole forward's output
     each time (the executor's lock orders the read with the forward)."""
@@ -334,7 +331,7 @@ def test_threads_reading_the_output_see_whole_forwards(reads: _Reads) -> None:
 
 @pytest.mark.usefixtures("engine_kind")
 def test_onnx_backend_run_takes_the_exact_path_only_for_inputs_as_bound(
-        calls: _Calls) -> None:
+        calls: _Counter) -> None:
     """The ONNX backend hands a list of one array to the executor's exact
     direct predict; anything else (another shape, a layout to convert)
     takes the backend's own path, with the right results."""
@@ -367,7 +364,7 @@ def test_onnx_backend_run_takes_the_exact_path_only_for_inputs_as_bound(
 
 
 @pytest.mark.usefixtures("engine_kind")
-def test_module_forward_of_one_batch_keeps_labels_and_rebinding(calls: _Calls) -> None:
+def test_module_forward_of_one_batch_keeps_labels_and_rebinding(calls: _Counter) -> None:
     relu = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", name="relu")
     module = mx.mod.Module(relu, data_names=["data"], label_names=None,
                            context=mx.cpu_ref(0))

@@ -148,11 +148,7 @@ class OperatorExecutor:
             if status:
                 library.check(library.name, "executor forward", status, self.op_name)
         finally:
-            null = ffi.NULL
-            for slot in in_slots:
-                slot.data = null
-            for slot in out_slots:
-                slot.data = null
+            _clear_slots(in_slots, out_slots)
         if guarded:  # checked mode: the guard after each output
             for index, buffer in enumerate(outputs):
                 if buffer.guarded:
@@ -217,11 +213,7 @@ class OperatorExecutor:
                 buffer.free()
             raise
         finally:
-            null = ffi.NULL
-            for slot in in_slots:
-                slot.data = null
-            for slot in out_slots:
-                slot.data = null
+            _clear_slots(in_slots, out_slots)
         return results
 
     def _make_new_call(self) -> tuple[Any, ...]:
@@ -271,3 +263,12 @@ def run_graph(library: AccLibrary, graph: Mapping[str, Any],
         for buffer in node_buffers:
             buffer.free()
     return results
+
+
+def _clear_slots(*slot_lists: Any) -> None:
+    """Points each descriptor of slot_lists at nothing again (after a call:
+    no descriptor keeps a host address past the call that used it)."""
+    null = ffi.NULL
+    for slots in slot_lists:
+        for slot in slots:
+            slot.data = null

@@ -27,13 +27,9 @@ _local = operation_state()
 
 __all__ = ["NaiveEngine"]
 
-_LOCAL = operation_state()  # the thread-local record in_operation reads
-
 
 class NaiveEngine(Engine):
     name = "NaiveEngine"
-    # run_now_watching's RunContext of the latest ctx (replaced, never changed)
-    _caller_ctx = RunContext(None, "naive")
 
     def __init__(self) -> None:
         # The RunContext of the latest inline run's context (a named tuple
@@ -80,24 +76,9 @@ class NaiveEngine(Engine):
 
     def run_now_watching(self, fn: SyncFn, ctx: Any, watched: tuple[Var, ...],
                          mutate_vars: tuple[Var, ...]) -> bool:
-        # A push, without the block: run_inline's work reading nothing, with
-        # the RunContext of the latest ctx kept (once per forward).
-        local = _LOCAL
-        depth = local.depth
-        run_ctx = self._caller_ctx
-        if run_ctx.ctx is not ctx:
-            run_ctx = self._caller_ctx = RunContext(ctx, "naive")
-        local.depth = depth + 1
-        try:
-            fn(run_ctx)
-        finally:
-            local.depth = depth
-        for var in mutate_vars:
-            if var._watches:
-                var.bump()
-            else:  # bump() without watches to tell
-                var.version += 1
-        return True
+        # Nothing is ever pending: run_inline's grant, the watched vars
+        # need no look.
+        return self.run_inline(fn, ctx, (), mutate_vars)
 
     def wait_for_var(self, var: Var) -> None:
         check_waitable(var, "wait_for_var")
