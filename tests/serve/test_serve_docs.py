@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import ROOT
-from support.serving import ServerProcess, free_port
+from support.serving import ServerProcess, free_ports
 
 pytestmark = [pytest.mark.serve, pytest.mark.slow]
 
@@ -56,7 +56,7 @@ def test_the_page_has_its_blocks() -> None:
 @pytest.mark.parametrize("kind", ["cli", "python_api", "ray"])
 def test_server_and_client(kind: str, tmp_path: Path) -> None:
     language, code = _servers()[kind]
-    http, grpc = free_port(), free_port()
+    http, grpc = free_ports(2)
     code = _ported(code, http, grpc)
     if language == "python":
         command = [sys.executable, "-c", code]

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SERVE_EXTRA", "MISSING_REASON", "free_port", "ServerProcess", "infer_http",
-           "infer_grpc", "in_process_outputs"]
+__all__ = ["SERVE_EXTRA", "MISSING_REASON", "free_port", "free_ports", "ServerProcess",
+           "infer_http", "infer_grpc", "in_process_outputs"]
 
 _NEEDED = ("kserve", "ray", "tritonclient", "prometheus_client")
 _MISSING = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
@@ -30,9 +30,22 @@ MISSING_REASON = (f"needs the serve extra ({', '.join(_MISSING)} missing): "
 
 def free_port() -> int:
     """A TCP port on the loopback interface that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> tuple[int, ...]:
+    """count distinct TCP ports on the loopback interface that nothing
+    listens on now: the probes stay bound until all are chosen, so the
+    kernel cannot hand one port out twice (two free_port() calls in a row
+    may return the same port, and a server's second bind then fails)."""
+    probes = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return tuple(int(probe.getsockname()[1]) for probe in probes)
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 class ServerProcess:
@@ -45,7 +58,7 @@ class ServerProcess:
                  ports: tuple[int, int] | None = None, cwd: Path | None = None) -> None:
         """command (with its ports) replaces ``python -m acc_host serve
         ARGS --http-port P --grpc-port Q`` on free ports."""
-        self.http_port, self.grpc_port = ports or (free_port(), free_port())
+        self.http_port, self.grpc_port = ports or free_ports(2)
         self.http_url = f"127.0.0.1:{self.http_port}"
         self.grpc_url = f"127.0.0.1:{self.grpc_port}"
         self.log = log
