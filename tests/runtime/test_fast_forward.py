@@ -164,36 +164,43 @@ def test_a_pending_write_orders_the_forward_after_it(calls: _Counter) -> None:
         assert calls.count == before + 1
         exe.close()
 
+def _check_whole_forwards_seen(read: Callable[[mx.runtime.executor.Executor], np.ndarray]) -> None:
+    """Forwards 1000 constant inputs (1 to 5) on the direct path while
+    another thread reads the output with read(exe): every value read is one
+    whole forward's output (or the output before them), never a mix."""
+    exe = _warm_relu()
+    inputs = [np.full(SHAPE, float(k), np.float32) for k in range(1, 6)]
+    seen: list[np.ndarray] = []
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            seen.append(read(exe))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for _ in range(200):
+            for value in inputs:
+                exe.forward(data=value)
+    finally:
+        done.set()
+        thread.join(30)
+    assert seen
+    warm = np.maximum(_x(2), 0)  # the output before the first of these forwards
+    for values in seen:
+        assert np.array_equal(values, warm) or (
+            np.all(values == values.flat[0]) and values.flat[0] in range(1, 6))
+    exe.close()
+
 
 def test_threads_pushing_reads_of_the_output_see_whole_forwards(calls: _Counter) -> None:
     """ThreadedEngine: forwards on the path while another thread pushes
     operations reading the output: each read sees the output of one whole
     forward (one of the inputs given), never a mix or a stale buffer."""
     with using_engine("ThreadedEngine"):
-        exe = _warm_relu()
-        inputs = [np.full(SHAPE, float(k), np.float32) for k in range(1, 6)]
-        seen: list[np.ndarray] = []
-        done = threading.Event()
-
-        def reader() -> None:
-            while not done.is_set():
-                seen.append((exe.outputs[0] * 1).asnumpy())
-
-        thread = threading.Thread(target=reader)
-        thread.start()
-        try:
-            for _ in range(200):
-                for value in inputs:
-                    exe.forward(data=value)
-        finally:
-            done.set()
-            thread.join(30)
-        assert seen and calls.count > 0
-        warm = np.maximum(_x(2), 0)  # the output before the first of these forwards
-        for values in seen:
-            assert np.array_equal(values, warm) or (
-                np.all(values == values.flat[0]) and values.flat[0] in range(1, 6))
-        exe.close()
+        _check_whole_forwards_seen(lambda exe: (exe.outputs[0] * 1).asnumpy())
+        assert calls.count > 0
 
 
 @pytest.mark.usefixtures("engine_kind")
@@ -303,30 +310,8 @@ def test_threads_reading_the_output_see_whole_forwards(reads: _Counter) -> None:
     while forwards run on the direct path sees one whole forward's output
     each time (the executor's lock orders the read with the forward)."""
     with using_engine("ThreadedEngine"):
-        exe = _warm_relu()
-        inputs = [np.full(SHAPE, float(k), np.float32) for k in range(1, 6)]
-        seen: list[np.ndarray] = []
-        done = threading.Event()
-
-        def reader() -> None:
-            while not done.is_set():
-                seen.append(exe.outputs[0].asnumpy())
-
-        thread = threading.Thread(target=reader)
-        thread.start()
-        try:
-            for _ in range(200):
-                for value in inputs:
-                    exe.forward(data=value)
-        finally:
-            done.set()
-            thread.join(30)
-        assert seen and reads.count > 0
-        warm = np.maximum(_x(2), 0)
-        for values in seen:
-            assert np.array_equal(values, warm) or (
-                np.all(values == values.flat[0]) and values.flat[0] in range(1, 6))
-        exe.close()
+        _check_whole_forwards_seen(lambda exe: exe.outputs[0].asnumpy())
+        assert reads.count > 0
 
 
 @pytest.mark.usefixtures("engine_kind")

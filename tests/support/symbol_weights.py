@@ -51,3 +51,11 @@ def loaded_on_cpu_ref(sym: mx.sym.Symbol, data: np.ndarray, weights: dict,
             yield model
     finally:
         mx.cpu_ref(0).configure(num_threads=1)
+
+
+def outputs_on_cpu_ref(sym: mx.sym.Symbol, data: np.ndarray, weights: dict,
+                       threads: int) -> list[np.ndarray]:
+    """sym's outputs for input "data" as one cpu_ref model
+    (loaded_on_cpu_ref), copied into new host arrays."""
+    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
+        return [np.array(value) for value in model.infer({"data": data}).values()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.symbol_weights import host_outputs, loaded_on_cpu_ref, random_weights
+from support.symbol_weights import host_outputs, outputs_on_cpu_ref, random_weights
 
 import acc_host as mx
 
@@ -25,11 +25,6 @@ def _block(channels: int, expanded: int) -> mx.sym.Symbol:
     expand = mx.sym.clip(expand, a_min=0.0, a_max=6.0, name="expand_relu6")
     project = mx.sym.Convolution(expand, num_filter=channels, kernel=(1, 1), name="project")
     return mx.sym.elemwise_add(project, data, name="residual")
-
-
-def _forward(sym: mx.sym.Symbol, data: np.ndarray, weights: dict, threads: int) -> np.ndarray:
-    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
-        return np.asarray(list(model.infer({"data": data}).values())[0])
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -47,8 +42,8 @@ def test_batch_column_groups_equal_one_thread(threads: int, batch: int, channels
     rng = np.random.default_rng(batch * side)
     data = rng.standard_normal((batch, channels, side, side)).astype(np.float32)
     weights = random_weights(sym, {"data": data.shape}, seed=channels)
-    one = _forward(sym, data, weights, 1)
-    several = _forward(sym, data, weights, threads)
+    one = outputs_on_cpu_ref(sym, data, weights, 1)[0]
+    several = outputs_on_cpu_ref(sym, data, weights, threads)[0]
     np.testing.assert_array_equal(several, one)
     np.testing.assert_allclose(several, host_outputs(sym, data, weights)[0], rtol=RTOL,
                                atol=ATOL)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.symbol_weights import host_outputs, loaded_on_cpu_ref, random_weights
+from support.symbol_weights import host_outputs, outputs_on_cpu_ref, random_weights
 
 import acc_host as mx
 
@@ -40,9 +40,7 @@ def _run(batch: int, threads: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     sym = _block()
     data = np.random.default_rng(batch).standard_normal((batch, 64, 7, 7)).astype(np.float32)
     weights = random_weights(sym, {"data": data.shape}, seed=5)
-    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
-        got = [np.array(value) for value in model.infer({"data": data}).values()]
-    return got, host_outputs(sym, data, weights)
+    return outputs_on_cpu_ref(sym, data, weights, threads), host_outputs(sym, data, weights)
 
 
 @pytest.mark.parametrize("batch", [1, 3])

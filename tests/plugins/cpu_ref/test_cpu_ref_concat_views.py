@@ -19,7 +19,12 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from support.symbol_weights import host_outputs, loaded_on_cpu_ref, random_weights
+from support.symbol_weights import (
+    host_outputs,
+    loaded_on_cpu_ref,
+    outputs_on_cpu_ref,
+    random_weights,
+)
 
 import acc_host as mx
 
@@ -159,8 +164,7 @@ def _case(name: str, batch: int) -> tuple[mx.sym.Symbol, np.ndarray, dict, list[
 
 def _on_cpu_ref(sym, data, weights, threads: int, split: str, monkeypatch) -> list[np.ndarray]:
     monkeypatch.setenv("ACC_CPU_REF_IMAGE_SPLIT", split)
-    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
-        return [np.array(value) for value in model.infer({"data": data}).values()]
+    return outputs_on_cpu_ref(sym, data, weights, threads)
 
 
 @pytest.mark.parametrize("split", ["0", "1"])

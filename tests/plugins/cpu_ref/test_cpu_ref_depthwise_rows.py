@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support.symbol_weights import host_outputs, loaded_on_cpu_ref, random_weights
+from support.symbol_weights import host_outputs, outputs_on_cpu_ref, random_weights
 
 import acc_host as mx
 
@@ -37,11 +37,6 @@ def _block(channels: int, residual: bool) -> mx.sym.Symbol:
     return out
 
 
-def _forward(sym: mx.sym.Symbol, data: np.ndarray, weights: dict, threads: int) -> np.ndarray:
-    with loaded_on_cpu_ref(sym, data, weights, threads) as model:
-        return np.asarray(list(model.infer({"data": data}).values())[0])
-
-
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize(
     ("channels", "height", "width", "residual"),
@@ -55,8 +50,8 @@ def test_depthwise_rows_equal_one_thread(threads: int, channels: int, height: in
     data = np.random.default_rng(channels).standard_normal((1, 3, height, width))
     data = data.astype(np.float32)
     weights = random_weights(sym, {"data": data.shape}, seed=height)
-    one = _forward(sym, data, weights, 1)
-    several = _forward(sym, data, weights, threads)
+    one = outputs_on_cpu_ref(sym, data, weights, 1)[0]
+    several = outputs_on_cpu_ref(sym, data, weights, threads)[0]
     np.testing.assert_array_equal(several, one)
     np.testing.assert_allclose(several, host_outputs(sym, data, weights)[0], rtol=RTOL,
                                atol=ATOL)

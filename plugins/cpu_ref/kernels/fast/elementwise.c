@@ -61,6 +61,16 @@ CR_TARGET_CLONES static void fast_leaky_loop(double slope, int64_t count, const 
 #define CR_FMA_CLONES 1
 #endif
 
+/* Which of those clones the CPU runs: 2 AVX-512, 1 AVX2 with FMA, 0 the
+ * baseline (always 0 without the clones). */
+static int fma_clone(void) {
+#ifdef CR_FMA_CLONES
+  if (__builtin_cpu_supports("avx512f")) return 2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+#endif
+  return 0;
+}
+
 CR_LOOP_BODY void sigmoid_or_swish(int swish, int64_t count, const float *x, float *y) {
   if (swish) {
     swish_loop(count, x, y);
@@ -82,17 +92,13 @@ __attribute__((target("avx2,fma"))) static void sigmoid_or_swish_avx2(int swish,
 #endif
 
 static void fast_sigmoid_or_swish(int swish, int64_t count, const float *x, float *y) {
+  switch (fma_clone()) {
 #ifdef CR_FMA_CLONES
-  if (__builtin_cpu_supports("avx512f")) {
-    sigmoid_or_swish_avx512(swish, count, x, y);
-    return;
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    sigmoid_or_swish_avx2(swish, count, x, y);
-    return;
-  }
+    case 2: sigmoid_or_swish_avx512(swish, count, x, y); return;
+    case 1: sigmoid_or_swish_avx2(swish, count, x, y); return;
 #endif
-  sigmoid_or_swish(swish, count, x, y);
+    default: sigmoid_or_swish(swish, count, x, y);
+  }
 }
 
 /* Softmax rows and GELU: their exponentials (and GELU's erfc) are made of
@@ -120,31 +126,23 @@ __attribute__((target("avx2,fma"))) static void gelu_avx2(int64_t count, const f
 #endif
 
 static void fast_softmax_rows(int64_t rows, int64_t length, const float *x, float *y) {
+  switch (fma_clone()) {
 #ifdef CR_FMA_CLONES
-  if (__builtin_cpu_supports("avx512f")) {
-    softmax_rows_avx512(rows, length, x, y);
-    return;
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    softmax_rows_avx2(rows, length, x, y);
-    return;
-  }
+    case 2: softmax_rows_avx512(rows, length, x, y); return;
+    case 1: softmax_rows_avx2(rows, length, x, y); return;
 #endif
-  softmax_rows(rows, length, x, y);
+    default: softmax_rows(rows, length, x, y);
+  }
 }
 
 static void fast_gelu(int64_t count, const float *x, float *y) {
+  switch (fma_clone()) {
 #ifdef CR_FMA_CLONES
-  if (__builtin_cpu_supports("avx512f")) {
-    gelu_avx512(count, x, y);
-    return;
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    gelu_avx2(count, x, y);
-    return;
-  }
+    case 2: gelu_avx512(count, x, y); return;
+    case 1: gelu_avx2(count, x, y); return;
 #endif
-  gelu_float(count, x, y);
+    default: gelu_float(count, x, y);
+  }
 }
 
 CR_TARGET_CLONES static void fast_hard_sigmoid(int swish, double alpha, double beta,
