@@ -183,12 +183,10 @@ class OperatorExecutor:
             if type(buffer) is not DeviceBuffer or buffer.library is not library \
                     or buffer.dev_id != dev_id or (buffer.spec is not spec and (
                         buffer.spec.shape != spec.shape or buffer.spec.dtype != spec.dtype)):
-                for slot in in_slots:
-                    slot.data = ffi.NULL
+                _clear_slots(in_slots)
                 return None
             if buffer._freed:
-                for slot in in_slots:
-                    slot.data = ffi.NULL
+                _clear_slots(in_slots)
                 raise TensorError(f"{self.op_name}: input {index} is {buffer!r}")
             in_slots[index].data = buffer.pointer
             index += 1

@@ -179,9 +179,11 @@ class Graph:
         if value_of is not None:
             return self.infer_shapes_values(given, value_of)[0]
         key = self._memo_key("shape", given, "__shape__")
-        if key is None:
+
+        def infer() -> list[Any]:
             return self.infer_shapes_values(given, value_of)[0]
-        return self._memoized(key, lambda: self.infer_shapes_values(given, value_of)[0])
+
+        return infer() if key is None else self._memoized(key, infer)
 
     def _memo_key(self, what: str, given: Mapping[str, Any], hint: str
                   ) -> tuple[Any, ...] | None:
@@ -216,8 +218,7 @@ class Graph:
         if found is None:
             found = infer()
             if len(self._inferred) >= 8:
-                for oldest in list(self._inferred)[:1]:
-                    self._inferred.pop(oldest, None)
+                del self._inferred[next(iter(self._inferred))]  # the oldest
             self._inferred[key] = found
         return list(found)
 

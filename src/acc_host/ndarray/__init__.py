@@ -154,9 +154,8 @@ class NDArray(NDArrayMethods):
         without device memory."""
         limits.check_array(shape, dtype, "an array")
         values = np.zeros(shape, dtype)
-        result = cls(values, ctx) if not _uses_device_memory(ctx, values.dtype) else None
-        if result is not None:
-            return result
+        if not _uses_device_memory(ctx, values.dtype):
+            return cls(values, ctx)
         result = cls.__new__(cls)
         result._ctx = ctx
         result._storage = _Storage(values)
