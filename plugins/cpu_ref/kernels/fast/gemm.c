@@ -943,6 +943,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
                        a_buffer);
           a_block = a_buffer;
         }
+        cr_prefetch b_ahead = cr_prefetch_spread(NULL, 0, 1);
         for (int64_t t = 0; t < p_count * q_count; ++t) {
           const int64_t q = rows_first ? t % q_count : t / p_count;
           const int64_t p = rows_first ? t / q_count : t % p_count;
@@ -964,6 +965,11 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
                                                    kc * mr * (int64_t)sizeof *a_panel, 1);
             cr_prefetch_part(&ahead);
           }
+          if (b_packed && !rows_first && p == 0) {
+            b_ahead = cr_prefetch_spread(b_panel + kc * nr, kc * nr * (int64_t)sizeof *b_panel,
+                                         p_count);
+          }
+          if (b_packed && !rows_first) cr_prefetch_part(&b_ahead);
           float *c_tile = job->c + i0 * job->ldc + j0;
           cr_tile_epilogue te;
           const cr_tile_epilogue *e = NULL;
