@@ -52,7 +52,12 @@ enum {
   kChunk512 = 16,   /* AVX-512: input channels per pass (their filters: 18 KiB) */
   kMinChannels512 = 32, /* AVX-512, stride 1: fewer channels keep the GEMM path */
   kTail = 16,       /* zero positions after a copy's last row */
-  kBlockPositions = 96, /* the wide grid's positions per block of rows, about */
+  /* The wide grid's positions per block of rows, about: each chunk of
+   * filters is read from L2 once per block, so larger blocks pay on large
+   * filters (1 thread, least of 30: 256 x 14 x 14 at batch 8 8.81 -> 8.26
+   * ms, 256 -> 256 stride 2 on 28 x 28 1.17 -> 1.09 ms with 224 against
+   * 96), and 448 gains nothing more. */
+  kBlockPositions = 224,
   /* Images of a batch run together (each chunk of filters read once for
    * all of them) when the filters overflow this, and as many as fit in it
    * with their copies and sums; see cr_conv_blocked. */
@@ -60,7 +65,10 @@ enum {
   /* ... on output planes of fewer positions (7 x 7: 0.89-0.95 of the
    * time image by image at batch 8; 14 x 14: 0.98-0.99, and slower on 2
    * threads) */
-  kImageGroupMaxPositions = 96
+  kImageGroupMaxPositions = 96,
+  /* A share's filters up to this stay in L2 from one block of rows to the
+   * next (2 MiB per core here): only the first block fetches them ahead. */
+  kFiltersInL2 = 1 << 20
 };
 
 /* Outputs per block of the packed filters under isa (0: none). */
@@ -385,6 +393,7 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
   float *copy = cr_scratch(CR_SCRATCH_CONV_PLANES, (size_t)(images * copy_image) * sizeof *copy);
   const int64_t block_rows = rows_per_block(g);
   const int64_t stride = sums_stride(g, r0, r1), image_sums = (ob1 - ob0) * stride;
+  const int64_t filters_bytes = (ob1 - ob0) * channels * 9 * block * (int64_t)sizeof(float);
   float *buffer = cr_scratch(CR_SCRATCH_CONV_OUTPUT,
                              (size_t)(images * image_sums) * sizeof *buffer);
   if (copy == NULL || buffer == NULL) return -1;
@@ -427,7 +436,10 @@ static int blocked_rows(const blocked_task *t, const float *x, float *y, const f
           next = t->packed + (ob0 * channels + c0 + chunk) * 9 * block;
           next_floats = nc * 9 * block;
         }
-        const int64_t next_bytes = next_floats * (int64_t)sizeof *next;
+        /* After the first block of rows, filters that fit in L2 are there
+         * already: fetching them again was 3% of 64 -> 64 on 56 x 56. */
+        const int64_t next_bytes =
+            b0 == r0 || filters_bytes > kFiltersInL2 ? next_floats * (int64_t)sizeof *next : 0;
         if (avx512) {
           cr_prefetch ahead = cr_prefetch_spread(next, next_bytes, images * rows * row_tiles);
           for (int64_t image = 0; image < images; ++image) {
