@@ -57,7 +57,9 @@ def _build(path: str, unfused: bool, seed: int = 5) -> None:
         return f"{name}_c"
 
     def act(name: str, src: str, kind: str, **attrs: float) -> None:
-        nodes.append(helper.make_node(kind, [src], [name], **attrs))
+        node = helper.make_node(kind, [src], [name])
+        node.attribute.extend(helper.make_attribute(k, v) for k, v in attrs.items())
+        nodes.append(node)
         acts[name] = src
 
     act("blocked_s1", conv("blocked_s1", "x", 32, 3), "HardSwish")
@@ -150,3 +152,39 @@ def test_hard_activations_fused_under_other_isas(isa: str) -> None:
          f"{__file__}::test_hard_activations_fused_as_standalone"],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _standalone(path: str, shape: tuple[int, ...]) -> None:
+    """HardSwish and HardSigmoid of a graph input: nothing to fuse into."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("HardSwish", ["x"], ["swish"]),
+             helper.make_node("HardSigmoid", ["x"], ["gate"], alpha=0.25, beta=0.4)]
+    graph = helper.make_graph(
+        nodes, "hard_alone", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+         for name in ("swish", "gate")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def test_standalone_hard_activations_on_threads(tmp_path: Path,
+                                                capfd: pytest.CaptureFixture[str]) -> None:
+    """MobileNetV3's largest plane (802 KB, shared between threads by
+    cr_fast_hard_sigmoid): the same values on 1 and 2 threads, each the
+    float formula's as numpy computes it (alpha x + beta, the clamp, x c)."""
+    shape = (1, 16, 112, 112)
+    path = str(tmp_path / "alone.onnx")
+    _standalone(path, shape)
+    x = (4 * np.random.default_rng(8).standard_normal(shape)).astype(np.float32)
+    one, steps = _run(path, x, 1, capfd)
+    two, _ = _run(path, x, 2, capfd)
+    assert steps == 2
+    f = np.float32
+    swish_gate = np.minimum(np.maximum(x * f(1.0 / 6.0) + f(0.5), f(0)), f(1))
+    want = [x * swish_gate, np.minimum(np.maximum(x * f(0.25) + f(0.4), f(0)), f(1))]
+    for ours, alone, theirs in zip(one, two, want):
+        np.testing.assert_array_equal(ours, theirs)
+        np.testing.assert_array_equal(alone, ours)
