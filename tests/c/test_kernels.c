@@ -1698,10 +1698,12 @@ static void test_new_elementwise(void) {
 /* ------------------------------------------------------------------------ */
 
 /* act(sum + row_bias[i] + col_bias[j] + residual) in double, as the GEMM's
- * epilogue defines it (clip: [-0.5, 0.75]). */
+ * epilogue defines it (clip: [p0, p1]; the hard sigmoids: alpha p0, beta
+ * p1). */
 static void reference_gemm(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                            const float *row_bias, const float *col_bias,
-                           const float *residual, cr_epilogue_act act, float *c) {
+                           const float *residual, cr_epilogue_act act, float p0, float p1,
+                           float *c) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0.0;
@@ -1710,7 +1712,12 @@ static void reference_gemm(int64_t m, int64_t n, int64_t k, const float *a, cons
       if (col_bias != NULL) sum += col_bias[j];
       if (residual != NULL) sum += residual[i * n + j];
       if (act == CR_EPI_RELU && sum < 0) sum = 0;
-      if (act == CR_EPI_CLIP) sum = sum > 0.75 ? 0.75 : sum < -0.5 ? -0.5 : sum;
+      if (act == CR_EPI_CLIP) sum = sum > p1 ? p1 : sum < p0 ? p0 : sum;
+      if (act == CR_EPI_HARD_SIGMOID || act == CR_EPI_HARD_SWISH) {
+        const double v = (double)p0 * sum + p1;
+        const double gate = v < 0 ? 0 : v > 1 ? 1 : v;
+        sum = act == CR_EPI_HARD_SWISH ? sum * gate : gate;
+      }
       c[i * n + j] = (float)sum;
     }
   }
@@ -1762,13 +1769,19 @@ static void test_gemm_random(void) {
       report(0, "gemm: allocation");
       return;
     }
-    for (int variant = 0; variant < 3; ++variant) {
-      const cr_epilogue_act act = variant == 0 ? CR_EPI_NONE
-                                  : variant == 1 ? CR_EPI_RELU
-                                                 : CR_EPI_CLIP;
-      cr_epilogue e = {variant > 0 ? row_bias : NULL, variant == 2 ? col_bias : NULL,
-                       variant > 0 ? residual : NULL, n, act, -0.5f, 0.75f};
-      reference_gemm(m, n, k, a, b, e.row_bias, e.col_bias, e.residual, act, want);
+    /* The hard sigmoids' parameters make the gate's clamps bite on the
+     * products' range. */
+    static const cr_epilogue_act kActs[5] = {CR_EPI_NONE, CR_EPI_RELU, CR_EPI_CLIP,
+                                             CR_EPI_HARD_SWISH, CR_EPI_HARD_SIGMOID};
+    static const float kParams[5][2] = {
+        {-0.5f, 0.75f}, {-0.5f, 0.75f}, {-0.5f, 0.75f}, {1.0f / 6.0f, 0.5f}, {2.0f, 0.4f}};
+    for (int variant = 0; variant < 5; ++variant) {
+      const cr_epilogue_act act = kActs[variant];
+      cr_epilogue e = {variant > 0 ? row_bias : NULL, variant >= 2 ? col_bias : NULL,
+                       variant > 0 ? residual : NULL, n, act, kParams[variant][0],
+                       kParams[variant][1]};
+      reference_gemm(m, n, k, a, b, e.row_bias, e.col_bias, e.residual, act, e.clip_low,
+                     e.clip_high, want);
       cr_gemm_operand oa = {a, k, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
       cr_gemm_operand ob = {b, n, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
       if (cr_gemm(m, n, k, &oa, &ob, y1, n, &e, 1) != 0) ok_close = 0;

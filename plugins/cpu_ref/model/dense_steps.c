@@ -107,12 +107,15 @@ static int is_residual_add(const cr_model *model, const cr_step *step) {
  * follows it: at most one BatchNorm (of a convolution, with weight
  * parameters: folded into the filters), then at most one elemwise_add (or
  * broadcast_add of one shape: is_residual_add) of an
- * entry computed before s (the residual), then at most one relu or clip. */
+ * entry computed before s (the residual), then at most one relu, clip,
+ * or ONNX HardSigmoid or HardSwish (_onnx_unary). */
 static void fuse_chain(cr_model *model, const cr_entry_facts *f, size_t s) {
   cr_step *step = &model->steps[s];
   cr_dense_plan *plan = step->dense;
   size_t current = step->outputs, last = s;
   int stage = 0; /* 0: BatchNorm may follow, 1: the add, 2: the activation */
+  int swish = 0;
+  float alpha = 0.0f, beta = 0.0f;
   while (stage < 3 && !f->is_head[current] && f->uses[current] == 1) {
     const size_t t = consumer_of(model, last, current);
     if (t == SIZE_MAX) break;
@@ -141,6 +144,14 @@ static void fuse_chain(cr_model *model, const cr_entry_facts *f, size_t s) {
       plan->act = CR_EPI_CLIP;
       plan->clip_low = next->params.u.clip.low;
       plan->clip_high = next->params.u.clip.high;
+      stage = 3;
+    } else if (step_is(next, "_onnx_unary") && next->num_inputs == 1 &&
+               cr_onnx_unary_hard_sigmoid(&next->params, &swish, &alpha, &beta)) {
+      /* MobileNetV3's HardSwish after 20 of its convolutions (1 x 16 x
+       * 112 x 112 alone 30 us at batch 1, a pass over the output). */
+      plan->act = swish ? CR_EPI_HARD_SWISH : CR_EPI_HARD_SIGMOID;
+      plan->clip_low = alpha;
+      plan->clip_high = beta;
       stage = 3;
     } else {
       break;

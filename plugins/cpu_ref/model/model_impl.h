@@ -33,8 +33,8 @@ typedef struct cr_dense_plan {
   int bn_fix_gamma;
   int has_residual;      /* an elemwise_add of this entry, fused */
   size_t residual;
-  cr_epilogue_act act;   /* a fused relu or clip */
-  float clip_low, clip_high;
+  cr_epilogue_act act;   /* a fused relu, clip or hard sigmoid */
+  float clip_low, clip_high; /* act's parameters (cr_epilogue_act) */
   size_t output;         /* the entry the fused chain writes */
   /* Elements from one image of the output to the next when it is written
    * into a slice of a Concat's output (plan_concat_views); 0: dense. */

@@ -267,6 +267,10 @@ extern const cr_op_impl cr_impl_onnx_where;
 extern const cr_op_impl cr_impl_onnx_clip;
 extern const cr_op_impl cr_impl_onnx_cast;
 extern const cr_op_impl cr_impl_onnx_cast_like;
+/* 1 when an _onnx_unary step computes ONNX HardSigmoid (*swish 0) or
+ * HardSwish (*swish 1), with the alpha and beta its float kernel
+ * (cr_fast_hard_sigmoid) computes with (cr_epilogue_hard_sigmoid's); else 0. */
+int cr_onnx_unary_hard_sigmoid(const cr_params *params, int *swish, float *alpha, float *beta);
 
 /* ops_onnx_movement.c */
 extern const cr_op_impl cr_impl_onnx_shape;

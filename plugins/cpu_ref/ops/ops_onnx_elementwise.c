@@ -204,6 +204,17 @@ static int unary_run(const cr_params *params, const cr_tensor *in, int num_in,
   return MX_ACC_OK;
 }
 
+int cr_onnx_unary_hard_sigmoid(const cr_params *params, int *swish, float *alpha, float *beta) {
+  const onnx_p *p = P(params);
+  if (p->fn != U_HARD_SIGMOID && p->fn != U_HARD_SWISH) return 0;
+  *swish = p->fn == U_HARD_SWISH;
+  /* As unary_run's kernels compute them: HardSwish x / 6 + 0.5 as x times
+   * 1/6 rounded to float (its alpha and beta attributes unused). */
+  *alpha = *swish ? 1.0f / 6.0f : (float)p->f[0];
+  *beta = *swish ? 0.5f : (float)p->f[1];
+  return 1;
+}
+
 const cr_op_impl cr_impl_onnx_unary = {unary_parse, cr_one_input, cr_one_output, unary_dtypes,
                                        cr_same_shape_infer, unary_run};
 

@@ -21,6 +21,7 @@
 
 #include "conv_blocked.h"
 #include "gemm.h"
+#include "hard_sigmoid_simd.h"
 #include "kernels.h"
 #include "parallel.h"
 #include "prefetch.h"
@@ -51,6 +52,21 @@ static cr_epilogue make_epilogue(const cr_fusion *fusion) {
     e.clip_high = fusion->clip_high;
   }
   return e;
+}
+
+/* Whether depthwise_epilogue (and cr_finish8) apply fusion's activation:
+ * each of cr_epilogue_act's (-Wswitch names one added without a case). */
+static int depthwise_epilogue_applies(const cr_fusion *fusion) {
+  if (fusion == NULL) return 1;
+  switch (fusion->act) {
+    case CR_EPI_NONE:
+    case CR_EPI_RELU:
+    case CR_EPI_CLIP:
+    case CR_EPI_HARD_SIGMOID:
+    case CR_EPI_HARD_SWISH:
+      return 1;
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -995,6 +1011,8 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 depthwise
      * max(low, v) and min(high, t) give exactly that (NaN kept, -0 kept)
      * in two instructions instead of two compares and two blends. */
     value = _mm512_min_ps(high, _mm512_max_ps(low, value));
+  } else if (act == CR_EPI_HARD_SIGMOID || act == CR_EPI_HARD_SWISH) {
+    value = cr_hard_sigmoid16(value, low, high, act == CR_EPI_HARD_SWISH); /* alpha, beta */
   }
   return value;
 }
@@ -1276,6 +1294,9 @@ __attribute__((target("avx2,fma"))) static float depthwise_s2_edge(
   } else if (act == CR_EPI_CLIP) {
     acc = fusion->clip_low > acc ? fusion->clip_low : acc;
     acc = fusion->clip_high < acc ? fusion->clip_high : acc;
+  } else if (act == CR_EPI_HARD_SIGMOID || act == CR_EPI_HARD_SWISH) {
+    acc = cr_epilogue_hard_sigmoid(act == CR_EPI_HARD_SWISH, fusion->clip_low, fusion->clip_high,
+                                   acc);
   }
   return acc;
 }
@@ -1551,8 +1572,7 @@ static int small_plane_fits(const cr_conv_task *task) {
   /* Rows of more than half a vector fill the row-by-row kernels well
    * enough, which then win at stride 1 (measured: docs/cpu_ref_performance.md). */
   if (out[2] > 8 && !(p->stride[1] == 2 && p->stride[2] == 2)) return 0;
-  return task->fusion == NULL || task->fusion->act == CR_EPI_NONE ||
-         task->fusion->act == CR_EPI_RELU || task->fusion->act == CR_EPI_CLIP;
+  return depthwise_epilogue_applies(task->fusion);
 }
 
 /* The reads of every tap of every output vector (NULL when out of memory,
@@ -2024,8 +2044,7 @@ static int kxk_fits(const cr_conv_task *task) {
       p->stride[1] != p->stride[2] || (p->stride[1] != 1 && p->stride[1] != 2)) {
     return 0;
   }
-  return task->fusion == NULL || task->fusion->act == CR_EPI_NONE ||
-         task->fusion->act == CR_EPI_RELU || task->fusion->act == CR_EPI_CLIP;
+  return depthwise_epilogue_applies(task->fusion);
 }
 
 /* The scratch of depthwise_kxk: the padded plane (hp rows of wp columns), at

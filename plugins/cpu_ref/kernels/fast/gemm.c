@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hard_sigmoid_simd.h"
 #include "parallel.h"
 #include "prefetch.h"
 #include "scratch.h"
@@ -56,7 +57,7 @@ typedef struct cr_tile_epilogue {
   const float *residual;
   int64_t ld_residual;
   cr_epilogue_act act;
-  float clip_low, clip_high;
+  float clip_low, clip_high; /* act's parameters (cr_epilogue_act) */
 } cr_tile_epilogue;
 
 /* Multiplies the A panel a (kc x MR, row r of step p at a[p * MR + r]) by
@@ -122,6 +123,9 @@ __attribute__((target("avx2,fma"), always_inline)) static inline __m256 epilogue
     const __m256 low = _mm256_set1_ps(e->clip_low), high = _mm256_set1_ps(e->clip_high);
     const __m256 t = _mm256_blendv_ps(v, low, _mm256_cmp_ps(v, low, _CMP_LT_OQ));
     v = _mm256_blendv_ps(t, high, _mm256_cmp_ps(v, high, _CMP_GT_OQ));
+  } else if (e->act == CR_EPI_HARD_SIGMOID || e->act == CR_EPI_HARD_SWISH) {
+    v = cr_hard_sigmoid8(v, _mm256_set1_ps(e->clip_low), _mm256_set1_ps(e->clip_high),
+                         e->act == CR_EPI_HARD_SWISH);
   }
   return v;
 }
@@ -185,6 +189,23 @@ __attribute__((target("avx2,fma"))) static void micro_avx2(int rows, int64_t kc,
 
 /* ---- AVX-512 micro-kernel: 8 x 48 (24 accumulators) --------------------- */
 
+/* The epilogue's activation, as tile_epilogue_apply's (the full tiles'
+ * epilogue_avx512 and the edge tiles' micro_avx512_edge_rows). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 activation_avx512(
+    __m512 v, const cr_tile_epilogue *e) {
+  if (e->act == CR_EPI_RELU) {
+    v = _mm512_max_ps(_mm512_setzero_ps(), v); /* max(0, NaN) is NaN: kept */
+  } else if (e->act == CR_EPI_CLIP) {
+    const __m512 low = _mm512_set1_ps(e->clip_low), high = _mm512_set1_ps(e->clip_high);
+    const __m512 t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), v, low);
+    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), t, high);
+  } else if (e->act == CR_EPI_HARD_SIGMOID || e->act == CR_EPI_HARD_SWISH) {
+    v = cr_hard_sigmoid16(v, _mm512_set1_ps(e->clip_low), _mm512_set1_ps(e->clip_high),
+                          e->act == CR_EPI_HARD_SWISH);
+  }
+  return v;
+}
+
 __attribute__((target("avx512f"), always_inline)) static inline __m512 epilogue_avx512(
     __m512 v, const cr_tile_epilogue *e, int r, int j) {
   if (e->row_bias != NULL) v = _mm512_add_ps(v, _mm512_set1_ps(e->row_bias[r]));
@@ -192,14 +213,7 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 epilogue_
   if (e->residual != NULL) {
     v = _mm512_add_ps(v, _mm512_loadu_ps(e->residual + r * e->ld_residual + j));
   }
-  if (e->act == CR_EPI_RELU) {
-    v = _mm512_max_ps(_mm512_setzero_ps(), v); /* max(0, NaN) is NaN: kept */
-  } else if (e->act == CR_EPI_CLIP) {
-    const __m512 low = _mm512_set1_ps(e->clip_low), high = _mm512_set1_ps(e->clip_high);
-    const __m512 t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, low, _CMP_LT_OQ), v, low);
-    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, high, _CMP_GT_OQ), t, high);
-  }
-  return v;
+  return activation_avx512(v, e);
 }
 
 __attribute__((target("avx512f"), always_inline)) static inline void micro_avx512_rows(
@@ -327,14 +341,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void micro_avx51
             value = _mm512_add_ps(
                 value, _mm512_maskz_loadu_ps(mask, e->residual + r * e->ld_residual + 16 * v));
           }
-          if (e->act == CR_EPI_RELU) {
-            value = _mm512_max_ps(_mm512_setzero_ps(), value);
-          } else if (e->act == CR_EPI_CLIP) {
-            const __m512 low = _mm512_set1_ps(e->clip_low), high = _mm512_set1_ps(e->clip_high);
-            const __m512 t =
-                _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, low, _CMP_LT_OQ), value, low);
-            value = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(value, high, _CMP_GT_OQ), t, high);
-          }
+          value = activation_avx512(value, e);
         }
         _mm512_mask_storeu_ps(cr + 16 * v, mask, value);
       }
@@ -784,6 +791,13 @@ CR_TARGET_CLONES static void tile_epilogue_apply(const cr_tile_epilogue *e, int 
         const float v = row[j];
         const float t = v < low ? low : v;
         row[j] = v > high ? high : t;
+      }
+    } else if (e->act == CR_EPI_HARD_SIGMOID || e->act == CR_EPI_HARD_SWISH) {
+      const float alpha = e->clip_low, beta = e->clip_high;
+      if (e->act == CR_EPI_HARD_SWISH) {
+        for (int64_t j = 0; j < cols; ++j) row[j] = cr_epilogue_hard_sigmoid(1, alpha, beta, row[j]);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) row[j] = cr_epilogue_hard_sigmoid(0, alpha, beta, row[j]);
       }
     }
   }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "gemm.h"
+#include "hard_sigmoid_simd.h"
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -75,7 +76,7 @@ __attribute__((target("avx2"), always_inline)) static inline void cr_load_vector
 /* A fusion's activation as cr_finish8 applies it (fusion NULL: none). */
 typedef struct cr_act8 {
   cr_epilogue_act act;
-  __m256 low, high; /* act == CR_EPI_CLIP */
+  __m256 low, high; /* act's parameters: clip's bounds, the hard sigmoids' alpha, beta */
 } cr_act8;
 
 __attribute__((target("avx2"), always_inline)) static inline cr_act8 cr_act8_of(
@@ -106,6 +107,8 @@ __attribute__((target("avx2"), always_inline)) static inline void cr_finish8(
     value = _mm256_max_ps(_mm256_setzero_ps(), value);
   } else if (a->act == CR_EPI_CLIP) {
     value = _mm256_min_ps(a->high, _mm256_max_ps(a->low, value));
+  } else if (a->act == CR_EPI_HARD_SIGMOID || a->act == CR_EPI_HARD_SWISH) {
+    value = cr_hard_sigmoid8(value, a->low, a->high, a->act == CR_EPI_HARD_SWISH);
   }
   if (count < 8) {
     _mm256_maskstore_ps(out + at, mask, value);
