@@ -411,6 +411,129 @@ __attribute__((target("avx512f"))) static void small_avx512(int64_t m, int64_t n
 #undef CR_EDGE_ROWS
 #undef CR_EDGE_ROW_CASE
 
+/* ---- AVX-512 column tails: vectors along the rows ----------------------- */
+
+/* The last columns of a product (a tile of at most kTailColumns columns:
+ * the 4 of 196 = 4 x 48 + 4 of a 14 x 14 plane, the 1 of 49 of a 7 x 7
+ * one) waste most of the 48-column kernel's lanes: the edge kernel runs
+ * one 16-lane multiply-add per row per step for cols useful lanes. Here the
+ * lanes run along A's rows instead: a packed panel holds its 8 rows of step
+ * p contiguous, so two panels make one vector (rows 0-7 of panel 2i in the
+ * low half, of panel 2i + 1 in the high half), multiplied by B's value of
+ * column j broadcast (an embedded broadcast from B's row, packed or in
+ * place), one accumulator per pair of panels and column: cols multiply-adds
+ * per pair of panels per step, and up to kTailPairs pairs at once so that
+ * the chains are independent. Each element is still the sum over p = 0..kc-1
+ * in order, one fused multiply-add per step from zero, then added to C
+ * (later k blocks) and the epilogue applied: the edge kernel's operations,
+ * so the same results. */
+#ifndef CR_TAIL_MAX
+#define CR_TAIL_MAX 12
+#endif
+enum { kTailColumns = CR_TAIL_MAX, kTailPairs = 4 };
+
+/* The pairs (1 to kTailPairs) of panels of `panels` (1 to 2 x pairs; a
+ * missing last panel repeats the one before, its rows not stored) starting
+ * at a (panel i at a + i * a_step, row r of step p at [p * 8 + r]), times
+ * columns [0, cols) of B (row p at b + b_rows[p]), into rows [0, rows) of
+ * c: c = sum, or c += sum when accumulate. */
+__attribute__((target("avx512f"), always_inline)) static inline void tail_avx512_pairs(
+    const int cols, const int pairs, int panels, int rows, int64_t kc, const float *a,
+    int64_t a_step, const float *b, const int64_t *b_rows, float *c, int64_t ldc,
+    int accumulate) {
+  const float *lo[kTailPairs], *hi[kTailPairs];
+#pragma GCC unroll 4
+  for (int i = 0; i < kTailPairs; ++i) {
+    const int first = 2 * i < panels ? 2 * i : panels - 1;
+    const int second = 2 * i + 1 < panels ? 2 * i + 1 : panels - 1;
+    lo[i] = a + first * a_step;
+    hi[i] = a + second * a_step;
+  }
+  __m512 acc[kTailPairs][kTailColumns];
+#pragma GCC unroll 4
+  for (int i = 0; i < kTailPairs; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kTailColumns; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const float *bp = b + b_rows[p];
+    __m512 av[kTailPairs];
+#pragma GCC unroll 4
+    for (int i = 0; i < kTailPairs; ++i) {
+      if (i < pairs) {
+        const __m512 low = _mm512_castps256_ps512(_mm256_loadu_ps(lo[i] + p * 8));
+        av[i] = _mm512_castpd_ps(_mm512_insertf64x4(
+            _mm512_castps_pd(low), _mm256_castps_pd(_mm256_loadu_ps(hi[i] + p * 8)), 1));
+      }
+    }
+#pragma GCC unroll 12
+    for (int j = 0; j < kTailColumns; ++j) {
+      if (j < cols) {
+        const __m512 bj = _mm512_set1_ps(bp[j]);
+#pragma GCC unroll 4
+        for (int i = 0; i < kTailPairs; ++i) {
+          if (i < pairs) acc[i][j] = _mm512_fmadd_ps(av[i], bj, acc[i][j]);
+        }
+      }
+    }
+  }
+  float sums[kTailPairs][kTailColumns][16];
+#pragma GCC unroll 4
+  for (int i = 0; i < kTailPairs; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kTailColumns; ++j) {
+      if (i < pairs && j < cols) _mm512_storeu_ps(sums[i][j], acc[i][j]);
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    float *out = c + r * ldc;
+    const int i = r / 16, lane = r % 16;
+    if (accumulate) {
+      for (int j = 0; j < cols; ++j) out[j] += sums[i][j][lane];
+    } else {
+      for (int j = 0; j < cols; ++j) out[j] = sums[i][j][lane];
+    }
+  }
+}
+
+/* The most pairs of panels run at once for a tail of cols columns: as many
+ * as the 32 vector registers hold with the pairs' A vectors. */
+static int tail_pairs_max(int64_t cols) { return cols <= 3 ? 4 : cols <= 6 ? 3 : cols <= 8 ? 3 : 2; }
+
+#define CR_TAIL_PAIRS(cols)                                                            \
+  switch (pairs) {                                                                     \
+    case 1: tail_avx512_pairs(cols, 1, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
+    case 2: tail_avx512_pairs(cols, 2, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
+    case 3: tail_avx512_pairs(cols, 3, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
+    default: tail_avx512_pairs(cols, 4, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
+  }
+
+/* Rows [0, rows) (at most 16 x tail_pairs_max(cols)) of `panels` packed
+ * panels by cols (1 to kTailColumns) columns. */
+__attribute__((target("avx512f"))) static void tail_avx512(int64_t cols, int panels, int rows,
+                                                           int64_t kc, const float *a,
+                                                           int64_t a_step, const float *b,
+                                                           const int64_t *b_rows, float *c,
+                                                           int64_t ldc, int acc) {
+  const int pairs = (panels + 1) / 2;
+  switch (cols) {
+    case 1: CR_TAIL_PAIRS(1); break;
+    case 2: CR_TAIL_PAIRS(2); break;
+    case 3: CR_TAIL_PAIRS(3); break;
+    case 4: CR_TAIL_PAIRS(4); break;
+    case 5: CR_TAIL_PAIRS(5); break;
+    case 6: CR_TAIL_PAIRS(6); break;
+    case 7: CR_TAIL_PAIRS(7); break;
+    case 8: CR_TAIL_PAIRS(8); break;
+    case 9: CR_TAIL_PAIRS(9); break;
+    case 10: CR_TAIL_PAIRS(10); break;
+    case 11: CR_TAIL_PAIRS(11); break;
+    default: CR_TAIL_PAIRS(12); break;
+  }
+}
+
+#undef CR_TAIL_PAIRS
+
 /* ---- AVX2 narrow tiles: one column of a 6-row panel -------------------- */
 
 /* The sums of narrow_tile for one column j of an AVX2 panel (mr = 6), into
@@ -851,6 +974,17 @@ enum { kPrefetchPanels = 2 };
 /* The most floats of A that gemm_range packs whole (1 MiB, half an L2). */
 enum { kWholeAFloats = 1 << 18 };
 
+/* Whether a tile of cols columns (the last of a product) runs tail_avx512. */
+static int tail_columns(const cr_gemm_arch *arch, int64_t cols) {
+#if CR_GEMM_X86
+  return arch->isa == CR_ISA_AVX512 && cols < arch->nr && cols <= kTailColumns;
+#else
+  (void)arch;
+  (void)cols;
+  return 0;
+#endif
+}
+
 /* C's row panels [p0, p1) by column panels [q0, q1). */
 static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int64_t q1) {
   const cr_gemm_arch *arch = job->arch;
@@ -924,7 +1058,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
         b_block = b_buffer;
         const int64_t last_panel = (qc + q_count - 1) * nr;
         const int64_t edge_cols = j_end - last_panel;
-        if (edge_cols < nr && !(edge_in_place && edge_cols > 1)) {
+        if (edge_cols < nr && !(edge_in_place && edge_cols > 1) && !tail_columns(arch, edge_cols)) {
           pack_b_rows(job->b, k0, kc, last_panel, edge_cols, nr, b_buffer);
         }
       } else {
@@ -944,14 +1078,27 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
           a_block = a_buffer;
         }
         cr_prefetch b_ahead = cr_prefetch_spread(NULL, 0, 1);
+#ifndef CR_TAIL_IL
+#define CR_TAIL_IL 1
+#endif
+        const int interleave_tail = CR_TAIL_IL && !rows_first && q_count >= 2 &&
+                                    tail_columns(arch, j_end - (qc + q_count - 1) * nr);
         for (int64_t t = 0; t < p_count * q_count; ++t) {
-          const int64_t q = rows_first ? t % q_count : t / p_count;
-          const int64_t p = rows_first ? t / q_count : t % p_count;
+          int64_t q = rows_first ? t % q_count : t / p_count;
+          int64_t p = rows_first ? t / q_count : t % p_count;
+          if (interleave_tail && t >= (q_count - 2) * p_count) {
+            /* The last full panel's tiles and the tail's alternate, so
+             * that the tail reads A's panels from L1. */
+            const int64_t u = t - (q_count - 2) * p_count;
+            q = q_count - 2 + u % 2;
+            p = u / 2;
+          }
           const int64_t j0 = (qc + q) * nr;
           const int64_t cols = min_i64(nr, n - j0);
           const float *b_panel = b_block + q * kc * nr;
           const int64_t *b_rows = packed_rows;
-          if (b_indirect && (cols == nr || (edge_in_place && cols > 1))) {
+          const int tail = tail_columns(arch, cols);
+          if (b_indirect && (cols == nr || (edge_in_place && cols > 1) || tail)) {
             b_panel = job->b->data + j0;
             b_rows = job->b->row_offsets + k0;
           } else if (b_indirect) {
@@ -977,6 +1124,24 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
             te = tile_epilogue(job->epilogue, i0, j0);
             e = &te;
           }
+#if CR_GEMM_X86
+          if (tail) {
+            /* The column tail of several row panels at once, from the
+             * first of each group. */
+            const int64_t group = 2 * tail_pairs_max(cols);
+            if (p % group != group - 1 && p != p_count - 1) continue;
+            const int64_t g0 = p - p % group; /* the group's first panel */
+            const int panels = (int)(p + 1 - g0);
+            const int64_t gi0 = (pc + g0) * mr;
+            const int tail_rows = (int)min_i64(panels * mr, m - gi0);
+            float *c_group = job->c + gi0 * job->ldc + j0;
+            if (e != NULL) te = tile_epilogue(job->epilogue, gi0, j0);
+            tail_avx512(cols, panels, tail_rows, kc, a_block + g0 * kc * mr, kc * mr, b_panel,
+                        b_rows, c_group, job->ldc, !first);
+            if (e != NULL) tile_epilogue_apply(e, tail_rows, cols, c_group, job->ldc);
+            continue;
+          }
+#endif
           if (cols == nr) {
             arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
 #if CR_GEMM_X86
@@ -1085,10 +1250,6 @@ static int small_product(int64_t m, int64_t n, int64_t k, const cr_gemm_operand 
     return 0;
   }
   if (isa != CR_ISA_GENERIC && !(CR_GEMM_X86 && isa == CR_ISA_AVX512)) return 0;
-  /* Under AVX-512 the blocked path computes a last tile of one column with
-   * narrow_tile, without fused multiply-adds: left to it, for the same
-   * results. */
-  if (isa == CR_ISA_AVX512 && n % kMaxNR == 1) return 0;
   const float *b_rows = b->data;
   int64_t brs = b->rs;
   float copy[kSmallMaxB];
