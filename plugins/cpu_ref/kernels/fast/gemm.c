@@ -14,7 +14,8 @@
  * row of the B panel and broadcasts one value of the A panel per row each
  * step along k, and adds the tile to C (or stores it, for the first k
  * block). Tiles cut by the matrix edge run an AVX-512 edge kernel with
- * masked stores (other ISAs: the full kernel into a scratch tile). The
+ * masked stores, and the last few columns a kernel with its vectors along
+ * A's rows (other ISAs: the full kernel into a scratch tile). The
  * epilogue runs on each tile right after its last k block, while the tile
  * is still in cache.
  */
@@ -413,24 +414,24 @@ __attribute__((target("avx512f"))) static void small_avx512(int64_t m, int64_t n
 
 /* ---- AVX-512 column tails: vectors along the rows ----------------------- */
 
-/* The last columns of a product (a tile of at most kTailColumns columns:
- * the 4 of 196 = 4 x 48 + 4 of a 14 x 14 plane, the 1 of 49 of a 7 x 7
- * one) waste most of the 48-column kernel's lanes: the edge kernel runs
- * one 16-lane multiply-add per row per step for cols useful lanes. Here the
- * lanes run along A's rows instead: a packed panel holds its 8 rows of step
- * p contiguous, so two panels make one vector (rows 0-7 of panel 2i in the
- * low half, of panel 2i + 1 in the high half), multiplied by B's value of
- * column j broadcast (an embedded broadcast from B's row, packed or in
- * place), one accumulator per pair of panels and column: cols multiply-adds
- * per pair of panels per step, and up to kTailPairs pairs at once so that
- * the chains are independent. Each element is still the sum over p = 0..kc-1
- * in order, one fused multiply-add per step from zero, then added to C
- * (later k blocks) and the epilogue applied: the edge kernel's operations,
- * so the same results. */
-#ifndef CR_TAIL_MAX
-#define CR_TAIL_MAX 12
-#endif
-enum { kTailColumns = CR_TAIL_MAX, kTailPairs = 4 };
+/* The last columns of a product (at most kTailColumns: the 4 of 196 = 4 x
+ * 48 + 4 positions of a 14 x 14 plane, the 1 of 49 of a 7 x 7 one) left
+ * most of the 48-column tile's lanes idle: the edge kernel runs one 16-lane
+ * multiply-add per row and step for cols useful lanes (a single column ran
+ * narrow_tile). Here the lanes run along A's rows: a packed panel holds its
+ * 8 rows of step p contiguous, so two panels make one vector (panel 2i's
+ * rows in the low half, 2i + 1's in the high half), multiplied by B's value
+ * of column j broadcast from its row (packed or in place), one accumulator
+ * per pair of panels and column: cols multiply-adds per pair of panels and
+ * step, up to kTailPairs pairs at once (independent chains). Each element is
+ * still the sum over p = 0..kc-1 in order, one fused multiply-add per step
+ * from zero, added to C after the first k block, then the epilogue: the
+ * edge kernel's operations, so its results bit for bit. Up to 12 columns by
+ * bench_kernels (1 thread, CPU time, medians of 5 alternated runs): 256 x 8
+ * x 1024 56 -> 33 us, 256 x 12 x 1024 58 -> 47 us, 256 x 16 x 1024 51 -> 52
+ * us; within a product, 256 x 201 x 1024 503 -> 494 us (9 columns), 256 x
+ * 204 x 1024 519 -> 513 us (12). */
+enum { kTailColumns = 12, kTailPairs = 4 };
 
 /* The pairs (1 to kTailPairs) of panels of `panels` (1 to 2 x pairs; a
  * missing last panel repeats the one before, its rows not stored) starting
@@ -496,20 +497,27 @@ __attribute__((target("avx512f"), always_inline)) static inline void tail_avx512
   }
 }
 
-/* The most pairs of panels run at once for a tail of cols columns: as many
- * as the 32 vector registers hold with the pairs' A vectors. */
-static int tail_pairs_max(int64_t cols) { return cols <= 3 ? 4 : cols <= 6 ? 3 : cols <= 8 ? 3 : 2; }
+/* The most pairs of panels run at once for a tail of cols columns: their
+ * accumulators and A vectors within the 32 vector registers. */
+#define CR_TAIL_PAIRS_MAX(cols) ((cols) <= 3 ? 4 : (cols) <= 8 ? 3 : 2)
+static int tail_pairs_max(int64_t cols) { return CR_TAIL_PAIRS_MAX(cols); }
 
-#define CR_TAIL_PAIRS(cols)                                                            \
-  switch (pairs) {                                                                     \
-    case 1: tail_avx512_pairs(cols, 1, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
-    case 2: tail_avx512_pairs(cols, 2, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
-    case 3: tail_avx512_pairs(cols, 3, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
-    default: tail_avx512_pairs(cols, 4, panels, rows, kc, a, a_step, b, b_rows, c, ldc, acc); break; \
+/* tail_avx512_pairs for `pairs` (1 to CR_TAIL_PAIRS_MAX(cols)) and the
+ * given (constant) cols; the cases past that maximum are never taken. */
+#define CR_TAIL_CASE(cols, n)                                                                  \
+  tail_avx512_pairs(cols, (n) < CR_TAIL_PAIRS_MAX(cols) ? (n) : CR_TAIL_PAIRS_MAX(cols), panels, \
+                    rows, kc, a, a_step, b, b_rows, c, ldc, acc)
+#define CR_TAIL_PAIRS(cols)                    \
+  switch (pairs) {                             \
+    case 1: CR_TAIL_CASE(cols, 1); break;      \
+    case 2: CR_TAIL_CASE(cols, 2); break;      \
+    case 3: CR_TAIL_CASE(cols, 3); break;      \
+    default: CR_TAIL_CASE(cols, 4); break;     \
   }
 
 /* Rows [0, rows) (at most 16 x tail_pairs_max(cols)) of `panels` packed
- * panels by cols (1 to kTailColumns) columns. */
+ * panels (consecutive, a_step floats apart) by cols (1 to kTailColumns)
+ * columns, as tail_avx512_pairs. */
 __attribute__((target("avx512f"))) static void tail_avx512(int64_t cols, int panels, int rows,
                                                            int64_t kc, const float *a,
                                                            int64_t a_step, const float *b,
@@ -533,6 +541,8 @@ __attribute__((target("avx512f"))) static void tail_avx512(int64_t cols, int pan
 }
 
 #undef CR_TAIL_PAIRS
+#undef CR_TAIL_CASE
+#undef CR_TAIL_PAIRS_MAX
 
 /* ---- AVX2 narrow tiles: one column of a 6-row panel -------------------- */
 
@@ -587,53 +597,25 @@ __attribute__((target("avx2,fma"))) static void narrow_column_avx2(int64_t kc, c
 
 /* ---- Narrow tiles --------------------------------------------------------- */
 
-/* Tiles of at most kNarrowColumns columns (a GEMM with a tiny n, such as a
- * 1 x 1 convolution of a 1 x 1 image; under AVX-512 only single columns,
- * the edge kernel taking 2 to 4: its eight rows are eight independent
- * chains, where this loop's one chain per column is latency-bound, e.g. the
- * last 4 of 196 columns of a 14 x 14 plane) would waste most of a
- * micro-kernel's lanes, so they are computed column by column with the lanes along the
- * panel's rows instead: tile[r * ldt + j] = the sum over p of a[p * mr + r]
- * * b[p * nr + j]. */
+/* Tiles of at most kNarrowColumns columns under AVX2 and the portable arch
+ * (a GEMM with a tiny n, such as a 1 x 1 convolution of a 1 x 1 image;
+ * AVX-512 runs its tails with tail_avx512) would waste most of a
+ * micro-kernel's lanes, so they are computed column by column with the
+ * lanes along the panel's rows instead: tile[r * ldt + j] = the sum over p
+ * of a[p * mr + r] * b[p * nr + j]. */
 enum { kNarrowColumns = 4 };
-
-/* Eight floats as one value (GCC's and Clang's vector extension: one AVX
- * register, or two SSE ones); loaded with memcpy, from any alignment. */
-typedef float v8sf __attribute__((vector_size(32)));
 
 CR_TARGET_CLONES static void narrow_tile(int mr, int64_t nr, int64_t cols, int64_t kc,
                                          const float *a, const float *b, float *tile,
                                          int64_t ldt) {
   for (int64_t j = 0; j < cols; ++j) {
     float acc[kMaxMR] = {0};
-    if (mr == 8) {
-      /* Four partial sums (p mod 4), added up in a fixed order at the end:
-       * four independent chains of vector adds instead of one, which was
-       * latency-bound (a matrix-vector product, e.g. mobilenet's 1280 ->
-       * 1000 classifier on a 1 x 1 image). */
-      v8sf part0 = {0}, part1 = {0}, part2 = {0}, part3 = {0}, r0, r1, r2, r3;
-      int64_t p = 0;
-      for (; p + 4 <= kc; p += 4) {
-        memcpy(&r0, a + p * 8, sizeof r0);
-        memcpy(&r1, a + p * 8 + 8, sizeof r1);
-        memcpy(&r2, a + p * 8 + 16, sizeof r2);
-        memcpy(&r3, a + p * 8 + 24, sizeof r3);
-        part0 += r0 * b[p * nr + j];
-        part1 += r1 * b[(p + 1) * nr + j];
-        part2 += r2 * b[(p + 2) * nr + j];
-        part3 += r3 * b[(p + 3) * nr + j];
-      }
-      for (; p < kc; ++p) {
-        memcpy(&r0, a + p * 8, sizeof r0);
-        part0 += r0 * b[p * nr + j];
-      }
-      const v8sf sum = (part0 + part1) + (part2 + part3);
-      for (int r = 0; r < 8; ++r) acc[r] = sum[r];
 #if CR_GEMM_X86
-    } else if (mr == 6) { /* only the AVX2 arch has 6-row panels */
+    if (mr == 6) { /* only the AVX2 arch has 6-row panels */
       narrow_column_avx2(kc, a, b + j, nr, acc);
+    } else
 #endif
-    } else {
+    {
       for (int64_t p = 0; p < kc; ++p) {
         const float bj = b[p * nr + j];
         for (int r = 0; r < mr; ++r) acc[r] += a[p * mr + r] * bj;
@@ -997,7 +979,8 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
   float *b_buffer = NULL, *a_buffer = NULL;
   /* B read in place through its row offsets: full panels, and under
    * AVX-512 the edge panel too (the edge kernel masks the loads of its last
-   * vector); otherwise the edge panel is packed, alone. */
+   * vector, the tail kernel loads single values); otherwise the edge panel
+   * is packed, alone. */
   const int b_indirect = !b_packed && job->b->row_offsets != NULL;
   const int edge_in_place = CR_GEMM_X86 && arch->isa == CR_ISA_AVX512;
   /* Scratch sized to this range's blocks (small products take little),
@@ -1058,7 +1041,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
         b_block = b_buffer;
         const int64_t last_panel = (qc + q_count - 1) * nr;
         const int64_t edge_cols = j_end - last_panel;
-        if (edge_cols < nr && !(edge_in_place && edge_cols > 1) && !tail_columns(arch, edge_cols)) {
+        if (edge_cols < nr && !edge_in_place) {
           pack_b_rows(job->b, k0, kc, last_panel, edge_cols, nr, b_buffer);
         }
       } else {
@@ -1078,10 +1061,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
           a_block = a_buffer;
         }
         cr_prefetch b_ahead = cr_prefetch_spread(NULL, 0, 1);
-#ifndef CR_TAIL_IL
-#define CR_TAIL_IL 1
-#endif
-        const int interleave_tail = CR_TAIL_IL && !rows_first && q_count >= 2 &&
+        const int interleave_tail = !rows_first && q_count >= 2 &&
                                     tail_columns(arch, j_end - (qc + q_count - 1) * nr);
         for (int64_t t = 0; t < p_count * q_count; ++t) {
           int64_t q = rows_first ? t % q_count : t / p_count;
@@ -1097,8 +1077,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
           const int64_t cols = min_i64(nr, n - j0);
           const float *b_panel = b_block + q * kc * nr;
           const int64_t *b_rows = packed_rows;
-          const int tail = tail_columns(arch, cols);
-          if (b_indirect && (cols == nr || (edge_in_place && cols > 1) || tail)) {
+          if (b_indirect && (cols == nr || edge_in_place)) {
             b_panel = job->b->data + j0;
             b_rows = job->b->row_offsets + k0;
           } else if (b_indirect) {
@@ -1125,9 +1104,10 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
             e = &te;
           }
 #if CR_GEMM_X86
-          if (tail) {
-            /* The column tail of several row panels at once, from the
-             * first of each group. */
+          if (tail_columns(arch, cols)) {
+            /* The column tail of a group of row panels at once, run at the
+             * group's last panel (interleaved, the group's A panels have
+             * just been read: from L1). */
             const int64_t group = 2 * tail_pairs_max(cols);
             if (p % group != group - 1 && p != p_count - 1) continue;
             const int64_t g0 = p - p % group; /* the group's first panel */
