@@ -1816,7 +1816,11 @@ static void test_gemm_column_tails(void) {
   const int64_t shapes[][3] = {{37, 49, 200},  {61, 50, 300},  {130, 196, 161}, {20, 56, 290},
                                {45, 57, 40},   {9, 63, 170},   {70, 64, 129},   {13, 65, 300},
                                {29, 95, 200},  {100, 1, 300},  {33, 4, 50},     {140, 241, 64},
-                               {131, 8, 330},  {3, 12, 20},    {64, 104, 96}};
+                               {131, 8, 330},  {3, 12, 20},    {64, 104, 96},
+                               /* fewer row panels than column panels:
+                                * threads share the columns, the tail in
+                                * the last share */
+                               {10, 100, 200}, {16, 241, 170}};
   rng r = {23};
   int ok_close = 1, ok_same = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
