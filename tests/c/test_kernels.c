@@ -1817,6 +1817,86 @@ static void test_gemm_random(void) {
   report(ok_threads, "gemm: strided B and 3 threads give identical results");
 }
 
+/* The last columns of a product (n mod 48 of them: the AVX-512 column tail,
+ * up to 12 columns with vectors along A's rows, more through the edge
+ * kernel) against the double-precision definition, with rows not a
+ * multiple of the panels' 8, k over several blocks (and k <= 64, where the
+ * tiles go row panel by row panel), the epilogues, A pre-packed (as
+ * convolution weights are) with B read in place, B pre-packed (as
+ * FullyConnected's weights are), and the product cut in two shares as two
+ * threads cut it: all give identical results. */
+static void test_gemm_column_tails(void) {
+  const int64_t shapes[][3] = {{37, 49, 200},  {61, 50, 300},  {130, 196, 161}, {20, 56, 290},
+                               {45, 57, 40},   {9, 63, 170},   {70, 64, 129},   {13, 65, 300},
+                               {29, 95, 200},  {100, 1, 300},  {33, 4, 50},     {140, 241, 64},
+                               {131, 8, 330},  {3, 12, 20},    {64, 104, 96},
+                               /* fewer row panels than column panels:
+                                * threads share the columns, the tail in
+                                * the last share */
+                               {10, 100, 200}, {16, 241, 170}};
+  rng r = {23};
+  int ok_close = 1, ok_same = 1;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+    const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    float *a = random_array(&r, m * k), *b = random_array(&r, k * n);
+    float *row_bias = random_array(&r, m), *col_bias = random_array(&r, n);
+    float *residual = random_array(&r, m * n);
+    float *want = zero_array(m * n), *y1 = zero_array(m * n), *y2 = zero_array(m * n);
+    float *pa = malloc(cr_gemm_packed_a_floats(m, k) * sizeof(float));
+    float *pb = malloc(cr_gemm_packed_b_floats(k, n) * sizeof(float));
+    if (!a || !b || !row_bias || !col_bias || !residual || !want || !y1 || !y2 || !pa || !pb) {
+      report(0, "gemm column tails: allocation");
+      return;
+    }
+    const cr_isa isa_a = cr_gemm_pack_a(m, k, a, k, 1, pa);
+    const cr_isa isa_b = cr_gemm_pack_b(k, n, b, n, 1, pb);
+    for (int variant = 0; variant < 3; ++variant) {
+      const cr_epilogue_act act = variant == 0 ? CR_EPI_NONE
+                                  : variant == 1 ? CR_EPI_RELU
+                                                 : CR_EPI_CLIP;
+      cr_epilogue e = {variant == 1 ? row_bias : NULL, variant == 2 ? col_bias : NULL,
+                       variant == 1 ? residual : NULL, n, act, -0.5f, 0.75f};
+      reference_gemm(m, n, k, a, b, e.row_bias, e.col_bias, e.residual, act, want);
+      const cr_gemm_operand plain_a = {a, k, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+      const cr_gemm_operand plain_b = {b, n, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
+      const cr_gemm_operand packed_a = {a, k, 1, NULL, NULL, pa, isa_a, NULL};
+      const cr_gemm_operand packed_b = {b, n, 1, NULL, NULL, pb, isa_b, NULL};
+      if (cr_gemm(m, n, k, &packed_a, &plain_b, y1, n, &e, 1) != 0) ok_close = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        if (!close_enough(y1[i], want[i], 1e-5f)) ok_close = 0;
+      }
+      /* The other operand pre-packed, both plain, 2 threads, 2 shares. */
+      const cr_gemm_operand *pairs[][2] = {{&plain_a, &packed_b}, {&plain_a, &plain_b},
+                                           {&packed_a, &plain_b}, {&plain_a, &packed_b}};
+      for (int v = 0; v < 4; ++v) {
+        memset(y2, 0, (size_t)(m * n) * sizeof *y2);
+        if (v < 2) {
+          if (cr_gemm(m, n, k, pairs[v][0], pairs[v][1], y2, n, &e, 1) != 0) ok_same = 0;
+        } else {
+          if (cr_gemm(m, n, k, pairs[v][0], pairs[v][1], y2, n, &e, 2) != 0) ok_same = 0;
+          float *y3 = zero_array(m * n);
+          if (y3 == NULL) {
+            ok_same = 0;
+            continue;
+          }
+          for (int64_t share = 0; share < 2; ++share) {
+            if (cr_gemm_share(m, n, k, pairs[v][0], pairs[v][1], y3, n, &e, NULL, share, 2) != 0) {
+              ok_same = 0;
+            }
+          }
+          if (memcmp(y1, y3, (size_t)(m * n) * sizeof *y1) != 0) ok_same = 0;
+          free(y3);
+        }
+        if (memcmp(y1, y2, (size_t)(m * n) * sizeof *y1) != 0) ok_same = 0;
+      }
+    }
+    free(a), free(b), free(row_bias), free(col_bias), free(residual);
+    free(want), free(y1), free(y2), free(pa), free(pb);
+  }
+  report(ok_close, "gemm column tails (n mod 48 of 1 to 47) vs the double-precision definition");
+  report(ok_same, "gemm column tails: packed, in place, 2 threads and 2 shares identical");
+}
+
 /* The packed layout of a depth with a short tail: k = 147 (ResNet's stem,
  * 3 x 7 x 7) is one block, each panel 147 x MR floats, row r's value at
  * step p at p * MR + r; k = 300 is blocks of 128 and 172 -> 128 + 128 + 44
@@ -2206,6 +2286,7 @@ static void run_all(void) {
   test_parallel_worker_leaves_caller_cpu();
 #endif
   test_gemm_random();
+  test_gemm_column_tails();
   test_gemm_packed_k_blocks();
   test_conv_paths();
   test_depthwise_small_planes();

@@ -14,7 +14,8 @@
  * row of the B panel and broadcasts one value of the A panel per row each
  * step along k, and adds the tile to C (or stores it, for the first k
  * block). Tiles cut by the matrix edge run an AVX-512 edge kernel with
- * masked stores (other ISAs: the full kernel into a scratch tile). The
+ * masked stores, and the last few columns a kernel with its vectors along
+ * A's rows (other ISAs: the full kernel into a scratch tile). The
  * epilogue runs on each tile right after its last k block, while the tile
  * is still in cache.
  */
@@ -418,6 +419,138 @@ __attribute__((target("avx512f"))) static void small_avx512(int64_t m, int64_t n
 #undef CR_EDGE_ROWS
 #undef CR_EDGE_ROW_CASE
 
+/* ---- AVX-512 column tails: vectors along the rows ----------------------- */
+
+/* The last columns of a product (at most kTailColumns: the 4 of 196 = 4 x
+ * 48 + 4 positions of a 14 x 14 plane, the 1 of 49 of a 7 x 7 one) left
+ * most of the 48-column tile's lanes idle: the edge kernel runs one 16-lane
+ * multiply-add per row and step for cols useful lanes (a single column ran
+ * narrow_tile). Here the lanes run along A's rows: a packed panel holds its
+ * 8 rows of step p contiguous, so two panels make one vector (panel 2i's
+ * rows in the low half, 2i + 1's in the high half), multiplied by B's value
+ * of column j broadcast from its row (packed or in place), one accumulator
+ * per pair of panels and column: cols multiply-adds per pair of panels and
+ * step, up to kTailPairs pairs at once (independent chains). Each element is
+ * still the sum over p = 0..kc-1 in order, one fused multiply-add per step
+ * from zero, added to C after the first k block, then the epilogue: the
+ * edge kernel's operations, so its results bit for bit. Up to 12 columns by
+ * bench_kernels (1 thread, CPU time, medians of 5 alternated runs): 256 x 8
+ * x 1024 56 -> 33 us, 256 x 12 x 1024 58 -> 47 us, 256 x 16 x 1024 51 -> 52
+ * us; within a product, 256 x 201 x 1024 503 -> 494 us (9 columns), 256 x
+ * 204 x 1024 519 -> 513 us (12). */
+enum { kTailColumns = 12, kTailPairs = 4 };
+
+/* The pairs (1 to kTailPairs) of panels of `panels` (1 to 2 x pairs; a
+ * missing last panel repeats the one before, its rows not stored) starting
+ * at a (panel i at a + i * a_step, row r of step p at [p * 8 + r]), times
+ * columns [0, cols) of B (row p at b + b_rows[p]), into rows [0, rows) of
+ * c: c = sum, or c += sum when accumulate. */
+__attribute__((target("avx512f"), always_inline)) static inline void tail_avx512_pairs(
+    const int cols, const int pairs, int panels, int rows, int64_t kc, const float *a,
+    int64_t a_step, const float *b, const int64_t *b_rows, float *c, int64_t ldc,
+    int accumulate) {
+  const float *lo[kTailPairs], *hi[kTailPairs];
+#pragma GCC unroll 4
+  for (int i = 0; i < kTailPairs; ++i) {
+    const int first = 2 * i < panels ? 2 * i : panels - 1;
+    const int second = 2 * i + 1 < panels ? 2 * i + 1 : panels - 1;
+    lo[i] = a + first * a_step;
+    hi[i] = a + second * a_step;
+  }
+  __m512 acc[kTailPairs][kTailColumns];
+#pragma GCC unroll 4
+  for (int i = 0; i < kTailPairs; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kTailColumns; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const float *bp = b + b_rows[p];
+    __m512 av[kTailPairs];
+#pragma GCC unroll 4
+    for (int i = 0; i < kTailPairs; ++i) {
+      if (i < pairs) {
+        const __m512 low = _mm512_castps256_ps512(_mm256_loadu_ps(lo[i] + p * 8));
+        av[i] = _mm512_castpd_ps(_mm512_insertf64x4(
+            _mm512_castps_pd(low), _mm256_castps_pd(_mm256_loadu_ps(hi[i] + p * 8)), 1));
+      }
+    }
+#pragma GCC unroll 12
+    for (int j = 0; j < kTailColumns; ++j) {
+      if (j < cols) {
+        const __m512 bj = _mm512_set1_ps(bp[j]);
+#pragma GCC unroll 4
+        for (int i = 0; i < kTailPairs; ++i) {
+          if (i < pairs) acc[i][j] = _mm512_fmadd_ps(av[i], bj, acc[i][j]);
+        }
+      }
+    }
+  }
+  float sums[kTailPairs][kTailColumns][16];
+#pragma GCC unroll 4
+  for (int i = 0; i < kTailPairs; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < kTailColumns; ++j) {
+      if (i < pairs && j < cols) _mm512_storeu_ps(sums[i][j], acc[i][j]);
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    float *out = c + r * ldc;
+    const int i = r / 16, lane = r % 16;
+    if (accumulate) {
+      for (int j = 0; j < cols; ++j) out[j] += sums[i][j][lane];
+    } else {
+      for (int j = 0; j < cols; ++j) out[j] = sums[i][j][lane];
+    }
+  }
+}
+
+/* The most pairs of panels run at once for a tail of cols columns: their
+ * accumulators and A vectors within the 32 vector registers. */
+#define CR_TAIL_PAIRS_MAX(cols) ((cols) <= 3 ? 4 : (cols) <= 8 ? 3 : 2)
+static int tail_pairs_max(int64_t cols) { return CR_TAIL_PAIRS_MAX(cols); }
+
+/* tail_avx512_pairs for `pairs` (1 to CR_TAIL_PAIRS_MAX(cols)) and the
+ * given (constant) cols; the cases past that maximum are never taken. */
+#define CR_TAIL_CASE(cols, n)                                                                  \
+  tail_avx512_pairs(cols, (n) < CR_TAIL_PAIRS_MAX(cols) ? (n) : CR_TAIL_PAIRS_MAX(cols), panels, \
+                    rows, kc, a, a_step, b, b_rows, c, ldc, acc)
+#define CR_TAIL_PAIRS(cols)                    \
+  switch (pairs) {                             \
+    case 1: CR_TAIL_CASE(cols, 1); break;      \
+    case 2: CR_TAIL_CASE(cols, 2); break;      \
+    case 3: CR_TAIL_CASE(cols, 3); break;      \
+    default: CR_TAIL_CASE(cols, 4); break;     \
+  }
+
+/* Rows [0, rows) (at most 16 x tail_pairs_max(cols)) of `panels` packed
+ * panels (consecutive, a_step floats apart) by cols (1 to kTailColumns)
+ * columns, as tail_avx512_pairs. */
+__attribute__((target("avx512f"))) static void tail_avx512(int64_t cols, int panels, int rows,
+                                                           int64_t kc, const float *a,
+                                                           int64_t a_step, const float *b,
+                                                           const int64_t *b_rows, float *c,
+                                                           int64_t ldc, int acc) {
+  const int pairs = (panels + 1) / 2;
+  switch (cols) {
+    case 1: CR_TAIL_PAIRS(1); break;
+    case 2: CR_TAIL_PAIRS(2); break;
+    case 3: CR_TAIL_PAIRS(3); break;
+    case 4: CR_TAIL_PAIRS(4); break;
+    case 5: CR_TAIL_PAIRS(5); break;
+    case 6: CR_TAIL_PAIRS(6); break;
+    case 7: CR_TAIL_PAIRS(7); break;
+    case 8: CR_TAIL_PAIRS(8); break;
+    case 9: CR_TAIL_PAIRS(9); break;
+    case 10: CR_TAIL_PAIRS(10); break;
+    case 11: CR_TAIL_PAIRS(11); break;
+    default: CR_TAIL_PAIRS(12); break;
+  }
+}
+
+#undef CR_TAIL_PAIRS
+#undef CR_TAIL_CASE
+#undef CR_TAIL_PAIRS_MAX
+
 /* ---- AVX2 narrow tiles: one column of a 6-row panel -------------------- */
 
 /* The sums of narrow_tile for one column j of an AVX2 panel (mr = 6), into
@@ -471,53 +604,25 @@ __attribute__((target("avx2,fma"))) static void narrow_column_avx2(int64_t kc, c
 
 /* ---- Narrow tiles --------------------------------------------------------- */
 
-/* Tiles of at most kNarrowColumns columns (a GEMM with a tiny n, such as a
- * 1 x 1 convolution of a 1 x 1 image; under AVX-512 only single columns,
- * the edge kernel taking 2 to 4: its eight rows are eight independent
- * chains, where this loop's one chain per column is latency-bound, e.g. the
- * last 4 of 196 columns of a 14 x 14 plane) would waste most of a
- * micro-kernel's lanes, so they are computed column by column with the lanes along the
- * panel's rows instead: tile[r * ldt + j] = the sum over p of a[p * mr + r]
- * * b[p * nr + j]. */
+/* Tiles of at most kNarrowColumns columns under AVX2 and the portable arch
+ * (a GEMM with a tiny n, such as a 1 x 1 convolution of a 1 x 1 image;
+ * AVX-512 runs its tails with tail_avx512) would waste most of a
+ * micro-kernel's lanes, so they are computed column by column with the
+ * lanes along the panel's rows instead: tile[r * ldt + j] = the sum over p
+ * of a[p * mr + r] * b[p * nr + j]. */
 enum { kNarrowColumns = 4 };
-
-/* Eight floats as one value (GCC's and Clang's vector extension: one AVX
- * register, or two SSE ones); loaded with memcpy, from any alignment. */
-typedef float v8sf __attribute__((vector_size(32)));
 
 CR_TARGET_CLONES static void narrow_tile(int mr, int64_t nr, int64_t cols, int64_t kc,
                                          const float *a, const float *b, float *tile,
                                          int64_t ldt) {
   for (int64_t j = 0; j < cols; ++j) {
     float acc[kMaxMR] = {0};
-    if (mr == 8) {
-      /* Four partial sums (p mod 4), added up in a fixed order at the end:
-       * four independent chains of vector adds instead of one, which was
-       * latency-bound (a matrix-vector product, e.g. mobilenet's 1280 ->
-       * 1000 classifier on a 1 x 1 image). */
-      v8sf part0 = {0}, part1 = {0}, part2 = {0}, part3 = {0}, r0, r1, r2, r3;
-      int64_t p = 0;
-      for (; p + 4 <= kc; p += 4) {
-        memcpy(&r0, a + p * 8, sizeof r0);
-        memcpy(&r1, a + p * 8 + 8, sizeof r1);
-        memcpy(&r2, a + p * 8 + 16, sizeof r2);
-        memcpy(&r3, a + p * 8 + 24, sizeof r3);
-        part0 += r0 * b[p * nr + j];
-        part1 += r1 * b[(p + 1) * nr + j];
-        part2 += r2 * b[(p + 2) * nr + j];
-        part3 += r3 * b[(p + 3) * nr + j];
-      }
-      for (; p < kc; ++p) {
-        memcpy(&r0, a + p * 8, sizeof r0);
-        part0 += r0 * b[p * nr + j];
-      }
-      const v8sf sum = (part0 + part1) + (part2 + part3);
-      for (int r = 0; r < 8; ++r) acc[r] = sum[r];
 #if CR_GEMM_X86
-    } else if (mr == 6) { /* only the AVX2 arch has 6-row panels */
+    if (mr == 6) { /* only the AVX2 arch has 6-row panels */
       narrow_column_avx2(kc, a, b + j, nr, acc);
+    } else
 #endif
-    } else {
+    {
       for (int64_t p = 0; p < kc; ++p) {
         const float bj = b[p * nr + j];
         for (int r = 0; r < mr; ++r) acc[r] += a[p * mr + r] * bj;
@@ -865,6 +970,17 @@ enum { kPrefetchPanels = 2 };
 /* The most floats of A that gemm_range packs whole (1 MiB, half an L2). */
 enum { kWholeAFloats = 1 << 18 };
 
+/* Whether a tile of cols columns (the last of a product) runs tail_avx512. */
+static int tail_columns(const cr_gemm_arch *arch, int64_t cols) {
+#if CR_GEMM_X86
+  return arch->isa == CR_ISA_AVX512 && cols < arch->nr && cols <= kTailColumns;
+#else
+  (void)arch;
+  (void)cols;
+  return 0;
+#endif
+}
+
 /* C's row panels [p0, p1) by column panels [q0, q1). */
 static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int64_t q1) {
   const cr_gemm_arch *arch = job->arch;
@@ -877,7 +993,8 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
   float *b_buffer = NULL, *a_buffer = NULL;
   /* B read in place through its row offsets: full panels, and under
    * AVX-512 the edge panel too (the edge kernel masks the loads of its last
-   * vector); otherwise the edge panel is packed, alone. */
+   * vector, the tail kernel loads single values); otherwise the edge panel
+   * is packed, alone. */
   const int b_indirect = !b_packed && job->b->row_offsets != NULL;
   const int edge_in_place = CR_GEMM_X86 && arch->isa == CR_ISA_AVX512;
   /* Scratch sized to this range's blocks (small products take little),
@@ -938,7 +1055,7 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
         b_block = b_buffer;
         const int64_t last_panel = (qc + q_count - 1) * nr;
         const int64_t edge_cols = j_end - last_panel;
-        if (edge_cols < nr && !(edge_in_place && edge_cols > 1)) {
+        if (edge_cols < nr && !edge_in_place) {
           pack_b_rows(job->b, k0, kc, last_panel, edge_cols, nr, b_buffer);
         }
       } else {
@@ -958,14 +1075,23 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
           a_block = a_buffer;
         }
         cr_prefetch b_ahead = cr_prefetch_spread(NULL, 0, 1);
+        const int interleave_tail = !rows_first && q_count >= 2 &&
+                                    tail_columns(arch, j_end - (qc + q_count - 1) * nr);
         for (int64_t t = 0; t < p_count * q_count; ++t) {
-          const int64_t q = rows_first ? t % q_count : t / p_count;
-          const int64_t p = rows_first ? t / q_count : t % p_count;
+          int64_t q = rows_first ? t % q_count : t / p_count;
+          int64_t p = rows_first ? t / q_count : t % p_count;
+          if (interleave_tail && t >= (q_count - 2) * p_count) {
+            /* The last full panel's tiles and the tail's alternate, so
+             * that the tail reads A's panels from L1. */
+            const int64_t u = t - (q_count - 2) * p_count;
+            q = q_count - 2 + u % 2;
+            p = u / 2;
+          }
           const int64_t j0 = (qc + q) * nr;
           const int64_t cols = min_i64(nr, n - j0);
           const float *b_panel = b_block + q * kc * nr;
           const int64_t *b_rows = packed_rows;
-          if (b_indirect && (cols == nr || (edge_in_place && cols > 1))) {
+          if (b_indirect && (cols == nr || edge_in_place)) {
             b_panel = job->b->data + j0;
             b_rows = job->b->row_offsets + k0;
           } else if (b_indirect) {
@@ -991,6 +1117,25 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
             te = tile_epilogue(job->epilogue, i0, j0);
             e = &te;
           }
+#if CR_GEMM_X86
+          if (tail_columns(arch, cols)) {
+            /* The column tail of a group of row panels at once, run at the
+             * group's last panel (interleaved, the group's A panels have
+             * just been read: from L1). */
+            const int64_t group = 2 * tail_pairs_max(cols);
+            if (p % group != group - 1 && p != p_count - 1) continue;
+            const int64_t g0 = p - p % group; /* the group's first panel */
+            const int panels = (int)(p + 1 - g0);
+            const int64_t gi0 = (pc + g0) * mr;
+            const int tail_rows = (int)min_i64(panels * mr, m - gi0);
+            float *c_group = job->c + gi0 * job->ldc + j0;
+            if (e != NULL) te = tile_epilogue(job->epilogue, gi0, j0);
+            tail_avx512(cols, panels, tail_rows, kc, a_block + g0 * kc * mr, kc * mr, b_panel,
+                        b_rows, c_group, job->ldc, !first);
+            if (e != NULL) tile_epilogue_apply(e, tail_rows, cols, c_group, job->ldc);
+            continue;
+          }
+#endif
           if (cols == nr) {
             arch->kernel(rows, kc, a_panel, b_panel, b_rows, c_tile, job->ldc, !first, e);
 #if CR_GEMM_X86
@@ -1099,10 +1244,6 @@ static int small_product(int64_t m, int64_t n, int64_t k, const cr_gemm_operand 
     return 0;
   }
   if (isa != CR_ISA_GENERIC && !(CR_GEMM_X86 && isa == CR_ISA_AVX512)) return 0;
-  /* Under AVX-512 the blocked path computes a last tile of one column with
-   * narrow_tile, without fused multiply-adds: left to it, for the same
-   * results. */
-  if (isa == CR_ISA_AVX512 && n % kMaxNR == 1) return 0;
   const float *b_rows = b->data;
   int64_t brs = b->rs;
   float copy[kSmallMaxB];
