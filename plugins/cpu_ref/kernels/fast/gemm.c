@@ -1143,8 +1143,8 @@ static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int
                                          p_count);
           }
           if (b_packed && !rows_first) cr_prefetch_part(&b_ahead);
-          if (b_indirect && job->fetch_b && !rows_first && q + 1 < q_count &&
-              n - (j0 + nr) >= nr) {
+          if (b_indirect && job->fetch_b && !rows_first && p_count >= kFetchBMinPanels &&
+              q + 1 < q_count && n - (j0 + nr) >= nr) {
             fetch_rows_ahead(job->b, k0, kc, j0 + nr, nr, p, p_count);
           }
           float *c_tile = job->c + i0 * job->ldc + j0;
