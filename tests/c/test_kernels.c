@@ -1723,6 +1723,34 @@ static void reference_gemm(int64_t m, int64_t n, int64_t k, const float *a, cons
   }
 }
 
+/* The operands, epilogue inputs, results and packed copies of one random
+ * m x n x k product of the GEMM tests (NULL members when an allocation
+ * failed: gemm_arrays_ok). */
+typedef struct gemm_arrays {
+  float *a, *b, *row_bias, *col_bias, *residual, *want, *y1, *y2, *pa, *pb;
+} gemm_arrays;
+
+static gemm_arrays gemm_arrays_make(rng *r, int64_t m, int64_t n, int64_t k) {
+  gemm_arrays g;
+  g.a = random_array(r, m * k), g.b = random_array(r, k * n);
+  g.row_bias = random_array(r, m), g.col_bias = random_array(r, n);
+  g.residual = random_array(r, m * n);
+  g.want = zero_array(m * n), g.y1 = zero_array(m * n), g.y2 = zero_array(m * n);
+  g.pa = malloc(cr_gemm_packed_a_floats(m, k) * sizeof(float));
+  g.pb = malloc(cr_gemm_packed_b_floats(k, n) * sizeof(float));
+  return g;
+}
+
+static int gemm_arrays_ok(const gemm_arrays *g) {
+  return g->a && g->b && g->row_bias && g->col_bias && g->residual && g->want && g->y1 &&
+         g->y2 && g->pa && g->pb;
+}
+
+static void gemm_arrays_free(gemm_arrays *g) {
+  free(g->a), free(g->b), free(g->row_bias), free(g->col_bias), free(g->residual);
+  free(g->want), free(g->y1), free(g->y2), free(g->pa), free(g->pb);
+}
+
 static void test_gemm_random(void) {
   /* Shapes with edge tiles (1 to 3 vectors of the AVX-512 edge kernel,
    * also over several k blocks), several k blocks (k > 128), narrow tiles
@@ -1759,16 +1787,14 @@ static void test_gemm_random(void) {
   int ok_close = 1, ok_packed = 1, ok_threads = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
     const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-    float *a = random_array(&r, m * k), *b = random_array(&r, k * n);
-    float *row_bias = random_array(&r, m), *col_bias = random_array(&r, n);
-    float *residual = random_array(&r, m * n);
-    float *want = zero_array(m * n), *y1 = zero_array(m * n), *y3 = zero_array(m * n);
-    float *pa = malloc(cr_gemm_packed_a_floats(m, k) * sizeof(float));
-    float *pb = malloc(cr_gemm_packed_b_floats(k, n) * sizeof(float));
-    if (!a || !b || !row_bias || !col_bias || !residual || !want || !y1 || !y3 || !pa || !pb) {
+    gemm_arrays g = gemm_arrays_make(&r, m, n, k);
+    if (!gemm_arrays_ok(&g)) {
+      gemm_arrays_free(&g);
       report(0, "gemm: allocation");
       return;
     }
+    float *a = g.a, *b = g.b, *row_bias = g.row_bias, *col_bias = g.col_bias;
+    float *residual = g.residual, *want = g.want, *y1 = g.y1, *y3 = g.y2, *pa = g.pa, *pb = g.pb;
     /* The hard sigmoids' parameters make the gate's clamps bite on the
      * products' range. */
     static const cr_epilogue_act kActs[5] = {CR_EPI_NONE, CR_EPI_RELU, CR_EPI_CLIP,
@@ -1809,8 +1835,7 @@ static void test_gemm_random(void) {
         free(bt);
       }
     }
-    free(a), free(b), free(row_bias), free(col_bias), free(residual);
-    free(want), free(y1), free(y3), free(pa), free(pb);
+    gemm_arrays_free(&g);
   }
   report(ok_close, "gemm with epilogues vs the double-precision definition");
   report(ok_packed, "gemm: pre-packed operands give identical results");
@@ -1838,16 +1863,14 @@ static void test_gemm_column_tails(void) {
   int ok_close = 1, ok_same = 1;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
     const int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-    float *a = random_array(&r, m * k), *b = random_array(&r, k * n);
-    float *row_bias = random_array(&r, m), *col_bias = random_array(&r, n);
-    float *residual = random_array(&r, m * n);
-    float *want = zero_array(m * n), *y1 = zero_array(m * n), *y2 = zero_array(m * n);
-    float *pa = malloc(cr_gemm_packed_a_floats(m, k) * sizeof(float));
-    float *pb = malloc(cr_gemm_packed_b_floats(k, n) * sizeof(float));
-    if (!a || !b || !row_bias || !col_bias || !residual || !want || !y1 || !y2 || !pa || !pb) {
+    gemm_arrays g = gemm_arrays_make(&r, m, n, k);
+    if (!gemm_arrays_ok(&g)) {
+      gemm_arrays_free(&g);
       report(0, "gemm column tails: allocation");
       return;
     }
+    float *a = g.a, *b = g.b, *row_bias = g.row_bias, *col_bias = g.col_bias;
+    float *residual = g.residual, *want = g.want, *y1 = g.y1, *y2 = g.y2, *pa = g.pa, *pb = g.pb;
     const cr_isa isa_a = cr_gemm_pack_a(m, k, a, k, 1, pa);
     const cr_isa isa_b = cr_gemm_pack_b(k, n, b, n, 1, pb);
     for (int variant = 0; variant < 3; ++variant) {
@@ -1856,7 +1879,8 @@ static void test_gemm_column_tails(void) {
                                                  : CR_EPI_CLIP;
       cr_epilogue e = {variant == 1 ? row_bias : NULL, variant == 2 ? col_bias : NULL,
                        variant == 1 ? residual : NULL, n, act, -0.5f, 0.75f};
-      reference_gemm(m, n, k, a, b, e.row_bias, e.col_bias, e.residual, act, want);
+      reference_gemm(m, n, k, a, b, e.row_bias, e.col_bias, e.residual, act, e.clip_low,
+                     e.clip_high, want);
       const cr_gemm_operand plain_a = {a, k, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
       const cr_gemm_operand plain_b = {b, n, 1, NULL, NULL, NULL, CR_ISA_GENERIC, NULL};
       const cr_gemm_operand packed_a = {a, k, 1, NULL, NULL, pa, isa_a, NULL};
@@ -1890,8 +1914,7 @@ static void test_gemm_column_tails(void) {
         if (memcmp(y1, y2, (size_t)(m * n) * sizeof *y1) != 0) ok_same = 0;
       }
     }
-    free(a), free(b), free(row_bias), free(col_bias), free(residual);
-    free(want), free(y1), free(y2), free(pa), free(pb);
+    gemm_arrays_free(&g);
   }
   report(ok_close, "gemm column tails (n mod 48 of 1 to 47) vs the double-precision definition");
   report(ok_same, "gemm column tails: packed, in place, 2 threads and 2 shares identical");
