@@ -2350,12 +2350,14 @@ __attribute__((target("avx512f"), always_inline)) static inline void load_transp
   }
 }
 
-/* n outputs of one row (n a constant once inlined), output j reading the
- * block from at + j * step: bias, then tap t's vector of 16 weights times
- * the position at + offsets[t], by fused multiply-adds in tap order. */
+/* n outputs of one row (n and the stride s constants once inlined), output
+ * j reading the block from at + 16 j s: bias, then tap t's vector of 16
+ * weights times the position at + offsets[t], by fused multiply-adds in
+ * tap order. Each load is a constant displacement from one pointer per tap
+ * (an indexed address would split each FMA in two uops). */
 __attribute__((target("avx512f"), always_inline)) static inline void block16_chunk(
-    const float *at, int64_t step, const float *wt, const int64_t *offsets, int taps,
-    __m512 bias, float *dst, int n) {
+    const float *at, const float *wt, const int64_t *offsets, int taps, __m512 bias, float *dst,
+    int n, int s) {
   __m512 acc[kBlock16Chunk];
 #pragma GCC unroll 8
   for (int j = 0; j < n; ++j) acc[j] = bias;
@@ -2363,10 +2365,40 @@ __attribute__((target("avx512f"), always_inline)) static inline void block16_chu
     const __m512 w = _mm512_load_ps(wt + 16 * t);
     const float *x = at + offsets[t];
 #pragma GCC unroll 8
-    for (int j = 0; j < n; ++j) acc[j] = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + j * step), acc[j]);
+    for (int j = 0; j < n; ++j) {
+      acc[j] = _mm512_fmadd_ps(w, _mm512_load_ps(x + 16 * j * s), acc[j]);
+    }
   }
 #pragma GCC unroll 8
-  for (int j = 0; j < n; ++j) _mm512_storeu_ps(dst + 16 * j, acc[j]);
+  for (int j = 0; j < n; ++j) _mm512_store_ps(dst + 16 * j, acc[j]);
+}
+
+/* block16_chunk with constants n (1 to kBlock16Chunk) and s (1 or 2). */
+__attribute__((target("avx512f"))) static void block16_chunk_of(const float *at, const float *wt,
+                                                                const int64_t *offsets, int taps,
+                                                                __m512 bias, float *dst, int n,
+                                                                int s) {
+#define CR_BLOCK16_CASE(N)                                   \
+  case N:                                                    \
+    if (s == 1) {                                            \
+      block16_chunk(at, wt, offsets, taps, bias, dst, N, 1); \
+    } else {                                                 \
+      block16_chunk(at, wt, offsets, taps, bias, dst, N, 2); \
+    }                                                        \
+    break;
+  switch (n) {
+    CR_BLOCK16_CASE(8)
+    CR_BLOCK16_CASE(7)
+    CR_BLOCK16_CASE(6)
+    CR_BLOCK16_CASE(5)
+    CR_BLOCK16_CASE(4)
+    CR_BLOCK16_CASE(3)
+    CR_BLOCK16_CASE(2)
+    default:
+      block16_chunk(at, wt, offsets, taps, bias, dst, 1, 1);
+      break;
+  }
+#undef CR_BLOCK16_CASE
 }
 
 /* Output planes o0 .. o0 + 15 of image n (their input channels o0 ..
@@ -2426,17 +2458,8 @@ __attribute__((target("avx512f"))) static void block16_planes(const cr_conv_task
       const int64_t size = left <= kBlock16Chunk       ? left
                            : left < 2 * kBlock16Chunk ? (left + 1) / 2
                                                       : kBlock16Chunk;
-      const float *at = row + ow * step;
-      switch (size) {
-        case 8: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 8); break;
-        case 7: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 7); break;
-        case 6: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 6); break;
-        case 5: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 5); break;
-        case 4: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 4); break;
-        case 3: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 3); break;
-        case 2: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 2); break;
-        default: block16_chunk(at, step, wt, offsets, taps, bias, dst + 16 * ow, 1); break;
-      }
+      block16_chunk_of(row + ow * step, wt, offsets, taps, bias, dst + 16 * ow, (int)size,
+                       (int)s);
       ow += size;
     }
   }
