@@ -112,7 +112,7 @@ CASES = [  # channels, height, width, k, stride, act, residual
     (24, 14, 14, 3, 2, "clip", False),
     (40, 9, 11, 5, 2, "none", False),
     (40, 11, 9, 3, 1, "relu", True),
-    (24, 28, 28, 3, 1, "none", False),
+    (24, 28, 28, 3, 1, "none", False),  # the row kernels: the block is for 7 x 7
     (40, 14, 14, 7, 1, "relu", False),
 ]
 

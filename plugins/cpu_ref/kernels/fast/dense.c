@@ -2225,15 +2225,15 @@ static void depthwise_kxk(const cr_conv_task *task, int64_t n, int64_t o, float 
 /* Where the block path runs: padded planes of at most kBlock16MaxPadded
  * positions with 5 x 5 and 7 x 7 kernels (MobileNetV3's 72 x 56 x 56 at
  * stride 2 included), and for 3 x 3 kernels at most kBlock16Max3x3S1 at
- * stride 1 (28 x 28 planes) and kBlock16Max3x3S2 at stride 2 (14 x 14):
- * elsewhere the row kernels measured faster, the transposes costing more
- * than the lanes they fill (docs/cpu_ref_performance.md, "Depthwise
- * convolution"). */
+ * stride 1 (7 x 7 planes) and kBlock16Max3x3S2 at stride 2 (14 x 14):
+ * elsewhere the row kernels measured as fast or faster, the transposes
+ * costing what the filled lanes save (docs/cpu_ref_performance.md,
+ * "Depthwise convolution"). */
 #ifndef CR_BLOCK16_MAX_PADDED
 #define CR_BLOCK16_MAX_PADDED (64 * 64)
 #endif
 #ifndef CR_BLOCK16_MAX_3X3_S1
-#define CR_BLOCK16_MAX_3X3_S1 (32 * 32)
+#define CR_BLOCK16_MAX_3X3_S1 (12 * 12)
 #endif
 #ifndef CR_BLOCK16_MAX_3X3_S2
 #define CR_BLOCK16_MAX_3X3_S2 (16 * 16)
@@ -2633,39 +2633,58 @@ static void direct_planes_each(const cr_conv_task *task, int64_t begin, int64_t 
 }
 
 static void direct_planes(void *context, int64_t begin, int64_t end) {
-  const cr_conv_task *task = context;
-#if CR_DENSE_X86
-  if (block16_fits(task)) {
-    /* Whole groups of sixteen planes (channels o0 .. o0 + 15 of one image)
-     * through the block; the planes around them one by one. */
-    const int64_t outputs = task->y_shape[1];
-    const block16_layout l = block16_layout_of(task->params, task->x_shape + 2, task->y_shape + 2);
-    /* Aligned to cache lines: each position a whole one (split loads
-     * measured 20 % slower). */
-    const size_t bytes = block16_floats(&l, task->y_shape + 2) * sizeof(float);
-    float *buffer = aligned_alloc(64, bytes);
-    if (buffer != NULL) {
-      memset(buffer, 0, bytes);
-      int64_t rest = begin; /* the first plane not yet computed */
-      for (int64_t plane = begin; plane < end;) {
-        const int64_t o = plane % outputs;
-        if (o % 16 == 0 && o + 16 <= outputs && plane + 16 <= end) {
-          if (rest < plane) direct_planes_each(task, rest, plane);
-          block16_planes(task, plane / outputs, o, &l, buffer, buffer + 16 * l.hp * l.wp);
-          plane += 16;
-          rest = plane;
-        } else {
-          ++plane;
-        }
-      }
-      if (rest < end) direct_planes_each(task, rest, end);
-      free(buffer);
-      return;
-    }
-  }
-#endif
-  direct_planes_each(task, begin, end);
+  direct_planes_each(context, begin, end);
 }
+
+#if CR_DENSE_X86
+/* Zeroes what block16_planes reads and never writes: the padding around
+ * the input's positions in the block, and the spare positions after the
+ * result (the thread's scratch holds the previous layer's values, or NaNs
+ * in sanitized builds). */
+static void block16_zero_border(const cr_conv_params *p, const int64_t in[3],
+                                const block16_layout *l, int64_t out_plane, float *buffer) {
+  const size_t position = 16 * sizeof(float);
+  const int64_t top = p->pad[1], left = p->pad[2];
+  const int64_t bottom = top + in[1], right = left + in[2];
+  memset(buffer, 0, (size_t)(top * l->wp) * position);
+  for (int64_t h = top; h < bottom; ++h) {
+    float *row = buffer + 16 * h * l->wp;
+    memset(row, 0, (size_t)left * position);
+    memset(row + 16 * right, 0, (size_t)(l->wp - right) * position);
+  }
+  memset(buffer + 16 * bottom * l->wp, 0, (size_t)((l->hp - bottom) * l->wp) * position);
+  memset(buffer + 16 * (l->hp * l->wp + out_plane), 0, 16 * position);
+}
+
+/* Units [begin, end) of a block16_fits convolution: unit u is group u %
+ * groups of image u / groups, its planes 16 g .. 16 g + 15 through
+ * block16_planes, or the last group's fewer planes (channels not a
+ * multiple of 16) through the row kernels. Threads share out whole groups,
+ * so the blocks never straddle two shares. */
+static void block16_units(void *context, int64_t begin, int64_t end) {
+  const cr_conv_task *task = context;
+  const int64_t outputs = task->y_shape[1], groups = (outputs + 15) / 16;
+  const int64_t *out = task->y_shape + 2;
+  const block16_layout l = block16_layout_of(task->params, task->x_shape + 2, out);
+  float *buffer = NULL;
+  for (int64_t unit = begin; unit < end; ++unit) {
+    const int64_t n = unit / groups, o0 = unit % groups * 16;
+    if (o0 + 16 > outputs) {
+      direct_planes_each(task, n * outputs + o0, (n + 1) * outputs);
+      continue;
+    }
+    if (buffer == NULL) {
+      buffer = cr_scratch(CR_SCRATCH_CONV_PLANES, block16_floats(&l, out) * sizeof(float));
+      if (buffer == NULL) { /* out of memory: the planes one by one */
+        direct_planes_each(task, n * outputs + o0, n * outputs + o0 + 16);
+        continue;
+      }
+      block16_zero_border(task->params, task->x_shape + 2, &l, out[1] * out[2], buffer);
+    }
+    block16_planes(task, n, o0, &l, buffer, buffer + 16 * l.hp * l.wp);
+  }
+}
+#endif
 
 /* Images [begin, end) of a convolution, one thread each (or all on the
  * calling thread): together when they lie one after the other in y, one
@@ -2805,6 +2824,12 @@ int cr_convolution_fused(const cr_conv_params *params, const int64_t x_shape[5],
       cr_parallel_for(threads, threads * kRowShareParts, depthwise_row_shares, &rows);
       return __atomic_load_n(&rows.failed, __ATOMIC_RELAXED) ? -1 : 0;
     }
+#if CR_DENSE_X86
+    if (block16_fits(&task)) {
+      cr_parallel_for(threads, batch * ((outputs + 15) / 16), block16_units, &task);
+      return 0;
+    }
+#endif
     cr_parallel_for(threads, planes, direct_planes, &task);
     return 0;
   }
