@@ -114,6 +114,7 @@ CASES = [  # channels, height, width, k, stride, act, residual
     (40, 11, 9, 3, 1, "relu", True),
     (24, 28, 28, 3, 1, "none", False),  # the row kernels: the block is for 7 x 7
     (40, 14, 14, 7, 1, "relu", False),
+    (72, 56, 56, 5, 2, "hard_swish", False),  # 2 threads: five groups, by planes
 ]
 
 
