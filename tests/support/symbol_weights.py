@@ -39,6 +39,24 @@ def host_outputs(sym: mx.sym.Symbol, data: np.ndarray, weights: dict) -> list[np
     return [out.asnumpy() for out in exe.forward(data=data)]
 
 
+def assert_matches_host(got: dict[str, np.ndarray], sym: mx.sym.Symbol, data: np.ndarray,
+                        weights: dict, rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    """cpu_ref's outputs (infer()'s mapping, in the graph's order) against
+    the host's for the same input and weights."""
+    for ours, theirs in zip(got.values(), host_outputs(sym, data, weights)):
+        np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol)
+
+
+def assert_new_weights_used(model: LoadedModel, sym: mx.sym.Symbol, data: np.ndarray,
+                            weights: dict, fresh: dict) -> None:
+    """The loaded model matches the host with its weights, with fresh ones
+    given at infer (BatchNorm folded and filters packed again), and with
+    those again on the next infer (they stay in use)."""
+    assert_matches_host(model.infer({"data": data}), sym, data, weights)
+    assert_matches_host(model.infer({"data": data}, weights=fresh), sym, data, fresh)
+    assert_matches_host(model.infer({"data": data}), sym, data, fresh)
+
+
 @contextlib.contextmanager
 def loaded_on_cpu_ref(sym: mx.sym.Symbol, data: np.ndarray, weights: dict,
                       threads: int) -> Iterator[LoadedModel]:

@@ -14,21 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.paths import ROOT
-from support.symbol_weights import host_outputs as _host
-from support.symbol_weights import loaded_on_cpu_ref
+from support.symbol_weights import assert_matches_host as _assert_matches_host
+from support.symbol_weights import assert_new_weights_used, loaded_on_cpu_ref
 from support.symbol_weights import random_weights as _weights
 
 import acc_host as mx
-
-RTOL, ATOL = 1e-4, 1e-5
-
-
-def _assert_matches_host(got: dict[str, np.ndarray], sym: mx.sym.Symbol, data: np.ndarray,
-                         weights: dict) -> None:
-    """cpu_ref's outputs (infer()'s mapping, in the graph's order) against
-    the host's for the same input and weights."""
-    for ours, theirs in zip(got.values(), _host(sym, data, weights)):
-        np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL)
 
 
 def _graph() -> mx.sym.Symbol:
@@ -58,12 +48,8 @@ def test_fused_graph_matches_host(threads: int) -> None:
     data = np.random.default_rng(0).standard_normal((2, 3, 12, 12)).astype(np.float32)
     weights = _weights(sym, {"data": data.shape}, seed=1)
     with loaded_on_cpu_ref(sym, data, weights, threads) as model:
-        _assert_matches_host(model.infer({"data": data}), sym, data, weights)
-        # New weights at infer: BatchNorm is folded and filters packed again.
-        fresh = _weights(sym, {"data": data.shape}, seed=2)
-        _assert_matches_host(model.infer({"data": data}, weights=fresh), sym, data, fresh)
-        # ... and they stay in use.
-        _assert_matches_host(model.infer({"data": data}), sym, data, fresh)
+        assert_new_weights_used(model, sym, data, weights,
+                                _weights(sym, {"data": data.shape}, seed=2))
 
 
 def _blocked_graph() -> mx.sym.Symbol:

@@ -2581,7 +2581,8 @@ static void depthwise_row_shares(void *context, int64_t begin, int64_t end) {
 }
 
 /* Planes [begin, end) one by one (or through small_planes). */
-static void direct_planes_each(const cr_conv_task *task, int64_t begin, int64_t end) {
+static void direct_planes(void *context, int64_t begin, int64_t end) {
+  const cr_conv_task *task = context;
   const int64_t outputs = task->y_shape[1];
   float *scratch = NULL;
 #if CR_DENSE_X86
@@ -2632,10 +2633,6 @@ static void direct_planes_each(const cr_conv_task *task, int64_t begin, int64_t 
   free(scratch);
 }
 
-static void direct_planes(void *context, int64_t begin, int64_t end) {
-  direct_planes_each(context, begin, end);
-}
-
 #if CR_DENSE_X86
 /* Zeroes what block16_planes reads and never writes: the padding around
  * the input's positions in the block, and the spare positions after the
@@ -2670,13 +2667,13 @@ static void block16_units(void *context, int64_t begin, int64_t end) {
   for (int64_t unit = begin; unit < end; ++unit) {
     const int64_t n = unit / groups, o0 = unit % groups * 16;
     if (o0 + 16 > outputs) {
-      direct_planes_each(task, n * outputs + o0, (n + 1) * outputs);
+      direct_planes(context, n * outputs + o0, (n + 1) * outputs);
       continue;
     }
     if (buffer == NULL) {
       buffer = cr_scratch(CR_SCRATCH_CONV_PLANES, block16_floats(&l, out) * sizeof(float));
       if (buffer == NULL) { /* out of memory: the planes one by one */
-        direct_planes_each(task, n * outputs + o0, n * outputs + o0 + 16);
+        direct_planes(context, n * outputs + o0, n * outputs + o0 + 16);
         continue;
       }
       block16_zero_border(task->params, task->x_shape + 2, &l, out[1] * out[2], buffer);

@@ -993,7 +993,6 @@ static int tail_columns(const cr_gemm_arch *arch, int64_t cols) {
 #endif
 }
 
-/* C's row panels [p0, p1) by column panels [q0, q1). */
 /* B read in place by several threads: half of it (or more) was written
  * by the other core in the step before, and the hardware prefetchers do
  * not follow a panel's strided rows there. Share `part` of `parts` of the
@@ -1015,6 +1014,7 @@ static void fetch_rows_ahead(const cr_gemm_operand *b, int64_t k0, int64_t kc, i
   }
 }
 
+/* C's row panels [p0, p1) by column panels [q0, q1). */
 static void gemm_range(cr_gemm_job *job, int64_t p0, int64_t p1, int64_t q0, int64_t q1) {
   const cr_gemm_arch *arch = job->arch;
   const int mr = arch->mr, nr = arch->nr;
@@ -1457,13 +1457,6 @@ int cr_gemm_share(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
   return atomic_load(&job.failed) ? -1 : 0;
 }
 
-/* Threads sharing A's row panels would each pack the whole of B, once per
- * chunk, and threads sharing B's column panels the whole of A, once per
- * panel they take (a transformer's 32 x 128 x 512 FullyConnected at 2
- * threads: A 8 times, and 2-3x slower than on one thread): that operand is
- * packed once here instead, into *shared, and the threads read it as
- * pre-packed (the same panels, so the same results). Nothing is done when
- * it is packed or read in place already, or too large. */
 /* The k blocks [begin, end) of B, packed for pack_shared by the pool's
  * threads: each block is its own range of the packed copy. Packed by the
  * calling thread alone, the other waited: ResNet-50 at batch 8, 2 threads,
@@ -1481,15 +1474,19 @@ static void pack_shared_b_blocks(void *context, int64_t begin, int64_t end) {
   const shared_b_task *t = context;
   const int nr = t->job->arch->nr;
   for (int64_t block = begin; block < end; ++block) {
-    const int64_t k0 = block * kKC, k = t->job->k;
-    /* k_block's cuts: blocks of kKC, the rest (up to kKCMax) one block, so
-     * k0 starts none when the block before it took the rest */
-    if (k0 >= k || (k0 > 0 && k - (k0 - kKC) <= kKCMax)) continue;
-    const int64_t kc = k_block(k, k0);
-    t->pack(t->context, k0, kc, 0, t->job->n, nr, t->packed + k0 * t->n_panels * nr);
+    const int64_t k0 = block * kKC; /* every block but the last is kKC deep */
+    t->pack(t->context, k0, k_block(t->job->k, k0), 0, t->job->n, nr,
+            t->packed + k0 * t->n_panels * nr);
   }
 }
 
+/* Threads sharing A's row panels would each pack the whole of B, once per
+ * chunk, and threads sharing B's column panels the whole of A, once per
+ * panel they take (a transformer's 32 x 128 x 512 FullyConnected at 2
+ * threads: A 8 times, and 2-3x slower than on one thread): that operand is
+ * packed once here instead, into *shared, and the threads read it as
+ * pre-packed (the same panels, so the same results). Nothing is done when
+ * it is packed or read in place already, or too large. */
 static void pack_shared(cr_gemm_job *job, cr_gemm_operand *shared, int threads) {
   const cr_gemm_arch *arch = job->arch;
   const int rows = job->split_rows; /* B is the shared operand */
@@ -1505,7 +1502,9 @@ static void pack_shared(cr_gemm_job *job, cr_gemm_operand *shared, int threads) 
   if (rows) {
     shared_b_task task = {job, op->pack_b != NULL ? op->pack_b : pack_b_view,
                           op->pack_b != NULL ? op->pack_context : &job->b_view, packed, n_panels};
-    cr_parallel_for(threads, ceil_div(job->k, kKC), pack_shared_b_blocks, &task);
+    int64_t blocks = 0;
+    for (int64_t k0 = 0; k0 < job->k; k0 += k_block(job->k, k0)) ++blocks;
+    cr_parallel_for(threads, blocks, pack_shared_b_blocks, &task);
   } else {
     pack_a_whole(arch, job->m, job->k, op->data, op->rs, op->cs, packed);
   }
