@@ -16,7 +16,7 @@ typedef enum cr_scratch_slot {
   CR_SCRATCH_CONV_OFFSETS, /* their taps' offsets */
   CR_SCRATCH_CONV_OUTPUT,  /* its output on the wide grid, or a compacted input */
   CR_SCRATCH_GEMM_ROWS,    /* a GEMM's row offsets of B read in place */
-  CR_SCRATCH_GEMM_SHARED,  /* a GEMM's B packed once for all its threads */
+  CR_SCRATCH_GEMM_SHARED,  /* a GEMM's B packed once for all its threads, or its P1 */
   CR_SCRATCH_GEMM_PACK_A,  /* one GEMM thread's packed block of A */
   CR_SCRATCH_GEMM_PACK_B,  /* one GEMM thread's packed block of B */
   CR_SCRATCH_SLOTS
