@@ -2121,6 +2121,18 @@ static void test_conv_paths(void) {
        {1, 1, 1, 260, 33}, 1},
       {"depthwise 3x3 stride 2 pad 3, ring", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 3, 3}, 1},
        {1, 1, 1, 130, 70}, 1},
+      /* under AVX-512 rows of at least 12 outputs read straight from the
+       * plane (depthwise_s2_avx512): 12 outputs (the first vector's last
+       * value from the row's end), 16 (the 33rd column inside), 64 (four
+       * whole vectors), pad 0 on an odd width */
+      {"depthwise 3x3 stride 2, rows of 12", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 3},
+       {2, 3, 1, 23, 23}, 3},
+      {"depthwise 3x3 stride 2, rows of 16", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 2},
+       {1, 2, 1, 8, 32}, 2},
+      {"depthwise 3x3 stride 2, rows of 64", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, 2},
+       {1, 2, 1, 6, 128}, 2},
+      {"depthwise 3x3 stride 2 pad 0, rows of 14", {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, 2},
+       {1, 2, 1, 9, 29}, 2},
       /* channel-blocked (conv_blocked.c) once packed, under AVX2: rows
        * narrower than a vector, a block of rows crossing tiles of 6
        * positions; channels in two chunks (32 + 8) and rows shared by 2

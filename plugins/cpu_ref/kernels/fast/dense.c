@@ -1142,6 +1142,22 @@ static int is_plain_3x3(const cr_conv_params *p) {
          p->stride[1] == p->stride[2] && (p->stride[1] == 1 || p->stride[1] == 2);
 }
 
+/* Stride-2 3 x 3 planes whose rows have at least kS2MinWidth and at most
+ * 16 x kS2MaxVectors outputs run depthwise_s2_avx512 under AVX-512, read
+ * straight from the plane (1 thread, bench_kernels: 144 x 56 x 56 85 ->
+ * 55 us, 96 x 112 x 112 258 -> 191, 192 x 28 x 28 27 -> 22 where the
+ * small-plane kernel split phases). Narrower rows fill less than half of
+ * its vectors: 576 x 14 x 14 took 39 us against block16's 18. */
+enum { kS2MinWidth = 12, kS2MaxVectors = 64 };
+
+static int s2_straight_fits(const cr_conv_task *task) {
+  const cr_conv_params *p = task->params;
+  const int64_t *in = task->x_shape + 2, *out = task->y_shape + 2;
+  return CR_DENSE_X86 && task->isa == CR_ISA_AVX512 && is_plain_3x3(p) && p->stride[1] == 2 &&
+         in[0] == 1 && out[0] == 1 && p->pad[2] <= 16 && out[2] >= kS2MinWidth &&
+         out[2] <= 16 * (int64_t)kS2MaxVectors && depthwise_epilogue_applies(task->fusion);
+}
+
 /* Stride-2 depthwise planes whose rows, split by parity, take at most this
  * many floats are split whole (in L1); larger ones through a ring of rows. */
 enum { kSmallSplit = 8192 };
@@ -1391,6 +1407,117 @@ __attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
     }
   }
 }
+
+/* Where lane 0 of a masked load at offset start of x reads: start may be
+ * negative, or the range may pass the plane's end, in lanes the mask turns
+ * off (they are never read); the address is formed as an integer, since
+ * pointer arithmetic may not leave the array. */
+static const float *lane_base(const float *x, int64_t start) {
+  return (const float *)((uintptr_t)x + (uintptr_t)start * sizeof *x);
+}
+
+/* ---- Stride-2 3 x 3 planes on AVX-512, straight from the plane --------- */
+
+/* 16 outputs of a row read 33 columns of each input row from c0 = 2 ow -
+ * pad: two vectors of 16 (a, b) and the 33rd value (c). The even columns
+ * (tap kw = 0), the odd ones (kw = 1) and the even ones one further (kw =
+ * 2) are each one two-source permutation, so no row is split into scratch
+ * first (split_rows took 59% of MobileNetV2's 144 x 56 x 56 layer).
+ * Loads are masked to the row's columns (padding reads zeros) where a
+ * vector crosses an edge. s2_columns holds that per vector of outputs, the
+ * same for every row and plane. */
+typedef struct s2_columns {
+  int64_t c0;          /* the first column read */
+  __mmask16 a, b;      /* the columns of a and b inside the row */
+  int c;               /* column c0 + 32 inside the row */
+  __mmask16 out;       /* the outputs of the vector */
+} s2_columns;
+
+
+static __mmask16 lanes_inside(int64_t start, int64_t width) {
+  unsigned mask = 0;
+  for (int l = 0; l < 16; ++l) {
+    if (start + l >= 0 && start + l < width) mask |= 1u << l;
+  }
+  return (__mmask16)mask;
+}
+
+/* Bias, then the taps (kh, kw) in order by fused multiply-adds, padding
+ * read as zeros: the operations of depthwise_plane_avx512. rows: the
+ * three input rows (NULL: padding). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 s2_vector(
+    const float *const rows[3], const s2_columns *col, const __m512 wv[9], __m512 bias) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const __m512i shift = _mm512_set_epi32(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
+  __m512 acc = bias;
+#pragma GCC unroll 3
+  for (int kh = 0; kh < 3; ++kh) {
+    __m512 e = _mm512_setzero_ps(), o = e, n = e;
+    if (rows[kh] != NULL) {
+      const float *row = rows[kh];
+      const __m512 a = col->a == 0xFFFF ? _mm512_loadu_ps(row + col->c0)
+                                        : _mm512_maskz_loadu_ps(col->a, lane_base(row, col->c0));
+      const __m512 b = col->b == 0xFFFF
+                           ? _mm512_loadu_ps(row + col->c0 + 16)
+                           : _mm512_maskz_loadu_ps(col->b, lane_base(row, col->c0 + 16));
+      const __m512 c = col->c ? _mm512_set1_ps(row[col->c0 + 32]) : _mm512_setzero_ps();
+      e = _mm512_permutex2var_ps(a, even, b);
+      o = _mm512_permutex2var_ps(a, odd, b);
+      n = _mm512_permutex2var_ps(e, shift, c);
+    }
+    acc = _mm512_fmadd_ps(wv[3 * kh], e, acc);
+    acc = _mm512_fmadd_ps(wv[3 * kh + 1], o, acc);
+    acc = _mm512_fmadd_ps(wv[3 * kh + 2], n, acc);
+  }
+  return acc;
+}
+
+
+/* One plane (in: 1 x in_h x in_w); ahead, the next plane the thread reads
+ * (or NULL), is fetched into L2 a part per output row, as the ring of
+ * split rows did (MobileNetV2's 96 x 112 x 112 planes come from memory). */
+__attribute__((target("avx512f"))) static void depthwise_s2_avx512(
+    const float *x, const int64_t in[3], const int64_t out[3], int64_t pad_h, int64_t pad_w,
+    const float *w, float bias, const float *residual, const cr_fusion *fusion,
+    const float *ahead, float *y) {
+  const int64_t in_h = in[1], in_w = in[2], out_h = out[1], out_w = out[2];
+  const int64_t vectors = (out_w + 15) / 16;
+  s2_columns cols[kS2MaxVectors];
+  for (int64_t v = 0; v < vectors; ++v) {
+    const int64_t c0 = 32 * v - pad_w, count = out_w - 16 * v < 16 ? out_w - 16 * v : 16;
+    /* only the columns the vector's outputs read */
+    const int64_t end = c0 + 2 * count + 1 < in_w ? c0 + 2 * count + 1 : in_w;
+    cols[v] = (s2_columns){c0, lanes_inside(c0, end), lanes_inside(c0 + 16, end),
+                           c0 + 32 >= 0 && c0 + 32 < end,
+                           (__mmask16)(count == 16 ? 0xFFFFu : (1u << count) - 1u)};
+  }
+  __m512 wv[9];
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  const __m512 bias_v = _mm512_set1_ps(bias);
+  const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
+  const __m512 low = _mm512_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
+  const __m512 high = _mm512_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
+  cr_prefetch next = cr_prefetch_spread(ahead, in_h * in_w * (int64_t)sizeof *x, out_h);
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    cr_prefetch_part(&next);
+    const float *rows[3];
+    for (int kh = 0; kh < 3; ++kh) {
+      const int64_t ih = 2 * oh - pad_h + kh;
+      rows[kh] = ih >= 0 && ih < in_h ? x + ih * in_w : NULL;
+    }
+    const float *res_row = residual != NULL ? residual + oh * out_w : NULL;
+    float *y_row = y + oh * out_w;
+    for (int64_t v = 0; v < vectors; ++v) {
+      const s2_columns *col = &cols[v];
+      __m512 acc = s2_vector(rows, col, wv, bias_v);
+      acc = depthwise_epilogue(acc, res_row != NULL ? res_row + 16 * v : NULL, col->out, act,
+                               low, high);
+      _mm512_mask_storeu_ps(y_row + 16 * v, col->out, acc);
+    }
+  }
+}
 #endif
 
 /* The input plane that output plane (n, o) of a direct convolution reads. */
@@ -1418,6 +1545,13 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
   const float *w = task->w + o * kernel_size_of(p);
   float *y = task->y + (n * outputs + o) * out_plane;
   const float bias = task->bias != NULL ? task->bias[o] : 0.0f;
+#if CR_DENSE_X86
+  if (s2_straight_fits(task)) {
+    depthwise_s2_avx512(x, in, out, p->pad[1], p->pad[2], w, bias, plane_residual(task, n, o),
+                        task->fusion, ahead, y);
+    return;
+  }
+#endif
   if (scratch != NULL && p->stride[1] == 2) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
@@ -1433,6 +1567,7 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
       depthwise_s2_avx2(x, in, out, p->pad[1], p->pad[2], w, bias, residual, task->fusion, y);
       return;
     }
+
 #endif
     /* The ring's rows take AVX2's vector kernel one row per call, which
      * measured slower than the portable loop (mobilenetv2's 112 x 112 ->
@@ -1572,6 +1707,7 @@ static int small_plane_fits(const cr_conv_task *task) {
   /* Rows of more than half a vector fill the row-by-row kernels well
    * enough, which then win at stride 1 (measured: docs/cpu_ref_performance.md). */
   if (out[2] > 8 && !(p->stride[1] == 2 && p->stride[2] == 2)) return 0;
+  if (s2_straight_fits(task)) return 0;
   return depthwise_epilogue_applies(task->fusion);
 }
 
@@ -1657,14 +1793,6 @@ __attribute__((target("avx512f"))) static small_plan *small_plan_make(
     }
   }
   return plan;
-}
-
-/* Where lane 0 of a masked load at offset start of x reads: start may be
- * negative, or the range may pass the plane's end, in lanes the mask turns
- * off (they are never read); the address is formed as an integer, since
- * pointer arithmetic may not leave the array. */
-static const float *lane_base(const float *x, int64_t start) {
-  return (const float *)((uintptr_t)x + (uintptr_t)start * sizeof *x);
 }
 
 /* One vector of outputs: bias, then the taps in order with fused
@@ -2599,7 +2727,7 @@ static void direct_planes(void *context, int64_t begin, int64_t end) {
       return;
     }
   }
-  if (is_plain_3x3(task->params)) {
+  if (is_plain_3x3(task->params) && !s2_straight_fits(task)) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(task->params, task->x_shape + 2, task->y_shape + 2, &wp, &padded, &wide);
     /* Without scratch the general loop computes the same values. */
