@@ -1427,13 +1427,13 @@ static const float *lane_base(const float *x, int64_t start) {
  * vector crosses an edge. s2_columns holds that per vector of outputs, the
  * same for every row and plane. */
 typedef struct s2_columns {
-  int64_t c0;          /* the first column read */
-  __mmask16 a, b;      /* the columns of a and b inside the row */
-  int c;               /* column c0 + 32 inside the row */
-  __mmask16 out;       /* the outputs of the vector */
+  int64_t c0;     /* the first column read */
+  __mmask16 a, b; /* the columns of a and b inside the row */
+  int c;          /* column c0 + 32 inside the row */
+  __mmask16 out;  /* the outputs of the vector */
 } s2_columns;
 
-
+/* The lanes of a 16-float load at column start that lie in [0, width). */
 static __mmask16 lanes_inside(int64_t start, int64_t width) {
   unsigned mask = 0;
   for (int l = 0; l < 16; ++l) {
@@ -1472,7 +1472,6 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 s2_vector
   }
   return acc;
 }
-
 
 /* One plane (in: 1 x in_h x in_w); ahead, the next plane the thread reads
  * (or NULL), is fetched into L2 a part per output row, as the ring of
@@ -1567,7 +1566,6 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
       depthwise_s2_avx2(x, in, out, p->pad[1], p->pad[2], w, bias, residual, task->fusion, y);
       return;
     }
-
 #endif
     /* The ring's rows take AVX2's vector kernel one row per call, which
      * measured slower than the portable loop (mobilenetv2's 112 x 112 ->
