@@ -1017,13 +1017,20 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 depthwise
   return value;
 }
 
+/* The nine filter values of a 3 x 3 plane in wv, each in every lane;
+ * returns the bias in every lane. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 taps9_avx512(
+    const float *w, float bias, __m512 wv[9]) {
+#pragma GCC unroll 9
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
+  return _mm512_set1_ps(bias);
+}
+
 __attribute__((target("avx512f"))) static void depthwise_plane_avx512(
     const float *src, int64_t ld_src, const int64_t offsets[9], int64_t rows, int64_t count,
     const float *w, float bias, const float *residual, const cr_fusion *fusion, float *out) {
   __m512 wv[9];
-#pragma GCC unroll 9
-  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
-  const __m512 bias_v = _mm512_set1_ps(bias);
+  const __m512 bias_v = taps9_avx512(w, bias, wv);
   const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
   const __m512 low = _mm512_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
   const __m512 high = _mm512_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
@@ -1288,6 +1295,16 @@ __attribute__((target("avx2"), always_inline)) static inline __m256 s2_load(cons
   return _mm256_maskload_ps(row + start, cr_lanes_mask(in_w - start < 8 ? in_w - start : 8));
 }
 
+/* The three input rows from row ih0 of an in_h x in_w plane that a
+ * stride-2 3 x 3 output row reads (NULL: a padding row). */
+static void s2_input_rows(const float *x, int64_t in_h, int64_t in_w, int64_t ih0,
+                          const float *rows[3]) {
+  for (int kh = 0; kh < 3; ++kh) {
+    const int64_t ih = ih0 + kh;
+    rows[kh] = ih >= 0 && ih < in_h ? x + ih * in_w : NULL;
+  }
+}
+
 /* One output of depthwise_s2_avx2 whose window starts left of the row
  * (column c0 < 0), in scalar code with the vector path's operations: fused
  * multiply-adds in (kh, kw) order from the bias, padding read as zeros,
@@ -1382,10 +1399,7 @@ __attribute__((target("avx2,fma"))) static void depthwise_s2_avx2(
   const int64_t first = pad_w == 1 ? 0 : (pad_w + 1) / 2 < out_w ? (pad_w + 1) / 2 : out_w;
   for (int64_t oh = 0; oh < out_h; ++oh) {
     const float *rows[3];
-    for (int kh = 0; kh < 3; ++kh) {
-      const int64_t ih = 2 * oh - pad_h + kh;
-      rows[kh] = ih >= 0 && ih < in_h ? x + ih * in_w : NULL;
-    }
+    s2_input_rows(x, in_h, in_w, 2 * oh - pad_h, rows);
     const float *res_row = residual != NULL ? residual + oh * out_w : NULL;
     float *y_row = y + oh * out_w;
     for (int64_t ow = 0; ow < first; ++ow) {
@@ -1492,9 +1506,7 @@ __attribute__((target("avx512f"))) static void depthwise_s2_avx512(
                            (__mmask16)(count == 16 ? 0xFFFFu : (1u << count) - 1u)};
   }
   __m512 wv[9];
-#pragma GCC unroll 9
-  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(w[t]);
-  const __m512 bias_v = _mm512_set1_ps(bias);
+  const __m512 bias_v = taps9_avx512(w, bias, wv);
   const cr_epilogue_act act = fusion != NULL ? fusion->act : CR_EPI_NONE;
   const __m512 low = _mm512_set1_ps(fusion != NULL ? fusion->clip_low : 0.0f);
   const __m512 high = _mm512_set1_ps(fusion != NULL ? fusion->clip_high : 0.0f);
@@ -1502,10 +1514,7 @@ __attribute__((target("avx512f"))) static void depthwise_s2_avx512(
   for (int64_t oh = 0; oh < out_h; ++oh) {
     cr_prefetch_part(&next);
     const float *rows[3];
-    for (int kh = 0; kh < 3; ++kh) {
-      const int64_t ih = 2 * oh - pad_h + kh;
-      rows[kh] = ih >= 0 && ih < in_h ? x + ih * in_w : NULL;
-    }
+    s2_input_rows(x, in_h, in_w, 2 * oh - pad_h, rows);
     const float *res_row = residual != NULL ? residual + oh * out_w : NULL;
     float *y_row = y + oh * out_w;
     for (int64_t v = 0; v < vectors; ++v) {
