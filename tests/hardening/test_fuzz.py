@@ -76,7 +76,14 @@ def test_every_target_has_seeds() -> None:
         assert sum(p.stat().st_size for p in seeds) < 256 * 1024, f"{name}: keep the seeds small"
 
 
-@pytest.mark.parametrize("target", C_TARGETS)
+# The default run replays these C targets; the others' sanitized builds take
+# about 20 s each on a fresh checkout, so they replay in the full run only.
+DEFAULT_C_REPLAYS = ("graph_json", "cpu_ref_model")
+
+
+@pytest.mark.parametrize("target", [
+    pytest.param(name, marks=[] if name in DEFAULT_C_REPLAYS else [pytest.mark.fuzz])
+    for name in C_TARGETS])
 def test_c_target_replays_corpus_and_regressions(libfuzzer, target: str) -> None:
     _check(fuzz_run.run(fuzz_run.TARGETS[target], 0, replay=True))
 
