@@ -111,7 +111,6 @@ def graph_json_seeds() -> None:
         _write("graph_json", f"{name}.json", json.dumps(graph))
     # A real model, annotated as the host passes it to plugins, and as MXNet wrote it.
     sym = mx.sym.load(str(MODELS / "transformer_enc" / "model-symbol.json"))
-    _, params = params_file.load(MODELS / "transformer_enc" / "model-0000.params"), None
     arrays, names = params_file.load(MODELS / "transformer_enc" / "model-0000.params")
     weights = {n.split(":", 1)[1]: a for n, a in zip(names, arrays)}
     data_shape = np.load(MODELS / "transformer_enc" / "input_0.npy").shape
