@@ -1553,13 +1553,6 @@ static void direct_plane(const cr_conv_task *task, int64_t n, int64_t o, float *
   const float *w = task->w + o * kernel_size_of(p);
   float *y = task->y + (n * outputs + o) * out_plane;
   const float bias = task->bias != NULL ? task->bias[o] : 0.0f;
-#if CR_DENSE_X86
-  if (s2_straight_fits(task)) {
-    depthwise_s2_avx512(x, in, out, p->pad[1], p->pad[2], w, bias, plane_residual(task, n, o),
-                        task->fusion, ahead, y);
-    return;
-  }
-#endif
   if (scratch != NULL && p->stride[1] == 2) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(p, in, out, &wp, &padded, &wide);
@@ -1714,7 +1707,6 @@ static int small_plane_fits(const cr_conv_task *task) {
   /* Rows of more than half a vector fill the row-by-row kernels well
    * enough, which then win at stride 1 (measured: docs/cpu_ref_performance.md). */
   if (out[2] > 8 && !(p->stride[1] == 2 && p->stride[2] == 2)) return 0;
-  if (s2_straight_fits(task)) return 0;
   return depthwise_epilogue_applies(task->fusion);
 }
 
@@ -2715,12 +2707,33 @@ static void depthwise_row_shares(void *context, int64_t begin, int64_t end) {
   }
 }
 
+#if CR_DENSE_X86
+/* Planes [begin, end) of an s2_straight_fits convolution, each fetching
+ * the next one ahead. */
+static void s2_straight_planes(const cr_conv_task *task, int64_t begin, int64_t end) {
+  const cr_conv_params *p = task->params;
+  const int64_t outputs = task->y_shape[1], *in = task->x_shape + 2, *out = task->y_shape + 2;
+  for (int64_t plane = begin; plane < end; ++plane) {
+    const int64_t n = plane / outputs, o = plane % outputs;
+    const float *ahead =
+        plane + 1 < end ? plane_input(task, (plane + 1) / outputs, (plane + 1) % outputs) : NULL;
+    depthwise_s2_avx512(plane_input(task, n, o), in, out, p->pad[1], p->pad[2], task->w + o * 9,
+                        task->bias != NULL ? task->bias[o] : 0.0f, plane_residual(task, n, o),
+                        task->fusion, ahead, task->y + plane * out[1] * out[2]);
+  }
+}
+#endif
+
 /* Planes [begin, end) one by one (or through small_planes). */
 static void direct_planes(void *context, int64_t begin, int64_t end) {
   const cr_conv_task *task = context;
   const int64_t outputs = task->y_shape[1];
   float *scratch = NULL;
 #if CR_DENSE_X86
+  if (s2_straight_fits(task)) {
+    s2_straight_planes(task, begin, end);
+    return;
+  }
   if (small_plane_fits(task) && small_planes(task, begin, end)) return;
 #endif
   if (kxk_fits(task)) {
@@ -2734,7 +2747,7 @@ static void direct_planes(void *context, int64_t begin, int64_t end) {
       return;
     }
   }
-  if (is_plain_3x3(task->params) && !s2_straight_fits(task)) {
+  if (is_plain_3x3(task->params)) {
     int64_t wp, padded, wide;
     plain_3x3_sizes(task->params, task->x_shape + 2, task->y_shape + 2, &wp, &padded, &wide);
     /* Without scratch the general loop computes the same values. */

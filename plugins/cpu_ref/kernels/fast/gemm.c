@@ -1461,33 +1461,28 @@ static int64_t split_k_point(const cr_gemm_arch *arch, int64_t m, int64_t n, int
 static int split_k_single(int64_t k, int64_t split) { return split + k_block(k, split) >= k; }
 
 /* A product cut at k = split: part 0 (k blocks before split) into C, part 1
- * into partial (row stride n), both without epilogue or done; shared by
- * rows within each part. Then rows [i0, i1) summed: C += partial, the
- * epilogue, done. */
+ * into part[1].c (scratch, row stride n), both without epilogue or done;
+ * shared by rows within each part. Then C's rows are summed: C += part 1,
+ * the epilogue, done. */
 typedef struct cr_split_k {
   cr_gemm_job part[2];
   int64_t row_shares; /* shares of each part's row panels */
   int64_t sum_shares; /* shares of C's rows in the sum */
-  float *partial;
   const cr_epilogue *epilogue;
   const cr_gemm_done *done;
 } cr_split_k;
 
-/* C's rows [i0, i1), columns [j0, j1): C += partial, then the epilogue
- * and done. */
-CR_TARGET_CLONES static void split_k_sum_rows(const cr_split_k *t, int64_t i0, int64_t i1,
-                                              int64_t j0, int64_t j1) {
+/* C's rows [i0, i1): C += part 1, then the epilogue and done. */
+CR_TARGET_CLONES static void split_k_sum_rows(const cr_split_k *t, int64_t i0, int64_t i1) {
   const cr_gemm_job *job = &t->part[0];
   const int64_t n = job->n;
   for (int64_t i = i0; i < i1; ++i) {
     float *c = job->c + i * job->ldc;
-    const float *p = t->partial + i * n;
-    for (int64_t j = j0; j < j1; ++j) c[j] += p[j];
+    const float *p = t->part[1].c + i * n;
+    for (int64_t j = 0; j < n; ++j) c[j] += p[j];
   }
-  if (t->epilogue != NULL) {
-    cr_epilogue_apply(t->epilogue, i0, i1 - i0, j0, j1 - j0, job->c, job->ldc);
-  }
-  if (t->done != NULL) t->done->block(t->done->context, i0, i1, j0, j1);
+  if (t->epilogue != NULL) cr_epilogue_apply(t->epilogue, i0, i1 - i0, 0, n, job->c, job->ldc);
+  if (t->done != NULL) t->done->block(t->done->context, i0, i1, 0, n);
 }
 
 static void split_k_parts(void *context, int64_t begin, int64_t end) {
@@ -1505,13 +1500,15 @@ static void split_k_parts(void *context, int64_t begin, int64_t end) {
 static void split_k_sums(void *context, int64_t begin, int64_t end) {
   const cr_split_k *t = context;
   const int64_t m = t->part[0].m;
-  split_k_sum_rows(t, m * begin / t->sum_shares, m * end / t->sum_shares, 0, t->part[0].n);
+  split_k_sum_rows(t, m * begin / t->sum_shares, m * end / t->sum_shares);
 }
 
-/* The parts of *job (k blocks [0, split) and [split, k)), computed into C
- * and partial; the caller then sums them. */
-static void split_k_init(cr_split_k *t, const cr_gemm_job *job, int64_t split, float *partial,
-                         const cr_epilogue *epilogue, const cr_gemm_done *done) {
+/* The parts of *job (k blocks [0, split) and [split, k)), part 1 into the
+ * calling thread's scratch, one share of rows each; -1 when the scratch
+ * cannot be had. */
+static int split_k_init(cr_split_k *t, const cr_gemm_job *job, int64_t split) {
+  float *partial = scratch_floats(CR_SCRATCH_GEMM_SHARED, (size_t)(job->m * job->n));
+  if (partial == NULL) return -1;
   t->part[0] = *job;
   t->part[0].k_end = split;
   t->part[0].epilogue = NULL;
@@ -1524,9 +1521,11 @@ static void split_k_init(cr_split_k *t, const cr_gemm_job *job, int64_t split, f
   t->part[1].ldc = job->n;
   atomic_init(&t->part[0].failed, 0);
   atomic_init(&t->part[1].failed, 0);
-  t->partial = partial;
-  t->epilogue = epilogue_is_empty(epilogue) ? NULL : epilogue;
-  t->done = done;
+  t->row_shares = 1;
+  t->sum_shares = 1;
+  t->epilogue = job->epilogue;
+  t->done = job->done;
+  return 0;
 }
 
 static int split_k_failed(cr_split_k *t) {
@@ -1536,12 +1535,9 @@ static int split_k_failed(cr_split_k *t) {
 /* The product of *job cut at split on `threads` threads: the two parts side
  * by side, then the sum shared by rows. */
 static int gemm_split_k(const cr_gemm_job *job, int64_t split, int threads) {
-  float *partial = scratch_floats(CR_SCRATCH_GEMM_SHARED, (size_t)(job->m * job->n));
-  if (partial == NULL) return -1;
   cr_split_k t;
-  split_k_init(&t, job, split, partial, job->epilogue, job->done);
-  const int64_t m_panels = ceil_div(job->m, job->arch->mr);
-  t.row_shares = min_i64((threads + 1) / 2, m_panels);
+  if (split_k_init(&t, job, split) != 0) return -1;
+  t.row_shares = min_i64((threads + 1) / 2, ceil_div(job->m, job->arch->mr));
   t.sum_shares = threads;
   cr_parallel_for(threads, 2 * t.row_shares, split_k_parts, &t);
   if (split_k_failed(&t)) return -1;
@@ -1589,14 +1585,13 @@ int cr_gemm_share(int64_t m, int64_t n, int64_t k, const cr_gemm_operand *a,
   const int64_t split = split_k_point(job.arch, m, n, k);
   if (split > 0 && !split_k_single(k, split)) {
     /* The share's rows (split_by_rows holds) as cr_gemm_notify sums them. */
-    float *partial = scratch_floats(CR_SCRATCH_GEMM_SHARED, (size_t)(m * n));
-    if (partial == NULL) return -1;
     cr_split_k t;
-    split_k_init(&t, &job, split, partial, epilogue, done);
-    gemm_range(&t.part[0], i0 / job.arch->mr, ceil_div(i1, job.arch->mr), 0, n_panels);
-    gemm_range(&t.part[1], i0 / job.arch->mr, ceil_div(i1, job.arch->mr), 0, n_panels);
+    if (split_k_init(&t, &job, split) != 0) return -1;
+    for (int part = 0; part < 2; ++part) {
+      gemm_range(&t.part[part], i0 / job.arch->mr, ceil_div(i1, job.arch->mr), 0, n_panels);
+    }
     if (split_k_failed(&t)) return -1;
-    split_k_sum_rows(&t, i0, i1, 0, n);
+    split_k_sum_rows(&t, i0, i1);
     return 0;
   }
   if (job.split_rows) {
